@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gpuctl.h: the public C API of libgpuctl.
+ *
+ * Decisions:
+ * - Every handle is opaque and has a _free() that accepts NULL.
+ * - Functions return int: >= 0 on success, -errno on failure; the reason is kept on the context
+ *   and read with gpuctl_errmsg(). The library never prints and never exits.
+ * - Out-parameters are named ret_*, come last and are written only on success.
+ * - A snapshot is one consistent reading of the machine. Every per-GPU fact is reached through a
+ *   field id (enum gpuctl_field), so renderers (table, CSV, JSON, --query, the exporter) are
+ *   data-driven and a fact that NVML could not give is simply "unavailable" (-ENODATA), never 0.
+ * - A GPU's identity is its UUID; indices are NVML's (PCI bus order), for people.
+ *
+ * This header is C and C++ clean and compiles on its own (tests/unit/test-headers.c checks).
+ */
+#ifndef GPUCTL_GPUCTL_H
+#define GPUCTL_GPUCTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GPUCTL_VERSION_STRING "0.1.0"
+
+/* ---- Context: the loaded NVML library, the last error message, the log hook ---- */
+
+struct gpuctl_ctx;
+
+/* Log levels passed to the log hook. The library itself never writes to stderr. */
+enum gpuctl_log_level {
+	GPUCTL_LOG_DEBUG = 0,
+	GPUCTL_LOG_INFO = 1,
+	GPUCTL_LOG_WARNING = 2,
+};
+
+typedef void (*gpuctl_log_fn)(void *userdata, enum gpuctl_log_level level, const char *msg);
+
+/* Creates a context. Loads nothing yet. */
+int gpuctl_ctx_new(struct gpuctl_ctx **ret_ctx);
+void gpuctl_ctx_free(struct gpuctl_ctx *ctx);
+
+/* The message describing the last failure on this context ("" if none). Owned by ctx. */
+const char *gpuctl_errmsg(const struct gpuctl_ctx *ctx);
+
+/* Installs a log hook (NULL removes it). Messages about unavailable NVML functions or fields
+ * are emitted at most once per context. */
+void gpuctl_ctx_set_log(struct gpuctl_ctx *ctx, gpuctl_log_fn fn, void *userdata);
+
+/* Loads NVML: $GPUCTL_NVML_LIBRARY if set, else libnvidia-ml.so.1, else libnvidia-ml.so; then
+ * nvmlInit. Idempotent. Returns -ENOENT when no library is found (no driver), -ENODEV when the
+ * library loads but NVML cannot initialise (driver not loaded, no permission), -EIO otherwise. */
+int gpuctl_nvml_load(struct gpuctl_ctx *ctx);
+
+/* After a successful load: the path the NVML library was loaded from (as the dynamic linker
+ * resolved it), or NULL. Owned by ctx. */
+const char *gpuctl_nvml_library_path(const struct gpuctl_ctx *ctx);
+
+/* ---- Snapshot ---- */
+
+struct gpuctl_snapshot;
+struct gpuctl_gpu;
+struct gpuctl_mig;
+struct gpuctl_proc;
+
+/* What to read beyond each GPU's identity and telemetry. Reading is done once per snapshot. */
+enum gpuctl_snapshot_flags {
+	GPUCTL_SNAP_BASIC = 0,            /* identity, memory, utilisation, temperature, ... */
+	GPUCTL_SNAP_PROCESSES = 1u << 0,  /* running compute processes (+ user, command) */
+	GPUCTL_SNAP_TOPOLOGY = 1u << 1,   /* pair facts: PCIe level, NVLink, P2P */
+	GPUCTL_SNAP_MIG = 1u << 2,        /* MIG devices */
+	GPUCTL_SNAP_HEALTH = 1u << 3,     /* ECC, retired pages, remapped rows, PCIe replays */
+	GPUCTL_SNAP_ALL = 0xfu,
+};
+
+/* Takes a snapshot (loads NVML first if needed). A GPU that is lost does not fail the
+ * snapshot: it is marked lost (gpuctl_gpu_lost) and its unread fields are unavailable. */
+int gpuctl_snapshot_take(struct gpuctl_ctx *ctx, unsigned flags, struct gpuctl_snapshot **ret_snap);
+void gpuctl_snapshot_free(struct gpuctl_snapshot *snap);
+
+/* System facts. Strings are owned by the snapshot; NULL when unavailable. */
+const char *gpuctl_snapshot_driver_version(const struct gpuctl_snapshot *snap);
+const char *gpuctl_snapshot_nvml_version(const struct gpuctl_snapshot *snap);
+/* CUDA driver API version as NVML encodes it (e.g. 12020 for 12.2); -ENODATA if unavailable. */
+int gpuctl_snapshot_cuda_version(const struct gpuctl_snapshot *snap, int *ret_version);
+/* The flags the snapshot was taken with. */
+unsigned gpuctl_snapshot_flags(const struct gpuctl_snapshot *snap);
+
+size_t gpuctl_snapshot_gpu_count(const struct gpuctl_snapshot *snap);
+/* Borrowed pointer, valid until the snapshot is freed; NULL if i is out of range. */
+const struct gpuctl_gpu *gpuctl_snapshot_gpu(const struct gpuctl_snapshot *snap, size_t i);
+
+/* ---- Per-GPU fields ---- */
+
+/* Every per-GPU fact. Integer fields are in base units: bytes, milliwatts, MHz, degrees C,
+ * percent; booleans are 0/1; enums use the values documented next to them. */
+enum gpuctl_field {
+	/* identity (strings unless noted) */
+	GPUCTL_F_INDEX,            /* int: NVML index (PCI bus order) */
+	GPUCTL_F_UUID,             /* "GPU-xxxxxxxx-..." */
+	GPUCTL_F_PCI_BUS_ID,       /* "00000000:07:00.0" as NVML prints it */
+	GPUCTL_F_PCI_DEVICE_ID,    /* int: device id << 16 | vendor id */
+	GPUCTL_F_NAME,             /* "NVIDIA A100-SXM4-80GB" */
+	GPUCTL_F_BRAND,            /* "Tesla", "GeForce", ... */
+	GPUCTL_F_ARCHITECTURE,     /* "Ampere", "Hopper", ... */
+	GPUCTL_F_COMPUTE_CAP,      /* "8.0" */
+	GPUCTL_F_SERIAL,           /* board serial */
+	GPUCTL_F_MINOR_NUMBER,     /* int: N of /dev/nvidiaN */
+	/* memory and load */
+	GPUCTL_F_MEMORY_TOTAL,     /* bytes */
+	GPUCTL_F_MEMORY_USED,      /* bytes */
+	GPUCTL_F_MEMORY_FREE,      /* bytes */
+	GPUCTL_F_UTIL_GPU,         /* percent */
+	GPUCTL_F_UTIL_MEMORY,      /* percent */
+	/* thermal and power */
+	GPUCTL_F_TEMP,             /* C */
+	GPUCTL_F_TEMP_SLOWDOWN,    /* C, the GPU's slowdown threshold */
+	GPUCTL_F_TEMP_SHUTDOWN,    /* C, the GPU's shutdown threshold */
+	GPUCTL_F_POWER_DRAW,       /* mW */
+	GPUCTL_F_POWER_LIMIT,      /* mW, enforced limit */
+	/* clocks */
+	GPUCTL_F_CLOCK_SM,         /* MHz */
+	GPUCTL_F_CLOCK_MEM,        /* MHz */
+	GPUCTL_F_CLOCK_SM_MAX,     /* MHz */
+	GPUCTL_F_CLOCK_MEM_MAX,    /* MHz */
+	GPUCTL_F_CLOCKS_EVENT_REASONS, /* bit mask, NVML's clocks-event reason bits */
+	/* PCIe */
+	GPUCTL_F_PCIE_GEN,         /* current generation */
+	GPUCTL_F_PCIE_GEN_MAX,
+	GPUCTL_F_PCIE_WIDTH,       /* current lanes */
+	GPUCTL_F_PCIE_WIDTH_MAX,
+	GPUCTL_F_PCIE_REPLAY,      /* replay counter (GPUCTL_SNAP_HEALTH) */
+	/* modes */
+	GPUCTL_F_PERSISTENCE_MODE, /* bool */
+	GPUCTL_F_COMPUTE_MODE,     /* enum gpuctl_compute_mode */
+	GPUCTL_F_ECC_MODE,         /* bool, current */
+	GPUCTL_F_ECC_MODE_PENDING, /* bool, after next reboot */
+	GPUCTL_F_MIG_MODE,         /* bool, current */
+	GPUCTL_F_MIG_MODE_PENDING, /* bool */
+	/* memory errors (GPUCTL_SNAP_HEALTH) */
+	GPUCTL_F_ECC_VOL_CORRECTED,
+	GPUCTL_F_ECC_VOL_UNCORRECTED,
+	GPUCTL_F_ECC_AGG_CORRECTED,
+	GPUCTL_F_ECC_AGG_UNCORRECTED,
+	GPUCTL_F_RETIRED_SBE,      /* pages retired for multiple single-bit errors (pre-Ampere) */
+	GPUCTL_F_RETIRED_DBE,      /* pages retired for double-bit errors (pre-Ampere) */
+	GPUCTL_F_RETIRED_PENDING,  /* bool */
+	GPUCTL_F_REMAP_CORRECTABLE,   /* rows remapped for correctable errors (Ampere+) */
+	GPUCTL_F_REMAP_UNCORRECTABLE, /* rows remapped for uncorrectable errors */
+	GPUCTL_F_REMAP_PENDING,       /* bool */
+	GPUCTL_F_REMAP_FAILURE,       /* bool */
+	/* placement */
+	GPUCTL_F_NUMA_NODE,        /* int: the CPU NUMA node the GPU is attached to */
+	GPUCTL_F_GPU_NUMA_NODE,    /* int: the GPU memory's own NUMA node (Grace systems) */
+	GPUCTL_F_CPU_AFFINITY,     /* string: ideal CPUs as a Linux cpulist, "0-15,128-143" */
+	GPUCTL__F_COUNT
+};
+
+enum gpuctl_compute_mode {
+	GPUCTL_COMPUTE_DEFAULT = 0,
+	GPUCTL_COMPUTE_EXCLUSIVE_THREAD = 1, /* removed from NVML, kept for old drivers */
+	GPUCTL_COMPUTE_PROHIBITED = 2,
+	GPUCTL_COMPUTE_EXCLUSIVE_PROCESS = 3,
+};
+
+enum gpuctl_field_type {
+	GPUCTL_FT_INT,
+	GPUCTL_FT_STR,
+};
+
+/* How a field is shown to people; renderers use it, the snapshot ignores it. */
+enum gpuctl_field_unit {
+	GPUCTL_FU_NONE,    /* plain integer or string */
+	GPUCTL_FU_BYTES,   /* shown in MiB */
+	GPUCTL_FU_MW,      /* shown in W with two decimals */
+	GPUCTL_FU_MHZ,
+	GPUCTL_FU_CELSIUS,
+	GPUCTL_FU_PERCENT,
+	GPUCTL_FU_BOOL,    /* Enabled / Disabled */
+	GPUCTL_FU_YESNO,   /* Yes / No */
+	GPUCTL_FU_HEX,     /* 0x%08X */
+	GPUCTL_FU_ENUM,    /* a name from the field's own table (compute mode) */
+};
+
+struct gpuctl_field_info {
+	enum gpuctl_field id;
+	const char *key;      /* JSON key and gpuctl --query name, e.g. "memory_used" */
+	const char *smi_name; /* nvidia-smi --query-gpu name, e.g. "memory.used"; NULL if none */
+	const char *csv_unit; /* unit suffix of nvidia-smi's CSV header: " [MiB]", " [W]" or "" */
+	enum gpuctl_field_type type;
+	enum gpuctl_field_unit unit;
+	unsigned snap_flag;   /* the gpuctl_snapshot_flags bit needed to read it (0: always) */
+	const char *doc;      /* one line for --help and docs/json.md */
+};
+
+/* Metadata of one field, NULL if id is out of range. */
+const struct gpuctl_field_info *gpuctl_field_info(enum gpuctl_field id);
+/* Looks a field up by our key, nvidia-smi's query name, or one of nvidia-smi's aliases
+ * (case-insensitive). Returns the field id, or -EINVAL if name is unknown. */
+int gpuctl_field_lookup(const char *name);
+
+/* Reads an integer field. Returns 0, -ENODATA when unavailable (NOT_SUPPORTED, missing symbol,
+ * not requested in the snapshot flags, or the GPU is lost), -EINVAL if the field is no int. */
+int gpuctl_gpu_int(const struct gpuctl_gpu *gpu, enum gpuctl_field f, int64_t *ret_value);
+/* Reads a string field; NULL when unavailable or not a string field. Owned by the snapshot. */
+const char *gpuctl_gpu_str(const struct gpuctl_gpu *gpu, enum gpuctl_field f);
+/* True when NVML reported this GPU lost (fallen off the bus, GPU_IS_LOST). */
+bool gpuctl_gpu_lost(const struct gpuctl_gpu *gpu);
+/* Index of this GPU in its snapshot (== GPUCTL_F_INDEX). */
+size_t gpuctl_gpu_index(const struct gpuctl_gpu *gpu);
+
+/* ---- MIG devices (GPUCTL_SNAP_MIG) ---- */
+
+size_t gpuctl_gpu_mig_count(const struct gpuctl_gpu *gpu);
+const struct gpuctl_mig *gpuctl_gpu_mig(const struct gpuctl_gpu *gpu, size_t i);
+const char *gpuctl_mig_uuid(const struct gpuctl_mig *mig);    /* "MIG-..." */
+const char *gpuctl_mig_profile(const struct gpuctl_mig *mig); /* "1g.10gb", NULL if unknown */
+/* GPUCTL_MIG_* integer facts; -ENODATA when unavailable. */
+enum gpuctl_mig_field {
+	GPUCTL_MIG_INDEX,        /* MIG device index on its parent */
+	GPUCTL_MIG_GI,           /* GPU instance id */
+	GPUCTL_MIG_CI,           /* compute instance id */
+	GPUCTL_MIG_MEMORY_TOTAL, /* bytes */
+	GPUCTL_MIG_MEMORY_USED,  /* bytes */
+};
+int gpuctl_mig_int(const struct gpuctl_mig *mig, enum gpuctl_mig_field f, int64_t *ret_value);
+
+/* ---- Compute processes (GPUCTL_SNAP_PROCESSES) ---- */
+
+size_t gpuctl_gpu_proc_count(const struct gpuctl_gpu *gpu);
+const struct gpuctl_proc *gpuctl_gpu_proc(const struct gpuctl_gpu *gpu, size_t i);
+uint32_t gpuctl_proc_pid(const struct gpuctl_proc *proc);
+/* Bytes of GPU memory the process uses; -ENODATA when the driver does not say. */
+int gpuctl_proc_used_memory(const struct gpuctl_proc *proc, int64_t *ret_bytes);
+/* The owner's uid; -ENODATA when unknown (process gone, other PID namespace). */
+int gpuctl_proc_uid(const struct gpuctl_proc *proc, uint32_t *ret_uid);
+/* User name (or the uid in decimal when it has no name), NULL if unknown. */
+const char *gpuctl_proc_user(const struct gpuctl_proc *proc);
+/* Command name (argv[0] without directories), NULL if unknown. */
+const char *gpuctl_proc_command(const struct gpuctl_proc *proc);
+/* For a process on a MIG device: its GPU / compute instance ids; -ENODATA otherwise. */
+int gpuctl_proc_mig(const struct gpuctl_proc *proc, uint32_t *ret_gi, uint32_t *ret_ci);
+
+/* ---- Pair facts (GPUCTL_SNAP_TOPOLOGY) ---- */
+
+/* NVML's common-ancestor levels; the numbers are NVML's own, spaced on purpose. */
+enum gpuctl_topo_level {
+	GPUCTL_TOPO_UNKNOWN = -1,
+	GPUCTL_TOPO_INTERNAL = 0,    /* same board */
+	GPUCTL_TOPO_SINGLE = 10,     /* PIX: one PCIe switch */
+	GPUCTL_TOPO_MULTIPLE = 20,   /* PXB: several switches, no host bridge */
+	GPUCTL_TOPO_HOSTBRIDGE = 30, /* PHB */
+	GPUCTL_TOPO_NODE = 40,       /* NODE: same NUMA node, several host bridges */
+	GPUCTL_TOPO_SYSTEM = 50,     /* SYS: across the SMP interconnect */
+};
+
+/* NVML's P2P status values. */
+enum gpuctl_p2p_status {
+	GPUCTL_P2P_UNKNOWN = -1,
+	GPUCTL_P2P_OK = 0,
+	GPUCTL_P2P_CHIPSET_NOT_SUPPORTED = 1,
+	GPUCTL_P2P_GPU_NOT_SUPPORTED = 2,
+	GPUCTL_P2P_TOPOLOGY_NOT_SUPPORTED = 3,
+	GPUCTL_P2P_DISABLED_BY_REGKEY = 4,
+	GPUCTL_P2P_NOT_SUPPORTED = 5,
+};
+
+/* The facts about one pair of GPUs (by snapshot index). */
+struct gpuctl_link {
+	int level;        /* enum gpuctl_topo_level */
+	int nvlinks;      /* active NVLinks between the two: direct links, or for an NVSwitch
+			   * fabric the links each GPU has into it (the smaller of the two) */
+	bool nvswitch;    /* true when the NVLinks go through NVSwitches (all-to-all) */
+	int p2p;          /* enum gpuctl_p2p_status, for P2P reads */
+	double bandwidth; /* modelled GB/s per direction, see docs/topology.md */
+};
+
+/* Fills *ret_link for GPUs a and b (a != b). -EINVAL for a bad index, -ENODATA if the snapshot
+ * was taken without GPUCTL_SNAP_TOPOLOGY. */
+int gpuctl_snapshot_link(const struct gpuctl_snapshot *snap, size_t a, size_t b,
+			 struct gpuctl_link *ret_link);
+
+/* The nvidia-smi topo -m code of a level ("PIX", "SYS", ...); "X" for self is the caller's. */
+const char *gpuctl_topo_level_code(int level);
+
+/* ---- Choosing GPUs by id ---- */
+
+/* Resolves a comma-separated list of GPU ids against a snapshot: an index, a full UUID, a unique
+ * UUID prefix (with or without "GPU-"), or a PCI bus id in any of NVML's forms
+ * ("00000000:07:00.0", "0000:07:00.0", "07:00.0"; case-insensitive). Writes the snapshot
+ * indices in the order given, without duplicates. -EINVAL for a malformed, unknown or
+ * ambiguous entry, with a message naming it. *ret_indices is malloc'ed (caller frees). */
+int gpuctl_ids_resolve(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap, const char *ids,
+		       size_t **ret_indices, size_t *ret_count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPUCTL_GPUCTL_H */

@@ -1,0 +1,38 @@
+#!/bin/sh
+# Installs the Debian packages that building and testing gpuctl need, when they are missing.
+# As root it runs apt-get; otherwise it prints the exact command and exits 1, changing nothing.
+# Usage: scripts/deps.sh [build|test|all]   (default: all)
+set -eu
+
+build_pkgs="gcc make cmake pkg-config libjansson-dev"
+test_pkgs="libcmocka-dev clang libclang-rt-14-dev clang-format python3 jq"
+
+case "${1:-all}" in
+build) want="$build_pkgs" ;;
+test | all) want="$build_pkgs $test_pkgs" ;;
+*)
+	echo "scripts/deps.sh: unknown set '$1' (expected build, test or all)" >&2
+	exit 2
+	;;
+esac
+
+missing=""
+for p in $want; do
+	# dpkg-query prints "install ok installed" only for a fully installed package.
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
+		missing="$missing $p"
+	fi
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "gpuctl: missing Debian packages:$missing" >&2
+	echo "gpuctl: run: sudo apt-get install -y$missing" >&2
+	exit 1
+fi
+echo "gpuctl: installing Debian packages:$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get install -y -q $missing >/dev/null 2>&1 || {
+	apt-get update -q >/dev/null
+	apt-get install -y -q $missing
+}
