@@ -60,6 +60,11 @@ int gpuctl_nvml_load(struct gpuctl_ctx *ctx);
  * resolved it), or NULL. Owned by ctx. */
 const char *gpuctl_nvml_library_path(const struct gpuctl_ctx *ctx);
 
+/* Where the dynamic linker finds a library by soname (e.g. "libcuda.so.1"): dlopen()s it
+ * without running anything of it beyond its constructors, and writes the resolved path to
+ * *ret_path (malloc'ed). -ENOENT when it is not found. Used by `gpuctl info`. */
+int gpuctl_library_locate(const char *soname, char **ret_path);
+
 /* ---- Snapshot ---- */
 
 struct gpuctl_snapshot;

@@ -1,0 +1,99 @@
+"""Shared helpers for the end-to-end tests: run the real binaries against simulated machines.
+
+Paths come from the environment ctest sets (GPUCTL_BUILD_DIR, GPUCTL_SOURCE_DIR); run one
+module by hand with:
+    GPUCTL_BUILD_DIR=build GPUCTL_SOURCE_DIR=. python3 -m unittest -v tests/cli/test_x.py
+(from the source root, with tests/cli on PYTHONPATH) or simply `ctest -R cli/test_x`.
+"""
+import csv
+import io
+import json
+import os
+import subprocess
+import unittest
+
+SRC = os.path.abspath(os.environ.get("GPUCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")))
+BUILD = os.path.abspath(os.environ.get("GPUCTL_BUILD_DIR", os.path.join(SRC, "build")))
+GPUCTL = os.path.join(BUILD, "bin", "gpuctl")
+NVSIM = os.path.join(BUILD, "bin", "nvsim")
+SIMLIB = os.path.join(BUILD, "sim", "libnvidia-ml.so.1")
+SCENARIOS = os.path.join(SRC, "sim", "scenarios")
+EXPECTED = os.path.join(SRC, "tests", "cli", "expected")
+
+# Exit codes documented in docs/gpuctl.1 ("EXIT STATUS").
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_NOMATCH = 3
+EXIT_NODRIVER = 4
+
+TIMEOUT = 60
+
+
+class Result:
+    def __init__(self, proc):
+        self.rc = proc.returncode
+        self.out = proc.stdout
+        self.err = proc.stderr
+
+    def json(self):
+        return json.loads(self.out)
+
+    def csv(self):
+        return list(csv.reader(io.StringIO(self.out), skipinitialspace=True))
+
+    def __repr__(self):
+        return f"rc={self.rc}\nstdout:\n{self.out}\nstderr:\n{self.err}"
+
+
+def run(argv, env=None, input=None, timeout=TIMEOUT):
+    e = dict(os.environ)
+    # A test never reaches a real driver by accident, and never inherits an outer allocation.
+    for k in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"):
+        e.pop(k, None)
+    if env:
+        e.update(env)
+    p = subprocess.run(argv, env=e, input=input, capture_output=True, text=True, timeout=timeout)
+    return Result(p)
+
+
+def gpuctl(*args, env=None, **kw):
+    """Runs gpuctl directly (no simulator unless env says so)."""
+    return run([GPUCTL, *args], env=env, **kw)
+
+
+def sim(scenario, *args, nvsim_args=(), env=None, **kw):
+    """Runs `nvsim exec SCENARIO -- gpuctl ARGS...` on a fresh simulated machine."""
+    return run([NVSIM, "exec", *nvsim_args, scenario, "--", GPUCTL, *args], env=env, **kw)
+
+
+def sim_sh(scenario, script, nvsim_args=(), env=None, **kw):
+    """Runs a shell script on one simulated machine, so nvsim can change it between gpuctl calls.
+    $GPUCTL and $NVSIM name the binaries."""
+    e = {"GPUCTL": GPUCTL, "NVSIM": NVSIM}
+    if env:
+        e.update(env)
+    return run([NVSIM, "exec", *nvsim_args, scenario, "--", "sh", "-ec", script], env=e, **kw)
+
+
+def scenario_names():
+    return sorted(f[:-5] for f in os.listdir(SCENARIOS) if f.endswith(".json"))
+
+
+def load_expected(name):
+    with open(os.path.join(EXPECTED, name)) as f:
+        return json.load(f)
+
+
+class GpuctlTestCase(unittest.TestCase):
+    def assertOk(self, r):
+        self.assertEqual(r.rc, 0, r)
+
+    def assertOneLineError(self, r, rc, *needles):
+        """A failure prints exactly one line on stderr, 'gpuctl: ...', naming the input."""
+        self.assertEqual(r.rc, rc, r)
+        lines = [l for l in r.err.splitlines() if l.strip()]
+        self.assertEqual(len(lines), 1, r)
+        self.assertTrue(lines[0].startswith(("gpuctl: ", "nvsim: ")), r)
+        for n in needles:
+            self.assertIn(n, lines[0], r)
