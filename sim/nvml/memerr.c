@@ -1,0 +1,115 @@
+/* Simulated NVML: memory error reporting (ECC mode and counters, retired pages, remapped
+ * rows). Support follows the generation rules NVIDIA documents:
+ * - ECC mode/counters: NOT_SUPPORTED on GPUs without ECC (scenario "ecc": false, GeForce);
+ *   counters also need ECC enabled ("Requires ECC Mode to be enabled").
+ * - Retired pages (dynamic page retirement): Kepler..Turing with ECC; from Ampere on, row
+ *   remapping replaced it and the call is NOT_SUPPORTED (NVIDIA "GPU Memory Error Management",
+ *   A100 and later).
+ * - Remapped rows: Ampere and newer with ECC; NOT_SUPPORTED before, and on a GPU with MIG
+ *   enabled and at least one instance (per SCENARIO.md).
+ * Retired page addresses are synthetic and stable (cause-specific base plus page index). */
+#include "internal.h"
+#include "../util.h"
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t *current,
+                                             nvmlEnableState_t *pending)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetEccMode, device, 0);
+	if (!current || !pending)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	if (!c.g->has_ecc)
+		return sim_end(NVML_ERROR_NOT_SUPPORTED);
+	*current = c.g->ecc_enabled ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+	*pending = c.g->ecc_pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+	return sim_end(NVML_SUCCESS);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device,
+                                                    nvmlMemoryErrorType_t errorType,
+                                                    nvmlEccCounterType_t counterType,
+                                                    unsigned long long *eccCounts)
+{
+	const struct sim_gpu *g;
+	bool corr;
+
+	SIM_DEVICE_CALL(nvmlDeviceGetTotalEccErrors, device, 0);
+	g = c.g;
+	if (!eccCounts ||
+	    (errorType != NVML_MEMORY_ERROR_TYPE_CORRECTED &&
+	     errorType != NVML_MEMORY_ERROR_TYPE_UNCORRECTED) ||
+	    (counterType != NVML_VOLATILE_ECC && counterType != NVML_AGGREGATE_ECC))
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	if (!g->has_ecc || !g->ecc_enabled)
+		return sim_end(NVML_ERROR_NOT_SUPPORTED);
+	corr = errorType == NVML_MEMORY_ERROR_TYPE_CORRECTED;
+	if (counterType == NVML_VOLATILE_ECC)
+		*eccCounts = corr ? g->ecc_vol_corr : g->ecc_vol_uncorr;
+	else
+		*eccCounts = corr ? g->ecc_agg_corr : g->ecc_agg_uncorr;
+	return sim_end(NVML_SUCCESS);
+}
+
+static bool has_retirement(const struct sim_gpu *g)
+{
+	return g->has_ecc && g->arch < SIM_ARCH_AMPERE;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t device,
+                                                  nvmlPageRetirementCause_t cause,
+                                                  unsigned int *pageCount,
+                                                  unsigned long long *addresses)
+{
+	unsigned int n;
+	unsigned long long base;
+
+	SIM_DEVICE_CALL(nvmlDeviceGetRetiredPages, device, 0);
+	if (!pageCount || (cause != NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS &&
+	                   cause != NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR))
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	if (!has_retirement(c.g))
+		return sim_end(NVML_ERROR_NOT_SUPPORTED);
+	n = cause == NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR ? c.g->retired_dbe
+	                                                             : c.g->retired_sbe;
+	base = cause == NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR ? 0x200000ULL : 0x100000ULL;
+	if (*pageCount < n) {
+		*pageCount = n;
+		return sim_end(NVML_ERROR_INSUFFICIENT_SIZE);
+	}
+	if (n && !addresses)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	for (unsigned int i = 0; i < n; i++)
+		addresses[i] = base + (unsigned long long)i * 0x10ULL;
+	*pageCount = n;
+	return sim_end(NVML_SUCCESS);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device,
+                                                               nvmlEnableState_t *isPending)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetRetiredPagesPendingStatus, device, 0);
+	if (!isPending)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	if (!has_retirement(c.g))
+		return sim_end(NVML_ERROR_NOT_SUPPORTED);
+	*isPending = c.g->retired_pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+	return sim_end(NVML_SUCCESS);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRows,
+                                                  unsigned int *uncRows, unsigned int *isPending,
+                                                  unsigned int *failureOccurred)
+{
+	const struct sim_gpu *g;
+
+	SIM_DEVICE_CALL(nvmlDeviceGetRemappedRows, device, 0);
+	g = c.g;
+	if (!corrRows || !uncRows || !isPending || !failureOccurred)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	if (!g->has_ecc || g->arch < SIM_ARCH_AMPERE || (g->mig_enabled && g->mig_count > 0))
+		return sim_end(NVML_ERROR_NOT_SUPPORTED);
+	*corrRows = g->remap_corr;
+	*uncRows = g->remap_uncorr;
+	*isPending = g->remap_pending;
+	*failureOccurred = g->remap_failure;
+	return sim_end(NVML_SUCCESS);
+}

@@ -1,0 +1,215 @@
+/* Simulated NVML: telemetry (memory, utilisation, temperature, power, clocks, clock event
+ * reasons, PCIe link). Values come from the scenario with nvsim's "set" merged in; memory
+ * used adds the registered processes' memory. Utilisation is NOT_SUPPORTED while MIG is
+ * enabled (NVML documents per-GPU utilisation as unavailable in MIG mode). Optional
+ * scenario keys that are absent (power, thresholds, clocks) answer NOT_SUPPORTED. */
+#include "internal.h"
+#include "../util.h"
+
+struct mem {
+	unsigned long long total, reserved, used;
+};
+
+static struct mem memory_of(const struct sim_call *c)
+{
+	struct mem m;
+
+	if (c->m) {
+		m.total = c->m->memory_mib << 20;
+		m.reserved = 0;
+		m.used = sim_procs_bytes(c->g, c->m);
+	} else {
+		m.total = c->g->memory_total_mib << 20;
+		m.reserved = c->g->memory_reserved_mib << 20;
+		m.used = (c->g->memory_used_mib << 20) + sim_procs_bytes(c->g, NULL);
+	}
+	if (m.used > m.total - m.reserved)
+		m.used = m.total - m.reserved;
+	return m;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+	struct mem m;
+
+	SIM_DEVICE_CALL(nvmlDeviceGetMemoryInfo_v2, device, SIM_MIG_OK);
+	if (!memory)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	if (memory->version != nvmlMemory_v2)
+		return sim_end(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+	m = memory_of(&c);
+	memory->total = m.total;
+	memory->reserved = m.reserved;
+	memory->used = m.used;
+	memory->free = m.total - m.reserved - m.used;
+	return sim_end(NVML_SUCCESS);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+{
+	struct mem m;
+
+	SIM_DEVICE_CALL(nvmlDeviceGetMemoryInfo, device, SIM_MIG_OK);
+	if (!memory)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	m = memory_of(&c);
+	memory->total = m.total;
+	memory->used = m.used + m.reserved; /* v1 "used" includes the reservation */
+	memory->free = m.total - m.reserved - m.used;
+	return sim_end(NVML_SUCCESS);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
+                                                      nvmlUtilization_t *utilization)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetUtilizationRates, device, 0);
+	if (!utilization)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	if (c.g->mig_enabled)
+		return sim_end(NVML_ERROR_NOT_SUPPORTED);
+	utilization->gpu = c.g->utilization_gpu;
+	utilization->memory = c.g->utilization_memory;
+	return sim_end(NVML_SUCCESS);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device,
+                                                 nvmlTemperatureSensors_t sensorType,
+                                                 unsigned int *temp)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetTemperature, device, 0);
+	if (!temp || sensorType != NVML_TEMPERATURE_GPU)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	*temp = c.g->temperature_c;
+	return sim_end(NVML_SUCCESS);
+}
+
+static nvmlReturn_t opt_out(const struct sim_opt *o, unsigned int *out)
+{
+	if (!out)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (!o->valid)
+		return NVML_ERROR_NOT_SUPPORTED;
+	*out = (unsigned int)o->v;
+	return NVML_SUCCESS;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device,
+                                                          nvmlTemperatureThresholds_t thresholdType,
+                                                          unsigned int *temp)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetTemperatureThreshold, device, 0);
+	if (!temp)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	switch (thresholdType) {
+	case NVML_TEMPERATURE_THRESHOLD_SHUTDOWN:
+		return sim_end(opt_out(&c.g->temperature_shutdown_c, temp));
+	case NVML_TEMPERATURE_THRESHOLD_SLOWDOWN:
+		return sim_end(opt_out(&c.g->temperature_slowdown_c, temp));
+	default:
+		return sim_end(NVML_ERROR_NOT_SUPPORTED);
+	}
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetPowerUsage, device, 0);
+	return sim_end(opt_out(&c.g->power_draw_mw, power));
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetEnforcedPowerLimit, device, 0);
+	return sim_end(opt_out(&c.g->power_limit_mw, limit));
+}
+
+static nvmlReturn_t clock_value(const struct sim_call *c, nvmlClockType_t type, unsigned int *out,
+                                bool max)
+{
+	switch (type) {
+	case NVML_CLOCK_GRAPHICS:
+	case NVML_CLOCK_SM:
+		return opt_out(max ? &c->g->max_clock_sm : &c->g->clock_sm, out);
+	case NVML_CLOCK_MEM:
+		return opt_out(max ? &c->g->max_clock_mem : &c->g->clock_mem, out);
+	case NVML_CLOCK_VIDEO:
+		return out ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
+	default:
+		return NVML_ERROR_INVALID_ARGUMENT;
+	}
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type,
+                                               unsigned int *clk)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetClockInfo, device, 0);
+	return sim_end(clock_value(&c, type, clk, false));
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockType_t type,
+                                                  unsigned int *clk)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetMaxClockInfo, device, 0);
+	return sim_end(clock_value(&c, type, clk, true));
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
+                                                               unsigned long long *reasons)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetCurrentClocksEventReasons, device, 0);
+	if (!reasons)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	*reasons = c.g->clocks_event_reasons;
+	return sim_end(NVML_SUCCESS);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
+                                                                  unsigned long long *reasons)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetCurrentClocksThrottleReasons, device, 0);
+	if (!reasons)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	*reasons = c.g->clocks_event_reasons;
+	return sim_end(NVML_SUCCESS);
+}
+
+static nvmlReturn_t uint_out(unsigned int v, unsigned int *out)
+{
+	if (!out)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*out = v;
+	return NVML_SUCCESS;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device,
+                                                            unsigned int *currLinkGen)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetCurrPcieLinkGeneration, device, 0);
+	return sim_end(uint_out(c.g->pcie_gen, currLinkGen));
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device,
+                                                           unsigned int *maxLinkGen)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetMaxPcieLinkGeneration, device, 0);
+	return sim_end(uint_out(c.g->pcie_max_gen, maxLinkGen));
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device,
+                                                       unsigned int *currLinkWidth)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetCurrPcieLinkWidth, device, 0);
+	return sim_end(uint_out(c.g->pcie_width, currLinkWidth));
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device,
+                                                      unsigned int *maxLinkWidth)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetMaxPcieLinkWidth, device, 0);
+	return sim_end(uint_out(c.g->pcie_max_width, maxLinkWidth));
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsigned int *value)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetPcieReplayCounter, device, 0);
+	return sim_end(uint_out(c.g->pcie_replay, value));
+}

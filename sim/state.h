@@ -1,0 +1,71 @@
+/* The state directory (NVSIM_STATE_DIR) shared by nvsim and the simulated libraries:
+ *   scenario.json   the machine (copied by `nvsim exec`)
+ *   state.json      dynamic overrides written by nvsim (format in sim/README.md)
+ *   procs/PID.json  registered compute processes
+ *   calls/PID-SEQ.json  call counts dumped by each process using the library
+ *   kmsg, cuda/     reserved
+ * Writers replace files atomically (temp + fsync + rename); readers stat before re-reading. */
+#ifndef SIM_STATE_H
+#define SIM_STATE_H
+
+#include "scenario.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SIM_MAX_FAILS 256
+#define SIM_MAX_PROCS 4096
+
+/* One error-injection rule: function name (or "*"), NVML error, GPU index or -1 = any. */
+struct sim_fail {
+	char function[64];
+	int error;
+	int gpu;
+};
+
+/* Per-GPU dynamic facts that are not scenario keys. */
+struct sim_gpu_dyn {
+	bool lost;
+	long long lost_after_calls; /* -1 = not armed */
+	long long lost_after_gen;   /* bumped by nvsim on every set, so a process re-arms */
+	uint64_t nvlink_down;       /* bit N = link N down */
+};
+
+struct sim_dyn {
+	long long latency_us; /* -1 = not set */
+	struct sim_fail fails[SIM_MAX_FAILS];
+	size_t n_fails;
+	struct sim_gpu_dyn gpus[SIM_MAX_GPUS];
+};
+
+struct sim_proc {
+	pid_t pid;
+	char uuid[96];
+	unsigned long long used_bytes;
+};
+
+int sim_read_file(const char *path, size_t max, char **ret, size_t *ret_len);
+int sim_write_atomic(const char *path, const char *data, size_t len);
+int sim_write_json_atomic(const char *path, json_t *v);
+int sim_mkdir_p(const char *path);
+int sim_rm_rf(const char *path);
+
+/* Applies state.json's per-GPU "set" objects onto a copy of the scenario document. */
+int sim_state_merge(json_t *scenario, json_t *state, json_t **ret);
+/* Reads the non-scenario dynamic facts of state.json (NULL state = none). */
+int sim_dyn_from_json(json_t *state, unsigned int n_gpus, struct sim_dyn *ret, char *err,
+                      size_t errlen);
+/* Registered processes whose PID is alive. */
+int sim_procs_load(const char *dir, struct sim_proc **ret, size_t *ret_n);
+bool sim_pid_alive(pid_t pid);
+
+/* Sums calls/PID-SEQ.json files into {"total": N, "functions": {...}}. */
+int sim_calls_aggregate(const char *dir, json_t **ret);
+
+/* NVML error names ("GPU_IS_LOST", "NVML_ERROR_GPU_IS_LOST" or a number) and back. */
+int sim_error_from_name(const char *name);
+const char *sim_error_name(int code);
+
+#endif
