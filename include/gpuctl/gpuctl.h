@@ -51,9 +51,12 @@ const char *gpuctl_errmsg(const struct gpuctl_ctx *ctx);
  * are emitted at most once per context. */
 void gpuctl_ctx_set_log(struct gpuctl_ctx *ctx, gpuctl_log_fn fn, void *userdata);
 
-/* Loads NVML: $GPUCTL_NVML_LIBRARY if set, else libnvidia-ml.so.1, else libnvidia-ml.so; then
- * nvmlInit. Idempotent. Returns -ENOENT when no library is found (no driver), -ENODEV when the
- * library loads but NVML cannot initialise (driver not loaded, no permission), -EIO otherwise. */
+/* Loads NVML: $GPUCTL_NVML_LIBRARY if set (then only that file), else libnvidia-ml.so.1, else
+ * libnvidia-ml.so; then nvmlInit. Idempotent. Returns -ENOENT when no library is found (no
+ * driver), -ENOEXEC when the file loaded is not an NVML library (not a shared object, or lacks
+ * nvmlInit & co.), -ENODEV when the library loads but NVML cannot initialise (driver not
+ * loaded, no permission), -ENOMEM. gpuctl_snapshot_take() also returns -EIO when NVML cannot
+ * count the GPUs. */
 int gpuctl_nvml_load(struct gpuctl_ctx *ctx);
 
 /* After a successful load: the path the NVML library was loaded from (as the dynamic linker
@@ -74,11 +77,11 @@ struct gpuctl_proc;
 
 /* What to read beyond each GPU's identity and telemetry. Reading is done once per snapshot. */
 enum gpuctl_snapshot_flags {
-	GPUCTL_SNAP_BASIC = 0,            /* identity, memory, utilisation, temperature, ... */
-	GPUCTL_SNAP_PROCESSES = 1u << 0,  /* running compute processes (+ user, command) */
-	GPUCTL_SNAP_TOPOLOGY = 1u << 1,   /* pair facts: PCIe level, NVLink, P2P */
-	GPUCTL_SNAP_MIG = 1u << 2,        /* MIG devices */
-	GPUCTL_SNAP_HEALTH = 1u << 3,     /* ECC, retired pages, remapped rows, PCIe replays */
+	GPUCTL_SNAP_BASIC = 0,           /* identity, memory, utilisation, temperature, ... */
+	GPUCTL_SNAP_PROCESSES = 1u << 0, /* running compute processes (+ user, command) */
+	GPUCTL_SNAP_TOPOLOGY = 1u << 1,  /* pair facts: PCIe level, NVLink, P2P */
+	GPUCTL_SNAP_MIG = 1u << 2,       /* MIG devices */
+	GPUCTL_SNAP_HEALTH = 1u << 3,    /* ECC, retired pages, remapped rows, PCIe replays */
 	GPUCTL_SNAP_ALL = 0xfu,
 };
 
@@ -105,40 +108,40 @@ const struct gpuctl_gpu *gpuctl_snapshot_gpu(const struct gpuctl_snapshot *snap,
  * percent; booleans are 0/1; enums use the values documented next to them. */
 enum gpuctl_field {
 	/* identity (strings unless noted) */
-	GPUCTL_F_INDEX,            /* int: NVML index (PCI bus order) */
-	GPUCTL_F_UUID,             /* "GPU-xxxxxxxx-..." */
-	GPUCTL_F_PCI_BUS_ID,       /* "00000000:07:00.0" as NVML prints it */
-	GPUCTL_F_PCI_DEVICE_ID,    /* int: device id << 16 | vendor id */
-	GPUCTL_F_NAME,             /* "NVIDIA A100-SXM4-80GB" */
-	GPUCTL_F_BRAND,            /* "Tesla", "GeForce", ... */
-	GPUCTL_F_ARCHITECTURE,     /* "Ampere", "Hopper", ... */
-	GPUCTL_F_COMPUTE_CAP,      /* "8.0" */
-	GPUCTL_F_SERIAL,           /* board serial */
-	GPUCTL_F_MINOR_NUMBER,     /* int: N of /dev/nvidiaN */
+	GPUCTL_F_INDEX,         /* int: NVML index (PCI bus order) */
+	GPUCTL_F_UUID,          /* "GPU-xxxxxxxx-..." */
+	GPUCTL_F_PCI_BUS_ID,    /* "00000000:07:00.0" as NVML prints it */
+	GPUCTL_F_PCI_DEVICE_ID, /* int: device id << 16 | vendor id */
+	GPUCTL_F_NAME,          /* "NVIDIA A100-SXM4-80GB" */
+	GPUCTL_F_BRAND,         /* "Tesla", "GeForce", ... */
+	GPUCTL_F_ARCHITECTURE,  /* "Ampere", "Hopper", ... */
+	GPUCTL_F_COMPUTE_CAP,   /* "8.0" */
+	GPUCTL_F_SERIAL,        /* board serial */
+	GPUCTL_F_MINOR_NUMBER,  /* int: N of /dev/nvidiaN */
 	/* memory and load */
-	GPUCTL_F_MEMORY_TOTAL,     /* bytes */
-	GPUCTL_F_MEMORY_USED,      /* bytes */
-	GPUCTL_F_MEMORY_FREE,      /* bytes */
-	GPUCTL_F_UTIL_GPU,         /* percent */
-	GPUCTL_F_UTIL_MEMORY,      /* percent */
+	GPUCTL_F_MEMORY_TOTAL, /* bytes */
+	GPUCTL_F_MEMORY_USED,  /* bytes */
+	GPUCTL_F_MEMORY_FREE,  /* bytes */
+	GPUCTL_F_UTIL_GPU,     /* percent */
+	GPUCTL_F_UTIL_MEMORY,  /* percent */
 	/* thermal and power */
-	GPUCTL_F_TEMP,             /* C */
-	GPUCTL_F_TEMP_SLOWDOWN,    /* C, the GPU's slowdown threshold */
-	GPUCTL_F_TEMP_SHUTDOWN,    /* C, the GPU's shutdown threshold */
-	GPUCTL_F_POWER_DRAW,       /* mW */
-	GPUCTL_F_POWER_LIMIT,      /* mW, enforced limit */
+	GPUCTL_F_TEMP,          /* C */
+	GPUCTL_F_TEMP_SLOWDOWN, /* C, the GPU's slowdown threshold */
+	GPUCTL_F_TEMP_SHUTDOWN, /* C, the GPU's shutdown threshold */
+	GPUCTL_F_POWER_DRAW,    /* mW */
+	GPUCTL_F_POWER_LIMIT,   /* mW, enforced limit */
 	/* clocks */
-	GPUCTL_F_CLOCK_SM,         /* MHz */
-	GPUCTL_F_CLOCK_MEM,        /* MHz */
-	GPUCTL_F_CLOCK_SM_MAX,     /* MHz */
-	GPUCTL_F_CLOCK_MEM_MAX,    /* MHz */
+	GPUCTL_F_CLOCK_SM,             /* MHz */
+	GPUCTL_F_CLOCK_MEM,            /* MHz */
+	GPUCTL_F_CLOCK_SM_MAX,         /* MHz */
+	GPUCTL_F_CLOCK_MEM_MAX,        /* MHz */
 	GPUCTL_F_CLOCKS_EVENT_REASONS, /* bit mask, NVML's clocks-event reason bits */
 	/* PCIe */
-	GPUCTL_F_PCIE_GEN,         /* current generation */
+	GPUCTL_F_PCIE_GEN, /* current generation */
 	GPUCTL_F_PCIE_GEN_MAX,
-	GPUCTL_F_PCIE_WIDTH,       /* current lanes */
+	GPUCTL_F_PCIE_WIDTH, /* current lanes */
 	GPUCTL_F_PCIE_WIDTH_MAX,
-	GPUCTL_F_PCIE_REPLAY,      /* replay counter (GPUCTL_SNAP_HEALTH) */
+	GPUCTL_F_PCIE_REPLAY, /* replay counter (GPUCTL_SNAP_HEALTH) */
 	/* modes */
 	GPUCTL_F_PERSISTENCE_MODE, /* bool */
 	GPUCTL_F_COMPUTE_MODE,     /* enum gpuctl_compute_mode */
@@ -151,17 +154,17 @@ enum gpuctl_field {
 	GPUCTL_F_ECC_VOL_UNCORRECTED,
 	GPUCTL_F_ECC_AGG_CORRECTED,
 	GPUCTL_F_ECC_AGG_UNCORRECTED,
-	GPUCTL_F_RETIRED_SBE,      /* pages retired for multiple single-bit errors (pre-Ampere) */
-	GPUCTL_F_RETIRED_DBE,      /* pages retired for double-bit errors (pre-Ampere) */
-	GPUCTL_F_RETIRED_PENDING,  /* bool */
-	GPUCTL_F_REMAP_CORRECTABLE,   /* rows remapped for correctable errors (Ampere+) */
+	GPUCTL_F_RETIRED_SBE,       /* pages retired for multiple single-bit errors (pre-Ampere) */
+	GPUCTL_F_RETIRED_DBE,       /* pages retired for double-bit errors (pre-Ampere) */
+	GPUCTL_F_RETIRED_PENDING,   /* bool */
+	GPUCTL_F_REMAP_CORRECTABLE, /* rows remapped for correctable errors (Ampere+) */
 	GPUCTL_F_REMAP_UNCORRECTABLE, /* rows remapped for uncorrectable errors */
 	GPUCTL_F_REMAP_PENDING,       /* bool */
 	GPUCTL_F_REMAP_FAILURE,       /* bool */
 	/* placement */
-	GPUCTL_F_NUMA_NODE,        /* int: the CPU NUMA node the GPU is attached to */
-	GPUCTL_F_GPU_NUMA_NODE,    /* int: the GPU memory's own NUMA node (Grace systems) */
-	GPUCTL_F_CPU_AFFINITY,     /* string: ideal CPUs as a Linux cpulist, "0-15,128-143" */
+	GPUCTL_F_NUMA_NODE,     /* int: the CPU NUMA node the GPU is attached to */
+	GPUCTL_F_GPU_NUMA_NODE, /* int: the GPU memory's own NUMA node (Grace systems) */
+	GPUCTL_F_CPU_AFFINITY,  /* string: ideal CPUs as a Linux cpulist, "0-15,128-143" */
 	GPUCTL__F_COUNT
 };
 
@@ -179,16 +182,16 @@ enum gpuctl_field_type {
 
 /* How a field is shown to people; renderers use it, the snapshot ignores it. */
 enum gpuctl_field_unit {
-	GPUCTL_FU_NONE,    /* plain integer or string */
-	GPUCTL_FU_BYTES,   /* shown in MiB */
-	GPUCTL_FU_MW,      /* shown in W with two decimals */
+	GPUCTL_FU_NONE,  /* plain integer or string */
+	GPUCTL_FU_BYTES, /* shown in MiB */
+	GPUCTL_FU_MW,    /* shown in W with two decimals */
 	GPUCTL_FU_MHZ,
 	GPUCTL_FU_CELSIUS,
 	GPUCTL_FU_PERCENT,
-	GPUCTL_FU_BOOL,    /* Enabled / Disabled */
-	GPUCTL_FU_YESNO,   /* Yes / No */
-	GPUCTL_FU_HEX,     /* 0x%08X */
-	GPUCTL_FU_ENUM,    /* a name from the field's own table (compute mode) */
+	GPUCTL_FU_BOOL,  /* Enabled / Disabled */
+	GPUCTL_FU_YESNO, /* Yes / No */
+	GPUCTL_FU_HEX,   /* 0x%08X */
+	GPUCTL_FU_ENUM,  /* a name from the field's own table (compute mode) */
 };
 
 struct gpuctl_field_info {
@@ -198,8 +201,8 @@ struct gpuctl_field_info {
 	const char *csv_unit; /* unit suffix of nvidia-smi's CSV header: " [MiB]", " [W]" or "" */
 	enum gpuctl_field_type type;
 	enum gpuctl_field_unit unit;
-	unsigned snap_flag;   /* the gpuctl_snapshot_flags bit needed to read it (0: always) */
-	const char *doc;      /* one line for --help and docs/json.md */
+	unsigned snap_flag; /* the gpuctl_snapshot_flags bit needed to read it (0: always) */
+	const char *doc;    /* one line for --help and docs/json.md */
 };
 
 /* Metadata of one field, NULL if id is out of range. */
@@ -207,6 +210,15 @@ const struct gpuctl_field_info *gpuctl_field_info(enum gpuctl_field id);
 /* Looks a field up by our key, nvidia-smi's query name, or one of nvidia-smi's aliases
  * (case-insensitive). Returns the field id, or -EINVAL if name is unknown. */
 int gpuctl_field_lookup(const char *name);
+
+/* Like gpuctl_snapshot_take, but of the per-GPU fields reads only the n_fields listed (plus
+ * index, UUID, PCI bus id and name, which every snapshot has, and what the flags' reads depend
+ * on); the others read as unavailable. A listed field implies its group's flag (a health field
+ * implies GPUCTL_SNAP_HEALTH). fields NULL with n_fields 0 reads every field. -EINVAL for an
+ * unknown field id. This is how a tool that prints a few fields makes a few NVML calls. */
+int gpuctl_snapshot_take_fields(struct gpuctl_ctx *ctx, unsigned flags,
+                                const enum gpuctl_field *fields, size_t n_fields,
+                                struct gpuctl_snapshot **ret_snap);
 
 /* Reads an integer field. Returns 0, -ENODATA when unavailable (NOT_SUPPORTED, missing symbol,
  * not requested in the snapshot flags, or the GPU is lost), -EINVAL if the field is no int. */
@@ -278,7 +290,7 @@ enum gpuctl_p2p_status {
 struct gpuctl_link {
 	int level;        /* enum gpuctl_topo_level */
 	int nvlinks;      /* active NVLinks between the two: direct links, or for an NVSwitch
-			   * fabric the links each GPU has into it (the smaller of the two) */
+	                   * fabric the links each GPU has into it (the smaller of the two) */
 	bool nvswitch;    /* true when the NVLinks go through NVSwitches (all-to-all) */
 	int p2p;          /* enum gpuctl_p2p_status, for P2P reads */
 	double bandwidth; /* modelled GB/s per direction, see docs/topology.md */
@@ -287,7 +299,7 @@ struct gpuctl_link {
 /* Fills *ret_link for GPUs a and b (a != b). -EINVAL for a bad index, -ENODATA if the snapshot
  * was taken without GPUCTL_SNAP_TOPOLOGY. */
 int gpuctl_snapshot_link(const struct gpuctl_snapshot *snap, size_t a, size_t b,
-			 struct gpuctl_link *ret_link);
+                         struct gpuctl_link *ret_link);
 
 /* The nvidia-smi topo -m code of a level ("PIX", "SYS", ...); "X" for self is the caller's. */
 const char *gpuctl_topo_level_code(int level);
@@ -298,9 +310,12 @@ const char *gpuctl_topo_level_code(int level);
  * UUID prefix (with or without "GPU-"), or a PCI bus id in any of NVML's forms
  * ("00000000:07:00.0", "0000:07:00.0", "07:00.0"; case-insensitive). Writes the snapshot
  * indices in the order given, without duplicates. -EINVAL for a malformed, unknown or
- * ambiguous entry, with a message naming it. *ret_indices is malloc'ed (caller frees). */
+ * ambiguous entry, with a message naming it. *ret_indices is malloc'ed (caller frees).
+ * Details: blanks around entries are ignored; an empty entry or an empty list is an error; an
+ * all-digit entry is always an index; a prefix without "GPU-" needs at least 4 hex digits (with
+ * "GPU-" any length); "MIG-" UUIDs are refused (they name MIG devices, not GPUs). */
 int gpuctl_ids_resolve(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap, const char *ids,
-		       size_t **ret_indices, size_t *ret_count);
+                       size_t **ret_indices, size_t *ret_count);
 
 #ifdef __cplusplus
 }

@@ -21,7 +21,7 @@ static void test_lookup_smi_names(void **state)
 	assert_int_equal(gpuctl_field_lookup("power.draw"), GPUCTL_F_POWER_DRAW);
 	assert_int_equal(gpuctl_field_lookup("clocks.sm"), GPUCTL_F_CLOCK_SM);
 	assert_int_equal(gpuctl_field_lookup("clocks_throttle_reasons.active"),
-			 GPUCTL_F_CLOCKS_EVENT_REASONS);
+	                 GPUCTL_F_CLOCKS_EVENT_REASONS);
 	assert_int_equal(gpuctl_field_lookup("MEMORY.TOTAL"), GPUCTL_F_MEMORY_TOTAL);
 }
 
@@ -55,9 +55,9 @@ static void test_table_complete(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_lookup_smi_names),
-		cmocka_unit_test(test_lookup_unknown),
-		cmocka_unit_test(test_table_complete),
+	        cmocka_unit_test(test_lookup_smi_names),
+	        cmocka_unit_test(test_lookup_unknown),
+	        cmocka_unit_test(test_table_complete),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

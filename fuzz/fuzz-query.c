@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fuzz-query.c: libFuzzer target for `gpuctl list`'s --query and --format parsers
+ * (src/cli/query.c) and the suggestion search for unknown names.
+ *
+ * The input is used as one NUL-terminated argument, as it would arrive from argv. Properties
+ * checked beyond "no crash, no leak": a successful parse has 1..QUERY_MAX_COLUMNS columns, each
+ * resolving to a valid field whose name looks the field up again to the same id; a failed parse
+ * leaves the out-parameter untouched.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "query.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char *text = malloc(size + 1);
+	if (!text)
+		return 0;
+	memcpy(text, data, size);
+	text[size] = '\0';
+
+	struct query *q = (struct query *)(uintptr_t)0x1; /* must stay untouched on failure */
+	char *bad = NULL;
+	int r = query_parse(text, &q, &bad);
+	if (r >= 0) {
+		if (q->n == 0 || q->n > QUERY_MAX_COLUMNS)
+			abort();
+		for (size_t i = 0; i < q->n; i++) {
+			if (!gpuctl_field_info(q->cols[i].field))
+				abort();
+			if (gpuctl_field_lookup(q->cols[i].name) != (int)q->cols[i].field)
+				abort();
+		}
+		(void)query_snap_flags(q);
+		query_free(q);
+	} else {
+		if (q != (struct query *)(uintptr_t)0x1)
+			abort();
+		if (r == -EINVAL && !bad)
+			abort();
+	}
+	free(bad);
+
+	char near[128];
+	(void)query_suggest(text, near, sizeof(near));
+	(void)query_suggest(text, near, 1);
+
+	struct format_spec spec = {0};
+	bad = NULL;
+	if (format_parse(text, &spec, &bad) < 0 && !bad)
+		abort();
+	free(bad);
+
+	free(text);
+	return 0;
+}

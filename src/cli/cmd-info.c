@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cmd-info.c: `gpuctl info`: driver, NVML and CUDA versions, where the libraries were found,
+ * and each GPU's persistence and MIG modes.
+ *
+ * Decisions:
+ * - Minimum versions are those of the features gpuctl relies on: driver 450.80.02 and CUDA 11.0
+ *   (the first release line with MIG and the NVML calls we use). Older ones produce warnings,
+ *   not errors: info exists to tell the user what is wrong.
+ * - Versions are compared component by component as numbers ("450.80.02" < "450.102.04"),
+ *   never as strings.
+ * - libcuda.so.1 is located with gpuctl_library_locate, which only asks the dynamic linker;
+ *   gpuctl info never initialises CUDA.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "format.h"
+
+#define MIN_DRIVER_VERSION "450.80.02"
+#define MIN_CUDA_VERSION   11000 /* NVML's encoding of 11.0 */
+
+enum info_format {
+	INFO_TEXT,
+	INFO_JSON,
+};
+
+enum {
+	OPT_FORMAT = 0x100,
+};
+
+static const struct option info_options[] = {
+        {"format", required_argument, NULL, OPT_FORMAT},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+};
+
+/* Compares dotted version strings numerically. Returns -1, 0 or 1 in *ret_cmp, or -EINVAL
+ * when either has a component that is not a number. Missing components count as 0. */
+static int version_compare(const char *a, const char *b, int *ret_cmp)
+{
+	for (;;) {
+		long va = 0, vb = 0;
+		char *end;
+		if (*a) {
+			errno = 0;
+			va = strtol(a, &end, 10);
+			if (end == a || errno || va < 0 || (*end && *end != '.'))
+				return -EINVAL;
+			a = *end ? end + 1 : end;
+		}
+		if (*b) {
+			errno = 0;
+			vb = strtol(b, &end, 10);
+			if (end == b || errno || vb < 0 || (*end && *end != '.'))
+				return -EINVAL;
+			b = *end ? end + 1 : end;
+		}
+		if (va != vb) {
+			*ret_cmp = va < vb ? -1 : 1;
+			return 0;
+		}
+		if (!*a && !*b) {
+			*ret_cmp = 0;
+			return 0;
+		}
+	}
+}
+
+struct info {
+	const char *driver;    /* driver version, NULL if unknown */
+	const char *nvml;      /* NVML version, NULL if unknown */
+	char cuda[32];         /* "12.4", "" if unknown */
+	const char *nvml_lib;  /* path NVML was loaded from, NULL if unknown */
+	char *cuda_lib;        /* path of libcuda.so.1, NULL if not found (owned) */
+	char warnings[2][160]; /* warning lines, "" if none */
+};
+
+static void gather(struct info *in, struct cli *cli, const struct gpuctl_snapshot *snap)
+{
+	int cmp, v;
+	in->driver = gpuctl_snapshot_driver_version(snap);
+	in->nvml = gpuctl_snapshot_nvml_version(snap);
+	in->nvml_lib = gpuctl_nvml_library_path(cli->ctx);
+	if (gpuctl_snapshot_cuda_version(snap, &v) >= 0 && v > 0) {
+		snprintf(in->cuda, sizeof(in->cuda), "%d.%d", v / 1000, (v % 1000) / 10);
+		if (v < MIN_CUDA_VERSION)
+			snprintf(in->warnings[1], sizeof(in->warnings[1]),
+			         "CUDA driver version %s is older than 11.0, the oldest gpuctl "
+			         "supports",
+			         in->cuda);
+	}
+	if (in->driver && version_compare(in->driver, MIN_DRIVER_VERSION, &cmp) >= 0 && cmp < 0)
+		snprintf(in->warnings[0], sizeof(in->warnings[0]),
+		         "driver version %s is older than " MIN_DRIVER_VERSION
+		         ", the oldest gpuctl supports",
+		         in->driver);
+	if (gpuctl_library_locate("libcuda.so.1", &in->cuda_lib) < 0)
+		in->cuda_lib = NULL;
+}
+
+static const char *mode_text(const struct gpuctl_gpu *gpu, enum gpuctl_field f)
+{
+	int64_t v;
+	if (gpuctl_gpu_int(gpu, f, &v) < 0)
+		return "N/A";
+	return v ? "Enabled" : "Disabled";
+}
+
+static int print_text(const struct info *in, const struct gpuctl_snapshot *snap)
+{
+	printf("Driver version:       %s\n", in->driver ? in->driver : "N/A");
+	printf("NVML version:         %s\n", in->nvml ? in->nvml : "N/A");
+	printf("CUDA driver version:  %s\n", in->cuda[0] ? in->cuda : "N/A");
+	printf("NVML library:         %s\n", in->nvml_lib ? in->nvml_lib : "N/A");
+	printf("CUDA library:         %s\n", in->cuda_lib ? in->cuda_lib : "not found");
+	for (size_t i = 0; i < 2; i++)
+		if (in->warnings[i][0])
+			printf("Warning: %s\n", in->warnings[i]);
+	putchar('\n');
+
+	struct text_table *t = NULL;
+	int r = text_table_new(7, &t);
+	if (r < 0)
+		return r;
+	static const char *const header[7] = {"GPU",         "UUID", "PCI BUS ID", "NAME",
+	                                      "PERSISTENCE", "MIG",  "MIG PENDING"};
+	r = text_table_add(t, header);
+	for (size_t i = 0; r >= 0 && i < gpuctl_snapshot_gpu_count(snap); i++) {
+		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(snap, i);
+		char idx[32];
+		const char *uuid = gpuctl_gpu_str(gpu, GPUCTL_F_UUID);
+		const char *bus = gpuctl_gpu_str(gpu, GPUCTL_F_PCI_BUS_ID);
+		const char *name = gpuctl_gpu_str(gpu, GPUCTL_F_NAME);
+		snprintf(idx, sizeof(idx), "%zu", gpuctl_gpu_index(gpu));
+		const char *cells[7] = {
+		        idx,
+		        uuid ? uuid : "N/A",
+		        bus ? bus : "N/A",
+		        name ? name : "N/A",
+		        gpuctl_gpu_lost(gpu) ? "lost" : mode_text(gpu, GPUCTL_F_PERSISTENCE_MODE),
+		        gpuctl_gpu_lost(gpu) ? "lost" : mode_text(gpu, GPUCTL_F_MIG_MODE),
+		        gpuctl_gpu_lost(gpu) ? "lost" : mode_text(gpu, GPUCTL_F_MIG_MODE_PENDING),
+		};
+		r = text_table_add(t, cells);
+	}
+	if (r >= 0)
+		text_table_print(t, stdout);
+	text_table_free(t);
+	return r;
+}
+
+static int print_json(const struct info *in, const struct gpuctl_snapshot *snap)
+{
+	json_t *root = json_object(), *warnings = json_array(), *gpus = json_array();
+	int r = root && warnings && gpus ? 0 : -ENOMEM;
+	for (size_t i = 0; r >= 0 && i < 2; i++)
+		if (in->warnings[i][0] &&
+		    json_array_append_new(warnings, json_string(in->warnings[i])) < 0)
+			r = -ENOMEM;
+	static const enum gpuctl_field fields[] = {
+	        GPUCTL_F_INDEX,
+	        GPUCTL_F_UUID,
+	        GPUCTL_F_PCI_BUS_ID,
+	        GPUCTL_F_NAME,
+	        GPUCTL_F_PERSISTENCE_MODE,
+	        GPUCTL_F_MIG_MODE,
+	        GPUCTL_F_MIG_MODE_PENDING,
+	};
+	for (size_t i = 0; r >= 0 && i < gpuctl_snapshot_gpu_count(snap); i++) {
+		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(snap, i);
+		json_t *o = json_object();
+		if (!o || json_array_append_new(gpus, o) < 0) {
+			r = -ENOMEM;
+			break;
+		}
+		for (size_t f = 0; r >= 0 && f < sizeof(fields) / sizeof(fields[0]); f++)
+			r = json_put(o, gpuctl_field_info(fields[f])->key,
+			             format_field_json(gpu, fields[f]));
+		if (r >= 0)
+			r = json_put(o, "lost", json_boolean(gpuctl_gpu_lost(gpu)));
+	}
+	if (r >= 0)
+		r = json_put(root, "driver_version", json_string_or_null(in->driver));
+	if (r >= 0)
+		r = json_put(root, "nvml_version", json_string_or_null(in->nvml));
+	if (r >= 0)
+		r = json_put(root, "cuda_driver_version",
+		             json_string_or_null(in->cuda[0] ? in->cuda : NULL));
+	if (r >= 0)
+		r = json_put(root, "nvml_library", json_string_or_null(in->nvml_lib));
+	if (r >= 0)
+		r = json_put(root, "cuda_library", json_string_or_null(in->cuda_lib));
+	if (r >= 0) {
+		r = json_put(root, "warnings", warnings);
+		warnings = NULL;
+	}
+	if (r >= 0) {
+		r = json_put(root, "gpus", gpus);
+		gpus = NULL;
+	}
+	if (r >= 0)
+		r = json_print(root);
+	json_decref(warnings);
+	json_decref(gpus);
+	json_decref(root);
+	return r;
+}
+
+static int cmd_info_exec(struct cli *cli, int argc, char **argv)
+{
+	enum info_format format = INFO_TEXT;
+	struct gpuctl_snapshot *snap = NULL;
+	struct info in = {0};
+	int opt, status, r;
+
+	while ((opt = getopt_long(argc, argv, "+:h", info_options, NULL)) != -1) {
+		switch (opt) {
+		case OPT_FORMAT:
+			if (strcmp(optarg, "text") == 0)
+				format = INFO_TEXT;
+			else if (strcmp(optarg, "json") == 0)
+				format = INFO_JSON;
+			else
+				return cmd_usage_error(
+				        &cmd_info_entry,
+				        "--format: unknown format '%s' (text or json)", optarg);
+			break;
+		case 'h':
+			cmd_usage(&cmd_info_entry, stdout);
+			return CLI_EXIT_OK;
+		default:
+			return cmd_bad_option(&cmd_info_entry, opt, argv);
+		}
+	}
+	if (optind < argc)
+		return cmd_usage_error(&cmd_info_entry, "unexpected argument '%s'", argv[optind]);
+
+	static const enum gpuctl_field fields[] = {GPUCTL_F_PERSISTENCE_MODE, GPUCTL_F_MIG_MODE,
+	                                           GPUCTL_F_MIG_MODE_PENDING};
+	status = cli_snapshot_fields(cli, GPUCTL_SNAP_BASIC, fields,
+	                             sizeof(fields) / sizeof(fields[0]), &snap);
+	if (status)
+		return status;
+	gather(&in, cli, snap);
+	r = format == INFO_JSON ? print_json(&in, snap) : print_text(&in, snap);
+	if (r < 0) {
+		cli_error("info: cannot write the output: %s", strerror(-r));
+		status = CLI_EXIT_FAILURE;
+	}
+	free(in.cuda_lib);
+	gpuctl_snapshot_free(snap);
+	return status;
+}
+
+const struct cmd_entry cmd_info_entry = {
+        .name = "info",
+        .usage = "[--format text|json]",
+        .summary = "show driver, NVML and CUDA versions, libraries and GPU modes",
+        .options = "  --format FORMAT  text (default) or json\n"
+                   "  -h, --help       print this help\n",
+        .exec = cmd_info_exec,
+};

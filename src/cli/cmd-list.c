@@ -1,0 +1,579 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cmd-list.c: `gpuctl list`: the GPUs at a glance, or chosen fields as nvidia-smi CSV, or JSON.
+ *
+ * Decisions:
+ * - The snapshot is taken with only the flags the chosen output needs (processes and MIG for the
+ *   table, the queried fields' flags for --query), because every flag costs NVML calls.
+ * - --query is parsed before NVML is touched, so a typo is a usage error (exit 2) even on a
+ *   machine without a driver.
+ * - --format accepts nvidia-smi's "csv,noheader,nounits" spelling as well as our own options.
+ * - A lost GPU never stops the listing: its row says "lost" (table), its unavailable values
+ *   read "[GPU is lost]" (CSV) and it carries "lost": true (JSON).
+ * - MIG devices follow their parent in the table and in JSON; the CSV is one row per GPU, like
+ *   nvidia-smi --query-gpu, so that every row has the header's column count.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "format.h"
+#include "query.h"
+
+/* What `--format csv` shows without --query. */
+static const char default_csv_fields[] = "index,uuid,name,temperature.gpu,utilization.gpu,"
+                                         "memory.used,memory.total,power.draw,enforced.power.limit";
+
+struct list_args {
+	const char *ids;        /* -i/--id, NULL for every GPU */
+	const char *query_text; /* --query, NULL when not given */
+	struct format_spec fmt; /* --format and its modifiers */
+	struct query *query;    /* parsed --query (or the default CSV columns) */
+	size_t *sel;            /* chosen snapshot indices */
+	size_t nsel;            /* number of chosen GPUs */
+};
+
+enum {
+	OPT_FORMAT = 0x100,
+	OPT_QUERY,
+	OPT_NOHEADER,
+	OPT_NOUNITS,
+};
+
+static const struct option list_options[] = {
+        {"id", required_argument, NULL, 'i'},
+        {"format", required_argument, NULL, OPT_FORMAT},
+        {"query", required_argument, NULL, OPT_QUERY},
+        {"query-gpu", required_argument, NULL, OPT_QUERY},
+        {"noheader", no_argument, NULL, OPT_NOHEADER},
+        {"nounits", no_argument, NULL, OPT_NOUNITS},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+};
+
+/* ---- CSV (nvidia-smi --query-gpu) ---- */
+
+static void print_csv(const struct list_args *a, const struct gpuctl_snapshot *snap)
+{
+	char buf[256];
+	if (!a->fmt.noheader) {
+		for (size_t c = 0; c < a->query->n; c++) {
+			const struct gpuctl_field_info *fi =
+			        gpuctl_field_info(a->query->cols[c].field);
+			/* nvidia-smi keeps the bracketed unit in the header even with nounits. */
+			printf("%s%s%s", c ? ", " : "", a->query->cols[c].name, fi->csv_unit);
+		}
+		putchar('\n');
+	}
+	for (size_t i = 0; i < a->nsel; i++) {
+		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(snap, a->sel[i]);
+		for (size_t c = 0; c < a->query->n; c++) {
+			format_field_smi(gpu, a->query->cols[c].field, !a->fmt.nounits, buf,
+			                 sizeof(buf));
+			printf("%s%s", c ? ", " : "", buf);
+		}
+		putchar('\n');
+	}
+}
+
+/* ---- table of queried fields ---- */
+
+static int print_query_table(const struct list_args *a, const struct gpuctl_snapshot *snap)
+{
+	struct text_table *t = NULL;
+	const char **cells = calloc(a->query->n, sizeof(*cells));
+	char **bufs = calloc(a->query->n, sizeof(*bufs));
+	int r = -ENOMEM;
+	if (!cells || !bufs || text_table_new(a->query->n, &t) < 0)
+		goto out;
+	for (size_t c = 0; c < a->query->n; c++) {
+		bufs[c] = malloc(256);
+		if (!bufs[c])
+			goto out;
+		cells[c] = a->query->cols[c].name;
+	}
+	if (!a->fmt.noheader && text_table_add(t, cells) < 0)
+		goto out;
+	for (size_t i = 0; i < a->nsel; i++) {
+		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(snap, a->sel[i]);
+		for (size_t c = 0; c < a->query->n; c++) {
+			format_field_smi(gpu, a->query->cols[c].field, !a->fmt.nounits, bufs[c],
+			                 256);
+			cells[c] = bufs[c];
+		}
+		if (text_table_add(t, cells) < 0)
+			goto out;
+	}
+	text_table_print(t, stdout);
+	r = 0;
+out:
+	for (size_t c = 0; bufs && c < a->query->n; c++)
+		free(bufs[c]);
+	free(bufs);
+	free(cells);
+	text_table_free(t);
+	return r;
+}
+
+/* ---- the at-a-glance table ---- */
+
+enum {
+	COL_GPU,
+	COL_UUID,
+	COL_NAME,
+	COL_TEMP,
+	COL_UTIL,
+	COL_MEMORY,
+	COL_POWER,
+	COL_PROCS,
+	NCOLS,
+};
+
+static const char *const table_header[NCOLS] = {
+        "GPU", "UUID", "NAME", "TEMP", "UTIL", "MEMORY", "POWER", "PROCESSES",
+};
+
+/* "used / total MiB" with N/A for a missing side. */
+static void memory_cell(int r_used, int64_t used, int r_total, int64_t total, char *buf,
+                        size_t size)
+{
+	char u[32], t[32];
+	if (r_used >= 0)
+		snprintf(u, sizeof(u), "%" PRId64, used / (1024 * 1024));
+	else
+		snprintf(u, sizeof(u), "N/A");
+	if (r_total >= 0)
+		snprintf(t, sizeof(t), "%" PRId64, total / (1024 * 1024));
+	else
+		snprintf(t, sizeof(t), "N/A");
+	snprintf(buf, size, "%s / %s MiB", u, t);
+}
+
+/* Appends "user:pid(memMiB)" for the processes of gpu that run on the MIG instance gi/ci
+ * (mig == NULL: the processes on no known MIG device). */
+static void procs_cell(const struct gpuctl_gpu *gpu, const struct gpuctl_mig *mig, char *buf,
+                       size_t size)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	int64_t want_gi = -1, want_ci = -1;
+	if (mig) {
+		if (gpuctl_mig_int(mig, GPUCTL_MIG_GI, &want_gi) < 0 ||
+		    gpuctl_mig_int(mig, GPUCTL_MIG_CI, &want_ci) < 0)
+			return;
+	}
+	for (size_t i = 0; i < gpuctl_gpu_proc_count(gpu); i++) {
+		const struct gpuctl_proc *p = gpuctl_gpu_proc(gpu, i);
+		uint32_t gi, ci;
+		bool on_mig = gpuctl_proc_mig(p, &gi, &ci) >= 0;
+		if (mig) {
+			if (!on_mig || gi != want_gi || ci != want_ci)
+				continue;
+		} else if (on_mig) {
+			/* Shown under its MIG device unless that device is unknown. */
+			bool known = false;
+			for (size_t m = 0; m < gpuctl_gpu_mig_count(gpu); m++) {
+				int64_t mgi, mci;
+				const struct gpuctl_mig *md = gpuctl_gpu_mig(gpu, m);
+				if (gpuctl_mig_int(md, GPUCTL_MIG_GI, &mgi) >= 0 &&
+				    gpuctl_mig_int(md, GPUCTL_MIG_CI, &mci) >= 0 && mgi == gi &&
+				    mci == ci)
+					known = true;
+			}
+			if (known)
+				continue;
+		}
+		const char *user = gpuctl_proc_user(p);
+		int64_t mem;
+		char membuf[32];
+		if (gpuctl_proc_used_memory(p, &mem) >= 0)
+			snprintf(membuf, sizeof(membuf), "%" PRId64 "MiB", mem / (1024 * 1024));
+		else
+			snprintf(membuf, sizeof(membuf), "N/A");
+		int n = snprintf(buf + used, size - used, "%s%s:%" PRIu32 "(%s)", used ? " " : "",
+		                 user ? user : "?", gpuctl_proc_pid(p), membuf);
+		if (n < 0 || (size_t)n >= size - used) {
+			buf[used] = '\0';
+			return;
+		}
+		used += (size_t)n;
+	}
+}
+
+static int add_gpu_rows(struct text_table *t, const struct gpuctl_gpu *gpu)
+{
+	char idx[32], uuid[32], temp[32], util[32], mem[80], power[80], procs[1024];
+	const char *cells[NCOLS];
+	int64_t v1, v2;
+	int r1, r2;
+
+	snprintf(idx, sizeof(idx), "%zu", gpuctl_gpu_index(gpu));
+	format_short_uuid(gpuctl_gpu_str(gpu, GPUCTL_F_UUID), uuid, sizeof(uuid));
+	const char *name = gpuctl_gpu_str(gpu, GPUCTL_F_NAME);
+	cells[COL_GPU] = idx;
+	cells[COL_UUID] = uuid;
+	cells[COL_NAME] = name ? name : "N/A";
+
+	if (gpuctl_gpu_lost(gpu)) {
+		cells[COL_TEMP] = "lost";
+		cells[COL_UTIL] = cells[COL_MEMORY] = cells[COL_POWER] = "-";
+		cells[COL_PROCS] = NULL;
+		return text_table_add(t, cells);
+	}
+
+	if (gpuctl_gpu_int(gpu, GPUCTL_F_TEMP, &v1) >= 0)
+		snprintf(temp, sizeof(temp), "%" PRId64 "C", v1);
+	else
+		snprintf(temp, sizeof(temp), "N/A");
+	if (gpuctl_gpu_int(gpu, GPUCTL_F_UTIL_GPU, &v1) >= 0)
+		snprintf(util, sizeof(util), "%" PRId64 "%%", v1);
+	else
+		snprintf(util, sizeof(util), "N/A");
+	r1 = gpuctl_gpu_int(gpu, GPUCTL_F_MEMORY_USED, &v1);
+	r2 = gpuctl_gpu_int(gpu, GPUCTL_F_MEMORY_TOTAL, &v2);
+	memory_cell(r1, v1, r2, v2, mem, sizeof(mem));
+	r1 = gpuctl_gpu_int(gpu, GPUCTL_F_POWER_DRAW, &v1);
+	r2 = gpuctl_gpu_int(gpu, GPUCTL_F_POWER_LIMIT, &v2);
+	if (r1 < 0 && r2 < 0)
+		snprintf(power, sizeof(power), "N/A");
+	else if (r2 < 0)
+		snprintf(power, sizeof(power), "%" PRId64 " / N/A W", (v1 + 500) / 1000);
+	else if (r1 < 0)
+		snprintf(power, sizeof(power), "N/A / %" PRId64 " W", (v2 + 500) / 1000);
+	else
+		snprintf(power, sizeof(power), "%" PRId64 " / %" PRId64 " W", (v1 + 500) / 1000,
+		         (v2 + 500) / 1000);
+	procs_cell(gpu, NULL, procs, sizeof(procs));
+	cells[COL_TEMP] = temp;
+	cells[COL_UTIL] = util;
+	cells[COL_MEMORY] = mem;
+	cells[COL_POWER] = power;
+	cells[COL_PROCS] = procs;
+	int r = text_table_add(t, cells);
+	if (r < 0)
+		return r;
+
+	for (size_t m = 0; m < gpuctl_gpu_mig_count(gpu); m++) {
+		const struct gpuctl_mig *mig = gpuctl_gpu_mig(gpu, m);
+		char midx[48], muuid[32], mname[96];
+		int64_t mi;
+		if (gpuctl_mig_int(mig, GPUCTL_MIG_INDEX, &mi) < 0)
+			mi = (int64_t)m;
+		snprintf(midx, sizeof(midx), "%zu:%" PRId64, gpuctl_gpu_index(gpu), mi);
+		format_short_uuid(gpuctl_mig_uuid(mig), muuid, sizeof(muuid));
+		const char *profile = gpuctl_mig_profile(mig);
+		snprintf(mname, sizeof(mname), "  MIG %s", profile ? profile : "N/A");
+		r1 = gpuctl_mig_int(mig, GPUCTL_MIG_MEMORY_USED, &v1);
+		r2 = gpuctl_mig_int(mig, GPUCTL_MIG_MEMORY_TOTAL, &v2);
+		memory_cell(r1, v1, r2, v2, mem, sizeof(mem));
+		procs_cell(gpu, mig, procs, sizeof(procs));
+		const char *mcells[NCOLS] = {
+		        [COL_GPU] = midx,  [COL_UUID] = muuid,  [COL_NAME] = mname,
+		        [COL_TEMP] = "-",  [COL_UTIL] = "-",    [COL_MEMORY] = mem,
+		        [COL_POWER] = "-", [COL_PROCS] = procs,
+		};
+		r = text_table_add(t, mcells);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int print_table(const struct list_args *a, const struct gpuctl_snapshot *snap)
+{
+	struct text_table *t = NULL;
+	int r = text_table_new(NCOLS, &t);
+	if (r < 0)
+		return r;
+	if (!a->fmt.noheader)
+		r = text_table_add(t, table_header);
+	for (size_t i = 0; r >= 0 && i < a->nsel; i++)
+		r = add_gpu_rows(t, gpuctl_snapshot_gpu(snap, a->sel[i]));
+	if (r >= 0)
+		text_table_print(t, stdout);
+	text_table_free(t);
+	return r;
+}
+
+/* ---- JSON ---- */
+
+static json_t *mig_json(const struct gpuctl_mig *mig, size_t m)
+{
+	json_t *o = json_object();
+	int64_t v;
+	int r = o ? 0 : -ENOMEM;
+	if (r >= 0) {
+		int k = gpuctl_mig_int(mig, GPUCTL_MIG_INDEX, &v);
+		r = json_put(o, "index", json_integer(k >= 0 ? (json_int_t)v : (json_int_t)m));
+	}
+	if (r >= 0)
+		r = json_put(o, "uuid", json_string_or_null(gpuctl_mig_uuid(mig)));
+	if (r >= 0)
+		r = json_put(o, "profile", json_string_or_null(gpuctl_mig_profile(mig)));
+	static const struct {
+		const char *key;
+		enum gpuctl_mig_field f;
+	} ints[] = {
+	        {"gpu_instance_id", GPUCTL_MIG_GI},
+	        {"compute_instance_id", GPUCTL_MIG_CI},
+	        {"memory_total", GPUCTL_MIG_MEMORY_TOTAL},
+	        {"memory_used", GPUCTL_MIG_MEMORY_USED},
+	};
+	for (size_t i = 0; r >= 0 && i < sizeof(ints) / sizeof(ints[0]); i++) {
+		int k = gpuctl_mig_int(mig, ints[i].f, &v);
+		r = json_put(o, ints[i].key, json_int_or_null(k, v));
+	}
+	if (r < 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static json_t *proc_json(const struct gpuctl_proc *p)
+{
+	json_t *o = json_object();
+	int64_t mem;
+	uint32_t gi, ci;
+	if (!o)
+		return NULL;
+	int k = gpuctl_proc_used_memory(p, &mem);
+	int m = gpuctl_proc_mig(p, &gi, &ci);
+	if (json_put(o, "pid", json_integer(gpuctl_proc_pid(p))) < 0 ||
+	    json_put(o, "used_memory", json_int_or_null(k, mem)) < 0 ||
+	    json_put(o, "user", json_string_or_null(gpuctl_proc_user(p))) < 0 ||
+	    json_put(o, "command", json_string_or_null(gpuctl_proc_command(p))) < 0 ||
+	    json_put(o, "gpu_instance_id", json_int_or_null(m, gi)) < 0 ||
+	    json_put(o, "compute_instance_id", json_int_or_null(m, ci)) < 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static int put_field(json_t *o, const struct gpuctl_gpu *gpu, enum gpuctl_field f)
+{
+	const struct gpuctl_field_info *fi = gpuctl_field_info(f);
+	if (json_object_get(o, fi->key))
+		return 0; /* asked twice, or an identity field also queried */
+	return json_put(o, fi->key, format_field_json(gpu, f));
+}
+
+static json_t *gpu_json(const struct list_args *a, const struct gpuctl_gpu *gpu)
+{
+	static const enum gpuctl_field identity[] = {GPUCTL_F_INDEX, GPUCTL_F_UUID,
+	                                             GPUCTL_F_PCI_BUS_ID, GPUCTL_F_NAME};
+	json_t *o = json_object(), *arr;
+	int r = o ? 0 : -ENOMEM;
+	for (size_t i = 0; r >= 0 && i < sizeof(identity) / sizeof(identity[0]); i++)
+		r = put_field(o, gpu, identity[i]);
+	if (a->query_text) {
+		for (size_t c = 0; r >= 0 && c < a->query->n; c++)
+			r = put_field(o, gpu, a->query->cols[c].field);
+	} else {
+		for (unsigned f = 0; r >= 0 && f < GPUCTL__F_COUNT; f++)
+			r = put_field(o, gpu, (enum gpuctl_field)f);
+	}
+	if (r >= 0)
+		r = json_put(o, "lost", json_boolean(gpuctl_gpu_lost(gpu)));
+	if (r >= 0 && !a->query_text) {
+		/* json_put() steals arr even when it fails, so nothing leaks on error. */
+		arr = json_array();
+		for (size_t m = 0; arr && m < gpuctl_gpu_mig_count(gpu); m++)
+			if (json_array_append_new(arr, mig_json(gpuctl_gpu_mig(gpu, m), m)) < 0)
+				r = -ENOMEM;
+		int k = json_put(o, "mig_devices", arr);
+		r = r < 0 ? r : k;
+		arr = json_array();
+		for (size_t p = 0; arr && p < gpuctl_gpu_proc_count(gpu); p++)
+			if (json_array_append_new(arr, proc_json(gpuctl_gpu_proc(gpu, p))) < 0)
+				r = -ENOMEM;
+		k = json_put(o, "processes", arr);
+		r = r < 0 ? r : k;
+	}
+	if (r < 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static int print_json(const struct list_args *a, const struct gpuctl_snapshot *snap)
+{
+	json_t *root = json_object(), *gpus = json_array();
+	int r = root && gpus ? 0 : -ENOMEM;
+	for (size_t i = 0; r >= 0 && i < a->nsel; i++)
+		if (json_array_append_new(gpus, gpu_json(a, gpuctl_snapshot_gpu(snap, a->sel[i]))) <
+		    0)
+			r = -ENOMEM;
+	if (r >= 0) {
+		r = json_put(root, "gpus", gpus);
+		gpus = NULL;
+	}
+	if (r >= 0)
+		r = json_print(root);
+	json_decref(gpus);
+	json_decref(root);
+	return r;
+}
+
+/* ---- options and dispatch ---- */
+
+static int parse_query(const char *text, struct query **ret)
+{
+	char *bad = NULL;
+	int r = query_parse(text, ret, &bad);
+	if (r == -EINVAL && bad && !bad[0]) {
+		cli_error("--query: empty field name in '%s'", text);
+	} else if (r == -EINVAL) {
+		char near[256];
+		if (bad && query_suggest(bad, near, sizeof(near)) > 0)
+			cli_error("--query: unknown field '%s' (did you mean: %s?)", bad, near);
+		else
+			cli_error("--query: unknown field '%s'", bad ? bad : text);
+	} else if (r == -E2BIG) {
+		cli_error("--query: too many or too long field names in '%.64s'", text);
+	} else if (r < 0) {
+		cli_error("--query: %s", strerror(-r));
+	}
+	free(bad);
+	if (r == -ENOMEM)
+		return CLI_EXIT_FAILURE;
+	return r < 0 ? CLI_EXIT_USAGE : 0;
+}
+
+static int cmd_list_exec(struct cli *cli, int argc, char **argv)
+{
+	struct list_args a = {0};
+	struct gpuctl_snapshot *snap = NULL;
+	enum gpuctl_field *fields = NULL; /* the fields to read, when not all */
+	int opt, status;
+	char *bad = NULL;
+
+	while ((opt = getopt_long(argc, argv, "+:i:h", list_options, NULL)) != -1) {
+		switch (opt) {
+		case 'i':
+			a.ids = optarg;
+			break;
+		case OPT_FORMAT:
+			if (format_parse(optarg, &a.fmt, &bad) < 0) {
+				status = cmd_usage_error(&cmd_list_entry,
+				                         "--format: unknown format '%s' in '%s'",
+				                         bad ? bad : "", optarg);
+				free(bad);
+				return status;
+			}
+			break;
+		case OPT_QUERY:
+			a.query_text = optarg;
+			break;
+		case OPT_NOHEADER:
+			a.fmt.noheader = true;
+			break;
+		case OPT_NOUNITS:
+			a.fmt.nounits = true;
+			break;
+		case 'h':
+			cmd_usage(&cmd_list_entry, stdout);
+			return CLI_EXIT_OK;
+		default:
+			return cmd_bad_option(&cmd_list_entry, opt, argv);
+		}
+	}
+	if (optind < argc)
+		return cmd_usage_error(&cmd_list_entry, "unexpected argument '%s'", argv[optind]);
+
+	enum list_format kind = a.fmt.kind;
+	if (kind == LIST_FORMAT_DEFAULT)
+		kind = a.query_text ? LIST_FORMAT_CSV : LIST_FORMAT_TABLE;
+
+	if (a.query_text || kind == LIST_FORMAT_CSV) {
+		status = parse_query(a.query_text ? a.query_text : default_csv_fields, &a.query);
+		if (status)
+			return status;
+	}
+
+	unsigned flags;
+	if (a.query_text)
+		flags = query_snap_flags(a.query);
+	else if (kind == LIST_FORMAT_TABLE)
+		flags = GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG;
+	else if (kind == LIST_FORMAT_JSON)
+		flags = GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH;
+	else
+		flags = query_snap_flags(a.query);
+
+	/* Read what is printed: the queried columns, the table's columns, or (JSON without
+	 * --query) everything. */
+	static const enum gpuctl_field table_fields[] = {
+	        GPUCTL_F_TEMP,         GPUCTL_F_UTIL_GPU,   GPUCTL_F_MEMORY_USED,
+	        GPUCTL_F_MEMORY_TOTAL, GPUCTL_F_POWER_DRAW, GPUCTL_F_POWER_LIMIT};
+	size_t n_fields = 0;
+	if (a.query) {
+		fields = calloc(a.query->n, sizeof(*fields));
+		if (!fields) {
+			cli_error("list: out of memory");
+			status = CLI_EXIT_FAILURE;
+			goto out;
+		}
+		for (size_t c = 0; c < a.query->n; c++)
+			fields[n_fields++] = a.query->cols[c].field;
+		status = cli_snapshot_fields(cli, flags, fields, n_fields, &snap);
+	} else if (kind == LIST_FORMAT_TABLE) {
+		status = cli_snapshot_fields(cli, flags, table_fields,
+		                             sizeof(table_fields) / sizeof(table_fields[0]), &snap);
+	} else {
+		status = cli_snapshot(cli, flags, &snap);
+	}
+	if (status)
+		goto out;
+	status = cli_select_gpus(cli, snap, a.ids, &a.sel, &a.nsel);
+	if (status)
+		goto out;
+
+	int r;
+	switch (kind) {
+	case LIST_FORMAT_CSV:
+		print_csv(&a, snap);
+		r = 0;
+		break;
+	case LIST_FORMAT_JSON:
+		r = print_json(&a, snap);
+		break;
+	default:
+		r = a.query_text ? print_query_table(&a, snap) : print_table(&a, snap);
+		break;
+	}
+	if (r < 0) {
+		cli_error("list: cannot write the output: %s", strerror(-r));
+		status = CLI_EXIT_FAILURE;
+	}
+out:
+	free(fields);
+	free(a.sel);
+	query_free(a.query);
+	gpuctl_snapshot_free(snap);
+	return status;
+}
+
+const struct cmd_entry cmd_list_entry = {
+        .name = "list",
+        .usage = "[-i IDS] [--format table|csv|json] [--query FIELDS] [--noheader] [--nounits]",
+        .summary = "list GPUs and MIG devices with their state",
+        .options =
+                "  -i, --id IDS       only these GPUs: indices, UUIDs, UUID prefixes or PCI bus "
+                "ids,\n"
+                "                     comma-separated, in the order given\n"
+                "  --format FORMAT    table (default), csv (default with --query) or json; also\n"
+                "                     nvidia-smi's spelling, e.g. csv,noheader,nounits\n"
+                "  --query FIELDS     comma-separated fields: gpuctl keys (memory_used) or\n"
+                "                     nvidia-smi --query-gpu names (memory.used); see "
+                "docs/json.md\n"
+                "  --noheader         no header line\n"
+                "  --nounits          values without units (csv and query tables)\n"
+                "  -h, --help         print this help\n",
+        .exec = cmd_list_exec,
+};

@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cmd-topo.c: `gpuctl topo`: how the GPUs are wired, as `nvidia-smi topo -m` shows it, or JSON.
+ *
+ * Decisions:
+ * - The matrix keeps nvidia-smi's layout (tab-separated, " X " for self, NV# when the pair has
+ *   NVLinks, else the PCIe level code, then CPU affinity, NUMA affinity and GPU NUMA ID), so
+ *   scripts and eyes used to it need no change. One tab between cells, always, so that
+ *   splitting a line on tabs gives the columns.
+ * - NV# is the link count the library reports for the pair: direct links, or each GPU's links
+ *   into an NVSwitch fabric (NV12 on a DGX A100), as nvidia-smi prints it.
+ * - --bandwidth shows the library's modelled GB/s per pair instead of the link codes; the model
+ *   is explained in docs/topology.md, which the output points to.
+ * - JSON lists each unordered pair once (a < b) with every fact, including the NVML numbers.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "format.h"
+
+enum topo_format {
+	TOPO_MATRIX,
+	TOPO_JSON,
+};
+
+enum {
+	OPT_FORMAT = 0x100,
+	OPT_BANDWIDTH,
+};
+
+static const struct option topo_options[] = {
+        {"format", required_argument, NULL, OPT_FORMAT},
+        {"bandwidth", no_argument, NULL, OPT_BANDWIDTH},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+};
+
+/* nvidia-smi topo -p2p's abbreviations of NVML's P2P status. */
+static const char *p2p_code(int status)
+{
+	switch (status) {
+	case GPUCTL_P2P_OK:
+		return "OK";
+	case GPUCTL_P2P_CHIPSET_NOT_SUPPORTED:
+		return "CNS";
+	case GPUCTL_P2P_GPU_NOT_SUPPORTED:
+		return "GNS";
+	case GPUCTL_P2P_TOPOLOGY_NOT_SUPPORTED:
+		return "TNS";
+	case GPUCTL_P2P_DISABLED_BY_REGKEY:
+		return "DR";
+	case GPUCTL_P2P_NOT_SUPPORTED:
+		return "NS";
+	default:
+		return "U";
+	}
+}
+
+static const char *level_code(int level)
+{
+	const char *code = gpuctl_topo_level_code(level);
+	return code ? code : "N/A";
+}
+
+static void bandwidth_text(double gbps, char *buf, size_t size)
+{
+	/* Whole numbers print without decimals (300), others with one (31.5). */
+	if (gbps == (double)(int64_t)gbps)
+		snprintf(buf, size, "%" PRId64, (int64_t)gbps);
+	else
+		snprintf(buf, size, "%.1f", gbps);
+}
+
+static void link_cell(const struct gpuctl_snapshot *snap, size_t a, size_t b, bool bandwidth,
+                      char *buf, size_t size)
+{
+	struct gpuctl_link l;
+	if (a == b) {
+		snprintf(buf, size, " X ");
+		return;
+	}
+	if (gpuctl_snapshot_link(snap, a, b, &l) < 0) {
+		snprintf(buf, size, "N/A");
+		return;
+	}
+	if (bandwidth)
+		bandwidth_text(l.bandwidth, buf, size);
+	else if (l.nvlinks > 0)
+		snprintf(buf, size, "NV%d", l.nvlinks);
+	else
+		snprintf(buf, size, "%s", level_code(l.level));
+}
+
+static const char legend[] =
+        "Legend:\n"
+        "\n"
+        "  X    = this GPU itself\n"
+        "  SYS  = path over PCIe and the SMP link between NUMA nodes (e.g. QPI/UPI)\n"
+        "  NODE = path over PCIe and between PCIe host bridges inside one NUMA node\n"
+        "  PHB  = path over PCIe through a PCIe host bridge (usually the CPU)\n"
+        "  PXB  = path over several PCIe bridges, not through a PCIe host bridge\n"
+        "  PIX  = path over at most one PCIe bridge\n"
+        "  NV#  = path over a bonded set of # NVLinks\n";
+
+static void print_matrix(const struct gpuctl_snapshot *snap, bool bandwidth)
+{
+	size_t n = gpuctl_snapshot_gpu_count(snap);
+	char cell[64];
+
+	for (size_t j = 0; j < n; j++)
+		printf("\tGPU%zu", j);
+	printf("\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n");
+	for (size_t i = 0; i < n; i++) {
+		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(snap, i);
+		int64_t v;
+		printf("GPU%zu", i);
+		for (size_t j = 0; j < n; j++) {
+			link_cell(snap, i, j, bandwidth, cell, sizeof(cell));
+			printf("\t%s", cell);
+		}
+		const char *cpus = gpuctl_gpu_str(gpu, GPUCTL_F_CPU_AFFINITY);
+		printf("\t%s", cpus && cpus[0] ? cpus : "N/A");
+		if (gpuctl_gpu_int(gpu, GPUCTL_F_NUMA_NODE, &v) >= 0 && v >= 0)
+			printf("\t%" PRId64, v);
+		else
+			printf("\tN/A");
+		if (gpuctl_gpu_int(gpu, GPUCTL_F_GPU_NUMA_NODE, &v) >= 0 && v >= 0)
+			printf("\t%" PRId64 "\n", v);
+		else
+			printf("\tN/A\n");
+	}
+	putchar('\n');
+	if (bandwidth)
+		printf("Cells are the modelled bandwidth between two GPUs in GB/s per direction;\n"
+		       "see docs/topology.md for the model.\n");
+	else
+		fputs(legend, stdout);
+}
+
+static json_t *gpu_json(const struct gpuctl_gpu *gpu)
+{
+	static const enum gpuctl_field fields[] = {
+	        GPUCTL_F_INDEX,     GPUCTL_F_UUID,          GPUCTL_F_PCI_BUS_ID,   GPUCTL_F_NAME,
+	        GPUCTL_F_NUMA_NODE, GPUCTL_F_GPU_NUMA_NODE, GPUCTL_F_CPU_AFFINITY,
+	};
+	json_t *o = json_object();
+	for (size_t i = 0; o && i < sizeof(fields) / sizeof(fields[0]); i++) {
+		const struct gpuctl_field_info *fi = gpuctl_field_info(fields[i]);
+		if (json_put(o, fi->key, format_field_json(gpu, fields[i])) < 0) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	return o;
+}
+
+static json_t *link_json(const struct gpuctl_snapshot *snap, size_t a, size_t b)
+{
+	struct gpuctl_link l;
+	json_t *o = json_object();
+	if (!o)
+		return NULL;
+	bool ok = gpuctl_snapshot_link(snap, a, b, &l) >= 0;
+	const char *code = ok && l.level >= 0 ? gpuctl_topo_level_code(l.level) : NULL;
+	if (json_put(o, "a", json_integer((json_int_t)a)) < 0 ||
+	    json_put(o, "b", json_integer((json_int_t)b)) < 0 ||
+	    json_put(o, "level", json_string_or_null(code)) < 0 ||
+	    json_put(o, "level_value", code ? json_integer(l.level) : json_null()) < 0 ||
+	    json_put(o, "nvlinks", ok ? json_integer(l.nvlinks) : json_null()) < 0 ||
+	    json_put(o, "nvswitch", ok ? json_boolean(l.nvswitch) : json_null()) < 0 ||
+	    json_put(o, "p2p", ok ? json_string(p2p_code(l.p2p)) : json_null()) < 0 ||
+	    json_put(o, "bandwidth_gbps", ok ? json_real(l.bandwidth) : json_null()) < 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static int print_json(const struct gpuctl_snapshot *snap)
+{
+	size_t n = gpuctl_snapshot_gpu_count(snap);
+	json_t *root = json_object(), *gpus = json_array(), *links = json_array();
+	int r = root && gpus && links ? 0 : -ENOMEM;
+	for (size_t i = 0; r >= 0 && i < n; i++)
+		if (json_array_append_new(gpus, gpu_json(gpuctl_snapshot_gpu(snap, i))) < 0)
+			r = -ENOMEM;
+	for (size_t a = 0; r >= 0 && a < n; a++)
+		for (size_t b = a + 1; r >= 0 && b < n; b++)
+			if (json_array_append_new(links, link_json(snap, a, b)) < 0)
+				r = -ENOMEM;
+	if (r >= 0) {
+		r = json_put(root, "gpus", gpus);
+		gpus = NULL;
+	}
+	if (r >= 0) {
+		r = json_put(root, "links", links);
+		links = NULL;
+	}
+	if (r >= 0)
+		r = json_print(root);
+	json_decref(gpus);
+	json_decref(links);
+	json_decref(root);
+	return r;
+}
+
+static int cmd_topo_exec(struct cli *cli, int argc, char **argv)
+{
+	enum topo_format format = TOPO_MATRIX;
+	bool bandwidth = false;
+	struct gpuctl_snapshot *snap = NULL;
+	int opt, status;
+
+	while ((opt = getopt_long(argc, argv, "+:h", topo_options, NULL)) != -1) {
+		switch (opt) {
+		case OPT_FORMAT:
+			if (strcmp(optarg, "matrix") == 0)
+				format = TOPO_MATRIX;
+			else if (strcmp(optarg, "json") == 0)
+				format = TOPO_JSON;
+			else
+				return cmd_usage_error(
+				        &cmd_topo_entry,
+				        "--format: unknown format '%s' (matrix or json)", optarg);
+			break;
+		case OPT_BANDWIDTH:
+			bandwidth = true;
+			break;
+		case 'h':
+			cmd_usage(&cmd_topo_entry, stdout);
+			return CLI_EXIT_OK;
+		default:
+			return cmd_bad_option(&cmd_topo_entry, opt, argv);
+		}
+	}
+	if (optind < argc)
+		return cmd_usage_error(&cmd_topo_entry, "unexpected argument '%s'", argv[optind]);
+	if (bandwidth && format == TOPO_JSON)
+		return cmd_usage_error(&cmd_topo_entry,
+		                       "--bandwidth goes with the matrix; JSON always has "
+		                       "'bandwidth_gbps'");
+
+	/* The matrix's own columns; the pair facts come with GPUCTL_SNAP_TOPOLOGY. */
+	static const enum gpuctl_field fields[] = {GPUCTL_F_CPU_AFFINITY, GPUCTL_F_NUMA_NODE,
+	                                           GPUCTL_F_GPU_NUMA_NODE};
+	status = cli_snapshot_fields(cli, GPUCTL_SNAP_TOPOLOGY, fields,
+	                             sizeof(fields) / sizeof(fields[0]), &snap);
+	if (status)
+		return status;
+	if (format == TOPO_JSON) {
+		int r = print_json(snap);
+		if (r < 0) {
+			cli_error("topo: cannot write the output: %s", strerror(-r));
+			status = CLI_EXIT_FAILURE;
+		}
+	} else {
+		print_matrix(snap, bandwidth);
+	}
+	gpuctl_snapshot_free(snap);
+	return status;
+}
+
+const struct cmd_entry cmd_topo_entry = {
+        .name = "topo",
+        .usage = "[--format matrix|json] [--bandwidth]",
+        .summary = "show how the GPUs are connected (like nvidia-smi topo -m)",
+        .options =
+                "  --format FORMAT  matrix (default) or json\n"
+                "  --bandwidth      show the modelled GB/s of each pair instead of the link type\n"
+                "  -h, --help       print this help\n",
+        .exec = cmd_topo_exec,
+};

@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cmd.c: the command table and the helpers every command shares.
+ *
+ * Decisions:
+ * - The table is alphabetical, so `gpuctl --help` lists commands in a stable order and a merge
+ *   conflict between two new commands is obvious. Lookup is by exact name: no abbreviations,
+ *   which would change meaning whenever a command is added.
+ * - Every user-visible error goes through cli_error(), which guarantees the one-line shape
+ *   "gpuctl: <what>: <why>" even when a library message contains a newline.
+ * - Library failures to load NVML map to exit status 4 (no driver) when the library says
+ *   -ENOENT (no library) or -ENODEV (NVML cannot initialise); everything else is 1.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+
+const struct cmd_entry *const cmd_table[] = {
+        &cmd_help_entry, &cmd_info_entry, &cmd_list_entry, &cmd_topo_entry, NULL,
+};
+
+static const char exit_status_text[] =
+        "Exit status:\n"
+        "  0  success\n"
+        "  1  failure while running (NVML error, I/O error)\n"
+        "  2  usage error (bad option or argument, unknown field, unknown GPU id)\n"
+        "  3  no GPU satisfies the request\n"
+        "  4  no NVIDIA driver (NVML library not found or NVML cannot initialise)\n";
+
+const struct cmd_entry *cmd_find(const char *name)
+{
+	for (size_t i = 0; cmd_table[i]; i++)
+		if (strcmp(cmd_table[i]->name, name) == 0)
+			return cmd_table[i];
+	return NULL;
+}
+
+void cli_usage(FILE *f)
+{
+	fputs("Usage: gpuctl [-v|--verbose] [--version] [-h|--help] COMMAND [ARGS]\n"
+	      "\n"
+	      "Commands:\n",
+	      f);
+	for (size_t i = 0; cmd_table[i]; i++)
+		fprintf(f, "  %-6s  %s\n", cmd_table[i]->name, cmd_table[i]->summary);
+	fputs("\n"
+	      "Global options:\n"
+	      "  -v, --verbose  print the library's debug messages to stderr\n"
+	      "  --version      print the version and exit\n"
+	      "  -h, --help     print this help and exit\n"
+	      "\n"
+	      "Environment:\n"
+	      "  GPUCTL_NVML_LIBRARY  the NVML library to load instead of libnvidia-ml.so.1\n"
+	      "\n",
+	      f);
+	fputs(exit_status_text, f);
+	fputs("\nRun 'gpuctl help COMMAND' or 'gpuctl COMMAND --help' for a command's options.\n",
+	      f);
+}
+
+void cmd_usage(const struct cmd_entry *entry, FILE *f)
+{
+	fprintf(f, "Usage: gpuctl %s%s%s\n\n%s\n\n", entry->name, entry->usage[0] ? " " : "",
+	        entry->usage, entry->summary);
+	if (entry->options && entry->options[0])
+		fprintf(f, "Options:\n%s\n", entry->options);
+	fputs(exit_status_text, f);
+}
+
+__attribute__((format(printf, 1, 0))) static void verror(const char *fmt, va_list ap)
+{
+	char buf[2048];
+	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	if (n < 0) {
+		fputs("gpuctl: error (message could not be formatted)\n", stderr);
+		return;
+	}
+	/* One line, always: a library message may carry a newline or a tab. */
+	for (char *p = buf; *p; p++)
+		if (*p == '\n' || *p == '\r')
+			*p = ' ';
+	fprintf(stderr, "gpuctl: %s\n", buf);
+}
+
+void cli_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	verror(fmt, ap);
+	va_end(ap);
+}
+
+int cmd_usage_error(const struct cmd_entry *entry, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		buf[0] = '\0';
+	cli_error("%s: %s (see 'gpuctl %s --help')", entry->name, buf, entry->name);
+	return CLI_EXIT_USAGE;
+}
+
+int cmd_bad_option(const struct cmd_entry *entry, int opt, char **argv)
+{
+	/* getopt_long was called with opterr = 0: the message is ours, one line. optind already
+	 * points past the offending word (or its missing argument). */
+	const char *word = optind > 0 ? argv[optind - 1] : "?";
+	if (opt == ':')
+		return cmd_usage_error(entry, "option '%s' needs an argument", word);
+	if (optopt)
+		return cmd_usage_error(entry, "unknown option '-%c'", optopt);
+	return cmd_usage_error(entry, "unknown option '%s'", word);
+}
+
+static void log_hook(void *userdata, enum gpuctl_log_level level, const char *msg)
+{
+	(void)userdata;
+	const char *what = level == GPUCTL_LOG_WARNING ? "warning"
+	                   : level == GPUCTL_LOG_INFO  ? "info"
+	                                               : "debug";
+	fprintf(stderr, "gpuctl: %s: %s\n", what, msg ? msg : "");
+}
+
+static int report_load_error(struct cli *cli, int r)
+{
+	const char *msg = gpuctl_errmsg(cli->ctx);
+	if (!msg || !msg[0])
+		msg = strerror(-r);
+	if (r == -ENOENT || r == -ENODEV) {
+		const char *prefix = "no NVIDIA driver: ";
+		bool has_prefix = strncmp(msg, "no NVIDIA driver", strlen("no NVIDIA driver")) == 0;
+		/* Point at the override when the library did not and the user has not used it. */
+		bool hint = r == -ENOENT && !strstr(msg, "GPUCTL_NVML_LIBRARY") &&
+		            !getenv("GPUCTL_NVML_LIBRARY");
+		cli_error("%s%s%s", has_prefix ? "" : prefix, msg,
+		          hint ? " (set GPUCTL_NVML_LIBRARY to use another library)" : "");
+		return CLI_EXIT_NODRIVER;
+	}
+	cli_error("NVML: %s", msg);
+	return CLI_EXIT_FAILURE;
+}
+
+int cli_snapshot(struct cli *cli, unsigned flags, struct gpuctl_snapshot **ret_snap)
+{
+	return cli_snapshot_fields(cli, flags, NULL, 0, ret_snap);
+}
+
+int cli_snapshot_fields(struct cli *cli, unsigned flags, const enum gpuctl_field *fields,
+                        size_t n_fields, struct gpuctl_snapshot **ret_snap)
+{
+	int r;
+	if (!cli->ctx) {
+		r = gpuctl_ctx_new(&cli->ctx);
+		if (r < 0) {
+			cli_error("cannot create context: %s", strerror(-r));
+			return CLI_EXIT_FAILURE;
+		}
+		if (cli->verbose)
+			gpuctl_ctx_set_log(cli->ctx, log_hook, NULL);
+	}
+	r = gpuctl_snapshot_take_fields(cli->ctx, flags, fields, n_fields, ret_snap);
+	if (r < 0)
+		return report_load_error(cli, r);
+	return 0;
+}
+
+int cli_select_gpus(struct cli *cli, const struct gpuctl_snapshot *snap, const char *ids,
+                    size_t **ret_indices, size_t *ret_count)
+{
+	if (ids) {
+		int r = gpuctl_ids_resolve(cli->ctx, snap, ids, ret_indices, ret_count);
+		if (r == -EINVAL) {
+			const char *msg = gpuctl_errmsg(cli->ctx);
+			if (msg && msg[0])
+				cli_error("--id: %s", msg);
+			else
+				cli_error("--id: invalid GPU id list '%s'", ids);
+			return CLI_EXIT_USAGE;
+		}
+		if (r < 0) {
+			cli_error("--id: '%s': %s", ids, strerror(-r));
+			return CLI_EXIT_FAILURE;
+		}
+		return 0;
+	}
+	size_t n = gpuctl_snapshot_gpu_count(snap);
+	size_t *v = calloc(n ? n : 1, sizeof(*v));
+	if (!v) {
+		cli_error("out of memory");
+		return CLI_EXIT_FAILURE;
+	}
+	for (size_t i = 0; i < n; i++)
+		v[i] = i;
+	*ret_indices = v;
+	*ret_count = n;
+	return 0;
+}
+
+int cli_finish_output(int status)
+{
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		cli_error("stdout: write error: %s", strerror(errno));
+		return status ? status : CLI_EXIT_FAILURE;
+	}
+	return status;
+}

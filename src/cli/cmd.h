@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cmd.h: what every gpuctl command file sees: the command entry, the exit codes, and the few
+ * helpers that make errors and snapshots look the same in every command.
+ *
+ * Decisions:
+ * - One cmd-<name>.c per command, each defining one `const struct cmd_entry` (tmux style); the
+ *   table in cmd.c lists them alphabetically. main.c parses only the global options.
+ * - A command's exec() returns the process exit status; it prints its own errors with
+ *   cli_error() (one line, "gpuctl: <what>: <why>") before returning non-zero.
+ * - The library is reached only through include/gpuctl/gpuctl.h.
+ */
+#ifndef GPUCTL_CLI_CMD_H
+#define GPUCTL_CLI_CMD_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "gpuctl/gpuctl.h"
+
+/* Exit statuses, documented in docs/gpuctl.1 (EXIT STATUS) and in `gpuctl --help`. */
+enum cli_exit {
+	CLI_EXIT_OK = 0,       /* success */
+	CLI_EXIT_FAILURE = 1,  /* failure while running: NVML error, I/O error, out of memory */
+	CLI_EXIT_USAGE = 2,    /* bad option or argument, unknown field, unknown GPU id */
+	CLI_EXIT_NOMATCH = 3,  /* no GPU satisfies the request (select/run) */
+	CLI_EXIT_NODRIVER = 4, /* no NVIDIA driver: NVML not found or cannot initialise */
+};
+
+/* State shared by main.c and the commands. */
+struct cli {
+	bool verbose;           /* -v: library debug messages go to stderr */
+	struct gpuctl_ctx *ctx; /* created on first use by cli_snapshot(); freed by main.c */
+};
+
+struct cmd_entry {
+	const char *name;    /* the command word */
+	const char *usage;   /* arguments after the name, for the usage line */
+	const char *summary; /* one line for `gpuctl --help` */
+	const char *options; /* the option list for `gpuctl COMMAND --help`, one per line */
+	int (*exec)(struct cli *cli, int argc, char **argv); /* argv[0] is the command name */
+};
+
+extern const struct cmd_entry cmd_help_entry;
+extern const struct cmd_entry cmd_info_entry;
+extern const struct cmd_entry cmd_list_entry;
+extern const struct cmd_entry cmd_topo_entry;
+
+/* The command table (cmd.c), alphabetical and NULL-terminated. */
+extern const struct cmd_entry *const cmd_table[];
+
+/* Finds a command by its exact name; NULL if there is none. */
+const struct cmd_entry *cmd_find(const char *name);
+
+/* Prints the global usage (commands, global options, exit codes) to f. */
+void cli_usage(FILE *f);
+/* Prints one command's usage, options and the exit codes to f. */
+void cmd_usage(const struct cmd_entry *entry, FILE *f);
+
+/* Prints "gpuctl: " + the formatted message + newline to stderr, as one line (newlines in the
+ * message become spaces). Returns nothing; callers return their exit status. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Reports a usage error for a command ("gpuctl: <cmd>: ...", plus a hint to --help) and
+ * returns CLI_EXIT_USAGE. Used by the getopt loops. */
+int cmd_usage_error(const struct cmd_entry *entry, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+
+/* Standard getopt error handling for a command: call on '?' and ':' returns. */
+int cmd_bad_option(const struct cmd_entry *entry, int opt, char **argv);
+
+/* Creates the context (once) and takes a snapshot with the given flags. On failure prints the
+ * one-line error and returns the exit status (CLI_EXIT_NODRIVER for -ENOENT/-ENODEV, else
+ * CLI_EXIT_FAILURE); on success returns 0 and sets *ret_snap. */
+int cli_snapshot(struct cli *cli, unsigned flags, struct gpuctl_snapshot **ret_snap);
+/* Like cli_snapshot, reading only these per-GPU fields (gpuctl_snapshot_take_fields): a
+ * command reads what it prints and no more. */
+int cli_snapshot_fields(struct cli *cli, unsigned flags, const enum gpuctl_field *fields,
+                        size_t n_fields, struct gpuctl_snapshot **ret_snap);
+
+/* Resolves an -i/--id list against snap (gpuctl_ids_resolve). With ids == NULL selects every GPU
+ * in index order. Prints the error and returns CLI_EXIT_USAGE / CLI_EXIT_FAILURE on failure. */
+int cli_select_gpus(struct cli *cli, const struct gpuctl_snapshot *snap, const char *ids,
+                    size_t **ret_indices, size_t *ret_count);
+
+/* Flushes stdout and reports a write error (exit status 1) if one happened. */
+int cli_finish_output(int status);
+
+#endif /* GPUCTL_CLI_CMD_H */

@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: MIT
+/*
+ * format.c: value rendering shared by the commands.
+ *
+ * Decisions:
+ * - The CSV spelling follows nvidia-smi's documented --query-gpu output, since scripts already
+ *   parse it: memory in MiB (bytes / 2^20, truncated), power in W with two decimals, "35 %",
+ *   "1410 MHz", temperature without a unit, Enabled/Disabled, Yes/No, the compute mode names,
+ *   hex with uppercase digits ("0x20B010DE", 16 digits for the clocks-event mask).
+ * - The unit is chosen from the field's unit class, not from the header unit string, so a
+ *   field added to the table with a unit class is rendered right without touching this file.
+ * - JSON carries base units (bytes, mW, MHz, C, %) so no precision is lost; null = unavailable.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format.h"
+
+const char *format_compute_mode(int64_t mode)
+{
+	switch (mode) {
+	case GPUCTL_COMPUTE_DEFAULT:
+		return "Default";
+	case GPUCTL_COMPUTE_EXCLUSIVE_THREAD:
+		return "Exclusive_Thread";
+	case GPUCTL_COMPUTE_PROHIBITED:
+		return "Prohibited";
+	case GPUCTL_COMPUTE_EXCLUSIVE_PROCESS:
+		return "Exclusive_Process";
+	default:
+		return NULL;
+	}
+}
+
+static void put(char *buf, size_t size, const char *s)
+{
+	snprintf(buf, size, "%s", s);
+}
+
+void format_field_smi(const struct gpuctl_gpu *gpu, enum gpuctl_field f, bool units, char *buf,
+                      size_t size)
+{
+	const struct gpuctl_field_info *fi = gpuctl_field_info(f);
+	const char *na = gpuctl_gpu_lost(gpu) ? FORMAT_LOST : FORMAT_NA;
+	if (size == 0)
+		return;
+	if (!fi) {
+		put(buf, size, FORMAT_NA);
+		return;
+	}
+	if (f == GPUCTL_F_INDEX) {
+		/* Known even for a lost GPU: it is its place in the snapshot. */
+		snprintf(buf, size, "%zu", gpuctl_gpu_index(gpu));
+		return;
+	}
+	if (fi->type == GPUCTL_FT_STR) {
+		const char *s = gpuctl_gpu_str(gpu, f);
+		put(buf, size, s ? s : na);
+		return;
+	}
+	int64_t v;
+	if (gpuctl_gpu_int(gpu, f, &v) < 0) {
+		put(buf, size, na);
+		return;
+	}
+	switch (fi->unit) {
+	case GPUCTL_FU_BYTES:
+		snprintf(buf, size, "%" PRId64 "%s", v / (1024 * 1024), units ? " MiB" : "");
+		break;
+	case GPUCTL_FU_MW:
+		snprintf(buf, size, "%.2f%s", (double)v / 1000.0, units ? " W" : "");
+		break;
+	case GPUCTL_FU_MHZ:
+		snprintf(buf, size, "%" PRId64 "%s", v, units ? " MHz" : "");
+		break;
+	case GPUCTL_FU_PERCENT:
+		snprintf(buf, size, "%" PRId64 "%s", v, units ? " %" : "");
+		break;
+	case GPUCTL_FU_BOOL:
+		put(buf, size, v ? "Enabled" : "Disabled");
+		break;
+	case GPUCTL_FU_YESNO:
+		put(buf, size, v ? "Yes" : "No");
+		break;
+	case GPUCTL_FU_HEX:
+		if (f == GPUCTL_F_CLOCKS_EVENT_REASONS)
+			snprintf(buf, size, "0x%016" PRIX64, (uint64_t)v);
+		else
+			snprintf(buf, size, "0x%08" PRIX64, (uint64_t)v & 0xffffffffu);
+		break;
+	case GPUCTL_FU_ENUM: {
+		const char *name = f == GPUCTL_F_COMPUTE_MODE ? format_compute_mode(v) : NULL;
+		if (name)
+			put(buf, size, name);
+		else
+			snprintf(buf, size, "%" PRId64, v);
+		break;
+	}
+	case GPUCTL_FU_CELSIUS: /* nvidia-smi prints temperatures without a unit */
+	case GPUCTL_FU_NONE:
+	default:
+		snprintf(buf, size, "%" PRId64, v);
+		break;
+	}
+}
+
+json_t *json_string_or_null(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+json_t *json_int_or_null(int r, int64_t v)
+{
+	return r >= 0 ? json_integer((json_int_t)v) : json_null();
+}
+
+json_t *format_field_json(const struct gpuctl_gpu *gpu, enum gpuctl_field f)
+{
+	const struct gpuctl_field_info *fi = gpuctl_field_info(f);
+	if (!fi)
+		return json_null();
+	if (f == GPUCTL_F_INDEX)
+		return json_integer((json_int_t)gpuctl_gpu_index(gpu));
+	if (fi->type == GPUCTL_FT_STR)
+		return json_string_or_null(gpuctl_gpu_str(gpu, f));
+	int64_t v;
+	if (gpuctl_gpu_int(gpu, f, &v) < 0)
+		return json_null();
+	switch (fi->unit) {
+	case GPUCTL_FU_BOOL:
+	case GPUCTL_FU_YESNO:
+		return json_boolean(v != 0);
+	case GPUCTL_FU_ENUM: {
+		const char *name = f == GPUCTL_F_COMPUTE_MODE ? format_compute_mode(v) : NULL;
+		return name ? json_string(name) : json_integer((json_int_t)v);
+	}
+	default:
+		return json_integer((json_int_t)v);
+	}
+}
+
+void format_short_uuid(const char *uuid, char *buf, size_t size)
+{
+	if (!uuid) {
+		put(buf, size, "N/A");
+		return;
+	}
+	/* "GPU-" or "MIG-", then the first dash-separated group (8 hex digits). */
+	const char *start = uuid;
+	if (strncmp(uuid, "GPU-", 4) == 0 || strncmp(uuid, "MIG-", 4) == 0)
+		start = uuid + 4;
+	size_t n = strcspn(start, "-/");
+	if (n > 8)
+		n = 8;
+	snprintf(buf, size, "%.*s", (int)(start - uuid + (ptrdiff_t)n), uuid);
+}
+
+int json_put(json_t *obj, const char *key, json_t *value)
+{
+	if (!value)
+		return -ENOMEM;
+	return json_object_set_new(obj, key, value) == 0 ? 0 : -ENOMEM;
+}
+
+int json_print(json_t *root)
+{
+	if (json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0)
+		return -EIO;
+	if (fputc('\n', stdout) == EOF)
+		return -EIO;
+	return 0;
+}
+
+struct text_table {
+	size_t ncols;  /* cells per row */
+	size_t nrows;  /* rows added */
+	char **cells;  /* nrows * ncols strings, row-major, owned */
+	size_t *width; /* widest cell per column */
+};
+
+int text_table_new(size_t ncols, struct text_table **ret_table)
+{
+	struct text_table *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->ncols = ncols;
+	t->width = calloc(ncols ? ncols : 1, sizeof(*t->width));
+	if (!t->width) {
+		free(t);
+		return -ENOMEM;
+	}
+	*ret_table = t;
+	return 0;
+}
+
+void text_table_free(struct text_table *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->nrows * t->ncols; i++)
+		free(t->cells[i]);
+	free(t->cells);
+	free(t->width);
+	free(t);
+}
+
+int text_table_add(struct text_table *t, const char *const *cells)
+{
+	char **grown = realloc(t->cells, (t->nrows + 1) * t->ncols * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	t->cells = grown;
+	char **row = t->cells + t->nrows * t->ncols;
+	for (size_t c = 0; c < t->ncols; c++) {
+		row[c] = strdup(cells[c] ? cells[c] : "");
+		if (!row[c]) {
+			for (size_t k = 0; k < c; k++)
+				free(row[k]);
+			return -ENOMEM;
+		}
+		size_t w = strlen(row[c]);
+		if (w > t->width[c])
+			t->width[c] = w;
+	}
+	t->nrows++;
+	return 0;
+}
+
+void text_table_print(const struct text_table *t, FILE *f)
+{
+	for (size_t r = 0; r < t->nrows; r++) {
+		char *const *row = t->cells + r * t->ncols;
+		/* The last non-empty cell ends the line: no trailing blanks. */
+		size_t last = t->ncols;
+		while (last > 0 && row[last - 1][0] == '\0')
+			last--;
+		for (size_t c = 0; c < last; c++) {
+			if (c + 1 < last)
+				fprintf(f, "%-*s  ", (int)t->width[c], row[c]);
+			else
+				fputs(row[c], f);
+		}
+		fputc('\n', f);
+	}
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * format.h: how gpuctl shows one value: nvidia-smi's CSV spelling, JSON, and the short forms
+ * of the at-a-glance table; plus a small aligned text table.
+ */
+#ifndef GPUCTL_CLI_FORMAT_H
+#define GPUCTL_CLI_FORMAT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "gpuctl/gpuctl.h"
+
+/* nvidia-smi's placeholder for a value the GPU does not give. */
+#define FORMAT_NA "[N/A]"
+/* Ours for any value of a GPU NVML reported lost (nvidia-smi prints "GPU is lost" too). */
+#define FORMAT_LOST "[GPU is lost]"
+
+/* Writes a field's value the way `nvidia-smi --query-gpu --format=csv` does ("81920 MiB",
+ * "250.00 W", "35 %", "Enabled", "0x20B010DE", "[N/A]"); without the unit when !units.
+ * Truncates to size (always NUL-terminated). */
+void format_field_smi(const struct gpuctl_gpu *gpu, enum gpuctl_field f, bool units, char *buf,
+                      size_t size);
+
+/* A field's JSON value: integer in base units, true/false for Enabled/Yes fields, a string for
+ * strings and the compute mode, null when unavailable. New reference, NULL on allocation
+ * failure. */
+json_t *format_field_json(const struct gpuctl_gpu *gpu, enum gpuctl_field f);
+
+/* "Default", "Exclusive_Thread", "Prohibited", "Exclusive_Process", or NULL. */
+const char *format_compute_mode(int64_t mode);
+
+/* "GPU-1a2b3c4d" from a full UUID: the prefix and the first group of hex digits. */
+void format_short_uuid(const char *uuid, char *buf, size_t size);
+
+/* json_string(s), or json_null() when s is NULL. */
+json_t *json_string_or_null(const char *s);
+/* json_integer(v) when r >= 0, else json_null(). */
+json_t *json_int_or_null(int r, int64_t v);
+
+/* Sets key on obj to value, stealing the reference; returns -ENOMEM if value is NULL or the
+ * set fails. */
+int json_put(json_t *obj, const char *key, json_t *value);
+
+/* Prints root as indented JSON plus a newline to stdout. Returns 0 or -EIO. */
+int json_print(json_t *root);
+
+/* An aligned text table: cells are copied; columns are separated by two spaces and padded
+ * to the widest cell, the last column is not padded. */
+struct text_table;
+int text_table_new(size_t ncols, struct text_table **ret_table);
+void text_table_free(struct text_table *t);
+/* Adds a row of ncols cells (NULL cells print empty). */
+int text_table_add(struct text_table *t, const char *const *cells);
+void text_table_print(const struct text_table *t, FILE *f);
+
+#endif /* GPUCTL_CLI_FORMAT_H */

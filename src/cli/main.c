@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: MIT
+/*
+ * main.c: gpuctl's entry point: global options, then dispatch to one command.
+ *
+ * Decisions:
+ * - Global options come before the command word ("+" in the getopt string stops at the first
+ *   non-option), so a command's own options never collide with them.
+ * - The context is created lazily by the first command that needs NVML, so `gpuctl --help`
+ *   and usage errors work on a machine without a driver.
+ * - Errors are one line on stderr; the exit statuses are those of enum cli_exit.
+ */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+
+enum {
+	OPT_VERSION = 0x100,
+};
+
+static const struct option global_options[] = {
+        {"verbose", no_argument, NULL, 'v'},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+};
+
+int main(int argc, char **argv)
+{
+	struct cli cli = {0};
+	int opt, status;
+
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "+vh", global_options, NULL)) != -1) {
+		switch (opt) {
+		case 'v':
+			cli.verbose = true;
+			break;
+		case OPT_VERSION:
+			printf("gpuctl %s\n", GPUCTL_VERSION_STRING);
+			return cli_finish_output(CLI_EXIT_OK);
+		case 'h':
+			cli_usage(stdout);
+			return cli_finish_output(CLI_EXIT_OK);
+		default:
+			if (optopt)
+				cli_error("unknown option '-%c' (see 'gpuctl --help')", optopt);
+			else
+				cli_error("unknown option '%s' (see 'gpuctl --help')",
+				          argv[optind - 1]);
+			return CLI_EXIT_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		cli_error("no command given (see 'gpuctl --help')");
+		return CLI_EXIT_USAGE;
+	}
+
+	const struct cmd_entry *entry = cmd_find(argv[optind]);
+	if (!entry) {
+		cli_error("unknown command '%s' (see 'gpuctl --help')", argv[optind]);
+		return CLI_EXIT_USAGE;
+	}
+
+	/* Each command runs its own getopt_long over argv[optind..]; reset the scanner. */
+	int cmd_argc = argc - optind;
+	char **cmd_argv = argv + optind;
+	optind = 0;
+	status = entry->exec(&cli, cmd_argc, cmd_argv);
+	gpuctl_ctx_free(cli.ctx);
+	return cli_finish_output(status);
+}

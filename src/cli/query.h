@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * query.h: pure parsers for `gpuctl list` arguments: the --query field list and the --format
+ * option list. No I/O, no NVML: the fuzzer (fuzz/fuzz-query.c) links exactly this file and the
+ * library's field table.
+ */
+#ifndef GPUCTL_CLI_QUERY_H
+#define GPUCTL_CLI_QUERY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gpuctl/gpuctl.h"
+
+/* More columns than any sane query; bounds memory for hostile input. */
+#define QUERY_MAX_COLUMNS 256
+/* Longest accepted field name (nvidia-smi's longest is about 60). */
+#define QUERY_MAX_NAME 128
+
+struct query_column {
+	enum gpuctl_field field; /* the field the name resolves to */
+	char *name;              /* the name as the user typed it (trimmed), for the CSV header */
+};
+
+struct query {
+	size_t n;                  /* number of columns, >= 1 */
+	struct query_column *cols; /* n columns in the order given; duplicates are kept */
+};
+
+/* Parses "name,name,...": our keys, nvidia-smi --query-gpu names or their aliases,
+ * case-insensitive, blanks around names ignored. Returns 0 and *ret_query on success;
+ * -EINVAL for an empty or unknown name, with *ret_bad = that name (malloc'ed, "" for an empty
+ * entry); -E2BIG for more than QUERY_MAX_COLUMNS names or a name longer than QUERY_MAX_NAME;
+ * -ENOMEM. ret_bad may be NULL. */
+int query_parse(const char *text, struct query **ret_query, char **ret_bad);
+void query_free(struct query *q);
+
+/* The gpuctl_snapshot_flags the columns need (the OR of their fields' snap_flag). */
+unsigned query_snap_flags(const struct query *q);
+
+/* Writes up to 4 known field names close to `name` ("memory.total, memory.used") into buf;
+ * returns how many it found (0: buf is ""). */
+size_t query_suggest(const char *name, char *buf, size_t size);
+
+enum list_format {
+	LIST_FORMAT_DEFAULT = 0, /* not given: table, or csv with --query */
+	LIST_FORMAT_TABLE,
+	LIST_FORMAT_CSV,
+	LIST_FORMAT_JSON,
+};
+
+struct format_spec {
+	enum list_format kind; /* LIST_FORMAT_DEFAULT when only modifiers were given */
+	bool noheader;         /* "noheader": no header line */
+	bool nounits;          /* "nounits": values without units */
+};
+
+/* Parses a --format value: "table", "csv", "json", and nvidia-smi's modifiers "noheader" and
+ * "nounits", comma-separated ("csv,noheader,nounits"). Updates *spec (so modifiers from
+ * --noheader/--nounits given earlier survive). Two different kinds, an empty or unknown word:
+ * -EINVAL with *ret_bad = the word (malloc'ed); -ENOMEM. */
+int format_parse(const char *text, struct format_spec *spec, char **ret_bad);
+
+#endif /* GPUCTL_CLI_QUERY_H */

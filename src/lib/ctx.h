@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ctx.h: the private side of struct gpuctl_ctx, shared by the library's modules.
+ *
+ * Decisions:
+ * - The context owns the loaded NVML (struct nvml, private to nvml.c), the last error message,
+ *   the log hook and the "once" set that keeps each unavailable-function message to one line per
+ *   context.
+ * - ctx_error() stores a message and returns the -errno it was given, so call sites read
+ *   `return ctx_error(ctx, -EINVAL, "...")`. Messages are one line, without a "gpuctl:" prefix
+ *   (programs add their own).
+ * - The library never writes to stdout/stderr: without a hook, log lines are dropped.
+ */
+#ifndef GPUCTL_CTX_H
+#define GPUCTL_CTX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gpuctl/gpuctl.h"
+#include "util.h"
+
+struct nvml;
+
+#define CTX_ERRMSG_MAX 512
+
+struct gpuctl_ctx {
+	struct nvml *nvml;           /* loaded NVML, NULL until gpuctl_nvml_load() succeeds */
+	char errmsg[CTX_ERRMSG_MAX]; /* last failure, "" if none */
+	gpuctl_log_fn log_fn;        /* log hook, NULL: drop log lines */
+	void *log_userdata;          /* passed to log_fn */
+	char **once;                 /* keys already logged once (ctx_log_once), owned */
+	size_t n_once;               /* entries used in once */
+	size_t cap_once;             /* entries allocated in once */
+};
+
+/* Stores the message and returns r (a -errno). */
+int ctx_error(struct gpuctl_ctx *ctx, int r, const char *fmt, ...) _printf_(3, 4);
+/* Emits one log line through the hook, if any. */
+void ctx_log(struct gpuctl_ctx *ctx, enum gpuctl_log_level level, const char *fmt, ...)
+        _printf_(3, 4);
+/* Emits the line only the first time key is seen on this context. Returns true when it was
+ * the first time (also when there is no hook, so the set stays exact). */
+bool ctx_log_once(struct gpuctl_ctx *ctx, const char *key, enum gpuctl_log_level level,
+                  const char *fmt, ...) _printf_(4, 5);
+
+/* nvml.c: unloads NVML (nvmlShutdown + dlclose). Accepts NULL. */
+void nvml_unload(struct nvml *nvml);
+
+#endif /* GPUCTL_CTX_H */

@@ -1,0 +1,358 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * nvml-abi.h: the part of NVML's C ABI that libgpuctl uses, declared by us.
+ *
+ * Decisions:
+ * - No nvml.h: these are our own declarations of the facts gpuctl depends on (return codes,
+ *   handle type, struct layouts, enum values, function signatures). Each was checked against the
+ *   public header NVIDIA ships in the CUDA toolkit, as mirrored in NVIDIA/go-nvml
+ *   (gen/nvml/nvml.h; the copy read was the NVML 12.2.140 header). "since" notes give the API
+ *   generation in which a symbol or field appeared, where the header says so.
+ * - NVML's enums are C enums (int sized). We declare the value types as fixed 32-bit integer
+ *   typedefs plus named constants, so the width we pass is explicit and no C enum conversion
+ *   can surprise us.
+ * - Every function gpuctl resolves has a function type here (nvml_fn_<name>_t). The loader's
+ *   table fields have those types, so a call through a resolved pointer is type-checked at
+ *   compile time (the systemd dlopen pattern). Versioned variants with the same signature share
+ *   one type; variants whose argument struct differs get their own.
+ * - Only src/lib/nvml.c includes this file.
+ */
+#ifndef GPUCTL_NVML_ABI_H
+#define GPUCTL_NVML_ABI_H
+
+#include <stdint.h>
+
+/* ---- Return codes (nvmlReturn_t) ---- */
+typedef int32_t nvmlReturn_t;
+enum {
+	NVML_SUCCESS = 0,
+	NVML_ERROR_UNINITIALIZED = 1,
+	NVML_ERROR_INVALID_ARGUMENT = 2,
+	NVML_ERROR_NOT_SUPPORTED = 3,
+	NVML_ERROR_NO_PERMISSION = 4,
+	NVML_ERROR_ALREADY_INITIALIZED = 5,
+	NVML_ERROR_NOT_FOUND = 6,
+	NVML_ERROR_INSUFFICIENT_SIZE = 7,
+	NVML_ERROR_INSUFFICIENT_POWER = 8,
+	NVML_ERROR_DRIVER_NOT_LOADED = 9,
+	NVML_ERROR_TIMEOUT = 10,
+	NVML_ERROR_IRQ_ISSUE = 11,
+	NVML_ERROR_LIBRARY_NOT_FOUND = 12,
+	NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+	NVML_ERROR_CORRUPTED_INFOROM = 14,
+	NVML_ERROR_GPU_IS_LOST = 15,
+	NVML_ERROR_RESET_REQUIRED = 16,
+	NVML_ERROR_OPERATING_SYSTEM = 17,
+	NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18,
+	NVML_ERROR_IN_USE = 19,
+	NVML_ERROR_MEMORY = 20,
+	NVML_ERROR_NO_DATA = 21,
+	NVML_ERROR_UNKNOWN = 999,
+};
+
+/* ---- Handles ---- */
+/* A device (a physical GPU or a MIG device): an opaque pointer owned by NVML. */
+typedef struct nvml_device_opaque *nvmlDevice_t;
+
+/* ---- Buffer sizes NVML guarantees to be enough ---- */
+#define NVML_DEVICE_UUID_V2_BUFFER_SIZE        96 /* UUID, incl. MIG UUIDs */
+#define NVML_DEVICE_NAME_V2_BUFFER_SIZE        96 /* product name */
+#define NVML_DEVICE_SERIAL_BUFFER_SIZE         30 /* board serial */
+#define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
+#define NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE   80
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE     32 /* busId of the v2/v3 PCI info */
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE  16 /* busIdLegacy, and busId of v1 */
+
+/* ---- Structs ---- */
+
+/* PCI info as nvmlDeviceGetPciInfo_v2 and _v3 (and nvmlDeviceGetNvLinkRemotePciInfo_v2) fill
+ * it; _v2 and _v3 share this layout. 68 bytes. */
+typedef struct {
+	char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE]; /* "0000:07:00.0" (4-hex domain) */
+	uint32_t domain;                                         /* PCI domain */
+	uint32_t bus;                                            /* bus number, 0..255 */
+	uint32_t device;                                /* device number on the bus, 0..31 */
+	uint32_t pciDeviceId;                           /* device id << 16 | vendor id */
+	uint32_t pciSubSystemId;                        /* subsystem id (since NVML 2.285) */
+	char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE]; /* "00000000:07:00.0" (8-hex domain) */
+} nvmlPciInfo_t;
+
+/* PCI info as the unversioned nvmlDeviceGetPciInfo and nvmlDeviceGetNvLinkRemotePciInfo of
+ * old drivers fill it: the same first five words, a short busId, then four reserved words.
+ * 52 bytes. */
+typedef struct {
+	char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE]; /* "0000:07:00.0" */
+	uint32_t domain;                                   /* PCI domain */
+	uint32_t bus;                                      /* bus number */
+	uint32_t device;                                   /* device number */
+	uint32_t pciDeviceId;                              /* device id << 16 | vendor id */
+	uint32_t pciSubSystemId;                           /* subsystem id */
+	uint32_t reserved[4];                              /* unused by gpuctl */
+} nvmlPciInfo_v1_t;
+
+/* nvmlDeviceGetMemoryInfo (v1): used includes the memory reserved by the driver. */
+typedef struct {
+	unsigned long long total; /* bytes */
+	unsigned long long free;  /* bytes */
+	unsigned long long used;  /* bytes, reserved included */
+} nvmlMemory_t;
+
+/* nvmlDeviceGetMemoryInfo_v2: versioned; used excludes reserved. 40 bytes (4 of padding after
+ * version). */
+typedef struct {
+	uint32_t version;            /* must be NVML_MEMORY_V2_VERSION */
+	unsigned long long total;    /* bytes */
+	unsigned long long reserved; /* bytes set aside by driver and firmware */
+	unsigned long long free;     /* bytes */
+	unsigned long long used;     /* bytes allocated, reserved excluded */
+} nvmlMemory_v2_t;
+
+/* NVML's struct version tag: the struct size in the low bits, the version in bits 24..31. */
+#define NVML_STRUCT_VERSION_TAG(type, ver) ((uint32_t)(sizeof(type) | ((uint32_t)(ver) << 24)))
+#define NVML_MEMORY_V2_VERSION             NVML_STRUCT_VERSION_TAG(nvmlMemory_v2_t, 2)
+
+/* nvmlDeviceGetUtilizationRates. */
+typedef struct {
+	uint32_t gpu;    /* percent of the sample period a kernel ran */
+	uint32_t memory; /* percent of the sample period memory was read or written */
+} nvmlUtilization_t;
+
+/* Process entry of the unversioned nvmlDeviceGetComputeRunningProcesses (before MIG). */
+typedef struct {
+	uint32_t pid;                     /* process id (in the driver's PID namespace) */
+	unsigned long long usedGpuMemory; /* bytes, or NVML_VALUE_NOT_AVAILABLE */
+} nvmlProcessInfo_v1_t;
+
+/* Process entry of nvmlDeviceGetComputeRunningProcesses_v2 and _v3 (the 12.2 header's
+ * nvmlProcessInfo_t is this struct, and _v3 takes nvmlProcessInfo_t). 24 bytes. */
+typedef struct {
+	uint32_t pid;                     /* process id */
+	unsigned long long usedGpuMemory; /* bytes, or NVML_VALUE_NOT_AVAILABLE */
+	uint32_t gpuInstanceId;           /* MIG GPU instance, 0xFFFFFFFF without MIG */
+	uint32_t computeInstanceId;       /* MIG compute instance, 0xFFFFFFFF without MIG */
+} nvmlProcessInfo_v2_t;
+
+/* Process entry that R530-branch drivers write from nvmlDeviceGetComputeRunningProcesses_v3:
+ * the v2 fields plus the confidential-computing protected memory, 32 bytes. Later drivers went
+ * back to the 24-byte entry for _v3 and moved the extra field to
+ * nvmlDeviceGetRunningProcessDetailList. A driver with nvmlDeviceGetConfComputeMemSizeInfo but
+ * without nvmlDeviceGetRunningProcessDetailList is of that branch (the same test nvitop's
+ * libnvml.py uses). The first 24 bytes are nvmlProcessInfo_v2_t's layout. */
+typedef struct {
+	uint32_t pid;                                /* process id */
+	unsigned long long usedGpuMemory;            /* bytes, or NVML_VALUE_NOT_AVAILABLE */
+	uint32_t gpuInstanceId;                      /* MIG GPU instance */
+	uint32_t computeInstanceId;                  /* MIG compute instance */
+	unsigned long long usedGpuCcProtectedMemory; /* bytes of protected memory */
+} nvmlProcessInfo_r530_t;
+
+/* usedGpuMemory when the driver cannot say (NVML_VALUE_NOT_AVAILABLE, -1, as unsigned). */
+#define NVML_VALUE_NOT_AVAILABLE_ULL ((unsigned long long)-1)
+#define NVML_INVALID_INSTANCE_ID     0xFFFFFFFFu
+
+/* ---- Enumerations ---- */
+
+typedef uint32_t nvmlEnableState_t; /* NVML_FEATURE_* */
+enum { NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1 };
+
+typedef uint32_t nvmlBrandType_t; /* NVML_BRAND_* */
+enum {
+	NVML_BRAND_UNKNOWN = 0,
+	NVML_BRAND_QUADRO = 1,
+	NVML_BRAND_TESLA = 2,
+	NVML_BRAND_NVS = 3,
+	NVML_BRAND_GRID = 4,
+	NVML_BRAND_GEFORCE = 5,
+	NVML_BRAND_TITAN = 6,
+	NVML_BRAND_NVIDIA_VAPPS = 7,
+	NVML_BRAND_NVIDIA_VPC = 8,
+	NVML_BRAND_NVIDIA_VCS = 9,
+	NVML_BRAND_NVIDIA_VWS = 10,
+	NVML_BRAND_NVIDIA_CLOUD_GAMING = 11,
+	NVML_BRAND_QUADRO_RTX = 12,
+	NVML_BRAND_NVIDIA_RTX = 13,
+	NVML_BRAND_NVIDIA = 14,
+	NVML_BRAND_GEFORCE_RTX = 15,
+	NVML_BRAND_TITAN_RTX = 16,
+};
+
+/* nvmlDeviceArchitecture_t: a plain unsigned int with #defined values in NVML (since 11.x). */
+typedef uint32_t nvmlDeviceArchitecture_t;
+enum {
+	NVML_DEVICE_ARCH_KEPLER = 2,
+	NVML_DEVICE_ARCH_MAXWELL = 3,
+	NVML_DEVICE_ARCH_PASCAL = 4,
+	NVML_DEVICE_ARCH_VOLTA = 5,
+	NVML_DEVICE_ARCH_TURING = 6,
+	NVML_DEVICE_ARCH_AMPERE = 7,
+	NVML_DEVICE_ARCH_ADA = 8,
+	NVML_DEVICE_ARCH_HOPPER = 9,
+	NVML_DEVICE_ARCH_BLACKWELL = 10,
+};
+#define NVML_DEVICE_ARCH_UNKNOWN 0xFFFFFFFFu
+
+typedef uint32_t nvmlTemperatureSensors_t;
+enum { NVML_TEMPERATURE_GPU = 0 };
+
+typedef uint32_t nvmlTemperatureThresholds_t;
+enum {
+	NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0,
+	NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1,
+};
+
+typedef uint32_t nvmlClockType_t;
+enum {
+	NVML_CLOCK_GRAPHICS = 0,
+	NVML_CLOCK_SM = 1,
+	NVML_CLOCK_MEM = 2,
+	NVML_CLOCK_VIDEO = 3,
+};
+
+typedef uint32_t nvmlComputeMode_t; /* same numbers as enum gpuctl_compute_mode */
+enum {
+	NVML_COMPUTEMODE_DEFAULT = 0,
+	NVML_COMPUTEMODE_EXCLUSIVE_THREAD = 1,
+	NVML_COMPUTEMODE_PROHIBITED = 2,
+	NVML_COMPUTEMODE_EXCLUSIVE_PROCESS = 3,
+};
+
+typedef uint32_t nvmlMemoryErrorType_t;
+enum { NVML_MEMORY_ERROR_TYPE_CORRECTED = 0, NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1 };
+
+typedef uint32_t nvmlEccCounterType_t;
+enum { NVML_VOLATILE_ECC = 0, NVML_AGGREGATE_ECC = 1 };
+
+/* Where a memory error happened (nvmlDeviceGetMemoryErrorCounter); gpuctl reads totals with
+ * nvmlDeviceGetTotalEccErrors and keeps these only for reference. */
+typedef uint32_t nvmlMemoryLocation_t;
+enum {
+	NVML_MEMORY_LOCATION_L1_CACHE = 0,
+	NVML_MEMORY_LOCATION_L2_CACHE = 1,
+	NVML_MEMORY_LOCATION_DEVICE_MEMORY = 2,
+	NVML_MEMORY_LOCATION_REGISTER_FILE = 3,
+};
+
+typedef uint32_t nvmlPageRetirementCause_t;
+enum {
+	NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0,
+	NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1,
+};
+
+/* Common PCIe ancestor of two GPUs; the same numbers as enum gpuctl_topo_level. */
+typedef uint32_t nvmlGpuTopologyLevel_t;
+enum {
+	NVML_TOPOLOGY_INTERNAL = 0,
+	NVML_TOPOLOGY_SINGLE = 10,
+	NVML_TOPOLOGY_MULTIPLE = 20,
+	NVML_TOPOLOGY_HOSTBRIDGE = 30,
+	NVML_TOPOLOGY_NODE = 40, /* NVML_TOPOLOGY_CPU in old headers */
+	NVML_TOPOLOGY_SYSTEM = 50,
+};
+
+typedef uint32_t nvmlGpuP2PCapsIndex_t;
+enum {
+	NVML_P2P_CAPS_INDEX_READ = 0,
+	NVML_P2P_CAPS_INDEX_WRITE = 1,
+	NVML_P2P_CAPS_INDEX_NVLINK = 2,
+	NVML_P2P_CAPS_INDEX_ATOMICS = 3,
+	NVML_P2P_CAPS_INDEX_PROP = 4, /* "PCI" in some documentation */
+};
+
+/* P2P status: 0..5 equal enum gpuctl_p2p_status; NVML's UNKNOWN (6) maps to ours (-1). */
+typedef uint32_t nvmlGpuP2PStatus_t;
+enum {
+	NVML_P2P_STATUS_OK = 0,
+	NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED = 1,
+	NVML_P2P_STATUS_GPU_NOT_SUPPORTED = 2,
+	NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED = 3,
+	NVML_P2P_STATUS_DISABLED_BY_REGKEY = 4,
+	NVML_P2P_STATUS_NOT_SUPPORTED = 5,
+	NVML_P2P_STATUS_UNKNOWN = 6,
+};
+
+/* What is at the far end of an NVLink (nvmlIntNvLinkDeviceType_t). */
+typedef uint32_t nvmlIntNvLinkDeviceType_t;
+enum {
+	NVML_NVLINK_DEVICE_TYPE_GPU = 0x00,
+	NVML_NVLINK_DEVICE_TYPE_IBMNPU = 0x01,
+	NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02,
+	NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF,
+};
+
+/* Link numbers NVML accepts: 18 in the 12.2 header, 36 in later ones (Blackwell). gpuctl walks
+ * up to the larger and stops at the first link NVML refuses. */
+#define NVML_NVLINK_MAX_LINKS 36
+
+typedef uint32_t nvmlAffinityScope_t;
+enum { NVML_AFFINITY_SCOPE_NODE = 0, NVML_AFFINITY_SCOPE_SOCKET = 1 };
+
+/* ---- Function types ---- */
+
+typedef nvmlReturn_t nvml_fn_init_t(void);                       /* nvmlInit_v2, nvmlInit */
+typedef nvmlReturn_t nvml_fn_shutdown_t(void);                   /* nvmlShutdown */
+typedef const char *nvml_fn_error_string_t(nvmlReturn_t result); /* nvmlErrorString */
+typedef nvmlReturn_t nvml_fn_get_count_t(unsigned int *count);   /* nvmlDeviceGetCount[_v2] */
+typedef nvmlReturn_t nvml_fn_handle_by_index_t(unsigned int index, nvmlDevice_t *device);
+typedef nvmlReturn_t nvml_fn_sys_string_t(char *buf, unsigned int length); /* driver/NVML ver */
+typedef nvmlReturn_t nvml_fn_sys_int_t(int *value); /* nvmlSystemGetCudaDriverVersion[_v2] */
+
+/* device → string (UUID, name, serial) */
+typedef nvmlReturn_t nvml_fn_dev_string_t(nvmlDevice_t device, char *buf, unsigned int length);
+/* device → one unsigned int (minor number, power, PCIe gen/width, replays, ...) */
+typedef nvmlReturn_t nvml_fn_dev_uint_t(nvmlDevice_t device, unsigned int *value);
+/* device → one 64-bit mask (clocks-event / throttle reasons) */
+typedef nvmlReturn_t nvml_fn_dev_ull_t(nvmlDevice_t device, unsigned long long *value);
+/* device → two unsigned ints (MIG mode current/pending) */
+typedef nvmlReturn_t nvml_fn_dev_uint2_t(nvmlDevice_t device, unsigned int *a, unsigned int *b);
+
+typedef nvmlReturn_t nvml_fn_pci_info_t(nvmlDevice_t device, nvmlPciInfo_t *pci);
+typedef nvmlReturn_t nvml_fn_pci_info_v1_t(nvmlDevice_t device, nvmlPciInfo_v1_t *pci);
+typedef nvmlReturn_t nvml_fn_brand_t(nvmlDevice_t device, nvmlBrandType_t *brand);
+typedef nvmlReturn_t nvml_fn_arch_t(nvmlDevice_t device, nvmlDeviceArchitecture_t *arch);
+typedef nvmlReturn_t nvml_fn_cc_t(nvmlDevice_t device, int *major, int *minor);
+typedef nvmlReturn_t nvml_fn_memory_t(nvmlDevice_t device, nvmlMemory_t *memory);
+typedef nvmlReturn_t nvml_fn_memory_v2_t(nvmlDevice_t device, nvmlMemory_v2_t *memory);
+typedef nvmlReturn_t nvml_fn_utilization_t(nvmlDevice_t device, nvmlUtilization_t *util);
+typedef nvmlReturn_t nvml_fn_temperature_t(nvmlDevice_t device, nvmlTemperatureSensors_t sensor,
+                                           unsigned int *temp);
+typedef nvmlReturn_t nvml_fn_temp_threshold_t(nvmlDevice_t device,
+                                              nvmlTemperatureThresholds_t threshold,
+                                              unsigned int *temp);
+typedef nvmlReturn_t nvml_fn_clock_t(nvmlDevice_t device, nvmlClockType_t type, unsigned int *mhz);
+typedef nvmlReturn_t nvml_fn_enable_state_t(nvmlDevice_t device, nvmlEnableState_t *state);
+typedef nvmlReturn_t nvml_fn_compute_mode_t(nvmlDevice_t device, nvmlComputeMode_t *mode);
+typedef nvmlReturn_t nvml_fn_ecc_mode_t(nvmlDevice_t device, nvmlEnableState_t *current,
+                                        nvmlEnableState_t *pending);
+typedef nvmlReturn_t nvml_fn_total_ecc_t(nvmlDevice_t device, nvmlMemoryErrorType_t error_type,
+                                         nvmlEccCounterType_t counter_type,
+                                         unsigned long long *count);
+typedef nvmlReturn_t nvml_fn_retired_pages_t(nvmlDevice_t device, nvmlPageRetirementCause_t cause,
+                                             unsigned int *page_count,
+                                             unsigned long long *addresses);
+typedef nvmlReturn_t nvml_fn_remapped_rows_t(nvmlDevice_t device, unsigned int *corrected,
+                                             unsigned int *uncorrected, unsigned int *pending,
+                                             unsigned int *failure);
+typedef nvmlReturn_t nvml_fn_cpu_affinity_t(nvmlDevice_t device, unsigned int cpu_set_size,
+                                            unsigned long *cpu_set);
+typedef nvmlReturn_t nvml_fn_memory_affinity_t(nvmlDevice_t device, unsigned int node_set_size,
+                                               unsigned long *node_set, nvmlAffinityScope_t scope);
+typedef nvmlReturn_t nvml_fn_mig_handle_t(nvmlDevice_t device, unsigned int index,
+                                          nvmlDevice_t *mig_device);
+typedef nvmlReturn_t nvml_fn_procs_v2_t(nvmlDevice_t device, unsigned int *count,
+                                        nvmlProcessInfo_v2_t *infos);
+typedef nvmlReturn_t nvml_fn_procs_v1_t(nvmlDevice_t device, unsigned int *count,
+                                        nvmlProcessInfo_v1_t *infos);
+typedef nvmlReturn_t nvml_fn_common_ancestor_t(nvmlDevice_t a, nvmlDevice_t b,
+                                               nvmlGpuTopologyLevel_t *level);
+typedef nvmlReturn_t nvml_fn_p2p_status_t(nvmlDevice_t a, nvmlDevice_t b,
+                                          nvmlGpuP2PCapsIndex_t caps, nvmlGpuP2PStatus_t *status);
+typedef nvmlReturn_t nvml_fn_nvlink_state_t(nvmlDevice_t device, unsigned int link,
+                                            nvmlEnableState_t *active);
+typedef nvmlReturn_t nvml_fn_nvlink_remote_type_t(nvmlDevice_t device, unsigned int link,
+                                                  nvmlIntNvLinkDeviceType_t *type);
+typedef nvmlReturn_t nvml_fn_nvlink_remote_pci_t(nvmlDevice_t device, unsigned int link,
+                                                 nvmlPciInfo_t *pci);
+typedef nvmlReturn_t nvml_fn_nvlink_remote_pci_v1_t(nvmlDevice_t device, unsigned int link,
+                                                    nvmlPciInfo_v1_t *pci);
+
+#endif /* GPUCTL_NVML_ABI_H */

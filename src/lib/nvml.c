@@ -1,0 +1,1193 @@
+// SPDX-License-Identifier: MIT
+/*
+ * nvml.c: the NVML loader, the only code in gpuctl that knows NVML.
+ *
+ * Decisions:
+ * - dlopen($GPUCTL_NVML_LIBRARY) when set (and nothing else then: an override that silently
+ *   fell back to the system NVML would test the wrong library), else libnvidia-ml.so.1, else
+ *   libnvidia-ml.so; RTLD_NOW | RTLD_LOCAL so NVML's symbols never leak into the process.
+ * - One symbol table, typed by nvml-abi.h's function types. Versioned symbols resolve newest
+ *   first at load time (_v3, _v2, plain); the name actually found is kept for messages. Only
+ *   init, shutdown, error string, device count and handle by index are required.
+ * - "Unavailable" (missing symbol, NOT_SUPPORTED, NOT_FOUND, NO_PERMISSION, FUNCTION_NOT_FOUND)
+ *   leaves the field's valid bit clear and logs one debug line per (function, reason) per
+ *   context. GPU_IS_LOST marks that GPU lost and nothing more is read from it. Any other error
+ *   leaves the field unavailable and logs one warning per (function, reason).
+ * - Nothing is read twice in one snapshot, and calls that cannot succeed are not made: ECC
+ *   counters only when ECC is on, retired pages only before Ampere, remapped rows only from
+ *   Ampere on, MIG devices only with MIG enabled. Processes are read into a buffer large enough
+ *   for the usual case, so the sizing call happens only when it is too small.
+ * - PCI bus ids are rebuilt from domain/bus/device in NVML's 8-hex-digit-domain uppercase
+ *   form ("00000000:07:00.0"), whatever form the driver version writes into busId.
+ * - memory_used is nvmlMemory_v2's used (allocations, driver reservation excluded), as current
+ *   nvidia-smi shows it; with only the v1 call it includes the reservation.
+ * - NVLink: per GPU, links 0..35 until NVML refuses a link number (INVALID_ARGUMENT or
+ *   NOT_SUPPORTED); inactive links are skipped; a link whose far end is a GPU of this machine
+ *   (remote PCI bus id) counts for that pair, a link into an NVSwitch counts as a switch link.
+ *   Without nvmlDeviceGetNvLinkRemoteDeviceType a link to a bus id that is no GPU of ours is
+ *   taken as a switch link (the only NVLink peers besides GPUs are NVSwitches and IBM NPUs,
+ *   and NVLink-to-CPU POWER systems predate neither call).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pwd.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ctx.h"
+#include "nvml-abi.h"
+#include "nvml-loader.h"
+#include "snapshot-internal.h"
+#include "util.h"
+
+_Static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t layout");
+_Static_assert(sizeof(nvmlPciInfo_v1_t) == 52, "nvmlPciInfo (v1) layout");
+_Static_assert(sizeof(nvmlMemory_t) == 24, "nvmlMemory_t layout");
+_Static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t layout");
+_Static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t layout");
+_Static_assert(sizeof(nvmlProcessInfo_v1_t) == 16, "nvmlProcessInfo_v1_t layout");
+_Static_assert(sizeof(nvmlProcessInfo_v2_t) == 24, "nvmlProcessInfo_v2_t layout");
+_Static_assert(sizeof(nvmlProcessInfo_r530_t) == 32, "nvmlProcessInfo_r530_t layout");
+_Static_assert(offsetof(nvmlProcessInfo_r530_t, computeInstanceId) ==
+                       offsetof(nvmlProcessInfo_v2_t, computeInstanceId),
+               "the R530 entry starts with the v2 entry");
+
+/* X(field, function type, required, names newest first...) */
+#define NVML_SYMBOLS(X)                                                                            \
+	X(init, nvml_fn_init_t, true, "nvmlInit_v2", "nvmlInit")                                   \
+	X(shutdown, nvml_fn_shutdown_t, true, "nvmlShutdown")                                      \
+	X(error_string, nvml_fn_error_string_t, true, "nvmlErrorString")                           \
+	X(device_count, nvml_fn_get_count_t, true, "nvmlDeviceGetCount_v2", "nvmlDeviceGetCount")  \
+	X(handle_by_index, nvml_fn_handle_by_index_t, true, "nvmlDeviceGetHandleByIndex_v2",       \
+	  "nvmlDeviceGetHandleByIndex")                                                            \
+	X(driver_version, nvml_fn_sys_string_t, false, "nvmlSystemGetDriverVersion")               \
+	X(nvml_version, nvml_fn_sys_string_t, false, "nvmlSystemGetNVMLVersion")                   \
+	X(cuda_version, nvml_fn_sys_int_t, false, "nvmlSystemGetCudaDriverVersion_v2",             \
+	  "nvmlSystemGetCudaDriverVersion")                                                        \
+	X(uuid, nvml_fn_dev_string_t, false, "nvmlDeviceGetUUID")                                  \
+	X(pci_info, nvml_fn_pci_info_t, false, "nvmlDeviceGetPciInfo_v3",                          \
+	  "nvmlDeviceGetPciInfo_v2")                                                               \
+	X(pci_info_v1, nvml_fn_pci_info_v1_t, false, "nvmlDeviceGetPciInfo")                       \
+	X(name, nvml_fn_dev_string_t, false, "nvmlDeviceGetName")                                  \
+	X(brand, nvml_fn_brand_t, false, "nvmlDeviceGetBrand")                                     \
+	X(architecture, nvml_fn_arch_t, false, "nvmlDeviceGetArchitecture")                        \
+	X(compute_cap, nvml_fn_cc_t, false, "nvmlDeviceGetCudaComputeCapability")                  \
+	X(serial, nvml_fn_dev_string_t, false, "nvmlDeviceGetSerial")                              \
+	X(minor_number, nvml_fn_dev_uint_t, false, "nvmlDeviceGetMinorNumber")                     \
+	X(memory_v2, nvml_fn_memory_v2_t, false, "nvmlDeviceGetMemoryInfo_v2")                     \
+	X(memory, nvml_fn_memory_t, false, "nvmlDeviceGetMemoryInfo")                              \
+	X(utilization, nvml_fn_utilization_t, false, "nvmlDeviceGetUtilizationRates")              \
+	X(temperature, nvml_fn_temperature_t, false, "nvmlDeviceGetTemperature")                   \
+	X(temp_threshold, nvml_fn_temp_threshold_t, false, "nvmlDeviceGetTemperatureThreshold")    \
+	X(power_usage, nvml_fn_dev_uint_t, false, "nvmlDeviceGetPowerUsage")                       \
+	X(power_limit, nvml_fn_dev_uint_t, false, "nvmlDeviceGetEnforcedPowerLimit")               \
+	X(clock, nvml_fn_clock_t, false, "nvmlDeviceGetClockInfo")                                 \
+	X(max_clock, nvml_fn_clock_t, false, "nvmlDeviceGetMaxClockInfo")                          \
+	X(clocks_event, nvml_fn_dev_ull_t, false, "nvmlDeviceGetCurrentClocksEventReasons",        \
+	  "nvmlDeviceGetCurrentClocksThrottleReasons")                                             \
+	X(pcie_gen, nvml_fn_dev_uint_t, false, "nvmlDeviceGetCurrPcieLinkGeneration")              \
+	X(pcie_gen_max, nvml_fn_dev_uint_t, false, "nvmlDeviceGetMaxPcieLinkGeneration")           \
+	X(pcie_width, nvml_fn_dev_uint_t, false, "nvmlDeviceGetCurrPcieLinkWidth")                 \
+	X(pcie_width_max, nvml_fn_dev_uint_t, false, "nvmlDeviceGetMaxPcieLinkWidth")              \
+	X(pcie_replay, nvml_fn_dev_uint_t, false, "nvmlDeviceGetPcieReplayCounter")                \
+	X(persistence, nvml_fn_enable_state_t, false, "nvmlDeviceGetPersistenceMode")              \
+	X(compute_mode, nvml_fn_compute_mode_t, false, "nvmlDeviceGetComputeMode")                 \
+	X(ecc_mode, nvml_fn_ecc_mode_t, false, "nvmlDeviceGetEccMode")                             \
+	X(mig_mode, nvml_fn_dev_uint2_t, false, "nvmlDeviceGetMigMode")                            \
+	X(total_ecc, nvml_fn_total_ecc_t, false, "nvmlDeviceGetTotalEccErrors")                    \
+	X(retired_pages, nvml_fn_retired_pages_t, false, "nvmlDeviceGetRetiredPages")              \
+	X(retired_pending, nvml_fn_enable_state_t, false,                                          \
+	  "nvmlDeviceGetRetiredPagesPendingStatus")                                                \
+	X(remapped_rows, nvml_fn_remapped_rows_t, false, "nvmlDeviceGetRemappedRows")              \
+	X(cpu_affinity, nvml_fn_cpu_affinity_t, false, "nvmlDeviceGetCpuAffinity")                 \
+	X(memory_affinity, nvml_fn_memory_affinity_t, false, "nvmlDeviceGetMemoryAffinity")        \
+	X(numa_node_id, nvml_fn_dev_uint_t, false, "nvmlDeviceGetNumaNodeId")                      \
+	X(max_mig_count, nvml_fn_dev_uint_t, false, "nvmlDeviceGetMaxMigDeviceCount")              \
+	X(mig_handle, nvml_fn_mig_handle_t, false, "nvmlDeviceGetMigDeviceHandleByIndex")          \
+	X(gpu_instance_id, nvml_fn_dev_uint_t, false, "nvmlDeviceGetGpuInstanceId")                \
+	X(compute_instance_id, nvml_fn_dev_uint_t, false, "nvmlDeviceGetComputeInstanceId")        \
+	X(procs_v2, nvml_fn_procs_v2_t, false, "nvmlDeviceGetComputeRunningProcesses_v3",          \
+	  "nvmlDeviceGetComputeRunningProcesses_v2")                                               \
+	X(procs_v1, nvml_fn_procs_v1_t, false, "nvmlDeviceGetComputeRunningProcesses")             \
+	X(common_ancestor, nvml_fn_common_ancestor_t, false,                                       \
+	  "nvmlDeviceGetTopologyCommonAncestor")                                                   \
+	X(p2p_status, nvml_fn_p2p_status_t, false, "nvmlDeviceGetP2PStatus")                       \
+	X(nvlink_state, nvml_fn_nvlink_state_t, false, "nvmlDeviceGetNvLinkState")                 \
+	X(nvlink_remote_type, nvml_fn_nvlink_remote_type_t, false,                                 \
+	  "nvmlDeviceGetNvLinkRemoteDeviceType")                                                   \
+	X(nvlink_remote_pci, nvml_fn_nvlink_remote_pci_t, false,                                   \
+	  "nvmlDeviceGetNvLinkRemotePciInfo_v2")                                                   \
+	X(nvlink_remote_pci_v1, nvml_fn_nvlink_remote_pci_v1_t, false,                             \
+	  "nvmlDeviceGetNvLinkRemotePciInfo")
+
+/* The resolved functions, each typed; NULL when the library lacks every name. */
+struct nvml_syms {
+#define X(field, type, req, ...) type *field;
+	NVML_SYMBOLS(X)
+#undef X
+};
+
+/* The name each entry resolved to (or its newest name when missing), for messages. */
+struct nvml_names {
+#define X(field, type, req, ...) const char *field;
+	NVML_SYMBOLS(X)
+#undef X
+};
+
+struct nvml {
+	void *dl;               /* dlopen handle */
+	char *path;             /* where the dynamic linker found the library, or NULL */
+	bool initialised;       /* nvmlInit succeeded: call nvmlShutdown on unload */
+	struct nvml_syms sym;   /* function table */
+	struct nvml_names name; /* names for messages */
+	size_t procs_stride;    /* bytes per entry written by sym.procs_v2 (24, or 32 on R530) */
+};
+
+void nvml_unload(struct nvml *nv)
+{
+	if (!nv)
+		return;
+	if (nv->initialised && nv->sym.shutdown)
+		(void)nv->sym.shutdown();
+	if (nv->dl)
+		(void)dlclose(nv->dl);
+	free(nv->path);
+	free(nv);
+}
+
+/* Looks the names up newest first; writes the function (via memcpy: ISO C has no cast from
+ * object to function pointer) and the name used. */
+static bool resolve_one(struct gpuctl_ctx *ctx, void *dl, const char *const *names, void *ret_fn,
+                        const char **ret_name)
+{
+	for (size_t i = 0; names[i]; i++) {
+		void *p = dlsym(dl, names[i]);
+
+		if (!p)
+			continue;
+		memcpy(ret_fn, &p, sizeof(p));
+		*ret_name = names[i];
+		if (i > 0)
+			ctx_log(ctx, GPUCTL_LOG_DEBUG, "%s: not in this NVML library, using %s",
+			        names[0], names[i]);
+		return true;
+	}
+	*ret_name = names[0];
+	return false;
+}
+
+/* Fills the table; returns the first missing required name, or NULL. */
+static const char *resolve_all(struct gpuctl_ctx *ctx, struct nvml *nv)
+{
+	const char *missing = NULL;
+
+#define X(field, type, req, ...)                                                                   \
+	do {                                                                                       \
+		static const char *const names_[] = {__VA_ARGS__, NULL};                           \
+		if (!resolve_one(ctx, nv->dl, names_, &nv->sym.field, &nv->name.field) && (req) && \
+		    !missing)                                                                      \
+			missing = names_[0];                                                       \
+	} while (0);
+	NVML_SYMBOLS(X)
+#undef X
+	return missing;
+}
+
+/* True for an R530-branch driver, whose _v3 process list has 32-byte entries (see
+ * nvmlProcessInfo_r530_t in nvml-abi.h). */
+static bool procs_v3_is_r530(const struct nvml *nv)
+{
+	return nv->sym.procs_v2 &&
+	       streq(nv->name.procs_v2, "nvmlDeviceGetComputeRunningProcesses_v3") &&
+	       dlsym(nv->dl, "nvmlDeviceGetConfComputeMemSizeInfo") &&
+	       !dlsym(nv->dl, "nvmlDeviceGetRunningProcessDetailList");
+}
+
+static char *linkmap_path(void *dl)
+{
+	struct link_map *lm = NULL;
+
+	if (dlinfo(dl, RTLD_DI_LINKMAP, &lm) < 0 || !lm || !lm->l_name || !lm->l_name[0])
+		return NULL;
+	return strdup(lm->l_name);
+}
+
+int gpuctl_nvml_load(struct gpuctl_ctx *ctx)
+{
+	static const char *const sonames[] = {"libnvidia-ml.so.1", "libnvidia-ml.so"};
+	_cleanup_free_ struct nvml *nv = NULL;
+	const char *env, *missing, *shown;
+	nvmlReturn_t r;
+
+	if (!ctx)
+		return -EINVAL;
+	if (ctx->nvml)
+		return 0;
+	nv = calloc(1, sizeof(*nv));
+	if (!nv)
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+
+	env = secure_getenv("GPUCTL_NVML_LIBRARY");
+	if (env && env[0]) {
+		nv->dl = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+		if (!nv->dl) {
+			if (access(env, F_OK) < 0)
+				return ctx_error(ctx, -ENOENT,
+				                 "no NVIDIA driver: %s not found (set by "
+				                 "GPUCTL_NVML_LIBRARY)",
+				                 env);
+			return ctx_error(ctx, -ENOEXEC, "'%s' is not an NVML library: %s", env,
+			                 dlerror());
+		}
+		shown = env;
+	} else {
+		for (size_t i = 0; i < ELEMENTSOF(sonames) && !nv->dl; i++)
+			nv->dl = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL);
+		if (!nv->dl)
+			return ctx_error(ctx, -ENOENT,
+			                 "no NVIDIA driver: libnvidia-ml.so.1 not found (set "
+			                 "GPUCTL_NVML_LIBRARY to use another library)");
+		shown = sonames[0];
+	}
+	nv->path = linkmap_path(nv->dl);
+	if (nv->path)
+		shown = nv->path;
+
+	missing = resolve_all(ctx, nv);
+	nv->procs_stride = procs_v3_is_r530(nv) ? sizeof(nvmlProcessInfo_r530_t)
+	                                        : sizeof(nvmlProcessInfo_v2_t);
+	if (missing) {
+		int e = ctx_error(ctx, -ENOEXEC, "'%s' is not an NVML library (it lacks %s)", shown,
+		                  missing);
+		nvml_unload(TAKE_PTR(nv));
+		return e;
+	}
+	r = nv->sym.init();
+	if (r != NVML_SUCCESS) {
+		const char *why = nv->sym.error_string(r);
+		int e = ctx_error(ctx, -ENODEV, "NVML cannot initialise: %s (%s)",
+		                  why ? why : "unknown error", shown);
+		nvml_unload(TAKE_PTR(nv));
+		return e;
+	}
+	nv->initialised = true;
+	ctx_log(ctx, GPUCTL_LOG_DEBUG, "nvml: loaded %s", shown);
+	ctx->nvml = TAKE_PTR(nv);
+	return 0;
+}
+
+const char *gpuctl_nvml_library_path(const struct gpuctl_ctx *ctx)
+{
+	return ctx && ctx->nvml ? ctx->nvml->path : NULL;
+}
+
+int gpuctl_library_locate(const char *soname, char **ret_path)
+{
+	void *dl;
+	char *path;
+
+	if (!soname || !soname[0] || !ret_path)
+		return -EINVAL;
+	dl = dlopen(soname, RTLD_LAZY | RTLD_LOCAL);
+	if (!dl)
+		return -ENOENT;
+	path = linkmap_path(dl);
+	(void)dlclose(dl);
+	if (!path)
+		return -ENOMEM;
+	*ret_path = path;
+	return 0;
+}
+
+/* ---- Reading a snapshot ---- */
+
+#define SYSTEM_SCOPE SIZE_MAX /* "gpu" argument of calls that are about no GPU */
+
+_Static_assert(GPUCTL__F_COUNT <= 64, "the field mask has one bit per field");
+
+struct reader {
+	struct gpuctl_ctx *ctx;       /* for logs */
+	struct nvml *nv;              /* loaded NVML */
+	struct gpuctl_snapshot *snap; /* being filled */
+	nvmlDevice_t *handles;        /* per GPU; NULL when no handle could be had */
+	uint64_t want;                /* per-GPU fields to read: bit (1 << field) */
+	unsigned calls;               /* NVML calls made for this snapshot */
+	int oom;                      /* -ENOMEM once an allocation failed, else 0 */
+};
+
+static const char *unavailable_reason(nvmlReturn_t r)
+{
+	switch (r) {
+	case NVML_ERROR_NOT_SUPPORTED:
+		return "not supported";
+	case NVML_ERROR_NOT_FOUND:
+		return "not found";
+	case NVML_ERROR_NO_PERMISSION:
+		return "no permission";
+	case NVML_ERROR_FUNCTION_NOT_FOUND:
+		return "not implemented by this driver";
+	default:
+		return NULL;
+	}
+}
+
+static const char *where(size_t gpu, char *buf, size_t size)
+{
+	if (gpu == SYSTEM_SCOPE)
+		return "this system";
+	(void)snprintf(buf, size, "GPU %zu", gpu);
+	return buf;
+}
+
+/* Handles a result. GPU_IS_LOST marks gpu lost unless pair is set (a pair call does not say
+ * which GPU is gone). Returns true on success. */
+static bool check_result(struct reader *rd, size_t gpu, const char *fname, nvmlReturn_t r,
+                         bool pair)
+{
+	char key[160], w[32];
+	const char *reason;
+
+	if (r == NVML_SUCCESS)
+		return true;
+	(void)snprintf(key, sizeof(key), "%s:%d", fname, (int)r);
+	if (r == NVML_ERROR_GPU_IS_LOST && gpu != SYSTEM_SCOPE && !pair) {
+		snapshot_set_lost(rd->snap, gpu);
+		(void)snprintf(key, sizeof(key), "lost:%zu", gpu);
+		ctx_log_once(rd->ctx, key, GPUCTL_LOG_WARNING,
+		             "GPU %zu is lost (%s: GPU is lost); its other facts are unavailable",
+		             gpu, fname);
+		return false;
+	}
+	reason = unavailable_reason(r);
+	if (reason) {
+		ctx_log_once(rd->ctx, key, GPUCTL_LOG_DEBUG, "%s: %s on %s; shown as N/A", fname,
+		             reason, where(gpu, w, sizeof(w)));
+		return false;
+	}
+	const char *s = rd->nv->sym.error_string(r);
+	ctx_log_once(rd->ctx, key, GPUCTL_LOG_WARNING, "%s: %s (NVML error %d) on %s; shown as N/A",
+	             fname, s ? s : "unknown error", (int)r, where(gpu, w, sizeof(w)));
+	return false;
+}
+
+static bool symbol_missing(struct reader *rd, const char *fname)
+{
+	char key[160];
+
+	(void)snprintf(key, sizeof(key), "%s:missing", fname);
+	ctx_log_once(rd->ctx, key, GPUCTL_LOG_DEBUG, "%s: not in this NVML library; shown as N/A",
+	             fname);
+	return false;
+}
+
+static bool gpu_readable(const struct reader *rd, size_t gpu)
+{
+	return gpu == SYSTEM_SCOPE || (rd->handles[gpu] && !rd->snap->gpus[gpu].lost);
+}
+
+/* Calls NVML function `fn` for GPU `gpu` (SYSTEM_SCOPE for none) and checks the result:
+ * true on success. Nothing is called for a lost GPU or a missing symbol. */
+#define CALL(rd, gpu, fn, ...)                                                                     \
+	(!gpu_readable((rd), (gpu)) ? false                                                        \
+	 : !(rd)->nv->sym.fn                                                                       \
+	         ? symbol_missing((rd), (rd)->nv->name.fn)                                         \
+	         : ((rd)->calls++, check_result((rd), (gpu), (rd)->nv->name.fn,                    \
+	                                        (rd)->nv->sym.fn(__VA_ARGS__), false)))
+
+/* Raw call: counts it, returns NVML's code (the symbol must be present). */
+#define RAW(rd, fn, ...) ((rd)->calls++, (rd)->nv->sym.fn(__VA_ARGS__))
+
+/* Whether the caller asked for field f (gpuctl_snapshot_take_fields). Fields that one NVML call
+ * answers together (memory total/used/free, ...) are read when any of them is wanted. */
+static bool want(const struct reader *rd, enum gpuctl_field f)
+{
+	return rd->want >> f & 1u;
+}
+
+static void set_int(struct reader *rd, size_t gpu, enum gpuctl_field f, int64_t v)
+{
+	(void)snapshot_set_int(rd->snap, gpu, f, v);
+}
+
+static void set_str(struct reader *rd, size_t gpu, enum gpuctl_field f, const char *s)
+{
+	if (snapshot_set_str(rd->snap, gpu, f, s) == -ENOMEM)
+		rd->oom = -ENOMEM;
+}
+
+static const char *brand_name(nvmlBrandType_t b)
+{
+	static const char *const names[] = {
+	        [NVML_BRAND_UNKNOWN] = "Unknown",
+	        [NVML_BRAND_QUADRO] = "Quadro",
+	        [NVML_BRAND_TESLA] = "Tesla",
+	        [NVML_BRAND_NVS] = "NVS",
+	        [NVML_BRAND_GRID] = "GRID",
+	        [NVML_BRAND_GEFORCE] = "GeForce",
+	        [NVML_BRAND_TITAN] = "Titan",
+	        [NVML_BRAND_NVIDIA_VAPPS] = "NVIDIA Virtual Applications",
+	        [NVML_BRAND_NVIDIA_VPC] = "NVIDIA Virtual PC",
+	        [NVML_BRAND_NVIDIA_VCS] = "NVIDIA Virtual Compute Server",
+	        [NVML_BRAND_NVIDIA_VWS] = "NVIDIA RTX Virtual Workstation",
+	        [NVML_BRAND_NVIDIA_CLOUD_GAMING] = "NVIDIA Cloud Gaming",
+	        [NVML_BRAND_QUADRO_RTX] = "Quadro RTX",
+	        [NVML_BRAND_NVIDIA_RTX] = "NVIDIA RTX",
+	        [NVML_BRAND_NVIDIA] = "NVIDIA",
+	        [NVML_BRAND_GEFORCE_RTX] = "GeForce RTX",
+	        [NVML_BRAND_TITAN_RTX] = "Titan RTX",
+	};
+
+	return b < ELEMENTSOF(names) ? names[b] : "Unknown";
+}
+
+static const char *architecture_name(nvmlDeviceArchitecture_t a)
+{
+	switch (a) {
+	case NVML_DEVICE_ARCH_KEPLER:
+		return "Kepler";
+	case NVML_DEVICE_ARCH_MAXWELL:
+		return "Maxwell";
+	case NVML_DEVICE_ARCH_PASCAL:
+		return "Pascal";
+	case NVML_DEVICE_ARCH_VOLTA:
+		return "Volta";
+	case NVML_DEVICE_ARCH_TURING:
+		return "Turing";
+	case NVML_DEVICE_ARCH_AMPERE:
+		return "Ampere";
+	case NVML_DEVICE_ARCH_ADA:
+		return "Ada";
+	case NVML_DEVICE_ARCH_HOPPER:
+		return "Hopper";
+	case NVML_DEVICE_ARCH_BLACKWELL:
+		return "Blackwell";
+	default:
+		return NULL;
+	}
+}
+
+static void format_bus_id(char *buf, size_t size, uint32_t domain, uint32_t bus, uint32_t device)
+{
+	(void)snprintf(buf, size, "%08X:%02X:%02X.0", domain, bus & 0xff, device & 0x1f);
+}
+
+/* Memory of a GPU or MIG device: _v2 first, v1 when _v2 is absent or refused. */
+static bool read_memory(struct reader *rd, size_t gpu, nvmlDevice_t dev, int64_t *total,
+                        int64_t *used, int64_t *freeb)
+{
+	if (rd->nv->sym.memory_v2 && gpu_readable(rd, gpu)) {
+		nvmlMemory_v2_t m = {.version = NVML_MEMORY_V2_VERSION};
+		nvmlReturn_t r = RAW(rd, memory_v2, dev, &m);
+
+		if (r == NVML_SUCCESS) {
+			*total = (int64_t)m.total;
+			*used = (int64_t)m.used;
+			*freeb = (int64_t)m.free;
+			return true;
+		}
+		if (!rd->nv->sym.memory || r == NVML_ERROR_GPU_IS_LOST)
+			return check_result(rd, gpu, rd->nv->name.memory_v2, r, false);
+	}
+	nvmlMemory_t m = {0};
+	if (!CALL(rd, gpu, memory, dev, &m))
+		return false;
+	*total = (int64_t)m.total;
+	*used = (int64_t)m.used;
+	*freeb = (int64_t)m.free;
+	return true;
+}
+
+/* Reads the identity: handle (already there), UUID, PCI, name, brand, architecture, ... */
+static void read_identity(struct reader *rd, size_t i, nvmlDevice_t dev)
+{
+	char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE + NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+	nvmlBrandType_t brand;
+	nvmlDeviceArchitecture_t arch;
+	int major, minor;
+	unsigned u;
+
+	buf[0] = '\0';
+	if (CALL(rd, i, uuid, dev, buf, sizeof(buf)) && buf[0])
+		set_str(rd, i, GPUCTL_F_UUID, buf);
+
+	nvmlPciInfo_t pci = {0};
+	nvmlPciInfo_v1_t pci1 = {0};
+	bool have_pci = false;
+	if (rd->nv->sym.pci_info) {
+		have_pci = CALL(rd, i, pci_info, dev, &pci);
+	} else if (CALL(rd, i, pci_info_v1, dev, &pci1)) {
+		have_pci = true;
+		pci.domain = pci1.domain;
+		pci.bus = pci1.bus;
+		pci.device = pci1.device;
+		pci.pciDeviceId = pci1.pciDeviceId;
+	}
+	if (have_pci) {
+		format_bus_id(buf, sizeof(buf), pci.domain, pci.bus, pci.device);
+		set_str(rd, i, GPUCTL_F_PCI_BUS_ID, buf);
+		set_int(rd, i, GPUCTL_F_PCI_DEVICE_ID, pci.pciDeviceId);
+	}
+
+	buf[0] = '\0';
+	if (CALL(rd, i, name, dev, buf, sizeof(buf)) && buf[0])
+		set_str(rd, i, GPUCTL_F_NAME, buf);
+	if (want(rd, GPUCTL_F_BRAND) && CALL(rd, i, brand, dev, &brand))
+		set_str(rd, i, GPUCTL_F_BRAND, brand_name(brand));
+	if (want(rd, GPUCTL_F_ARCHITECTURE) && CALL(rd, i, architecture, dev, &arch) &&
+	    architecture_name(arch))
+		set_str(rd, i, GPUCTL_F_ARCHITECTURE, architecture_name(arch));
+	if (want(rd, GPUCTL_F_COMPUTE_CAP) && CALL(rd, i, compute_cap, dev, &major, &minor)) {
+		(void)snprintf(buf, sizeof(buf), "%d.%d", major, minor);
+		set_str(rd, i, GPUCTL_F_COMPUTE_CAP, buf);
+	}
+	buf[0] = '\0';
+	if (want(rd, GPUCTL_F_SERIAL) && CALL(rd, i, serial, dev, buf, sizeof(buf)) && buf[0])
+		set_str(rd, i, GPUCTL_F_SERIAL, buf);
+	if (want(rd, GPUCTL_F_MINOR_NUMBER) && CALL(rd, i, minor_number, dev, &u))
+		set_int(rd, i, GPUCTL_F_MINOR_NUMBER, u);
+}
+
+static void read_state(struct reader *rd, size_t i, nvmlDevice_t dev)
+{
+	int64_t total, used, freeb;
+	nvmlUtilization_t util;
+	nvmlEnableState_t e1, e2;
+	nvmlComputeMode_t cm;
+	unsigned long long ull;
+	unsigned u, u2;
+
+	if ((want(rd, GPUCTL_F_MEMORY_TOTAL) || want(rd, GPUCTL_F_MEMORY_USED) ||
+	     want(rd, GPUCTL_F_MEMORY_FREE)) &&
+	    read_memory(rd, i, dev, &total, &used, &freeb)) {
+		set_int(rd, i, GPUCTL_F_MEMORY_TOTAL, total);
+		set_int(rd, i, GPUCTL_F_MEMORY_USED, used);
+		set_int(rd, i, GPUCTL_F_MEMORY_FREE, freeb);
+	}
+	if ((want(rd, GPUCTL_F_UTIL_GPU) || want(rd, GPUCTL_F_UTIL_MEMORY)) &&
+	    CALL(rd, i, utilization, dev, &util)) {
+		set_int(rd, i, GPUCTL_F_UTIL_GPU, util.gpu);
+		set_int(rd, i, GPUCTL_F_UTIL_MEMORY, util.memory);
+	}
+	if (want(rd, GPUCTL_F_TEMP) && CALL(rd, i, temperature, dev, NVML_TEMPERATURE_GPU, &u))
+		set_int(rd, i, GPUCTL_F_TEMP, u);
+	if (want(rd, GPUCTL_F_TEMP_SLOWDOWN) &&
+	    CALL(rd, i, temp_threshold, dev, NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, &u))
+		set_int(rd, i, GPUCTL_F_TEMP_SLOWDOWN, u);
+	if (want(rd, GPUCTL_F_TEMP_SHUTDOWN) &&
+	    CALL(rd, i, temp_threshold, dev, NVML_TEMPERATURE_THRESHOLD_SHUTDOWN, &u))
+		set_int(rd, i, GPUCTL_F_TEMP_SHUTDOWN, u);
+	if (want(rd, GPUCTL_F_POWER_DRAW) && CALL(rd, i, power_usage, dev, &u))
+		set_int(rd, i, GPUCTL_F_POWER_DRAW, u);
+	if (want(rd, GPUCTL_F_POWER_LIMIT) && CALL(rd, i, power_limit, dev, &u))
+		set_int(rd, i, GPUCTL_F_POWER_LIMIT, u);
+	if (want(rd, GPUCTL_F_CLOCK_SM) && CALL(rd, i, clock, dev, NVML_CLOCK_SM, &u))
+		set_int(rd, i, GPUCTL_F_CLOCK_SM, u);
+	if (want(rd, GPUCTL_F_CLOCK_MEM) && CALL(rd, i, clock, dev, NVML_CLOCK_MEM, &u))
+		set_int(rd, i, GPUCTL_F_CLOCK_MEM, u);
+	if (want(rd, GPUCTL_F_CLOCK_SM_MAX) && CALL(rd, i, max_clock, dev, NVML_CLOCK_SM, &u))
+		set_int(rd, i, GPUCTL_F_CLOCK_SM_MAX, u);
+	if (want(rd, GPUCTL_F_CLOCK_MEM_MAX) && CALL(rd, i, max_clock, dev, NVML_CLOCK_MEM, &u))
+		set_int(rd, i, GPUCTL_F_CLOCK_MEM_MAX, u);
+	if (want(rd, GPUCTL_F_CLOCKS_EVENT_REASONS) && CALL(rd, i, clocks_event, dev, &ull))
+		set_int(rd, i, GPUCTL_F_CLOCKS_EVENT_REASONS, (int64_t)ull);
+	if (want(rd, GPUCTL_F_PCIE_GEN) && CALL(rd, i, pcie_gen, dev, &u))
+		set_int(rd, i, GPUCTL_F_PCIE_GEN, u);
+	if (want(rd, GPUCTL_F_PCIE_GEN_MAX) && CALL(rd, i, pcie_gen_max, dev, &u))
+		set_int(rd, i, GPUCTL_F_PCIE_GEN_MAX, u);
+	if (want(rd, GPUCTL_F_PCIE_WIDTH) && CALL(rd, i, pcie_width, dev, &u))
+		set_int(rd, i, GPUCTL_F_PCIE_WIDTH, u);
+	if (want(rd, GPUCTL_F_PCIE_WIDTH_MAX) && CALL(rd, i, pcie_width_max, dev, &u))
+		set_int(rd, i, GPUCTL_F_PCIE_WIDTH_MAX, u);
+	if (want(rd, GPUCTL_F_PERSISTENCE_MODE) && CALL(rd, i, persistence, dev, &e1))
+		set_int(rd, i, GPUCTL_F_PERSISTENCE_MODE, e1 == NVML_FEATURE_ENABLED);
+	if (want(rd, GPUCTL_F_COMPUTE_MODE) && CALL(rd, i, compute_mode, dev, &cm))
+		set_int(rd, i, GPUCTL_F_COMPUTE_MODE, cm);
+	if ((want(rd, GPUCTL_F_ECC_MODE) || want(rd, GPUCTL_F_ECC_MODE_PENDING)) &&
+	    CALL(rd, i, ecc_mode, dev, &e1, &e2)) {
+		set_int(rd, i, GPUCTL_F_ECC_MODE, e1 == NVML_FEATURE_ENABLED);
+		set_int(rd, i, GPUCTL_F_ECC_MODE_PENDING, e2 == NVML_FEATURE_ENABLED);
+	}
+	if ((want(rd, GPUCTL_F_MIG_MODE) || want(rd, GPUCTL_F_MIG_MODE_PENDING)) &&
+	    CALL(rd, i, mig_mode, dev, &u, &u2)) {
+		set_int(rd, i, GPUCTL_F_MIG_MODE, u == 1);
+		set_int(rd, i, GPUCTL_F_MIG_MODE_PENDING, u2 == 1);
+	}
+}
+
+static bool field_is(const struct gpuctl_gpu *g, enum gpuctl_field f, int64_t v)
+{
+	return g->valid[f] && g->ints[f] == v;
+}
+
+/* Architecture generation for the health rules; 0 when unknown. */
+static int arch_rank(const struct gpuctl_gpu *g)
+{
+	static const char *const order[] = {"Kepler", "Maxwell", "Pascal", "Volta",    "Turing",
+	                                    "Ampere", "Ada",     "Hopper", "Blackwell"};
+	const char *a = g->valid[GPUCTL_F_ARCHITECTURE] ? g->strs[GPUCTL_F_ARCHITECTURE] : NULL;
+
+	for (size_t k = 0; a && k < ELEMENTSOF(order); k++)
+		if (streq(a, order[k]))
+			return (int)k + 1;
+	return 0;
+}
+#define RANK_AMPERE 6
+
+static void read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
+{
+	const struct gpuctl_gpu *g = &rd->snap->gpus[i];
+	unsigned long long ull;
+	unsigned u1, u2, u3, u4;
+	nvmlEnableState_t e;
+	int rank = arch_rank(g);
+
+	if (want(rd, GPUCTL_F_PCIE_REPLAY) && CALL(rd, i, pcie_replay, dev, &u1))
+		set_int(rd, i, GPUCTL_F_PCIE_REPLAY, u1);
+	/* Memory error counters exist only with ECC on; a GPU whose ECC mode reads as off or
+	 * unsupported (GeForce) has none, so they are not asked for. */
+	if (field_is(g, GPUCTL_F_ECC_MODE, 0) ||
+	    (rd->nv->sym.ecc_mode && !g->valid[GPUCTL_F_ECC_MODE]))
+		return;
+	static const struct {
+		enum gpuctl_field f;
+		nvmlMemoryErrorType_t type;
+		nvmlEccCounterType_t counter;
+	} ecc[] = {
+	        {GPUCTL_F_ECC_VOL_CORRECTED, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC},
+	        {GPUCTL_F_ECC_VOL_UNCORRECTED, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+	         NVML_VOLATILE_ECC},
+	        {GPUCTL_F_ECC_AGG_CORRECTED, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_AGGREGATE_ECC},
+	        {GPUCTL_F_ECC_AGG_UNCORRECTED, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+	         NVML_AGGREGATE_ECC},
+	};
+	for (size_t k = 0; k < ELEMENTSOF(ecc); k++)
+		if (want(rd, ecc[k].f) &&
+		    CALL(rd, i, total_ecc, dev, ecc[k].type, ecc[k].counter, &ull))
+			set_int(rd, i, ecc[k].f, (int64_t)ull);
+
+	if (rank == 0 || rank < RANK_AMPERE) {
+		static const struct {
+			enum gpuctl_field f;
+			nvmlPageRetirementCause_t cause;
+		} pages[] = {
+		        {GPUCTL_F_RETIRED_SBE,
+		         NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS},
+		        {GPUCTL_F_RETIRED_DBE, NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR},
+		};
+		for (size_t k = 0; k < ELEMENTSOF(pages); k++) {
+			unsigned count = 0;
+			nvmlReturn_t r;
+
+			if (!want(rd, pages[k].f))
+				continue;
+			if (!gpu_readable(rd, i))
+				break;
+			if (!rd->nv->sym.retired_pages) {
+				symbol_missing(rd, rd->nv->name.retired_pages);
+				break;
+			}
+			/* count 0 and no buffer asks for the number only */
+			r = RAW(rd, retired_pages, dev, pages[k].cause, &count, NULL);
+			if (r == NVML_ERROR_INSUFFICIENT_SIZE || r == NVML_SUCCESS)
+				set_int(rd, i, pages[k].f, count);
+			else
+				check_result(rd, i, rd->nv->name.retired_pages, r, false);
+		}
+		if (want(rd, GPUCTL_F_RETIRED_PENDING) && CALL(rd, i, retired_pending, dev, &e))
+			set_int(rd, i, GPUCTL_F_RETIRED_PENDING, e == NVML_FEATURE_ENABLED);
+	}
+	if (rank == 0 || rank >= RANK_AMPERE) {
+		if ((want(rd, GPUCTL_F_REMAP_CORRECTABLE) ||
+		     want(rd, GPUCTL_F_REMAP_UNCORRECTABLE) || want(rd, GPUCTL_F_REMAP_PENDING) ||
+		     want(rd, GPUCTL_F_REMAP_FAILURE)) &&
+		    CALL(rd, i, remapped_rows, dev, &u1, &u2, &u3, &u4)) {
+			set_int(rd, i, GPUCTL_F_REMAP_CORRECTABLE, u1);
+			set_int(rd, i, GPUCTL_F_REMAP_UNCORRECTABLE, u2);
+			set_int(rd, i, GPUCTL_F_REMAP_PENDING, u3 != 0);
+			set_int(rd, i, GPUCTL_F_REMAP_FAILURE, u4 != 0);
+		}
+	}
+}
+
+#define CPUSET_WORDS  64 /* 4096 CPUs with 64-bit longs */
+#define NODESET_WORDS 16 /* 1024 NUMA nodes */
+#define LONG_BITS     (8 * sizeof(unsigned long))
+
+/* Writes a Linux cpulist ("0-15,128-143") of the set bits; false if none is set or the buffer
+ * is too small. */
+static bool mask_to_list(const unsigned long *mask, size_t words, char *buf, size_t size)
+{
+	size_t n = 0, bits = words * LONG_BITS;
+
+	buf[0] = '\0';
+	for (size_t b = 0; b < bits; b++) {
+		size_t e;
+		int w;
+
+		if (!(mask[b / LONG_BITS] >> (b % LONG_BITS) & 1ul))
+			continue;
+		for (e = b;
+		     e + 1 < bits && (mask[(e + 1) / LONG_BITS] >> ((e + 1) % LONG_BITS) & 1ul);
+		     e++)
+			;
+		if (e == b)
+			w = snprintf(buf + n, size - n, "%s%zu", n ? "," : "", b);
+		else
+			w = snprintf(buf + n, size - n, "%s%zu-%zu", n ? "," : "", b, e);
+		if (w < 0 || (size_t)w >= size - n)
+			return false;
+		n += (size_t)w;
+		b = e;
+	}
+	return n > 0;
+}
+
+static void read_placement(struct reader *rd, size_t i, nvmlDevice_t dev)
+{
+	unsigned long mask[CPUSET_WORDS] = {0};
+	char list[4096];
+	unsigned u;
+
+	if (want(rd, GPUCTL_F_CPU_AFFINITY) && CALL(rd, i, cpu_affinity, dev, CPUSET_WORDS, mask) &&
+	    mask_to_list(mask, CPUSET_WORDS, list, sizeof(list)))
+		set_str(rd, i, GPUCTL_F_CPU_AFFINITY, list);
+	memset(mask, 0, sizeof(mask));
+	if (want(rd, GPUCTL_F_NUMA_NODE) &&
+	    CALL(rd, i, memory_affinity, dev, NODESET_WORDS, mask, NVML_AFFINITY_SCOPE_NODE)) {
+		for (size_t b = 0; b < NODESET_WORDS * LONG_BITS; b++)
+			if (mask[b / LONG_BITS] >> (b % LONG_BITS) & 1ul) {
+				set_int(rd, i, GPUCTL_F_NUMA_NODE, (int64_t)b);
+				break;
+			}
+	}
+	if (want(rd, GPUCTL_F_GPU_NUMA_NODE) && CALL(rd, i, numa_node_id, dev, &u))
+		set_int(rd, i, GPUCTL_F_GPU_NUMA_NODE, u);
+}
+
+/* Owner and command of a process, from /proc; NULLs when it is not visible to us. */
+static void proc_identity(struct gpuctl_proc *p, char **ret_user, char **ret_cmd)
+{
+	char path[64], buf[4096];
+	struct stat st;
+	ssize_t n;
+
+	*ret_user = NULL;
+	*ret_cmd = NULL;
+	(void)snprintf(path, sizeof(path), "/proc/%u", p->pid);
+	if (p->pid == 0 || stat(path, &st) < 0)
+		return;
+	p->uid = st.st_uid;
+	p->has_uid = true;
+
+	struct passwd pw, *res = NULL;
+	if (getpwuid_r(st.st_uid, &pw, buf, sizeof(buf), &res) == 0 && res && res->pw_name)
+		*ret_user = strdup(res->pw_name);
+	else {
+		(void)snprintf(path, sizeof(path), "%u", (unsigned)st.st_uid);
+		*ret_user = strdup(path);
+	}
+
+	(void)snprintf(path, sizeof(path), "/proc/%u/cmdline", p->pid);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		if (n > 0) {
+			buf[n] = '\0'; /* argv[0] ends at the first NUL */
+			const char *slash = strrchr(buf, '/');
+			const char *base = slash ? slash + 1 : buf;
+			if (base[0]) {
+				*ret_cmd = strdup(base);
+				return;
+			}
+		}
+	}
+	(void)snprintf(path, sizeof(path), "/proc/%u/comm", p->pid);
+	_cleanup_close_ int cfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (cfd < 0)
+		return;
+	n = read(cfd, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	if (buf[0])
+		*ret_cmd = strdup(buf);
+}
+
+static void add_proc(struct reader *rd, size_t i, uint32_t pid, unsigned long long mem, uint32_t gi,
+                     uint32_t ci)
+{
+	struct gpuctl_proc *p = snapshot_add_proc(rd->snap, i, pid);
+	char *user, *cmd;
+
+	if (!p) {
+		rd->oom = -ENOMEM;
+		return;
+	}
+	if (mem != NVML_VALUE_NOT_AVAILABLE_ULL) {
+		p->used_memory = (int64_t)mem;
+		p->has_memory = true;
+	}
+	if (gi != NVML_INVALID_INSTANCE_ID && ci != NVML_INVALID_INSTANCE_ID) {
+		p->gi = gi;
+		p->ci = ci;
+		p->has_mig = true;
+	}
+	proc_identity(p, &user, &cmd);
+	if (proc_set_strs(p, user, cmd) < 0)
+		rd->oom = -ENOMEM;
+	free(user);
+	free(cmd);
+}
+
+#define PROCS_FIRST_TRY 64 /* entries asked for first: more than any GPU usually runs */
+#define PROCS_TRIES     4  /* the list can grow between calls */
+
+static void read_processes(struct reader *rd, size_t i, nvmlDevice_t dev)
+{
+	unsigned cap = PROCS_FIRST_TRY;
+
+	if (!gpu_readable(rd, i))
+		return;
+	if (!rd->nv->sym.procs_v2 && !rd->nv->sym.procs_v1) {
+		symbol_missing(rd, rd->nv->name.procs_v2);
+		return;
+	}
+	for (int t = 0; t < PROCS_TRIES; t++) {
+		unsigned count = cap;
+		nvmlReturn_t r;
+
+		if (rd->nv->sym.procs_v2) {
+			/* Entries are 24 or 32 bytes depending on the driver branch; the first
+			 * 24 bytes always have the v2 layout. */
+			size_t stride = rd->nv->procs_stride;
+			_cleanup_free_ unsigned char *buf = calloc(cap, stride);
+			if (!buf) {
+				rd->oom = -ENOMEM;
+				return;
+			}
+			r = RAW(rd, procs_v2, dev, &count, (nvmlProcessInfo_v2_t *)(void *)buf);
+			if (r == NVML_SUCCESS) {
+				for (unsigned k = 0; k < count && k < cap; k++) {
+					nvmlProcessInfo_v2_t e;
+					memcpy(&e, buf + (size_t)k * stride, sizeof(e));
+					add_proc(rd, i, e.pid, e.usedGpuMemory, e.gpuInstanceId,
+					         e.computeInstanceId);
+				}
+				return;
+			}
+		} else {
+			_cleanup_free_ nvmlProcessInfo_v1_t *v = calloc(cap, sizeof(*v));
+			if (!v) {
+				rd->oom = -ENOMEM;
+				return;
+			}
+			r = RAW(rd, procs_v1, dev, &count, v);
+			if (r == NVML_SUCCESS) {
+				for (unsigned k = 0; k < count && k < cap; k++)
+					add_proc(rd, i, v[k].pid, v[k].usedGpuMemory,
+					         NVML_INVALID_INSTANCE_ID,
+					         NVML_INVALID_INSTANCE_ID);
+				return;
+			}
+		}
+		if (r != NVML_ERROR_INSUFFICIENT_SIZE) {
+			check_result(rd, i,
+			             rd->nv->sym.procs_v2 ? rd->nv->name.procs_v2
+			                                  : rd->nv->name.procs_v1,
+			             r, false);
+			return;
+		}
+		cap = (count > cap ? count : cap * 2) + 16;
+	}
+}
+
+/* "NVIDIA A100-SXM4-80GB MIG 3g.40gb" -> "3g.40gb"; NULL when the name has no MIG part. */
+static const char *mig_profile_of(const char *name)
+{
+	const char *p = NULL;
+
+	for (const char *s = strstr(name, "MIG "); s; s = strstr(s + 1, "MIG "))
+		if (s == name || s[-1] == ' ')
+			p = s + 4;
+	while (p && *p == ' ')
+		p++;
+	return p && *p ? p : NULL;
+}
+
+static void read_migs(struct reader *rd, size_t i, nvmlDevice_t dev)
+{
+	unsigned max = 0;
+
+	if (!field_is(&rd->snap->gpus[i], GPUCTL_F_MIG_MODE, 1))
+		return;
+	if (!CALL(rd, i, max_mig_count, dev, &max))
+		return;
+	for (unsigned k = 0; k < max && gpu_readable(rd, i); k++) {
+		char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = "";
+		char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = "";
+		nvmlDevice_t mdev = NULL;
+		struct gpuctl_mig *m;
+		int64_t total, used, freeb;
+		unsigned id;
+		nvmlReturn_t r;
+
+		if (!rd->nv->sym.mig_handle) {
+			symbol_missing(rd, rd->nv->name.mig_handle);
+			return;
+		}
+		r = RAW(rd, mig_handle, dev, k, &mdev);
+		if (r == NVML_ERROR_NOT_FOUND || r == NVML_ERROR_INVALID_ARGUMENT)
+			continue; /* an empty slot */
+		if (!check_result(rd, i, rd->nv->name.mig_handle, r, false))
+			continue;
+		m = snapshot_add_mig(rd->snap, i);
+		if (!m) {
+			rd->oom = -ENOMEM;
+			return;
+		}
+		mig_set_int(m, GPUCTL_MIG_INDEX, k);
+		(void)CALL(rd, i, uuid, mdev, uuid, sizeof(uuid));
+		(void)CALL(rd, i, name, mdev, name, sizeof(name));
+		if (mig_set_strs(m, uuid[0] ? uuid : NULL, mig_profile_of(name)) < 0)
+			rd->oom = -ENOMEM;
+		if (CALL(rd, i, gpu_instance_id, mdev, &id))
+			mig_set_int(m, GPUCTL_MIG_GI, id);
+		if (CALL(rd, i, compute_instance_id, mdev, &id))
+			mig_set_int(m, GPUCTL_MIG_CI, id);
+		if (read_memory(rd, i, mdev, &total, &used, &freeb)) {
+			mig_set_int(m, GPUCTL_MIG_MEMORY_TOTAL, total);
+			mig_set_int(m, GPUCTL_MIG_MEMORY_USED, used);
+		}
+	}
+}
+
+static void read_system(struct reader *rd)
+{
+	char drv[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = "";
+	char ver[NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE] = "";
+	int cuda;
+
+	if (!CALL(rd, SYSTEM_SCOPE, driver_version, drv, sizeof(drv)))
+		drv[0] = '\0';
+	if (!CALL(rd, SYSTEM_SCOPE, nvml_version, ver, sizeof(ver)))
+		ver[0] = '\0';
+	if (snapshot_set_system(rd->snap, drv[0] ? drv : NULL, ver[0] ? ver : NULL) < 0)
+		rd->oom = -ENOMEM;
+	if (CALL(rd, SYSTEM_SCOPE, cuda_version, &cuda))
+		snapshot_set_cuda_version(rd->snap, cuda);
+}
+
+/* ---- NVLink and pair facts ---- */
+
+/* Index of the GPU with this bus id, or SIZE_MAX. */
+static size_t gpu_by_bus(const struct gpuctl_snapshot *snap, const char *bus)
+{
+	for (size_t i = 0; i < snap->n_gpus; i++) {
+		const char *b = gpuctl_gpu_str(&snap->gpus[i], GPUCTL_F_PCI_BUS_ID);
+
+		if (b && streq(b, bus))
+			return i;
+	}
+	return SIZE_MAX;
+}
+
+/* Remote bus id of a link in our normal form; false if unavailable. */
+static bool remote_bus(struct reader *rd, size_t i, nvmlDevice_t dev, unsigned link, char *buf,
+                       size_t size)
+{
+	if (rd->nv->sym.nvlink_remote_pci) {
+		nvmlPciInfo_t pci = {0};
+		if (!CALL(rd, i, nvlink_remote_pci, dev, link, &pci))
+			return false;
+		format_bus_id(buf, size, pci.domain, pci.bus, pci.device);
+		return true;
+	}
+	nvmlPciInfo_v1_t pci = {0};
+	if (!CALL(rd, i, nvlink_remote_pci_v1, dev, link, &pci))
+		return false;
+	format_bus_id(buf, size, pci.domain, pci.bus, pci.device);
+	return true;
+}
+
+/* Walks GPU i's NVLinks: adds direct links to row i of direct[], counts switch links. */
+static void read_nvlinks(struct reader *rd, size_t i, nvmlDevice_t dev, int *direct)
+{
+	struct gpuctl_gpu *g = &rd->snap->gpus[i];
+
+	if (!rd->nv->sym.nvlink_state) {
+		symbol_missing(rd, rd->nv->name.nvlink_state);
+		return;
+	}
+	for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS && gpu_readable(rd, i); link++) {
+		nvmlEnableState_t active = NVML_FEATURE_DISABLED;
+		nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
+		char bus[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+		nvmlReturn_t r = RAW(rd, nvlink_state, dev, link, &active);
+		size_t peer;
+
+		if (r == NVML_ERROR_INVALID_ARGUMENT || r == NVML_ERROR_NOT_SUPPORTED)
+			break; /* past this GPU's links (or no NVLink at all) */
+		if (r != NVML_SUCCESS) {
+			check_result(rd, i, rd->nv->name.nvlink_state, r, false);
+			continue;
+		}
+		if (active != NVML_FEATURE_ENABLED)
+			continue;
+		if (rd->nv->sym.nvlink_remote_type &&
+		    !CALL(rd, i, nvlink_remote_type, dev, link, &type))
+			continue;
+		if (type == NVML_NVLINK_DEVICE_TYPE_SWITCH) {
+			g->nvswitch_links++;
+			continue;
+		}
+		if (type == NVML_NVLINK_DEVICE_TYPE_IBMNPU)
+			continue;
+		if (!remote_bus(rd, i, dev, link, bus, sizeof(bus)))
+			continue;
+		peer = gpu_by_bus(rd->snap, bus);
+		if (peer != SIZE_MAX && peer != i)
+			direct[i * rd->snap->n_gpus + peer]++;
+		else if (!rd->nv->sym.nvlink_remote_type && peer == SIZE_MAX)
+			g->nvswitch_links++;
+	}
+}
+
+static int level_of(nvmlGpuTopologyLevel_t l)
+{
+	switch (l) {
+	case NVML_TOPOLOGY_INTERNAL:
+	case NVML_TOPOLOGY_SINGLE:
+	case NVML_TOPOLOGY_MULTIPLE:
+	case NVML_TOPOLOGY_HOSTBRIDGE:
+	case NVML_TOPOLOGY_NODE:
+	case NVML_TOPOLOGY_SYSTEM:
+		return (int)l;
+	default:
+		return GPUCTL_TOPO_UNKNOWN;
+	}
+}
+
+static void read_topology(struct reader *rd)
+{
+	size_t n = rd->snap->n_gpus;
+	_cleanup_free_ int *direct = NULL;
+
+	if (n == 0)
+		return;
+	direct = calloc(n * n, sizeof(*direct));
+	if (!direct) {
+		rd->oom = -ENOMEM;
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (gpu_readable(rd, i))
+			read_nvlinks(rd, i, rd->handles[i], direct);
+
+	for (size_t a = 0; a < n; a++)
+		for (size_t b = a + 1; b < n; b++) {
+			const struct gpuctl_gpu *ga = &rd->snap->gpus[a], *gb = &rd->snap->gpus[b];
+			struct gpuctl_link l = {.level = GPUCTL_TOPO_UNKNOWN,
+			                        .p2p = GPUCTL_P2P_UNKNOWN};
+			nvmlGpuTopologyLevel_t level;
+			nvmlGpuP2PStatus_t st;
+			int d_ab = direct[a * n + b], d_ba = direct[b * n + a];
+
+			if (gpu_readable(rd, a) && gpu_readable(rd, b)) {
+				if (!rd->nv->sym.common_ancestor)
+					symbol_missing(rd, rd->nv->name.common_ancestor);
+				else if (check_result(rd, a, rd->nv->name.common_ancestor,
+				                      RAW(rd, common_ancestor, rd->handles[a],
+				                          rd->handles[b], &level),
+				                      true))
+					l.level = level_of(level);
+				if (!rd->nv->sym.p2p_status)
+					symbol_missing(rd, rd->nv->name.p2p_status);
+				else if (check_result(rd, a, rd->nv->name.p2p_status,
+				                      RAW(rd, p2p_status, rd->handles[a],
+				                          rd->handles[b], NVML_P2P_CAPS_INDEX_READ,
+				                          &st),
+				                      true))
+					l.p2p = st <= NVML_P2P_STATUS_NOT_SUPPORTED
+					                ? (int)st
+					                : GPUCTL_P2P_UNKNOWN;
+			}
+			/* both ends should report the same count; a lost end reports none */
+			l.nvlinks = d_ab > d_ba ? d_ab : d_ba;
+			if (l.nvlinks == 0 && ga->nvswitch_links > 0 && gb->nvswitch_links > 0) {
+				l.nvswitch = true;
+				l.nvlinks = ga->nvswitch_links < gb->nvswitch_links
+				                    ? ga->nvswitch_links
+				                    : gb->nvswitch_links;
+			}
+			(void)snapshot_set_link(rd->snap, a, b, &l);
+		}
+	topo_fill_bandwidth(rd->snap);
+}
+
+static void read_gpu(struct reader *rd, size_t i, unsigned flags)
+{
+	nvmlDevice_t dev = NULL;
+	nvmlReturn_t r = RAW(rd, handle_by_index, (unsigned)i, &dev);
+
+	if (!check_result(rd, i, rd->nv->name.handle_by_index, r, false) || !dev)
+		return;
+	rd->handles[i] = dev;
+	read_identity(rd, i, dev);
+	read_state(rd, i, dev);
+	if (flags & GPUCTL_SNAP_HEALTH)
+		read_health(rd, i, dev);
+	read_placement(rd, i, dev);
+	if (flags & GPUCTL_SNAP_PROCESSES)
+		read_processes(rd, i, dev);
+	if (flags & GPUCTL_SNAP_MIG)
+		read_migs(rd, i, dev);
+}
+
+int nvml_read_snapshot(struct gpuctl_ctx *ctx, unsigned flags, uint64_t want_fields,
+                       struct gpuctl_snapshot **ret_snap)
+{
+	struct reader rd = {.ctx = ctx, .nv = ctx->nvml, .want = want_fields};
+	_cleanup_free_ nvmlDevice_t *handles = NULL;
+	struct gpuctl_snapshot *snap;
+	unsigned count = 0;
+	nvmlReturn_t r;
+
+	if (!rd.nv)
+		return ctx_error(ctx, -EINVAL, "NVML is not loaded");
+	rd.calls++;
+	r = rd.nv->sym.device_count(&count);
+	if (r != NVML_SUCCESS) {
+		const char *s = rd.nv->sym.error_string(r);
+		return ctx_error(ctx, -EIO, "%s: %s", rd.nv->name.device_count,
+		                 s ? s : "unknown error");
+	}
+	handles = calloc(count ? count : 1, sizeof(*handles));
+	snap = snapshot_new_empty(count, flags);
+	if (!handles || !snap) {
+		gpuctl_snapshot_free(snap);
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+	}
+	rd.snap = snap;
+	rd.handles = handles;
+
+	read_system(&rd);
+	for (size_t i = 0; i < count; i++)
+		read_gpu(&rd, i, flags);
+	if (flags & GPUCTL_SNAP_TOPOLOGY)
+		read_topology(&rd);
+	if (rd.oom < 0) {
+		gpuctl_snapshot_free(snap);
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+	}
+	ctx_log(ctx, GPUCTL_LOG_DEBUG, "nvml: snapshot of %u GPUs took %u NVML calls", count,
+	        rd.calls);
+	*ret_snap = snap;
+	return 0;
+}

@@ -1,0 +1,476 @@
+// SPDX-License-Identifier: MIT
+/*
+ * snapshot.c: the snapshot model: construction, setters, accessors, free.
+ *
+ * Decisions:
+ * - gpuctl_snapshot_take() is the only entry point that touches NVML, through nvml.c; all
+ *   accessors are pure reads of the struct and accept NULL where a pointer is read.
+ * - A field of a lost GPU, a field not requested by the snapshot flags, and a field NVML could
+ *   not give all read the same: -ENODATA / NULL.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvml-loader.h"
+#include "snapshot-internal.h"
+#include "util.h"
+
+struct gpuctl_snapshot *snapshot_new_empty(size_t n_gpus, unsigned flags)
+{
+	struct gpuctl_snapshot *snap = calloc(1, sizeof(*snap));
+
+	if (!snap)
+		return NULL;
+	snap->flags = flags;
+	snap->n_gpus = n_gpus;
+	if (n_gpus > 0) {
+		snap->gpus = calloc(n_gpus, sizeof(*snap->gpus));
+		if (!snap->gpus)
+			goto fail;
+	}
+	for (size_t i = 0; i < n_gpus; i++) {
+		snap->gpus[i].index = i;
+		snap->gpus[i].ints[GPUCTL_F_INDEX] = (int64_t)i;
+		snap->gpus[i].valid[GPUCTL_F_INDEX] = true;
+	}
+	if ((flags & GPUCTL_SNAP_TOPOLOGY) && n_gpus > 0) {
+		if (n_gpus > SIZE_MAX / sizeof(struct gpuctl_link) / n_gpus)
+			goto fail;
+		snap->links = calloc(n_gpus * n_gpus, sizeof(*snap->links));
+		if (!snap->links)
+			goto fail;
+		for (size_t i = 0; i < n_gpus * n_gpus; i++)
+			snap->links[i] = (struct gpuctl_link){
+			        .level = GPUCTL_TOPO_UNKNOWN,
+			        .p2p = GPUCTL_P2P_UNKNOWN,
+			};
+	}
+	return snap;
+fail:
+	gpuctl_snapshot_free(snap);
+	return NULL;
+}
+
+void gpuctl_snapshot_free(struct gpuctl_snapshot *snap)
+{
+	if (!snap)
+		return;
+	for (size_t i = 0; i < snap->n_gpus; i++) {
+		struct gpuctl_gpu *g = &snap->gpus[i];
+
+		for (size_t f = 0; f < GPUCTL__F_COUNT; f++)
+			free(g->strs[f]);
+		for (size_t m = 0; m < g->n_migs; m++) {
+			free(g->migs[m].uuid);
+			free(g->migs[m].profile);
+		}
+		free(g->migs);
+		for (size_t p = 0; p < g->n_procs; p++) {
+			free(g->procs[p].user);
+			free(g->procs[p].command);
+		}
+		free(g->procs);
+	}
+	free(snap->gpus);
+	free(snap->links);
+	free(snap->driver_version);
+	free(snap->nvml_version);
+	free(snap);
+}
+
+static struct gpuctl_gpu *gpu_at(struct gpuctl_snapshot *snap, size_t gpu)
+{
+	if (!snap || gpu >= snap->n_gpus)
+		return NULL;
+	return &snap->gpus[gpu];
+}
+
+int snapshot_set_int(struct gpuctl_snapshot *snap, size_t gpu, enum gpuctl_field f, int64_t v)
+{
+	struct gpuctl_gpu *g = gpu_at(snap, gpu);
+	const struct gpuctl_field_info *fi = gpuctl_field_info(f);
+
+	if (!g || !fi || fi->type != GPUCTL_FT_INT)
+		return -EINVAL;
+	g->ints[f] = v;
+	g->valid[f] = true;
+	return 0;
+}
+
+int snapshot_set_str(struct gpuctl_snapshot *snap, size_t gpu, enum gpuctl_field f, const char *s)
+{
+	struct gpuctl_gpu *g = gpu_at(snap, gpu);
+	const struct gpuctl_field_info *fi = gpuctl_field_info(f);
+	char *copy;
+
+	if (!g || !fi || fi->type != GPUCTL_FT_STR || !s)
+		return -EINVAL;
+	copy = strdup(s);
+	if (!copy)
+		return -ENOMEM;
+	free(g->strs[f]);
+	g->strs[f] = copy;
+	g->valid[f] = true;
+	return 0;
+}
+
+void snapshot_set_lost(struct gpuctl_snapshot *snap, size_t gpu)
+{
+	struct gpuctl_gpu *g = gpu_at(snap, gpu);
+
+	if (g)
+		g->lost = true;
+}
+
+int snapshot_set_system(struct gpuctl_snapshot *snap, const char *driver_version,
+                        const char *nvml_version)
+{
+	_cleanup_free_ char *d = NULL;
+	_cleanup_free_ char *n = NULL;
+
+	if (!snap)
+		return -EINVAL;
+	d = strdup_or_null(driver_version);
+	n = strdup_or_null(nvml_version);
+	if ((driver_version && !d) || (nvml_version && !n))
+		return -ENOMEM;
+	free(snap->driver_version);
+	free(snap->nvml_version);
+	snap->driver_version = TAKE_PTR(d);
+	snap->nvml_version = TAKE_PTR(n);
+	return 0;
+}
+
+void snapshot_set_cuda_version(struct gpuctl_snapshot *snap, int version)
+{
+	if (!snap)
+		return;
+	snap->cuda_version = version;
+	snap->has_cuda_version = true;
+}
+
+struct gpuctl_mig *snapshot_add_mig(struct gpuctl_snapshot *snap, size_t gpu)
+{
+	struct gpuctl_gpu *g = gpu_at(snap, gpu);
+	struct gpuctl_mig *n;
+
+	if (!g)
+		return NULL;
+	n = realloc(g->migs, (g->n_migs + 1) * sizeof(*n));
+	if (!n)
+		return NULL;
+	g->migs = n;
+	memset(&n[g->n_migs], 0, sizeof(*n));
+	return &n[g->n_migs++];
+}
+
+int mig_set_strs(struct gpuctl_mig *mig, const char *uuid, const char *profile)
+{
+	_cleanup_free_ char *u = strdup_or_null(uuid);
+	_cleanup_free_ char *p = strdup_or_null(profile);
+
+	if ((uuid && !u) || (profile && !p))
+		return -ENOMEM;
+	free(mig->uuid);
+	free(mig->profile);
+	mig->uuid = TAKE_PTR(u);
+	mig->profile = TAKE_PTR(p);
+	return 0;
+}
+
+void mig_set_int(struct gpuctl_mig *mig, enum gpuctl_mig_field f, int64_t v)
+{
+	if ((unsigned)f >= MIG_FIELD_COUNT)
+		return;
+	mig->ints[f] = v;
+	mig->valid[f] = true;
+}
+
+struct gpuctl_proc *snapshot_add_proc(struct gpuctl_snapshot *snap, size_t gpu, uint32_t pid)
+{
+	struct gpuctl_gpu *g = gpu_at(snap, gpu);
+	struct gpuctl_proc *n;
+
+	if (!g)
+		return NULL;
+	n = realloc(g->procs, (g->n_procs + 1) * sizeof(*n));
+	if (!n)
+		return NULL;
+	g->procs = n;
+	memset(&n[g->n_procs], 0, sizeof(*n));
+	n[g->n_procs].pid = pid;
+	return &n[g->n_procs++];
+}
+
+int proc_set_strs(struct gpuctl_proc *proc, const char *user, const char *command)
+{
+	_cleanup_free_ char *u = strdup_or_null(user);
+	_cleanup_free_ char *c = strdup_or_null(command);
+
+	if ((user && !u) || (command && !c))
+		return -ENOMEM;
+	free(proc->user);
+	free(proc->command);
+	proc->user = TAKE_PTR(u);
+	proc->command = TAKE_PTR(c);
+	return 0;
+}
+
+struct gpuctl_link *snapshot_link_at(struct gpuctl_snapshot *snap, size_t a, size_t b)
+{
+	if (!snap || !snap->links || a >= snap->n_gpus || b >= snap->n_gpus)
+		return NULL;
+	return &snap->links[a * snap->n_gpus + b];
+}
+
+int snapshot_set_link(struct gpuctl_snapshot *snap, size_t a, size_t b,
+                      const struct gpuctl_link *link)
+{
+	struct gpuctl_link *ab = snapshot_link_at(snap, a, b);
+	struct gpuctl_link *ba = snapshot_link_at(snap, b, a);
+
+	if (!ab || !ba || !link || a == b)
+		return -EINVAL;
+	*ab = *link;
+	*ba = *link;
+	return 0;
+}
+
+/* ---- public API ---- */
+
+#define FBIT(f) (UINT64_C(1) << (f))
+
+/* The per-GPU fields every snapshot reads: they identify a GPU to people, to -i and to the
+ * pair matching of NVLink peers. */
+#define ALWAYS_READ                                                                                \
+	(FBIT(GPUCTL_F_INDEX) | FBIT(GPUCTL_F_UUID) | FBIT(GPUCTL_F_PCI_BUS_ID) |                  \
+	 FBIT(GPUCTL_F_NAME))
+
+/* Fields a group of reads depends on: health rules need the ECC mode and the architecture;
+ * the bandwidth model needs the architecture and the PCIe maximums; MIG needs the mode. */
+static uint64_t implied_fields(unsigned flags)
+{
+	uint64_t m = ALWAYS_READ;
+
+	if (flags & GPUCTL_SNAP_HEALTH)
+		m |= FBIT(GPUCTL_F_ECC_MODE) | FBIT(GPUCTL_F_ARCHITECTURE);
+	if (flags & GPUCTL_SNAP_TOPOLOGY)
+		m |= FBIT(GPUCTL_F_ARCHITECTURE) | FBIT(GPUCTL_F_COMPUTE_CAP) |
+		     FBIT(GPUCTL_F_PCIE_GEN_MAX) | FBIT(GPUCTL_F_PCIE_WIDTH_MAX);
+	if (flags & GPUCTL_SNAP_MIG)
+		m |= FBIT(GPUCTL_F_MIG_MODE);
+	return m;
+}
+
+int gpuctl_snapshot_take_fields(struct gpuctl_ctx *ctx, unsigned flags,
+                                const enum gpuctl_field *fields, size_t n_fields,
+                                struct gpuctl_snapshot **ret_snap)
+{
+	struct gpuctl_snapshot *snap = NULL;
+	uint64_t want = 0;
+	int r;
+
+	if (!ctx || !ret_snap || (!fields && n_fields))
+		return -EINVAL;
+	if (flags & ~(unsigned)GPUCTL_SNAP_ALL)
+		return ctx_error(ctx, -EINVAL, "unknown snapshot flags 0x%x",
+		                 flags & ~(unsigned)GPUCTL_SNAP_ALL);
+	if (!fields) {
+		want = ~UINT64_C(0);
+	} else {
+		for (size_t k = 0; k < n_fields; k++) {
+			const struct gpuctl_field_info *fi = gpuctl_field_info(fields[k]);
+
+			if (!fi)
+				return ctx_error(ctx, -EINVAL, "unknown field id %d",
+				                 (int)fields[k]);
+			want |= FBIT(fields[k]);
+			flags |= fi->snap_flag; /* a health field needs the health reads */
+		}
+	}
+	want |= implied_fields(flags);
+	r = gpuctl_nvml_load(ctx);
+	if (r < 0)
+		return r;
+	r = nvml_read_snapshot(ctx, flags, want, &snap);
+	if (r < 0)
+		return r;
+	*ret_snap = snap;
+	return 0;
+}
+
+int gpuctl_snapshot_take(struct gpuctl_ctx *ctx, unsigned flags, struct gpuctl_snapshot **ret_snap)
+{
+	return gpuctl_snapshot_take_fields(ctx, flags, NULL, 0, ret_snap);
+}
+
+const char *gpuctl_snapshot_driver_version(const struct gpuctl_snapshot *snap)
+{
+	return snap ? snap->driver_version : NULL;
+}
+
+const char *gpuctl_snapshot_nvml_version(const struct gpuctl_snapshot *snap)
+{
+	return snap ? snap->nvml_version : NULL;
+}
+
+int gpuctl_snapshot_cuda_version(const struct gpuctl_snapshot *snap, int *ret_version)
+{
+	if (!snap || !ret_version)
+		return -EINVAL;
+	if (!snap->has_cuda_version)
+		return -ENODATA;
+	*ret_version = snap->cuda_version;
+	return 0;
+}
+
+unsigned gpuctl_snapshot_flags(const struct gpuctl_snapshot *snap)
+{
+	return snap ? snap->flags : 0;
+}
+
+size_t gpuctl_snapshot_gpu_count(const struct gpuctl_snapshot *snap)
+{
+	return snap ? snap->n_gpus : 0;
+}
+
+const struct gpuctl_gpu *gpuctl_snapshot_gpu(const struct gpuctl_snapshot *snap, size_t i)
+{
+	if (!snap || i >= snap->n_gpus)
+		return NULL;
+	return &snap->gpus[i];
+}
+
+int gpuctl_gpu_int(const struct gpuctl_gpu *gpu, enum gpuctl_field f, int64_t *ret_value)
+{
+	const struct gpuctl_field_info *fi = gpuctl_field_info(f);
+
+	if (!gpu || !fi || !ret_value || fi->type != GPUCTL_FT_INT)
+		return -EINVAL;
+	if (!gpu->valid[f])
+		return -ENODATA;
+	*ret_value = gpu->ints[f];
+	return 0;
+}
+
+const char *gpuctl_gpu_str(const struct gpuctl_gpu *gpu, enum gpuctl_field f)
+{
+	const struct gpuctl_field_info *fi = gpuctl_field_info(f);
+
+	if (!gpu || !fi || fi->type != GPUCTL_FT_STR || !gpu->valid[f])
+		return NULL;
+	return gpu->strs[f];
+}
+
+bool gpuctl_gpu_lost(const struct gpuctl_gpu *gpu)
+{
+	return gpu && gpu->lost;
+}
+
+size_t gpuctl_gpu_index(const struct gpuctl_gpu *gpu)
+{
+	return gpu ? gpu->index : 0;
+}
+
+size_t gpuctl_gpu_mig_count(const struct gpuctl_gpu *gpu)
+{
+	return gpu ? gpu->n_migs : 0;
+}
+
+const struct gpuctl_mig *gpuctl_gpu_mig(const struct gpuctl_gpu *gpu, size_t i)
+{
+	if (!gpu || i >= gpu->n_migs)
+		return NULL;
+	return &gpu->migs[i];
+}
+
+const char *gpuctl_mig_uuid(const struct gpuctl_mig *mig)
+{
+	return mig ? mig->uuid : NULL;
+}
+
+const char *gpuctl_mig_profile(const struct gpuctl_mig *mig)
+{
+	return mig ? mig->profile : NULL;
+}
+
+int gpuctl_mig_int(const struct gpuctl_mig *mig, enum gpuctl_mig_field f, int64_t *ret_value)
+{
+	if (!mig || !ret_value || (unsigned)f >= MIG_FIELD_COUNT)
+		return -EINVAL;
+	if (!mig->valid[f])
+		return -ENODATA;
+	*ret_value = mig->ints[f];
+	return 0;
+}
+
+size_t gpuctl_gpu_proc_count(const struct gpuctl_gpu *gpu)
+{
+	return gpu ? gpu->n_procs : 0;
+}
+
+const struct gpuctl_proc *gpuctl_gpu_proc(const struct gpuctl_gpu *gpu, size_t i)
+{
+	if (!gpu || i >= gpu->n_procs)
+		return NULL;
+	return &gpu->procs[i];
+}
+
+uint32_t gpuctl_proc_pid(const struct gpuctl_proc *proc)
+{
+	return proc ? proc->pid : 0;
+}
+
+int gpuctl_proc_used_memory(const struct gpuctl_proc *proc, int64_t *ret_bytes)
+{
+	if (!proc || !ret_bytes)
+		return -EINVAL;
+	if (!proc->has_memory)
+		return -ENODATA;
+	*ret_bytes = proc->used_memory;
+	return 0;
+}
+
+int gpuctl_proc_uid(const struct gpuctl_proc *proc, uint32_t *ret_uid)
+{
+	if (!proc || !ret_uid)
+		return -EINVAL;
+	if (!proc->has_uid)
+		return -ENODATA;
+	*ret_uid = proc->uid;
+	return 0;
+}
+
+const char *gpuctl_proc_user(const struct gpuctl_proc *proc)
+{
+	return proc ? proc->user : NULL;
+}
+
+const char *gpuctl_proc_command(const struct gpuctl_proc *proc)
+{
+	return proc ? proc->command : NULL;
+}
+
+int gpuctl_proc_mig(const struct gpuctl_proc *proc, uint32_t *ret_gi, uint32_t *ret_ci)
+{
+	if (!proc || !ret_gi || !ret_ci)
+		return -EINVAL;
+	if (!proc->has_mig)
+		return -ENODATA;
+	*ret_gi = proc->gi;
+	*ret_ci = proc->ci;
+	return 0;
+}
+
+int gpuctl_snapshot_link(const struct gpuctl_snapshot *snap, size_t a, size_t b,
+                         struct gpuctl_link *ret_link)
+{
+	if (!snap || !ret_link || a >= snap->n_gpus || b >= snap->n_gpus || a == b)
+		return -EINVAL;
+	if (!snap->links)
+		return -ENODATA;
+	*ret_link = snap->links[a * snap->n_gpus + b];
+	return 0;
+}

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * util.h: small helpers shared by libgpuctl and the gpuctl programs (never in public headers).
+ *
+ * Decisions:
+ * - _cleanup_ helpers in the systemd manner: a variable declared _cleanup_free_ is freed when it
+ *   goes out of scope; TAKE_PTR() hands ownership on (to a ret_* parameter) and leaves NULL.
+ * - Destructors accept NULL, so a cleanup on a variable that was never filled is harmless.
+ * - Only header-inline code here: no state, nothing to link.
+ */
+#ifndef GPUCTL_UTIL_H
+#define GPUCTL_UTIL_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define _cleanup_(f)   __attribute__((cleanup(f)))
+#define _unused_       __attribute__((unused))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+
+#define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+
+/* Returns the value of p and sets p to NULL: ownership moves to the caller. (__extension__:
+ * statement expressions are GNU C, fine under -Wpedantic this way.) */
+#define TAKE_PTR(p)                                                                                \
+	__extension__({                                                                            \
+		__typeof__(p) take_ptr_tmp_ = (p);                                                 \
+		(p) = NULL;                                                                        \
+		take_ptr_tmp_;                                                                     \
+	})
+
+/* Same for a file descriptor: returns it and leaves -1. */
+#define TAKE_FD(fd)                                                                                \
+	__extension__({                                                                            \
+		int take_fd_tmp_ = (fd);                                                           \
+		(fd) = -1;                                                                         \
+		take_fd_tmp_;                                                                      \
+	})
+
+static inline void freep(void *p)
+{
+	free(*(void **)p);
+}
+#define _cleanup_free_ _cleanup_(freep)
+
+static inline void closep(int *fd)
+{
+	if (*fd >= 0)
+		(void)close(*fd);
+}
+#define _cleanup_close_ _cleanup_(closep)
+
+static inline void fclosep(FILE **f)
+{
+	if (*f)
+		(void)fclose(*f);
+}
+#define _cleanup_fclose_ _cleanup_(fclosep)
+
+/* Frees *p with free_fn (which must accept NULL) when p leaves scope. */
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)                                                    \
+	static inline void func##p(type *p)                                                        \
+	{                                                                                          \
+		func(*p);                                                                          \
+	}
+
+static inline bool streq(const char *a, const char *b)
+{
+	return strcmp(a, b) == 0;
+}
+
+/* strdup() that also accepts NULL (returns NULL then); callers check for OOM themselves. */
+static inline char *strdup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+/* Copies src into dst[size] truncating, always NUL-terminated (size > 0). */
+static inline void strscpy(char *dst, size_t size, const char *src)
+{
+	size_t n = strnlen(src, size - 1);
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+#endif /* GPUCTL_UTIL_H */

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""A stand-in nvidia-smi for testing bench/real-gpu.sh on machines without a GPU.
+
+It answers the few invocations real-gpu.sh makes, from a scenario file ($FAKE_SMI_SCENARIO),
+in nvidia-smi's documented output formats -- independently of gpuctl, so the script's
+comparison is tested against a second reading of the same machine:
+  nvidia-smi                               banner with "CUDA Version: X.Y"
+  nvidia-smi -L                            one "GPU i: NAME (UUID: ...)" line per GPU
+  nvidia-smi --query-gpu=F,... --format=csv[,noheader][,nounits]
+  nvidia-smi topo -m                       the matrix, from tests/cli/expected/<scenario>.json
+FAKE_SMI_CORRUPT=FIELD makes that field wrong on GPU 0, to prove the script notices.
+"""
+import json
+import os
+import sys
+
+scen_path = os.environ["FAKE_SMI_SCENARIO"]
+with open(scen_path) as f:
+    S = json.load(f)
+name = S["name"]
+expected = os.path.join(os.path.dirname(os.path.abspath(__file__)), "expected", name + ".json")
+system = S.get("system", {})
+driver = system.get("driver_version", "550.54.15")
+cuda = system.get("cuda_driver_version", 12040)
+
+
+def merged(g):
+    out = json.loads(json.dumps(S.get("defaults", {})))
+    for k, v in g.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k].update(v)
+        else:
+            out[k] = v
+    return out
+
+
+GPUS = [merged(g) for g in S["gpus"]]
+ARCH_ORDER = ["kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell"]
+NA = "[N/A]"
+
+
+def enabled(b):
+    return "Enabled" if b else "Disabled"
+
+
+def value(i, g, field):
+    ecc = g.get("ecc", False)
+    arch = ARCH_ORDER.index(g.get("architecture", "ampere"))
+    mig = g.get("mig")
+    pcie = g.get("pcie", {})
+    clocks, maxc = g.get("clocks_mhz"), g.get("max_clocks_mhz")
+    used = g.get("memory_used_mib", 0)
+    v = {
+        "index": str(i),
+        "uuid": g["uuid"],
+        "name": g["name"],
+        "pci.bus_id": g["pci_bus_id"],
+        "serial": g.get("serial", NA) if g.get("brand") != "geforce" else NA,
+        "compute_cap": g.get("compute_capability", NA),
+        "memory.total": f"{g['memory_total_mib']} MiB",
+        "memory.used": f"{used} MiB",
+        "persistence_mode": enabled(g.get("persistence_mode", True)),
+        "compute_mode": {"default": "Default", "exclusive_process": "Exclusive_Process",
+                         "prohibited": "Prohibited"}[g.get("compute_mode", "default")],
+        "ecc.mode.current": enabled(ecc.get("enabled")) if ecc else NA,
+        "mig.mode.current": enabled(mig.get("enabled")) if mig else NA,
+        "pcie.link.gen.max": str(pcie.get("max_gen", pcie.get("gen"))),
+        "pcie.link.width.max": str(pcie.get("max_width", pcie.get("width"))),
+        "pcie.link.gen.current": str(pcie.get("gen")),
+        "pcie.link.width.current": str(pcie.get("width")),
+        "clocks.max.sm": f"{maxc['sm']} MHz" if maxc else NA,
+        "clocks.max.memory": f"{maxc['mem']} MHz" if maxc else NA,
+        "clocks.current.sm": f"{clocks['sm']} MHz" if clocks else NA,
+        "enforced.power.limit": f"{g['power_limit_mw'] / 1000:.2f} W" if "power_limit_mw" in g else NA,
+        "power.draw": f"{g['power_draw_mw'] / 1000:.2f} W" if "power_draw_mw" in g else NA,
+        "temperature.gpu": str(g.get("temperature_c", 35)),
+        "utilization.gpu": NA if (mig and mig.get("enabled")) else f"{g.get('utilization_gpu', 0)} %",
+        # Retired pages exist before Ampere, remapped rows from Ampere on; both need ECC.
+        "retired_pages.pending": ("Yes" if g.get("retired_pages", {}).get("pending") else "No")
+        if ecc and arch < ARCH_ORDER.index("ampere") else NA,
+        "remapped_rows.pending": ("Yes" if g.get("remapped_rows", {}).get("pending") else "No")
+        if ecc and arch >= ARCH_ORDER.index("ampere") else NA,
+        "remapped_rows.failure": ("Yes" if g.get("remapped_rows", {}).get("failure") else "No")
+        if ecc and arch >= ARCH_ORDER.index("ampere") else NA,
+        "driver_version": driver,
+    }[field]
+    if i == 0 and os.environ.get("FAKE_SMI_CORRUPT") == field:
+        v = "corrupted-" + v
+    return v
+
+
+UNITS = {"memory.total": "MiB", "memory.used": "MiB", "clocks.max.sm": "MHz", "clocks.max.memory": "MHz",
+         "clocks.current.sm": "MHz", "enforced.power.limit": "W", "power.draw": "W", "utilization.gpu": "%"}
+
+
+def query(spec, fmt):
+    fields = spec.split(",")
+    opts = fmt.split(",")
+    if "noheader" not in opts:
+        print(", ".join(f + (f" [{UNITS[f]}]" if f in UNITS and "nounits" not in opts else "") for f in fields))
+    for i, g in enumerate(GPUS):
+        vals = [value(i, g, f) for f in fields]
+        if "nounits" in opts:
+            vals = [v.rsplit(" ", 1)[0] if v.endswith((" MiB", " MHz", " W", " %")) else v for v in vals]
+        print(", ".join(vals))
+
+
+def topo():
+    with open(expected) as f:
+        E = json.load(f)
+    m = E["topo_matrix"]
+    n = len(m)
+    head = "".join(f"\tGPU{j}" for j in range(n)) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"
+    print(head)
+    for i in range(n):
+        g = GPUS[i]
+        cells = [" X " if i == j else m[i][j] for j in range(n)]
+        gnuma = str(g["gpu_numa_node"]) if "gpu_numa_node" in g else "N/A"
+        print(f"GPU{i}\t" + "\t".join(cells) + f"\t{E['cpu_affinity'][i]}\t{E['numa_affinity'][i]}\t{gnuma}")
+    print("\nLegend:\n\n  X    = Self\n  SYS  = (stand-in legend)")
+
+
+def main(argv):
+    if not argv:
+        print(f"| NVIDIA-SMI {driver}    Driver Version: {driver}    CUDA Version: {cuda // 1000}.{cuda % 1000 // 10} |")
+        return 0
+    if argv == ["-L"]:
+        for i, g in enumerate(GPUS):
+            print(f"GPU {i}: {g['name']} (UUID: {g['uuid']})")
+        return 0
+    if argv[:2] == ["topo", "-m"]:
+        topo()
+        return 0
+    q = [a for a in argv if a.startswith("--query-gpu=")]
+    f = [a for a in argv if a.startswith("--format=")]
+    if q and f:
+        query(q[0].split("=", 1)[1], f[0].split("=", 1)[1])
+        return 0
+    print(f"fake-nvidia-smi: unsupported arguments {argv}", file=sys.stderr)
+    return 2
+
+
+sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,354 @@
+"""gpuctl list: the table, nvidia-smi-style CSV and --query, JSON, -i, MIG, lost GPUs, NVML
+errors. Expected values come from the scenario files (cli_facts) and nvidia-smi's documented
+CSV format (units in the header in brackets, "[N/A]", ", " between values)."""
+import json
+import os
+import pwd
+import re
+import unittest
+
+from cli_facts import MIB, Machine
+from gpuctl_test import EXIT_USAGE, GpuctlTestCase, gpuctl, sim, sim_sh
+
+
+def short_uuid(uuid):
+    return uuid[:12]  # "GPU-" + first group of 8 hex digits
+
+
+class ListTable(GpuctlTestCase):
+    def test_one_line_per_gpu_with_identity(self):
+        m = Machine("dgx-a100")
+        r = sim("dgx-a100", "list")
+        self.assertOk(r)
+        lines = r.out.splitlines()
+        self.assertTrue(lines[0].split()[:3] == ["GPU", "UUID", "NAME"], r)
+        rows = lines[1:]
+        self.assertEqual(len(rows), len(m), r)
+        for i, g in enumerate(m.gpus):
+            self.assertEqual(rows[i].split()[0], str(i), r)
+            self.assertIn(short_uuid(g["uuid"]), rows[i])
+            self.assertIn(g["name"], rows[i])
+            self.assertIn("%d MiB" % g["memory_total_mib"], rows[i])
+            self.assertIn("%dC" % g["temperature_c"], rows[i])
+            self.assertIn("%d W" % round(g["power_limit_mw"] / 1000), rows[i])
+
+    def test_processes_as_user_pid_mem(self):
+        user = pwd.getpwuid(os.getuid()).pw_name
+        script = ("sleep 60 & pid=$!\n"
+                  "$NVSIM proc add --pid $pid -i 1 --mem 1GiB\n"
+                  "echo $pid\n"
+                  "$GPUCTL list --noheader\n"
+                  "$GPUCTL list --format json\n"
+                  "kill $pid\n")
+        r = sim_sh("dgx-a100", script)
+        self.assertOk(r)
+        pid, rest = r.out.split("\n", 1)
+        table, js = rest[:rest.index("{")], rest[rest.index("{"):]
+        rows = table.splitlines()
+        self.assertTrue(rows[1].endswith("%s:%s(1024MiB)" % (user, pid)), r)
+        self.assertNotIn(":%s(" % pid, rows[0])
+        procs = json.loads(js)["gpus"][1]["processes"]
+        self.assertEqual(len(procs), 1, r)
+        self.assertEqual(procs[0]["pid"], int(pid))
+        self.assertEqual(procs[0]["user"], user)
+        self.assertEqual(procs[0]["used_memory"], 1024 * MIB)
+        self.assertEqual(procs[0]["command"], "sleep")
+
+    def test_noheader(self):
+        r = sim("dgx-a100", "list", "--noheader")
+        self.assertOk(r)
+        self.assertEqual(len(r.out.splitlines()), len(Machine("dgx-a100")), r)
+        self.assertFalse(r.out.startswith("GPU"), r)
+
+    def test_mig_devices_under_their_parent(self):
+        m = Machine("a100-mig")
+        r = sim("a100-mig", "list")
+        self.assertOk(r)
+        lines = r.out.splitlines()[1:]
+        mig_total = sum(len(m.mig(i)["instances"]) for i in range(len(m)))
+        self.assertEqual(len(lines), len(m) + mig_total, r)
+        pos = 0
+        for i, g in enumerate(m.gpus):
+            self.assertIn(short_uuid(g["uuid"]), lines[pos], r)
+            pos += 1
+            for inst in g["mig"]["instances"]:
+                self.assertIn(inst["uuid"][:12], lines[pos], r)
+                self.assertIn(inst["profile"], lines[pos], r)
+                self.assertIn("%d MiB" % inst["memory_mib"], lines[pos], r)
+                pos += 1
+        # Utilisation is not supported on a MIG-enabled GPU (sim/SCENARIO.md).
+        self.assertIn("N/A", lines[0], r)
+
+
+class ListCsv(GpuctlTestCase):
+    def assertRectangular(self, rows, header=True):
+        width = len(rows[0])
+        for row in rows:
+            self.assertEqual(len(row), width, rows)
+
+    def test_default_csv(self):
+        m = Machine("rtx4090-8")
+        r = sim("rtx4090-8", "list", "--format", "csv")
+        self.assertOk(r)
+        rows = r.csv()
+        self.assertRectangular(rows)
+        self.assertEqual(len(rows), len(m) + 1, r)
+        header = rows[0]
+        self.assertIn("uuid", header)
+        self.assertIn("memory.total [MiB]", header)
+        for i, g in enumerate(m.gpus):
+            row = dict(zip(header, rows[i + 1]))
+            self.assertEqual(row["index"], str(i))
+            self.assertEqual(row["uuid"], g["uuid"])
+            self.assertEqual(row["memory.total [MiB]"], "%d MiB" % g["memory_total_mib"])
+
+    def test_query_smi_names_header_and_values(self):
+        m = Machine("dgx-a100")
+        fields = ("index,uuid,name,pci.bus_id,memory.total,memory.used,utilization.gpu,"
+                  "temperature.gpu,power.draw,enforced.power.limit,clocks.current.sm,"
+                  "pci.device_id,compute_mode,persistence_mode,clocks_event_reasons.active")
+        r = sim("dgx-a100", "list", "--query", fields)
+        self.assertOk(r)
+        lines = r.out.splitlines()
+        # nvidia-smi: names as typed, bracketed units, ", " between columns.
+        self.assertEqual(lines[0], "index, uuid, name, pci.bus_id, memory.total [MiB], "
+                         "memory.used [MiB], utilization.gpu [%], temperature.gpu, power.draw [W], "
+                         "enforced.power.limit [W], clocks.current.sm [MHz], pci.device_id, "
+                         "compute_mode, persistence_mode, clocks_event_reasons.active")
+        rows = r.csv()
+        self.assertRectangular(rows)
+        self.assertEqual(len(rows), len(m) + 1)
+        for i, g in enumerate(m.gpus):
+            v = rows[i + 1]
+            self.assertEqual(v[0], str(i))
+            self.assertEqual(v[1], g["uuid"])
+            self.assertEqual(v[2], g["name"])
+            self.assertEqual(v[3], g["pci_bus_id"])
+            self.assertEqual(v[4], "%d MiB" % g["memory_total_mib"])
+            self.assertEqual(v[5], "%d MiB" % g.get("memory_used_mib", 0))
+            self.assertEqual(v[6], "%d %%" % g.get("utilization_gpu", 0))
+            self.assertEqual(v[7], str(g["temperature_c"]))
+            self.assertEqual(v[8], "%.2f W" % (g["power_draw_mw"] / 1000))
+            self.assertEqual(v[9], "%.2f W" % (g["power_limit_mw"] / 1000))
+            self.assertEqual(v[10], "%d MHz" % g["clocks_mhz"]["sm"])
+            self.assertEqual(v[11], g["pci_device_id"].upper().replace("0X", "0x"))
+            self.assertEqual(v[12], "Default")
+            self.assertEqual(v[13], "Enabled" if g.get("persistence_mode", True) else "Disabled")
+            self.assertEqual(v[14], "0x%016X" % g.get("clocks_event_reasons", 1))
+
+    def test_our_keys_and_case_as_typed(self):
+        r = sim("dgx-a100", "list", "--query", "MEMORY.TOTAL,memory_total,Index")
+        self.assertOk(r)
+        self.assertEqual(r.out.splitlines()[0], "MEMORY.TOTAL [MiB], memory_total [MiB], Index")
+        for row in r.csv()[1:]:
+            self.assertEqual(row[0], row[1])
+
+    def test_noheader_nounits_both_spellings(self):
+        m = Machine("dgx-a100")
+        want = ["%d, %.2f, %d" % (g["memory_total_mib"], g["power_draw_mw"] / 1000,
+                                  g.get("utilization_gpu", 0)) for g in m.gpus]
+        q = "memory.total,power.draw,utilization.gpu"
+        for args in (["--format=csv,noheader,nounits"], ["--format", "csv", "--noheader", "--nounits"],
+                     ["--noheader", "--nounits"]):
+            r = sim("dgx-a100", "list", "--query", q, *args)
+            self.assertOk(r)
+            self.assertEqual(r.out.splitlines(), want, (args, r))
+
+    def test_nounits_keeps_header_units(self):
+        # nvidia-smi's csv,nounits keeps "[MiB]" in the header and drops it from the values.
+        r = sim("dgx-a100", "list", "--query", "memory.total", "--format=csv,nounits")
+        self.assertOk(r)
+        lines = r.out.splitlines()
+        self.assertEqual(lines[0], "memory.total [MiB]")
+        self.assertTrue(all(re.fullmatch(r"\d+", l) for l in lines[1:]), r)
+
+    def test_na_for_unsupported(self):
+        # GeForce has no ECC (sim/SCENARIO.md): nvidia-smi prints [N/A].
+        r = sim("rtx4090-8", "list", "--query",
+                "index,ecc.mode.current,ecc.errors.corrected.volatile.total,serial")
+        self.assertOk(r)
+        for row in r.csv()[1:]:
+            self.assertEqual(row[1:], ["[N/A]", "[N/A]", "[N/A]"], r)
+
+    def test_na_utilisation_on_mig_gpu(self):
+        m = Machine("a100-mig")
+        r = sim("a100-mig", "list", "--query", "index,utilization.gpu,mig.mode.current")
+        self.assertOk(r)
+        for i, row in enumerate(r.csv()[1:]):
+            enabled = m.mig(i)["enabled"]
+            self.assertEqual(row[1], "[N/A]" if enabled else "0 %", r)
+            self.assertEqual(row[2], "Enabled" if enabled else "Disabled", r)
+
+    def test_query_table_format(self):
+        r = sim("dgx-a100", "list", "--query", "index,uuid", "--format", "table")
+        self.assertOk(r)
+        lines = r.out.splitlines()
+        self.assertEqual(lines[0].split(), ["index", "uuid"])
+        self.assertEqual(len(lines), len(Machine("dgx-a100")) + 1)
+
+
+class ListIds(GpuctlTestCase):
+    M = "rtx4090-8"
+
+    def uuids(self, *args):
+        r = sim(self.M, "list", "--query", "uuid", "--noheader", *args)
+        self.assertOk(r)
+        return r.out.splitlines()
+
+    def test_index_uuid_prefix_bus_id(self):
+        m = Machine(self.M)
+        u = [g["uuid"] for g in m.gpus]
+        self.assertEqual(self.uuids("-i", "3"), [u[3]])
+        self.assertEqual(self.uuids("-i", "5,1"), [u[5], u[1]])
+        self.assertEqual(self.uuids("--id", u[2]), [u[2]])
+        self.assertEqual(self.uuids("-i", u[4][:10]), [u[4]])
+        self.assertEqual(self.uuids("-i", u[4][4:12]), [u[4]])  # prefix without "GPU-"
+        bus = m.gpus[6]["pci_bus_id"]  # "00000000:D0:00.0"
+        self.assertEqual(self.uuids("-i", bus), [u[6]])
+        self.assertEqual(self.uuids("-i", bus[4:].lower()), [u[6]])
+        self.assertEqual(self.uuids("-i", bus[9:]), [u[6]])
+
+    def test_unknown_id(self):
+        r = sim(self.M, "list", "-i", "42")
+        self.assertOneLineError(r, EXIT_USAGE, "42")
+
+    def test_ambiguous_prefix(self):
+        # Three UUIDs of rtx4090-8 start with "GPU-6".
+        m = Machine(self.M)
+        self.assertGreater(sum(g["uuid"].startswith("GPU-6") for g in m.gpus), 1)
+        r = sim(self.M, "list", "-i", "GPU-6")
+        self.assertOneLineError(r, EXIT_USAGE, "GPU-6")
+
+
+class ListJson(GpuctlTestCase):
+    IDENTITY = ("index", "uuid", "pci_bus_id", "name")
+
+    def test_every_gpu_has_identity_and_fields(self):
+        for name in ("dgx-a100", "rtx4090-8", "workstation-mixed"):
+            m = Machine(name)
+            r = sim(name, "list", "--format", "json")
+            self.assertOk(r)
+            gpus = r.json()["gpus"]
+            self.assertEqual(len(gpus), len(m))
+            for i, (g, want) in enumerate(zip(gpus, m.gpus)):
+                self.assertEqual(g["index"], i)
+                self.assertEqual(g["uuid"], want["uuid"])
+                self.assertEqual(g["pci_bus_id"], want["pci_bus_id"])
+                self.assertEqual(g["name"], want["name"])
+                self.assertEqual(g["memory_total"], want["memory_total_mib"] * MIB)
+                self.assertEqual(g["power_limit"], want["power_limit_mw"])
+                self.assertIs(g["persistence_mode"], want.get("persistence_mode", True))
+                self.assertIs(g["lost"], False)
+                self.assertIsInstance(g["mig_devices"], list)
+                self.assertIsInstance(g["processes"], list)
+                for key in ("memory_used", "utilization_gpu", "temperature_gpu", "power_draw",
+                            "ecc_mode", "mig_mode", "compute_mode", "numa_node", "cpu_affinity",
+                            "clocks_event_reasons", "remapped_rows_pending"):
+                    self.assertIn(key, g)
+                if want.get("ecc") is False:
+                    self.assertIsNone(g["ecc_mode"])  # GeForce: no ECC
+                    self.assertIsNone(g["ecc_volatile_corrected"])
+
+    def test_query_json_has_identity_and_asked_fields(self):
+        r = sim("dgx-a100", "list", "--format", "json", "--query", "memory.used,power.draw")
+        self.assertOk(r)
+        for g in r.json()["gpus"]:
+            self.assertEqual(set(g), set(self.IDENTITY) | {"memory_used", "power_draw", "lost"})
+
+    def test_mig_devices(self):
+        m = Machine("a100-mig")
+        r = sim("a100-mig", "list", "--format", "json")
+        self.assertOk(r)
+        for i, g in enumerate(r.json()["gpus"]):
+            want = m.mig(i)
+            self.assertIs(g["mig_mode"], want["enabled"])
+            self.assertIs(g["mig_mode_pending"], want["pending"])
+            if want["enabled"]:
+                self.assertIsNone(g["utilization_gpu"])  # not supported under MIG
+            got = g["mig_devices"]
+            self.assertEqual(len(got), len(want["instances"]))
+            for d, w in zip(got, want["instances"]):
+                self.assertEqual(d["uuid"], w["uuid"])
+                self.assertEqual(d["profile"], w["profile"])
+                self.assertEqual(d["gpu_instance_id"], w["gi"])
+                self.assertEqual(d["compute_instance_id"], w["ci"])
+                self.assertEqual(d["memory_total"], w["memory_mib"] * MIB)
+                self.assertIn("memory_used", d)
+                self.assertIsInstance(d["index"], int)
+
+
+class ListFaults(GpuctlTestCase):
+    def test_lost_gpu_keeps_the_list_going(self):
+        m = Machine("rtx4090-8")
+        script = ('$NVSIM set -i 3 lost=1\n'
+                  '$GPUCTL list --noheader\n'
+                  'echo ---\n'
+                  '$GPUCTL list --format csv --noheader\n'
+                  'echo ---\n'
+                  '$GPUCTL list --format json\n')
+        r = sim_sh("rtx4090-8", script)
+        self.assertOk(r)
+        table, csv_text, js = r.out.split("---\n")
+        rows = table.splitlines()
+        self.assertEqual(len(rows), len(m), r)
+        self.assertIn("lost", rows[3].split(), r)
+        for i, row in enumerate(rows):
+            if i != 3:
+                self.assertNotIn("lost", row.split())
+        csv_rows = [l.split(", ") for l in csv_text.splitlines()]
+        self.assertEqual(len(csv_rows), len(m))
+        self.assertEqual(len({len(x) for x in csv_rows}), 1, csv_text)
+        self.assertEqual(csv_rows[3][0], "3")
+        gpus = json.loads(js)["gpus"]
+        self.assertEqual([g["lost"] for g in gpus], [i == 3 for i in range(len(m))])
+
+    def test_not_supported_everywhere(self):
+        script = ("$NVSIM fail '*' NOT_SUPPORTED\n"
+                  "$GPUCTL list\n"
+                  "$GPUCTL list --query index,temperature.gpu,power.draw --noheader\n")
+        r = sim_sh("dgx-a100", script)
+        self.assertOk(r)
+        self.assertIn("N/A", r.out)
+        self.assertIn("[N/A], [N/A]", r.out)
+
+    def test_nvml_error_on_one_device(self):
+        # An NVML error reading one GPU's temperature leaves that value unavailable; the other
+        # GPUs and the exit status are untouched.
+        script = ("$NVSIM fail nvmlDeviceGetTemperature UNKNOWN -i 1\n"
+                  "$GPUCTL list --query index,temperature.gpu --noheader\n")
+        r = sim_sh("dgx-a100", script)
+        self.assertOk(r)
+        m = Machine("dgx-a100")
+        rows = [l.split(", ") for l in r.out.splitlines()]
+        self.assertEqual(len(rows), len(m), r)
+        self.assertEqual(rows[1][1], "[N/A]", r)
+        self.assertEqual(rows[0][1], str(m.gpus[0]["temperature_c"]), r)
+
+
+class ListUsage(GpuctlTestCase):
+    def test_unknown_field(self):
+        r = sim("dgx-a100", "list", "--query", "memory")
+        self.assertOneLineError(r, EXIT_USAGE, "--query", "unknown field 'memory'")
+
+    def test_unknown_field_without_driver(self):
+        # A typo is a usage error even where there is no driver: NVML is not touched.
+        r = gpuctl("list", "--query", "index,bogus.field",
+                   env={"GPUCTL_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"})
+        self.assertOneLineError(r, EXIT_USAGE, "'bogus.field'")
+
+    def test_bad_arguments(self):
+        env = {"GPUCTL_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"}
+        for args, needle in ((["list", "--format", "xml"], "xml"),
+                             (["list", "--format=csv,json"], "json"),
+                             (["list", "--bogus"], "--bogus"),
+                             (["list", "-x"], "-x"),
+                             (["list", "-i"], "-i"),
+                             (["list", "extra"], "extra"),
+                             (["list", "--query", "index,,uuid"], "--query"),
+                             (["list", "--query", ""], "--query")):
+            r = gpuctl(*args, env=env)
+            self.assertOneLineError(r, EXIT_USAGE, needle)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,74 @@
+"""gpuctl's global behaviour: --help/--version/help COMMAND, usage errors, exit codes, no
+driver, a library that is not NVML, -v debug output. Exit codes from docs/gpuctl.1."""
+import unittest
+
+from gpuctl_test import (EXIT_FAILURE, EXIT_NODRIVER, EXIT_USAGE, GpuctlTestCase, gpuctl, sim)
+
+COMMANDS = ("help", "info", "list", "topo")
+NO_LIB = {"GPUCTL_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"}
+
+
+class Help(GpuctlTestCase):
+    def test_global_help(self):
+        for args in (["--help"], ["-h"], ["help"]):
+            r = gpuctl(*args)
+            self.assertOk(r)
+            for c in COMMANDS:
+                self.assertIn("  %s " % c, r.out)
+            for code in range(5):
+                self.assertIn("  %d  " % code, r.out)
+            self.assertIn("GPUCTL_NVML_LIBRARY", r.out)
+
+    def test_command_help(self):
+        for c in COMMANDS:
+            r = gpuctl(c, "--help")
+            self.assertOk(r)
+            self.assertTrue(r.out.startswith("Usage: gpuctl %s" % c), r)
+            self.assertIn("Exit status:", r.out)
+            self.assertEqual(gpuctl("help", c).out, r.out)
+
+    def test_version(self):
+        r = gpuctl("--version")
+        self.assertOk(r)
+        self.assertRegex(r.out, r"^gpuctl \d+\.\d+\.\d+\n$")
+
+
+class Usage(GpuctlTestCase):
+    def test_usage_errors(self):
+        for args, needle in (([], "no command"),
+                             (["nosuch"], "'nosuch'"),
+                             (["--bogus", "list"], "--bogus"),
+                             (["help", "nosuch"], "'nosuch'"),
+                             (["info", "--format", "yaml"], "yaml")):
+            r = gpuctl(*args, env=NO_LIB)
+            self.assertOneLineError(r, EXIT_USAGE, needle)
+
+
+class NoDriver(GpuctlTestCase):
+    def test_library_missing(self):
+        for c in ("list", "topo", "info"):
+            r = gpuctl(c, env=NO_LIB)
+            self.assertOneLineError(r, EXIT_NODRIVER, "no NVIDIA driver")
+            self.assertEqual(r.out, "")
+
+    def test_not_an_nvml_library(self):
+        lib = "/lib/x86_64-linux-gnu/libm.so.6"
+        r = gpuctl("list", env={"GPUCTL_NVML_LIBRARY": lib})
+        # The library says -ENOEXEC: a misconfiguration, not a missing driver (exit 1).
+        self.assertOneLineError(r, EXIT_FAILURE, "libm.so.6")
+        self.assertEqual(r.out, "")
+
+
+class Verbose(GpuctlTestCase):
+    def test_debug_lines(self):
+        r = sim("rtx4090-8", "-v", "list", "--query", "index,ecc.mode.current")
+        self.assertOk(r)
+        for line in r.err.splitlines():
+            self.assertRegex(line, r"^gpuctl: (debug|info|warning): ", r)
+        quiet = sim("rtx4090-8", "list", "--query", "index,ecc.mode.current")
+        self.assertEqual(quiet.err, "")
+        self.assertEqual(quiet.out, r.out)
+
+
+if __name__ == "__main__":
+    unittest.main()

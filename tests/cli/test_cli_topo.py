@@ -1,0 +1,121 @@
+"""gpuctl topo: nvidia-smi topo -m's matrix layout, the legend, --bandwidth and JSON. Expected
+link codes come from the scenario files through sim/SCENARIO.md's rules (cli_facts.Machine),
+the layout from nvidia-smi topo -m (tab-separated, " X " on the diagonal, NV# for NVLink)."""
+import unittest
+
+from cli_facts import Machine
+from gpuctl_test import EXIT_USAGE, GpuctlTestCase, sim
+
+P2P_CODES = {"OK", "NS", "CNS", "GNS", "TNS", "DR", "U"}
+
+
+def matrix_rows(out, n):
+    lines = out.splitlines()
+    return lines[0], [l.split("\t") for l in lines[1:1 + n]], lines[1 + n:]
+
+
+class TopoMatrix(GpuctlTestCase):
+    def check_header(self, header, n):
+        want = "".join("\tGPU%d" % i for i in range(n)) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"
+        self.assertEqual(header, want)
+
+    def test_nvswitch_machine(self):
+        m = Machine("dgx-a100")
+        n = len(m)
+        r = sim("dgx-a100", "topo")
+        self.assertOk(r)
+        header, rows, rest = matrix_rows(r.out, n)
+        self.check_header(header, n)
+        nv = "NV%d" % m.nvswitch_links()
+        for i, row in enumerate(rows):
+            self.assertEqual(len(row), 1 + n + 3, row)
+            self.assertEqual(row[0], "GPU%d" % i)
+            for j in range(n):
+                self.assertEqual(row[1 + j], " X " if i == j else nv, (i, j))
+            self.assertEqual(row[1 + n], m.cpu_affinity(i))
+            self.assertEqual(row[2 + n], str(m.gpus[i]["numa_node"]))
+            self.assertEqual(row[3 + n], str(m.gpus[i]["gpu_numa_node"])
+                             if "gpu_numa_node" in m.gpus[i] else "N/A")
+        legend = "\n".join(rest)
+        self.assertIn("Legend:", legend)
+        for code in ("X", "SYS", "NODE", "PHB", "PXB", "PIX", "NV#"):
+            self.assertTrue(any(l.strip().startswith(code + " ") and "=" in l for l in rest), code)
+
+    def test_pcie_levels(self):
+        for name in ("rtx4090-8", "workstation-mixed", "pcie-8gpu"):
+            m = Machine(name)
+            n = len(m)
+            r = sim(name, "topo")
+            self.assertOk(r)
+            header, rows, _ = matrix_rows(r.out, n)
+            self.check_header(header, n)
+            for i, row in enumerate(rows):
+                for j in range(n):
+                    if i == j or m.direct_links(i, j):
+                        continue
+                    self.assertEqual(row[1 + j], m.level(i, j), (name, i, j))
+
+    def test_bandwidth(self):
+        m = Machine("rtx4090-8")
+        n = len(m)
+        r = sim("rtx4090-8", "topo", "--bandwidth")
+        self.assertOk(r)
+        header, rows, rest = matrix_rows(r.out, n)
+        self.check_header(header, n)
+        cells = [[row[1 + j] for j in range(n)] for row in rows]
+        for i in range(n):
+            self.assertEqual(cells[i][i], " X ")
+            for j in range(n):
+                if i != j:
+                    self.assertGreater(float(cells[i][j]), 0.0)
+                    self.assertEqual(cells[i][j], cells[j][i])
+        self.assertIn("docs/topology.md", "\n".join(rest))
+
+
+class TopoJson(GpuctlTestCase):
+    def test_gpus_and_each_pair_once(self):
+        for name in ("dgx-a100", "rtx4090-8", "workstation-mixed"):
+            m = Machine(name)
+            n = len(m)
+            r = sim(name, "topo", "--format", "json")
+            self.assertOk(r)
+            doc = r.json()
+            for i, g in enumerate(doc["gpus"]):
+                want = m.gpus[i]
+                self.assertEqual(g["index"], i)
+                self.assertEqual(g["uuid"], want["uuid"])
+                self.assertEqual(g["pci_bus_id"], want["pci_bus_id"])
+                self.assertEqual(g["name"], want["name"])
+                self.assertEqual(g["numa_node"], want["numa_node"])
+                self.assertEqual(g["gpu_numa_node"], want.get("gpu_numa_node"))
+                self.assertEqual(g["cpu_affinity"], m.cpu_affinity(i))
+            pairs = [(l["a"], l["b"]) for l in doc["links"]]
+            self.assertEqual(sorted(pairs), [(a, b) for a in range(n) for b in range(a + 1, n)])
+            for l in doc["links"]:
+                a, b = l["a"], l["b"]
+                self.assertEqual(l["level"], m.level(a, b), (name, a, b))
+                self.assertEqual(l["level_value"], m.level_value(a, b))
+                self.assertIn(l["p2p"], P2P_CODES)
+                self.assertIsInstance(l["bandwidth_gbps"], (int, float))
+                if m.nvswitch_links():
+                    self.assertEqual(l["nvlinks"], m.nvswitch_links())
+                    self.assertIs(l["nvswitch"], True)
+                else:
+                    self.assertEqual(l["nvlinks"], m.direct_links(a, b))
+                    self.assertIs(l["nvswitch"], False)
+                if name == "rtx4090-8":
+                    self.assertEqual(l["p2p"], "GNS")  # GeForce: GPU not supported
+
+
+class TopoUsage(GpuctlTestCase):
+    def test_bad_arguments(self):
+        for args, needle in ((["topo", "--format", "xml"], "xml"),
+                             (["topo", "--bandwidth", "--format", "json"], "--bandwidth"),
+                             (["topo", "extra"], "extra"),
+                             (["topo", "--nope"], "--nope")):
+            r = sim("dgx-a100", *args)
+            self.assertOneLineError(r, EXIT_USAGE, needle)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,106 @@
+"""How many NVML calls each command makes, as the simulator counts them: a figure that does
+not depend on the machine, so it is asserted here (timings are only measured, in make bench).
+
+Rules checked (issue: "NVML calls no more than one per field per device"; "static facts are
+read once"): a command reads only what it prints, and no NVML function is called more often
+per GPU than the number of distinct facts it answers."""
+import json
+import os
+import tempfile
+import unittest
+
+from gpuctl_test import GPUCTL, NVSIM, GpuctlTestCase, run
+
+# Functions that answer several facts, one per argument value: how many calls per GPU that
+# makes at most (NVML's API: clock type SM/MEM, threshold SLOWDOWN/SHUTDOWN, ECC
+# corrected/uncorrected x volatile/aggregate, retired-page cause SBE/DBE).
+PER_GPU_MAX = {
+    "nvmlDeviceGetClockInfo": 2,
+    "nvmlDeviceGetMaxClockInfo": 2,
+    "nvmlDeviceGetTemperatureThreshold": 2,
+    "nvmlDeviceGetTotalEccErrors": 4,
+    "nvmlDeviceGetRetiredPages": 2,
+}
+TELEMETRY = ("nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetUtilizationRates",
+             "nvmlDeviceGetClockInfo", "nvmlDeviceGetEnforcedPowerLimit",
+             "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetTotalEccErrors")
+# Per-link and per-pair functions of the topology reading (counted separately).
+TOPOLOGY = ("nvmlDeviceGetNvLinkState", "nvmlDeviceGetNvLinkRemoteDeviceType",
+            "nvmlDeviceGetNvLinkRemotePciInfo_v2", "nvmlDeviceGetTopologyCommonAncestor",
+            "nvmlDeviceGetP2PStatus")
+
+
+def calls(scenario, *args):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "calls.json")
+        r = run([NVSIM, "exec", "--calls-out", out, scenario, "--", GPUCTL, *args])
+        assert r.rc == 0, r
+        with open(out) as f:
+            return json.load(f)["functions"]
+
+
+class NvmlCallsTest(GpuctlTestCase):
+    N = 8  # GPUs of dgx-a100
+
+    def assertAtMostOncePerFact(self, fns, n=N):
+        for fn, count in fns.items():
+            if fn in TOPOLOGY:
+                continue
+            limit = PER_GPU_MAX.get(fn, 1) * n
+            self.assertLessEqual(count, limit, f"{fn} called {count} times for {n} GPUs")
+
+    def test_query_reads_only_the_queried_fields(self):
+        fns = calls("dgx-a100", "list", "--query", "index,uuid")
+        self.assertEqual(fns.get("nvmlDeviceGetUUID"), self.N)
+        for fn in TELEMETRY + ("nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetSerial",
+                               "nvmlDeviceGetCpuAffinity", "nvmlDeviceGetComputeRunningProcesses_v3"):
+            self.assertNotIn(fn, fns)
+        # count + per GPU: handle, UUID, PCI info, name; plus init/shutdown and system facts
+        per_gpu = sum(c for f, c in fns.items() if f.startswith("nvmlDevice")) - fns["nvmlDeviceGetCount_v2"]
+        self.assertLessEqual(per_gpu, 4 * self.N, fns)
+
+    def test_query_of_one_health_field(self):
+        fns = calls("dgx-a100", "list", "--query", "uuid,remapped_rows.pending")
+        self.assertEqual(fns.get("nvmlDeviceGetRemappedRows"), self.N)
+        self.assertNotIn("nvmlDeviceGetTotalEccErrors", fns)
+        self.assertNotIn("nvmlDeviceGetPcieReplayCounter", fns)
+
+    def test_table_reads_what_it_shows_once(self):
+        fns = calls("dgx-a100", "list")
+        self.assertAtMostOncePerFact(fns)
+        for fn in ("nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage",
+                   "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo_v2"):
+            self.assertEqual(fns.get(fn), self.N, fn)
+        for fn in ("nvmlDeviceGetSerial", "nvmlDeviceGetClockInfo", "nvmlDeviceGetTotalEccErrors",
+                   "nvmlDeviceGetCpuAffinity") + TOPOLOGY:
+            self.assertNotIn(fn, fns)
+
+    def test_json_reads_every_fact_once(self):
+        fns = calls("dgx-a100", "list", "--format", "json")
+        self.assertAtMostOncePerFact(fns)
+        self.assertEqual(fns.get("nvmlDeviceGetSerial"), self.N)
+        self.assertEqual(fns.get("nvmlDeviceGetRemappedRows"), self.N)
+
+    def test_topo_reads_no_telemetry(self):
+        fns = calls("dgx-a100", "topo")
+        self.assertAtMostOncePerFact(fns)
+        for fn in TELEMETRY:
+            self.assertNotIn(fn, fns)
+        pairs = self.N * (self.N - 1) // 2
+        self.assertLessEqual(fns.get("nvmlDeviceGetTopologyCommonAncestor", 0), pairs)
+        self.assertLessEqual(fns.get("nvmlDeviceGetP2PStatus", 0), pairs)
+        # NVLink: each of the 12 links per GPU read once (state, remote type), stopping at
+        # the first link past the GPU's last.
+        self.assertLessEqual(fns.get("nvmlDeviceGetNvLinkState", 0), self.N * 13)
+
+    def test_info_reads_modes_only(self):
+        fns = calls("dgx-a100", "info")
+        self.assertAtMostOncePerFact(fns)
+        self.assertEqual(fns.get("nvmlDeviceGetPersistenceMode"), self.N)
+        self.assertEqual(fns.get("nvmlDeviceGetMigMode"), self.N)
+        for fn in TELEMETRY + TOPOLOGY:
+            self.assertNotIn(fn, fns)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test-nvml.c: loading NVML: no library, a library that is not NVML, the simulator and its
+ * old/ and minimal/ builds (fewer symbols: fallbacks used, fields unavailable, no crash).
+ * Simulator paths come from $GPUCTL_BUILD_DIR (set by ctest); tests skip when it is not built.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "gpuctl/gpuctl.h"
+#include "test-sim.h"
+
+static void test_missing_library(void **state)
+{
+	struct gpuctl_ctx *ctx = NULL;
+	struct gpuctl_snapshot *snap = NULL;
+
+	(void)state;
+	assert_int_equal(setenv("GPUCTL_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1), 0);
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	assert_int_equal(gpuctl_nvml_load(ctx), -ENOENT);
+	assert_string_equal(gpuctl_errmsg(ctx), "no NVIDIA driver: /nonexistent/libnvidia-ml.so.1 "
+	                                        "not found (set by GPUCTL_NVML_LIBRARY)");
+	assert_null(gpuctl_nvml_library_path(ctx));
+	assert_int_equal(gpuctl_snapshot_take(ctx, GPUCTL_SNAP_ALL, &snap), -ENOENT);
+	assert_null(snap);
+	gpuctl_ctx_free(ctx);
+}
+
+static void test_no_driver_default_names(void **state)
+{
+	struct gpuctl_ctx *ctx = NULL;
+	char *path = NULL;
+
+	(void)state;
+	/* Only meaningful where no NVIDIA driver is installed (CI, this container). */
+	if (gpuctl_library_locate("libnvidia-ml.so.1", &path) == 0) {
+		free(path);
+		skip();
+	}
+	assert_int_equal(unsetenv("GPUCTL_NVML_LIBRARY"), 0);
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	assert_int_equal(gpuctl_nvml_load(ctx), -ENOENT);
+	assert_string_equal(
+	        gpuctl_errmsg(ctx),
+	        "no NVIDIA driver: libnvidia-ml.so.1 not found (set GPUCTL_NVML_LIBRARY "
+	        "to use another library)");
+	gpuctl_ctx_free(ctx);
+}
+
+static void test_not_nvml(void **state)
+{
+	struct gpuctl_ctx *ctx = NULL;
+	char *libm = NULL;
+
+	(void)state;
+	assert_int_equal(gpuctl_library_locate("libm.so.6", &libm), 0);
+	assert_true(libm[0] == '/');
+	assert_int_equal(setenv("GPUCTL_NVML_LIBRARY", libm, 1), 0);
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	assert_int_equal(gpuctl_nvml_load(ctx), -ENOEXEC);
+	assert_non_null(strstr(gpuctl_errmsg(ctx), "is not an NVML library"));
+	assert_non_null(strstr(gpuctl_errmsg(ctx), "nvmlInit_v2"));
+	gpuctl_ctx_free(ctx);
+	free(libm);
+
+	/* a file that is no shared object at all */
+	assert_int_equal(setenv("GPUCTL_NVML_LIBRARY", "/etc/passwd", 1), 0);
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	assert_int_equal(gpuctl_nvml_load(ctx), -ENOEXEC);
+	assert_non_null(strstr(gpuctl_errmsg(ctx), "'/etc/passwd' is not an NVML library"));
+	gpuctl_ctx_free(ctx);
+}
+
+static void test_locate(void **state)
+{
+	char *p = NULL;
+
+	(void)state;
+	assert_int_equal(gpuctl_library_locate("libgpuctl-does-not-exist.so.9", &p), -ENOENT);
+	assert_null(p);
+	assert_int_equal(gpuctl_library_locate(NULL, &p), -EINVAL);
+	assert_int_equal(gpuctl_library_locate("libc.so.6", &p), 0);
+	assert_non_null(strstr(p, "libc.so.6"));
+	free(p);
+}
+
+/* Loads the simulator in variant ("", "old", "minimal") over the fixture scenario. */
+static void load_variant(const char *variant)
+{
+	struct sim sim;
+	struct gpuctl_ctx *ctx = NULL;
+	struct gpuctl_snapshot *snap = NULL;
+	struct log_capture logs = {0};
+
+	if (sim_start(&sim, variant, "lib-mesh.json") < 0)
+		skip();
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	gpuctl_ctx_set_log(ctx, log_capture_fn, &logs);
+	assert_int_equal(gpuctl_nvml_load(ctx), 0);
+	assert_int_equal(gpuctl_nvml_load(ctx), 0); /* idempotent */
+	assert_non_null(gpuctl_nvml_library_path(ctx));
+	assert_non_null(strstr(gpuctl_nvml_library_path(ctx), "libnvidia-ml.so.1"));
+	assert_int_equal(gpuctl_snapshot_take(ctx, GPUCTL_SNAP_ALL, &snap), 0);
+	assert_int_equal(gpuctl_snapshot_gpu_count(snap), 4);
+	for (size_t i = 0; i < 4; i++) {
+		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, i);
+		int64_t v;
+
+		assert_false(gpuctl_gpu_lost(g));
+		assert_int_equal(gpuctl_gpu_int(g, GPUCTL_F_INDEX, &v), 0);
+		assert_int_equal(v, (int64_t)i);
+		/* every variant has the identity calls */
+		assert_non_null(gpuctl_gpu_str(g, GPUCTL_F_UUID));
+		assert_non_null(gpuctl_gpu_str(g, GPUCTL_F_PCI_BUS_ID));
+	}
+	log_capture_assert_unique(&logs);
+	gpuctl_snapshot_free(snap);
+	gpuctl_ctx_free(ctx);
+	log_capture_free(&logs);
+	sim_stop(&sim);
+}
+
+static void test_sim_current(void **state)
+{
+	(void)state;
+	load_variant("");
+}
+
+static void test_sim_old(void **state)
+{
+	(void)state;
+	load_variant("old");
+}
+
+static void test_sim_minimal(void **state)
+{
+	(void)state;
+	load_variant("minimal");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_missing_library),
+	        cmocka_unit_test(test_no_driver_default_names),
+	        cmocka_unit_test(test_not_nvml),
+	        cmocka_unit_test(test_locate),
+	        cmocka_unit_test(test_sim_current),
+	        cmocka_unit_test(test_sim_old),
+	        cmocka_unit_test(test_sim_minimal),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test-topo.c: nvidia-smi level codes and the bandwidth model against NVIDIA's published NVLink
+ * totals and NCCL's PCIe figures (docs/topology.md lists the sources).
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "gpuctl/gpuctl.h"
+#include "snapshot-internal.h"
+#include "topo.h"
+
+#define assert_gbps(got, want) assert_true(fabs((got) - (want)) < 1e-9)
+
+static void test_level_codes(void **state)
+{
+	(void)state;
+	assert_string_equal(gpuctl_topo_level_code(GPUCTL_TOPO_INTERNAL), "PIX");
+	assert_string_equal(gpuctl_topo_level_code(GPUCTL_TOPO_SINGLE), "PIX");
+	assert_string_equal(gpuctl_topo_level_code(GPUCTL_TOPO_MULTIPLE), "PXB");
+	assert_string_equal(gpuctl_topo_level_code(GPUCTL_TOPO_HOSTBRIDGE), "PHB");
+	assert_string_equal(gpuctl_topo_level_code(GPUCTL_TOPO_NODE), "NODE");
+	assert_string_equal(gpuctl_topo_level_code(GPUCTL_TOPO_SYSTEM), "SYS");
+	assert_string_equal(gpuctl_topo_level_code(GPUCTL_TOPO_UNKNOWN), "N/A");
+	assert_string_equal(gpuctl_topo_level_code(35), "N/A");
+}
+
+/* Published per-GPU totals (both directions) over the GPU's links: total / 2 per direction. */
+static void test_nvlink_published_totals(void **state)
+{
+	static const struct {
+		const char *arch;
+		const char *cc;
+		int links;
+		double total_gbps;
+	} cases[] = {
+	        {"Pascal", "6.0", 4, 160.0},       /* P100 SXM2 */
+	        {"Volta", "7.0", 6, 300.0},        /* V100 SXM2 */
+	        {"Ampere", "8.0", 12, 600.0},      /* A100 SXM4 */
+	        {"Hopper", "9.0", 18, 900.0},      /* H100 SXM5 */
+	        {"Blackwell", "10.0", 18, 1800.0}, /* B200 / GB200 */
+	        {"Ampere", "8.6", 4, 112.5},       /* RTX A6000 / A40 NVLink bridge */
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct topo_end e = {cases[i].arch, cases[i].cc, 4, 16};
+		struct gpuctl_link l = {.level = GPUCTL_TOPO_SYSTEM,
+		                        .nvlinks = cases[i].links,
+		                        .p2p = GPUCTL_P2P_OK};
+
+		assert_gbps(topo_pair_gbps(&e, &e, &l), cases[i].total_gbps / 2);
+		l.nvswitch = true; /* through NVSwitches: the same per-GPU figure */
+		assert_gbps(topo_pair_gbps(&e, &e, &l), cases[i].total_gbps / 2);
+	}
+}
+
+static void test_nvlink_mixed_and_unknown(void **state)
+{
+	struct topo_end v = {"Volta", "7.0", 3, 16}, p = {"Pascal", "6.0", 3, 16};
+	struct topo_end u = {NULL, NULL, 0, 0};
+	struct gpuctl_link l = {.level = GPUCTL_TOPO_SYSTEM, .nvlinks = 2, .p2p = GPUCTL_P2P_OK};
+
+	(void)state;
+	assert_gbps(topo_pair_gbps(&v, &p, &l), 40.0); /* the slower end */
+	assert_gbps(topo_pair_gbps(&u, &u, &l), 40.0); /* unknown: NVLink 1 speed */
+}
+
+static void test_pcie_rates(void **state)
+{
+	(void)state;
+	assert_gbps(topo_pcie_gbps(3, 16), 12.0);
+	assert_gbps(topo_pcie_gbps(4, 16), 24.0);
+	assert_gbps(topo_pcie_gbps(5, 16), 48.0);
+	assert_gbps(topo_pcie_gbps(4, 8), 12.0);
+	assert_gbps(topo_pcie_gbps(1, 16), 3.0);
+	assert_gbps(topo_pcie_gbps(0, 0), 12.0); /* unknown: Gen3 x16 */
+}
+
+static double pcie_pair(int gen_a, int gen_b, int level, int p2p)
+{
+	struct topo_end a = {"Ampere", "8.0", gen_a, 16}, b = {"Ampere", "8.0", gen_b, 16};
+	struct gpuctl_link l = {.level = level, .nvlinks = 0, .p2p = p2p};
+
+	return topo_pair_gbps(&a, &b, &l);
+}
+
+static void test_pcie_paths(void **state)
+{
+	(void)state;
+	/* same switch: the slower GPU's link */
+	assert_gbps(pcie_pair(4, 4, GPUCTL_TOPO_SINGLE, GPUCTL_P2P_OK), 24.0);
+	assert_gbps(pcie_pair(4, 3, GPUCTL_TOPO_MULTIPLE, GPUCTL_P2P_OK), 12.0);
+	assert_gbps(pcie_pair(4, 4, GPUCTL_TOPO_INTERNAL, GPUCTL_P2P_OK), 24.0);
+	/* through a CPU root complex: NCCL's 6/5 overhead */
+	assert_gbps(pcie_pair(4, 4, GPUCTL_TOPO_HOSTBRIDGE, GPUCTL_P2P_OK), 20.0);
+	assert_gbps(pcie_pair(4, 4, GPUCTL_TOPO_NODE, GPUCTL_P2P_OK), 20.0);
+	/* across sockets: capped at the SMP link */
+	assert_gbps(pcie_pair(4, 4, GPUCTL_TOPO_SYSTEM, GPUCTL_P2P_OK), 10.0 / 1.2);
+	assert_gbps(pcie_pair(4, 4, GPUCTL_TOPO_UNKNOWN, GPUCTL_P2P_OK), 10.0 / 1.2);
+	/* the ladder nvidia-smi implies holds at every generation */
+	for (int gen = 3; gen <= 5; gen++) {
+		double pix = pcie_pair(gen, gen, GPUCTL_TOPO_SINGLE, GPUCTL_P2P_OK);
+		double phb = pcie_pair(gen, gen, GPUCTL_TOPO_HOSTBRIDGE, GPUCTL_P2P_OK);
+		double sys = pcie_pair(gen, gen, GPUCTL_TOPO_SYSTEM, GPUCTL_P2P_OK);
+
+		assert_true(pix > phb);
+		assert_true(phb > sys);
+	}
+}
+
+static void test_pcie_without_p2p(void **state)
+{
+	(void)state;
+	/* one switch, no P2P: both directions cross the switch uplink (NVIDIA/nccl#1086) */
+	assert_gbps(pcie_pair(4, 4, GPUCTL_TOPO_SINGLE, GPUCTL_P2P_GPU_NOT_SUPPORTED), 12.0);
+	assert_gbps(pcie_pair(3, 3, GPUCTL_TOPO_SINGLE, GPUCTL_P2P_CHIPSET_NOT_SUPPORTED), 6.0);
+	/* ...which is no faster than going across sockets */
+	assert_true(pcie_pair(3, 3, GPUCTL_TOPO_SINGLE, GPUCTL_P2P_NOT_SUPPORTED) <=
+	            pcie_pair(3, 3, GPUCTL_TOPO_SYSTEM, GPUCTL_P2P_NOT_SUPPORTED));
+	/* unknown P2P status is taken as possible */
+	assert_gbps(pcie_pair(4, 4, GPUCTL_TOPO_SINGLE, GPUCTL_P2P_UNKNOWN), 24.0);
+}
+
+static void test_fill_snapshot(void **state)
+{
+	struct gpuctl_snapshot *s = snapshot_new_empty(3, GPUCTL_SNAP_TOPOLOGY);
+	struct gpuctl_link l, got;
+
+	(void)state;
+	assert_non_null(s);
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(snapshot_set_str(s, i, GPUCTL_F_ARCHITECTURE, "Hopper"), 0);
+		assert_int_equal(snapshot_set_int(s, i, GPUCTL_F_PCIE_GEN_MAX, 5), 0);
+		assert_int_equal(snapshot_set_int(s, i, GPUCTL_F_PCIE_WIDTH_MAX, 16), 0);
+	}
+	l = (struct gpuctl_link){
+	        .level = GPUCTL_TOPO_SYSTEM, .nvlinks = 18, .nvswitch = true, .p2p = GPUCTL_P2P_OK};
+	assert_int_equal(snapshot_set_link(s, 0, 1, &l), 0);
+	l = (struct gpuctl_link){.level = GPUCTL_TOPO_SINGLE, .p2p = GPUCTL_P2P_OK};
+	assert_int_equal(snapshot_set_link(s, 1, 2, &l), 0);
+	assert_int_equal(snapshot_set_link(s, 1, 1, &l), -EINVAL);
+	topo_fill_bandwidth(s);
+	assert_int_equal(gpuctl_snapshot_link(s, 1, 0, &got), 0);
+	assert_gbps(got.bandwidth, 450.0);
+	assert_true(got.nvswitch);
+	assert_int_equal(gpuctl_snapshot_link(s, 2, 1, &got), 0);
+	assert_gbps(got.bandwidth, 48.0);
+	assert_int_equal(gpuctl_snapshot_link(s, 0, 2, &got), 0);
+	assert_int_equal(got.level, GPUCTL_TOPO_UNKNOWN);
+	assert_int_equal(got.p2p, GPUCTL_P2P_UNKNOWN);
+	assert_int_equal(gpuctl_snapshot_link(s, 0, 0, &got), -EINVAL);
+	assert_int_equal(gpuctl_snapshot_link(s, 0, 3, &got), -EINVAL);
+	gpuctl_snapshot_free(s);
+
+	s = snapshot_new_empty(2, GPUCTL_SNAP_BASIC);
+	assert_non_null(s);
+	assert_int_equal(gpuctl_snapshot_link(s, 0, 1, &got), -ENODATA);
+	gpuctl_snapshot_free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_level_codes),
+	        cmocka_unit_test(test_nvlink_published_totals),
+	        cmocka_unit_test(test_nvlink_mixed_and_unknown),
+	        cmocka_unit_test(test_pcie_rates),
+	        cmocka_unit_test(test_pcie_paths),
+	        cmocka_unit_test(test_pcie_without_p2p),
+	        cmocka_unit_test(test_fill_snapshot),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
