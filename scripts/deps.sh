@@ -5,7 +5,7 @@
 set -eu
 
 build_pkgs="gcc make cmake pkg-config libjansson-dev"
-test_pkgs="libcmocka-dev clang libclang-rt-14-dev clang-format python3 jq"
+test_pkgs="libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3"
 
 case "${1:-all}" in
 build) want="$build_pkgs" ;;

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""make bench: gpuctl's cost per command on every simulated machine.
+
+For each scenario and each simulated NVML latency (0 and 100 us per call) it runs a gpuctl
+command REPEAT times inside one `nvsim exec` and reports:
+  - wall time per run (median), including every simulated NVML delay;
+  - CPU time per run (user+sys of gpuctl, from the kernel's accounting of the children); at 0 us
+    this is gpuctl's own time; at 100 us it includes the simulator's busy-wait;
+  - NVML calls per run and per GPU, counted by the simulator: machine-independent, the figure to
+    compare across changes.
+Results are written as a Markdown table with the command and the machine it ran on. Speed is
+measured here, never asserted in tests.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.dirname(HERE)
+
+COMMANDS = {
+    "list": ["list"],
+    "list --query": ["list", "--query", "index,uuid,memory.used,utilization.gpu"],
+    "topo": ["topo"],
+    "info": ["info"],
+}
+LATENCIES = (0, 100)
+
+
+def machine():
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} CPUs, Linux {platform.release()}"
+
+
+def scenario_gpus(name):
+    with open(os.path.join(SRC, "sim", "scenarios", name + ".json")) as f:
+        return len(json.load(f)["gpus"])
+
+
+def measure(build, scenario, argv, latency, repeat):
+    nvsim = os.path.join(build, "bin", "nvsim")
+    gpuctl = os.path.join(build, "bin", "gpuctl")
+    with tempfile.TemporaryDirectory() as tmp:
+        calls = os.path.join(tmp, "calls.json")
+        out = os.path.join(tmp, "times.json")
+        cmd = [nvsim, "exec", "--latency-us", str(latency), "--calls-out", calls, scenario, "--",
+               sys.executable, os.path.join(HERE, "measure.py"), out, str(repeat), gpuctl, *argv]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            raise SystemExit(f"bench: {' '.join(cmd)} failed ({p.returncode}):\n{p.stderr}")
+        with open(out) as f:
+            t = json.load(f)
+        with open(calls) as f:
+            c = json.load(f)
+    return t, c["total"] / repeat
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--scenario", action="append", help="only these scenarios")
+    a = ap.parse_args()
+    build = os.path.abspath(a.build)
+    names = a.scenario or sorted(f[:-5] for f in os.listdir(os.path.join(SRC, "sim", "scenarios"))
+                                 if f.endswith(".json"))
+    rows = []
+    for name in names:
+        n = scenario_gpus(name)
+        for label, argv in COMMANDS.items():
+            r = {"scenario": name, "gpus": n, "command": label}
+            for lat in LATENCIES:
+                t, calls = measure(build, name, argv, lat, a.repeat if lat == 0 else max(3, a.repeat // 4))
+                r[lat] = (t, calls)
+            rows.append(r)
+            t0, c0 = r[0]
+            t1, _ = r[100]
+            print(f"{name:20} {label:14} {n:3} GPUs  wall {t0['wall_ms']:7.2f} ms  cpu {t0['cpu_ms']:7.2f} ms"
+                  f"  calls {c0:6.0f} ({c0 / n:5.1f}/GPU)  wall@100us {t1['wall_ms']:8.2f} ms", flush=True)
+
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Command: `make bench` (python3 bench/bench.py --build {a.build} --repeat {a.repeat})  ",
+        f"Machine: {machine()}  ",
+        f"Date: {datetime.date.today().isoformat()}  ",
+        "",
+        "Each row runs the gpuctl command repeatedly inside one `nvsim exec` (bench/measure.py).",
+        "Wall and CPU are medians per run in ms (CPU = user+sys of gpuctl; at 0 us it is gpuctl's",
+        "own cost). NVML calls are counted by the simulator and do not depend on the machine.",
+        "At 100 us the simulator busy-waits 100 us in every NVML call, as a slow driver would.",
+        "",
+        "| scenario | GPUs | command | wall ms (0 us) | CPU ms (0 us) | NVML calls | calls/GPU | wall ms (100 us/call) |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        t0, c0 = r[0]
+        t1, _ = r[100]
+        lines.append(f"| {r['scenario']} | {r['gpus']} | `gpuctl {r['command']}` | {t0['wall_ms']:.2f} | "
+                     f"{t0['cpu_ms']:.2f} | {c0:.0f} | {c0 / r['gpus']:.1f} | {t1['wall_ms']:.2f} |")
+    with open(a.out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"bench: wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()
