@@ -57,11 +57,11 @@ $(FUZZ_BUILD)/.configured: deps
 	@touch $@
 
 fuzz-smoke: $(FUZZ_BUILD)/.configured
-	cmake --build $(FUZZ_BUILD) -j$(JOBS)
+	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzz-all
 	@scripts/fuzz.sh $(FUZZ_BUILD) $(SMOKE_SECONDS)
 
 fuzz: $(FUZZ_BUILD)/.configured
-	cmake --build $(FUZZ_BUILD) -j$(JOBS)
+	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzz-all
 	@scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 bench: build
