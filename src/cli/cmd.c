@@ -107,16 +107,34 @@ int cmd_usage_error(const struct cmd_entry *entry, const char *fmt, ...)
 	return CLI_EXIT_USAGE;
 }
 
+void cli_bad_option_text(int opt, char **argv, char *buf, size_t size)
+{
+	/* optind already points past the offending word (or its missing argument). For a long
+	 * option getopt_long leaves in optopt the option's internal value, not a character, so
+	 * the message quotes the word as typed. */
+	const char *word = optind > 0 ? argv[optind - 1] : "?";
+	const char *eq = strchr(word, '=');
+	int w;
+
+	if (opt == ':')
+		w = snprintf(buf, size, "option '%s' needs an argument", word);
+	else if (strncmp(word, "--", 2) == 0 && eq && optopt)
+		w = snprintf(buf, size, "option '%.*s' takes no value", (int)(eq - word), word);
+	else if (strncmp(word, "--", 2) != 0 && optopt > ' ' && optopt < 0x7f)
+		w = snprintf(buf, size, "unknown option '-%c'", optopt);
+	else
+		w = snprintf(buf, size, "unknown option '%s'", word);
+	if (w < 0)
+		buf[0] = '\0';
+}
+
 int cmd_bad_option(const struct cmd_entry *entry, int opt, char **argv)
 {
-	/* getopt_long was called with opterr = 0: the message is ours, one line. optind already
-	 * points past the offending word (or its missing argument). */
-	const char *word = optind > 0 ? argv[optind - 1] : "?";
-	if (opt == ':')
-		return cmd_usage_error(entry, "option '%s' needs an argument", word);
-	if (optopt)
-		return cmd_usage_error(entry, "unknown option '-%c'", optopt);
-	return cmd_usage_error(entry, "unknown option '%s'", word);
+	/* getopt_long was called with opterr = 0: the message is ours, one line. */
+	char what[512];
+
+	cli_bad_option_text(opt, argv, what, sizeof(what));
+	return cmd_usage_error(entry, "%s", what);
 }
 
 static void log_hook(void *userdata, enum gpuctl_log_level level, const char *msg)

@@ -68,6 +68,8 @@ int cmd_usage_error(const struct cmd_entry *entry, const char *fmt, ...)
 
 /* Standard getopt error handling for a command: call on '?' and ':' returns. */
 int cmd_bad_option(const struct cmd_entry *entry, int opt, char **argv);
+/* Describes the option getopt_long just refused ('?' or ':' in opt), naming it as typed. */
+void cli_bad_option_text(int opt, char **argv, char *buf, size_t size);
 
 /* Creates the context (once) and takes a snapshot with the given flags. On failure prints the
  * one-line error and returns the exit status (CLI_EXIT_NODRIVER for -ENOENT/-ENODEV, else

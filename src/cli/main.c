@@ -43,13 +43,12 @@ int main(int argc, char **argv)
 		case 'h':
 			cli_usage(stdout);
 			return cli_finish_output(CLI_EXIT_OK);
-		default:
-			if (optopt)
-				cli_error("unknown option '-%c' (see 'gpuctl --help')", optopt);
-			else
-				cli_error("unknown option '%s' (see 'gpuctl --help')",
-				          argv[optind - 1]);
+		default: {
+			char what[512];
+			cli_bad_option_text(opt, argv, what, sizeof(what));
+			cli_error("%s (see 'gpuctl --help')", what);
 			return CLI_EXIT_USAGE;
+		}
 		}
 	}
 	if (optind >= argc) {

@@ -1118,7 +1118,16 @@ static void read_topology(struct reader *rd)
 					                ? (int)st
 					                : GPUCTL_P2P_UNKNOWN;
 			}
-			/* both ends should report the same count; a lost end reports none */
+			/* A pair with a lost GPU has no facts: its walk may have stopped part-way
+			 * (a count of 5 of 12 links would be a wrong fact, not a missing one). */
+			if (!gpu_readable(rd, a) || !gpu_readable(rd, b)) {
+				(void)snapshot_set_link(
+				        rd->snap, a, b,
+				        &(struct gpuctl_link){.level = GPUCTL_TOPO_UNKNOWN,
+				                              .p2p = GPUCTL_P2P_UNKNOWN});
+				continue;
+			}
+			/* both ends should report the same count */
 			l.nvlinks = d_ab > d_ba ? d_ab : d_ba;
 			if (l.nvlinks == 0 && ga->nvswitch_links > 0 && gb->nvswitch_links > 0) {
 				l.nvswitch = true;
