@@ -80,7 +80,8 @@ class InstallTest(GpuctlTestCase):
         exe = os.path.join(self.tmp, "example")
         with open(src, "w") as f:
             f.write(EXAMPLE)
-        p = subprocess.run(["cc", "-std=c17", "-Wall", "-Werror", src, "-o", exe, *flags],
+        san = ["-fsanitize=address,undefined"] if os.environ.get("GPUCTL_SANITIZE") == "1" else []
+        p = subprocess.run(["cc", "-std=c17", "-Wall", "-Werror", *san, src, "-o", exe, *flags],
                            capture_output=True, text=True)
         self.assertEqual(p.returncode, 0, p.stderr)
         libdir = os.path.join(self.root, lib)
