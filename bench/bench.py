@@ -5,7 +5,8 @@ For each scenario and each simulated NVML latency (0 and 100 us per call) it run
 command REPEAT times inside one `nvsim exec` and reports:
   - wall time per run (median), including every simulated NVML delay;
   - CPU time per run (user+sys of gpuctl, from the kernel's accounting of the children); at 0 us
-    this is gpuctl's own time; at 100 us it includes the simulator's busy-wait;
+    this is gpuctl plus the simulator library in its process (scenario parsing); at 100 us it
+    also includes the simulator's busy-wait;
   - NVML calls per run and per GPU, counted by the simulator: machine-independent, the figure to
     compare across changes.
 Results are written as a Markdown table with the command and the machine it ran on. Speed is
@@ -100,8 +101,9 @@ def main():
         f"Date: {datetime.date.today().isoformat()}  ",
         "",
         "Each row runs the gpuctl command repeatedly inside one `nvsim exec` (bench/measure.py).",
-        "Wall and CPU are medians per run in ms (CPU = user+sys of gpuctl; at 0 us it is gpuctl's",
-        "own cost). NVML calls are counted by the simulator and do not depend on the machine.",
+        "Wall and CPU are medians per run in ms (CPU = user+sys of the gpuctl process, which at",
+        "0 us is gpuctl plus the simulator library loaded into it). NVML calls are counted by the",
+        "simulator and do not depend on the machine.",
         "At 100 us the simulator busy-waits 100 us in every NVML call, as a slow driver would.",
         "",
         "| scenario | GPUs | command | wall ms (0 us) | CPU ms (0 us) | NVML calls | calls/GPU | wall ms (100 us/call) |",
@@ -112,8 +114,16 @@ def main():
         t1, _ = r[100]
         lines.append(f"| {r['scenario']} | {r['gpus']} | `gpuctl {r['command']}` | {t0['wall_ms']:.2f} | "
                      f"{t0['cpu_ms']:.2f} | {c0:.0f} | {c0 / r['gpus']:.1f} | {t1['wall_ms']:.2f} |")
+    # The hand-written reading of the numbers below the table survives a new run.
+    notes = ""
+    if os.path.exists(a.out):
+        with open(a.out) as f:
+            old = f.read()
+        k = old.find("\n## Reading the table")
+        if k >= 0:
+            notes = old[k:]
     with open(a.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write("\n".join(lines) + "\n" + notes)
     print(f"bench: wrote {a.out}")
 
 
