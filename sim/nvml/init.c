@@ -166,13 +166,20 @@ static nvmlReturn_t injected(enum sim_fn fn, int gpu)
 	return NVML_SUCCESS;
 }
 
-nvmlReturn_t sim_begin(enum sim_fn fn, bool need_init)
+/* What every simulated call does first: count it, take the lock (sim_end releases it), pick
+ * up nvsim's changes, and spend the configured latency. */
+static void enter(enum sim_fn fn)
 {
 	__atomic_fetch_add(&counts[fn], 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&sim_lib.lock);
 	if (sim_lib.init_count)
 		refresh();
 	busy_wait_us(latency_us());
+}
+
+nvmlReturn_t sim_begin(enum sim_fn fn, bool need_init)
+{
+	enter(fn);
 	if (need_init && !sim_lib.init_count)
 		return NVML_ERROR_UNINITIALIZED;
 	if (sim_lib.init_count)
@@ -210,11 +217,7 @@ nvmlReturn_t sim_begin_dev(enum sim_fn fn, nvmlDevice_t dev, unsigned int flags,
 {
 	nvmlReturn_t r;
 
-	__atomic_fetch_add(&counts[fn], 1, __ATOMIC_RELAXED);
-	pthread_mutex_lock(&sim_lib.lock);
-	if (sim_lib.init_count)
-		refresh();
-	busy_wait_us(latency_us());
+	enter(fn);
 	if (!sim_lib.init_count)
 		return NVML_ERROR_UNINITIALIZED;
 	r = sim_resolve(dev, c);
@@ -514,11 +517,7 @@ static nvmlReturn_t by_index(enum sim_fn fn, unsigned int index, nvmlDevice_t *d
 {
 	nvmlReturn_t r;
 
-	__atomic_fetch_add(&counts[fn], 1, __ATOMIC_RELAXED);
-	pthread_mutex_lock(&sim_lib.lock);
-	if (sim_lib.init_count)
-		refresh();
-	busy_wait_us(latency_us());
+	enter(fn);
 	if (!sim_lib.init_count)
 		return sim_end(NVML_ERROR_UNINITIALIZED);
 	if (!device || index >= sim_lib.n_gpus)
