@@ -4,7 +4,7 @@
 # Usage: scripts/deps.sh [build|test|all]   (default: all)
 set -eu
 
-build_pkgs="gcc make cmake pkg-config libjansson-dev"
+build_pkgs="gcc make cmake pkg-config libjansson-dev libnuma-dev"
 test_pkgs="libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3"
 
 case "${1:-all}" in
