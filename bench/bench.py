@@ -114,6 +114,21 @@ def main():
         t1, _ = r[100]
         lines.append(f"| {r['scenario']} | {r['gpus']} | `gpuctl {r['command']}` | {t0['wall_ms']:.2f} | "
                      f"{t0['cpu_ms']:.2f} | {c0:.0f} | {c0 / r['gpus']:.1f} | {t1['wall_ms']:.2f} |")
+    # Selection: time and quality of gpuctl_select against GPU count and request size, from
+    # build/bin/select-bench (bench/select-bench.c; quality = ring bandwidth / optimum).
+    sel = os.path.join(build, "bin", "select-bench")
+    if os.path.exists(sel) and not a.scenario:
+        p = subprocess.run([sel, str(a.repeat)], capture_output=True, text=True, timeout=1800)
+        if p.returncode != 0:
+            raise SystemExit(f"bench: {sel} failed ({p.returncode}):\n{p.stderr}")
+        print(p.stdout, end="", flush=True)
+        lines += ["", "## Selection", "",
+                  f"Command: `{os.path.relpath(sel)} {a.repeat}` (bench/select-bench.c), all GPUs free.",
+                  "Median ms per `gpuctl_select` call; quality = ring bandwidth of the chosen set /",
+                  "the optimum (brute force where feasible). 'heuristic' forces the large-machine",
+                  "search on the same request, to measure its gap where the optimum is known.", ""]
+        lines += p.stdout.rstrip("\n").split("\n")
+
     # The hand-written reading of the numbers below the table survives a new run.
     notes = ""
     if os.path.exists(a.out):

@@ -10,6 +10,7 @@
 #include "functions.h"
 #include "nvsim.h"
 #include "util.h"
+#include "cuda/errors.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -171,6 +172,30 @@ static int set_path(json_t *obj, const char *path, json_t *v)
 	return set_path(obj, dot + 1, v);
 }
 
+/* cuda.alloc=ok|hang|fail[:ERROR] → gpus.N.cuda {"alloc", "error"} (sim/README.md). */
+static int set_cuda_alloc(json_t *g, const char *value, const char *arg)
+{
+	const char *colon = strchr(value, ':');
+	size_t len = colon ? (size_t)(colon - value) : strlen(value);
+	json_t *cuda;
+	int err = 999; /* CUDA_ERROR_UNKNOWN */
+
+	if (len == 4 && strncmp(value, "fail", 4) == 0) {
+		if (colon && (err = sim_cuda_error_from_name(colon + 1)) <= 0)
+			return nvsim_err(EXIT_USAGE,
+			                 "%s: not a CUDA error name (e.g. OUT_OF_MEMORY)", arg);
+	} else if (colon || (strcmp(value, "ok") != 0 && strcmp(value, "hang") != 0)) {
+		return nvsim_err(EXIT_USAGE, "%s: expected ok, fail, fail:ERROR or hang", arg);
+	}
+	if (strcmp(value, "ok") == 0)
+		return json_object_del(g, "cuda"), 0;
+	cuda = json_pack("{s:s%}", "alloc", value, len);
+	if (!cuda || (strncmp(value, "fail", 4) == 0 &&
+	              json_object_set_new(cuda, "error", json_integer(err)) < 0))
+		return -ENOMEM;
+	return json_object_set_new(g, "cuda", cuda) < 0 ? -ENOMEM : 0;
+}
+
 static int apply_special(struct nvstate *st, json_t *g, unsigned int gpu, const char *key,
                          const char *value, const char *arg)
 {
@@ -193,6 +218,8 @@ static int apply_special(struct nvstate *st, json_t *g, unsigned int gpu, const 
 		               ? -ENOMEM
 		               : 0;
 	}
+	if (strcmp(key, "cuda.alloc") == 0)
+		return set_cuda_alloc(g, value, arg);
 	if (strncmp(key, "nvlink.", 7) == 0) {
 		json_t *down = json_object_get(g, "nvlink_down"), *nd, *el;
 		size_t i;
@@ -440,8 +467,9 @@ static int resolve_device(const struct sim_scenario *sc, const char *arg, const 
 
 int cmd_proc(int argc, char **argv)
 {
-	const char *pid_s = NULL, *dev = NULL, *mem = NULL, *uuid;
+	const char *pid_s = NULL, *dev = NULL, *mem = NULL, *util_s = NULL, *uuid;
 	unsigned long long bytes = 0;
+	uint64_t util = 0;
 	struct nvstate st;
 	char path[4200];
 	uint64_t pid;
@@ -450,7 +478,7 @@ int cmd_proc(int argc, char **argv)
 	if (argc < 3 || (strcmp(argv[1], "add") && strcmp(argv[1], "rm")))
 		return nvsim_err(EXIT_USAGE,
 		                 "proc: usage: nvsim proc add --pid PID -i GPU|MIG-UUID "
-		                 "--mem SIZE | nvsim proc rm PID");
+		                 "[--mem SIZE] [--util PCT] | nvsim proc rm PID");
 	if (strcmp(argv[1], "rm") == 0) {
 		if (argc != 3 || sim_parse_u64(argv[2], INT_MAX, &pid) < 0)
 			return nvsim_err(EXIT_USAGE, "proc rm: expected a PID, got \"%s\"",
@@ -474,6 +502,8 @@ int cmd_proc(int argc, char **argv)
 			dev = argv[++i];
 		else if (strcmp(argv[i], "--mem") == 0)
 			mem = argv[++i];
+		else if (strcmp(argv[i], "--util") == 0)
+			util_s = argv[++i];
 		else
 			return nvsim_err(EXIT_USAGE, "proc add: unknown option \"%s\"", argv[i]);
 	}
@@ -484,6 +514,8 @@ int cmd_proc(int argc, char **argv)
 	if (mem && nvsim_parse_size(mem, &bytes) < 0)
 		return nvsim_err(EXIT_USAGE, "--mem %s: expected a size such as 512MiB or 10GiB",
 		                 mem);
+	if (util_s && sim_parse_u64(util_s, 100, &util) < 0)
+		return nvsim_err(EXIT_USAGE, "--util %s: expected a percentage 0..100", util_s);
 	if ((r = nvstate_open(&st)) != 0)
 		goto out;
 	if (resolve_device(st.sc, dev, &uuid) < 0) {
@@ -491,8 +523,8 @@ int cmd_proc(int argc, char **argv)
 		goto out;
 	} else {
 		_cleanup_(json_decrefp) json_t *j =
-		        json_pack("{sIsssI}", "pid", (json_int_t)pid, "gpu", uuid,
-		                  "used_memory_bytes", (json_int_t)bytes);
+		        json_pack("{sIsssIsI}", "pid", (json_int_t)pid, "gpu", uuid,
+		                  "used_memory_bytes", (json_int_t)bytes, "util", (json_int_t)util);
 		snprintf(path, sizeof(path), "%s/procs", st.dir);
 		(void)sim_mkdir_p(path);
 		snprintf(path, sizeof(path), "%s/procs/%llu.json", st.dir, (unsigned long long)pid);
@@ -571,9 +603,10 @@ int cmd_show(int argc, char **argv)
 	procs = json_array();
 	(void)sim_procs_load(st.dir, &p, &n);
 	for (size_t i = 0; procs && i < n; i++)
-		json_array_append_new(procs, json_pack("{sIsssI}", "pid", (json_int_t)p[i].pid,
+		json_array_append_new(procs, json_pack("{sIsssIsI}", "pid", (json_int_t)p[i].pid,
 		                                       "gpu", p[i].uuid, "used_memory_bytes",
-		                                       (json_int_t)p[i].used_bytes));
+		                                       (json_int_t)p[i].used_bytes, "util",
+		                                       (json_int_t)p[i].util));
 	free(p);
 	out = json_pack("{sssOsO}", "scenario", st.sc->name, "state", st.state, "procs", procs);
 	if (!out) {

@@ -1,7 +1,8 @@
 /* nvsim: runs commands on a simulated NVIDIA machine and changes it while they run.
  * `nvsim exec` makes a private state directory, points the product at the simulated
- * libnvidia-ml.so.1 (GPUCTL_NVML_LIBRARY) and runs the command; the other commands change or
- * show the state of the machine named by NVSIM_STATE_DIR (see sim/README.md).
+ * libnvidia-ml.so.1 (GPUCTL_NVML_LIBRARY), puts the simulated libraries' directory first on
+ * LD_LIBRARY_PATH (so libcuda.so.1 is the simulated CUDA driver) and runs the command; the other
+ * commands change or show the state of the machine named by NVSIM_STATE_DIR (see sim/README.md).
  *
  * Decisions:
  * - Errors are one line "nvsim: <what>: <why>"; exit codes 0 ok, 1 failure, 2 usage or bad
@@ -246,6 +247,28 @@ static int find_library(char *out, size_t len)
 	return sim_strlcpy(out, exe, len);
 }
 
+/* Puts the directory of the simulated libraries (that of lib) first on LD_LIBRARY_PATH, so a
+ * program that dlopens or links libcuda.so.1 (or libnvidia-ml.so.1) by soname gets the
+ * simulated machine. */
+static int prepend_library_path(const char *lib)
+{
+	const char *old = getenv("LD_LIBRARY_PATH"), *slash = strrchr(lib, '/');
+	_cleanup_free_ char *v = NULL;
+	int n;
+
+	if (!slash)
+		return -EINVAL;
+	if (old && *old)
+		n = asprintf(&v, "%.*s:%s", (int)(slash - lib), lib, old);
+	else
+		n = asprintf(&v, "%.*s", (int)(slash - lib), lib);
+	if (n < 0) {
+		v = NULL;
+		return -ENOMEM;
+	}
+	return setenv("LD_LIBRARY_PATH", v, 1) < 0 ? -errno : 0;
+}
+
 static int make_state_dir(char *dir, const char *scenario, size_t len, long long latency)
 {
 	static const char *const subdirs[] = {"procs", "calls", "cuda"};
@@ -373,6 +396,10 @@ static int cmd_exec(int argc, char **argv)
 		goto out;
 	setenv("NVSIM_STATE_DIR", dir, 1);
 	setenv("GPUCTL_NVML_LIBRARY", lib, 1);
+	if ((r = prepend_library_path(lib)) < 0) {
+		rc = nvsim_err(EXIT_FAILURE, "LD_LIBRARY_PATH: %s", strerror(-r));
+		goto out;
+	}
 	rc = run_child(argv + i + 2);
 	if (calls_out) {
 		_cleanup_(json_decrefp) json_t *calls = NULL;
@@ -400,7 +427,7 @@ static const struct {
         {"exec", cmd_exec, "exec [opts] SCENARIO -- CMD  run CMD on a fresh simulated machine"},
         {"fail", cmd_fail, "fail FUNCTION ERROR [-i GPU] | fail --clear   inject NVML errors"},
         {"latency", cmd_latency, "latency US                  add US microseconds to every call"},
-        {"proc", cmd_proc, "proc add --pid PID -i GPU --mem SIZE | proc rm PID"},
+        {"proc", cmd_proc, "proc add --pid PID -i GPU [--mem SIZE] [--util PCT] | proc rm PID"},
         {"scenarios", cmd_scenarios, "scenarios                   list scenario names"},
         {"set", cmd_set, "set [-i GPU[,GPU]] KEY=VALUE...   change GPU state"},
         {"show", cmd_show, "show                        print the state as JSON"},

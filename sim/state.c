@@ -185,6 +185,32 @@ int sim_state_merge(json_t *scenario, json_t *state, json_t **ret)
 	return 0;
 }
 
+/* gpus.N.cuda: {"alloc": "ok" | "fail" | "hang", "error": CUresult} */
+static int parse_cuda(json_t *v, struct sim_gpu_dyn *d, const char *key, char *err, size_t errlen)
+{
+	static const char *const modes[] = {[SIM_CUDA_ALLOC_OK] = "ok",
+	                                    [SIM_CUDA_ALLOC_FAIL] = "fail",
+	                                    [SIM_CUDA_ALLOC_HANG] = "hang"};
+	json_t *alloc = json_object_get(v, "alloc"), *e = json_object_get(v, "error");
+	const char *a = json_string_value(alloc);
+
+	d->cuda_alloc = -1;
+	for (size_t m = 0; a && m < SIM_ELEMENTSOF(modes); m++)
+		if (strcmp(a, modes[m]) == 0)
+			d->cuda_alloc = (int)m;
+	if (!json_is_object(v) || d->cuda_alloc < 0 ||
+	    (e && (!json_is_integer(e) || json_integer_value(e) <= 0 ||
+	           json_integer_value(e) > 100000))) {
+		snprintf(err, errlen,
+		         "gpus.%s.cuda: expected {\"alloc\": \"ok|fail|hang\", "
+		         "\"error\": CUresult}",
+		         key);
+		return -EINVAL;
+	}
+	d->cuda_alloc_error = e ? (int)json_integer_value(e) : 999; /* CUDA_ERROR_UNKNOWN */
+	return 0;
+}
+
 int sim_dyn_from_json(json_t *state, unsigned int n_gpus, struct sim_dyn *ret, char *err,
                       size_t errlen)
 {
@@ -222,6 +248,9 @@ int sim_dyn_from_json(json_t *state, unsigned int n_gpus, struct sim_dyn *ret, c
 			d->lost_after_calls = json_integer_value(json_object_get(v, "calls"));
 			d->lost_after_gen = json_integer_value(json_object_get(v, "gen"));
 		}
+		v = json_object_get(per, "cuda");
+		if (v && parse_cuda(v, d, key, err, errlen) < 0)
+			return -EINVAL;
 		json_array_foreach(json_object_get(per, "nvlink_down"), i,
 		                   el) if (json_is_integer(el) && json_integer_value(el) >= 0 &&
 		                           json_integer_value(el) < 64) d->nvlink_down |=
@@ -254,6 +283,23 @@ bool sim_pid_alive(pid_t pid)
 	return kill(pid, 0) == 0 || errno == EPERM;
 }
 
+/* One {"gpu", "used_memory_bytes", "util"} object (util optional, 0..100). */
+static int proc_entry(json_t *o, pid_t pid, struct sim_proc *ret)
+{
+	json_t *uuid = json_object_get(o, "gpu"), *mem = json_object_get(o, "used_memory_bytes"),
+	       *util = json_object_get(o, "util");
+
+	if (!json_is_string(uuid) || !json_is_integer(mem) || json_integer_value(mem) < 0 ||
+	    (util && (!json_is_integer(util) || json_integer_value(util) < 0 ||
+	              json_integer_value(util) > 100)))
+		return -EINVAL;
+	ret->pid = pid;
+	sim_strlcpy(ret->uuid, json_string_value(uuid), sizeof(ret->uuid));
+	ret->used_bytes = (unsigned long long)json_integer_value(mem);
+	ret->util = util ? (unsigned int)json_integer_value(util) : 0;
+	return 0;
+}
+
 int sim_procs_load(const char *dir, struct sim_proc **ret, size_t *ret_n)
 {
 	char path[4096];
@@ -278,29 +324,33 @@ int sim_procs_load(const char *dir, struct sim_proc **ret, size_t *ret_n)
 	while ((de = readdir(d)) && n < SIM_MAX_PROCS) {
 		_cleanup_free_ char *buf = NULL;
 		_cleanup_(json_decrefp) json_t *j = NULL;
-		json_t *pid, *uuid, *mem;
-		size_t len, nl = strlen(de->d_name);
+		json_t *pid, *devices, *el;
+		size_t len, nl = strlen(de->d_name), i;
 		char file[4400];
 
 		if (nl < 6 || strcmp(de->d_name + nl - 5, ".json") != 0)
 			continue;
 		snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
-		if (sim_read_file(file, 65536, &buf, &len) < 0)
+		if (sim_read_file(file, 1 << 20, &buf, &len) < 0)
 			continue;
 		j = json_loadb(buf, len, 0, NULL);
 		pid = json_object_get(j, "pid");
-		uuid = json_object_get(j, "gpu");
-		mem = json_object_get(j, "used_memory_bytes");
-		if (!json_is_integer(pid) || !json_is_string(uuid) || !json_is_integer(mem) ||
-		    json_integer_value(pid) <= 0 || json_integer_value(pid) > INT_MAX ||
-		    json_integer_value(mem) < 0)
+		if (!json_is_integer(pid) || json_integer_value(pid) <= 0 ||
+		    json_integer_value(pid) > INT_MAX ||
+		    !sim_pid_alive((pid_t)json_integer_value(pid)))
 			continue;
-		if (!sim_pid_alive((pid_t)json_integer_value(pid)))
+		devices = json_object_get(j, "devices");
+		if (!json_is_array(devices)) {
+			if (proc_entry(j, (pid_t)json_integer_value(pid), &procs[n]) == 0)
+				n++;
 			continue;
-		procs[n].pid = (pid_t)json_integer_value(pid);
-		sim_strlcpy(procs[n].uuid, json_string_value(uuid), sizeof(procs[n].uuid));
-		procs[n].used_bytes = (unsigned long long)json_integer_value(mem);
-		n++;
+		}
+		json_array_foreach(devices, i, el)
+		{
+			if (n < SIM_MAX_PROCS &&
+			    proc_entry(el, (pid_t)json_integer_value(pid), &procs[n]) == 0)
+				n++;
+		}
 	}
 	closedir(d);
 	*ret = TAKE_PTR(procs);

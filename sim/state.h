@@ -4,6 +4,7 @@
  *   procs/PID.json  registered compute processes
  *   calls/PID-SEQ.json  call counts dumped by each process using the library
  *   kmsg, cuda/     reserved
+ *   ledger.jsonl    nvsim-load's record of where each run ran
  * Writers replace files atomically (temp + fsync + rename); readers stat before re-reading. */
 #ifndef SIM_STATE_H
 #define SIM_STATE_H
@@ -31,6 +32,15 @@ struct sim_gpu_dyn {
 	long long lost_after_calls; /* -1 = not armed */
 	long long lost_after_gen;   /* bumped by nvsim on every set, so a process re-arms */
 	uint64_t nvlink_down;       /* bit N = link N down */
+	int cuda_alloc;             /* enum sim_cuda_alloc: what cuMemAlloc does on this GPU */
+	int cuda_alloc_error;       /* the CUresult of SIM_CUDA_ALLOC_FAIL */
+};
+
+/* `nvsim set cuda.alloc=ok|fail[:ERROR]|hang`, read by the simulated libcuda.so.1. */
+enum sim_cuda_alloc {
+	SIM_CUDA_ALLOC_OK = 0,
+	SIM_CUDA_ALLOC_FAIL = 1, /* cuMemAlloc returns cuda_alloc_error */
+	SIM_CUDA_ALLOC_HANG = 2, /* cuMemAlloc never returns */
 };
 
 struct sim_dyn {
@@ -40,10 +50,13 @@ struct sim_dyn {
 	struct sim_gpu_dyn gpus[SIM_MAX_GPUS];
 };
 
+/* One registration entry: a process on one GPU or MIG device. A process using several
+ * devices has one entry per device (procs/PID.json's "devices" form, sim/README.md). */
 struct sim_proc {
 	pid_t pid;
 	char uuid[96];
 	unsigned long long used_bytes;
+	unsigned int util; /* percent of GPU time it adds to utilization.gpu (0..100) */
 };
 
 int sim_read_file(const char *path, size_t max, char **ret, size_t *ret_len);

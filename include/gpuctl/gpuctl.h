@@ -317,6 +317,125 @@ const char *gpuctl_topo_level_code(int level);
 int gpuctl_ids_resolve(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap, const char *ids,
                        size_t **ret_indices, size_t *ret_count);
 
+/* ---- Device sets and device strings (src/lib/devstr.c; rules: docs/device-strings.md) ---- */
+
+/* An ordered list of devices: each a whole GPU or one MIG device of a GPU, named by snapshot
+ * index (and MIG index on that GPU). A set refers to the snapshot it was made against. */
+struct gpuctl_devset;
+
+int gpuctl_devset_new(struct gpuctl_devset **ret_set);
+void gpuctl_devset_free(struct gpuctl_devset *set);
+/* Appends a device; mig < 0 for the whole GPU. -EEXIST if it is in the set already. */
+int gpuctl_devset_add(struct gpuctl_devset *set, size_t gpu, int mig);
+size_t gpuctl_devset_count(const struct gpuctl_devset *set);
+/* The i-th device; *ret_mig is -1 for a whole GPU. -EINVAL when i is out of range. */
+int gpuctl_devset_get(const struct gpuctl_devset *set, size_t i, size_t *ret_gpu, int *ret_mig);
+/* Whether the set holds that device. */
+bool gpuctl_devset_contains(const struct gpuctl_devset *set, size_t gpu, int mig);
+/* The i-th device's UUID ("GPU-..." or "MIG-...") in snap, NULL if unknown. */
+const char *gpuctl_devset_uuid(const struct gpuctl_devset *set, const struct gpuctl_snapshot *snap,
+                               size_t i);
+
+/* Parses a CUDA_VISIBLE_DEVICES value as the CUDA driver does: NULL (unset) shows every
+ * device; "" none; indices, GPU- UUIDs, unique UUID prefixes, MIG- UUIDs and the legacy
+ * MIG-GPU-<uuid>/<gi>/<ci> form; parsing stops at the first invalid entry; a duplicate gives no
+ * device at all. order is CUDA_DEVICE_ORDER's value (NULL or unknown: FASTEST_FIRST). The
+ * result lists the visible devices in CUDA ordinal order. Content is never an error (CUDA
+ * does not fail on it either): where parsing stopped, and why, is logged once as a warning.
+ * Returns 0, or -ENOMEM. */
+int gpuctl_devstr_parse_cuda(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
+                             const char *value, const char *order, struct gpuctl_devset **ret_set);
+/* Parses NVIDIA_VISIBLE_DEVICES as the NVIDIA container toolkit does: "all", "none", "void",
+ * empty, NVML indices, full GPU/MIG UUIDs, PCI bus ids, "<gpu>:<mig>" pairs. -EINVAL, with a
+ * message naming the entry, for anything the toolkit would refuse. */
+int gpuctl_devstr_parse_nvidia(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
+                               const char *value, struct gpuctl_devset **ret_set);
+/* The allocation gpuctl itself runs inside, from its environment: CUDA_VISIBLE_DEVICES (with
+ * CUDA_DEVICE_ORDER), NVIDIA_VISIBLE_DEVICES, SLURM_STEP_GPUS, SLURM_JOB_GPUS; when several
+ * are set, the devices all of them allow, in the order of the first. Writes NULL to *ret_set
+ * (and to *ret_source) when none is set; else the set and the name(s) of the variable(s).
+ * -EINVAL (message names the variable) for a value that cannot be read. */
+int gpuctl_outer_allocation(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
+                            struct gpuctl_devset **ret_set, const char **ret_source);
+
+/* Output forms of a device set (`gpuctl select --format`). */
+enum gpuctl_render {
+	GPUCTL_RENDER_CUDA,   /* CUDA_VISIBLE_DEVICES=GPU-...,GPU-... */
+	GPUCTL_RENDER_ENV,    /* shell export lines */
+	GPUCTL_RENDER_DOCKER, /* --gpus '"device=..."' */
+	GPUCTL_RENDER_NVIDIA, /* NVIDIA_VISIBLE_DEVICES=... */
+	GPUCTL_RENDER_CDI,    /* nvidia.com/gpu=... names */
+	GPUCTL_RENDER_K8S,    /* a resources + env snippet */
+	GPUCTL_RENDER_JSON,   /* docs/json.md */
+};
+/* Render flag: NVML indices instead of UUIDs (with CUDA_DEVICE_ORDER=PCI_BUS_ID where CUDA
+ * reads them). */
+#define GPUCTL_RENDER_INDICES 1u
+/* Looks a render form up by name ("cuda", "env", ...); -EINVAL if unknown. */
+int gpuctl_render_lookup(const char *name);
+/* Renders set; *ret_text is malloc'ed, ends with a newline. */
+int gpuctl_devstr_render(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
+                         const struct gpuctl_devset *set, enum gpuctl_render form, unsigned flags,
+                         char **ret_text);
+/* The CUDA ordinals of set's devices inside a process whose environment has
+ * CUDA_VISIBLE_DEVICES=cuda_visible and CUDA_DEVICE_ORDER=order (NULL: unset), i.e. the number
+ * to pass to cudaSetDevice. ret_ordinals has gpuctl_devset_count(set) entries; a device that
+ * process cannot see gets -1. */
+int gpuctl_devset_cuda_ordinals(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
+                                const struct gpuctl_devset *set, const char *cuda_visible,
+                                const char *order, int *ret_ordinals);
+
+/* ---- Selection (src/lib/select.c; model: docs/selection.md) ---- */
+
+/* What a job needs. Initialise with GPUCTL_SELECT_REQUEST_INIT; struct_size lets the struct
+ * grow without breaking callers built against an older header. */
+struct gpuctl_select_request {
+	size_t struct_size;    /* sizeof(struct gpuctl_select_request) */
+	unsigned count;        /* devices wanted; 0 is allowed (no GPU) */
+	uint64_t min_free_mem; /* bytes free at least; 0: any */
+	int max_util;          /* GPU utilisation at most, percent; -1: any */
+	bool no_procs;         /* no compute process on the device */
+	const char *only;      /* GPU ids (gpuctl_ids_resolve forms) to choose among; NULL: all */
+	const char *exclude;   /* GPU ids never to choose; NULL: none */
+	int numa_node;         /* only GPUs attached to this NUMA node; -1: any */
+	const char
+	        *mig_profile; /* choose MIG devices of this profile ("1g.10gb"); NULL: whole GPUs */
+	const struct gpuctl_devset *within; /* the outer allocation; NULL: the whole machine */
+	bool allow_unhealthy; /* keep GPUs with uncorrectable memory errors (lost GPUs and GPUs
+	                       * without a UUID are never chosen) */
+};
+#define GPUCTL_SELECT_REQUEST_INIT                                                                 \
+	{                                                                                          \
+		.struct_size = sizeof(struct gpuctl_select_request), .max_util = -1,               \
+		.numa_node = -1                                                                    \
+	}
+
+struct gpuctl_selection;
+
+/* Chooses devices for req. -ENOSPC when fewer than req->count devices pass the filters, with a
+ * one-line message saying which filter removed which GPUs; -EINVAL for a bad request (unknown
+ * id, malformed profile), message naming it. */
+int gpuctl_select(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
+                  const struct gpuctl_select_request *req, struct gpuctl_selection **ret_sel);
+void gpuctl_selection_free(struct gpuctl_selection *sel);
+/* The chosen devices, best first (borrowed from sel). */
+const struct gpuctl_devset *gpuctl_selection_devices(const struct gpuctl_selection *sel);
+/* The runner-up set (the best set that differs), NULL when there is none. */
+const struct gpuctl_devset *gpuctl_selection_runner_up(const struct gpuctl_selection *sel);
+
+/* A set's score, compared field by field in this order (docs/selection.md). */
+struct gpuctl_select_score {
+	double ring_bandwidth;  /* GB/s: bottleneck link of the best ring through the set */
+	double total_bandwidth; /* GB/s: sum over the set's pairs */
+	unsigned numa_nodes;    /* NUMA nodes the set spans (fewer is better) */
+	unsigned sockets;       /* CPU sockets the set spans (fewer is better) */
+	double leftover;        /* quality of what the choice leaves free (higher is better) */
+	double load;            /* utilisation and memory in use (lower is better) */
+};
+/* Score of the chosen set (runner_up false) or of the runner-up; -ENODATA if there is none. */
+int gpuctl_selection_score(const struct gpuctl_selection *sel, bool runner_up,
+                           struct gpuctl_select_score *ret_score);
+
 #ifdef __cplusplus
 }
 #endif

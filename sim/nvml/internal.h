@@ -71,6 +71,8 @@ nvmlReturn_t sim_copy_string(char *buf, unsigned int len, const char *s);
 void sim_fill_pci(nvmlPciInfo_t *pci, const char *bus_id, unsigned int device_id);
 /* Live registered processes' memory on the GPU (all its MIG devices) or one MIG device. */
 unsigned long long sim_procs_bytes(const struct sim_gpu *g, const struct sim_mig_instance *m);
+/* Sum of live registered processes' "util" on a whole GPU (percent, uncapped). */
+unsigned int sim_procs_util(const struct sim_gpu *g);
 /* Writes the call counts since the last dump to calls/PID-SEQ.json and resets them. */
 void sim_dump_calls(void);
 

@@ -76,6 +76,18 @@ unsigned long long sim_procs_bytes(const struct sim_gpu *g, const struct sim_mig
 	return sum;
 }
 
+unsigned int sim_procs_util(const struct sim_gpu *g)
+{
+	unsigned int sum = 0;
+
+	for (size_t i = 0; i < sim_lib.n_procs; i++) {
+		const struct sim_proc *p = &sim_lib.procs[i];
+		if (strcasecmp(p->uuid, g->uuid) == 0 && sim_pid_alive(p->pid))
+			sum += p->util;
+	}
+	return sum;
+}
+
 enum layout { V1, V2, V3_R530 };
 
 /* The R530 entry: v2's fields, then the protected-memory count (32 bytes). */

@@ -1,6 +1,7 @@
 /* Simulated NVML: telemetry (memory, utilisation, temperature, power, clocks, clock event
  * reasons, PCIe link). Values come from the scenario with nvsim's "set" merged in; memory
- * used adds the registered processes' memory. Utilisation is NOT_SUPPORTED while MIG is
+ * used adds the registered processes' memory, utilization.gpu their "util" (capped at 100,
+ * as several processes time-share the GPU). Utilisation is NOT_SUPPORTED while MIG is
  * enabled (NVML documents per-GPU utilisation as unavailable in MIG mode). Optional
  * scenario keys that are absent (power, thresholds, clocks) answer NOT_SUPPORTED. */
 #include "internal.h"
@@ -67,7 +68,9 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
 		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
 	if (c.g->mig_enabled)
 		return sim_end(NVML_ERROR_NOT_SUPPORTED);
-	utilization->gpu = c.g->utilization_gpu;
+	utilization->gpu = c.g->utilization_gpu + sim_procs_util(c.g);
+	if (utilization->gpu > 100)
+		utilization->gpu = 100;
 	utilization->memory = c.g->utilization_memory;
 	return sim_end(NVML_SUCCESS);
 }

@@ -20,7 +20,13 @@
 #include "cmd.h"
 
 const struct cmd_entry *const cmd_table[] = {
-        &cmd_help_entry, &cmd_info_entry, &cmd_list_entry, &cmd_topo_entry, NULL,
+        &cmd_help_entry,
+        &cmd_info_entry,
+        &cmd_list_entry,
+        &cmd_run_entry,
+        &cmd_select_entry,
+        &cmd_topo_entry,
+        NULL,
 };
 
 static const char exit_status_text[] =

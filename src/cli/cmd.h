@@ -44,6 +44,8 @@ struct cmd_entry {
 extern const struct cmd_entry cmd_help_entry;
 extern const struct cmd_entry cmd_info_entry;
 extern const struct cmd_entry cmd_list_entry;
+extern const struct cmd_entry cmd_run_entry;
+extern const struct cmd_entry cmd_select_entry;
 extern const struct cmd_entry cmd_topo_entry;
 
 /* The command table (cmd.c), alphabetical and NULL-terminated. */

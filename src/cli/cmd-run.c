@@ -1,0 +1,830 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cmd-run.c: `gpuctl run`: select devices (as `gpuctl select` does), then run a command on
+ * them: environment, CPU and memory binding, exec, signal forwarding, exit status.
+ *
+ * Decisions (docs/gpuctl.1, "run", says the same for users):
+ * - Environment. CUDA_VISIBLE_DEVICES is the chosen devices' full UUIDs (GPU- or MIG-),
+ *   comma-separated, and "" for -n 0 (never -1): a UUID means one physical device whatever
+ *   CUDA_DEVICE_ORDER is, and whatever the job or a library does with indices. We still set
+ *   CUDA_DEVICE_ORDER=PCI_BUS_ID so that any index the job derives (nvidia-smi, NVML, a
+ *   nested launcher) agrees with CUDA's ordinals. GPUCTL_GPUS lists "INDEX:UUID" pairs
+ *   (INDEX is the NVML index, or GPU:MIG for a MIG device; the UUID follows the last ':').
+ *   NVIDIA_VISIBLE_DEVICES is rewritten to the same UUIDs ("void" for -n 0) only when it was
+ *   inherited: a container runtime started by the job then gets the same devices, and a job
+ *   that never had it does not get it. With --each: LOCAL_RANK=RANK=i, WORLD_SIZE and
+ *   LOCAL_WORLD_SIZE = N, as torchrun sets them on one node.
+ * - Binding (unless --no-bind, and never for -n 0). CPUs: the union of the chosen GPUs' CPU
+ *   affinity (NVML's ideal CPUs) intersected with the CPUs this process may use; when that is
+ *   empty, or a GPU's affinity is unknown, nothing is bound (-v says why). Memory: the
+ *   preferred policy (MPOL_PREFERRED, or MPOL_PREFERRED_MANY for several nodes) on the GPUs'
+ *   NUMA nodes that this process may allocate on and that have memory, when libnuma reports
+ *   NUMA. Not MPOL_BIND: a job whose host memory outgrows the GPUs' node should run a little
+ *   slower, not be killed by the OOM killer; with the CPUs bound, first-touch allocations are
+ *   local anyway. Binding is done in the child between fork and exec; everything it needs is
+ *   computed before fork, so the child only makes system calls.
+ * - Signals. The child stays in gpuctl's process group, so it keeps the terminal (an
+ *   interactive job, Ctrl-C and Ctrl-Z work as without gpuctl). SIGINT, SIGTERM, SIGHUP,
+ *   SIGQUIT, SIGUSR1 and SIGUSR2 sent to gpuctl are forwarded to the child (to every child with
+ *   --each), except one the terminal generated (the child got it already, being in the
+ *   foreground group) and one the child itself sent. gpuctl itself waits on.
+ * - Exit status: the child's, or 128+N when signal N killed it; 127 when the command is not
+ *   found, 126 when it cannot be executed (exec errors come back through a close-on-exec pipe,
+ *   so the message is gpuctl's one line). gpuctl's own failures (2, 3, 4, 1) happen before any
+ *   command starts.
+ * - --each (torchrun's policy): one child per device; when one fails (non-zero exit or killed),
+ *   the others get SIGTERM, then SIGKILL after RUN_KILL_TIMEOUT_S seconds; the status is that
+ *   of the first failure in time, else 0.
+ * - --dry-run prints, per child, the environment changes, the binding and the shell-quoted
+ *   command, and starts nothing.
+ * - Leases are not taken yet (issue #4): two concurrent `gpuctl run` can choose the same GPU.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <numa.h>
+#include <numaif.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "filters.h"
+#include "parse.h"
+
+extern char **environ;
+
+/* Seconds the other children of --each get between SIGTERM and SIGKILL (torchrun's 30). */
+#define RUN_KILL_TIMEOUT_S 30
+/* CPUs a cpulist may name (parse.h's guard) and the size of our CPU bit arrays. */
+#define RUN_NCPUS     (PARSE_CPULIST_MAX_CPU + 1)
+#define RUN_CPU_WORDS (RUN_NCPUS / 64)
+/* Environment variables gpuctl sets in a child, at most. */
+#define RUN_MAX_ENV 8
+
+enum {
+	OPT_EACH = 0x100,
+	OPT_DRY_RUN,
+	OPT_NO_BIND,
+};
+
+static const struct option run_options[] = {
+        FILTER_LONG_OPTIONS,
+        {"each", no_argument, NULL, OPT_EACH},
+        {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+        {"no-bind", no_argument, NULL, OPT_NO_BIND},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+};
+
+static const int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+#define N_FORWARDED (sizeof(forwarded_signals) / sizeof(forwarded_signals[0]))
+
+struct env_change {
+	const char *name; /* static */
+	char *value;      /* owned */
+};
+
+/* Everything one child needs, computed before fork. */
+struct run_child {
+	struct env_change env[RUN_MAX_ENV]; /* what gpuctl sets, in print order */
+	size_t nenv;                        /* used entries of env */
+	char **envp;                        /* the child's whole environment (strings owned) */
+	size_t nenvp;                       /* entries of envp, without the NULL */
+	cpu_set_t *cpus;                    /* CPU binding, NULL for none */
+	char cpus_text[512];                /* the bound CPUs as a cpulist, or why none */
+	unsigned long *nodes;               /* memory policy nodes, NULL for none */
+	unsigned long maxnode;              /* bits in nodes, for set_mempolicy */
+	int first_node;                     /* fallback of MPOL_PREFERRED_MANY */
+	int mpol;                           /* MPOL_PREFERRED or MPOL_PREFERRED_MANY */
+	char mem_text[160];                 /* "preferred node(s) 0,1", or why none */
+	pid_t pid;                          /* after fork; 0 once reaped */
+	int status;                         /* exit status once reaped */
+};
+
+struct run_args {
+	struct select_args sel;
+	bool each;    /* --each */
+	bool dry_run; /* --dry-run */
+	bool no_bind; /* --no-bind */
+	char **cmd;   /* the command and its arguments */
+};
+
+/* ---- building the plan ---- */
+
+static int set_env(struct run_child *c, const char *name, const char *value)
+{
+	if (c->nenv >= RUN_MAX_ENV)
+		return -E2BIG;
+	char *v = strdup(value);
+	if (!v)
+		return -ENOMEM;
+	c->env[c->nenv].name = name;
+	c->env[c->nenv].value = v;
+	c->nenv++;
+	return 0;
+}
+
+/* Appends s to the growing string *buf (len *len, capacity *cap). */
+static int sb_add(char **buf, size_t *len, size_t *cap, const char *s)
+{
+	size_t n = strlen(s);
+	if (*len + n + 1 > *cap) {
+		size_t ncap = (*cap ? *cap * 2 : 128);
+		while (ncap < *len + n + 1)
+			ncap *= 2;
+		char *nb = realloc(*buf, ncap);
+		if (!nb)
+			return -ENOMEM;
+		*buf = nb;
+		*cap = ncap;
+	}
+	memcpy(*buf + *len, s, n + 1);
+	*len += n;
+	return 0;
+}
+
+/* CUDA_VISIBLE_DEVICES and GPUCTL_GPUS values for devices [from, to) of set. */
+static int device_strings(const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set,
+                          size_t from, size_t to, char **ret_uuids, char **ret_pairs)
+{
+	char *uuids = NULL, *pairs = NULL;
+	size_t ulen = 0, ucap = 0, plen = 0, pcap = 0;
+	int r = sb_add(&uuids, &ulen, &ucap, "");
+	if (r >= 0)
+		r = sb_add(&pairs, &plen, &pcap, "");
+	for (size_t i = from; r >= 0 && i < to; i++) {
+		size_t gpu;
+		int mig;
+		char label[48];
+		const char *uuid = gpuctl_devset_uuid(set, snap, i);
+		r = gpuctl_devset_get(set, i, &gpu, &mig);
+		if (r < 0)
+			break;
+		if (!uuid) {
+			r = -ENODATA;
+			break;
+		}
+		filters_device_label(snap, gpu, mig, label, sizeof(label));
+		if (i > from && ((r = sb_add(&uuids, &ulen, &ucap, ",")) < 0 ||
+		                 (r = sb_add(&pairs, &plen, &pcap, ",")) < 0))
+			break;
+		if ((r = sb_add(&uuids, &ulen, &ucap, uuid)) < 0 ||
+		    (r = sb_add(&pairs, &plen, &pcap, label)) < 0 ||
+		    (r = sb_add(&pairs, &plen, &pcap, ":")) < 0 ||
+		    (r = sb_add(&pairs, &plen, &pcap, uuid)) < 0)
+			break;
+	}
+	if (r < 0) {
+		free(uuids);
+		free(pairs);
+		return r;
+	}
+	*ret_uuids = uuids;
+	*ret_pairs = pairs;
+	return 0;
+}
+
+/* The CPUs this process may run on, as a bit array of RUN_NCPUS bits. */
+static int allowed_cpus(uint64_t *bits)
+{
+	cpu_set_t *set = CPU_ALLOC(RUN_NCPUS);
+	size_t size = CPU_ALLOC_SIZE(RUN_NCPUS);
+	if (!set)
+		return -ENOMEM;
+	if (sched_getaffinity(0, size, set) < 0) {
+		int e = errno;
+		CPU_FREE(set);
+		return -e;
+	}
+	memset(bits, 0, RUN_CPU_WORDS * sizeof(*bits));
+	for (size_t c = 0; c < RUN_NCPUS; c++)
+		if (CPU_ISSET_S(c, size, set))
+			bits[c / 64] |= UINT64_C(1) << (c % 64);
+	CPU_FREE(set);
+	return 0;
+}
+
+/* Computes c->cpus for the GPUs of devices [from, to). */
+static int plan_cpus(struct run_child *c, const struct gpuctl_snapshot *snap,
+                     const struct gpuctl_devset *set, size_t from, size_t to,
+                     const uint64_t *allowed)
+{
+	uint64_t *want = calloc(RUN_CPU_WORDS, sizeof(*want));
+	int r = 0;
+	if (!want)
+		return -ENOMEM;
+	for (size_t i = from; i < to; i++) {
+		size_t gpu;
+		int mig;
+		if (gpuctl_devset_get(set, i, &gpu, &mig) < 0)
+			continue;
+		const char *aff =
+		        gpuctl_gpu_str(gpuctl_snapshot_gpu(snap, gpu), GPUCTL_F_CPU_AFFINITY);
+		if (!aff) {
+			snprintf(c->cpus_text, sizeof(c->cpus_text),
+			         "not bound (the CPU affinity of GPU %zu is unknown)", gpu);
+			goto out;
+		}
+		if (parse_cpulist(aff, want, RUN_NCPUS) < 0) {
+			snprintf(c->cpus_text, sizeof(c->cpus_text),
+			         "not bound (GPU %zu's CPU affinity '%.64s' is not a cpulist)", gpu,
+			         aff);
+			goto out;
+		}
+	}
+	char wanted_text[128], allowed_text[96];
+	format_cpulist(want, RUN_NCPUS, wanted_text, sizeof(wanted_text));
+	bool any = false;
+	for (size_t w = 0; w < RUN_CPU_WORDS; w++) {
+		want[w] &= allowed[w];
+		any |= want[w] != 0;
+	}
+	if (!any) {
+		format_cpulist(allowed, RUN_NCPUS, allowed_text, sizeof(allowed_text));
+		snprintf(c->cpus_text, sizeof(c->cpus_text),
+		         "not bound (the GPUs' CPUs %s are not among the CPUs %s this process may "
+		         "use)",
+		         wanted_text, allowed_text);
+		goto out;
+	}
+	c->cpus = CPU_ALLOC(RUN_NCPUS);
+	if (!c->cpus) {
+		r = -ENOMEM;
+		goto out;
+	}
+	size_t size = CPU_ALLOC_SIZE(RUN_NCPUS);
+	CPU_ZERO_S(size, c->cpus);
+	for (size_t cpu = 0; cpu < RUN_NCPUS; cpu++)
+		if (want[cpu / 64] >> (cpu % 64) & 1)
+			CPU_SET_S(cpu, size, c->cpus);
+	format_cpulist(want, RUN_NCPUS, c->cpus_text, sizeof(c->cpus_text));
+out:
+	free(want);
+	return r;
+}
+
+/* Computes c->nodes for the GPUs of devices [from, to). */
+static int plan_memory(struct run_child *c, const struct gpuctl_snapshot *snap,
+                       const struct gpuctl_devset *set, size_t from, size_t to)
+{
+	if (numa_available() < 0) {
+		snprintf(c->mem_text, sizeof(c->mem_text), "not bound (no NUMA support)");
+		return 0;
+	}
+	int maxnode = numa_max_possible_node() + 1;
+	struct bitmask *allowed = numa_get_mems_allowed();
+	size_t words =
+	        ((size_t)maxnode + 8 * sizeof(unsigned long) - 1) / (8 * sizeof(unsigned long));
+	unsigned long *mask = calloc(words ? words : 1, sizeof(*mask));
+	char list[96] = "";
+	size_t used = 0, count = 0;
+	int first = -1, r = 0;
+
+	if (!mask || !allowed) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = from; i < to; i++) {
+		size_t gpu;
+		int mig;
+		int64_t node;
+		if (gpuctl_devset_get(set, i, &gpu, &mig) < 0)
+			continue;
+		if (gpuctl_gpu_int(gpuctl_snapshot_gpu(snap, gpu), GPUCTL_F_NUMA_NODE, &node) < 0 ||
+		    node < 0) {
+			snprintf(c->mem_text, sizeof(c->mem_text),
+			         "not bound (the NUMA node of GPU %zu is unknown)", gpu);
+			goto out;
+		}
+		if (node >= maxnode || !numa_bitmask_isbitset(allowed, (unsigned)node) ||
+		    numa_node_size64((int)node, NULL) <= 0)
+			continue;
+		unsigned long bitv = 1UL << (node % (8 * (int64_t)sizeof(unsigned long)));
+		unsigned long *word = &mask[node / (8 * (int64_t)sizeof(unsigned long))];
+		if (*word & bitv)
+			continue;
+		*word |= bitv;
+		if (first < 0)
+			first = (int)node;
+		count++;
+		int n = snprintf(list + used, sizeof(list) - used, "%s%" PRId64, used ? "," : "",
+		                 node);
+		if (n > 0 && (size_t)n < sizeof(list) - used)
+			used += (size_t)n;
+	}
+	if (count == 0) {
+		snprintf(c->mem_text, sizeof(c->mem_text),
+		         "not bound (the GPUs' NUMA nodes are not among the nodes with memory this "
+		         "process may use)");
+		goto out;
+	}
+	c->nodes = mask;
+	mask = NULL;
+	c->maxnode = (unsigned long)maxnode;
+	c->first_node = first;
+	c->mpol = count > 1 ? MPOL_PREFERRED_MANY : MPOL_PREFERRED;
+	snprintf(c->mem_text, sizeof(c->mem_text), "preferred %s %s", count > 1 ? "nodes" : "node",
+	         list);
+out:
+	if (allowed)
+		numa_bitmask_free(allowed);
+	free(mask);
+	return r;
+}
+
+static bool env_name_is(const char *entry, const char *name)
+{
+	size_t n = strlen(name);
+	return strncmp(entry, name, n) == 0 && entry[n] == '=';
+}
+
+/* c->envp: our environment without the names gpuctl sets, then gpuctl's values. */
+static int build_envp(struct run_child *c)
+{
+	size_t n = 0;
+	while (environ && environ[n])
+		n++;
+	c->envp = calloc(n + c->nenv + 1, sizeof(*c->envp));
+	if (!c->envp)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		bool replaced = false;
+		for (size_t k = 0; k < c->nenv; k++)
+			replaced |= env_name_is(environ[i], c->env[k].name);
+		if (replaced)
+			continue;
+		c->envp[c->nenvp] = strdup(environ[i]);
+		if (!c->envp[c->nenvp])
+			return -ENOMEM;
+		c->nenvp++;
+	}
+	for (size_t k = 0; k < c->nenv; k++) {
+		size_t len = strlen(c->env[k].name) + 1 + strlen(c->env[k].value) + 1;
+		char *s = malloc(len);
+		if (!s)
+			return -ENOMEM;
+		snprintf(s, len, "%s=%s", c->env[k].name, c->env[k].value);
+		c->envp[c->nenvp++] = s;
+	}
+	return 0;
+}
+
+static void child_free(struct run_child *c)
+{
+	for (size_t k = 0; k < c->nenv; k++)
+		free(c->env[k].value);
+	for (size_t k = 0; c->envp && k < c->nenvp; k++)
+		free(c->envp[k]);
+	free(c->envp);
+	if (c->cpus)
+		CPU_FREE(c->cpus);
+	free(c->nodes);
+}
+
+/* Fills child c for devices [from, to) of the selection (rank >= 0 with --each). */
+static int plan_child(struct run_child *c, const struct run_args *a,
+                      const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set,
+                      size_t from, size_t to, long rank, size_t world, const uint64_t *allowed)
+{
+	char *uuids = NULL, *pairs = NULL;
+	int r = device_strings(snap, set, from, to, &uuids, &pairs);
+	if (r < 0)
+		return r;
+	r = set_env(c, "CUDA_VISIBLE_DEVICES", uuids);
+	if (r >= 0)
+		r = set_env(c, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+	if (r >= 0)
+		r = set_env(c, "GPUCTL_GPUS", pairs);
+	if (r >= 0 && getenv("NVIDIA_VISIBLE_DEVICES"))
+		r = set_env(c, "NVIDIA_VISIBLE_DEVICES", from < to ? uuids : "void");
+	free(uuids);
+	free(pairs);
+	if (r >= 0 && rank >= 0) {
+		char rk[24], ws[24];
+		snprintf(rk, sizeof(rk), "%ld", rank);
+		snprintf(ws, sizeof(ws), "%zu", world);
+		if ((r = set_env(c, "LOCAL_RANK", rk)) >= 0 && (r = set_env(c, "RANK", rk)) >= 0 &&
+		    (r = set_env(c, "WORLD_SIZE", ws)) >= 0)
+			r = set_env(c, "LOCAL_WORLD_SIZE", ws);
+	}
+	if (r < 0)
+		return r;
+	if (from == to) {
+		snprintf(c->cpus_text, sizeof(c->cpus_text), "not bound (no GPU)");
+		snprintf(c->mem_text, sizeof(c->mem_text), "not bound (no GPU)");
+	} else if (a->no_bind) {
+		snprintf(c->cpus_text, sizeof(c->cpus_text), "not bound (--no-bind)");
+		snprintf(c->mem_text, sizeof(c->mem_text), "not bound (--no-bind)");
+	} else {
+		r = plan_cpus(c, snap, set, from, to, allowed);
+		if (r >= 0)
+			r = plan_memory(c, snap, set, from, to);
+		if (r < 0)
+			return r;
+	}
+	return build_envp(c);
+}
+
+/* ---- --dry-run ---- */
+
+/* Writes word for a POSIX shell: as is when it is safe, else in single quotes. */
+static void print_quoted(const char *word, FILE *f)
+{
+	static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	                           "0123456789_@%+=:,./-";
+	if (word[0] && strspn(word, safe) == strlen(word)) {
+		fputs(word, f);
+		return;
+	}
+	fputc('\'', f);
+	for (const char *p = word; *p; p++) {
+		if (*p == '\'')
+			fputs("'\\''", f);
+		else
+			fputc(*p, f);
+	}
+	fputc('\'', f);
+}
+
+static void print_plan(const struct run_child *c, char **cmd, FILE *f)
+{
+	for (size_t k = 0; k < c->nenv; k++) {
+		fprintf(f, "%s%s=", k ? " " : "", c->env[k].name);
+		print_quoted(c->env[k].value, f);
+	}
+	fprintf(f, "\ncpus: %s\nmemory: %s\ncommand:", c->cpus_text, c->mem_text);
+	for (size_t i = 0; cmd[i]; i++) {
+		fputc(' ', f);
+		print_quoted(cmd[i], f);
+	}
+	fputc('\n', f);
+}
+
+/* ---- running ---- */
+
+/* The children's pids for the signal handler; 0 for one that is gone. Written only while the
+ * forwarded signals are blocked. */
+static pid_t *volatile fwd_pids;
+static volatile size_t fwd_count;
+
+static void forward_signal(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	int saved = errno;
+	/* From the terminal: the children are in our (foreground) process group and got it. */
+	if (si && si->si_code == SI_KERNEL) {
+		errno = saved;
+		return;
+	}
+	for (size_t i = 0; i < fwd_count; i++) {
+		pid_t p = fwd_pids[i];
+		if (p > 0 && !(si && si->si_pid == p))
+			(void)kill(p, sig);
+	}
+	errno = saved;
+}
+
+static void block_forwarded(sigset_t *ret_old)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	for (size_t i = 0; i < N_FORWARDED; i++)
+		sigaddset(&set, forwarded_signals[i]);
+	sigprocmask(SIG_BLOCK, &set, ret_old);
+}
+
+/* In the child: only system calls from here on (async-signal-safe after fork). */
+__attribute__((noreturn)) static void child_exec(const struct run_child *c, char **cmd,
+                                                 const sigset_t *mask, int errfd)
+{
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+	sigemptyset(&dfl.sa_mask);
+	for (size_t i = 0; i < N_FORWARDED; i++)
+		sigaction(forwarded_signals[i], &dfl, NULL);
+	sigprocmask(SIG_SETMASK, mask, NULL);
+	if (c->cpus)
+		(void)sched_setaffinity(0, CPU_ALLOC_SIZE(RUN_NCPUS), c->cpus);
+	if (c->nodes && set_mempolicy(c->mpol, c->nodes, c->maxnode + 1) < 0 &&
+	    c->mpol == MPOL_PREFERRED_MANY) {
+		/* A kernel before 5.15 has no PREFERRED_MANY: prefer the first node. */
+		unsigned long one[1024 / (8 * sizeof(unsigned long))] = {0};
+		unsigned long bits = 8 * sizeof(unsigned long);
+		if ((unsigned long)c->first_node < 1024) {
+			one[(unsigned long)c->first_node / bits] |=
+			        1UL << ((unsigned long)c->first_node % bits);
+			(void)set_mempolicy(MPOL_PREFERRED, one, 1024 + 1);
+		}
+	}
+	execvpe(cmd[0], cmd, c->envp);
+	int e = errno;
+	ssize_t w;
+	do
+		w = write(errfd, &e, sizeof(e));
+	while (w < 0 && errno == EINTR);
+	_exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
+}
+
+static int wait_status(int wstatus)
+{
+	if (WIFEXITED(wstatus))
+		return WEXITSTATUS(wstatus);
+	if (WIFSIGNALED(wstatus))
+		return 128 + WTERMSIG(wstatus);
+	return CLI_EXIT_FAILURE;
+}
+
+static void signal_children(struct run_child *kids, size_t n, int sig)
+{
+	for (size_t i = 0; i < n; i++)
+		if (kids[i].pid > 0)
+			(void)kill(kids[i].pid, sig);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Reaps the children; with several, the first failure stops the rest. Returns the status. */
+static int wait_children(struct cli *cli, struct run_child *kids, size_t n, size_t alive)
+{
+	int first_failure = -1;
+	bool stopping = false, killed = false;
+	double deadline = 0;
+
+	while (alive > 0) {
+		siginfo_t si = {0};
+		int opts = WEXITED | WNOWAIT | (stopping ? WNOHANG : 0);
+		if (waitid(P_ALL, 0, &si, opts) < 0) {
+			if (errno == EINTR)
+				continue;
+			break; /* ECHILD: nothing left to wait for */
+		}
+		if (si.si_pid == 0) { /* stopping, none exited yet */
+			if (!killed && now_s() > deadline) {
+				signal_children(kids, n, SIGKILL);
+				killed = true;
+			}
+			struct timespec ts = {0, 20 * 1000 * 1000};
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		/* Reap with the handler held off, so it never signals a reused pid. */
+		sigset_t old;
+		int wstatus = 0;
+		block_forwarded(&old);
+		size_t k = n;
+		for (size_t i = 0; i < n; i++)
+			if (kids[i].pid == si.si_pid)
+				k = i;
+		if (k < n)
+			kids[k].pid = 0;
+		if (k < n && fwd_pids)
+			fwd_pids[k] = 0;
+		while (waitpid(si.si_pid, &wstatus, 0) < 0 && errno == EINTR)
+			;
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		if (k == n)
+			continue; /* not ours */
+		alive--;
+		kids[k].status = wait_status(wstatus);
+		if (cli->verbose && n > 1)
+			cli_error("run: rank %zu exited with status %d", k, kids[k].status);
+		if (kids[k].status != 0 && first_failure < 0) {
+			first_failure = kids[k].status;
+			if (alive > 0 && !stopping) {
+				if (cli->verbose)
+					cli_error("run: rank %zu failed: stopping the other %zu "
+					          "(SIGTERM, SIGKILL after %d s)",
+					          k, alive, RUN_KILL_TIMEOUT_S);
+				stopping = true;
+				deadline = now_s() + RUN_KILL_TIMEOUT_S;
+				signal_children(kids, n, SIGTERM);
+			}
+		}
+	}
+	return first_failure < 0 ? 0 : first_failure;
+}
+
+static int start_children(struct cli *cli, struct run_child *kids, size_t n, char **cmd)
+{
+	struct sigaction sa = {.sa_sigaction = forward_signal, .sa_flags = SA_SIGINFO | SA_RESTART};
+	sigset_t old;
+	size_t started = 0;
+	int status = 0;
+
+	pid_t *pids = calloc(n, sizeof(*pids));
+	if (!pids) {
+		cli_error("run: out of memory");
+		return CLI_EXIT_FAILURE;
+	}
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < N_FORWARDED; i++)
+		sigaddset(&sa.sa_mask, forwarded_signals[i]);
+	block_forwarded(&old);
+	fwd_pids = pids;
+	fwd_count = n;
+	for (size_t i = 0; i < N_FORWARDED; i++)
+		sigaction(forwarded_signals[i], &sa, NULL);
+	fflush(NULL);
+
+	for (size_t i = 0; i < n; i++) {
+		int p[2];
+		if (pipe2(p, O_CLOEXEC) < 0) {
+			cli_error("run: pipe: %s", strerror(errno));
+			status = CLI_EXIT_FAILURE;
+			break;
+		}
+		pid_t pid = fork();
+		if (pid < 0) {
+			cli_error("run: fork: %s", strerror(errno));
+			close(p[0]);
+			close(p[1]);
+			status = CLI_EXIT_FAILURE;
+			break;
+		}
+		if (pid == 0) {
+			close(p[0]);
+			child_exec(&kids[i], cmd, &old, p[1]);
+		}
+		close(p[1]);
+		kids[i].pid = pid;
+		pids[i] = pid;
+		started++;
+		int e = 0;
+		ssize_t got;
+		do
+			got = read(p[0], &e, sizeof(e));
+		while (got < 0 && errno == EINTR);
+		close(p[0]);
+		if (got == (ssize_t)sizeof(e)) {
+			/* exec failed: the child exits 127/126 on its own; say why once. */
+			if (e == ENOENT || e == ENOTDIR) {
+				cli_error("run: '%s': command not found", cmd[0]);
+				status = 127;
+			} else {
+				cli_error("run: '%s': cannot execute: %s", cmd[0], strerror(e));
+				status = 126;
+			}
+			break;
+		}
+	}
+	if (status)
+		signal_children(kids, n, SIGTERM); /* the ones started before a failure */
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	int st = wait_children(cli, kids, n, started);
+	if (!status)
+		status = st;
+
+	block_forwarded(&old);
+	fwd_count = 0;
+	fwd_pids = NULL;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	free(pids);
+	return status;
+}
+
+/* ---- the command ---- */
+
+static int cmd_run_exec(struct cli *cli, int argc, char **argv)
+{
+	struct run_args a = {.sel = SELECT_ARGS_INIT};
+	struct gpuctl_snapshot *snap = NULL;
+	struct gpuctl_selection *sel = NULL;
+	struct run_child *kids = NULL;
+	uint64_t *allowed = NULL;
+	size_t nkids = 0;
+	int opt, status, r;
+
+	while ((opt = getopt_long(argc, argv, "+:n:h", run_options, NULL)) != -1) {
+		status = filters_option(&cmd_run_entry, &a.sel, opt, optarg);
+		if (status >= 0) {
+			if (status)
+				return status;
+			continue;
+		}
+		switch (opt) {
+		case OPT_EACH:
+			a.each = true;
+			break;
+		case OPT_DRY_RUN:
+			a.dry_run = true;
+			break;
+		case OPT_NO_BIND:
+			a.no_bind = true;
+			break;
+		case 'h':
+			cmd_usage(&cmd_run_entry, stdout);
+			return CLI_EXIT_OK;
+		default:
+			return cmd_bad_option(&cmd_run_entry, opt, argv);
+		}
+	}
+	status = filters_check(&cmd_run_entry, &a.sel);
+	if (status)
+		return status;
+	if (optind >= argc)
+		return cmd_usage_error(&cmd_run_entry, "no command given (gpuctl run -n N -- CMD)");
+	if (a.each && a.sel.req.count == 0)
+		return cmd_usage_error(&cmd_run_entry, "--each with -n 0 would start nothing");
+	a.cmd = argv + optind;
+
+	status = filters_select(cli, &cmd_run_entry, &a.sel, 0, &snap, &sel);
+	if (status)
+		goto out;
+
+	const struct gpuctl_devset *set = gpuctl_selection_devices(sel);
+	size_t ndev = gpuctl_devset_count(set);
+	nkids = a.each ? ndev : 1;
+	kids = calloc(nkids, sizeof(*kids));
+	allowed = calloc(RUN_CPU_WORDS, sizeof(*allowed));
+	if (!kids || !allowed) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	r = allowed_cpus(allowed);
+	if (r < 0)
+		goto fail;
+	for (size_t i = 0; i < nkids; i++) {
+		if (a.each)
+			r = plan_child(&kids[i], &a, snap, set, i, i + 1, (long)i, ndev, allowed);
+		else
+			r = plan_child(&kids[i], &a, snap, set, 0, ndev, -1, 0, allowed);
+		if (r < 0)
+			goto fail;
+		if (cli->verbose && !a.dry_run) {
+			cli_error("run: %s%zu: CUDA_VISIBLE_DEVICES=%s, cpus: %s, memory: %s",
+			          a.each ? "rank " : "child ", i, kids[i].env[0].value,
+			          kids[i].cpus_text, kids[i].mem_text);
+		}
+	}
+	/* Nothing below needs NVML: let the job have the machine to itself. */
+	gpuctl_selection_free(sel);
+	sel = NULL;
+	gpuctl_snapshot_free(snap);
+	snap = NULL;
+
+	if (a.dry_run) {
+		for (size_t i = 0; i < nkids; i++) {
+			if (i)
+				putchar('\n');
+			if (a.each)
+				printf("# rank %zu\n", i);
+			print_plan(&kids[i], a.cmd, stdout);
+		}
+		status = CLI_EXIT_OK;
+		goto out;
+	}
+	status = start_children(cli, kids, nkids, a.cmd);
+	goto out;
+
+fail:
+	if (r == -ENODATA)
+		cli_error("run: a chosen device has no UUID; refusing to start with an ambiguous "
+		          "device string");
+	else
+		cli_error("run: %s", strerror(-r));
+	status = CLI_EXIT_FAILURE;
+out:
+	for (size_t i = 0; kids && i < nkids; i++)
+		child_free(&kids[i]);
+	free(kids);
+	free(allowed);
+	gpuctl_selection_free(sel);
+	gpuctl_snapshot_free(snap);
+	filters_done(&a.sel);
+	return status;
+}
+
+const struct cmd_entry cmd_run_entry = {
+        .name = "run",
+        .usage = "-n N [FILTERS] [--each] [--dry-run] [--no-bind] -- CMD [ARGS...]",
+        .summary = "choose GPUs as select does and run a command on them",
+        .options = FILTER_OPTIONS_HELP
+        "  --each                one process per chosen device, each with its own\n"
+        "                        CUDA_VISIBLE_DEVICES and LOCAL_RANK=RANK=i, WORLD_SIZE=\n"
+        "                        LOCAL_WORLD_SIZE=N; when one fails the others get SIGTERM\n"
+        "                        (SIGKILL 30 s later) and the first failure's status is returned\n"
+        "  --dry-run             print each process's environment changes, CPU and memory\n"
+        "                        binding and command; start nothing\n"
+        "  --no-bind             do not bind CPUs and memory to the GPUs' NUMA nodes\n"
+        "  -h, --help            print this help\n"
+        "\n"
+        "The command gets CUDA_VISIBLE_DEVICES=<UUIDs> (empty for -n 0),\n"
+        "CUDA_DEVICE_ORDER=PCI_BUS_ID, GPUCTL_GPUS=<index>:<UUID>,... and, when it was set,\n"
+        "NVIDIA_VISIBLE_DEVICES=<UUIDs>. Its CPUs are those of the GPUs' affinity this process\n"
+        "may use; memory prefers the GPUs' NUMA nodes. SIGINT, SIGTERM, SIGHUP, SIGQUIT,\n"
+        "SIGUSR1 and SIGUSR2 are forwarded to it. gpuctl exits with its status (128+N if\n"
+        "killed by signal N; 127 command not found; 126 not executable).\n"
+        "Note: run does not reserve GPUs yet; two concurrent runs may choose the same GPU.\n",
+        .exec = cmd_run_exec,
+};

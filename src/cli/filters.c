@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: MIT
+/*
+ * filters.c: the selection options shared by `gpuctl select` and `gpuctl run`, and the path
+ * from them to a gpuctl_selection.
+ *
+ * Decisions:
+ * - Every option is checked before NVML is touched, so a bad size or a conflict is exit 2 even
+ *   without a driver. Ids (--only/--exclude) and MIG profiles need the snapshot: the library
+ *   checks them and its -EINVAL is exit 2 too.
+ * - The snapshot reads only the fields the filters and the score use (memory, utilisation,
+ *   NUMA node, CPU affinity, and the health counters unless --allow-unhealthy), plus topology
+ *   and processes; MIG devices only with --mig or when an outer allocation names MIG devices.
+ * - The outer allocation is honoured by default: a gpuctl inside a Slurm job or a container
+ *   chooses only among what it was given. An outer variable that cannot be read is a usage
+ *   error (exit 2): guessing would hand a job GPUs it was not given.
+ * - Too few devices is exit 3 with the library's one-line reason, prefixed by the command.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "filters.h"
+#include "parse.h"
+
+int filters_option(const struct cmd_entry *entry, struct select_args *o, int opt, const char *arg)
+{
+	unsigned long v;
+	const char *why;
+	int r;
+
+	switch (opt) {
+	case 'n':
+		r = parse_uint(arg, 0, FILTERS_MAX_COUNT, &v);
+		if (r == -ERANGE)
+			return cmd_usage_error(entry, "-n: '%s' is more than %d devices", arg,
+			                       FILTERS_MAX_COUNT);
+		if (r < 0)
+			return cmd_usage_error(entry, "-n: '%s' is not a number of devices", arg);
+		o->req.count = (unsigned)v;
+		o->have_count = true;
+		return 0;
+	case OPT_FILTER_MIN_FREE_MEM:
+		r = parse_size(arg, &o->req.min_free_mem, &why);
+		if (r < 0)
+			return cmd_usage_error(entry, "--min-free-mem: '%s': %s", arg, why);
+		return 0;
+	case OPT_FILTER_MAX_UTIL:
+		if (parse_percent(arg, &o->req.max_util) < 0)
+			return cmd_usage_error(entry, "--max-util: '%s' is not a percentage 0-100",
+			                       arg);
+		return 0;
+	case OPT_FILTER_NO_PROCS:
+		o->req.no_procs = true;
+		return 0;
+	case OPT_FILTER_ONLY:
+		if (!arg[0])
+			return cmd_usage_error(entry, "--only: empty GPU id list");
+		o->req.only = arg;
+		return 0;
+	case OPT_FILTER_EXCLUDE:
+		if (!arg[0])
+			return cmd_usage_error(entry, "--exclude: empty GPU id list");
+		o->req.exclude = arg;
+		return 0;
+	case OPT_FILTER_NUMA:
+		if (parse_uint(arg, 0, 65535, &v) < 0)
+			return cmd_usage_error(entry, "--numa: '%s' is not a NUMA node number",
+			                       arg);
+		o->req.numa_node = (int)v;
+		return 0;
+	case OPT_FILTER_MIG:
+		if (!arg[0])
+			return cmd_usage_error(entry, "--mig: empty MIG profile");
+		o->req.mig_profile = arg;
+		return 0;
+	case OPT_FILTER_WHOLE:
+		o->whole = true;
+		return 0;
+	case OPT_FILTER_ALLOW_UNHEALTHY:
+		o->req.allow_unhealthy = true;
+		return 0;
+	case OPT_FILTER_IGNORE_OUTER:
+		o->ignore_outer = true;
+		return 0;
+	default:
+		return -1;
+	}
+}
+
+int filters_check(const struct cmd_entry *entry, const struct select_args *o)
+{
+	if (!o->have_count)
+		return cmd_usage_error(entry, "-n N (the number of devices) is required");
+	if (o->whole && o->req.mig_profile)
+		return cmd_usage_error(entry, "--mig '%s' and --whole conflict",
+		                       o->req.mig_profile);
+	return 0;
+}
+
+/* Whether an outer allocation variable names MIG devices ("MIG-..." or "<gpu>:<mig>"), so that
+ * the snapshot must read MIG devices to resolve it. */
+static bool outer_names_mig(void)
+{
+	static const char *const vars[] = {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"};
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *v = getenv(vars[i]);
+		if (v && (strstr(v, "MIG-") || strstr(v, "mig-") || strchr(v, ':')))
+			return true;
+	}
+	return false;
+}
+
+/* The per-GPU fields the filters and the score read (docs/selection.md). */
+static const enum gpuctl_field select_fields[] = {
+        GPUCTL_F_MEMORY_TOTAL, GPUCTL_F_MEMORY_USED,  GPUCTL_F_MEMORY_FREE, GPUCTL_F_UTIL_GPU,
+        GPUCTL_F_NUMA_NODE,    GPUCTL_F_CPU_AFFINITY, GPUCTL_F_MIG_MODE,
+};
+/* The health facts behind "unhealthy" (read unless --allow-unhealthy). */
+static const enum gpuctl_field health_fields[] = {
+        GPUCTL_F_ECC_VOL_UNCORRECTED, GPUCTL_F_ECC_AGG_UNCORRECTED, GPUCTL_F_RETIRED_DBE,
+        GPUCTL_F_RETIRED_PENDING,     GPUCTL_F_REMAP_UNCORRECTABLE, GPUCTL_F_REMAP_PENDING,
+        GPUCTL_F_REMAP_FAILURE,
+};
+
+#define NFIELDS_MAX                                                                                \
+	(sizeof(select_fields) / sizeof(select_fields[0]) +                                        \
+	 sizeof(health_fields) / sizeof(health_fields[0]))
+
+void filters_device_label(const struct gpuctl_snapshot *snap, size_t gpu, int mig, char *buf,
+                          size_t size)
+{
+	/* The library's own spelling (select.c's messages, devstr.c's "<gpu>:<mig>"): NVML's
+	 * MIG device index, which is what NVIDIA_VISIBLE_DEVICES=<gpu>:<mig> means. */
+	const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, gpu);
+	const struct gpuctl_mig *m = g && mig >= 0 ? gpuctl_gpu_mig(g, (size_t)mig) : NULL;
+	int64_t idx = mig;
+	if (m)
+		(void)gpuctl_mig_int(m, GPUCTL_MIG_INDEX, &idx);
+	if (mig < 0)
+		snprintf(buf, size, "%zu", gpu);
+	else
+		snprintf(buf, size, "%zu:%" PRId64, gpu, idx);
+}
+
+/* "0,1,3" (labels) for a -v message. */
+static void set_labels(const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set,
+                       char *buf, size_t size)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < gpuctl_devset_count(set); i++) {
+		size_t gpu;
+		int mig;
+		char label[48];
+		if (gpuctl_devset_get(set, i, &gpu, &mig) < 0)
+			continue;
+		filters_device_label(snap, gpu, mig, label, sizeof(label));
+		int n = snprintf(buf + used, size - used, "%s%s", used ? "," : "", label);
+		if (n < 0 || (size_t)n >= size - used)
+			return;
+		used += (size_t)n;
+	}
+}
+
+static int apply_outer(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
+                       const struct gpuctl_snapshot *snap)
+{
+	const char *source = NULL;
+	struct gpuctl_devset *set = NULL;
+	int r = gpuctl_outer_allocation(cli->ctx, snap, &set, &source);
+	if (r == -EINVAL) {
+		cli_error("%s: outer allocation: %s", entry->name, gpuctl_errmsg(cli->ctx));
+		return CLI_EXIT_USAGE;
+	}
+	if (r < 0) {
+		cli_error("%s: outer allocation: %s", entry->name, strerror(-r));
+		return CLI_EXIT_FAILURE;
+	}
+	if (!set) {
+		if (cli->verbose)
+			cli_error("%s: no outer allocation: choosing among all %zu GPUs",
+			          entry->name, gpuctl_snapshot_gpu_count(snap));
+		return 0;
+	}
+	if (cli->verbose) {
+		char labels[512];
+		set_labels(snap, set, labels, sizeof(labels));
+		cli_error("%s: choosing within the outer allocation of %s: %zu device(s) [%s]",
+		          entry->name, source ? source : "the environment",
+		          gpuctl_devset_count(set), labels);
+	}
+	o->within = set;
+	o->req.within = set;
+	return 0;
+}
+
+int filters_select(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
+                   unsigned extra_flags, struct gpuctl_snapshot **ret_snap,
+                   struct gpuctl_selection **ret_sel)
+{
+	enum gpuctl_field fields[NFIELDS_MAX];
+	size_t n = 0;
+	unsigned flags = GPUCTL_SNAP_TOPOLOGY | GPUCTL_SNAP_PROCESSES | extra_flags;
+	struct gpuctl_snapshot *snap = NULL;
+	struct gpuctl_selection *sel = NULL;
+	int status, r;
+
+	for (size_t i = 0; i < sizeof(select_fields) / sizeof(select_fields[0]); i++)
+		fields[n++] = select_fields[i];
+	if (!o->req.allow_unhealthy) {
+		flags |= GPUCTL_SNAP_HEALTH;
+		for (size_t i = 0; i < sizeof(health_fields) / sizeof(health_fields[0]); i++)
+			fields[n++] = health_fields[i];
+	}
+	if (o->req.mig_profile || (!o->ignore_outer && outer_names_mig()))
+		flags |= GPUCTL_SNAP_MIG;
+
+	status = cli_snapshot_fields(cli, flags, fields, n, &snap);
+	if (status)
+		return status;
+	if (!o->ignore_outer) {
+		status = apply_outer(cli, entry, o, snap);
+		if (status)
+			goto fail;
+	} else if (cli->verbose) {
+		cli_error("%s: --ignore-outer: choosing among all %zu GPUs", entry->name,
+		          gpuctl_snapshot_gpu_count(snap));
+	}
+
+	r = gpuctl_select(cli->ctx, snap, &o->req, &sel);
+	if (r < 0) {
+		const char *msg = gpuctl_errmsg(cli->ctx);
+		if (!msg || !msg[0])
+			msg = strerror(-r);
+		cli_error("%s: %s", entry->name, msg);
+		status = r == -ENOSPC   ? CLI_EXIT_NOMATCH
+		         : r == -EINVAL ? CLI_EXIT_USAGE
+		                        : CLI_EXIT_FAILURE;
+		goto fail;
+	}
+	*ret_snap = snap;
+	*ret_sel = sel;
+	return 0;
+fail:
+	gpuctl_snapshot_free(snap);
+	return status;
+}
+
+void filters_done(struct select_args *o)
+{
+	gpuctl_devset_free(o->within);
+	o->within = NULL;
+	o->req.within = NULL;
+}

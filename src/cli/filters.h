@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * filters.h: the selection options `gpuctl select` and `gpuctl run` share (-n and the
+ * filters), and the one path from those options to a gpuctl_selection: snapshot with the
+ * fields the filters and the score need, outer allocation, gpuctl_select, exit statuses.
+ */
+#ifndef GPUCTL_CLI_FILTERS_H
+#define GPUCTL_CLI_FILTERS_H
+
+#include <getopt.h>
+#include <stdbool.h>
+
+#include "cmd.h"
+
+/* The most devices -n may ask for (more than any machine has; a guard against typos). */
+#define FILTERS_MAX_COUNT 4096
+
+struct select_args {
+	struct gpuctl_select_request req; /* what is passed to gpuctl_select */
+	bool have_count;                  /* -n was given */
+	bool whole;                       /* --whole was given */
+	bool ignore_outer;                /* --ignore-outer: do not honour the outer allocation */
+	struct gpuctl_devset *within;     /* the outer allocation (owned), NULL when none */
+};
+
+#define SELECT_ARGS_INIT                                                                           \
+	{                                                                                          \
+		.req = GPUCTL_SELECT_REQUEST_INIT                                                  \
+	}
+
+enum {
+	OPT_FILTER_MIN_FREE_MEM = 0x200,
+	OPT_FILTER_MAX_UTIL,
+	OPT_FILTER_NO_PROCS,
+	OPT_FILTER_ONLY,
+	OPT_FILTER_EXCLUDE,
+	OPT_FILTER_NUMA,
+	OPT_FILTER_MIG,
+	OPT_FILTER_WHOLE,
+	OPT_FILTER_ALLOW_UNHEALTHY,
+	OPT_FILTER_IGNORE_OUTER,
+};
+
+/* The long options of the filters, for a command's getopt_long table ("n:" goes in the short
+ * option string). */
+#define FILTER_LONG_OPTIONS                                                                        \
+	{"count", required_argument, NULL, 'n'},                                                   \
+	        {"min-free-mem", required_argument, NULL, OPT_FILTER_MIN_FREE_MEM},                \
+	        {"max-util", required_argument, NULL, OPT_FILTER_MAX_UTIL},                        \
+	        {"no-procs", no_argument, NULL, OPT_FILTER_NO_PROCS},                              \
+	        {"only", required_argument, NULL, OPT_FILTER_ONLY},                                \
+	        {"exclude", required_argument, NULL, OPT_FILTER_EXCLUDE},                          \
+	        {"numa", required_argument, NULL, OPT_FILTER_NUMA},                                \
+	        {"numa-node", required_argument, NULL, OPT_FILTER_NUMA},                           \
+	        {"mig", required_argument, NULL, OPT_FILTER_MIG},                                  \
+	        {"whole", no_argument, NULL, OPT_FILTER_WHOLE},                                    \
+	        {"allow-unhealthy", no_argument, NULL, OPT_FILTER_ALLOW_UNHEALTHY},                \
+	{                                                                                          \
+		"ignore-outer", no_argument, NULL, OPT_FILTER_IGNORE_OUTER                         \
+	}
+
+/* Their --help lines (kept in step with docs/gpuctl.1). */
+#define FILTER_OPTIONS_HELP                                                                        \
+	"  -n, --count N         devices wanted (required); 0 gives an empty set\n"                \
+	"  --min-free-mem SIZE   at least SIZE free, e.g. 10GiB, 512MiB, 1.5G (units B, KiB,\n"    \
+	"                        MiB, GiB, TiB or K, M, G, T; binary)\n"                           \
+	"  --max-util PCT        GPU utilisation at most PCT percent\n"                            \
+	"  --no-procs            no compute process running on the device\n"                       \
+	"  --only IDS            choose only among these GPUs (indices, UUIDs, UUID prefixes,\n"   \
+	"                        PCI bus ids, comma-separated)\n"                                  \
+	"  --exclude IDS         never choose these GPUs\n"                                        \
+	"  --numa NODE           only GPUs attached to CPU NUMA node NODE (also --numa-node)\n"    \
+	"  --mig PROFILE         choose MIG devices of this profile (e.g. 1g.10gb)\n"              \
+	"  --whole               choose whole GPUs (the default; conflicts with --mig)\n"          \
+	"  --allow-unhealthy     also consider lost GPUs and GPUs with uncorrectable memory\n"     \
+	"                        errors or pending/failed row remapping\n"                         \
+	"  --ignore-outer        choose among all GPUs, ignoring the allocation gpuctl runs in\n"  \
+	"                        (CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, SLURM_*_GPUS)\n"
+
+/* Handles one getopt_long result if it is a filter option. Returns 0 when it handled it,
+ * CLI_EXIT_USAGE after printing the error for a bad value, -1 when opt is not a filter. */
+int filters_option(const struct cmd_entry *entry, struct select_args *o, int opt, const char *arg);
+
+/* Checks the options together once parsing is done (-n given, --mig with --whole). Returns 0
+ * or CLI_EXIT_USAGE (error printed). */
+int filters_check(const struct cmd_entry *entry, const struct select_args *o);
+
+/* Takes the snapshot the request needs, applies the outer allocation (unless --ignore-outer;
+ * under -v says which variable constrained the choice), and selects. On failure prints one
+ * line and returns the exit status: CLI_EXIT_NOMATCH when too few devices qualify,
+ * CLI_EXIT_USAGE for a bad request or an unreadable outer allocation, CLI_EXIT_NODRIVER,
+ * CLI_EXIT_FAILURE. On success returns 0 with both out-parameters set (caller frees). */
+int filters_select(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
+                   unsigned extra_flags, struct gpuctl_snapshot **ret_snap,
+                   struct gpuctl_selection **ret_sel);
+
+/* Frees what filters_select kept in o (the outer allocation). */
+void filters_done(struct select_args *o);
+
+/* Writes a device's label for people: its NVML index, "3" for a whole GPU, "3:1" for MIG
+ * device 1 of GPU 3 (the <gpu>:<mig> form of NVIDIA_VISIBLE_DEVICES and CDI names). */
+void filters_device_label(const struct gpuctl_snapshot *snap, size_t gpu, int mig, char *buf,
+                          size_t size);
+
+#endif /* GPUCTL_CLI_FILTERS_H */

@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: MIT
+/*
+ * parse.c: pure parsers for `gpuctl select` / `gpuctl run` arguments and for cpulists.
+ *
+ * Decisions:
+ * - Sizes are binary (KiB = 1024 B), as nvidia-smi and NVML report memory in MiB; the short
+ *   forms K/M/G/T mean the same (like numfmt --from=iec, JVM -Xmx, nvsim). SI spellings (GB)
+ *   are refused rather than guessed, and so is a bare number other than 0: "--min-free-mem 10"
+ *   meaning ten bytes would silently select everything.
+ * - Fractions are computed exactly in 128-bit arithmetic and rounded up to whole bytes: the
+ *   option asks for "at least" this much.
+ * - Numbers are parsed digit by digit (no strtoul: it accepts blanks, signs and "0x").
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+#include <strings.h>
+
+#include "parse.h"
+
+__extension__ typedef unsigned __int128 u128;
+
+static bool is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/* Reads the digits at *p into *ret; -ERANGE past UINT64_MAX. */
+static int read_u64(const char **p, uint64_t *ret)
+{
+	uint64_t v = 0;
+	const char *s = *p;
+	if (!is_digit(*s))
+		return -EINVAL;
+	for (; is_digit(*s); s++) {
+		unsigned d = (unsigned)(*s - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return -ERANGE;
+		v = v * 10 + d;
+	}
+	*p = s;
+	*ret = v;
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	unsigned shift;
+} size_units[] = {
+        {"B", 0},  {"K", 10},   {"KiB", 10}, {"M", 20},   {"MiB", 20},
+        {"G", 30}, {"GiB", 30}, {"T", 40},   {"TiB", 40},
+};
+
+int parse_size(const char *text, uint64_t *ret_bytes, const char **why)
+{
+	const char *p = text;
+	uint64_t ip = 0;
+	u128 frac = 0, scale = 1;
+	size_t nfrac = 0;
+	int r;
+
+	*why = "not a size (a number and a unit: B, KiB, MiB, GiB, TiB)";
+	if (!is_digit(*p) && *p != '.')
+		return -EINVAL;
+	if (is_digit(*p)) {
+		r = read_u64(&p, &ip);
+		if (r == -ERANGE) {
+			*why = "too large";
+			return r;
+		}
+	}
+	if (*p == '.') {
+		p++;
+		if (!is_digit(*p))
+			return -EINVAL;
+		for (; is_digit(*p); p++) {
+			/* Beyond 30 decimals nothing changes at byte resolution (2^40 < 10^13). */
+			if (nfrac < 30) {
+				frac = frac * 10 + (unsigned)(*p - '0');
+				scale *= 10;
+				nfrac++;
+			}
+		}
+	} else if (p == text) {
+		return -EINVAL;
+	}
+	if (!*p) {
+		if (ip == 0 && frac == 0) {
+			*ret_bytes = 0;
+			return 0;
+		}
+		*why = "needs a unit: B, KiB, MiB, GiB or TiB";
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < sizeof(size_units) / sizeof(size_units[0]); i++) {
+		if (strcasecmp(p, size_units[i].name) != 0)
+			continue;
+		u128 mult = (u128)1 << size_units[i].shift;
+		u128 whole = (u128)ip * mult;
+		u128 part = (frac * mult + scale - 1) / scale; /* rounded up */
+		u128 total = whole + part;
+		if (total > UINT64_MAX) {
+			*why = "too large";
+			return -ERANGE;
+		}
+		*ret_bytes = (uint64_t)total;
+		return 0;
+	}
+	*why = "unknown unit (use B, KiB, MiB, GiB or TiB)";
+	return -EINVAL;
+}
+
+int parse_uint(const char *text, unsigned long min, unsigned long max, unsigned long *ret_value)
+{
+	const char *p = text;
+	uint64_t v;
+	int r = read_u64(&p, &v);
+	if (r < 0)
+		return r;
+	if (*p)
+		return -EINVAL;
+	if (v < min || v > max)
+		return -ERANGE;
+	*ret_value = (unsigned long)v;
+	return 0;
+}
+
+int parse_percent(const char *text, int *ret_percent)
+{
+	const char *p = text;
+	uint64_t v;
+	int r = read_u64(&p, &v);
+	if (r < 0)
+		return r;
+	if (*p == '%')
+		p++;
+	if (*p)
+		return -EINVAL;
+	if (v > 100)
+		return -ERANGE;
+	*ret_percent = (int)v;
+	return 0;
+}
+
+int parse_cpulist(const char *text, uint64_t *bits, size_t nbits)
+{
+	const char *p = text;
+	if (!*p)
+		return -EINVAL;
+	for (;;) {
+		uint64_t a, b;
+		int r = read_u64(&p, &a);
+		if (r < 0)
+			return r == -ERANGE ? -ERANGE : -EINVAL;
+		b = a;
+		if (*p == '-') {
+			p++;
+			r = read_u64(&p, &b);
+			if (r < 0)
+				return r == -ERANGE ? -ERANGE : -EINVAL;
+			if (b < a)
+				return -EINVAL;
+		}
+		if (b > PARSE_CPULIST_MAX_CPU || b >= nbits)
+			return -ERANGE;
+		for (uint64_t c = a; c <= b; c++)
+			bits[c / 64] |= UINT64_C(1) << (c % 64);
+		if (!*p)
+			return 0;
+		if (*p != ',')
+			return -EINVAL;
+		p++;
+	}
+}
+
+/* Appends text to buf at *len, counting what would have been written. */
+static void append(char *buf, size_t size, size_t *len, const char *text)
+{
+	size_t n = strlen(text);
+	if (*len < size) {
+		size_t room = size - 1 - *len;
+		size_t k = n < room ? n : room;
+		memcpy(buf + *len, text, k);
+		buf[*len + k] = '\0';
+	}
+	*len += n;
+}
+
+static void append_uint(char *buf, size_t size, size_t *len, size_t v)
+{
+	char tmp[24];
+	size_t i = sizeof(tmp) - 1;
+	tmp[i] = '\0';
+	do {
+		tmp[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	append(buf, size, len, tmp + i);
+}
+
+static bool bit(const uint64_t *bits, size_t i)
+{
+	return bits[i / 64] >> (i % 64) & 1;
+}
+
+size_t format_cpulist(const uint64_t *bits, size_t nbits, char *buf, size_t size)
+{
+	size_t len = 0;
+	if (size)
+		buf[0] = '\0';
+	for (size_t i = 0; i < nbits; i++) {
+		if (!bit(bits, i))
+			continue;
+		size_t j = i;
+		while (j + 1 < nbits && bit(bits, j + 1))
+			j++;
+		if (len)
+			append(buf, size, &len, ",");
+		append_uint(buf, size, &len, i);
+		if (j > i) {
+			append(buf, size, &len, "-");
+			append_uint(buf, size, &len, j);
+		}
+		i = j;
+	}
+	return len;
+}

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * parse.h: pure parsers for the arguments of `gpuctl select` and `gpuctl run` (sizes, counts,
+ * percentages) and for the Linux cpulists NVML gives as CPU affinity. No I/O, no globals, so
+ * fuzz/fuzz-size.c links this file alone.
+ */
+#ifndef GPUCTL_CLI_PARSE_H
+#define GPUCTL_CLI_PARSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Parses a size: a decimal number (integer or with a fraction, "1.5") followed by a unit B,
+ * KiB, MiB, GiB, TiB or K, M, G, T (binary multiples, case-insensitive), no blanks. A bare
+ * number is refused unless it is 0 (a forgotten unit must not mean bytes). A fraction of a
+ * byte is rounded up. Returns 0 and writes *ret_bytes, or -EINVAL (malformed, unknown unit,
+ * no unit) or -ERANGE (more than 2^64-1 bytes); *why then says what is wrong (static). */
+int parse_size(const char *text, uint64_t *ret_bytes, const char **why);
+
+/* Parses a decimal integer in [min, max], nothing else around it. -EINVAL or -ERANGE. */
+int parse_uint(const char *text, unsigned long min, unsigned long max, unsigned long *ret_value);
+
+/* Parses a percentage 0..100, with or without a trailing '%'. -EINVAL or -ERANGE. */
+int parse_percent(const char *text, int *ret_percent);
+
+/* The highest CPU number parse_cpulist accepts (a guard against absurd input). */
+#define PARSE_CPULIST_MAX_CPU 65535
+
+/* Parses a Linux cpulist ("0-15,128-143", "3", "0-3,8") into a bit array of nbits bits
+ * (bits[i / 64] bit i % 64), OR-ing into what is there. Entries are N or N-M with N <= M.
+ * Returns 0, -EINVAL for a malformed list (empty included), or -ERANGE when a CPU number is
+ * >= nbits or > PARSE_CPULIST_MAX_CPU. On failure bits may be partly written. */
+int parse_cpulist(const char *text, uint64_t *bits, size_t nbits);
+
+/* Writes the set bits of bits[nbits] as a cpulist ("0-3,8") into buf[size], always
+ * NUL-terminated; "" for no bit. Returns the length it needed (without the NUL), like
+ * snprintf, so a result >= size means truncation. */
+size_t format_cpulist(const uint64_t *bits, size_t nbits, char *buf, size_t size);
+
+#endif /* GPUCTL_CLI_PARSE_H */

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * select.h: private knobs of the selection engine (src/lib/select.c), for its tests and its
+ * benchmark only (they link the static library). gpuctl_select() is select_run() with the
+ * defaults.
+ *
+ * Decisions:
+ * - The search mode is a parameter, not global state: a test can force the exact search past
+ *   its bound (to measure the heuristic's gap) or force the heuristic on a small machine.
+ */
+#ifndef GPUCTL_SELECT_H
+#define GPUCTL_SELECT_H
+
+#include <stdint.h>
+
+#include "gpuctl/gpuctl.h"
+
+/* Default bound of the exact search: sets of the requested size among the candidates. C(16, 8)
+ * = 12,870 is the largest count on a 16-GPU machine; 200,000 also covers C(72, 3) = 59,640. */
+#define SELECT_EXACT_LIMIT 200000u
+
+struct select_opts {
+	uint64_t exact_limit; /* enumerate every set when C(candidates, count) <= this */
+	bool force_heuristic; /* use the heuristic whatever the count (tests, bench) */
+};
+
+int select_run(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
+               const struct gpuctl_select_request *req, const struct select_opts *opts,
+               struct gpuctl_selection **ret_sel);
+
+#endif /* GPUCTL_SELECT_H */

@@ -1,0 +1,406 @@
+"""gpuctl run: the truth test (the simulated CUDA driver's ledger shows the workload on exactly
+the devices `gpuctl select` reports, on several machines), the child's environment, exit
+statuses, signal forwarding, --each (ranks, one device each, first failure stops the rest),
+CPU and memory binding as /proc shows it, --no-bind, --dry-run and -n 0.
+Expected values come from the scenario files and from `gpuctl select` with the same filters;
+CPU expectations are the scenario's affinity intersected with what this test process may use."""
+import copy
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from cli_facts import Machine
+from gpuctl_test import (BUILD, EXIT_NOMATCH, EXIT_USAGE, GPUCTL, SCENARIOS, SIMLIB,
+                         GpuctlTestCase, gpuctl, sim, sim_sh)
+
+LOAD = os.path.join(BUILD, "bin", "nvsim-load")
+A100 = Machine("dgx-a100")
+
+
+def cpulist(text):
+    out = set()
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            out.update(range(int(a), int(b) + 1))
+        elif part:
+            out.add(int(part))
+    return out
+
+
+def proc_status(text, key):
+    for line in text.splitlines():
+        if line.startswith(key + ":"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+class Truth(GpuctlTestCase):
+    """The workload runs on what select reports: CUDA (the simulated libcuda.so.1) agrees."""
+
+    def check(self, scenario, n, *filters):
+        script = ("$GPUCTL select -n %d %s\n"
+                  "$GPUCTL run -n %d %s -- $LOAD --seconds 0 --mem 1MiB --fail-if-none\n"
+                  "echo rc=$?\ncat \"$NVSIM_STATE_DIR/ledger.jsonl\"\n"
+                  % (n, " ".join(filters), n, " ".join(filters)))
+        r = sim_sh(scenario, script, env={"LOAD": LOAD})
+        self.assertEqual(r.rc, 0, r)
+        lines = r.out.splitlines()  # nvsim-load also says "ready ..." on stdout
+        want = next(l for l in lines if l.startswith("CUDA_VISIBLE_DEVICES="))
+        want = want.split("=", 1)[1].split(",")
+        self.assertIn("rc=0", lines, r)
+        runs = [json.loads(l) for l in lines if l.startswith("{")]
+        self.assertEqual(len(runs), 1, r)
+        got = [d["uuid"] for d in runs[0]["devices"]]
+        self.assertEqual(sorted(got), sorted(want), r)
+        self.assertEqual(runs[0]["cuda_device_order"], "PCI_BUS_ID")
+        self.assertEqual(runs[0]["cuda_visible_devices"], ",".join(want))
+        self.assertNotIn("error", runs[0], r)
+        return got
+
+    @unittest.skipUnless(os.path.exists(LOAD), "nvsim-load not built")
+    def test_machines(self):
+        for scenario, n in (("dgx-a100", 2), ("dgx-a100", 5), ("dgx1-v100", 4), ("rtx4090-8", 3),
+                            ("workstation-mixed", 2)):
+            with self.subTest(scenario=scenario, n=n):
+                self.check(scenario, n)
+
+    @unittest.skipUnless(os.path.exists(LOAD), "nvsim-load not built")
+    def test_workstation_index_mismatch(self):
+        # NVML 0 is the P1000; CUDA's default order would make index 0 the A6000.
+        m = Machine("workstation-mixed")
+        self.assertEqual(self.check("workstation-mixed", 1, "--only", "0"), [m.gpus[0]["uuid"]])
+        self.assertEqual(self.check("workstation-mixed", 1, "--only", "1"), [m.gpus[1]["uuid"]])
+
+    @unittest.skipUnless(os.path.exists(LOAD), "nvsim-load not built")
+    def test_mig(self):
+        m = Machine("a100-mig")
+        profile = m.mig(0)["instances"][0]["profile"]
+        got = self.check("a100-mig", 1, "--mig", profile)
+        self.assertTrue(got[0].startswith("MIG-"), got)
+
+    @unittest.skipUnless(os.path.exists(LOAD), "nvsim-load not built")
+    def test_each_ranks_in_ledger(self):
+        script = ("$GPUCTL select -n 3\n"
+                  "$GPUCTL run -n 3 --each -- $LOAD --seconds 0 --mem 1MiB --fail-if-none\n"
+                  "cat \"$NVSIM_STATE_DIR/ledger.jsonl\"\n")
+        r = sim_sh("dgx-a100", script, env={"LOAD": LOAD})
+        self.assertOk(r)
+        lines = r.out.splitlines()
+        want = lines[0].split("=", 1)[1].split(",")
+        runs = sorted((json.loads(l) for l in lines if l.startswith("{")),
+                      key=lambda x: int(x["env"]["RANK"]))
+        self.assertEqual(len(runs), 3, r)
+        for i, run in enumerate(runs):
+            self.assertEqual(run["env"], {"LOCAL_RANK": str(i), "RANK": str(i), "WORLD_SIZE": "3"})
+            self.assertEqual([d["uuid"] for d in run["devices"]], [want[i]])
+
+
+class Environment(GpuctlTestCase):
+    def env_of(self, *args, env=None, scenario="dgx-a100"):
+        r = sim(scenario, "run", *args, "--", sys.executable, "-c",
+                "import json, os; print(json.dumps(dict(os.environ)))", env=env)
+        self.assertOk(r)
+        return json.loads(r.out)
+
+    def test_uuids_order_and_gpus(self):
+        e = self.env_of("-n", "2", "--only", "2,5")
+        u = [A100.gpus[i]["uuid"] for i in (2, 5)]
+        self.assertEqual(sorted(e["CUDA_VISIBLE_DEVICES"].split(",")), sorted(u))
+        self.assertEqual(e["CUDA_DEVICE_ORDER"], "PCI_BUS_ID")
+        pairs = dict(p.split(":", 1) for p in e["GPUCTL_GPUS"].split(","))
+        self.assertEqual(pairs, {"2": u[0], "5": u[1]})
+        self.assertNotIn("NVIDIA_VISIBLE_DEVICES", e)
+
+    def test_n0_empty_not_minus_one(self):
+        e = self.env_of("-n", "0")
+        self.assertEqual(e["CUDA_VISIBLE_DEVICES"], "")
+        self.assertEqual(e["GPUCTL_GPUS"], "")
+
+    def test_inherited_nvidia_visible_devices_is_rewritten(self):
+        e = self.env_of("-n", "1", "--only", "3", env={"NVIDIA_VISIBLE_DEVICES": "all"})
+        self.assertEqual(e["NVIDIA_VISIBLE_DEVICES"], A100.gpus[3]["uuid"])
+        e = self.env_of("-n", "0", env={"NVIDIA_VISIBLE_DEVICES": "all"})
+        self.assertEqual(e["NVIDIA_VISIBLE_DEVICES"], "void")
+
+    def test_outer_allocation_restricts_run(self):
+        e = self.env_of("-n", "1", env={"SLURM_JOB_GPUS": "6"})
+        self.assertEqual(e["CUDA_VISIBLE_DEVICES"], A100.gpus[6]["uuid"])
+
+    def test_each_env(self):
+        r = sim("dgx-a100", "run", "-n", "3", "--only", "1,4,7", "--each", "--", "sh", "-c",
+                'echo "$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $CUDA_VISIBLE_DEVICES"')
+        self.assertOk(r)
+        rows = sorted(l.split() for l in r.out.splitlines())
+        self.assertEqual([x[:4] for x in rows], [[str(i), str(i), "3", "3"] for i in range(3)])
+        self.assertEqual(sorted(x[4] for x in rows),
+                         sorted(A100.gpus[i]["uuid"] for i in (1, 4, 7)))
+
+
+class ExitStatus(GpuctlTestCase):
+    def run_sh(self, code, *args):
+        return sim("dgx-a100", "run", "-n", "1", *args, "--", "sh", "-c", code)
+
+    def test_statuses(self):
+        for code, rc in (("exit 0", 0), ("exit 1", 1), ("exit 42", 42), ("kill -TERM $$", 143),
+                         ("kill -KILL $$", 137)):
+            with self.subTest(code=code):
+                self.assertEqual(self.run_sh(code).rc, rc)
+
+    def test_not_found_127(self):
+        r = sim("dgx-a100", "run", "-n", "1", "--", "/nonexistent/cmd")
+        self.assertOneLineError(r, 127, "run:", "'/nonexistent/cmd'", "not found")
+        r = sim("dgx-a100", "run", "-n", "1", "--", "no-such-command-gpuctl")
+        self.assertOneLineError(r, 127, "'no-such-command-gpuctl'")
+
+    def test_not_executable_126(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as f:
+            f.write("#!/bin/sh\nexit 0\n")
+        try:
+            os.chmod(f.name, 0o644)
+            r = sim("dgx-a100", "run", "-n", "1", "--", f.name)
+            self.assertOneLineError(r, 126, "cannot execute")
+        finally:
+            os.unlink(f.name)
+
+    def test_nothing_satisfies_starts_nothing(self):
+        with tempfile.TemporaryDirectory() as d:
+            mark = os.path.join(d, "ran")
+            r = sim("dgx-a100", "run", "-n", "9", "--", "touch", mark)
+            self.assertOneLineError(r, EXIT_NOMATCH, "run: need 9 GPUs")
+            self.assertFalse(os.path.exists(mark))
+
+    def test_usage(self):
+        env = {"GPUCTL_NVML_LIBRARY": "/nonexistent"}
+        for argv, needle in ((["run", "--", "true"], "-n"), (["run", "-n", "1"], "no command"),
+                             (["run", "-n", "0", "--each", "--", "true"], "--each"),
+                             (["run", "-n", "1", "--min-free-mem", "1XB", "--", "true"], "'1XB'"),
+                             (["run", "-n", "1", "--mig", "1g.5gb", "--whole", "--", "true"],
+                              "--whole")):
+            with self.subTest(argv=argv):
+                self.assertOneLineError(gpuctl(*argv, env=env), EXIT_USAGE, "run:", needle)
+
+    def test_help(self):
+        r = gpuctl("run", "--help")
+        self.assertOk(r)
+        for opt in ("-n, --count", "--min-free-mem", "--max-util", "--no-procs", "--only",
+                    "--exclude", "--numa", "--mig", "--whole", "--allow-unhealthy",
+                    "--ignore-outer", "--each", "--dry-run", "--no-bind", "--help",
+                    "does not reserve", "3  no GPU satisfies"):
+            self.assertIn(opt, r.out)
+
+
+CHILD = r"""
+import os, signal, sys, time
+out, ready = sys.argv[1], sys.argv[2]
+def h(sig, frame):
+    with open(out, "a") as f:
+        f.write("%d %s\n" % (sig, os.environ.get("RANK", "-")))
+    sys.exit(100 + sig)
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+          signal.SIGUSR2):
+    signal.signal(s, h)
+open(ready + os.environ.get("RANK", ""), "w").close()
+time.sleep(60)
+sys.exit(0)
+"""
+
+
+class Signals(GpuctlTestCase):
+    """gpuctl is started directly (read-only scenario) so the test signals gpuctl itself."""
+
+    def start(self, d, *args):
+        script = os.path.join(d, "child.py")
+        with open(script, "w") as f:
+            f.write(CHILD)
+        env = dict(os.environ)
+        for k in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "SLURM_JOB_GPUS",
+                  "SLURM_STEP_GPUS"):
+            env.pop(k, None)
+        env.update({"GPUCTL_NVML_LIBRARY": SIMLIB,
+                    "NVSIM_SCENARIO": os.path.join(SCENARIOS, "dgx-a100.json")})
+        env.pop("NVSIM_STATE_DIR", None)
+        p = subprocess.Popen([GPUCTL, "run", *args, "--", sys.executable, script,
+                              os.path.join(d, "got"), os.path.join(d, "ready")], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return p
+
+    def wait_ready(self, d, names):
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            if all(os.path.exists(os.path.join(d, n)) for n in names):
+                return
+            time.sleep(0.02)
+        self.fail("child not ready")
+
+    def test_each_signal_is_forwarded(self):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT,
+                    signal.SIGUSR1, signal.SIGUSR2):
+            with self.subTest(sig=sig.name), tempfile.TemporaryDirectory() as d:
+                p = self.start(d, "-n", "1")
+                self.wait_ready(d, ["ready"])
+                os.kill(p.pid, sig)
+                out, err = p.communicate(timeout=30)
+                self.assertEqual(p.returncode, 100 + sig, err)
+                with open(os.path.join(d, "got")) as f:
+                    self.assertEqual(f.read().split(), [str(int(sig)), "-"])
+
+    def test_signal_to_every_child_with_each(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = self.start(d, "-n", "3", "--each")
+            self.wait_ready(d, ["ready0", "ready1", "ready2"])
+            os.kill(p.pid, signal.SIGUSR1)
+            out, err = p.communicate(timeout=30)
+            self.assertEqual(p.returncode, 100 + signal.SIGUSR1, err)
+            with open(os.path.join(d, "got")) as f:
+                got = sorted(l.split()[1] for l in f.read().splitlines())
+            # Each child got SIGUSR1 once (the others may then also get gpuctl's SIGTERM).
+            with open(os.path.join(d, "got")) as f:
+                usr1 = [l.split()[1] for l in f.read().splitlines()
+                        if l.split()[0] == str(int(signal.SIGUSR1))]
+            self.assertEqual(sorted(usr1), ["0", "1", "2"], got)
+
+    def test_child_killed_by_signal_is_128_plus_n(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = sim("dgx-a100", "run", "-n", "1", "--", "sh", "-c", "kill -USR1 $$")
+            self.assertEqual(r.rc, 128 + signal.SIGUSR1, r)
+
+
+class Each(GpuctlTestCase):
+    def test_first_failure_in_time_stops_the_rest(self):
+        with tempfile.TemporaryDirectory() as d:
+            code = ('trap \'echo $RANK >> %s/terminated; kill $!; exit 0\' TERM\n'
+                    'case $RANK in 1) exit 7;; 2) sleep 0.5; exit 9;; esac\n'
+                    'sleep 30 & wait\n' % d)
+            t0 = time.time()
+            r = sim("dgx-a100", "run", "-n", "3", "--each", "--", "sh", "-c", code)
+            self.assertEqual(r.rc, 7, r)
+            self.assertLess(time.time() - t0, 20)
+            with open(os.path.join(d, "terminated")) as f:
+                self.assertIn("0", f.read().split())
+
+    def test_all_succeed(self):
+        r = sim("dgx-a100", "run", "-n", "4", "--each", "--", "true")
+        self.assertOk(r)
+
+
+def binding_scenario(d):
+    """A copy of workstation-mixed whose CPUs are this machine's first CPUs: GPU 0 on the
+    lowest CPU this process may use, GPU 1 on the next (or the same on a one-CPU machine)."""
+    with open(os.path.join(SCENARIOS, "workstation-mixed.json")) as f:
+        doc = json.load(f)
+    cpus = sorted(os.sched_getaffinity(0))
+    c0, c1 = cpus[0], cpus[1] if len(cpus) > 1 else cpus[0]
+    doc["cpus"]["numa_nodes"][0]["cpus"] = "%d-%d" % (min(c0, c1), max(c0, c1))
+    doc["gpus"][0]["cpu_affinity"] = str(c0)
+    doc["gpus"][1]["cpu_affinity"] = str(c1)
+    path = os.path.join(d, "binding.json")
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    return path, {c0}, {c1}
+
+
+def mem_policy():
+    """'prefer:0' when node 0 is a NUMA node this process may allocate on, else 'default'."""
+    with open("/proc/self/status") as f:
+        mems = proc_status(f.read(), "Mems_allowed_list")
+    if os.path.exists("/sys/devices/system/node/node0") and 0 in cpulist(mems):
+        return "prefer:0"
+    return "default"
+
+
+SHOW = "grep -E 'Cpus_allowed_list|Mems_allowed_list' /proc/self/status; head -n 1 /proc/self/numa_maps"
+
+
+class Binding(GpuctlTestCase):
+    def child(self, path, *args):
+        r = sim(path, "run", *args, "--", "sh", "-c", SHOW)
+        self.assertOk(r)
+        return r.out
+
+    def test_cpus_and_memory_follow_the_gpu(self):
+        with tempfile.TemporaryDirectory() as d:
+            path, cpu0, cpu1 = binding_scenario(d)
+            mine = os.sched_getaffinity(0)
+            for only, want in (("0", cpu0), ("1", cpu1), ("0,1", cpu0 | cpu1)):
+                with self.subTest(only=only):
+                    n = len(only.split(","))
+                    out = self.child(path, "-n", str(n), "--only", only)
+                    self.assertEqual(cpulist(proc_status(out, "Cpus_allowed_list")), want & mine)
+                    self.assertEqual(out.splitlines()[2].split()[1], mem_policy(), out)
+
+    def test_each_binds_each_child_to_its_gpu(self):
+        with tempfile.TemporaryDirectory() as d:
+            path, cpu0, cpu1 = binding_scenario(d)
+            r = sim(path, "run", "-n", "2", "--only", "0,1", "--each", "--", "sh", "-c",
+                    'echo "$GPUCTL_GPUS $(grep Cpus_allowed_list /proc/self/status | cut -f2)"')
+            self.assertOk(r)
+            for line in r.out.splitlines():
+                gpus, cpus = line.split()
+                want = cpu0 if gpus.startswith("0:") else cpu1
+                self.assertEqual(cpulist(cpus), want, r)
+
+    def test_no_bind_leaves_affinity_alone(self):
+        with tempfile.TemporaryDirectory() as d:
+            path, _, _ = binding_scenario(d)
+            out = self.child(path, "-n", "1", "--only", "0", "--no-bind")
+            self.assertEqual(cpulist(proc_status(out, "Cpus_allowed_list")), os.sched_getaffinity(0))
+            self.assertEqual(out.splitlines()[2].split()[1], "default", out)
+
+    def test_no_intersection_no_binding(self):
+        # dgx-a100's GPU CPUs (48-63,...) are outside this machine's CPUs unless it is large.
+        mine = os.sched_getaffinity(0)
+        aff = cpulist(A100.cpu_affinity(0))
+        if aff & mine:
+            self.skipTest("this machine has the DGX's CPUs")
+        r = sim("dgx-a100", "-v", "run", "-n", "1", "--only", "0", "--", "sh", "-c", SHOW)
+        self.assertOk(r)
+        self.assertEqual(cpulist(proc_status(r.out, "Cpus_allowed_list")), mine)
+        self.assertIn("not bound", r.err)
+
+
+class DryRun(GpuctlTestCase):
+    def test_prints_and_starts_nothing(self):
+        with tempfile.TemporaryDirectory() as d:
+            mark = os.path.join(d, "ran")
+            r = sim("dgx-a100", "run", "-n", "2", "--only", "2,3", "--dry-run", "--",
+                    "touch", mark, "it's")
+            self.assertOk(r)
+            self.assertFalse(os.path.exists(mark))
+            lines = r.out.splitlines()
+            env = dict(w.split("=", 1) for w in shlex.split(lines[0]))
+            u = [A100.gpus[i]["uuid"] for i in (2, 3)]
+            self.assertEqual(sorted(env["CUDA_VISIBLE_DEVICES"].split(",")), sorted(u))
+            self.assertEqual(env["CUDA_DEVICE_ORDER"], "PCI_BUS_ID")
+            self.assertTrue(lines[1].startswith("cpus: "), r)
+            self.assertTrue(lines[2].startswith("memory: "), r)
+            self.assertEqual(shlex.split(lines[3][len("command:"):]), ["touch", mark, "it's"])
+
+    def test_each_one_block_per_child(self):
+        r = sim("dgx-a100", "run", "-n", "3", "--each", "--dry-run", "--", "true")
+        self.assertOk(r)
+        blocks = r.out.strip().split("\n\n")
+        self.assertEqual(len(blocks), 3, r)
+        for i, b in enumerate(blocks):
+            lines = b.splitlines()
+            self.assertEqual(lines[0], "# rank %d" % i)
+            env = dict(w.split("=", 1) for w in shlex.split(lines[1]))
+            self.assertEqual(env["RANK"], str(i))
+            self.assertEqual(env["WORLD_SIZE"], "3")
+            self.assertEqual(len(env["CUDA_VISIBLE_DEVICES"].split(",")), 1)
+
+    def test_n0(self):
+        r = sim("dgx-a100", "run", "-n", "0", "--dry-run", "--", "true")
+        self.assertOk(r)
+        env = dict(w.split("=", 1) for w in shlex.split(r.out.splitlines()[0]))
+        self.assertEqual(env["CUDA_VISIBLE_DEVICES"], "")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,302 @@
+"""gpuctl select: every output form for a fixed choice, --ids index, the filters (each removing
+what it should, exit 3 naming it), usage errors, the outer allocation (CUDA_VISIBLE_DEVICES with
+and without CUDA_DEVICE_ORDER, UUIDs, NVIDIA_VISIBLE_DEVICES, SLURM_JOB_GPUS), -n 0 and
+--explain. Expected UUIDs and NUMA nodes come from the scenario files (cli_facts); the choice is
+forced with --only where the expectation must not depend on the engine's tie-breaks."""
+import json
+import unittest
+
+from cli_facts import Machine
+from gpuctl_test import (EXIT_NODRIVER, EXIT_NOMATCH, EXIT_USAGE, GpuctlTestCase, gpuctl, sim,
+                         sim_sh)
+
+A100 = Machine("dgx-a100")
+WS = Machine("workstation-mixed")
+
+
+def uuids(m, *idx):
+    return [m.gpus[i]["uuid"] for i in idx]
+
+
+def cuda_uuids(out):
+    """The UUID list of a `--format cuda` line."""
+    line = out.strip()
+    assert line.startswith("CUDA_VISIBLE_DEVICES="), out
+    v = line.split("=", 1)[1]
+    return v.split(",") if v else []
+
+
+class Formats(GpuctlTestCase):
+    """--only 2,3 -n 2 leaves the engine one choice: GPUs 2 and 3 (in index order)."""
+
+    def sel(self, *args):
+        r = sim("dgx-a100", "select", "-n", "2", "--only", "2,3", *args)
+        self.assertOk(r)
+        return r.out
+
+    def test_cuda_default(self):
+        u = ",".join(uuids(A100, 2, 3))
+        self.assertEqual(self.sel(), "CUDA_VISIBLE_DEVICES=%s\n" % u)
+        self.assertEqual(self.sel("--format", "cuda"), "CUDA_VISIBLE_DEVICES=%s\n" % u)
+
+    def test_env(self):
+        u = ",".join(uuids(A100, 2, 3))
+        self.assertEqual(self.sel("--format", "env"),
+                         "export CUDA_VISIBLE_DEVICES=%s\nexport CUDA_DEVICE_ORDER=PCI_BUS_ID\n" % u)
+
+    def test_docker_quotes_the_list(self):
+        # docker/cli opts/gpus.go: unquoted, "device=a,b" splits into a device and a count.
+        u = ",".join(uuids(A100, 2, 3))
+        self.assertEqual(self.sel("--format", "docker"), "--gpus '\"device=%s\"'\n" % u)
+
+    def test_nvidia(self):
+        u = ",".join(uuids(A100, 2, 3))
+        self.assertEqual(self.sel("--format", "nvidia"), "NVIDIA_VISIBLE_DEVICES=%s\n" % u)
+
+    def test_cdi(self):
+        self.assertEqual(self.sel("--format", "cdi"),
+                         "".join("nvidia.com/gpu=%s\n" % u for u in uuids(A100, 2, 3)))
+
+    def test_k8s(self):
+        out = self.sel("--format", "k8s")
+        self.assertIn("nvidia.com/gpu: 2", out)
+        self.assertIn(",".join(uuids(A100, 2, 3)), out)
+
+    def test_json(self):
+        doc = json.loads(self.sel("--format", "json"))
+        devs = doc["devices"]
+        self.assertEqual([d["index"] for d in devs], [2, 3])
+        self.assertEqual([d["uuid"] for d in devs], uuids(A100, 2, 3))
+        self.assertEqual([d["pci_bus_id"] for d in devs],
+                         [A100.gpus[i]["pci_bus_id"] for i in (2, 3)])
+
+    def test_ids_index_carries_pci_bus_order(self):
+        out = self.sel("--ids", "index")
+        words = sorted(out.split())
+        self.assertEqual(words, ["CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=2,3"], out)
+        self.assertEqual(self.sel("--ids", "index", "--format", "nvidia"),
+                         "NVIDIA_VISIBLE_DEVICES=2,3\n")
+
+    def test_n0_is_the_empty_set(self):
+        r = sim("dgx-a100", "select", "-n", "0")
+        self.assertOk(r)
+        self.assertEqual(r.out, "CUDA_VISIBLE_DEVICES=\n")
+
+    def test_n_too_large_is_exit_3(self):
+        r = sim("dgx-a100", "select", "-n", str(len(A100) + 1))
+        self.assertOneLineError(r, EXIT_NOMATCH, "select: need %d GPUs, %d qualify"
+                                % (len(A100) + 1, len(A100)))
+        self.assertEqual(r.out, "")
+
+
+class Filters(GpuctlTestCase):
+    def chosen(self, script):
+        r = sim_sh("dgx-a100", script)
+        return r, r.out
+
+    def test_max_util(self):
+        r = sim_sh("dgx-a100", "$NVSIM set -i 0 utilization.gpu=90\n"
+                   "$GPUCTL select -n 7 --max-util 50\n")
+        self.assertOk(r)
+        self.assertEqual(sorted(cuda_uuids(r.out)), sorted(uuids(A100, *range(1, 8))))
+        r = sim_sh("dgx-a100", "$NVSIM set -i 0 utilization.gpu=90\n"
+                   "$GPUCTL select -n 8 --max-util 50%\n")
+        self.assertOneLineError(r, EXIT_NOMATCH, "need 8 GPUs, 7 qualify", "--max-util 50: 0")
+
+    def test_min_free_mem(self):
+        r = sim_sh("dgx-a100", "$NVSIM set -i 1,4 memory.used=75GiB\n"
+                   "$GPUCTL select -n 6 --min-free-mem 10GiB\n")
+        self.assertOk(r)
+        self.assertEqual(sorted(cuda_uuids(r.out)), sorted(uuids(A100, 0, 2, 3, 5, 6, 7)))
+        r = sim_sh("dgx-a100", "$NVSIM set -i 1,4 memory.used=75GiB\n"
+                   "$GPUCTL select -n 7 --min-free-mem 10G\n")
+        self.assertOneLineError(r, EXIT_NOMATCH, "need 7 GPUs, 6 qualify", "--min-free-mem", "1,4")
+        # 5 GiB free on 1 and 4 (80 - 75): 4.5GiB passes, 5.5GiB does not.
+        r = sim_sh("dgx-a100", "$NVSIM set -i 1,4 memory.used=75GiB\n"
+                   "$GPUCTL select -n 8 --min-free-mem 4.5GiB\n")
+        self.assertOk(r)
+
+    def test_no_procs(self):
+        r = sim_sh("dgx-a100", "sleep 60 & pid=$!\n$NVSIM proc add --pid $pid -i 6 --mem 1GiB\n"
+                   "$GPUCTL select -n 7 --no-procs; rc=$?\n"
+                   "$GPUCTL select -n 8 --no-procs || rc2=$?\nkill $pid\necho rc2=$rc2\n")
+        lines = r.out.splitlines()
+        self.assertEqual(sorted(cuda_uuids(lines[0])), sorted(uuids(A100, 0, 1, 2, 3, 4, 5, 7)), r)
+        self.assertEqual(lines[-1], "rc2=3", r)
+        self.assertIn("--no-procs: 6", r.err)
+
+    def test_numa(self):
+        nodes = {g["numa_node"] for g in A100.gpus}
+        for node in sorted(nodes):
+            want = [i for i, g in enumerate(A100.gpus) if g["numa_node"] == node]
+            r = sim("dgx-a100", "select", "-n", str(len(want)), "--numa", str(node))
+            self.assertOk(r)
+            self.assertEqual(sorted(cuda_uuids(r.out)), sorted(uuids(A100, *want)))
+            r = sim("dgx-a100", "select", "-n", str(len(want) + 1), "--numa", str(node))
+            self.assertOneLineError(r, EXIT_NOMATCH, "--numa")
+
+    def test_only_and_exclude(self):
+        r = sim("dgx-a100", "select", "-n", "7", "--exclude", A100.gpus[5]["uuid"][:12])
+        self.assertOk(r)
+        self.assertNotIn(A100.gpus[5]["uuid"], r.out)
+        r = sim("dgx-a100", "select", "-n", "1", "--only", A100.gpus[6]["pci_bus_id"])
+        self.assertOk(r)
+        self.assertEqual(cuda_uuids(r.out), uuids(A100, 6))
+        r = sim("dgx-a100", "select", "-n", "2", "--only", "6")
+        self.assertOneLineError(r, EXIT_NOMATCH, "need 2 GPUs, 1 qualifies", "--only")
+
+    def test_unhealthy_gpus_are_skipped_unless_allowed(self):
+        script = ("$NVSIM set -i 2 ecc.volatile.uncorrected=3\n$NVSIM set -i 5 remap.failure=1\n"
+                  "$GPUCTL select -n 6\n$GPUCTL select -n 8 --allow-unhealthy\n"
+                  "$GPUCTL select -n 7 || echo rc=$?\n")
+        r = sim_sh("dgx-a100", script)
+        lines = r.out.splitlines()
+        self.assertEqual(sorted(cuda_uuids(lines[0])), sorted(uuids(A100, 0, 1, 3, 4, 6, 7)), r)
+        self.assertEqual(sorted(cuda_uuids(lines[1])), sorted(uuids(A100, *range(8))), r)
+        self.assertEqual(lines[2], "rc=3", r)
+        self.assertIn("uncorrectable ECC errors: 2", r.err)
+        self.assertIn("row-remap failure: 5", r.err)
+
+    def test_lost_gpu_is_skipped(self):
+        r = sim_sh("dgx-a100", "$NVSIM set -i 3 lost=1\n$GPUCTL select -n 7\n"
+                   "$GPUCTL select -n 8 || echo rc=$?\n")
+        lines = r.out.splitlines()
+        self.assertEqual(sorted(cuda_uuids(lines[0])), sorted(uuids(A100, 0, 1, 2, 4, 5, 6, 7)), r)
+        self.assertEqual(lines[1], "rc=3", r)
+        self.assertIn("lost or unidentified: 3", r.err)
+
+    def test_mig_profile(self):
+        m = Machine("a100-mig")
+        inst = m.mig(0)["instances"]
+        profile = inst[0]["profile"]
+        want = {i["uuid"] for g in range(len(m)) for i in (m.mig(g) or {}).get("instances", [])
+                if i["profile"] == profile}
+        r = sim("a100-mig", "select", "-n", "1", "--mig", profile)
+        self.assertOk(r)
+        got = cuda_uuids(r.out)
+        self.assertEqual(len(got), 1)
+        self.assertIn(got[0], want)
+        self.assertTrue(got[0].startswith("MIG-"))
+        r = sim("a100-mig", "select", "-n", str(len(want) + 1), "--mig", profile)
+        self.assertOneLineError(r, EXIT_NOMATCH, "need %d MIG devices" % (len(want) + 1))
+
+
+class Usage(GpuctlTestCase):
+    def test_help_lists_every_option_and_exit_codes(self):
+        r = gpuctl("select", "--help")
+        self.assertOk(r)
+        for opt in ("-n, --count", "--min-free-mem", "--max-util", "--no-procs", "--only",
+                    "--exclude", "--numa", "--mig", "--whole", "--allow-unhealthy",
+                    "--ignore-outer", "--format", "--ids", "--explain", "--help"):
+            self.assertIn(opt, r.out)
+        for code in ("0  success", "2  usage", "3  no GPU satisfies", "4  no NVIDIA driver"):
+            self.assertIn(code, r.out)
+
+    def test_usage_errors_need_no_driver(self):
+        env = {"GPUCTL_NVML_LIBRARY": "/nonexistent"}
+        cases = [
+            (["select"], "-n"),
+            (["select", "-n", "x"], "'x'"),
+            (["select", "-n", "-1"], "'-1'"),
+            (["select", "-n", "1", "--min-free-mem", "10"], "'10'"),
+            (["select", "-n", "1", "--min-free-mem", "10GB"], "'10GB'"),
+            (["select", "-n", "1", "--min-free-mem", "ten"], "'ten'"),
+            (["select", "-n", "1", "--min-free-mem", "-1GiB"], "'-1GiB'"),
+            (["select", "-n", "1", "--min-free-mem", "1.GiB"], "'1.GiB'"),
+            (["select", "-n", "1", "--min-free-mem", "99999999999TiB"], "'99999999999TiB'"),
+            (["select", "-n", "1", "--max-util", "101"], "'101'"),
+            (["select", "-n", "1", "--numa", "a"], "'a'"),
+            (["select", "-n", "1", "--mig", "1g.5gb", "--whole"], "--whole"),
+            (["select", "-n", "1", "--only", ""], "--only"),
+            (["select", "-n", "1", "--format", "yaml"], "'yaml'"),
+            (["select", "-n", "1", "--ids", "serial"], "'serial'"),
+            (["select", "-n", "1", "--bogus"], "'--bogus'"),
+            (["select", "-n", "1", "extra"], "'extra'"),
+        ]
+        for argv, needle in cases:
+            with self.subTest(argv=argv):
+                self.assertOneLineError(gpuctl(*argv, env=env), EXIT_USAGE, "select:", needle)
+
+    def test_unknown_ids_are_usage_errors(self):
+        r = sim("dgx-a100", "select", "-n", "1", "--only", "99")
+        self.assertOneLineError(r, EXIT_USAGE, "'99'")
+        r = sim("dgx-a100", "select", "-n", "1", "--exclude", "GPU-zzzz")
+        self.assertOneLineError(r, EXIT_USAGE, "GPU-zzzz")
+
+    def test_no_driver(self):
+        r = gpuctl("select", "-n", "1", env={"GPUCTL_NVML_LIBRARY": "/nonexistent"})
+        self.assertOneLineError(r, EXIT_NODRIVER)
+
+
+class OuterAllocation(GpuctlTestCase):
+    def test_cuda_indices_follow_cuda_device_order(self):
+        # workstation-mixed: NVML 0 is the P1000, 1 the A6000; CUDA's default FASTEST_FIRST
+        # order makes the A6000 CUDA device 0 (scenario description).
+        r = sim("workstation-mixed", "select", "-n", "1", env={"CUDA_VISIBLE_DEVICES": "0"})
+        self.assertOk(r)
+        self.assertEqual(cuda_uuids(r.out), uuids(WS, 1))
+        r = sim("workstation-mixed", "select", "-n", "1",
+                env={"CUDA_VISIBLE_DEVICES": "0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+        self.assertOk(r)
+        self.assertEqual(cuda_uuids(r.out), uuids(WS, 0))
+
+    def test_cuda_uuids(self):
+        env = {"CUDA_VISIBLE_DEVICES": ",".join(uuids(A100, 5, 6))}
+        r = sim("dgx-a100", "select", "-n", "2", env=env)
+        self.assertOk(r)
+        self.assertEqual(sorted(cuda_uuids(r.out)), sorted(uuids(A100, 5, 6)))
+        r = sim("dgx-a100", "select", "-n", "3", env=env)
+        self.assertOneLineError(r, EXIT_NOMATCH, "need 3 GPUs, 2 qualify", "outside the allocation")
+        r = sim("dgx-a100", "select", "-n", "3", "--ignore-outer", env=env)
+        self.assertOk(r)
+
+    def test_cuda_empty_allows_nothing(self):
+        r = sim("dgx-a100", "select", "-n", "1", env={"CUDA_VISIBLE_DEVICES": ""})
+        self.assertOneLineError(r, EXIT_NOMATCH, "need 1 GPU")
+
+    def test_nvidia_visible_devices(self):
+        r = sim("dgx-a100", "select", "-n", "2", env={"NVIDIA_VISIBLE_DEVICES": "2,3"})
+        self.assertOk(r)
+        self.assertEqual(sorted(cuda_uuids(r.out)), sorted(uuids(A100, 2, 3)))
+
+    def test_slurm_job_gpus(self):
+        r = sim("dgx-a100", "select", "-n", "2", env={"SLURM_JOB_GPUS": "4,5"})
+        self.assertOk(r)
+        self.assertEqual(sorted(cuda_uuids(r.out)), sorted(uuids(A100, 4, 5)))
+
+    def test_verbose_names_the_variable(self):
+        r = sim("dgx-a100", "-v", "select", "-n", "1", env={"SLURM_JOB_GPUS": "4,5"})
+        self.assertOk(r)
+        self.assertIn("SLURM_JOB_GPUS", r.err)
+
+    def test_unreadable_outer_value_is_usage_error(self):
+        r = sim("dgx-a100", "select", "-n", "1", env={"NVIDIA_VISIBLE_DEVICES": "GPU-nope"})
+        self.assertOneLineError(r, EXIT_USAGE, "NVIDIA_VISIBLE_DEVICES")
+
+
+class Explain(GpuctlTestCase):
+    def test_both_sets_and_scores_on_stderr(self):
+        r = sim("dgx1-v100", "select", "-n", "2", "--explain")
+        self.assertOk(r)
+        chosen = cuda_uuids(r.out)
+        self.assertEqual(len(chosen), 2)
+        err = r.err
+        self.assertIn("chosen: ", err)
+        self.assertIn("runner-up: ", err)
+        self.assertEqual(err.count("ring bandwidth"), 2, r)
+        self.assertIn("GB/s", err)
+        self.assertIn("decided by: ", err)
+        chosen_line = next(l for l in err.splitlines() if l.startswith("chosen: "))
+        runner_line = next(l for l in err.splitlines() if l.startswith("runner-up: "))
+        for u in chosen:
+            self.assertIn(u[:12], chosen_line)
+        self.assertNotEqual(chosen_line[len("chosen: "):], runner_line[len("runner-up: "):])
+
+    def test_no_runner_up(self):
+        r = sim("dgx-a100", "select", "-n", "8", "--explain")
+        self.assertOk(r)
+        self.assertIn("runner-up: none", r.err)
+
+
+if __name__ == "__main__":
+    unittest.main()
