@@ -15,7 +15,9 @@
  *   (4) leftover: the maximum-weight matching of the free candidates left over (how well they
  *   still serve 2-GPU jobs, counting every pair, so single picks use up pairs whole); for MIG,
  *   the parent GPUs left untouched; (5) load, then the lowest sorted index list.
- * - Search: every set when C(m, n) <= SELECT_EXACT_LIMIT, with a cheap upper bound on the ring
+ * - Search: every set when there are at most SELECT_EXACT_ALWAYS (16) candidates, or when
+ *   C(m, n) <= SELECT_EXACT_LIMIT and C(m, n) x m^2 <= SELECT_EXACT_WORK (select_is_exact), with
+ *   a cheap upper bound on the ring
  *   (every ring vertex uses two of its edges) to skip sets that cannot win; the ring of a set of
  *   up to 16 devices is exact (DP over subsets per threshold). Above the bound: greedy growth
  *   from every seed plus swap local search (documented gap in docs/selection.md).
@@ -1029,6 +1031,22 @@ static int no_space(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
 	return ctx_error(ctx, -ENOSPC, "%s", msg);
 }
 
+bool select_is_exact(size_t m, size_t n, const struct select_opts *opts)
+{
+	double combos = 1.0; /* C(m, n), in floating point: no overflow */
+
+	if (opts && opts->force_heuristic)
+		return false;
+	for (size_t i = 0; i < n && i < m; i++)
+		combos = combos * (double)(m - i) / (double)(i + 1);
+	if (opts && opts->exact_limit)
+		return combos <= (double)opts->exact_limit + 0.5;
+	if (m <= SELECT_EXACT_ALWAYS)
+		return true;
+	return combos <= (double)SELECT_EXACT_LIMIT + 0.5 &&
+	       combos * (double)m * (double)m <= SELECT_EXACT_WORK;
+}
+
 int select_run(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
                const struct gpuctl_select_request *user_req, const struct select_opts *opts,
                struct gpuctl_selection **ret_sel)
@@ -1148,18 +1166,10 @@ int select_run(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
 				               : snap->links[e.c[a].gpu * snap->n_gpus + e.c[b].gpu]
 				                         .bandwidth;
 
-	{
-		/* C(m, n) against the bound, without overflow */
-		uint64_t limit = opts && opts->exact_limit ? opts->exact_limit : SELECT_EXACT_LIMIT;
-		double combos = 1.0;
-
-		for (size_t i = 0; i < e.n; i++)
-			combos = combos * (double)(e.m - i) / (double)(i + 1);
-		if ((opts && opts->force_heuristic) || combos > (double)limit + 0.5)
-			r = search_heuristic(&e, &keep);
-		else
-			r = search_exact(&e, &keep);
-	}
+	if (select_is_exact(e.m, e.n, opts))
+		r = search_exact(&e, &keep);
+	else
+		r = search_heuristic(&e, &keep);
 	if (r < 0)
 		goto out;
 	r = devset_of(&e, keep.best.idx, &sel->best);

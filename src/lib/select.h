@@ -16,13 +16,21 @@
 #include "gpuctl/gpuctl.h"
 
 /* Default bound of the exact search: sets of the requested size among the candidates. C(16, 8)
- * = 12,870 is the largest count on a 16-GPU machine; 200,000 also covers C(72, 3) = 59,640. */
+ * = 12,870 is the largest count on a 16-GPU machine. */
 #define SELECT_EXACT_LIMIT 200000u
+/* ... and when the work, C(candidates, count) x candidates^2 (each set's leftover matching),
+ * stays under this; machines of at most SELECT_EXACT_ALWAYS candidates are always exact. */
+#define SELECT_EXACT_WORK   20000000.0
+#define SELECT_EXACT_ALWAYS 16u
 
 struct select_opts {
 	uint64_t exact_limit; /* enumerate every set when C(candidates, count) <= this */
 	bool force_heuristic; /* use the heuristic whatever the count (tests, bench) */
 };
+
+/* Whether gpuctl_select enumerates every set for m candidates and a request of n (else the
+ * heuristic); opts as for select_run (NULL: defaults). */
+bool select_is_exact(size_t m, size_t n, const struct select_opts *opts);
 
 int select_run(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
                const struct gpuctl_select_request *req, const struct select_opts *opts,
