@@ -17,6 +17,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -114,6 +115,34 @@ def main():
         t1, _ = r[100]
         lines.append(f"| {r['scenario']} | {r['gpus']} | `gpuctl {r['command']}` | {t0['wall_ms']:.2f} | "
                      f"{t0['cpu_ms']:.2f} | {c0:.0f} | {c0 / r['gpus']:.1f} | {t1['wall_ms']:.2f} |")
+    # Launch overhead: `gpuctl run -n 1 -- true` against plain `true` on the simulated DGX A100
+    # (aim: under 5 ms added). Both run inside the same nvsim exec, alternating.
+    if not a.scenario:
+        nvsim = os.path.join(build, "bin", "nvsim")
+        gpuctl = os.path.join(build, "bin", "gpuctl")
+        true = shutil.which("true") or "/bin/true"
+        res = {}
+        with tempfile.TemporaryDirectory() as tmp:
+            for label, argv in (("true", [true]), ("gpuctl run -n 1 -- true", [gpuctl, "run", "-n", "1", "--", true])):
+                out = os.path.join(tmp, "t.json")
+                p = subprocess.run([nvsim, "exec", "dgx-a100", "--", sys.executable,
+                                    os.path.join(HERE, "measure.py"), out, str(max(a.repeat, 20)), *argv],
+                                   capture_output=True, text=True, timeout=600)
+                if p.returncode != 0:
+                    raise SystemExit(f"bench: launch overhead ({label}) failed:\n{p.stderr}")
+                with open(out) as f:
+                    res[label] = json.load(f)
+        added = res["gpuctl run -n 1 -- true"]["wall_ms"] - res["true"]["wall_ms"]
+        print(f"launch: true {res['true']['wall_ms']:.2f} ms, gpuctl run -n 1 -- true "
+              f"{res['gpuctl run -n 1 -- true']['wall_ms']:.2f} ms, added {added:.2f} ms", flush=True)
+        lines += ["", "## Launch overhead", "",
+                  "`gpuctl run -n 1 -- true` against plain `true`, median wall ms per run on the",
+                  "simulated dgx-a100 (8 GPUs), NVML at 0 us per call (aim: under 5 ms added).", "",
+                  "| command | wall ms | CPU ms |", "|---|---:|---:|"]
+        for label in ("true", "gpuctl run -n 1 -- true"):
+            lines.append(f"| `{label}` | {res[label]['wall_ms']:.2f} | {res[label]['cpu_ms']:.2f} |")
+        lines.append(f"| added by gpuctl | {added:.2f} | |")
+
     # Selection: time and quality of gpuctl_select against GPU count and request size, from
     # build/bin/select-bench (bench/select-bench.c; quality = ring bandwidth / optimum).
     sel = os.path.join(build, "bin", "select-bench")

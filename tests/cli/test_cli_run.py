@@ -17,7 +17,7 @@ import unittest
 
 from cli_facts import Machine
 from gpuctl_test import (BUILD, EXIT_NOMATCH, EXIT_USAGE, GPUCTL, SCENARIOS, SIMLIB,
-                         GpuctlTestCase, gpuctl, sim, sim_sh)
+                         GpuctlTestCase, gpuctl, scenario_names, sim, sim_sh)
 
 LOAD = os.path.join(BUILD, "bin", "nvsim-load")
 A100 = Machine("dgx-a100")
@@ -70,6 +70,16 @@ class Truth(GpuctlTestCase):
                             ("workstation-mixed", 2)):
             with self.subTest(scenario=scenario, n=n):
                 self.check(scenario, n)
+
+    @unittest.skipUnless(os.path.exists(LOAD), "nvsim-load not built")
+    def test_every_scenario(self):
+        # 1, 2 and 4 whole GPUs (as many as the machine has outside MIG mode) on every machine.
+        for scenario in scenario_names():
+            m = Machine(scenario)
+            whole = sum(1 for i in range(len(m)) if not (m.mig(i) or {}).get("enabled"))
+            for n in sorted({min(k, whole) for k in (1, 2, 4)} - {0}):
+                with self.subTest(scenario=scenario, n=n):
+                    self.check(scenario, n)
 
     @unittest.skipUnless(os.path.exists(LOAD), "nvsim-load not built")
     def test_workstation_index_mismatch(self):
