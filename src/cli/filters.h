@@ -72,8 +72,8 @@ enum {
 	"  --numa NODE           only GPUs attached to CPU NUMA node NODE (also --numa-node)\n"    \
 	"  --mig PROFILE         choose MIG devices of this profile (e.g. 1g.10gb)\n"              \
 	"  --whole               choose whole GPUs (the default; conflicts with --mig)\n"          \
-	"  --allow-unhealthy     also consider lost GPUs and GPUs with uncorrectable memory\n"     \
-	"                        errors or pending/failed row remapping\n"                         \
+	"  --allow-unhealthy     also consider GPUs with uncorrectable ECC errors or a failed\n"   \
+	"                        row remap (lost GPUs are never chosen)\n"                         \
 	"  --ignore-outer        choose among all GPUs, ignoring the allocation gpuctl runs in\n"  \
 	"                        (CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, SLURM_*_GPUS)\n"
 

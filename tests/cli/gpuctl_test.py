@@ -49,7 +49,8 @@ class Result:
 def run(argv, env=None, input=None, timeout=TIMEOUT):
     e = dict(os.environ)
     # A test never reaches a real driver by accident, and never inherits an outer allocation.
-    for k in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"):
+    for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "SLURM_STEP_GPUS",
+              "SLURM_JOB_GPUS"):
         e.pop(k, None)
     if env:
         e.update(env)

@@ -143,6 +143,26 @@ class Environment(GpuctlTestCase):
         e = self.env_of("-n", "1", env={"SLURM_JOB_GPUS": "6"})
         self.assertEqual(e["CUDA_VISIBLE_DEVICES"], A100.gpus[6]["uuid"])
 
+    def test_outer_allocation_each_variable(self):
+        # Each variable alone confines the job to the GPUs it names (dgx-a100: NVML index =
+        # PCI order; CUDA indices need CUDA_DEVICE_ORDER=PCI_BUS_ID to mean the same).
+        u = [g["uuid"] for g in A100.gpus]
+        cases = (
+            ({"CUDA_VISIBLE_DEVICES": "5,7", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, {5, 7}),
+            ({"CUDA_VISIBLE_DEVICES": u[1] + "," + u[4]}, {1, 4}),
+            ({"NVIDIA_VISIBLE_DEVICES": "2,3"}, {2, 3}),
+            ({"NVIDIA_VISIBLE_DEVICES": u[6] + "," + u[0]}, {0, 6}),
+            ({"SLURM_STEP_GPUS": "4,6"}, {4, 6}),
+            ({"SLURM_JOB_GPUS": "0,1,2", "SLURM_STEP_GPUS": "1,2"}, {1, 2}),
+        )
+        for env, allowed in cases:
+            with self.subTest(env=env):
+                e = self.env_of("-n", "2", env=env)
+                got = set(e["CUDA_VISIBLE_DEVICES"].split(","))
+                self.assertEqual(got, {u[i] for i in allowed})
+                r = sim("dgx-a100", "run", "-n", str(len(allowed) + 1), "--", "true", env=env)
+                self.assertEqual(r.rc, EXIT_NOMATCH, r)
+
     def test_each_env(self):
         r = sim("dgx-a100", "run", "-n", "3", "--only", "1,4,7", "--each", "--", "sh", "-c",
                 'echo "$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $CUDA_VISIBLE_DEVICES"')
