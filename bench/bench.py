@@ -123,11 +123,15 @@ def main():
         true = shutil.which("true") or "/bin/true"
         res = {}
         with tempfile.TemporaryDirectory() as tmp:
+            # gpuctl run takes a lease: in a private directory, never the machine's /run/gpuctl.
+            leases = os.path.join(tmp, "leases")
+            os.mkdir(leases, 0o700)
+            env = dict(os.environ, GPUCTL_LEASE_DIR=leases)
             for label, argv in (("true", [true]), ("gpuctl run -n 1 -- true", [gpuctl, "run", "-n", "1", "--", true])):
                 out = os.path.join(tmp, "t.json")
                 p = subprocess.run([nvsim, "exec", "dgx-a100", "--", sys.executable,
                                     os.path.join(HERE, "measure.py"), out, str(max(a.repeat, 20)), *argv],
-                                   capture_output=True, text=True, timeout=600)
+                                   capture_output=True, text=True, timeout=600, env=env)
                 if p.returncode != 0:
                     raise SystemExit(f"bench: launch overhead ({label}) failed:\n{p.stderr}")
                 with open(out) as f:
@@ -142,6 +146,18 @@ def main():
         for label in ("true", "gpuctl run -n 1 -- true"):
             lines.append(f"| `{label}` | {res[label]['wall_ms']:.2f} | {res[label]['cpu_ms']:.2f} |")
         lines.append(f"| added by gpuctl | {added:.2f} | |")
+
+    # Leases: acquire/release latency and grants per second (bench/lease-bench.c).
+    lb = os.path.join(build, "bin", "lease-bench")
+    if os.path.exists(lb) and not a.scenario:
+        p = subprocess.run([lb, "2000", "2"], capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            raise SystemExit(f"bench: {lb} failed ({p.returncode}):\n{p.stderr}")
+        print(p.stdout, end="", flush=True)
+        lines += ["", "## Leases", "",
+                  f"Command: `{os.path.relpath(lb)} 2000 2` (bench/lease-bench.c) on the simulated",
+                  "dgx-a100: gpuctl_select_and_lease + gpuctl_lease_free through the library.", ""]
+        lines += p.stdout.rstrip("\n").split("\n")
 
     # Selection: time and quality of gpuctl_select against GPU count and request size, from
     # build/bin/select-bench (bench/select-bench.c; quality = ring bandwidth / optimum).

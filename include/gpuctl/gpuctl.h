@@ -403,6 +403,11 @@ struct gpuctl_select_request {
 	const struct gpuctl_devset *within; /* the outer allocation; NULL: the whole machine */
 	bool allow_unhealthy; /* keep GPUs with uncorrectable memory errors (lost GPUs and GPUs
 	                       * without a UUID are never chosen) */
+	/* Fields below were added after the first release; struct_size tells whether a caller
+	 * knows them (a smaller struct_size reads them as NULL). */
+	const struct gpuctl_devset *leased;  /* devices leased by others: never chosen ("leased") */
+	const struct gpuctl_devset *foreign; /* devices running processes of no lease: never
+	                                      * chosen ("in use without a lease") */
 };
 #define GPUCTL_SELECT_REQUEST_INIT                                                                 \
 	{                                                                                          \
@@ -435,6 +440,97 @@ struct gpuctl_select_score {
 /* Score of the chosen set (runner_up false) or of the runner-up; -ENODATA if there is none. */
 int gpuctl_selection_score(const struct gpuctl_selection *sel, bool runner_up,
                            struct gpuctl_select_score *ret_score);
+
+/* ---- Leases (src/lib/lease.c; docs/leases.md) ---- */
+
+/* An opened and checked lease directory. */
+struct gpuctl_lease_dir;
+
+/* Opens the lease directory: path, else $GPUCTL_LEASE_DIR, else /run/gpuctl; creates it when
+ * missing and the caller may (root, or a directory of the caller's own). Checks ownership and
+ * modes as docs/leases.md says. -EPERM when unsafe (message says why), -ENOENT when missing and
+ * not ours to create (message names `sudo gpuctl lease init` and GPUCTL_LEASE_DIR). */
+int gpuctl_lease_dir_open(struct gpuctl_ctx *ctx, const char *path,
+                          struct gpuctl_lease_dir **ret_dir);
+void gpuctl_lease_dir_free(struct gpuctl_lease_dir *dir);
+const char *gpuctl_lease_dir_path(const struct gpuctl_lease_dir *dir);
+/* Creates the missing lock files of every GPU and MIG device of snap. Only the directory's
+ * owner may (-EPERM otherwise). Returns how many it created. */
+int gpuctl_lease_dir_init(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                          const struct gpuctl_snapshot *snap);
+
+enum gpuctl_lease_state {
+	GPUCTL_LEASE_FREE,          /* no one holds it */
+	GPUCTL_LEASE_HELD,          /* some process holds the lock */
+	GPUCTL_LEASE_UNUSABLE,      /* its lock file is unsafe (symlink, wrong owner, ...) */
+	GPUCTL_LEASE_UNINITIALISED, /* no lock file, and not ours to create */
+};
+
+/* What the holder wrote about itself (display only: the kernel lock decides). */
+struct gpuctl_lease_owner {
+	uint32_t uid;        /* the record's owner (from the file system, not the record) */
+	const char *user;    /* user name, or NULL */
+	uint32_t pid;        /* the holder: gpuctl run's pid, or the --hold holder's */
+	uint32_t job_pid;    /* the job gpuctl run started, 0 if none */
+	uint64_t start_time; /* holder's start, seconds since the epoch */
+	const char *command; /* the job's command line, or NULL */
+	const char *label;   /* --label, or NULL */
+};
+
+/* The lease state of every device of snap (GPUs, then each GPU's MIG devices). */
+struct gpuctl_lease_list;
+int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                      const struct gpuctl_snapshot *snap, struct gpuctl_lease_list **ret_list);
+void gpuctl_lease_list_free(struct gpuctl_lease_list *list);
+size_t gpuctl_lease_list_count(const struct gpuctl_lease_list *list);
+/* Entry i: its device, state, and (HELD with a trustworthy record) owner; *ret_owner NULL when
+ * unknown. *ret_reason says why for UNUSABLE/UNINITIALISED, else NULL (owned by list). */
+int gpuctl_lease_list_get(const struct gpuctl_lease_list *list, size_t i, size_t *ret_gpu,
+                          int *ret_mig, enum gpuctl_lease_state *ret_state,
+                          const struct gpuctl_lease_owner **ret_owner, const char **ret_reason);
+/* The devices of snap that run compute processes belonging to no lease holder (nor to a
+ * descendant of one): busy by default for select-and-lease. */
+int gpuctl_lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                         const struct gpuctl_snapshot *snap, struct gpuctl_devset **ret_set);
+
+/* Held leases on a set of devices. */
+struct gpuctl_lease;
+
+/* Who asks, for the owner records. */
+struct gpuctl_lease_request {
+	size_t struct_size;  /* sizeof(struct gpuctl_lease_request) */
+	const char *command; /* the job's command line, for display */
+	const char *label;   /* free text, for display */
+	bool ignore_foreign; /* do not count foreign processes as busy */
+};
+#define GPUCTL_LEASE_REQUEST_INIT                                                                  \
+	{                                                                                          \
+		.struct_size = sizeof(struct gpuctl_lease_request)                                 \
+	}
+
+/* Select-and-lease, atomically (docs/leases.md): under DIR/select.lock, excludes leased devices
+ * (and foreign-busy ones unless lreq->ignore_foreign), selects with req, and locks the chosen
+ * devices. On success *ret_sel is the selection and *ret_lease holds its locks; the owner
+ * records name the calling process. Errors as gpuctl_select (-ENOSPC names "leased" devices),
+ * and -EPERM/-ENOENT for lease files as above. */
+int gpuctl_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                            const struct gpuctl_snapshot *snap,
+                            const struct gpuctl_select_request *req,
+                            const struct gpuctl_lease_request *lreq,
+                            struct gpuctl_selection **ret_sel, struct gpuctl_lease **ret_lease);
+/* Releases the locks this process holds (holders that inherited them keep them). */
+void gpuctl_lease_free(struct gpuctl_lease *lease);
+/* The lock descriptors, for a child to inherit (close-on-exec until the caller clears that in
+ * the child). Writes up to max; returns how many there are. */
+size_t gpuctl_lease_fds(const struct gpuctl_lease *lease, int *fds, size_t max);
+/* Rewrites the owner records (once the job's pid is known, or for a --hold holder). */
+int gpuctl_lease_set_owner(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, uint32_t pid,
+                           uint32_t job_pid);
+/* Ends the --hold holders of the calling user that hold any device of set (NULL: all of the
+ * user's holders): SIGTERM after checking the pid's owner and start time. Returns how many were
+ * signalled; -EPERM if set names a device held by another user's holder. */
+int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                         const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set);
 
 #ifdef __cplusplus
 }

@@ -37,7 +37,17 @@
  *   of the first failure in time, else 0.
  * - --dry-run prints, per child, the environment changes, the binding and the shell-quoted
  *   command, and starts nothing.
- * - Leases are not taken yet (issue #4): two concurrent `gpuctl run` can choose the same GPU.
+ * - Leases (docs/leases.md). run selects and leases atomically (gpuctl_select_and_lease) in
+ *   the lease directory (--lease-dir, $GPUCTL_LEASE_DIR, /run/gpuctl), so two concurrent runs
+ *   never share a device. The lock descriptors stay open in gpuctl until every child has ended
+ *   and are inherited by the children (FD_CLOEXEC cleared between fork and exec; their numbers
+ *   in GPUCTL_LEASE_FDS, the directory in GPUCTL_LEASE_DIR): the lease lives while gpuctl or
+ *   the job lives, so `kill -9` of gpuctl leaves the job holding it. With --each every rank
+ *   inherits every descriptor (simplest correct choice): the lease of all devices ends when
+ *   the last rank (and gpuctl) has ended, not device by device. The owner record names gpuctl
+ *   and the first child (gpuctl_lease_set_owner once it is forked). --dry-run takes no lease:
+ *   it selects as run would (excluding leased devices and, unless --ignore-foreign, devices
+ *   busy without a lease) and says so.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -66,7 +76,9 @@ extern char **environ;
 #define RUN_NCPUS     (PARSE_CPULIST_MAX_CPU + 1)
 #define RUN_CPU_WORDS (RUN_NCPUS / 64)
 /* Environment variables gpuctl sets in a child, at most. */
-#define RUN_MAX_ENV 8
+#define RUN_MAX_ENV 10
+/* Lease descriptors a child inherits, at most (one per device). */
+#define RUN_MAX_LEASE_FDS FILTERS_MAX_COUNT
 
 enum {
 	OPT_EACH = 0x100,
@@ -104,16 +116,20 @@ struct run_child {
 	int first_node;                     /* fallback of MPOL_PREFERRED_MANY */
 	int mpol;                           /* MPOL_PREFERRED or MPOL_PREFERRED_MANY */
 	char mem_text[160];                 /* "preferred node(s) 0,1", or why none */
+	const int *lease_fds;               /* descriptors to inherit (borrowed) */
+	size_t nlease_fds;                  /* entries of lease_fds */
 	pid_t pid;                          /* after fork; 0 once reaped */
 	int status;                         /* exit status once reaped */
 };
 
 struct run_args {
 	struct select_args sel;
-	bool each;    /* --each */
-	bool dry_run; /* --dry-run */
-	bool no_bind; /* --no-bind */
-	char **cmd;   /* the command and its arguments */
+	bool each;                  /* --each */
+	bool dry_run;               /* --dry-run */
+	bool no_bind;               /* --no-bind */
+	char **cmd;                 /* the command and its arguments */
+	const char *lease_fds_text; /* GPUCTL_LEASE_FDS for the children, NULL without a lease */
+	const char *lease_dir;      /* GPUCTL_LEASE_DIR for the children */
 };
 
 /* ---- building the plan ---- */
@@ -414,6 +430,11 @@ static int plan_child(struct run_child *c, const struct run_args *a,
 		    (r = set_env(c, "WORLD_SIZE", ws)) >= 0)
 			r = set_env(c, "LOCAL_WORLD_SIZE", ws);
 	}
+	if (r >= 0 && a->lease_fds_text) {
+		r = set_env(c, "GPUCTL_LEASE_FDS", a->lease_fds_text);
+		if (r >= 0)
+			r = set_env(c, "GPUCTL_LEASE_DIR", a->lease_dir);
+	}
 	if (r < 0)
 		return r;
 	if (from == to) {
@@ -509,6 +530,11 @@ __attribute__((noreturn)) static void child_exec(const struct run_child *c, char
 	for (size_t i = 0; i < N_FORWARDED; i++)
 		sigaction(forwarded_signals[i], &dfl, NULL);
 	sigprocmask(SIG_SETMASK, mask, NULL);
+	for (size_t i = 0; i < c->nlease_fds; i++) {
+		int fl = fcntl(c->lease_fds[i], F_GETFD);
+		if (fl >= 0)
+			(void)fcntl(c->lease_fds[i], F_SETFD, fl & ~FD_CLOEXEC);
+	}
 	if (c->cpus)
 		(void)sched_setaffinity(0, CPU_ALLOC_SIZE(RUN_NCPUS), c->cpus);
 	if (c->nodes && set_mempolicy(c->mpol, c->nodes, c->maxnode + 1) < 0 &&
@@ -615,7 +641,8 @@ static int wait_children(struct cli *cli, struct run_child *kids, size_t n, size
 	return first_failure < 0 ? 0 : first_failure;
 }
 
-static int start_children(struct cli *cli, struct run_child *kids, size_t n, char **cmd)
+static int start_children(struct cli *cli, struct run_child *kids, size_t n, char **cmd,
+                          struct gpuctl_lease *lease)
 {
 	struct sigaction sa = {.sa_sigaction = forward_signal, .sa_flags = SA_SIGINFO | SA_RESTART};
 	sigset_t old;
@@ -660,6 +687,15 @@ static int start_children(struct cli *cli, struct run_child *kids, size_t n, cha
 		kids[i].pid = pid;
 		pids[i] = pid;
 		started++;
+		/* The record names gpuctl and its (first) job, for ps and foreign-process checks.
+		 */
+		if (lease && i == 0) {
+			int rr = gpuctl_lease_set_owner(cli->ctx, lease, (uint32_t)getpid(),
+			                                (uint32_t)pid);
+			if (rr < 0 && cli->verbose)
+				cli_error("run: cannot update the lease's owner record: %s",
+				          gpuctl_errmsg(cli->ctx));
+		}
 		int e = 0;
 		ssize_t got;
 		do
@@ -695,14 +731,57 @@ static int start_children(struct cli *cli, struct run_child *kids, size_t n, cha
 
 /* ---- the command ---- */
 
+/* The job's command line for the owner record: the words joined by spaces. */
+static int join_command(char **cmd, char **ret)
+{
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	int r = sb_add(&buf, &len, &cap, "");
+	for (size_t i = 0; r >= 0 && cmd[i]; i++) {
+		if (i)
+			r = sb_add(&buf, &len, &cap, " ");
+		if (r >= 0)
+			r = sb_add(&buf, &len, &cap, cmd[i]);
+	}
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	*ret = buf;
+	return 0;
+}
+
+/* "3,4": the lease descriptors for GPUCTL_LEASE_FDS. */
+static int fds_list(const int *fds, size_t n, char **ret)
+{
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	int r = sb_add(&buf, &len, &cap, "");
+	for (size_t i = 0; r >= 0 && i < n; i++) {
+		char num[24];
+		snprintf(num, sizeof(num), "%s%d", i ? "," : "", fds[i]);
+		r = sb_add(&buf, &len, &cap, num);
+	}
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	*ret = buf;
+	return 0;
+}
+
 static int cmd_run_exec(struct cli *cli, int argc, char **argv)
 {
 	struct run_args a = {.sel = SELECT_ARGS_INIT};
 	struct gpuctl_snapshot *snap = NULL;
 	struct gpuctl_selection *sel = NULL;
 	struct run_child *kids = NULL;
+	struct gpuctl_lease_dir *dir = NULL;
+	struct gpuctl_lease *lease = NULL;
 	uint64_t *allowed = NULL;
-	size_t nkids = 0;
+	int *fds = NULL;
+	char *command = NULL, *fds_text = NULL;
+	size_t nkids = 0, nfds = 0;
 	int opt, status, r;
 
 	while ((opt = getopt_long(argc, argv, "+:n:h", run_options, NULL)) != -1) {
@@ -738,9 +817,34 @@ static int cmd_run_exec(struct cli *cli, int argc, char **argv)
 		return cmd_usage_error(&cmd_run_entry, "--each with -n 0 would start nothing");
 	a.cmd = argv + optind;
 
-	status = filters_select(cli, &cmd_run_entry, &a.sel, 0, &snap, &sel);
+	r = join_command(a.cmd, &command);
+	if (r < 0) {
+		cli_error("run: out of memory");
+		return CLI_EXIT_FAILURE;
+	}
+	if (a.dry_run)
+		status = filters_select_lease(cli, &cmd_run_entry, &a.sel,
+		                              FILTERS_LEASE_EXCLUDE_FOREIGN, NULL, 0, &snap, &sel,
+		                              NULL, NULL);
+	else
+		status = filters_select_lease(cli, &cmd_run_entry, &a.sel, FILTERS_LEASE_TAKE,
+		                              command, 0, &snap, &sel, &dir, &lease);
 	if (status)
 		goto out;
+	if (lease) {
+		nfds = gpuctl_lease_fds(lease, NULL, 0);
+		fds = calloc(nfds ? nfds : 1, sizeof(*fds));
+		if (!fds) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		nfds = gpuctl_lease_fds(lease, fds, nfds);
+		r = fds_list(fds, nfds, &fds_text);
+		if (r < 0)
+			goto fail;
+		a.lease_fds_text = fds_text;
+		a.lease_dir = gpuctl_lease_dir_path(dir);
+	}
 
 	const struct gpuctl_devset *set = gpuctl_selection_devices(sel);
 	size_t ndev = gpuctl_devset_count(set);
@@ -761,6 +865,8 @@ static int cmd_run_exec(struct cli *cli, int argc, char **argv)
 			r = plan_child(&kids[i], &a, snap, set, 0, ndev, -1, 0, allowed);
 		if (r < 0)
 			goto fail;
+		kids[i].lease_fds = fds;
+		kids[i].nlease_fds = nfds;
 		if (cli->verbose && !a.dry_run) {
 			cli_error("run: %s%zu: CUDA_VISIBLE_DEVICES=%s, cpus: %s, memory: %s",
 			          a.each ? "rank " : "child ", i, kids[i].env[0].value,
@@ -784,7 +890,7 @@ static int cmd_run_exec(struct cli *cli, int argc, char **argv)
 		status = CLI_EXIT_OK;
 		goto out;
 	}
-	status = start_children(cli, kids, nkids, a.cmd);
+	status = start_children(cli, kids, nkids, a.cmd, lease);
 	goto out;
 
 fail:
@@ -801,6 +907,12 @@ out:
 	free(allowed);
 	gpuctl_selection_free(sel);
 	gpuctl_snapshot_free(snap);
+	/* Every child has ended: the lease ends with gpuctl's descriptors. */
+	gpuctl_lease_free(lease);
+	gpuctl_lease_dir_free(dir);
+	free(fds);
+	free(fds_text);
+	free(command);
 	filters_done(&a.sel);
 	return status;
 }
@@ -825,6 +937,9 @@ const struct cmd_entry cmd_run_entry = {
         "may use; memory prefers the GPUs' NUMA nodes. SIGINT, SIGTERM, SIGHUP, SIGQUIT,\n"
         "SIGUSR1 and SIGUSR2 are forwarded to it. gpuctl exits with its status (128+N if\n"
         "killed by signal N; 127 command not found; 126 not executable).\n"
-        "Note: run does not reserve GPUs yet; two concurrent runs may choose the same GPU.\n",
+        "The chosen devices are leased (docs/leases.md) until gpuctl and the command have both\n"
+        "ended: the command inherits the lock descriptors (GPUCTL_LEASE_FDS, GPUCTL_LEASE_DIR);\n"
+        "with --each every rank inherits all of them. --dry-run takes no lease. A lease\n"
+        "directory that is unsafe or missing is exit 1; devices all leased is exit 3.\n",
         .exec = cmd_run_exec,
 };

@@ -13,21 +13,41 @@
  *   and the runner-up with every score component, and names the first component (in the
  *   library's comparison order) that differs: the one that decided.
  * - -n 0 is valid and prints the empty set (CUDA_VISIBLE_DEVICES= hides every GPU).
+ * - Leases (docs/leases.md). Without --hold, select takes no lease: it excludes the devices
+ *   leased now (when the lease directory exists), so what it prints can still be taken by
+ *   someone else before it is used. --hold SECONDS first starts a holder (double fork and
+ *   setsid: its own session, no terminal), which selects and leases atomically itself, so the
+ *   lock and the owner record are its own (/proc/locks names it, and a record naming a pid that
+ *   did not take the lock is not trusted by ps). It reports the status and device string
+ *   through a pipe, then puts stdio on /dev/null, moves to / and keeps the lease for SECONDS or
+ *   until SIGTERM (`gpuctl release`). select prints only after that report, so a script that
+ *   reads the device string holds a lease; errors (exit 3 when all is leased) are the holder's
+ *   one line on select's stderr and select's exit status.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "filters.h"
 #include "format.h"
+#include "parse.h"
+
+/* The longest --hold: a year. */
+#define SELECT_HOLD_MAX_S (366UL * 24 * 3600)
 
 enum {
 	OPT_FORMAT = 0x100,
 	OPT_IDS,
 	OPT_EXPLAIN,
+	OPT_HOLD,
 };
 
 static const struct option select_options[] = {
@@ -35,6 +55,7 @@ static const struct option select_options[] = {
         {"format", required_argument, NULL, OPT_FORMAT},
         {"ids", required_argument, NULL, OPT_IDS},
         {"explain", no_argument, NULL, OPT_EXPLAIN},
+        {"hold", required_argument, NULL, OPT_HOLD},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -127,14 +148,208 @@ static void explain(const struct gpuctl_snapshot *snap, const struct gpuctl_sele
 		explain_decider(&chosen, &runner, f);
 }
 
+/* What `select` prints, however it chose. */
+struct select_output {
+	enum gpuctl_render form;
+	unsigned render_flags;
+	bool explain;
+};
+
+/* Chooses (and with mode FILTERS_LEASE_TAKE leases), renders the device string into *ret_text
+ * and prints --explain to stderr. Returns 0 or the exit status (error printed). */
+static int choose(struct cli *cli, struct select_args *o, enum filters_lease_mode mode,
+                  const struct select_output *out, char **ret_text,
+                  struct gpuctl_lease_dir **ret_dir, struct gpuctl_lease **ret_lease)
+{
+	struct gpuctl_snapshot *snap = NULL;
+	struct gpuctl_selection *sel = NULL;
+	int status, r;
+
+	if (mode == FILTERS_LEASE_TAKE)
+		status = filters_select_lease(cli, &cmd_select_entry, o, mode,
+		                              "gpuctl select --hold", 0, &snap, &sel, ret_dir,
+		                              ret_lease);
+	else
+		status = filters_select_lease(cli, &cmd_select_entry, o, mode, NULL, 0, &snap, &sel,
+		                              NULL, NULL);
+	if (status)
+		return status;
+	r = gpuctl_devstr_render(cli->ctx, snap, gpuctl_selection_devices(sel), out->form,
+	                         out->render_flags, ret_text);
+	if (r < 0) {
+		const char *msg = gpuctl_errmsg(cli->ctx);
+		cli_error("select: cannot render the device string: %s",
+		          msg && msg[0] ? msg : strerror(-r));
+		status = CLI_EXIT_FAILURE;
+	} else if (out->explain && mode == FILTERS_LEASE_TAKE) {
+		/* The holder explains before it reports (its stderr then goes to /dev/null). */
+		explain(snap, sel);
+	} else if (out->explain) {
+		/* The result first, then the reasons: flush so a terminal shows them in order. */
+		fputs(*ret_text, stdout);
+		fflush(stdout);
+		explain(snap, sel);
+		free(*ret_text);
+		*ret_text = NULL;
+	}
+	gpuctl_selection_free(sel);
+	gpuctl_snapshot_free(snap);
+	return status;
+}
+
+static void write_full(int fd, const char *p, size_t len)
+{
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		p += w;
+		len -= (size_t)w;
+	}
+}
+
+/* The holder (its own session): selects and leases itself, so the lock is its own (and
+ * /proc/locks names it), reports the status and device string through report_fd, then keeps
+ * the lease until seconds have passed or SIGTERM/SIGINT comes. Never returns. */
+__attribute__((noreturn)) static void holder_main(struct cli *cli, struct select_args *o,
+                                                  const struct select_output *out,
+                                                  unsigned long seconds, int report_fd)
+{
+	struct gpuctl_lease_dir *dir = NULL;
+	struct gpuctl_lease *lease = NULL;
+	char *text = NULL;
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	struct sigaction ign = {.sa_handler = SIG_IGN};
+	sigemptyset(&ign.sa_mask);
+	sigaction(SIGHUP, &ign, NULL);
+	int status = choose(cli, o, FILTERS_LEASE_TAKE, out, &text, &dir, &lease);
+	unsigned char st = (unsigned char)status;
+	fflush(NULL);
+	write_full(report_fd, (const char *)&st, 1);
+	if (status == 0 && text)
+		write_full(report_fd, text, strlen(text));
+	close(report_fd);
+	free(text);
+	if (status)
+		_exit(status);
+
+	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (devnull >= 0) {
+		(void)dup2(devnull, STDIN_FILENO);
+		(void)dup2(devnull, STDOUT_FILENO);
+		(void)dup2(devnull, STDERR_FILENO);
+		if (devnull > STDERR_FILENO)
+			close(devnull);
+	}
+	if (chdir("/") < 0) {
+		/* Nothing to do: the holder does not use its working directory. */
+	}
+	struct timespec end, now;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += (time_t)seconds;
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec > end.tv_sec ||
+		    (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec))
+			break;
+		struct timespec left = {end.tv_sec - now.tv_sec, end.tv_nsec - now.tv_nsec};
+		if (left.tv_nsec < 0) {
+			left.tv_sec--;
+			left.tv_nsec += 1000000000L;
+		}
+		if (sigtimedwait(&set, NULL, &left) >= 0)
+			break; /* SIGTERM or SIGINT: gpuctl release */
+	}
+	gpuctl_lease_free(lease);
+	gpuctl_lease_dir_free(dir);
+	_exit(0);
+}
+
+/* select --hold: starts the holder (double fork, setsid) and prints what it reports once it
+ * holds the lease and has written its record. Returns the exit status. */
+static int hold(struct cli *cli, struct select_args *o, const struct select_output *out,
+                unsigned long seconds)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		cli_error("select: --hold: pipe: %s", strerror(errno));
+		return CLI_EXIT_FAILURE;
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		cli_error("select: --hold: fork: %s", strerror(errno));
+		close(p[0]);
+		close(p[1]);
+		return CLI_EXIT_FAILURE;
+	}
+	if (pid == 0) {
+		close(p[0]);
+		if (setsid() < 0)
+			_exit(CLI_EXIT_FAILURE);
+		pid_t h = fork();
+		if (h < 0)
+			_exit(CLI_EXIT_FAILURE);
+		if (h == 0)
+			holder_main(cli, o, out, seconds, p[1]);
+		_exit(0);
+	}
+	close(p[1]);
+	int wstatus = 0;
+	while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR)
+		;
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	int status = 0;
+	for (;;) {
+		if (len + 4096 + 1 > cap) {
+			size_t ncap = cap ? 2 * cap : 8192;
+			char *nb = realloc(buf, ncap);
+			if (!nb) {
+				status = -ENOMEM;
+				break;
+			}
+			buf = nb;
+			cap = ncap;
+		}
+		ssize_t got = read(p[0], buf + len, cap - len - 1);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			break;
+		len += (size_t)got;
+	}
+	close(p[0]);
+	if (status < 0) {
+		cli_error("select: out of memory");
+		status = CLI_EXIT_FAILURE;
+	} else if (len == 0) {
+		cli_error("select: --hold: the holder process ended before it held the lease");
+		status = CLI_EXIT_FAILURE;
+	} else {
+		status = (unsigned char)buf[0];
+		buf[len] = '\0';
+		if (status == 0)
+			fputs(buf + 1, stdout);
+	}
+	free(buf);
+	return status;
+}
+
 static int cmd_select_exec(struct cli *cli, int argc, char **argv)
 {
 	struct select_args o = SELECT_ARGS_INIT;
-	struct gpuctl_snapshot *snap = NULL;
-	struct gpuctl_selection *sel = NULL;
 	enum gpuctl_render form = GPUCTL_RENDER_CUDA;
 	unsigned render_flags = 0;
 	bool want_explain = false;
+	unsigned long hold_s = 0;
 	char *text = NULL;
 	int opt, status, r;
 
@@ -168,6 +383,13 @@ static int cmd_select_exec(struct cli *cli, int argc, char **argv)
 		case OPT_EXPLAIN:
 			want_explain = true;
 			break;
+		case OPT_HOLD:
+			if (parse_uint(optarg, 1, SELECT_HOLD_MAX_S, &hold_s) < 0)
+				return cmd_usage_error(&cmd_select_entry,
+				                       "--hold: '%s' is not a number of seconds "
+				                       "(1 to %lu)",
+				                       optarg, SELECT_HOLD_MAX_S);
+			break;
 		case 'h':
 			cmd_usage(&cmd_select_entry, stdout);
 			return CLI_EXIT_OK;
@@ -181,35 +403,22 @@ static int cmd_select_exec(struct cli *cli, int argc, char **argv)
 	if (status)
 		return status;
 
-	status = filters_select(cli, &cmd_select_entry, &o, 0, &snap, &sel);
-	if (status)
-		goto out;
-	r = gpuctl_devstr_render(cli->ctx, snap, gpuctl_selection_devices(sel), form, render_flags,
-	                         &text);
-	if (r < 0) {
-		const char *msg = gpuctl_errmsg(cli->ctx);
-		cli_error("select: cannot render the device string: %s",
-		          msg && msg[0] ? msg : strerror(-r));
-		status = CLI_EXIT_FAILURE;
-		goto out;
+	struct select_output out = {form, render_flags, want_explain};
+	if (hold_s) {
+		status = hold(cli, &o, &out, hold_s);
+	} else {
+		status = choose(cli, &o, FILTERS_LEASE_EXCLUDE, &out, &text, NULL, NULL);
+		if (status == 0 && text)
+			fputs(text, stdout);
 	}
-	fputs(text, stdout);
-	if (want_explain) {
-		/* The result first, then the reasons: flush so a terminal shows them in order. */
-		fflush(stdout);
-		explain(snap, sel);
-	}
-out:
 	free(text);
-	gpuctl_selection_free(sel);
-	gpuctl_snapshot_free(snap);
 	filters_done(&o);
 	return status;
 }
 
 const struct cmd_entry cmd_select_entry = {
         .name = "select",
-        .usage = "-n N [FILTERS] [--format FORMAT] [--ids uuid|index] [--explain]",
+        .usage = "-n N [FILTERS] [--format FORMAT] [--ids uuid|index] [--explain] [--hold SECONDS]",
         .summary = "choose the best GPUs for a job and print them as a device string",
         .options = FILTER_OPTIONS_HELP
         "  --format FORMAT       cuda (default: CUDA_VISIBLE_DEVICES=...), env (export\n"
@@ -221,10 +430,14 @@ const struct cmd_entry cmd_select_entry = {
         "  --explain             on stderr: the chosen set and the runner-up with their scores\n"
         "                        (ring and total bandwidth, NUMA nodes, sockets, leftover,\n"
         "                        load) and the component that decided between them\n"
+        "  --hold SECONDS        lease the chosen devices for SECONDS (1 to a year): a holder\n"
+        "                        process keeps them until then or `gpuctl release`; the\n"
+        "                        device string is printed once the lease is held\n"
         "  -h, --help            print this help\n"
         "\n"
         "Unless --ignore-outer, the choice is made within the allocation gpuctl runs in\n"
         "(CUDA_VISIBLE_DEVICES with CUDA_DEVICE_ORDER, NVIDIA_VISIBLE_DEVICES, SLURM_STEP_GPUS,\n"
-        "SLURM_JOB_GPUS); -v says which variable constrained it.\n",
+        "SLURM_JOB_GPUS); -v says which variable constrained it. Devices leased in the lease\n"
+        "directory are never chosen; without --hold select takes no lease itself.\n",
         .exec = cmd_select_exec,
 };

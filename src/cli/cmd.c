@@ -20,13 +20,8 @@
 #include "cmd.h"
 
 const struct cmd_entry *const cmd_table[] = {
-        &cmd_help_entry,
-        &cmd_info_entry,
-        &cmd_list_entry,
-        &cmd_run_entry,
-        &cmd_select_entry,
-        &cmd_topo_entry,
-        NULL,
+        &cmd_help_entry,    &cmd_info_entry, &cmd_lease_entry,  &cmd_list_entry, &cmd_ps_entry,
+        &cmd_release_entry, &cmd_run_entry,  &cmd_select_entry, &cmd_topo_entry, NULL,
 };
 
 static const char exit_status_text[] =
@@ -52,7 +47,7 @@ void cli_usage(FILE *f)
 	      "Commands:\n",
 	      f);
 	for (size_t i = 0; cmd_table[i]; i++)
-		fprintf(f, "  %-6s  %s\n", cmd_table[i]->name, cmd_table[i]->summary);
+		fprintf(f, "  %-7s  %s\n", cmd_table[i]->name, cmd_table[i]->summary);
 	fputs("\n"
 	      "Global options:\n"
 	      "  -v, --verbose  print the library's debug messages to stderr\n"
@@ -61,6 +56,7 @@ void cli_usage(FILE *f)
 	      "\n"
 	      "Environment:\n"
 	      "  GPUCTL_NVML_LIBRARY  the NVML library to load instead of libnvidia-ml.so.1\n"
+	      "  GPUCTL_LEASE_DIR     the lease directory (default /run/gpuctl; docs/leases.md)\n"
 	      "\n",
 	      f);
 	fputs(exit_status_text, f);

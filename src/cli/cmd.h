@@ -43,7 +43,10 @@ struct cmd_entry {
 
 extern const struct cmd_entry cmd_help_entry;
 extern const struct cmd_entry cmd_info_entry;
+extern const struct cmd_entry cmd_lease_entry;
 extern const struct cmd_entry cmd_list_entry;
+extern const struct cmd_entry cmd_ps_entry;
+extern const struct cmd_entry cmd_release_entry;
 extern const struct cmd_entry cmd_run_entry;
 extern const struct cmd_entry cmd_select_entry;
 extern const struct cmd_entry cmd_topo_entry;

@@ -14,9 +14,17 @@
  *   chooses only among what it was given. An outer variable that cannot be read is a usage
  *   error (exit 2): guessing would hand a job GPUs it was not given.
  * - Too few devices is exit 3 with the library's one-line reason, prefixed by the command.
+ * - Leases (docs/leases.md). Taking one (run, select --hold) is the library's
+ *   gpuctl_select_and_lease, atomic under DIR/select.lock. A plain select takes none and only
+ *   excludes what is leased now: it reads the directory when it exists and never creates it (a
+ *   missing directory means nothing is leased; -v says so), so `gpuctl select` as root does not
+ *   create /run/gpuctl as a side effect. Devices whose lock file is unusable are excluded too
+ *   (select-and-lease never grants them). A lease directory that cannot be trusted is one line
+ *   and exit 1 in every mode: choosing as if nothing were leased would hand out leased GPUs.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +91,17 @@ int filters_option(const struct cmd_entry *entry, struct select_args *o, int opt
 		return 0;
 	case OPT_FILTER_IGNORE_OUTER:
 		o->ignore_outer = true;
+		return 0;
+	case OPT_FILTER_LEASE_DIR:
+		if (!arg[0])
+			return cmd_usage_error(entry, "--lease-dir: empty path");
+		o->lease_dir = arg;
+		return 0;
+	case OPT_FILTER_LABEL:
+		o->label = arg;
+		return 0;
+	case OPT_FILTER_IGNORE_FOREIGN:
+		o->ignore_foreign = true;
 		return 0;
 	default:
 		return -1;
@@ -196,15 +215,113 @@ static int apply_outer(struct cli *cli, const struct cmd_entry *entry, struct se
 	return 0;
 }
 
+const char *filters_lease_dir_path(const char *option)
+{
+	const char *env = getenv("GPUCTL_LEASE_DIR");
+	if (option)
+		return option;
+	if (env && env[0])
+		return env;
+	return FILTERS_DEFAULT_LEASE_DIR;
+}
+
+int filters_open_lease_dir(struct cli *cli, const struct cmd_entry *entry, const char *path,
+                           struct gpuctl_lease_dir **ret_dir)
+{
+	int r;
+	if (!cli->ctx) {
+		r = gpuctl_ctx_new(&cli->ctx);
+		if (r < 0) {
+			cli_error("cannot create context: %s", strerror(-r));
+			return CLI_EXIT_FAILURE;
+		}
+	}
+	r = gpuctl_lease_dir_open(cli->ctx, path, ret_dir);
+	if (r < 0) {
+		const char *msg = gpuctl_errmsg(cli->ctx);
+		cli_error("%s: lease directory %s: %s", entry->name, filters_lease_dir_path(path),
+		          msg && msg[0] ? msg : strerror(-r));
+		return CLI_EXIT_FAILURE;
+	}
+	return 0;
+}
+
+/* Plain select: the devices leased now (and, for FILTERS_LEASE_EXCLUDE_FOREIGN, busy without
+ * a lease) go to o->leased / o->foreign and the request. */
+static int exclude_leased(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
+                          enum filters_lease_mode mode, const struct gpuctl_snapshot *snap)
+{
+	const char *path = filters_lease_dir_path(o->lease_dir);
+	struct gpuctl_lease_dir *dir = NULL;
+	struct gpuctl_lease_list *list = NULL;
+	struct stat st;
+	int status = 0, r;
+
+	if (lstat(path, &st) < 0 && errno == ENOENT) {
+		if (cli->verbose)
+			cli_error("%s: lease directory %s does not exist: nothing is leased",
+			          entry->name, path);
+		return 0;
+	}
+	status = filters_open_lease_dir(cli, entry, o->lease_dir, &dir);
+	if (status)
+		return status;
+	r = gpuctl_lease_list(cli->ctx, dir, snap, &list);
+	if (r >= 0)
+		r = gpuctl_devset_new(&o->leased);
+	for (size_t i = 0; r >= 0 && i < gpuctl_lease_list_count(list); i++) {
+		size_t gpu;
+		int mig;
+		enum gpuctl_lease_state state;
+		const struct gpuctl_lease_owner *owner;
+		const char *reason;
+		r = gpuctl_lease_list_get(list, i, &gpu, &mig, &state, &owner, &reason);
+		/* As select-and-lease does: an unusable lock file is never granted. */
+		if (r >= 0 && (state == GPUCTL_LEASE_HELD || state == GPUCTL_LEASE_UNUSABLE)) {
+			r = gpuctl_devset_add(o->leased, gpu, mig);
+			if (r == -EEXIST)
+				r = 0;
+		}
+	}
+	if (r >= 0 && mode == FILTERS_LEASE_EXCLUDE_FOREIGN && !o->ignore_foreign)
+		r = gpuctl_lease_foreign(cli->ctx, dir, snap, &o->foreign);
+	if (r < 0) {
+		const char *msg = gpuctl_errmsg(cli->ctx);
+		cli_error("%s: lease directory %s: %s", entry->name, path,
+		          msg && msg[0] ? msg : strerror(-r));
+		status = CLI_EXIT_FAILURE;
+	} else {
+		o->req.leased = o->leased;
+		o->req.foreign = o->foreign;
+		if (cli->verbose)
+			cli_error("%s: %zu device(s) leased in %s", entry->name,
+			          gpuctl_devset_count(o->leased), path);
+	}
+	gpuctl_lease_list_free(list);
+	gpuctl_lease_dir_free(dir);
+	return status;
+}
+
 int filters_select(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
                    unsigned extra_flags, struct gpuctl_snapshot **ret_snap,
                    struct gpuctl_selection **ret_sel)
+{
+	return filters_select_lease(cli, entry, o, FILTERS_LEASE_EXCLUDE, NULL, extra_flags,
+	                            ret_snap, ret_sel, NULL, NULL);
+}
+
+int filters_select_lease(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
+                         enum filters_lease_mode mode, const char *command, unsigned extra_flags,
+                         struct gpuctl_snapshot **ret_snap, struct gpuctl_selection **ret_sel,
+                         struct gpuctl_lease_dir **ret_dir, struct gpuctl_lease **ret_lease)
 {
 	enum gpuctl_field fields[NFIELDS_MAX];
 	size_t n = 0;
 	unsigned flags = GPUCTL_SNAP_TOPOLOGY | GPUCTL_SNAP_PROCESSES | extra_flags;
 	struct gpuctl_snapshot *snap = NULL;
 	struct gpuctl_selection *sel = NULL;
+	struct gpuctl_lease_dir *dir = NULL;
+	struct gpuctl_lease *lease = NULL;
 	int status, r;
 
 	for (size_t i = 0; i < sizeof(select_fields) / sizeof(select_fields[0]); i++)
@@ -229,7 +346,21 @@ int filters_select(struct cli *cli, const struct cmd_entry *entry, struct select
 		          gpuctl_snapshot_gpu_count(snap));
 	}
 
-	r = gpuctl_select(cli->ctx, snap, &o->req, &sel);
+	if (mode == FILTERS_LEASE_TAKE) {
+		struct gpuctl_lease_request lreq = GPUCTL_LEASE_REQUEST_INIT;
+		lreq.command = command;
+		lreq.label = o->label;
+		lreq.ignore_foreign = o->ignore_foreign;
+		status = filters_open_lease_dir(cli, entry, o->lease_dir, &dir);
+		if (status)
+			goto fail;
+		r = gpuctl_select_and_lease(cli->ctx, dir, snap, &o->req, &lreq, &sel, &lease);
+	} else {
+		status = exclude_leased(cli, entry, o, mode, snap);
+		if (status)
+			goto fail;
+		r = gpuctl_select(cli->ctx, snap, &o->req, &sel);
+	}
 	if (r < 0) {
 		const char *msg = gpuctl_errmsg(cli->ctx);
 		if (!msg || !msg[0])
@@ -242,8 +373,17 @@ int filters_select(struct cli *cli, const struct cmd_entry *entry, struct select
 	}
 	*ret_snap = snap;
 	*ret_sel = sel;
+	if (ret_dir)
+		*ret_dir = dir;
+	else
+		gpuctl_lease_dir_free(dir);
+	if (ret_lease)
+		*ret_lease = lease;
+	else
+		gpuctl_lease_free(lease);
 	return 0;
 fail:
+	gpuctl_lease_dir_free(dir);
 	gpuctl_snapshot_free(snap);
 	return status;
 }
@@ -253,4 +393,10 @@ void filters_done(struct select_args *o)
 	gpuctl_devset_free(o->within);
 	o->within = NULL;
 	o->req.within = NULL;
+	gpuctl_devset_free(o->leased);
+	o->leased = NULL;
+	o->req.leased = NULL;
+	gpuctl_devset_free(o->foreign);
+	o->foreign = NULL;
+	o->req.foreign = NULL;
 }

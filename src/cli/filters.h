@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * filters.h: the selection options `gpuctl select` and `gpuctl run` share (-n and the
- * filters), and the one path from those options to a gpuctl_selection: snapshot with the
- * fields the filters and the score need, outer allocation, gpuctl_select, exit statuses.
+ * filters.h: the selection options `gpuctl select` and `gpuctl run` share (-n, the filters and
+ * the lease options), and the one path from those options to a gpuctl_selection: snapshot with
+ * the fields the filters and the score need, outer allocation, leases (docs/leases.md),
+ * gpuctl_select or gpuctl_select_and_lease, exit statuses.
  */
 #ifndef GPUCTL_CLI_FILTERS_H
 #define GPUCTL_CLI_FILTERS_H
@@ -21,7 +22,25 @@ struct select_args {
 	bool whole;                       /* --whole was given */
 	bool ignore_outer;                /* --ignore-outer: do not honour the outer allocation */
 	struct gpuctl_devset *within;     /* the outer allocation (owned), NULL when none */
+	const char *lease_dir;            /* --lease-dir, NULL: $GPUCTL_LEASE_DIR or default */
+	const char *label;                /* --label, NULL when none */
+	bool ignore_foreign;              /* --ignore-foreign */
+	struct gpuctl_devset *leased;     /* devices leased by others (owned), plain select */
+	struct gpuctl_devset *foreign;    /* devices busy without a lease (owned), plain select */
 };
+
+/* How filters_select treats leases. */
+enum filters_lease_mode {
+	FILTERS_LEASE_EXCLUDE, /* plain select; excludes leased devices when the directory exists */
+	FILTERS_LEASE_EXCLUDE_FOREIGN, /* the same, and devices busy without a lease unless
+	                                * --ignore-foreign (what `run` would do: `run --dry-run`) */
+	FILTERS_LEASE_TAKE,            /* select-and-lease: the caller gets the held lease */
+};
+
+/* The lease directory's path as the library will choose it: --lease-dir, else
+ * $GPUCTL_LEASE_DIR, else /run/gpuctl. */
+#define FILTERS_DEFAULT_LEASE_DIR "/run/gpuctl"
+const char *filters_lease_dir_path(const char *option);
 
 #define SELECT_ARGS_INIT                                                                           \
 	{                                                                                          \
@@ -39,6 +58,9 @@ enum {
 	OPT_FILTER_WHOLE,
 	OPT_FILTER_ALLOW_UNHEALTHY,
 	OPT_FILTER_IGNORE_OUTER,
+	OPT_FILTER_LEASE_DIR,
+	OPT_FILTER_LABEL,
+	OPT_FILTER_IGNORE_FOREIGN,
 };
 
 /* The long options of the filters, for a command's getopt_long table ("n:" goes in the short
@@ -55,8 +77,11 @@ enum {
 	        {"mig", required_argument, NULL, OPT_FILTER_MIG},                                  \
 	        {"whole", no_argument, NULL, OPT_FILTER_WHOLE},                                    \
 	        {"allow-unhealthy", no_argument, NULL, OPT_FILTER_ALLOW_UNHEALTHY},                \
+	        {"ignore-outer", no_argument, NULL, OPT_FILTER_IGNORE_OUTER},                      \
+	        {"lease-dir", required_argument, NULL, OPT_FILTER_LEASE_DIR},                      \
+	        {"label", required_argument, NULL, OPT_FILTER_LABEL},                              \
 	{                                                                                          \
-		"ignore-outer", no_argument, NULL, OPT_FILTER_IGNORE_OUTER                         \
+		"ignore-foreign", no_argument, NULL, OPT_FILTER_IGNORE_FOREIGN                     \
 	}
 
 /* Their --help lines (kept in step with docs/gpuctl.1). */
@@ -75,7 +100,12 @@ enum {
 	"  --allow-unhealthy     also consider GPUs with uncorrectable ECC errors or a failed\n"   \
 	"                        row remap (lost GPUs are never chosen)\n"                         \
 	"  --ignore-outer        choose among all GPUs, ignoring the allocation gpuctl runs in\n"  \
-	"                        (CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, SLURM_*_GPUS)\n"
+	"                        (CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, SLURM_*_GPUS)\n"   \
+	"  --lease-dir DIR       the lease directory (default $GPUCTL_LEASE_DIR, else\n"           \
+	"                        /run/gpuctl); devices leased there are never chosen\n"            \
+	"  --label TEXT          a label for the lease, shown by gpuctl ps\n"                      \
+	"  --ignore-foreign      also choose devices running compute processes that belong to\n"   \
+	"                        no lease (busy by default when taking a lease)\n"
 
 /* Handles one getopt_long result if it is a filter option. Returns 0 when it handled it,
  * CLI_EXIT_USAGE after printing the error for a bad value, -1 when opt is not a filter. */
@@ -94,7 +124,21 @@ int filters_select(struct cli *cli, const struct cmd_entry *entry, struct select
                    unsigned extra_flags, struct gpuctl_snapshot **ret_snap,
                    struct gpuctl_selection **ret_sel);
 
-/* Frees what filters_select kept in o (the outer allocation). */
+/* Like filters_select, with leases as mode says. With FILTERS_LEASE_TAKE, *ret_dir and
+ * *ret_lease are set on success (caller frees the lease, then the directory); command is the
+ * job's command line for the owner record. A lease directory that is unsafe or missing (and
+ * not ours to create) is one line and CLI_EXIT_FAILURE. */
+int filters_select_lease(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
+                         enum filters_lease_mode mode, const char *command, unsigned extra_flags,
+                         struct gpuctl_snapshot **ret_snap, struct gpuctl_selection **ret_sel,
+                         struct gpuctl_lease_dir **ret_dir, struct gpuctl_lease **ret_lease);
+
+/* Opens the lease directory for a command (gpuctl_lease_dir_open), printing the one-line error
+ * and returning CLI_EXIT_FAILURE on failure. Creates the context if needed. */
+int filters_open_lease_dir(struct cli *cli, const struct cmd_entry *entry, const char *path,
+                           struct gpuctl_lease_dir **ret_dir);
+
+/* Frees what filters_select kept in o (the outer allocation, the lease exclusions). */
 void filters_done(struct select_args *o);
 
 /* Writes a device's label for people: its NVML index, "3" for a whole GPU, "3:1" for MIG

@@ -8,6 +8,9 @@
  * Decisions:
  * - Filters run in a fixed order (enum reason) and remember which one removed each device, so
  *   -ENOSPC says, in one line, what removed what. Fields NVML could not give never exclude.
+ * - Leases (req->leased, req->foreign; read only when struct_size covers them) are filters
+ *   right after `within`: a device is removed when the set holds it, its whole GPU, or (for a
+ *   whole GPU) any of its MIG devices ("leased", "in use without a lease").
  * - Objective, compared field by field (struct gpuctl_select_score): (1) ring bandwidth, the
  *   bottleneck of the best Hamiltonian ring (0 for one device), (2) total pairwise bandwidth,
  *   both compared with a relative tolerance of 1e-6; (3) fewer NUMA nodes, then fewer sockets
@@ -53,6 +56,8 @@ enum reason {
 	R_REMAP,
 	R_MIG_MODE,
 	R_WITHIN,
+	R_LEASED,
+	R_FOREIGN,
 	R_ONLY,
 	R_EXCLUDE,
 	R_NUMA,
@@ -788,6 +793,12 @@ static void reason_label(const struct gpuctl_select_request *req, enum reason r,
 	case R_WITHIN:
 		strscpy(buf, size, "outside the allocation");
 		break;
+	case R_LEASED:
+		strscpy(buf, size, "leased");
+		break;
+	case R_FOREIGN:
+		strscpy(buf, size, "in use without a lease");
+		break;
 	case R_ONLY:
 		strscpy(buf, size, "--only");
 		break;
@@ -839,6 +850,23 @@ static void msg_add(char *buf, size_t size, size_t *len, const char *fmt, ...)
 	*len += (size_t)w;
 }
 
+/* Whether set marks device d: d itself, d's whole GPU (a MIG device of a marked GPU), or, for
+ * a whole GPU, any of its MIG devices (a GPU with a marked MIG device is not whole). */
+static bool set_marks(const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set,
+                      size_t gpu, int mig)
+{
+	if (!set)
+		return false;
+	if (gpuctl_devset_contains(set, gpu, -1))
+		return true;
+	if (mig >= 0)
+		return gpuctl_devset_contains(set, gpu, mig);
+	for (size_t i = 0; i < snap->gpus[gpu].n_migs; i++)
+		if (gpuctl_devset_contains(set, gpu, (int)i))
+			return true;
+	return false;
+}
+
 /* One device under the filters: whole GPU (mig < 0) or MIG device. */
 struct device {
 	size_t gpu; /* snapshot index */
@@ -869,6 +897,10 @@ static enum reason filter_one(const struct gpuctl_snapshot *snap,
 	if (req->within && !gpuctl_devset_contains(req->within, d->gpu, -1) &&
 	    (d->mig < 0 || !gpuctl_devset_contains(req->within, d->gpu, d->mig)))
 		return R_WITHIN;
+	if (set_marks(snap, req->leased, d->gpu, d->mig))
+		return R_LEASED;
+	if (set_marks(snap, req->foreign, d->gpu, d->mig))
+		return R_FOREIGN;
 	if (only && !only[d->gpu])
 		return R_ONLY;
 	if (excluded && excluded[d->gpu])
@@ -1068,6 +1100,13 @@ int select_run(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
 	memcpy(&req, user_req,
 	       user_req->struct_size < sizeof(req) ? user_req->struct_size : sizeof(req));
 	req.struct_size = sizeof(req);
+	/* leased and foreign came later: a caller built against an older header does not know
+	 * them (memcpy may have copied part of a pointer) */
+	if (offsetof(struct gpuctl_select_request, leased) + sizeof(void *) > user_req->struct_size)
+		req.leased = NULL;
+	if (offsetof(struct gpuctl_select_request, foreign) + sizeof(void *) >
+	    user_req->struct_size)
+		req.foreign = NULL;
 
 	if (req.mig_profile && !profile_well_formed(req.mig_profile))
 		return ctx_error(ctx, -EINVAL,

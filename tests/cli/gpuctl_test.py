@@ -5,11 +5,14 @@ module by hand with:
     GPUCTL_BUILD_DIR=build GPUCTL_SOURCE_DIR=. python3 -m unittest -v tests/cli/test_x.py
 (from the source root, with tests/cli on PYTHONPATH) or simply `ctest -R cli/test_x`.
 """
+import atexit
 import csv
 import io
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import unittest
 
 SRC = os.path.abspath(os.environ.get("GPUCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")))
@@ -28,6 +31,15 @@ EXIT_NOMATCH = 3
 EXIT_NODRIVER = 4
 
 TIMEOUT = 60
+
+# gpuctl run (and select --hold) take leases in $GPUCTL_LEASE_DIR, else /run/gpuctl. A test must
+# never touch the machine's real lease directory: every test process gets a private one
+# (personal: owned by us, mode 0700), created once at import and removed at exit, and exports it
+# in os.environ so that tests that build their own environment from os.environ get it too. An
+# inherited GPUCTL_LEASE_DIR is overridden on purpose; a caller's env= may still name another.
+LEASE_DIR = tempfile.mkdtemp(prefix="gpuctl-test-leases-")
+atexit.register(shutil.rmtree, LEASE_DIR, True)
+os.environ["GPUCTL_LEASE_DIR"] = LEASE_DIR
 
 
 class Result:
@@ -52,6 +64,7 @@ def run(argv, env=None, input=None, timeout=TIMEOUT):
     for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "SLURM_STEP_GPUS",
               "SLURM_JOB_GPUS"):
         e.pop(k, None)
+    e["GPUCTL_LEASE_DIR"] = LEASE_DIR
     if env:
         e.update(env)
     p = subprocess.run(argv, env=e, input=input, capture_output=True, text=True, timeout=timeout)

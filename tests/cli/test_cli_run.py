@@ -222,7 +222,8 @@ class ExitStatus(GpuctlTestCase):
         for opt in ("-n, --count", "--min-free-mem", "--max-util", "--no-procs", "--only",
                     "--exclude", "--numa", "--mig", "--whole", "--allow-unhealthy",
                     "--ignore-outer", "--each", "--dry-run", "--no-bind", "--help",
-                    "does not reserve", "3  no GPU satisfies"):
+                    "--lease-dir", "--label", "--ignore-foreign", "GPUCTL_LEASE_FDS",
+                    "3  no GPU satisfies"):
             self.assertIn(opt, r.out)
 
 

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cmd-lease.c: `gpuctl lease init`: create the lease directory and one lock file per GPU and
+ * MIG device of this machine (docs/leases.md).
+ *
+ * Decisions:
+ * - A command word with subcommands ("lease init"), so later lease administration has a home.
+ * - Only the directory's owner may create lock files (root for the shared /run/gpuctl; the
+ *   user for a personal directory): the library refuses others with -EPERM and a message that
+ *   says so, printed as one line, exit 1.
+ * - The snapshot includes MIG devices, so each MIG device gets its own lock file; devices that
+ *   appear later (MIG reconfigured) need another `lease init` (it creates only what is
+ *   missing and says how many it created).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <string.h>
+
+#include "filters.h"
+
+enum {
+	OPT_LEASE_DIR = 0x100,
+};
+
+static const struct option lease_options[] = {
+        {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+};
+
+static int lease_init(struct cli *cli, const char *lease_dir)
+{
+	struct gpuctl_snapshot *snap = NULL;
+	struct gpuctl_lease_dir *dir = NULL;
+	static const enum gpuctl_field fields[] = {GPUCTL_F_MIG_MODE};
+	int status = cli_snapshot_fields(cli, GPUCTL_SNAP_MIG, fields, 1, &snap);
+	if (status)
+		return status;
+	status = filters_open_lease_dir(cli, &cmd_lease_entry, lease_dir, &dir);
+	if (status)
+		goto out;
+	int r = gpuctl_lease_dir_init(cli->ctx, dir, snap);
+	if (r < 0) {
+		const char *msg = gpuctl_errmsg(cli->ctx);
+		cli_error("lease: init: %s: %s", gpuctl_lease_dir_path(dir),
+		          msg && msg[0] ? msg : strerror(-r));
+		status = CLI_EXIT_FAILURE;
+		goto out;
+	}
+	printf("created %d lock file%s in %s\n", r, r == 1 ? "" : "s", gpuctl_lease_dir_path(dir));
+	status = cli_finish_output(CLI_EXIT_OK);
+out:
+	gpuctl_lease_dir_free(dir);
+	gpuctl_snapshot_free(snap);
+	return status;
+}
+
+static int cmd_lease_exec(struct cli *cli, int argc, char **argv)
+{
+	const char *lease_dir = NULL;
+	int opt;
+
+	/* Options may come before or after "init": permute (no "+"), the operand stays. */
+	while ((opt = getopt_long(argc, argv, ":h", lease_options, NULL)) != -1) {
+		switch (opt) {
+		case OPT_LEASE_DIR:
+			if (!optarg[0])
+				return cmd_usage_error(&cmd_lease_entry, "--lease-dir: empty path");
+			lease_dir = optarg;
+			break;
+		case 'h':
+			cmd_usage(&cmd_lease_entry, stdout);
+			return CLI_EXIT_OK;
+		default:
+			return cmd_bad_option(&cmd_lease_entry, opt, argv);
+		}
+	}
+	if (optind >= argc)
+		return cmd_usage_error(&cmd_lease_entry, "no subcommand given (init)");
+	if (strcmp(argv[optind], "init") != 0)
+		return cmd_usage_error(&cmd_lease_entry, "unknown subcommand '%s' (init)",
+		                       argv[optind]);
+	if (optind + 1 < argc)
+		return cmd_usage_error(&cmd_lease_entry, "unexpected argument '%s'",
+		                       argv[optind + 1]);
+	return lease_init(cli, lease_dir);
+}
+
+const struct cmd_entry cmd_lease_entry = {
+        .name = "lease",
+        .usage = "init [--lease-dir DIR]",
+        .summary = "create the lease directory and a lock file per GPU and MIG device",
+        .options = "  --lease-dir DIR  the lease directory (default $GPUCTL_LEASE_DIR, else\n"
+                   "                   /run/gpuctl)\n"
+                   "  -h, --help       print this help\n"
+                   "\n"
+                   "Only the directory's owner may create lock files: root for the shared\n"
+                   "/run/gpuctl (sudo gpuctl lease init), you for a directory of your own.\n"
+                   "Prints how many lock files it created (only missing ones are created).\n",
+        .exec = cmd_lease_exec,
+};

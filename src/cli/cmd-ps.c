@@ -1,0 +1,522 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cmd-ps.c: `gpuctl ps`: who holds which device (docs/leases.md), and which devices run
+ * compute processes that belong to no lease.
+ *
+ * Decisions:
+ * - One row per device (GPU, or MIG device as GPU:MIG) that is leased, unusable, uninitialised
+ *   or busy with foreign processes; --all adds the free ones. The lease state is the kernel
+ *   lock's (gpuctl_lease_list); the owner record is display only and shown only when the
+ *   library trusts it ("unknown" owner otherwise).
+ * - ps only reads: a missing lease directory means nothing is leased (it is not created, not
+ *   even as root); an unsafe one is one line and exit 1, like every other command.
+ * - Foreign processes are listed as user:pid(memory): the processes on the device that are
+ *   neither a lease record's holder or job nor a descendant of one (from /proc/<pid>/stat),
+ *   on the devices the library reports busy without a lease (gpuctl_lease_foreign).
+ * - JSON (docs/json.md) has the same rows with every value, unavailable ones as null.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "filters.h"
+#include "format.h"
+
+enum {
+	OPT_FORMAT = 0x100,
+	OPT_ALL,
+	OPT_LEASE_DIR,
+};
+
+static const struct option ps_options[] = {
+        {"format", required_argument, NULL, OPT_FORMAT},
+        {"all", no_argument, NULL, OPT_ALL},
+        {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+};
+
+/* The deepest ancestry walk of the foreign-process check. */
+#define PS_MAX_DEPTH 64
+
+struct ps_row {
+	size_t gpu;
+	int mig;
+	enum gpuctl_lease_state state;
+	const struct gpuctl_lease_owner *owner; /* borrowed from the list, NULL if unknown */
+	const char *reason;                     /* borrowed, NULL if none */
+	bool foreign;                           /* busy with processes of no lease */
+};
+
+struct ps_data {
+	struct ps_row *rows;
+	size_t nrows;
+	uint32_t *owner_pids; /* holders and jobs of the records, for the foreign check */
+	size_t nowner_pids;
+};
+
+static const char *state_name(const struct ps_row *row)
+{
+	switch (row->state) {
+	case GPUCTL_LEASE_FREE:
+		return row->foreign ? "busy" : "free";
+	case GPUCTL_LEASE_HELD:
+		return "leased";
+	case GPUCTL_LEASE_UNUSABLE:
+		return "unusable";
+	case GPUCTL_LEASE_UNINITIALISED:
+		return "uninitialised";
+	}
+	return "unknown";
+}
+
+/* The parent of pid from /proc/<pid>/stat; 0 when unknown. */
+static uint32_t parent_of(uint32_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* "pid (comm) state ppid ...": comm may hold spaces and parentheses; skip to the last ')'.
+	 */
+	char *p = strrchr(buf, ')');
+	if (!p || p[1] != ' ' || !p[2] || p[3] != ' ')
+		return 0;
+	char *end;
+	unsigned long ppid = strtoul(p + 4, &end, 10);
+	if (end == p + 4 || ppid > UINT32_MAX)
+		return 0;
+	return (uint32_t)ppid;
+}
+
+static bool belongs_to_lease(const struct ps_data *d, uint32_t pid)
+{
+	for (int depth = 0; pid > 1 && depth < PS_MAX_DEPTH; depth++) {
+		for (size_t i = 0; i < d->nowner_pids; i++)
+			if (d->owner_pids[i] == pid)
+				return true;
+		pid = parent_of(pid);
+	}
+	return false;
+}
+
+/* Whether process proc of GPU gpu runs on device (gpu, mig). */
+static bool proc_on(const struct gpuctl_gpu *g, const struct gpuctl_proc *proc, int mig)
+{
+	uint32_t gi, ci;
+	if (mig < 0)
+		return true;
+	const struct gpuctl_mig *m = gpuctl_gpu_mig(g, (size_t)mig);
+	int64_t mgi, mci;
+	if (!m || gpuctl_proc_mig(proc, &gi, &ci) < 0 ||
+	    gpuctl_mig_int(m, GPUCTL_MIG_GI, &mgi) < 0 ||
+	    gpuctl_mig_int(m, GPUCTL_MIG_CI, &mci) < 0)
+		return false;
+	return (int64_t)gi == mgi && (int64_t)ci == mci;
+}
+
+static void format_age(uint64_t start, char *buf, size_t size)
+{
+	time_t now = time(NULL);
+	if (start == 0 || now < 0 || (uint64_t)now < start) {
+		snprintf(buf, size, "-");
+		return;
+	}
+	uint64_t s = (uint64_t)now - start;
+	if (s < 120)
+		snprintf(buf, size, "%" PRIu64 "s", s);
+	else if (s < 2 * 3600)
+		snprintf(buf, size, "%" PRIu64 "m", s / 60);
+	else if (s < 2 * 86400)
+		snprintf(buf, size, "%" PRIu64 "h", s / 3600);
+	else
+		snprintf(buf, size, "%" PRIu64 "d", s / 86400);
+}
+
+/* Appends the foreign processes of a row as "user:pid(mem)" to buf. */
+static void foreign_text(const struct ps_data *d, const struct gpuctl_snapshot *snap,
+                         const struct ps_row *row, char *buf, size_t size)
+{
+	const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, row->gpu);
+	size_t used = strlen(buf);
+	for (size_t i = 0; g && i < gpuctl_gpu_proc_count(g); i++) {
+		const struct gpuctl_proc *p = gpuctl_gpu_proc(g, i);
+		if (!proc_on(g, p, row->mig) || belongs_to_lease(d, gpuctl_proc_pid(p)))
+			continue;
+		const char *user = gpuctl_proc_user(p);
+		int64_t mem;
+		char memtext[32] = "";
+		if (gpuctl_proc_used_memory(p, &mem) >= 0)
+			snprintf(memtext, sizeof(memtext), "(%" PRId64 "MiB)", mem / (1024 * 1024));
+		int n = snprintf(buf + used, size - used, "%s%s:%" PRIu32 "%s", used ? " " : "",
+		                 user ? user : "?", gpuctl_proc_pid(p), memtext);
+		if (n < 0 || (size_t)n >= size - used)
+			return;
+		used += (size_t)n;
+	}
+}
+
+static json_t *foreign_json(const struct ps_data *d, const struct gpuctl_snapshot *snap,
+                            const struct ps_row *row)
+{
+	const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, row->gpu);
+	json_t *arr = json_array();
+	if (!arr)
+		return NULL;
+	for (size_t i = 0; g && i < gpuctl_gpu_proc_count(g); i++) {
+		const struct gpuctl_proc *p = gpuctl_gpu_proc(g, i);
+		if (!proc_on(g, p, row->mig) || belongs_to_lease(d, gpuctl_proc_pid(p)))
+			continue;
+		uint32_t uid = 0;
+		int64_t mem = 0;
+		int ru = gpuctl_proc_uid(p, &uid);
+		int rm = gpuctl_proc_used_memory(p, &mem);
+		json_t *o = json_object();
+		if (!o || json_put(o, "pid", json_integer(gpuctl_proc_pid(p))) < 0 ||
+		    json_put(o, "uid", json_int_or_null(ru, uid)) < 0 ||
+		    json_put(o, "user", json_string_or_null(gpuctl_proc_user(p))) < 0 ||
+		    json_put(o, "command", json_string_or_null(gpuctl_proc_command(p))) < 0 ||
+		    json_put(o, "used_memory", json_int_or_null(rm, mem)) < 0 ||
+		    json_array_append_new(arr, o) < 0) {
+			json_decref(o);
+			json_decref(arr);
+			return NULL;
+		}
+	}
+	return arr;
+}
+
+static json_t *row_json(const struct ps_data *d, const struct gpuctl_snapshot *snap,
+                        const struct ps_row *row)
+{
+	char label[48];
+	const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, row->gpu);
+	const struct gpuctl_mig *m =
+	        g && row->mig >= 0 ? gpuctl_gpu_mig(g, (size_t)row->mig) : NULL;
+	const char *uuid = m ? gpuctl_mig_uuid(m) : g ? gpuctl_gpu_str(g, GPUCTL_F_UUID) : NULL;
+	int64_t midx = row->mig;
+	int rmi = -ENODATA;
+	if (m) {
+		(void)gpuctl_mig_int(m, GPUCTL_MIG_INDEX, &midx); /* else the position on the GPU */
+		rmi = 0;
+	}
+	filters_device_label(snap, row->gpu, row->mig, label, sizeof(label));
+	json_t *o = json_object();
+	json_t *owner = NULL;
+	if (!o)
+		return NULL;
+	if (row->owner) {
+		const struct gpuctl_lease_owner *w = row->owner;
+		time_t now = time(NULL);
+		int rage =
+		        w->start_time && now >= 0 && (uint64_t)now >= w->start_time ? 0 : -ENODATA;
+		owner = json_object();
+		if (!owner || json_put(owner, "uid", json_integer(w->uid)) < 0 ||
+		    json_put(owner, "user", json_string_or_null(w->user)) < 0 ||
+		    json_put(owner, "pid", json_integer(w->pid)) < 0 ||
+		    json_put(owner, "job_pid",
+		             json_int_or_null(w->job_pid ? 0 : -ENODATA, w->job_pid)) < 0 ||
+		    json_put(owner, "command", json_string_or_null(w->command)) < 0 ||
+		    json_put(owner, "label", json_string_or_null(w->label)) < 0 ||
+		    json_put(owner, "start_time",
+		             json_int_or_null(w->start_time ? 0 : -ENODATA,
+		                              (int64_t)w->start_time)) < 0 ||
+		    json_put(owner, "age_s",
+		             json_int_or_null(rage, (int64_t)((uint64_t)now - w->start_time))) < 0)
+			goto fail;
+	} else {
+		owner = json_null();
+	}
+	if (json_put(o, "device", json_string(label)) < 0 ||
+	    json_put(o, "index", json_integer((json_int_t)row->gpu)) < 0 ||
+	    json_put(o, "mig_index", json_int_or_null(rmi, midx)) < 0 ||
+	    json_put(o, "uuid", json_string_or_null(uuid)) < 0 ||
+	    json_put(o, "pci_bus_id",
+	             json_string_or_null(g ? gpuctl_gpu_str(g, GPUCTL_F_PCI_BUS_ID) : NULL)) < 0 ||
+	    json_put(o, "name", json_string_or_null(g ? gpuctl_gpu_str(g, GPUCTL_F_NAME) : NULL)) <
+	            0 ||
+	    json_put(o, "state", json_string(state_name(row))) < 0 ||
+	    json_put(o, "reason", json_string_or_null(row->reason)) < 0) {
+		json_decref(owner);
+		goto fail_o;
+	}
+	if (json_put(o, "owner", owner) < 0)
+		goto fail_o;
+	if (json_put(o, "foreign", row->foreign ? foreign_json(d, snap, row) : json_array()) < 0)
+		goto fail_o;
+	return o;
+fail:
+	json_decref(owner);
+fail_o:
+	json_decref(o);
+	return NULL;
+}
+
+static int print_json(const struct ps_data *d, const struct gpuctl_snapshot *snap, const char *path,
+                      bool exists, bool all)
+{
+	json_t *root = json_object(), *arr = json_array();
+	int r = -ENOMEM;
+	if (!root || !arr) {
+		json_decref(root);
+		json_decref(arr);
+		return -ENOMEM;
+	}
+	if (json_put(root, "lease_dir", json_string(path)) < 0 ||
+	    json_put(root, "lease_dir_exists", json_boolean(exists)) < 0) {
+		json_decref(arr);
+		goto out;
+	}
+	for (size_t i = 0; i < d->nrows; i++) {
+		const struct ps_row *row = &d->rows[i];
+		if (!all && row->state == GPUCTL_LEASE_FREE && !row->foreign)
+			continue;
+		json_t *o = row_json(d, snap, row);
+		if (!o || json_array_append_new(arr, o) < 0) {
+			json_decref(arr);
+			goto out;
+		}
+	}
+	if (json_put(root, "devices", arr) < 0)
+		goto out;
+	r = json_print(root);
+out:
+	json_decref(root);
+	return r;
+}
+
+static int print_table(const struct ps_data *d, const struct gpuctl_snapshot *snap, bool all)
+{
+	static const char *const head[] = {"DEVICE", "UUID",    "STATE", "USER", "PID",
+	                                   "JOB",    "COMMAND", "LABEL", "AGE",  "NOTE"};
+	struct text_table *t = NULL;
+	size_t shown = 0;
+	int r = text_table_new(10, &t);
+	if (r < 0)
+		return r;
+	r = text_table_add(t, head);
+	for (size_t i = 0; r >= 0 && i < d->nrows; i++) {
+		const struct ps_row *row = &d->rows[i];
+		if (!all && row->state == GPUCTL_LEASE_FREE && !row->foreign)
+			continue;
+		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, row->gpu);
+		const struct gpuctl_mig *m =
+		        g && row->mig >= 0 ? gpuctl_gpu_mig(g, (size_t)row->mig) : NULL;
+		const char *uuid = m   ? gpuctl_mig_uuid(m)
+		                   : g ? gpuctl_gpu_str(g, GPUCTL_F_UUID)
+		                       : NULL;
+		char label[48], suuid[48], user[48] = "-", pid[24] = "-", job[24] = "-",
+		                           age[24] = "-";
+		char note[1024] = "";
+		const char *command = "-", *lab = "-";
+		filters_device_label(snap, row->gpu, row->mig, label, sizeof(label));
+		format_short_uuid(uuid, suuid, sizeof(suuid));
+		if (row->owner) {
+			const struct gpuctl_lease_owner *w = row->owner;
+			if (w->user)
+				snprintf(user, sizeof(user), "%s", w->user);
+			else
+				snprintf(user, sizeof(user), "%" PRIu32, w->uid);
+			snprintf(pid, sizeof(pid), "%" PRIu32, w->pid);
+			if (w->job_pid)
+				snprintf(job, sizeof(job), "%" PRIu32, w->job_pid);
+			if (w->command && w->command[0])
+				command = w->command;
+			if (w->label && w->label[0])
+				lab = w->label;
+			format_age(w->start_time, age, sizeof(age));
+		} else if (row->state == GPUCTL_LEASE_HELD) {
+			snprintf(user, sizeof(user), "unknown");
+		}
+		if (row->reason)
+			snprintf(note, sizeof(note), "%s", row->reason);
+		if (row->foreign) {
+			size_t u = strlen(note);
+			if (u)
+				snprintf(note + u, sizeof(note) - u, "; ");
+			u = strlen(note);
+			snprintf(note + u, sizeof(note) - u, "foreign: ");
+			foreign_text(d, snap, row, note + strlen(note),
+			             sizeof(note) - strlen(note));
+		}
+		const char *cells[] = {label, suuid, state_name(row),     user, pid, job, command,
+		                       lab,   age,   note[0] ? note : "-"};
+		r = text_table_add(t, cells);
+		shown++;
+	}
+	if (r >= 0) {
+		if (shown)
+			text_table_print(t, stdout);
+		else
+			puts(all ? "no devices"
+			         : "no device is leased, unusable or busy (--all lists every "
+			           "device)");
+	}
+	text_table_free(t);
+	return r;
+}
+
+/* Rows for every device of snap when there is no lease directory: all free. */
+static int rows_without_dir(struct ps_data *d, const struct gpuctl_snapshot *snap)
+{
+	size_t n = 0, ngpu = gpuctl_snapshot_gpu_count(snap);
+	for (size_t i = 0; i < ngpu; i++)
+		n += 1 + gpuctl_gpu_mig_count(gpuctl_snapshot_gpu(snap, i));
+	d->rows = calloc(n ? n : 1, sizeof(*d->rows));
+	if (!d->rows)
+		return -ENOMEM;
+	for (size_t i = 0; i < ngpu; i++) {
+		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, i);
+		d->rows[d->nrows++] = (struct ps_row){.gpu = i, .mig = -1};
+		for (size_t k = 0; k < gpuctl_gpu_mig_count(g); k++)
+			d->rows[d->nrows++] = (struct ps_row){.gpu = i, .mig = (int)k};
+	}
+	return 0;
+}
+
+static int rows_from_list(struct ps_data *d, const struct gpuctl_lease_list *list)
+{
+	size_t n = gpuctl_lease_list_count(list);
+	d->rows = calloc(n ? n : 1, sizeof(*d->rows));
+	d->owner_pids = calloc(n ? 2 * n : 1, sizeof(*d->owner_pids));
+	if (!d->rows || !d->owner_pids)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		struct ps_row *row = &d->rows[d->nrows];
+		int r = gpuctl_lease_list_get(list, i, &row->gpu, &row->mig, &row->state,
+		                              &row->owner, &row->reason);
+		if (r < 0)
+			return r;
+		d->nrows++;
+		if (row->owner) {
+			d->owner_pids[d->nowner_pids++] = row->owner->pid;
+			if (row->owner->job_pid)
+				d->owner_pids[d->nowner_pids++] = row->owner->job_pid;
+		}
+	}
+	return 0;
+}
+
+static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
+{
+	const char *lease_dir = NULL;
+	bool json = false, all = false;
+	struct gpuctl_snapshot *snap = NULL;
+	struct gpuctl_lease_dir *dir = NULL;
+	struct gpuctl_lease_list *list = NULL;
+	struct gpuctl_devset *foreign = NULL;
+	struct ps_data d = {0};
+	int opt, status, r;
+
+	while ((opt = getopt_long(argc, argv, "+:h", ps_options, NULL)) != -1) {
+		switch (opt) {
+		case OPT_FORMAT:
+			if (strcmp(optarg, "json") == 0)
+				json = true;
+			else if (strcmp(optarg, "table") == 0)
+				json = false;
+			else
+				return cmd_usage_error(
+				        &cmd_ps_entry,
+				        "--format: unknown format '%s' (table or json)", optarg);
+			break;
+		case OPT_ALL:
+			all = true;
+			break;
+		case OPT_LEASE_DIR:
+			if (!optarg[0])
+				return cmd_usage_error(&cmd_ps_entry, "--lease-dir: empty path");
+			lease_dir = optarg;
+			break;
+		case 'h':
+			cmd_usage(&cmd_ps_entry, stdout);
+			return CLI_EXIT_OK;
+		default:
+			return cmd_bad_option(&cmd_ps_entry, opt, argv);
+		}
+	}
+	if (optind < argc)
+		return cmd_usage_error(&cmd_ps_entry, "unexpected argument '%s'", argv[optind]);
+
+	static const enum gpuctl_field fields[] = {GPUCTL_F_MIG_MODE};
+	status =
+	        cli_snapshot_fields(cli, GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG, fields, 1, &snap);
+	if (status)
+		return status;
+	const char *path = filters_lease_dir_path(lease_dir);
+	struct stat st;
+	bool exists = !(lstat(path, &st) < 0 && errno == ENOENT);
+	if (exists) {
+		status = filters_open_lease_dir(cli, &cmd_ps_entry, lease_dir, &dir);
+		if (status)
+			goto out;
+		r = gpuctl_lease_list(cli->ctx, dir, snap, &list);
+		if (r >= 0)
+			r = rows_from_list(&d, list);
+		if (r >= 0)
+			r = gpuctl_lease_foreign(cli->ctx, dir, snap, &foreign);
+	} else {
+		if (cli->verbose)
+			cli_error("ps: lease directory %s does not exist: nothing is leased", path);
+		r = rows_without_dir(&d, snap);
+	}
+	if (r < 0) {
+		const char *msg = gpuctl_errmsg(cli->ctx);
+		cli_error("ps: lease directory %s: %s", path, msg && msg[0] ? msg : strerror(-r));
+		status = CLI_EXIT_FAILURE;
+		goto out;
+	}
+	for (size_t i = 0; i < d.nrows; i++) {
+		struct ps_row *row = &d.rows[i];
+		if (foreign) {
+			row->foreign = gpuctl_devset_contains(foreign, row->gpu, row->mig);
+		} else if (!exists) {
+			/* No lease directory: every compute process belongs to no lease. */
+			const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, row->gpu);
+			for (size_t k = 0; g && k < gpuctl_gpu_proc_count(g); k++)
+				row->foreign |= proc_on(g, gpuctl_gpu_proc(g, k), row->mig);
+		}
+	}
+	r = json ? print_json(&d, snap, path, exists, all) : print_table(&d, snap, all);
+	if (r < 0 && r != -EIO) {
+		cli_error("ps: %s", strerror(-r));
+		status = CLI_EXIT_FAILURE;
+	}
+	status = cli_finish_output(status);
+out:
+	free(d.rows);
+	free(d.owner_pids);
+	gpuctl_devset_free(foreign);
+	gpuctl_lease_list_free(list);
+	gpuctl_lease_dir_free(dir);
+	gpuctl_snapshot_free(snap);
+	return status;
+}
+
+const struct cmd_entry cmd_ps_entry = {
+        .name = "ps",
+        .usage = "[--format table|json] [--all] [--lease-dir DIR]",
+        .summary = "show which devices are leased, by whom, and which are busy without a lease",
+        .options = "  --format FORMAT  table (default) or json (docs/json.md)\n"
+                   "  --all            also list free devices\n"
+                   "  --lease-dir DIR  the lease directory (default $GPUCTL_LEASE_DIR, else\n"
+                   "                   /run/gpuctl); a missing one means nothing is leased\n"
+                   "  -h, --help       print this help\n"
+                   "\n"
+                   "One row per device (GPU, or GPU:MIG) that is leased (user, holder pid, job\n"
+                   "pid, command, label, age), unusable or uninitialised (why), or busy with\n"
+                   "compute processes that belong to no lease (user:pid(memory)).\n",
+        .exec = cmd_ps_exec,
+};

@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cmd-release.c: `gpuctl release`: end the `gpuctl select --hold` holders of the calling user
+ * (docs/leases.md).
+ *
+ * Decisions:
+ * - One of -i IDS or --all is required: a bare `gpuctl release` ending every hold of the user
+ *   would be too easy to type by accident.
+ * - -i names GPUs (gpuctl_ids_resolve forms); a GPU stands for itself and its MIG devices.
+ * - The library signals only holders it has checked (owner, start time): a holder of another
+ *   user on a named device is one line and exit 1 (nothing signalled), never a signal.
+ * - Prints how many holders were ended ("released 0 holders" is not an error: the lease may
+ *   have expired already). Leases of `gpuctl run` end with their job, not with release.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "filters.h"
+
+enum {
+	OPT_ALL = 0x100,
+	OPT_LEASE_DIR,
+};
+
+static const struct option release_options[] = {
+        {"id", required_argument, NULL, 'i'},
+        {"all", no_argument, NULL, OPT_ALL},
+        {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+};
+
+static int cmd_release_exec(struct cli *cli, int argc, char **argv)
+{
+	const char *ids = NULL, *lease_dir = NULL;
+	bool all = false;
+	struct gpuctl_snapshot *snap = NULL;
+	struct gpuctl_lease_dir *dir = NULL;
+	struct gpuctl_devset *set = NULL;
+	size_t *idx = NULL, nidx = 0;
+	int opt, status, r;
+
+	while ((opt = getopt_long(argc, argv, "+:i:h", release_options, NULL)) != -1) {
+		switch (opt) {
+		case 'i':
+			if (!optarg[0])
+				return cmd_usage_error(&cmd_release_entry, "-i: empty GPU id list");
+			ids = optarg;
+			break;
+		case OPT_ALL:
+			all = true;
+			break;
+		case OPT_LEASE_DIR:
+			if (!optarg[0])
+				return cmd_usage_error(&cmd_release_entry,
+				                       "--lease-dir: empty path");
+			lease_dir = optarg;
+			break;
+		case 'h':
+			cmd_usage(&cmd_release_entry, stdout);
+			return CLI_EXIT_OK;
+		default:
+			return cmd_bad_option(&cmd_release_entry, opt, argv);
+		}
+	}
+	if (optind < argc)
+		return cmd_usage_error(&cmd_release_entry, "unexpected argument '%s'",
+		                       argv[optind]);
+	if (!ids && !all)
+		return cmd_usage_error(&cmd_release_entry, "say which: -i IDS or --all");
+	if (ids && all)
+		return cmd_usage_error(&cmd_release_entry, "-i and --all conflict");
+
+	static const enum gpuctl_field fields[] = {GPUCTL_F_MIG_MODE};
+	status = cli_snapshot_fields(cli, GPUCTL_SNAP_MIG, fields, 1, &snap);
+	if (status)
+		return status;
+	const char *path = filters_lease_dir_path(lease_dir);
+	struct stat st;
+	if (ids) {
+		status = cli_select_gpus(cli, snap, ids, &idx, &nidx);
+		if (status)
+			goto out;
+		r = gpuctl_devset_new(&set);
+		for (size_t i = 0; r >= 0 && i < nidx; i++) {
+			const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, idx[i]);
+			r = gpuctl_devset_add(set, idx[i], -1);
+			for (size_t k = 0; r >= 0 && g && k < gpuctl_gpu_mig_count(g); k++)
+				r = gpuctl_devset_add(set, idx[i], (int)k);
+		}
+		if (r < 0) {
+			cli_error("release: %s", strerror(-r));
+			status = CLI_EXIT_FAILURE;
+			goto out;
+		}
+	}
+	if (lstat(path, &st) < 0 && errno == ENOENT) {
+		/* Nothing can be held in a directory that does not exist. */
+		printf("released 0 holders\n");
+		status = cli_finish_output(CLI_EXIT_OK);
+		goto out;
+	}
+	status = filters_open_lease_dir(cli, &cmd_release_entry, lease_dir, &dir);
+	if (status)
+		goto out;
+	r = gpuctl_lease_release(cli->ctx, dir, snap, set);
+	if (r < 0) {
+		const char *msg = gpuctl_errmsg(cli->ctx);
+		cli_error("release: %s", msg && msg[0] ? msg : strerror(-r));
+		status = CLI_EXIT_FAILURE;
+		goto out;
+	}
+	printf("released %d holder%s\n", r, r == 1 ? "" : "s");
+	status = cli_finish_output(CLI_EXIT_OK);
+out:
+	free(idx);
+	gpuctl_devset_free(set);
+	gpuctl_lease_dir_free(dir);
+	gpuctl_snapshot_free(snap);
+	return status;
+}
+
+const struct cmd_entry cmd_release_entry = {
+        .name = "release",
+        .usage = "-i IDS | --all [--lease-dir DIR]",
+        .summary = "end your own `gpuctl select --hold` leases",
+        .options =
+                "  -i, --id IDS     the GPUs whose holds to end (indices, UUIDs, UUID prefixes,\n"
+                "                   PCI bus ids, comma-separated; a GPU includes its MIG devices)\n"
+                "  --all            end every hold of yours\n"
+                "  --lease-dir DIR  the lease directory (default $GPUCTL_LEASE_DIR, else\n"
+                "                   /run/gpuctl)\n"
+                "  -h, --help       print this help\n"
+                "\n"
+                "Sends SIGTERM to your holders (checked by owner and start time) and prints how\n"
+                "many were ended. A named device held by another user's holder is exit 1 and\n"
+                "nothing is signalled. Leases taken by gpuctl run end with their command.\n",
+        .exec = cmd_release_exec,
+};

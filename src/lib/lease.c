@@ -1,0 +1,1740 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lease.c: leases, i.e. exclusive flock(2)s on DIR/locks/<UUID>.lock (docs/leases.md,
+ * design.md §2.4, §7). Tests: tests/unit/test-lease.c.
+ *
+ * Decisions:
+ * - Everything below the lease directory is reached with *at() calls relative to directory
+ *   descriptors opened with O_NOFOLLOW and checked with fstat() on the descriptor (what was
+ *   opened, not the path: no check-then-use race). Components above DIR may be symlinks
+ *   (/var/run -> /run); DIR itself may not. Only DIR's last component is ever created.
+ * - Who may create: DIR when we are root or own its parent; locks/, owners/, select.lock and
+ *   lock files only when DIR is ours (owner == euid). Modes are set with fchmod() after
+ *   creation, so the umask does not matter. locks/ and select.lock must belong to DIR's owner
+ *   (stricter than "root or us": a locks/ of another user could have its files unlinked).
+ * - A missing lock file in a directory of ours reads as FREE (nobody can hold a lock on a file
+ *   that does not exist; select-and-lease creates it); in someone else's, UNINITIALISED.
+ * - select.lock is opened afresh for every select-and-lease, never kept in the handle: a
+ *   forked child sharing the parent's open file description would not be excluded by it.
+ * - MIG and whole GPUs: a whole GPU counts as leased when any of its MIG devices is leased,
+ *   and a MIG device when its GPU is (select.c's filter spreads each marked device that way).
+ *   An UNUSABLE or UNINITIALISED device is excluded the same way (it is put in the "leased"
+ *   set, we cannot know who holds it); if the selection then fails, the -ENOSPC line names the
+ *   lock-file problem, and it becomes -ENOENT (with `sudo gpuctl lease init`) when a missing
+ *   lock file was among the causes. Every device of the snapshot is probed, whatever the
+ *   request, so the rule holds in both directions.
+ * - Owner records are display only. A record counts when it comes from owners/<uid>/ that is a
+ *   real directory owned by <uid> (and not writable by others), parses, its device is HELD and
+ *   its pid or job_pid is alive, has the recorded start time (/proc/<pid>/stat field 22) and is
+ *   owned by <uid>. Records are not removed when a lease ends: the next lease of that user and
+ *   device replaces it, and a stale one never counts (its holder is dead or the lock is free).
+ * - Failing to write a record does not fail select-and-lease (the lock is the lease); it is
+ *   logged. gpuctl_lease_set_owner does report the failure.
+ * - The record of a held device: the one whose pid or job_pid holds the lock per /proc/locks;
+ *   when /proc/locks does not name the holder, the only counting record, if exactly one.
+ * - Foreign processes: a compute process on a device is a lease's only when its pid or an
+ *   ancestor (up to ANCESTOR_MAX levels) is the pid or job_pid of a counting record for that
+ *   same device (or its whole GPU, or, for a whole GPU, one of its MIG devices). Stricter than
+ *   "any lease": a job that wanders onto a GPU it did not lease makes that GPU busy. A process
+ *   on a MIG device that cannot be matched to one by GI/CI marks its whole GPU.
+ * - Release signals through a pidfd when the kernel has pidfd_open (start time and owner are
+ *   checked after opening it, so the pid cannot be recycled in between); else kill().
+ * - Record format: one JSON object (docs/leases.md), written by hand with escaping; read back by
+ *   a small strict parser (RECORD_MAX bytes at most; strings, non-negative integers and null;
+ *   anything else makes the record unreadable). Control characters in strings become '?'.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctx.h"
+#include "snapshot-internal.h"
+#include "util.h"
+
+#define DEFAULT_LEASE_DIR "/run/gpuctl"
+#define RECORD_MAX        16384 /* bytes: a longer record is unreadable */
+#define UUID_MAX          96    /* characters of a GPU-/MIG- UUID we accept */
+#define ANCESTOR_MAX      64    /* levels of the parent walk */
+#define REASON_MAX        160   /* an UNUSABLE/UNINITIALISED reason */
+#define LOCKS_LINE_MAX    512   /* a /proc/locks line */
+
+struct gpuctl_lease_dir {
+	char *path;    /* as opened (for messages), owned */
+	int fd;        /* DIR, O_DIRECTORY */
+	int locks_fd;  /* DIR/locks, -1 when missing and not ours to create */
+	int owners_fd; /* DIR/owners, -1 when missing (no records then) */
+	uid_t owner;   /* DIR's owner: root (shared) or the caller (personal) */
+	bool ours;     /* owner == euid: we create lock files */
+};
+
+/* An owner record as read back (strings owned). */
+struct record {
+	uid_t uid;                /* from the file system: owners/<uid>/ */
+	char uuid[UUID_MAX + 1];  /* the device, from the file name */
+	uint32_t pid;             /* holder */
+	uint64_t pid_start_ticks; /* holder's start, clock ticks since boot */
+	uint32_t job_pid;         /* job, 0 if none */
+	uint64_t job_start_ticks; /* job's start, ticks since boot */
+	uint64_t start_time;      /* holder's start, seconds since the epoch */
+	char *user;               /* user name, or NULL */
+	char *command;            /* command line, or NULL */
+	char *label;              /* label, or NULL */
+	bool pid_alive;           /* pid is alive with that start time and owner */
+	bool job_alive;           /* job_pid likewise */
+};
+
+struct lease_dev {
+	int fd;                  /* the locked description, O_CLOEXEC */
+	size_t gpu;              /* snapshot index */
+	int mig;                 /* MIG index, -1 for the whole GPU */
+	char uuid[UUID_MAX + 1]; /* its UUID */
+};
+
+struct gpuctl_lease {
+	struct lease_dev *devs; /* the leased devices, owned */
+	size_t n;               /* entries in devs */
+	int user_fd;            /* owners/<euid>/, -1 when records cannot be written */
+	char *command;          /* for the records, owned, may be NULL */
+	char *label;            /* for the records, owned, may be NULL */
+};
+
+struct list_entry {
+	size_t gpu;                      /* snapshot index */
+	int mig;                         /* MIG index, -1 for the whole GPU */
+	enum gpuctl_lease_state state;   /* what the probe found */
+	char *reason;                    /* UNUSABLE/UNINITIALISED: why; owned */
+	bool has_owner;                  /* owner is filled */
+	struct gpuctl_lease_owner owner; /* strings point into rec */
+	struct record rec;               /* the chosen record (strings owned) */
+};
+
+struct gpuctl_lease_list {
+	struct list_entry *e; /* GPUs, each followed by its MIG devices; owned */
+	size_t n;             /* entries in e */
+};
+
+/* ---- small helpers ---- */
+
+static void record_clear(struct record *r)
+{
+	free(r->user);
+	free(r->command);
+	free(r->label);
+	r->user = r->command = r->label = NULL;
+}
+
+static void records_free(struct record *r, size_t n)
+{
+	for (size_t i = 0; r && i < n; i++)
+		record_clear(&r[i]);
+	free(r);
+}
+
+/* A GPU-/MIG- UUID made of hex digits and dashes only: never a path. */
+static bool uuid_ok(const char *u)
+{
+	size_t n;
+
+	if (!u || (strncmp(u, "GPU-", 4) != 0 && strncmp(u, "MIG-", 4) != 0))
+		return false;
+	n = strlen(u);
+	if (n <= 4 || n > UUID_MAX)
+		return false;
+	return strspn(u + 4, "0123456789abcdefABCDEF-") == n - 4;
+}
+
+/* Strict decimal (no sign, no blanks) of exactly len characters. */
+static bool parse_u64(const char *s, size_t len, uint64_t *ret)
+{
+	uint64_t v = 0;
+
+	if (len == 0 || len > 20)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		if (v > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
+			return false;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	*ret = v;
+	return true;
+}
+
+/* The next blank-separated token of *s (NUL-terminated in place), NULL at the end. */
+static char *next_tok(char **s)
+{
+	char *p = *s, *t;
+
+	while (*p == ' ' || *p == '\n')
+		p++;
+	if (!*p)
+		return NULL;
+	t = p;
+	while (*p && *p != ' ' && *p != '\n')
+		p++;
+	if (*p)
+		*p++ = '\0';
+	*s = p;
+	return t;
+}
+
+/* Reads at most max bytes of fd; -EFBIG when there is more. *ret is NUL-terminated. */
+static int read_all(int fd, size_t max, char **ret, size_t *ret_len)
+{
+	_cleanup_free_ char *b = malloc(max + 2);
+	size_t len = 0;
+
+	if (!b)
+		return -ENOMEM;
+	for (;;) {
+		ssize_t k = read(fd, b + len, max + 1 - len);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		if (k == 0)
+			break;
+		len += (size_t)k;
+		if (len > max)
+			return -EFBIG;
+	}
+	b[len] = '\0';
+	*ret_len = len;
+	*ret = TAKE_PTR(b);
+	return 0;
+}
+
+static int write_all(int fd, const char *p, size_t len)
+{
+	while (len > 0) {
+		ssize_t k = write(fd, p, len);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		p += k;
+		len -= (size_t)k;
+	}
+	return 0;
+}
+
+/* /proc/<pid>/stat: parent and start time (field 22, clock ticks since boot). */
+static int proc_stat(pid_t pid, pid_t *ret_ppid, uint64_t *ret_start)
+{
+	char path[64], buf[1024];
+	_cleanup_close_ int fd = -1;
+	ssize_t k;
+	char *p, *cur;
+	uint64_t v;
+	int field = 2;
+
+	if (pid <= 0)
+		return -ESRCH;
+	(void)snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	k = read(fd, buf, sizeof(buf) - 1);
+	if (k <= 0)
+		return -EIO;
+	buf[k] = '\0';
+	p = strrchr(buf, ')'); /* comm may hold anything, even ')': the last one ends it */
+	if (!p)
+		return -EIO;
+	cur = p + 1;
+	for (char *t = next_tok(&cur); t; t = next_tok(&cur)) {
+		field++;
+		if (field == 4 && ret_ppid) {
+			if (!parse_u64(t, strlen(t), &v) || v > INT32_MAX)
+				return -EIO;
+			*ret_ppid = (pid_t)v;
+		}
+		if (field == 22) {
+			if (!parse_u64(t, strlen(t), &v))
+				return -EIO;
+			if (ret_start)
+				*ret_start = v;
+			return 0;
+		}
+	}
+	return -EIO;
+}
+
+/* The owner of a process (its effective uid, as /proc/<pid> shows it). */
+static int proc_uid(pid_t pid, uid_t *ret_uid)
+{
+	char path[64];
+	struct stat st;
+
+	(void)snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (stat(path, &st) < 0)
+		return -errno;
+	*ret_uid = st.st_uid;
+	return 0;
+}
+
+/* Whether pid lives, started at start_ticks and belongs to uid. */
+static bool proc_matches(uint32_t pid, uint64_t start_ticks, uid_t uid)
+{
+	uint64_t st = 0;
+	uid_t u = (uid_t)-1;
+
+	if (pid <= 1 || pid > INT32_MAX)
+		return false;
+	if (proc_stat((pid_t)pid, NULL, &st) < 0 || st != start_ticks)
+		return false;
+	return proc_uid((pid_t)pid, &u) == 0 && u == uid;
+}
+
+/* Boot time, seconds since the epoch (/proc/stat btime); 0 if unknown. */
+static uint64_t boot_time(void)
+{
+	_cleanup_fclose_ FILE *f = fopen("/proc/stat", "re");
+	char line[256];
+	uint64_t v;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "btime ", 6) == 0 &&
+		    parse_u64(line + 6, strcspn(line + 6, "\n"), &v))
+			return v;
+	return 0;
+}
+
+static uint64_t ticks_to_epoch(uint64_t ticks)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+	uint64_t b = boot_time();
+
+	if (hz <= 0 || b == 0)
+		return 0;
+	return b + ticks / (uint64_t)hz;
+}
+
+static char *user_name(uid_t uid)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || !res || !res->pw_name)
+		return NULL;
+	return strdup(res->pw_name);
+}
+
+/* The pid that took the flock on (dev, ino) per /proc/locks; 0 if unknown. Pids of lines
+ * that match the inode but not the device count only when no line matches both (overlay
+ * file systems report another device). */
+static pid_t lock_holder(dev_t dev, ino_t ino)
+{
+	_cleanup_fclose_ FILE *f = fopen("/proc/locks", "re");
+	char line[LOCKS_LINE_MAX];
+	pid_t ino_only = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *cur = line, *tok[8];
+		size_t n = 0;
+		uint64_t pid, inode;
+		unsigned maj, min;
+		char *colon;
+
+		if (strstr(line, "->") || !strstr(line, "FLOCK"))
+			continue;
+		for (char *t = next_tok(&cur); t && n < ELEMENTSOF(tok); t = next_tok(&cur))
+			tok[n++] = t;
+		/* "1:" "FLOCK" "ADVISORY" "WRITE" pid "maj:min:ino" start end */
+		if (n < 6 || !streq(tok[1], "FLOCK") || !streq(tok[3], "WRITE"))
+			continue;
+		if (!parse_u64(tok[4], strlen(tok[4]), &pid) || pid > INT32_MAX)
+			continue;
+		colon = strrchr(tok[5], ':');
+		if (!colon || !parse_u64(colon + 1, strlen(colon + 1), &inode) ||
+		    inode != (uint64_t)ino)
+			continue;
+		*colon = '\0';
+		if (sscanf(tok[5], "%x:%x", &maj, &min) == 2 && maj == major(dev) &&
+		    min == minor(dev))
+			return (pid_t)pid;
+		if (!ino_only)
+			ino_only = (pid_t)pid;
+	}
+	return ino_only;
+}
+
+/* ---- the directory ---- */
+
+/* Checks an opened directory entry: type, owner (want_uid, or root/euid when (uid_t)-1), and
+ * no group/other write (unless sticky_ok and the sticky bit is set). */
+static int check_fd(struct gpuctl_ctx *ctx, int fd, const char *path, bool want_dir, uid_t want_uid,
+                    bool sticky_ok, struct stat *ret_st)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return ctx_error(ctx, -errno, "lease directory '%s': %s", path, strerror(errno));
+	if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+		return ctx_error(ctx, -EPERM, "lease directory '%s': not a %s", path,
+		                 want_dir ? "directory" : "regular file");
+	if (want_uid == (uid_t)-1 ? (st.st_uid != 0 && st.st_uid != geteuid())
+	                          : st.st_uid != want_uid)
+		return ctx_error(ctx, -EPERM, "lease directory '%s': owned by uid %u, not by %s",
+		                 path, (unsigned)st.st_uid,
+		                 want_uid == (uid_t)-1 ? "root or you" : "the directory's owner");
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(sticky_ok && (st.st_mode & S_ISVTX)))
+		return ctx_error(ctx, -EPERM,
+		                 "lease directory '%s': writable by group or others (mode %04o)",
+		                 path, (unsigned)(st.st_mode & 07777));
+	if (ret_st)
+		*ret_st = st;
+	return 0;
+}
+
+/* Opens name under dfd (a directory, or a regular file) with O_NOFOLLOW; creates it with mode
+ * when create (fchmod after, umask-independent). -ENOENT when missing and not created. */
+static int open_at(struct gpuctl_ctx *ctx, int dfd, const char *name, const char *path, bool dir,
+                   bool create, mode_t mode, int *ret_fd)
+{
+	int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (dir ? O_DIRECTORY : O_NONBLOCK);
+	_cleanup_close_ int fd = -1;
+	bool created = false;
+
+	fd = openat(dfd, name, flags);
+	if (fd < 0 && errno == ENOENT && create) {
+		if (dir) {
+			if (mkdirat(dfd, name, 0700) < 0 && errno != EEXIST)
+				return ctx_error(ctx, -errno,
+				                 "lease directory '%s': cannot create: %s", path,
+				                 strerror(errno));
+			created = errno != EEXIST;
+			fd = openat(dfd, name, flags);
+		} else {
+			fd = openat(dfd, name, flags | O_CREAT | O_EXCL, 0600);
+			created = fd >= 0;
+			if (fd < 0 && errno == EEXIST)
+				fd = openat(dfd, name, flags);
+		}
+	}
+	if (fd < 0) {
+		int e = errno;
+
+		if (e == ENOENT)
+			return -ENOENT;
+		if (e == ELOOP || e == ENOTDIR) {
+			struct stat lst; /* for the message only: the open refused it already */
+			bool link =
+			        e == ELOOP || (fstatat(dfd, name, &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
+			                       S_ISLNK(lst.st_mode));
+
+			return ctx_error(ctx, -EPERM, "lease directory '%s': %s", path,
+			                 link ? "is a symlink" : "not a directory");
+		}
+		return ctx_error(ctx, -e, "lease directory '%s': %s", path, strerror(e));
+	}
+	if (created && fchmod(fd, mode) < 0)
+		return ctx_error(ctx, -errno, "lease directory '%s': chmod: %s", path,
+		                 strerror(errno));
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+void gpuctl_lease_dir_free(struct gpuctl_lease_dir *dir)
+{
+	if (!dir)
+		return;
+	closep(&dir->fd);
+	closep(&dir->locks_fd);
+	closep(&dir->owners_fd);
+	free(dir->path);
+	free(dir);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_lease_dir *, gpuctl_lease_dir_free)
+
+const char *gpuctl_lease_dir_path(const struct gpuctl_lease_dir *dir)
+{
+	return dir ? dir->path : NULL;
+}
+
+/* Opens DIR itself, creating its last component when we may (root, or the parent is ours). */
+static int open_top(struct gpuctl_ctx *ctx, const char *path, int *ret_fd)
+{
+	_cleanup_free_ char *parent = NULL;
+	_cleanup_close_ int pfd = -1;
+	const char *base;
+	struct stat pst;
+	size_t len = strlen(path);
+	char *slash;
+	int r;
+
+	r = open_at(ctx, AT_FDCWD, path, path, true, false, 0, ret_fd);
+	if (r != -ENOENT)
+		return r;
+	while (len > 1 && path[len - 1] == '/')
+		len--;
+	parent = strndup(path, len);
+	if (!parent)
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+	slash = strrchr(parent, '/');
+	if (slash) {
+		*slash = '\0';
+		base = slash + 1;
+	} else {
+		base = parent;
+	}
+	if (!*base || streq(base, ".") || streq(base, ".."))
+		return ctx_error(ctx, -EINVAL, "lease directory '%s': not a usable name", path);
+	pfd = open(slash ? (*parent ? parent : "/") : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pfd < 0 || fstat(pfd, &pst) < 0 || (geteuid() != 0 && pst.st_uid != geteuid()))
+		return ctx_error(
+		        ctx, -ENOENT,
+		        "lease directory '%s': missing (run `sudo gpuctl lease init`, or set "
+		        "GPUCTL_LEASE_DIR to a directory of your own)",
+		        path);
+	return open_at(ctx, pfd, base, path, true, true, 0755, ret_fd);
+}
+
+int gpuctl_lease_dir_open(struct gpuctl_ctx *ctx, const char *path,
+                          struct gpuctl_lease_dir **ret_dir)
+{
+	_cleanup_(gpuctl_lease_dir_freep) struct gpuctl_lease_dir *dir = NULL;
+	_cleanup_close_ int sfd = -1;
+	struct stat st;
+	char sub[4096];
+	int r;
+
+	if (!ret_dir)
+		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	if (!path || !*path)
+		path = getenv("GPUCTL_LEASE_DIR");
+	if (!path || !*path)
+		path = DEFAULT_LEASE_DIR;
+	dir = calloc(1, sizeof(*dir));
+	if (!dir)
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+	dir->fd = dir->locks_fd = dir->owners_fd = -1;
+	dir->path = strdup(path);
+	if (!dir->path)
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+
+	r = open_top(ctx, path, &dir->fd);
+	if (r < 0)
+		return r;
+	r = check_fd(ctx, dir->fd, path, true, (uid_t)-1, false, &st);
+	if (r < 0)
+		return r;
+	dir->owner = st.st_uid;
+	dir->ours = st.st_uid == geteuid();
+
+	(void)snprintf(sub, sizeof(sub), "%s/locks", path);
+	r = open_at(ctx, dir->fd, "locks", sub, true, dir->ours, 0755, &dir->locks_fd);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	if (r == 0) {
+		r = check_fd(ctx, dir->locks_fd, sub, true, dir->owner, false, NULL);
+		if (r < 0)
+			return r;
+	}
+
+	(void)snprintf(sub, sizeof(sub), "%s/select.lock", path);
+	r = open_at(ctx, dir->fd, "select.lock", sub, false, dir->ours, 0644, &sfd);
+	if (r == -ENOENT)
+		return ctx_error(
+		        ctx, -ENOENT,
+		        "lease directory '%s': no select.lock (run `sudo gpuctl lease init`, "
+		        "or set GPUCTL_LEASE_DIR to a directory of your own)",
+		        path);
+	if (r < 0)
+		return r;
+	r = check_fd(ctx, sfd, sub, false, dir->owner, false, NULL);
+	if (r < 0)
+		return r;
+
+	/* owners/: 1777 in a shared (root's) directory, 0755 in a personal one */
+	(void)snprintf(sub, sizeof(sub), "%s/owners", path);
+	r = open_at(ctx, dir->fd, "owners", sub, true, dir->ours,
+	            dir->owner == 0 ? (S_ISVTX | 0777) : 0755, &dir->owners_fd);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	if (r == 0) {
+		r = check_fd(ctx, dir->owners_fd, sub, true, dir->owner, dir->owner == 0, NULL);
+		if (r < 0)
+			return r;
+	}
+	*ret_dir = TAKE_PTR(dir);
+	return 0;
+}
+
+/* ---- lock files ---- */
+
+/* Opens locks/<uuid>.lock (created when create and the directory is ours) and checks it.
+ * Returns FREE with *ret_fd >= 0 (usable; not locked yet), FREE with *ret_fd == -1 (missing in
+ * our directory: nobody can hold it), UNUSABLE or UNINITIALISED with the reason; -ENOMEM. */
+static int lock_open(const struct gpuctl_lease_dir *dir, const char *uuid, bool create, int *ret_fd,
+                     struct stat *ret_st, char *reason, size_t rsize)
+{
+	char name[UUID_MAX + 8];
+	_cleanup_close_ int fd = -1;
+	int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
+	struct stat st;
+
+	*ret_fd = -1;
+	if (!uuid_ok(uuid)) {
+		(void)snprintf(reason, rsize, "%s UUID, not usable as a lock file name",
+		               uuid ? "unusual" : "no");
+		return GPUCTL_LEASE_UNUSABLE;
+	}
+	if (dir->locks_fd < 0) {
+		(void)snprintf(reason, rsize, "no %s/locks (run `sudo gpuctl lease init`)",
+		               dir->path);
+		return GPUCTL_LEASE_UNINITIALISED;
+	}
+	(void)snprintf(name, sizeof(name), "%s.lock", uuid);
+	fd = openat(dir->locks_fd, name, flags);
+	if (fd < 0 && errno == ENOENT && create && dir->ours) {
+		fd = openat(dir->locks_fd, name, flags | O_CREAT | O_EXCL, 0600);
+		if (fd >= 0 && fchmod(fd, 0644) < 0) {
+			(void)snprintf(reason, rsize, "locks/%s: chmod: %s", name, strerror(errno));
+			return GPUCTL_LEASE_UNUSABLE;
+		}
+		if (fd < 0 && errno == EEXIST)
+			fd = openat(dir->locks_fd, name, flags);
+	}
+	if (fd < 0) {
+		if (errno == ENOENT && dir->ours)
+			return GPUCTL_LEASE_FREE;
+		if (errno == ENOENT) {
+			(void)snprintf(reason, rsize,
+			               "no lock file locks/%s (run `sudo gpuctl lease init`)",
+			               name);
+			return GPUCTL_LEASE_UNINITIALISED;
+		}
+		(void)snprintf(reason, rsize, "locks/%s: %s", name,
+		               errno == ELOOP ? "is a symlink" : strerror(errno));
+		return GPUCTL_LEASE_UNUSABLE;
+	}
+	if (fstat(fd, &st) < 0) {
+		(void)snprintf(reason, rsize, "locks/%s: %s", name, strerror(errno));
+		return GPUCTL_LEASE_UNUSABLE;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		(void)snprintf(reason, rsize, "locks/%s: not a regular file", name);
+		return GPUCTL_LEASE_UNUSABLE;
+	}
+	if (st.st_uid != dir->owner) {
+		(void)snprintf(reason, rsize,
+		               "locks/%s: owned by uid %u, not the directory's owner", name,
+		               (unsigned)st.st_uid);
+		return GPUCTL_LEASE_UNUSABLE;
+	}
+	if (st.st_nlink != 1) {
+		(void)snprintf(reason, rsize, "locks/%s: has %ju links", name,
+		               (uintmax_t)st.st_nlink);
+		return GPUCTL_LEASE_UNUSABLE;
+	}
+	if (ret_st)
+		*ret_st = st;
+	*ret_fd = TAKE_FD(fd);
+	return GPUCTL_LEASE_FREE;
+}
+
+/* Probes a device: a non-blocking flock on a fresh description (dropped at once). */
+static int probe(const struct gpuctl_lease_dir *dir, const char *uuid, bool create,
+                 struct stat *ret_st, char *reason, size_t rsize)
+{
+	_cleanup_close_ int fd = -1;
+	int s = lock_open(dir, uuid, create, &fd, ret_st, reason, rsize);
+
+	if (s != GPUCTL_LEASE_FREE || fd < 0)
+		return s;
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+		return GPUCTL_LEASE_FREE; /* closing fd drops it */
+	if (errno == EWOULDBLOCK)
+		return GPUCTL_LEASE_HELD;
+	(void)snprintf(reason, rsize, "locks/%s.lock: flock: %s", uuid, strerror(errno));
+	return GPUCTL_LEASE_UNUSABLE;
+}
+
+static const char *dev_uuid(const struct gpuctl_snapshot *snap, size_t g, int mig)
+{
+	return mig < 0 ? gpuctl_gpu_str(&snap->gpus[g], GPUCTL_F_UUID)
+	               : snap->gpus[g].migs[mig].uuid;
+}
+
+int gpuctl_lease_dir_init(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                          const struct gpuctl_snapshot *snap)
+{
+	int created = 0;
+
+	if (!dir || !snap)
+		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	if (!dir->ours || dir->locks_fd < 0)
+		return ctx_error(
+		        ctx, -EPERM,
+		        "lease directory '%s': only its owner (uid %u) may create lock files",
+		        dir->path, (unsigned)dir->owner);
+	for (size_t g = 0; g < snap->n_gpus; g++)
+		for (int m = -1; m < (int)snap->gpus[g].n_migs; m++) {
+			const char *u = dev_uuid(snap, g, m);
+			char name[UUID_MAX + 8];
+			_cleanup_close_ int fd = -1;
+
+			if (!uuid_ok(u))
+				continue;
+			(void)snprintf(name, sizeof(name), "%s.lock", u);
+			fd = openat(dir->locks_fd, name,
+			            O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+			if (fd < 0 && errno == EEXIST)
+				continue;
+			if (fd < 0 || fchmod(fd, 0644) < 0)
+				return ctx_error(ctx, -errno, "lease directory '%s': locks/%s: %s",
+				                 dir->path, name, strerror(errno));
+			created++;
+		}
+	return created;
+}
+
+/* ---- owner records: writing ---- */
+
+struct sbuf {
+	char *p;    /* text, NUL-terminated, owned */
+	size_t len; /* bytes used */
+	size_t cap; /* bytes allocated */
+	bool oom;   /* an append failed */
+};
+
+static void sb_add(struct sbuf *b, const char *fmt, ...) _printf_(2, 3);
+static void sb_add(struct sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int w;
+
+	if (b->oom)
+		return;
+	va_start(ap, fmt);
+	w = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (w < 0 || b->len + (size_t)w + 1 > RECORD_MAX * 4) {
+		b->oom = true;
+		return;
+	}
+	if (b->len + (size_t)w + 1 > b->cap) {
+		size_t cap = (b->len + (size_t)w + 1) * 2;
+		char *p = realloc(b->p, cap);
+
+		if (!p) {
+			b->oom = true;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	va_start(ap, fmt);
+	(void)vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)w;
+}
+
+/* A JSON string (or null), at most max input bytes (longer text is cut). */
+static void sb_str(struct sbuf *b, const char *s, size_t max)
+{
+	if (!s) {
+		sb_add(b, "null");
+		return;
+	}
+	sb_add(b, "\"");
+	for (size_t i = 0; s[i] && i < max; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '"' || c == '\\')
+			sb_add(b, "\\%c", c);
+		else if (c < 0x20 || c == 0x7f)
+			sb_add(b, "\\u%04x", c);
+		else
+			sb_add(b, "%c", c);
+	}
+	sb_add(b, "\"");
+}
+
+/* Opens (creating when create) owners/<euid>/, checked: a real directory of euid, 0755. */
+static int user_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, bool create,
+                         int *ret_fd)
+{
+	char name[32], path[4096];
+	_cleanup_close_ int fd = -1;
+	int r;
+
+	if (dir->owners_fd < 0)
+		return -ENOENT;
+	(void)snprintf(name, sizeof(name), "%u", (unsigned)geteuid());
+	(void)snprintf(path, sizeof(path), "%s/owners/%s", dir->path, name);
+	r = open_at(ctx, dir->owners_fd, name, path, true, create, 0755, &fd);
+	if (r < 0)
+		return r;
+	r = check_fd(ctx, fd, path, true, geteuid(), false, NULL);
+	if (r < 0)
+		return r;
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+/* Writes owners/<euid>/<uuid>.json atomically: a temporary file of a random name, fsync,
+ * renameat. */
+static int record_write(int ufd, const char *uuid, const char *text, size_t len)
+{
+	char tmp[64], name[UUID_MAX + 8];
+	_cleanup_close_ int fd = -1;
+	int r;
+
+	for (int tries = 0; fd < 0 && tries < 16; tries++) {
+		uint64_t rnd = 0;
+
+		if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
+			rnd = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^
+			      ((uint64_t)tries * 0x9e3779b97f4a7c15ull);
+		(void)snprintf(tmp, sizeof(tmp), ".tmp-%016" PRIx64, rnd);
+		fd = openat(ufd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0 && errno != EEXIST)
+			return -errno;
+	}
+	if (fd < 0)
+		return -EEXIST;
+	r = fchmod(fd, 0644) < 0 ? -errno : 0;
+	if (r == 0)
+		r = write_all(fd, text, len);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	(void)snprintf(name, sizeof(name), "%s.json", uuid);
+	if (r == 0 && renameat(ufd, tmp, ufd, name) < 0)
+		r = -errno;
+	if (r < 0)
+		(void)unlinkat(ufd, tmp, 0);
+	return r;
+}
+
+/* Writes the records of every device of lease naming pid/job_pid. */
+static int lease_write_records(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, pid_t pid,
+                               pid_t job_pid)
+{
+	uint64_t pst = 0, jst = 0;
+	_cleanup_free_ char *user = user_name(geteuid());
+	struct sbuf b = {0};
+	int r;
+
+	if (lease->user_fd < 0)
+		return ctx_error(ctx, -ENOENT, "no owner records directory (owners/%u)",
+		                 (unsigned)geteuid());
+	r = proc_stat(pid, NULL, &pst);
+	if (r < 0)
+		return ctx_error(ctx, r, "pid %d: cannot read its start time: %s", (int)pid,
+		                 strerror(-r));
+	if (job_pid > 0) {
+		r = proc_stat(job_pid, NULL, &jst);
+		if (r < 0)
+			return ctx_error(ctx, r, "pid %d: cannot read its start time: %s",
+			                 (int)job_pid, strerror(-r));
+	}
+	for (size_t i = 0; i < lease->n; i++) {
+		b.len = 0;
+		sb_add(&b,
+		       "{\"version\":1,\"device\":\"%s\",\"pid\":%d,\"pid_start_ticks\":%" PRIu64
+		       ",\"start_time\":%" PRIu64 ",\"job_pid\":%d,\"job_start_ticks\":%" PRIu64
+		       ",\"uid\":%u,\"user\":",
+		       lease->devs[i].uuid, (int)pid, pst, ticks_to_epoch(pst), (int)job_pid, jst,
+		       (unsigned)geteuid());
+		sb_str(&b, user, 256);
+		sb_add(&b, ",\"command\":");
+		sb_str(&b, lease->command, 4096);
+		sb_add(&b, ",\"label\":");
+		sb_str(&b, lease->label, 1024);
+		sb_add(&b, ",\"created\":%" PRIu64 "}\n", (uint64_t)time(NULL));
+		if (b.oom) {
+			free(b.p);
+			return ctx_error(ctx, -ENOMEM, "out of memory");
+		}
+		r = record_write(lease->user_fd, lease->devs[i].uuid, b.p, b.len);
+		if (r < 0) {
+			free(b.p);
+			return ctx_error(ctx, r, "owner record owners/%u/%s.json: %s",
+			                 (unsigned)geteuid(), lease->devs[i].uuid, strerror(-r));
+		}
+	}
+	free(b.p);
+	return 0;
+}
+
+/* ---- owner records: reading (strict, bounded) ---- */
+
+struct jp {
+	const char *s; /* cursor */
+	const char *e; /* end */
+};
+
+static void jp_ws(struct jp *p)
+{
+	while (p->s < p->e && (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' || *p->s == '\r'))
+		p->s++;
+}
+
+/* A JSON string into *ret (malloc'ed); control characters become '?'. */
+static int jp_str(struct jp *p, char **ret)
+{
+	_cleanup_free_ char *out = NULL;
+	size_t n = 0;
+
+	if (p->s >= p->e || *p->s != '"')
+		return -EINVAL;
+	out = malloc((size_t)(p->e - p->s) * 3 + 1); /* \uXXXX (6) -> at most 3 bytes */
+	if (!out)
+		return -ENOMEM;
+	for (p->s++; p->s < p->e && *p->s != '"'; p->s++) {
+		unsigned char c = (unsigned char)*p->s;
+
+		if (c < 0x20)
+			return -EINVAL;
+		if (c != '\\') {
+			out[n++] = (char)(c == 0x7f ? '?' : c);
+			continue;
+		}
+		if (++p->s >= p->e)
+			return -EINVAL;
+		switch (*p->s) {
+		case '"':
+		case '\\':
+		case '/':
+			out[n++] = *p->s;
+			break;
+		case 'b':
+		case 'f':
+		case 'n':
+		case 'r':
+		case 't':
+			out[n++] = '?';
+			break;
+		case 'u': {
+			unsigned v = 0;
+
+			if (p->e - p->s < 5)
+				return -EINVAL;
+			for (int i = 1; i <= 4; i++) {
+				char h = p->s[i];
+
+				v <<= 4;
+				if (h >= '0' && h <= '9')
+					v |= (unsigned)(h - '0');
+				else if (h >= 'a' && h <= 'f')
+					v |= (unsigned)(h - 'a' + 10);
+				else if (h >= 'A' && h <= 'F')
+					v |= (unsigned)(h - 'A' + 10);
+				else
+					return -EINVAL;
+			}
+			p->s += 4;
+			if (v >= 0xd800 && v <= 0xdfff)
+				return -EINVAL; /* no surrogates: we never write them */
+			if (v < 0x20 || v == 0x7f) {
+				out[n++] = '?';
+			} else if (v < 0x80) {
+				out[n++] = (char)v;
+			} else if (v < 0x800) {
+				out[n++] = (char)(0xc0 | (v >> 6));
+				out[n++] = (char)(0x80 | (v & 0x3f));
+			} else {
+				out[n++] = (char)(0xe0 | (v >> 12));
+				out[n++] = (char)(0x80 | ((v >> 6) & 0x3f));
+				out[n++] = (char)(0x80 | (v & 0x3f));
+			}
+			break;
+		}
+		default:
+			return -EINVAL;
+		}
+	}
+	if (p->s >= p->e)
+		return -EINVAL;
+	p->s++;
+	out[n] = '\0';
+	*ret = TAKE_PTR(out);
+	return 0;
+}
+
+/* Parses a record. Keys: known ones are checked for type and may appear once; others must be a
+ * string, a non-negative integer or null. pid and pid_start_ticks are required. */
+static int record_parse(const char *text, size_t len, struct record *r)
+{
+	static const char *const keys[] = {
+	        "version",    "device", "pid",  "pid_start_ticks", "job_pid", "job_start_ticks",
+	        "start_time", "uid",    "user", "command",         "label",   "created"};
+	bool seen[ELEMENTSOF(keys)] = {0};
+	struct jp p = {text, text + len};
+	int rr;
+
+	jp_ws(&p);
+	if (p.s >= p.e || *p.s++ != '{')
+		return -EINVAL;
+	jp_ws(&p);
+	if (p.s < p.e && *p.s == '}')
+		return -EINVAL;
+	for (;;) {
+		_cleanup_free_ char *key = NULL, *sval = NULL;
+		uint64_t num = 0;
+		bool is_num = false, is_null = false;
+		size_t k;
+
+		jp_ws(&p);
+		rr = jp_str(&p, &key);
+		if (rr < 0)
+			return rr;
+		jp_ws(&p);
+		if (p.s >= p.e || *p.s++ != ':')
+			return -EINVAL;
+		jp_ws(&p);
+		if (p.s < p.e && *p.s == '"') {
+			rr = jp_str(&p, &sval);
+			if (rr < 0)
+				return rr;
+		} else if (p.e - p.s >= 4 && memcmp(p.s, "null", 4) == 0) {
+			p.s += 4;
+			is_null = true;
+		} else {
+			size_t d = 0;
+
+			while (p.s + d < p.e && p.s[d] >= '0' && p.s[d] <= '9')
+				d++;
+			if (d == 0 || (d > 1 && p.s[0] == '0') || !parse_u64(p.s, d, &num))
+				return -EINVAL;
+			p.s += d;
+			is_num = true;
+		}
+		for (k = 0; k < ELEMENTSOF(keys); k++)
+			if (streq(key, keys[k]))
+				break;
+		if (k < ELEMENTSOF(keys)) {
+			bool want_str = streq(key, "device") || streq(key, "user") ||
+			                streq(key, "command") || streq(key, "label");
+
+			if (seen[k])
+				return -EINVAL;
+			seen[k] = true;
+			if (want_str ? is_num : !is_num)
+				return -EINVAL;
+			if ((streq(key, "pid") || streq(key, "job_pid")) && num > INT32_MAX)
+				return -EINVAL;
+			if (streq(key, "pid"))
+				r->pid = (uint32_t)num;
+			else if (streq(key, "pid_start_ticks"))
+				r->pid_start_ticks = num;
+			else if (streq(key, "job_pid"))
+				r->job_pid = (uint32_t)num;
+			else if (streq(key, "job_start_ticks"))
+				r->job_start_ticks = num;
+			else if (streq(key, "start_time"))
+				r->start_time = num;
+			else if (streq(key, "user"))
+				r->user = TAKE_PTR(sval);
+			else if (streq(key, "command"))
+				r->command = TAKE_PTR(sval);
+			else if (streq(key, "label"))
+				r->label = TAKE_PTR(sval);
+			else if (streq(key, "device") && !is_null && !streq(sval, r->uuid))
+				return -EINVAL; /* a record copied under another name */
+		}
+		jp_ws(&p);
+		if (p.s >= p.e)
+			return -EINVAL;
+		if (*p.s == ',') {
+			p.s++;
+			continue;
+		}
+		if (*p.s++ != '}')
+			return -EINVAL;
+		break;
+	}
+	jp_ws(&p);
+	if (p.s != p.e || !seen[2] || !seen[3])
+		return -EINVAL;
+	return 0;
+}
+
+/* Reads one record file under a trusted owners/<uid>/ descriptor. */
+static int record_read(int ufd, uid_t uid, const char *file, const char *uuid, struct record *r)
+{
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *text = NULL;
+	struct stat st;
+	size_t len = 0;
+	int rr;
+
+	fd = openat(ufd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || st.st_uid != uid || st.st_nlink != 1)
+		return -EPERM;
+	if (st.st_size > RECORD_MAX)
+		return -EFBIG;
+	rr = read_all(fd, RECORD_MAX, &text, &len);
+	if (rr < 0)
+		return rr;
+	if (memchr(text, '\0', len))
+		return -EINVAL;
+	*r = (struct record){.uid = uid};
+	strscpy(r->uuid, sizeof(r->uuid), uuid);
+	rr = record_parse(text, len, r);
+	if (rr < 0) {
+		record_clear(r);
+		return rr;
+	}
+	r->pid_alive = proc_matches(r->pid, r->pid_start_ticks, uid);
+	r->job_alive = r->job_pid > 0 && proc_matches(r->job_pid, r->job_start_ticks, uid);
+	return 0;
+}
+
+static void closedirp(DIR **d)
+{
+	if (*d)
+		(void)closedir(*d);
+}
+
+/* Opens dfd's directory afresh for reading (own offset) as a DIR. */
+static DIR *dir_reopen(int dfd)
+{
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d;
+
+	if (fd < 0)
+		return NULL;
+	d = fdopendir(fd);
+	if (!d)
+		(void)close(fd);
+	return d;
+}
+
+/* The records that may count: readable, from trusted owners/<uid>/ directories, their holder or
+ * job alive (only_uid: that user only, (uid_t)-1 all; only_uuid: that device only, NULL all).
+ * Unreadable ones are logged at debug level and skipped. */
+static int records_load(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, uid_t only_uid,
+                        const char *only_uuid, struct record **ret, size_t *ret_n)
+{
+	_cleanup_(closedirp) DIR *od = NULL;
+	struct record *v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (dir->owners_fd < 0)
+		return 0;
+	od = dir_reopen(dir->owners_fd);
+	if (!od)
+		return 0;
+	while ((de = readdir(od))) {
+		_cleanup_close_ int ufd = -1;
+		_cleanup_(closedirp) DIR *ud = NULL;
+		struct dirent *fe;
+		struct stat st;
+		uint64_t uid;
+
+		if (!parse_u64(de->d_name, strlen(de->d_name), &uid) || uid >= UINT32_MAX ||
+		    (only_uid != (uid_t)-1 && uid != only_uid))
+			continue;
+		ufd = openat(dir->owners_fd, de->d_name,
+		             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (ufd < 0 || fstat(ufd, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != uid ||
+		    (st.st_mode & (S_IWGRP | S_IWOTH))) {
+			ctx_log(ctx, GPUCTL_LOG_DEBUG, "owners/%s: not a trusted records directory",
+			        de->d_name);
+			continue;
+		}
+		ud = dir_reopen(ufd);
+		while (ud && (fe = readdir(ud))) {
+			char uuid[UUID_MAX + 1];
+			size_t l = strlen(fe->d_name);
+			struct record rec = {0};
+			int r;
+
+			if (l <= 5 || l - 5 > UUID_MAX || !streq(fe->d_name + l - 5, ".json"))
+				continue;
+			memcpy(uuid, fe->d_name, l - 5);
+			uuid[l - 5] = '\0';
+			if (!uuid_ok(uuid) || (only_uuid && !streq(uuid, only_uuid)))
+				continue;
+			r = record_read(ufd, (uid_t)uid, fe->d_name, uuid, &rec);
+			if (r == -ENOMEM) {
+				records_free(v, n);
+				return ctx_error(ctx, -ENOMEM, "out of memory");
+			}
+			if (r < 0) {
+				ctx_log(ctx, GPUCTL_LOG_DEBUG, "owners/%s/%s: unreadable (%s)",
+				        de->d_name, fe->d_name, strerror(-r));
+				continue;
+			}
+			if (!rec.pid_alive && !rec.job_alive) {
+				record_clear(&rec);
+				continue;
+			}
+			if (n == cap) {
+				size_t nc = cap ? cap * 2 : 8;
+				struct record *nv = realloc(v, nc * sizeof(*v));
+
+				if (!nv) {
+					record_clear(&rec);
+					records_free(v, n);
+					return ctx_error(ctx, -ENOMEM, "out of memory");
+				}
+				v = nv;
+				cap = nc;
+			}
+			v[n++] = rec;
+		}
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+/* ---- list ---- */
+
+void gpuctl_lease_list_free(struct gpuctl_lease_list *list)
+{
+	if (!list)
+		return;
+	for (size_t i = 0; i < list->n; i++) {
+		free(list->e[i].reason);
+		record_clear(&list->e[i].rec);
+	}
+	free(list->e);
+	free(list);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_lease_list *, gpuctl_lease_list_free)
+
+size_t gpuctl_lease_list_count(const struct gpuctl_lease_list *list)
+{
+	return list ? list->n : 0;
+}
+
+int gpuctl_lease_list_get(const struct gpuctl_lease_list *list, size_t i, size_t *ret_gpu,
+                          int *ret_mig, enum gpuctl_lease_state *ret_state,
+                          const struct gpuctl_lease_owner **ret_owner, const char **ret_reason)
+{
+	const struct list_entry *e;
+
+	if (!list || i >= list->n)
+		return -EINVAL;
+	e = &list->e[i];
+	if (ret_gpu)
+		*ret_gpu = e->gpu;
+	if (ret_mig)
+		*ret_mig = e->mig;
+	if (ret_state)
+		*ret_state = e->state;
+	if (ret_owner)
+		*ret_owner = e->has_owner ? &e->owner : NULL;
+	if (ret_reason)
+		*ret_reason = e->reason;
+	return 0;
+}
+
+/* Picks the record of a HELD device (see the file-top decision); -1 if none. */
+static ssize_t pick_record(const struct record *v, size_t n, const char *uuid,
+                           const struct stat *st)
+{
+	pid_t holder = st ? lock_holder(st->st_dev, st->st_ino) : 0;
+	ssize_t only = -1;
+	size_t count = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!streq(v[i].uuid, uuid))
+			continue;
+		if (holder > 0 && ((v[i].pid_alive || v[i].job_alive) &&
+		                   ((pid_t)v[i].pid == holder || (pid_t)v[i].job_pid == holder)))
+			return (ssize_t)i;
+		count++;
+		only = (ssize_t)i;
+	}
+	return holder <= 0 && count == 1 ? only : -1;
+}
+
+int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                      const struct gpuctl_snapshot *snap, struct gpuctl_lease_list **ret_list)
+{
+	_cleanup_(gpuctl_lease_list_freep) struct gpuctl_lease_list *l = NULL;
+	struct record *recs = NULL;
+	size_t n_recs = 0, total = 0;
+	int r;
+
+	if (!dir || !snap || !ret_list)
+		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	for (size_t g = 0; g < snap->n_gpus; g++)
+		total += 1 + snap->gpus[g].n_migs;
+	l = calloc(1, sizeof(*l));
+	if (!l || !(l->e = calloc(total ? total : 1, sizeof(*l->e))))
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+	r = records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
+	if (r < 0)
+		return r;
+	for (size_t g = 0; g < snap->n_gpus; g++)
+		for (int m = -1; m < (int)snap->gpus[g].n_migs; m++) {
+			struct list_entry *e = &l->e[l->n++];
+			const char *u = dev_uuid(snap, g, m);
+			char reason[REASON_MAX] = "";
+			struct stat st;
+			ssize_t k;
+
+			e->gpu = g;
+			e->mig = m;
+			e->state = (enum gpuctl_lease_state)probe(dir, u, false, &st, reason,
+			                                          sizeof(reason));
+			if (e->state == GPUCTL_LEASE_UNUSABLE ||
+			    e->state == GPUCTL_LEASE_UNINITIALISED) {
+				e->reason = strdup(reason);
+				if (!e->reason) {
+					records_free(recs, n_recs);
+					return ctx_error(ctx, -ENOMEM, "out of memory");
+				}
+			}
+			if (e->state != GPUCTL_LEASE_HELD)
+				continue;
+			k = pick_record(recs, n_recs, u, &st);
+			if (k < 0)
+				continue;
+			e->rec = recs[k];
+			recs[k].user = recs[k].command = recs[k].label = NULL;
+			recs[k].pid_alive = recs[k].job_alive = false;
+			recs[k].uuid[0] = '\0'; /* taken */
+			e->has_owner = true;
+			e->owner = (struct gpuctl_lease_owner){
+			        .uid = e->rec.uid,
+			        .user = e->rec.user,
+			        .pid = e->rec.pid,
+			        .job_pid = e->rec.job_pid,
+			        .start_time = e->rec.start_time,
+			        .command = e->rec.command,
+			        .label = e->rec.label,
+			};
+		}
+	records_free(recs, n_recs);
+	*ret_list = TAKE_PTR(l);
+	return 0;
+}
+
+/* ---- foreign processes ---- */
+
+/* Whether a record for uuid concerns device (g, mig): the device itself, its whole GPU, or, for a
+ * whole GPU, one of its MIG devices. */
+static bool record_concerns(const struct gpuctl_snapshot *snap, const char *uuid, size_t g, int mig)
+{
+	const char *u = dev_uuid(snap, g, -1);
+
+	if (u && streq(u, uuid))
+		return true;
+	if (mig >= 0) {
+		u = dev_uuid(snap, g, mig);
+		return u && streq(u, uuid);
+	}
+	for (size_t m = 0; m < snap->gpus[g].n_migs; m++) {
+		u = dev_uuid(snap, g, (int)m);
+		if (u && streq(u, uuid))
+			return true;
+	}
+	return false;
+}
+
+/* Whether pid or one of its ancestors is the holder or job of a counting record (held_rec[i])
+ * that concerns device (g, mig). */
+static bool belongs(const struct gpuctl_snapshot *snap, const struct record *v, size_t n,
+                    const bool *held_rec, size_t g, int mig, pid_t pid)
+{
+	pid_t p = pid;
+
+	for (int depth = 0; p > 1 && depth < ANCESTOR_MAX; depth++) {
+		pid_t pp = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			if (!held_rec[i] || !record_concerns(snap, v[i].uuid, g, mig))
+				continue;
+			if ((v[i].pid_alive && (pid_t)v[i].pid == p) ||
+			    (v[i].job_alive && (pid_t)v[i].job_pid == p))
+				return true;
+		}
+		if (proc_stat(p, &pp, NULL) < 0)
+			return false;
+		p = pp;
+	}
+	return false;
+}
+
+int gpuctl_lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                         const struct gpuctl_snapshot *snap, struct gpuctl_devset **ret_set)
+{
+	struct gpuctl_devset *set = NULL;
+	struct record *recs = NULL;
+	_cleanup_free_ bool *held = NULL;
+	size_t n_recs = 0;
+	int r;
+
+	if (!dir || !snap || !ret_set)
+		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	r = gpuctl_devset_new(&set);
+	if (r < 0)
+		return ctx_error(ctx, r, "out of memory");
+	if (!(snap->flags & GPUCTL_SNAP_PROCESSES)) {
+		ctx_log(ctx, GPUCTL_LOG_DEBUG,
+		        "leases: snapshot without processes, no foreign process detection");
+		*ret_set = set;
+		return 0;
+	}
+	r = records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
+	if (r < 0) {
+		gpuctl_devset_free(set);
+		return r;
+	}
+	held = calloc(n_recs ? n_recs : 1, sizeof(*held));
+	if (!held) {
+		records_free(recs, n_recs);
+		gpuctl_devset_free(set);
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < n_recs; i++) {
+		char reason[REASON_MAX];
+
+		held[i] = probe(dir, recs[i].uuid, false, NULL, reason, sizeof(reason)) ==
+		          GPUCTL_LEASE_HELD;
+	}
+	for (size_t g = 0; g < snap->n_gpus; g++) {
+		const struct gpuctl_gpu *gp = &snap->gpus[g];
+
+		for (size_t i = 0; i < gp->n_procs; i++) {
+			const struct gpuctl_proc *pr = &gp->procs[i];
+			int mig = -1;
+
+			if (pr->has_mig)
+				for (size_t m = 0; m < gp->n_migs; m++) {
+					const struct gpuctl_mig *mg = &gp->migs[m];
+
+					if (mg->valid[GPUCTL_MIG_GI] && mg->valid[GPUCTL_MIG_CI] &&
+					    pr->gi == (uint64_t)mg->ints[GPUCTL_MIG_GI] &&
+					    pr->ci == (uint64_t)mg->ints[GPUCTL_MIG_CI])
+						mig = (int)m;
+				}
+			if (belongs(snap, recs, n_recs, held, g, mig, (pid_t)pr->pid))
+				continue;
+			r = gpuctl_devset_add(set, g, mig);
+			if (r < 0 && r != -EEXIST) {
+				records_free(recs, n_recs);
+				gpuctl_devset_free(set);
+				return ctx_error(ctx, r, "out of memory");
+			}
+		}
+	}
+	records_free(recs, n_recs);
+	*ret_set = set;
+	return 0;
+}
+
+/* ---- select-and-lease ---- */
+
+void gpuctl_lease_free(struct gpuctl_lease *lease)
+{
+	if (!lease)
+		return;
+	for (size_t i = 0; i < lease->n; i++)
+		closep(&lease->devs[i].fd);
+	closep(&lease->user_fd);
+	free(lease->devs);
+	free(lease->command);
+	free(lease->label);
+	free(lease);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_lease *, gpuctl_lease_free)
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_devset *, gpuctl_devset_free)
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_selection *, gpuctl_selection_free)
+
+size_t gpuctl_lease_fds(const struct gpuctl_lease *lease, int *fds, size_t max)
+{
+	if (!lease)
+		return 0;
+	for (size_t i = 0; fds && i < lease->n && i < max; i++)
+		fds[i] = lease->devs[i].fd;
+	return lease->n;
+}
+
+int gpuctl_lease_set_owner(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, uint32_t pid,
+                           uint32_t job_pid)
+{
+	if (!lease || pid > INT32_MAX || job_pid > INT32_MAX)
+		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	return lease_write_records(ctx, lease, pid ? (pid_t)pid : getpid(), (pid_t)job_pid);
+}
+
+static int devset_merge(struct gpuctl_devset *dst, const struct gpuctl_devset *src)
+{
+	for (size_t i = 0; src && i < gpuctl_devset_count(src); i++) {
+		size_t g;
+		int m, r;
+
+		if (gpuctl_devset_get(src, i, &g, &m) < 0)
+			continue;
+		r = gpuctl_devset_add(dst, g, m);
+		if (r < 0 && r != -EEXIST)
+			return r;
+	}
+	return 0;
+}
+
+int gpuctl_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                            const struct gpuctl_snapshot *snap,
+                            const struct gpuctl_select_request *req,
+                            const struct gpuctl_lease_request *lreq,
+                            struct gpuctl_selection **ret_sel, struct gpuctl_lease **ret_lease)
+{
+	struct gpuctl_select_request sreq = GPUCTL_SELECT_REQUEST_INIT;
+	struct gpuctl_lease_request lr = GPUCTL_LEASE_REQUEST_INIT;
+	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *leased = NULL, *foreign = NULL;
+	_cleanup_(gpuctl_selection_freep) struct gpuctl_selection *sel = NULL;
+	_cleanup_(gpuctl_lease_freep) struct gpuctl_lease *lease = NULL;
+	_cleanup_close_ int sfd = -1;
+	const struct gpuctl_devset *chosen;
+	char path[4096], first_reason[REASON_MAX] = "";
+	size_t n_bad = 0;
+	bool uninit = false;
+	int r;
+
+	if (!dir || !snap || !req || !ret_sel || !ret_lease ||
+	    req->struct_size < offsetof(struct gpuctl_select_request, count) + sizeof(unsigned))
+		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	memcpy(&sreq, req, req->struct_size < sizeof(sreq) ? req->struct_size : sizeof(sreq));
+	if (offsetof(struct gpuctl_select_request, leased) + sizeof(void *) > req->struct_size)
+		sreq.leased = NULL;
+	if (offsetof(struct gpuctl_select_request, foreign) + sizeof(void *) > req->struct_size)
+		sreq.foreign = NULL;
+	sreq.struct_size = sizeof(sreq);
+	if (lreq)
+		memcpy(&lr, lreq, lreq->struct_size < sizeof(lr) ? lreq->struct_size : sizeof(lr));
+
+	/* 1. select.lock, blocking (held for milliseconds) */
+	(void)snprintf(path, sizeof(path), "%s/select.lock", dir->path);
+	r = open_at(ctx, dir->fd, "select.lock", path, false, false, 0, &sfd);
+	if (r == -ENOENT)
+		return ctx_error(ctx, -ENOENT, "lease directory '%s': no select.lock", dir->path);
+	if (r < 0)
+		return r;
+	r = check_fd(ctx, sfd, path, false, dir->owner, false, NULL);
+	if (r < 0)
+		return r;
+	while (flock(sfd, LOCK_EX) < 0)
+		if (errno != EINTR)
+			return ctx_error(ctx, -errno, "'%s': flock: %s", path, strerror(errno));
+
+	/* 2. probe every device */
+	if (gpuctl_devset_new(&leased) < 0 || devset_merge(leased, sreq.leased) < 0)
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+	for (size_t g = 0; g < snap->n_gpus; g++)
+		for (int m = -1; m < (int)snap->gpus[g].n_migs; m++) {
+			char reason[REASON_MAX] = "";
+			const char *u = dev_uuid(snap, g, m);
+			int s;
+
+			if (m < 0 && (!u || snap->gpus[g].lost))
+				continue; /* never chosen anyway ("lost or unidentified") */
+			s = probe(dir, u, false, NULL, reason, sizeof(reason));
+			if (s == GPUCTL_LEASE_FREE)
+				continue;
+			if (s != GPUCTL_LEASE_HELD) {
+				if (!n_bad++)
+					strscpy(first_reason, sizeof(first_reason), reason);
+				uninit |= s == GPUCTL_LEASE_UNINITIALISED;
+			}
+			r = gpuctl_devset_add(leased, g, m);
+			if (r < 0 && r != -EEXIST)
+				return ctx_error(ctx, r, "out of memory");
+		}
+	sreq.leased = leased;
+	if (!lr.ignore_foreign) {
+		r = gpuctl_lease_foreign(ctx, dir, snap, &foreign);
+		if (r < 0)
+			return r;
+		if (devset_merge(foreign, sreq.foreign) < 0)
+			return ctx_error(ctx, -ENOMEM, "out of memory");
+		sreq.foreign = foreign;
+	}
+
+	/* 3. select */
+	r = gpuctl_select(ctx, snap, &sreq, &sel);
+	if (r == -ENOSPC && n_bad > 0) {
+		char msg[CTX_ERRMSG_MAX];
+
+		strscpy(msg, sizeof(msg), gpuctl_errmsg(ctx));
+		return ctx_error(ctx, uninit ? -ENOENT : -ENOSPC, "%s (%zu unusable: %s)", msg,
+		                 n_bad, first_reason);
+	}
+	if (r < 0)
+		return r;
+	if (n_bad > 0)
+		ctx_log(ctx, GPUCTL_LOG_WARNING, "leases: %zu device(s) not usable: %s", n_bad,
+		        first_reason);
+
+	/* 4. lock the chosen devices */
+	chosen = gpuctl_selection_devices(sel);
+	lease = calloc(1, sizeof(*lease));
+	if (!lease)
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+	lease->user_fd = -1;
+	lease->devs = calloc(gpuctl_devset_count(chosen) + 1, sizeof(*lease->devs));
+	lease->command = strdup_or_null(lr.command);
+	lease->label = strdup_or_null(lr.label);
+	if (!lease->devs || (lr.command && !lease->command) || (lr.label && !lease->label))
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < gpuctl_devset_count(chosen); i++) {
+		struct lease_dev *d = &lease->devs[lease->n];
+		char reason[REASON_MAX] = "";
+		const char *u;
+		int s;
+
+		d->fd = -1;
+		if (gpuctl_devset_get(chosen, i, &d->gpu, &d->mig) < 0)
+			return ctx_error(ctx, -EIO, "selection out of range");
+		u = dev_uuid(snap, d->gpu, d->mig);
+		s = lock_open(dir, u, true, &d->fd, NULL, reason, sizeof(reason));
+		if (s != GPUCTL_LEASE_FREE || d->fd < 0)
+			return ctx_error(ctx, -EBUSY, "cannot lease %s: %s", u ? u : "?",
+			                 *reason ? reason : "no lock file");
+		lease->n++;
+		strscpy(d->uuid, sizeof(d->uuid), u);
+		if (flock(d->fd, LOCK_EX | LOCK_NB) < 0)
+			return ctx_error(ctx, -EBUSY, "cannot lease %s: locks/%s.lock: %s", u, u,
+			                 errno == EWOULDBLOCK ? "held by another process"
+			                                      : strerror(errno));
+	}
+
+	/* 5. owner records (display only: a failure is logged, the lock is the lease) */
+	r = user_dir_open(ctx, dir, true, &lease->user_fd);
+	if (r == 0)
+		r = lease_write_records(ctx, lease, getpid(), 0);
+	if (r < 0)
+		ctx_log(ctx, GPUCTL_LOG_WARNING, "leases: no owner record: %s", gpuctl_errmsg(ctx));
+
+	*ret_sel = TAKE_PTR(sel);
+	*ret_lease = TAKE_PTR(lease);
+	return 0; /* closing sfd releases select.lock */
+}
+
+/* ---- release ---- */
+
+static int signal_holder(pid_t pid, uint64_t start_ticks, uid_t uid)
+{
+#ifdef SYS_pidfd_open
+	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+	if (pfd >= 0) {
+		int r = 0;
+
+		/* checked after the pidfd pins the process: no recycled pid in between */
+		if (!proc_matches((uint32_t)pid, start_ticks, uid))
+			r = -ESRCH;
+		else if (syscall(SYS_pidfd_send_signal, pfd, SIGTERM, NULL, 0) < 0)
+			r = -errno;
+		(void)close(pfd);
+		return r;
+	}
+#endif
+	if (!proc_matches((uint32_t)pid, start_ticks, uid))
+		return -ESRCH;
+	return kill(pid, SIGTERM) < 0 ? -errno : 0;
+}
+
+int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                         const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set)
+{
+	struct record *recs = NULL;
+	size_t n_recs = 0;
+	_cleanup_free_ pid_t *done = NULL;
+	size_t n_done = 0;
+	uid_t me = geteuid();
+	int r, count = 0;
+
+	if (!dir || !snap)
+		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	r = records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
+	if (r < 0)
+		return r;
+	done = calloc(n_recs + 1, sizeof(*done));
+	if (!done) {
+		records_free(recs, n_recs);
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+	}
+	/* first: is any device of set held by another user's (counting) record? */
+	for (size_t i = 0; set && i < gpuctl_devset_count(set); i++) {
+		const char *u = gpuctl_devset_uuid(set, snap, i);
+		char reason[REASON_MAX];
+		bool mine = false;
+		ssize_t other = -1;
+
+		if (!u || probe(dir, u, false, NULL, reason, sizeof(reason)) != GPUCTL_LEASE_HELD)
+			continue;
+		for (size_t k = 0; k < n_recs; k++) {
+			if (!streq(recs[k].uuid, u))
+				continue;
+			if (recs[k].uid == me)
+				mine = true;
+			else
+				other = (ssize_t)k;
+		}
+		if (!mine && other >= 0) {
+			r = ctx_error(ctx, -EPERM, "%s is held by uid %u (%s, pid %u): not yours",
+			              u, (unsigned)recs[other].uid,
+			              recs[other].user ? recs[other].user : "?", recs[other].pid);
+			records_free(recs, n_recs);
+			return r;
+		}
+	}
+	for (size_t k = 0; k < n_recs; k++) {
+		const struct record *rc = &recs[k];
+		char reason[REASON_MAX];
+		bool in_set = !set, seen = false;
+
+		/* Only --hold holders (records without a job): release never ends a job that
+		 * `gpuctl run` started; its lease ends when the job does. */
+		if (rc->uid != me || !rc->pid_alive || rc->job_pid != 0 ||
+		    (pid_t)rc->pid == getpid())
+			continue;
+		for (size_t i = 0; set && i < gpuctl_devset_count(set); i++) {
+			const char *u = gpuctl_devset_uuid(set, snap, i);
+
+			in_set |= u && streq(u, rc->uuid);
+		}
+		if (!in_set ||
+		    probe(dir, rc->uuid, false, NULL, reason, sizeof(reason)) != GPUCTL_LEASE_HELD)
+			continue;
+		for (size_t i = 0; i < n_done; i++)
+			seen |= done[i] == (pid_t)rc->pid;
+		if (seen)
+			continue;
+		if (signal_holder((pid_t)rc->pid, rc->pid_start_ticks, me) == 0) {
+			done[n_done++] = (pid_t)rc->pid;
+			count++;
+		}
+	}
+	records_free(recs, n_recs);
+	return count;
+}

@@ -1,0 +1,599 @@
+"""Leases end to end (docs/leases.md): concurrent `gpuctl run`s never share a GPU (the simulated
+CUDA driver's ledger is the witness), a lease lives while gpuctl or its job lives, `select --hold`
+and `release`, `ps` (table and JSON), `lease init`, and, as root, the safety rules of a shared
+lease directory against a second user.
+
+Expected values come from docs/leases.md, docs/json.md and the scenario files (UUIDs, GPU and MIG
+counts), never from gpuctl's own output. Every test uses a lease directory of its own under a
+private temporary directory: never /run/gpuctl."""
+import json
+import os
+import pwd
+import random
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from cli_facts import Machine
+from gpuctl_test import (BUILD, EXIT_FAILURE, EXIT_NOMATCH, EXIT_OK, EXIT_USAGE, GPUCTL,
+                         NVSIM, SCENARIOS, SIMLIB, GpuctlTestCase, run, sim_sh)
+
+LOAD = os.path.join(BUILD, "bin", "nvsim-load")
+A100 = Machine("dgx-a100")
+UUIDS = [g["uuid"] for g in A100.gpus]
+
+
+def short_uuid(u):
+    # format_short_uuid: the prefix and the first group of hex digits ("GPU-1a2b3c4d").
+    return "-".join(u.split("-")[:2])
+
+
+def me():
+    return pwd.getpwuid(os.geteuid()).pw_name
+
+
+def direct_env(lease_dir, scenario="dgx-a100", extra=None):
+    """gpuctl on a read-only simulated machine (no nvsim exec): the test can signal it."""
+    env = dict(os.environ)
+    for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
+              "SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "NVSIM_STATE_DIR"):
+        env.pop(k, None)
+    env.update({"GPUCTL_NVML_LIBRARY": SIMLIB,
+                "NVSIM_SCENARIO": os.path.join(SCENARIOS, scenario + ".json"),
+                "GPUCTL_LEASE_DIR": lease_dir})
+    if extra:
+        env.update(extra)
+    return env
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_until(pred, timeout=15.0, step=0.02):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return pred()
+
+
+class LeaseCase(GpuctlTestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="gpuctl-leases-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.dir = os.path.join(self.tmp, "leases")  # personal: created by gpuctl itself
+        self.env = direct_env(self.dir)
+        self.pids = []
+        self.addCleanup(self.kill_all)
+
+    def kill_all(self):
+        for p in self.pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def g(self, *args, env=None, **kw):
+        e = dict(self.env)
+        if env:
+            e.update(env)
+        return run([GPUCTL, *args], env=e, **kw)
+
+    def ps(self, *args, env=None):
+        r = self.g("ps", "--format", "json", *args, env=env)
+        self.assertEqual(r.rc, 0, r)
+        return r.json()
+
+    def leased(self, env=None):
+        return {d["uuid"]: d for d in self.ps(env=env)["devices"] if d["state"] == "leased"}
+
+
+@unittest.skipUnless(os.path.exists(LOAD), "nvsim-load not built")
+class Concurrency(GpuctlTestCase):
+    def test_40_concurrent_runs_never_share_a_gpu(self):
+        rnd = random.Random(4)
+        ks = [rnd.randint(1, 4) for _ in range(40)]
+        script = ("D=$(mktemp -d)\n"
+                  "i=0\n"
+                  "for k in $KS; do\n"
+                  "  ( $GPUCTL run -n $k -- $LOAD --seconds 0.3 --mem 1MiB >/dev/null 2>$D/err.$i"
+                  " && echo 0 >$D/rc.$i || echo $? >$D/rc.$i ) &\n"
+                  "  i=$((i+1))\n"
+                  "done\n"
+                  "wait\n"
+                  "i=0\n"
+                  "for k in $KS; do echo \"run $i $(cat $D/rc.$i) $(tr '\\n' ' ' <$D/err.$i)\";"
+                  " i=$((i+1)); done\n"
+                  "cat \"$NVSIM_STATE_DIR/ledger.jsonl\" 2>/dev/null || true\n"
+                  "echo PS; $GPUCTL ps --format json\n"
+                  "rm -rf $D\n")
+        # The timeout only guards against a hang (a few seconds in practice, ASan included).
+        r = sim_sh("dgx-a100", script, env={"LOAD": LOAD, "KS": " ".join(map(str, ks))},
+                   timeout=90)
+        self.assertEqual(r.rc, 0, r)
+        head, ps = r.out.split("\nPS\n", 1)
+        lines = head.splitlines()
+        runs = [l.split(" ", 3) for l in lines if l.startswith("run ")]
+        ledger = [json.loads(l) for l in lines if l.startswith("{")]
+        self.assertEqual(len(runs), 40, r)
+        ok = []
+        for _, i, rc, err in runs:
+            if rc == "0":
+                ok.append(ks[int(i)])
+            else:
+                self.assertEqual(rc, str(EXIT_NOMATCH), r)
+                # one line, naming the leased devices (docs/leases.md, step 3)
+                self.assertEqual(err.count("gpuctl: "), 1, err)
+                self.assertIn("leased", err)
+        self.assertTrue(ok, r)
+        self.assertLess(len(ok), 40, "no run was refused: the test did not contend")
+        # One ledger line per run that ran, on as many GPUs as it asked for.
+        self.assertEqual(sorted(ok), sorted(len(l["devices"]) for l in ledger), r)
+        for l in ledger:
+            self.assertNotIn("error", l)
+        # No two runs overlap in time on one GPU.
+        by_gpu = {}
+        for l in ledger:
+            for d in l["devices"]:
+                self.assertIn(d["uuid"], UUIDS)
+                by_gpu.setdefault(d["uuid"], []).append((l["start"], l["end"], l["pid"]))
+        for uuid, spans in by_gpu.items():
+            spans.sort()
+            for (s1, e1, p1), (s2, e2, p2) in zip(spans, spans[1:]):
+                self.assertLessEqual(e1, s2, "pids %d and %d overlap on %s" % (p1, p2, uuid))
+        # Every lease ended with its run.
+        self.assertEqual(json.loads(ps)["devices"], [], ps)
+
+
+class Lifetime(LeaseCase):
+    def test_job_inherits_the_lock_descriptors(self):
+        # GPUCTL_LEASE_FDS names open descriptors of the job on DIR/locks/<UUID>.lock of exactly
+        # the devices in CUDA_VISIBLE_DEVICES (docs/leases.md).
+        code = ('echo "$CUDA_VISIBLE_DEVICES"; echo "$GPUCTL_LEASE_DIR"; '
+                'for f in $(echo "$GPUCTL_LEASE_FDS" | tr , " "); do readlink /proc/$$/fd/$f; done')
+        r = self.g("run", "-n", "3", "--", "sh", "-c", code)
+        self.assertEqual(r.rc, 0, r)
+        lines = r.out.splitlines()
+        uuids = lines[0].split(",")
+        self.assertEqual(len(uuids), 3)
+        self.assertEqual(os.path.realpath(lines[1]), os.path.realpath(self.dir))
+        want = sorted(os.path.join(os.path.realpath(self.dir), "locks", u + ".lock") for u in uuids)
+        self.assertEqual(sorted(lines[2:]), want, r)
+
+    def test_kill_9_of_gpuctl_leaves_the_job_holding_the_lease(self):
+        p = subprocess.Popen([GPUCTL, "run", "-n", "1", "--label", "life", "--", "sleep", "30"],
+                             env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.pids.append(p.pid)
+
+        def owned():
+            ls = self.leased()
+            return ls if ls and all(d["owner"] and d["owner"]["job_pid"] for d in ls.values()) else None
+        ls = wait_until(owned)
+        self.assertTrue(ls, "the lease never showed up with its job")
+        self.assertEqual(len(ls), 1)
+        uuid, d = next(iter(ls.items()))
+        self.assertIn(uuid, UUIDS)
+        self.assertEqual(d["owner"]["pid"], p.pid)
+        self.assertEqual(d["owner"]["label"], "life")
+        self.assertEqual(d["owner"]["user"], me())
+        job = d["owner"]["job_pid"]
+        self.pids.append(job)
+        with open("/proc/%d/cmdline" % job, "rb") as f:
+            self.assertEqual(f.read().split(b"\0")[0], b"sleep")
+
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
+        self.assertTrue(alive(job))
+        # Still leased: the job holds the inherited descriptor.
+        self.assertIn(uuid, self.leased())
+        r = self.g("run", "-n", "8", "--", "true")
+        self.assertOneLineError(r, EXIT_NOMATCH, "leased")
+
+        os.kill(job, signal.SIGKILL)
+        self.assertTrue(wait_until(lambda: not alive(job)), "sleep did not die")
+        self.assertTrue(wait_until(lambda: not self.leased()), self.ps())
+        r = self.g("run", "-n", "8", "--", "true")
+        self.assertEqual(r.rc, 0, r)
+
+    def test_lease_ends_with_the_run(self):
+        r = self.g("run", "-n", "8", "--", "true")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.leased(), {})
+        self.assertEqual(self.g("run", "-n", "8", "--", "true").rc, 0)
+
+    def test_dry_run_takes_no_lease(self):
+        h = self.g("select", "-n", "2", "--hold", "60")
+        self.assertEqual(h.rc, 0, h)
+        self.addCleanup(self.g, "release", "--all")
+        held = h.out.strip().split("=", 1)[1].split(",")
+        r = self.g("run", "-n", "6", "--dry-run", "--", "true")
+        self.assertEqual(r.rc, 0, r)
+        got = r.out.split("CUDA_VISIBLE_DEVICES=", 1)[1].split()[0].split(",")
+        self.assertFalse(set(got) & set(held), r)
+        self.assertEqual(set(self.leased()), set(held))
+        r = self.g("run", "-n", "7", "--dry-run", "--", "true")
+        self.assertOneLineError(r, EXIT_NOMATCH, "leased")
+
+
+class HoldRelease(LeaseCase):
+    def hold(self, *args):
+        r = self.g("select", *args, timeout=20)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(r.err, "", r)
+        line = r.out.strip()
+        self.assertTrue(line.startswith("CUDA_VISIBLE_DEVICES="), r)
+        uuids = line.split("=", 1)[1].split(",")
+        for u in uuids:
+            self.assertIn(u, UUIDS)
+        return uuids
+
+    def test_hold_ps_release(self):
+        (uuid,) = self.hold("-n", "1", "--hold", "60", "--label", "nightly build")
+        ls = self.leased()
+        self.assertEqual(set(ls), {uuid})
+        owner = ls[uuid]["owner"]
+        self.assertIsNotNone(owner, ls)
+        holder = owner["pid"]
+        self.pids.append(holder)
+        self.assertTrue(alive(holder))
+        # Its own session (double fork: the session leader is the intermediate process).
+        self.assertNotEqual(os.getsid(holder), os.getsid(0), "the holder has its own session")
+        self.assertIsNone(owner["job_pid"])
+        self.assertEqual(owner["label"], "nightly build")
+        self.assertEqual(owner["uid"], os.geteuid())
+        self.assertEqual(owner["user"], me())
+        self.assertEqual(ls[uuid]["index"], UUIDS.index(uuid))
+        self.assertEqual(ls[uuid]["device"], str(UUIDS.index(uuid)))
+        self.assertIsInstance(owner["age_s"], int)
+        self.assertGreaterEqual(owner["age_s"], 0)
+        self.assertLess(owner["age_s"], 60)
+
+        # The table: one row for the held GPU, with its label and user.
+        t = self.g("ps")
+        self.assertEqual(t.rc, 0, t)
+        rows = t.out.splitlines()
+        self.assertEqual(rows[0].split()[:6], ["DEVICE", "UUID", "STATE", "USER", "PID", "JOB"])
+        self.assertEqual(len(rows), 2, t)
+        cells = rows[1].split()
+        self.assertEqual(cells[:5], [str(UUIDS.index(uuid)), short_uuid(uuid), "leased", me(),
+                                     str(holder)])
+        self.assertIn("nightly build", rows[1])
+
+        # Nobody gets it: run, a plain select, another hold.
+        self.assertOneLineError(self.g("run", "-n", "8", "--", "true"), EXIT_NOMATCH, "leased")
+        self.assertOneLineError(self.g("select", "-n", "8"), EXIT_NOMATCH, "leased")
+        r = self.g("select", "-n", "7")
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn(uuid, r.out)
+
+        # release by id (the GPU's index), then nothing is held and the holder is gone.
+        r = self.g("release", "-i", str(UUIDS.index(uuid)))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(r.out.strip(), "released 1 holder")
+        self.assertTrue(wait_until(lambda: not alive(holder)), "holder still alive")
+        self.assertTrue(wait_until(lambda: not self.leased()))
+        self.assertEqual(self.g("run", "-n", "8", "--", "true").rc, 0)
+        r = self.g("release", "--all")
+        self.assertEqual((r.rc, r.out.strip()), (0, "released 0 holders"), r)
+
+    def test_release_all_ends_every_hold(self):
+        a = self.hold("-n", "2", "--hold", "60")
+        b = self.hold("-n", "3", "--hold", "60")
+        self.assertFalse(set(a) & set(b))
+        self.assertEqual(set(self.leased()), set(a) | set(b))
+        r = self.g("release", "--all")
+        self.assertEqual((r.rc, r.out.strip()), (0, "released 2 holders"), r)
+        self.assertTrue(wait_until(lambda: not self.leased()))
+
+    def test_release_never_ends_a_running_job(self):
+        # release ends --hold holders only; a job's lease ends when the job does.
+        p = subprocess.Popen([GPUCTL, "run", "-n", "1", "--", "sleep", "30"], env=self.env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.pids.append(p.pid)
+        job = wait_until(lambda: next((d["owner"]["job_pid"] for d in self.leased().values()
+                                       if d["owner"] and d["owner"]["job_pid"]), None))
+        self.assertTrue(job, "the run's lease never showed up")
+        self.pids.append(job)
+        held = self.hold("-n", "2", "--hold", "60")
+        r = self.g("release", "--all")
+        self.assertEqual((r.rc, r.out.strip()), (0, "released 1 holder"), r)
+        self.assertTrue(wait_until(lambda: not (set(held) & set(self.leased()))))
+        self.assertTrue(alive(job))
+        self.assertIsNone(p.poll())
+        self.assertEqual(len(self.leased()), 1)
+        os.kill(job, signal.SIGKILL)
+        p.wait(timeout=10)
+
+    def test_hold_expires(self):
+        (uuid,) = self.hold("-n", "1", "--hold", "1")
+        self.assertIn(uuid, self.leased())
+        self.assertTrue(wait_until(lambda: not self.leased(), timeout=10), self.ps())
+
+    def test_bad_hold_values(self):
+        for v in ("0", "-1", "abc", "1.5", "", "1s", "99999999999999999999"):
+            with self.subTest(v=v):
+                r = self.g("select", "-n", "1", "--hold", v)
+                self.assertOneLineError(r, EXIT_USAGE, "--hold")
+        self.assertOneLineError(self.g("select", "-n", "1", "--hold"), EXIT_USAGE, "--hold")
+        self.assertFalse(os.path.exists(self.dir), "a usage error touched the lease directory")
+
+    def test_release_usage(self):
+        self.assertOneLineError(self.g("release"), EXIT_USAGE, "--all")
+        self.assertOneLineError(self.g("release", "-i", "0", "--all"), EXIT_USAGE, "conflict")
+        self.assertOneLineError(self.g("release", "-i", "9"), EXIT_USAGE, "9")
+
+
+class Ps(LeaseCase):
+    def test_empty_and_all(self):
+        doc = self.ps()
+        self.assertEqual(doc["devices"], [])
+        self.assertEqual(doc["lease_dir"], self.dir)
+        doc = self.ps("--all")
+        self.assertEqual([d["uuid"] for d in doc["devices"]], UUIDS)
+        for i, d in enumerate(doc["devices"]):
+            self.assertEqual((d["index"], d["device"], d["mig_index"], d["state"], d["owner"],
+                              d["reason"], d["foreign"]),
+                             (i, str(i), None, "free", None, None, []))
+        r = self.g("ps")
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("GPU-", r.out)
+        r = self.g("ps", "--all")
+        self.assertEqual(len(r.out.splitlines()), 1 + len(UUIDS), r)
+
+    def test_missing_dir_is_not_created(self):
+        doc = self.ps()
+        self.assertFalse(doc["lease_dir_exists"])
+        self.assertFalse(os.path.exists(self.dir), "ps created the lease directory")
+
+    def test_mig_devices(self):
+        m = Machine("a100-mig")
+        env = direct_env(self.dir, "a100-mig")
+        r = run([GPUCTL, "ps", "--all", "--format", "json"], env=env)
+        self.assertEqual(r.rc, 0, r)
+        got = [(d["index"], d["mig_index"] is not None, d["uuid"]) for d in r.json()["devices"]]
+        want = []
+        for i, g in enumerate(m.gpus):
+            want.append((i, False, g["uuid"]))
+            for inst in (g.get("mig") or {}).get("instances", []) if (g.get("mig") or {}).get("enabled") else []:
+                want.append((i, True, inst["uuid"]))
+        self.assertEqual(got, want)
+
+    def test_foreign_process(self):
+        # A compute process of no lease (registered with the simulator): "busy", listed as
+        # user:pid(memory); run avoids it unless --ignore-foreign.
+        script = ("sleep 30 & P=$!\n"
+                  "$NVSIM proc add --pid $P -i 2 --mem 1GiB\n"
+                  "echo P=$P\n"
+                  "$GPUCTL ps --format json; echo TABLE; $GPUCTL ps\n"
+                  "$GPUCTL run -n 8 -- true 2>&1 && echo rc=0 || echo rc=$?\n"
+                  "$GPUCTL run -n 8 --ignore-foreign -- true && echo rc=0 || echo rc=$?\n"
+                  "kill $P\n")
+        r = sim_sh("dgx-a100", script, env={"GPUCTL_LEASE_DIR": self.dir})
+        self.assertEqual(r.rc, 0, r)
+        out = r.out
+        pid = int(out.split("P=", 1)[1].split()[0])
+        js, rest = out.split("P=%d\n" % pid, 1)[1].split("TABLE\n", 1)
+        devs = json.loads(js)["devices"]
+        self.assertEqual(len(devs), 1, js)
+        d = devs[0]
+        self.assertEqual((d["index"], d["uuid"], d["state"], d["owner"]), (2, UUIDS[2], "busy", None))
+        self.assertEqual(len(d["foreign"]), 1)
+        f = d["foreign"][0]
+        self.assertEqual((f["pid"], f["uid"], f["user"], f["used_memory"]),
+                         (pid, os.geteuid(), me(), 1 << 30))
+        table = rest.split("gpuctl: ", 1)[0]
+        self.assertIn("%s:%d(1024MiB)" % (me(), pid), table)
+        self.assertIn("gpuctl: run: ", rest)
+        self.assertIn("in use without a lease", rest)
+        self.assertIn("rc=%d" % EXIT_NOMATCH, rest)
+        self.assertIn("rc=0", rest)
+
+    def test_usage(self):
+        self.assertOneLineError(self.g("ps", "--format", "csv"), EXIT_USAGE, "csv")
+        self.assertOneLineError(self.g("ps", "extra"), EXIT_USAGE, "extra")
+        for cmd in ("ps", "release", "lease"):
+            with self.subTest(cmd=cmd):
+                r = self.g(cmd, "--help")
+                self.assertEqual(r.rc, 0, r)
+                self.assertIn("--lease-dir", r.out)
+                self.assertIn("Exit status:", r.out)
+
+
+class LeaseInit(LeaseCase):
+    def test_init_creates_one_lock_per_device(self):
+        for scenario in ("dgx-a100", "a100-mig"):
+            with self.subTest(scenario=scenario):
+                m = Machine(scenario)
+                d = os.path.join(self.tmp, scenario)
+                env = direct_env(d, scenario)
+                uuids = []
+                for g in m.gpus:
+                    uuids.append(g["uuid"])
+                    mig = g.get("mig") or {}
+                    if mig.get("enabled"):
+                        uuids += [i["uuid"] for i in mig.get("instances", [])]
+                r = run([GPUCTL, "lease", "init", "--lease-dir", d], env=env)
+                self.assertEqual(r.rc, 0, r)
+                self.assertEqual(r.out.strip(), "created %d lock files in %s" % (len(uuids), d))
+                self.assertEqual(sorted(os.listdir(os.path.join(d, "locks"))),
+                                 sorted(u + ".lock" for u in uuids))
+                r = run([GPUCTL, "lease", "init"], env=env)  # $GPUCTL_LEASE_DIR, nothing missing
+                self.assertEqual(r.out.strip(), "created 0 lock files in %s" % d, r)
+
+    def test_usage(self):
+        self.assertOneLineError(self.g("lease"), EXIT_USAGE, "init")
+        self.assertOneLineError(self.g("lease", "frob"), EXIT_USAGE, "frob")
+        self.assertOneLineError(self.g("lease", "init", "x"), EXIT_USAGE, "'x'")
+
+
+class UnsafeDirectory(LeaseCase):
+    def test_world_writable_without_sticky_is_refused(self):
+        os.mkdir(self.dir)
+        os.chmod(self.dir, 0o777)
+        for args in (("run", "-n", "1", "--", "true"), ("select", "-n", "1", "--hold", "5"),
+                     ("select", "-n", "1"), ("ps",), ("lease", "init")):
+            with self.subTest(args=args):
+                self.assertOneLineError(self.g(*args), EXIT_FAILURE, self.dir)
+
+    def test_symlink_is_refused(self):
+        real = os.path.join(self.tmp, "real")
+        os.mkdir(real, 0o700)
+        os.symlink(real, self.dir)
+        for args in (("run", "-n", "1", "--", "true"), ("ps",)):
+            with self.subTest(args=args):
+                self.assertOneLineError(self.g(*args), EXIT_FAILURE, self.dir)
+
+    def test_lock_file_replaced_by_symlink_is_unusable(self):
+        r = self.g("lease", "init")
+        self.assertEqual(r.rc, 0, r)
+        lock = os.path.join(self.dir, "locks", UUIDS[3] + ".lock")
+        os.unlink(lock)
+        other = os.path.join(self.tmp, "elsewhere")
+        open(other, "w").close()
+        os.symlink(other, lock)
+        doc = self.ps()
+        self.assertEqual([(d["index"], d["state"]) for d in doc["devices"]], [(3, "unusable")])
+        self.assertTrue(doc["devices"][0]["reason"])
+        r = self.g("run", "-n", "7", "--", "true")
+        self.assertEqual(r.rc, 0, r)
+        r = self.g("run", "-n", "8", "--", "true")
+        self.assertEqual(r.rc, EXIT_NOMATCH, r)
+        r = self.g("run", "-n", "7", "--", "sh", "-c", "echo $CUDA_VISIBLE_DEVICES")
+        self.assertNotIn(UUIDS[3], r.out)
+        # A plain select never offers it either.
+        self.assertEqual(self.g("select", "-n", "8").rc, EXIT_NOMATCH)
+        r = self.g("select", "-n", "7")
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn(UUIDS[3], r.out)
+
+
+def _useradd(name):
+    subprocess.run(["useradd", "-M", "-r", "-s", "/usr/sbin/nologin", name], check=True,
+                   capture_output=True)
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: creates two throwaway users")
+@unittest.skipUnless(shutil.which("useradd") and shutil.which("setpriv"), "needs useradd, setpriv")
+class SharedDirectorySafety(GpuctlTestCase):
+    """A shared lease directory owned by root; users A and B (docs/leases.md)."""
+
+    @classmethod
+    def setUpClass(cls):
+        tag = "%d" % os.getpid()
+        cls.users = ["gpuctlta" + tag, "gpuctltb" + tag]
+        cls.made = []
+        for u in cls.users:
+            _useradd(u)
+            cls.made.append(u)
+        cls.uid = {u: pwd.getpwnam(u).pw_uid for u in cls.users}
+        cls.tmp = tempfile.mkdtemp(prefix="gpuctl-shared-")
+        os.chmod(cls.tmp, 0o755)
+        cls.dir = os.path.join(cls.tmp, "leases")
+
+    @classmethod
+    def tearDownClass(cls):
+        for u in cls.made:
+            subprocess.run(["pkill", "-KILL", "-u", u], capture_output=True)
+            subprocess.run(["userdel", u], capture_output=True)
+        shutil.rmtree(cls.tmp, True)
+
+    def setUp(self):
+        shutil.rmtree(self.dir, True)
+        self.env = direct_env(self.dir)
+        r = run([GPUCTL, "lease", "init", "--lease-dir", self.dir], env=self.env)
+        self.assertEqual(r.rc, 0, r)
+        self.addCleanup(self.release_all)
+
+    def release_all(self):
+        for u in self.users:
+            self.as_user(u, "release", "--all")
+
+    def as_user(self, user, *args, cmd=None):
+        uid = self.uid[user]
+        argv = cmd if cmd is not None else [GPUCTL, *args]
+        return run(["setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups", *argv],
+                   env=self.env)
+
+    def test_other_user_cannot_take_release_or_tamper(self):
+        a, b = self.users
+        r = self.as_user(a, "select", "-n", "1", "--hold", "60", "--label", "A's")
+        self.assertEqual(r.rc, 0, r)
+        uuid = r.out.strip().split("=", 1)[1]
+        self.assertIn(uuid, UUIDS)
+        idx = UUIDS.index(uuid)
+
+        # B cannot release A's hold.
+        r = self.as_user(b, "release", "-i", str(idx))
+        self.assertOneLineError(r, EXIT_FAILURE)
+        # B cannot delete or replace the lock file (locks/ belongs to root, 0755).
+        lock = os.path.join(self.dir, "locks", uuid + ".lock")
+        code = ("import os, sys\n"
+                "p = sys.argv[1]\n"
+                "for f in (lambda: os.unlink(p), lambda: os.rename(p, p + '.x'),\n"
+                "          lambda: open(p + '.new', 'w'), lambda: open(p, 'w')):\n"
+                "    try:\n"
+                "        f(); print('allowed')\n"
+                "    except PermissionError:\n"
+                "        print('EPERM')\n")
+        r = self.as_user(b, cmd=[sys.executable, "-c", code, lock])
+        self.assertEqual(r.out.split(), ["EPERM"] * 4, r)
+        # B plants a symlink and garbage as records in B's own owners dir for A's device.
+        bdir = os.path.join(self.dir, "owners", str(self.uid[b]))
+        plant = ("import os, sys\n"
+                 "d, u = sys.argv[1], sys.argv[2]\n"
+                 "os.makedirs(d, exist_ok=True)\n"
+                 "os.symlink('/etc/passwd', os.path.join(d, u + '.json'))\n"
+                 "open(os.path.join(d, 'GPU-00000000-0000-0000-0000-000000000000.json'), 'w')"
+                 ".write('{garbage')\n")
+        r = self.as_user(b, cmd=[sys.executable, "-c", plant, bdir, uuid])
+        self.assertEqual(r.rc, 0, r)
+        doc = json.loads(run([GPUCTL, "ps", "--format", "json"], env=self.env).out)
+        held = [d for d in doc["devices"] if d["state"] == "leased"]
+        self.assertEqual([d["uuid"] for d in held], [uuid])
+        self.assertEqual(held[0]["owner"]["user"], a)
+        self.assertEqual(held[0]["owner"]["label"], "A's")
+        # B's run never gets A's GPU.
+        r = self.as_user(b, "run", "-n", "7", "--", "sh", "-c", "echo $CUDA_VISIBLE_DEVICES")
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn(uuid, r.out)
+        self.assertOneLineError(self.as_user(b, "run", "-n", "8", "--", "true"), EXIT_NOMATCH,
+                                "leased")
+        # A can.
+        r = self.as_user(a, "release", "-i", str(idx))
+        self.assertEqual((r.rc, r.out.strip()), (0, "released 1 holder"), r)
+
+    def test_user_cannot_init_the_shared_directory(self):
+        r = self.as_user(self.users[0], "lease", "init")
+        self.assertOneLineError(r, EXIT_FAILURE)
+
+    def test_missing_shared_directory_names_lease_init(self):
+        # Not ours to create (its parent belongs to root): one line naming the fix, exit 1.
+        env = {"GPUCTL_LEASE_DIR": os.path.join(self.tmp, "missing")}
+        uid = self.uid[self.users[0]]
+        e = dict(self.env, **env)
+        r = run(["setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups",
+                 GPUCTL, "run", "-n", "1", "--", "true"], env=e)
+        self.assertOneLineError(r, EXIT_FAILURE, "lease init")
+        self.assertFalse(os.path.exists(env["GPUCTL_LEASE_DIR"]))
+
+    def test_missing_lock_file_names_lease_init(self):
+        os.unlink(os.path.join(self.dir, "locks", UUIDS[0] + ".lock"))
+        r = self.as_user(self.users[0], "run", "-n", "8", "--", "true")
+        self.assertEqual(r.rc in (EXIT_FAILURE, EXIT_NOMATCH), True, r)
+        self.assertIn("lease init", r.err)
+
+
+if __name__ == "__main__":
+    unittest.main()

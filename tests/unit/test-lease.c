@@ -1,0 +1,799 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test-lease.c: leases (src/lib/lease.c) on synthetic snapshots and lease directories under
+ * mkdtemp: directory creation and checks, unusable lock files, select-and-lease from one
+ * process and from concurrent children, a lease surviving its taker, owner records (robust
+ * parsing, owner fields), foreign processes and release.
+ *
+ * Decisions:
+ * - Children report through pipes and _exit(); they never call cmocka. A barrier pipe starts
+ *   the concurrent children together; they hold their leases until the parent has every report.
+ * - Tests that need another uid (chown, setresuid) run only as root and are skipped otherwise.
+ * - The test process becomes a child subreaper, so a grandchild (the exec'ed sleeper) can be
+ *   reaped. Fixed seeds; every wait is bounded.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "gpuctl/gpuctl.h"
+#include "snapshot-internal.h"
+
+#define OTHER_UID 12345u
+
+static char base[256]; /* this test's mkdtemp directory */
+static char ldir[300]; /* base/d: the lease directory */
+
+static void rm_rf(const char *path)
+{
+	char cmd[600];
+
+	(void)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
+	assert_int_equal(system(cmd), 0);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	(void)snprintf(base, sizeof(base), "%s", "/tmp/gpuctl-lease-XXXXXX");
+	if (!mkdtemp(base))
+		return -1;
+	(void)chmod(base, 0755);
+	(void)snprintf(ldir, sizeof(ldir), "%s/d", base);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	rm_rf(base);
+	return 0;
+}
+
+static struct gpuctl_snapshot *snap_new(size_t n, unsigned flags)
+{
+	struct gpuctl_snapshot *s = snapshot_new_empty(n, flags);
+	char uuid[64];
+
+	assert_non_null(s);
+	for (size_t i = 0; i < n; i++) {
+		(void)snprintf(uuid, sizeof(uuid), "GPU-00000000-0000-0000-0000-%012zx", i);
+		assert_int_equal(snapshot_set_str(s, i, GPUCTL_F_UUID, uuid), 0);
+	}
+	return s;
+}
+
+static const char *uuid_of(size_t i)
+{
+	static char u[64];
+
+	(void)snprintf(u, sizeof(u), "GPU-00000000-0000-0000-0000-%012zx", i);
+	return u;
+}
+
+static char *pathf(const char *fmt, ...)
+{
+	static char p[4][600];
+	static int k;
+	va_list ap;
+
+	k = (k + 1) % 4;
+	va_start(ap, fmt);
+	(void)vsnprintf(p[k], sizeof(p[k]), fmt, ap);
+	va_end(ap);
+	return p[k];
+}
+
+static mode_t mode_of(const char *path)
+{
+	struct stat st;
+
+	assert_int_equal(lstat(path, &st), 0);
+	return st.st_mode & 07777;
+}
+
+static struct gpuctl_lease_dir *open_dir(struct gpuctl_ctx *ctx)
+{
+	struct gpuctl_lease_dir *d = NULL;
+	int r = gpuctl_lease_dir_open(ctx, ldir, &d);
+
+	if (r < 0)
+		fail_msg("dir_open: %s", gpuctl_errmsg(ctx));
+	return d;
+}
+
+/* select_and_lease of count GPUs; returns r, *mask the chosen GPUs. */
+static int take(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *d, const struct gpuctl_snapshot *s,
+                unsigned count, bool ignore_foreign, uint32_t *mask, struct gpuctl_lease **ret)
+{
+	struct gpuctl_select_request req = GPUCTL_SELECT_REQUEST_INIT;
+	struct gpuctl_lease_request lr = GPUCTL_LEASE_REQUEST_INIT;
+	struct gpuctl_selection *sel = NULL;
+	int r;
+
+	req.count = count;
+	lr.command = "train.py --x \"q\"\nnext";
+	lr.label = "lbl";
+	lr.ignore_foreign = ignore_foreign;
+	r = gpuctl_select_and_lease(ctx, d, s, &req, &lr, &sel, ret);
+	if (r < 0)
+		return r;
+	*mask = 0;
+	for (size_t i = 0; i < gpuctl_devset_count(gpuctl_selection_devices(sel)); i++) {
+		size_t g;
+		int m;
+
+		assert_int_equal(gpuctl_devset_get(gpuctl_selection_devices(sel), i, &g, &m), 0);
+		*mask |= 1u << g;
+	}
+	gpuctl_selection_free(sel);
+	return r;
+}
+
+static enum gpuctl_lease_state state_of(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *d,
+                                        const struct gpuctl_snapshot *s, size_t gpu,
+                                        const struct gpuctl_lease_owner **owner_copy_pid)
+{
+	struct gpuctl_lease_list *l = NULL;
+	enum gpuctl_lease_state st = GPUCTL_LEASE_FREE;
+	const struct gpuctl_lease_owner *o = NULL;
+
+	assert_int_equal(gpuctl_lease_list(ctx, d, s, &l), 0);
+	for (size_t i = 0; i < gpuctl_lease_list_count(l); i++) {
+		size_t g;
+		int m;
+		enum gpuctl_lease_state x;
+
+		assert_int_equal(gpuctl_lease_list_get(l, i, &g, &m, &x, &o, NULL), 0);
+		if (g == gpu && m < 0) {
+			st = x;
+			break;
+		}
+	}
+	if (owner_copy_pid)
+		*owner_copy_pid = o ? (const struct gpuctl_lease_owner *)1 : NULL;
+	gpuctl_lease_list_free(l);
+	return st;
+}
+
+static void test_dir_create(void **state)
+{
+	struct gpuctl_ctx *ctx = NULL;
+	struct gpuctl_lease_dir *d = NULL;
+	mode_t old = umask(077);
+
+	(void)state;
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	d = open_dir(ctx);
+	umask(old);
+	assert_string_equal(gpuctl_lease_dir_path(d), ldir);
+	assert_int_equal(mode_of(ldir), 0755);
+	assert_int_equal(mode_of(pathf("%s/locks", ldir)), 0755);
+	assert_int_equal(mode_of(pathf("%s/select.lock", ldir)), 0644);
+	assert_int_equal(mode_of(pathf("%s/owners", ldir)), geteuid() == 0 ? 01777 : 0755);
+	gpuctl_lease_dir_free(d);
+	/* reopening an existing directory works; so does $GPUCTL_LEASE_DIR */
+	setenv("GPUCTL_LEASE_DIR", ldir, 1);
+	assert_int_equal(gpuctl_lease_dir_open(ctx, NULL, &d), 0);
+	unsetenv("GPUCTL_LEASE_DIR");
+	gpuctl_lease_dir_free(d);
+	/* missing parent: -ENOENT naming lease init */
+	assert_int_equal(gpuctl_lease_dir_open(ctx, pathf("%s/no/such", base), &d), -ENOENT);
+	assert_non_null(strstr(gpuctl_errmsg(ctx), "gpuctl lease init"));
+	gpuctl_ctx_free(ctx);
+}
+
+static void expect_eperm(struct gpuctl_ctx *ctx, const char *path, const char *what)
+{
+	struct gpuctl_lease_dir *d = NULL;
+
+	assert_int_equal(gpuctl_lease_dir_open(ctx, path, &d), -EPERM);
+	assert_null(d);
+	if (!strstr(gpuctl_errmsg(ctx), what))
+		fail_msg("'%s' lacks '%s'", gpuctl_errmsg(ctx), what);
+}
+
+static void test_dir_unsafe(void **state)
+{
+	struct gpuctl_ctx *ctx = NULL;
+
+	(void)state;
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	gpuctl_lease_dir_free(open_dir(ctx));
+	assert_int_equal(symlink(ldir, pathf("%s/link", base)), 0);
+	expect_eperm(ctx, pathf("%s/link", base), "symlink");
+	assert_int_equal(chmod(ldir, 0775), 0);
+	expect_eperm(ctx, ldir, "writable by group or others");
+	assert_int_equal(chmod(ldir, 0757), 0);
+	expect_eperm(ctx, ldir, "writable by group or others");
+	assert_int_equal(chmod(ldir, 0755), 0);
+	/* locks/ a symlink; select.lock a directory */
+	assert_int_equal(rename(pathf("%s/locks", ldir), pathf("%s/locks2", ldir)), 0);
+	assert_int_equal(symlink("locks2", pathf("%s/locks", ldir)), 0);
+	expect_eperm(ctx, ldir, "symlink");
+	assert_int_equal(unlink(pathf("%s/locks", ldir)), 0);
+	assert_int_equal(rename(pathf("%s/locks2", ldir), pathf("%s/locks", ldir)), 0);
+	assert_int_equal(unlink(pathf("%s/select.lock", ldir)), 0);
+	assert_int_equal(mkdir(pathf("%s/select.lock", ldir), 0755), 0);
+	expect_eperm(ctx, ldir, "not a regular file");
+	assert_int_equal(rmdir(pathf("%s/select.lock", ldir)), 0);
+	gpuctl_lease_dir_free(open_dir(ctx)); /* recreated */
+	if (geteuid() == 0) {
+		assert_int_equal(chown(ldir, OTHER_UID, 0), 0);
+		expect_eperm(ctx, ldir, "owned by uid 12345");
+		assert_int_equal(chown(ldir, 0, 0), 0);
+		assert_int_equal(chmod(pathf("%s/owners", ldir), 0777), 0);
+		expect_eperm(ctx, ldir, "writable by group or others");
+		assert_int_equal(chmod(pathf("%s/owners", ldir), 01777), 0);
+	}
+	gpuctl_lease_dir_free(open_dir(ctx));
+	gpuctl_ctx_free(ctx);
+}
+
+static void test_lockfile_unusable(void **state)
+{
+	struct gpuctl_ctx *ctx = NULL;
+	struct gpuctl_lease_dir *d = NULL;
+	struct gpuctl_snapshot *s = snap_new(5, GPUCTL_SNAP_BASIC);
+	struct gpuctl_lease_list *l = NULL;
+	struct gpuctl_lease *lease = NULL;
+	uint32_t mask = 0;
+	size_t n_bad = geteuid() == 0 ? 4 : 3;
+
+	(void)state;
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	d = open_dir(ctx);
+	assert_int_equal(gpuctl_lease_dir_init(ctx, d, s), 5);
+	assert_int_equal(gpuctl_lease_dir_init(ctx, d, s), 0);
+	/* 0: a symlink, 1: a directory, 2: two links, 3: another owner (root only) */
+	assert_int_equal(unlink(pathf("%s/locks/%s.lock", ldir, uuid_of(0))), 0);
+	assert_int_equal(symlink("../select.lock", pathf("%s/locks/%s.lock", ldir, uuid_of(0))), 0);
+	assert_int_equal(unlink(pathf("%s/locks/%s.lock", ldir, uuid_of(1))), 0);
+	assert_int_equal(mkdir(pathf("%s/locks/%s.lock", ldir, uuid_of(1)), 0755), 0);
+	assert_int_equal(link(pathf("%s/locks/%s.lock", ldir, uuid_of(2)), pathf("%s/x", ldir)), 0);
+	if (geteuid() == 0)
+		assert_int_equal(chown(pathf("%s/locks/%s.lock", ldir, uuid_of(3)), OTHER_UID, 0),
+		                 0);
+
+	assert_int_equal(gpuctl_lease_list(ctx, d, s, &l), 0);
+	assert_int_equal(gpuctl_lease_list_count(l), 5);
+	for (size_t i = 0; i < 5; i++) {
+		enum gpuctl_lease_state st;
+		const char *why = NULL;
+
+		assert_int_equal(gpuctl_lease_list_get(l, i, NULL, NULL, &st, NULL, &why), 0);
+		if (i < n_bad) {
+			assert_int_equal(st, GPUCTL_LEASE_UNUSABLE);
+			assert_non_null(why);
+		} else {
+			assert_int_equal(st, GPUCTL_LEASE_FREE);
+		}
+	}
+	gpuctl_lease_list_free(l);
+	/* never granted: only GPU 4 (and 3 when not root) can be */
+	assert_int_equal(take(ctx, d, s, 1, false, &mask, &lease), 0);
+	assert_int_equal(mask & ((1u << n_bad) - 1), 0);
+	gpuctl_lease_free(lease);
+	assert_int_equal(take(ctx, d, s, (unsigned)(5 - n_bad + 1), false, &mask, &lease), -ENOSPC);
+	assert_non_null(strstr(gpuctl_errmsg(ctx), "unusable"));
+	/* a missing lock file in a directory of ours is created on demand */
+	assert_int_equal(unlink(pathf("%s/locks/%s.lock", ldir, uuid_of(4))), 0);
+	assert_int_equal(take(ctx, d, s, 1, false, &mask, &lease), 0);
+	assert_int_equal(mode_of(pathf("%s/locks/%s.lock", ldir, uuid_of(4))), 0644);
+	gpuctl_lease_free(lease);
+	gpuctl_lease_dir_free(d);
+	gpuctl_snapshot_free(s);
+	gpuctl_ctx_free(ctx);
+}
+
+static void test_two_requests(void **state)
+{
+	struct gpuctl_ctx *ctx = NULL;
+	struct gpuctl_lease_dir *d = NULL;
+	struct gpuctl_snapshot *s = snap_new(8, GPUCTL_SNAP_BASIC);
+	struct gpuctl_lease *a = NULL, *b = NULL, *c = NULL;
+	uint32_t ma = 0, mb = 0, mc = 0;
+	int fds[8];
+
+	(void)state;
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	d = open_dir(ctx);
+	assert_int_equal(take(ctx, d, s, 3, false, &ma, &a), 0);
+	assert_int_equal(take(ctx, d, s, 3, false, &mb, &b), 0);
+	assert_int_equal(__builtin_popcount(ma), 3);
+	assert_int_equal(__builtin_popcount(mb), 3);
+	assert_int_equal(ma & mb, 0);
+	assert_int_equal(take(ctx, d, s, 3, false, &mc, &c), -ENOSPC);
+	assert_non_null(strstr(gpuctl_errmsg(ctx), "leased: "));
+	/* the descriptors are close-on-exec */
+	assert_int_equal(gpuctl_lease_fds(a, fds, 8), 3);
+	for (int i = 0; i < 3; i++)
+		assert_true(fcntl(fds[i], F_GETFD) & FD_CLOEXEC);
+	gpuctl_lease_free(a);
+	assert_int_equal(take(ctx, d, s, 3, false, &mc, &c), 0);
+	assert_int_equal(mc & mb, 0);
+	gpuctl_lease_free(b);
+	gpuctl_lease_free(c);
+	gpuctl_lease_dir_free(d);
+	gpuctl_snapshot_free(s);
+	gpuctl_ctx_free(ctx);
+}
+
+#define N_CHILDREN 8
+
+static void test_concurrent(void **state)
+{
+	struct gpuctl_ctx *ctx = NULL;
+	struct gpuctl_lease_dir *d = NULL;
+	struct gpuctl_snapshot *s = snap_new(8, GPUCTL_SNAP_BASIC);
+	int go[2], rep[2], hold[2];
+	pid_t pids[N_CHILDREN];
+	uint32_t uni = 0;
+	int granted = 0;
+
+	(void)state;
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	d = open_dir(ctx); /* shared with the children: select.lock must still exclude */
+	assert_int_equal(pipe(go), 0);
+	assert_int_equal(pipe(rep), 0);
+	assert_int_equal(pipe(hold), 0);
+	for (int i = 0; i < N_CHILDREN; i++) {
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0) {
+			struct gpuctl_lease *lease = NULL;
+			uint32_t mask = 0;
+			char c;
+			int32_t msg;
+
+			close(go[1]);
+			close(hold[1]);
+			(void)read(go[0], &c, 1); /* EOF: all start */
+			msg = take(ctx, d, s, (unsigned)(i % 3) + 1, false, &mask, &lease) == 0
+			              ? (int32_t)mask
+			              : -1;
+			if (write(rep[1], &msg, sizeof(msg)) != sizeof(msg))
+				_exit(2);
+			(void)read(hold[0], &c, 1); /* EOF: the parent has every report */
+			gpuctl_lease_free(lease);
+			_exit(0);
+		}
+	}
+	close(go[0]);
+	close(hold[0]);
+	close(go[1]); /* the barrier opens */
+	for (int i = 0; i < N_CHILDREN; i++) {
+		int32_t msg;
+
+		assert_int_equal(read(rep[0], &msg, sizeof(msg)), sizeof(msg));
+		if (msg < 0)
+			continue;
+		assert_int_equal(uni & (uint32_t)msg, 0);
+		uni |= (uint32_t)msg;
+		granted++;
+	}
+	close(hold[1]);
+	for (int i = 0; i < N_CHILDREN; i++) {
+		int st;
+
+		assert_int_equal(waitpid(pids[i], &st, 0), pids[i]);
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	assert_true(granted >= 4); /* 1+2+3+1 = 7 <= 8 fit whatever the order... at least 4 */
+	close(rep[0]);
+	close(rep[1]);
+	gpuctl_lease_dir_free(d);
+	gpuctl_snapshot_free(s);
+	gpuctl_ctx_free(ctx);
+}
+
+static bool wait_state(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *d,
+                       const struct gpuctl_snapshot *s, size_t gpu, enum gpuctl_lease_state want)
+{
+	for (int i = 0; i < 200; i++) {
+		if (state_of(ctx, d, s, gpu, NULL) == want)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+static void test_survives_parent(void **state)
+{
+	struct gpuctl_ctx *ctx = NULL;
+	struct gpuctl_lease_dir *d = NULL;
+	struct gpuctl_snapshot *s = snap_new(2, GPUCTL_SNAP_BASIC);
+	int p[2], st;
+	pid_t a, sleeper = 0;
+	uint32_t gpu = 0;
+
+	(void)state;
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	d = open_dir(ctx);
+	assert_int_equal(pipe(p), 0);
+	a = fork();
+	assert_true(a >= 0);
+	if (a == 0) {
+		struct gpuctl_lease *lease = NULL;
+		uint32_t mask = 0;
+		int fd;
+		pid_t b;
+		int32_t msg[2];
+
+		if (take(ctx, d, s, 1, false, &mask, &lease) < 0)
+			_exit(2);
+		b = fork();
+		if (b == 0) {
+			(void)gpuctl_lease_fds(lease, &fd, 1);
+			(void)fcntl(fd, F_SETFD, 0);
+			execlp("sleep", "sleep", "30", (char *)NULL);
+			_exit(127);
+		}
+		msg[0] = (int32_t)b;
+		msg[1] = (int32_t)__builtin_ctz(mask);
+		(void)write(p[1], msg, sizeof(msg));
+		_exit(0); /* the taker dies; the sleeper keeps the lease */
+	}
+	close(p[1]);
+	{
+		int32_t msg[2];
+
+		assert_int_equal(read(p[0], msg, sizeof(msg)), sizeof(msg));
+		sleeper = msg[0];
+		gpu = (uint32_t)msg[1];
+	}
+	close(p[0]);
+	assert_int_equal(waitpid(a, &st, 0), a);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	usleep(50000); /* let the sleeper exec */
+	assert_int_equal(state_of(ctx, d, s, gpu, NULL), GPUCTL_LEASE_HELD);
+	assert_int_equal(kill(sleeper, SIGKILL), 0);
+	assert_int_equal(waitpid(sleeper, &st, 0), sleeper); /* we are its subreaper */
+	assert_true(wait_state(ctx, d, s, gpu, GPUCTL_LEASE_FREE));
+	gpuctl_lease_dir_free(d);
+	gpuctl_snapshot_free(s);
+	gpuctl_ctx_free(ctx);
+}
+
+static void write_file(const char *path, const char *text, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, len), (ssize_t)len);
+	close(fd);
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+	static char buf[20000];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t k;
+
+	assert_true(fd >= 0);
+	k = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	assert_true(k > 0);
+	buf[k] = '\0';
+	*len = (size_t)k;
+	return buf;
+}
+
+static void test_records(void **state)
+{
+	struct gpuctl_ctx *ctx = NULL;
+	struct gpuctl_lease_dir *d = NULL;
+	struct gpuctl_snapshot *s = snap_new(1, GPUCTL_SNAP_BASIC);
+	struct gpuctl_lease *lease = NULL;
+	struct gpuctl_lease_list *l = NULL;
+	const struct gpuctl_lease_owner *o = NULL, *has = NULL;
+	enum gpuctl_lease_state st;
+	uint32_t mask = 0;
+	char *rec, good[20000], big[20000];
+	size_t len;
+	uint64_t seed = 42;
+	const char *rp;
+
+	(void)state;
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	d = open_dir(ctx);
+	assert_int_equal(take(ctx, d, s, 1, false, &mask, &lease), 0);
+	/* the owner fields */
+	assert_int_equal(gpuctl_lease_list(ctx, d, s, &l), 0);
+	assert_int_equal(gpuctl_lease_list_get(l, 0, NULL, NULL, &st, &o, NULL), 0);
+	assert_int_equal(st, GPUCTL_LEASE_HELD);
+	assert_non_null(o);
+	assert_int_equal(o->uid, geteuid());
+	assert_int_equal(o->pid, (uint32_t)getpid());
+	assert_int_equal(o->job_pid, 0);
+	assert_string_equal(o->command, "train.py --x \"q\"?next");
+	assert_string_equal(o->label, "lbl");
+	assert_true(o->start_time > 1000000000u && o->start_time <= (uint64_t)time(NULL));
+	gpuctl_lease_list_free(l);
+	assert_int_equal(gpuctl_lease_set_owner(ctx, lease, 0, (uint32_t)getpid()), 0);
+	assert_int_equal(gpuctl_lease_list(ctx, d, s, &l), 0);
+	assert_int_equal(gpuctl_lease_list_get(l, 0, NULL, NULL, &st, &o, NULL), 0);
+	assert_non_null(o);
+	assert_int_equal(o->job_pid, (uint32_t)getpid());
+	gpuctl_lease_list_free(l);
+
+	rp = pathf("%s/owners/%u/%s.json", ldir, (unsigned)geteuid(), uuid_of(0));
+	rec = read_file(rp, &len);
+	assert_true(len < sizeof(good));
+	memcpy(good, rec, len + 1);
+	/* garbage, huge, truncated, symlinked: owner unknown, never a crash */
+	write_file(rp, "garbage", 7);
+	assert_int_equal(state_of(ctx, d, s, 0, &has), GPUCTL_LEASE_HELD);
+	assert_null(has);
+	memset(big, ' ', sizeof(big));
+	memcpy(big, good, len - 2); /* the good record without its final "}\n", then blanks */
+	big[sizeof(big) - 2] = '}';
+	write_file(rp, big, sizeof(big) - 1);
+	assert_int_equal(state_of(ctx, d, s, 0, &has), GPUCTL_LEASE_HELD);
+	assert_null(has);
+	for (size_t cut = 0; cut + 2 < len; cut += 7) {
+		write_file(rp, good, cut);
+		assert_int_equal(state_of(ctx, d, s, 0, &has), GPUCTL_LEASE_HELD);
+		assert_null(has);
+	}
+	/* random corruption of the good record (fixed seed) */
+	for (int round = 0; round < 300; round++) {
+		char m[20000];
+
+		memcpy(m, good, len);
+		for (int k = 0; k < 1 + round % 4; k++) {
+			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			m[(seed >> 33) % len] = (char)(seed >> 13);
+		}
+		write_file(rp, m, len);
+		(void)state_of(ctx, d, s, 0, &has);
+	}
+	write_file(pathf("%s/real", base), good, len);
+	assert_int_equal(unlink(rp), 0);
+	assert_int_equal(symlink(pathf("%s/real", base), rp), 0);
+	assert_int_equal(state_of(ctx, d, s, 0, &has), GPUCTL_LEASE_HELD);
+	assert_null(has);
+	assert_int_equal(unlink(rp), 0);
+	write_file(rp, good, len);
+	assert_int_equal(state_of(ctx, d, s, 0, &has), GPUCTL_LEASE_HELD);
+	assert_non_null(has);
+	if (geteuid() == 0) { /* a records directory not owned by its uid */
+		assert_int_equal(chown(pathf("%s/owners/0", ldir), OTHER_UID, 0), 0);
+		assert_int_equal(state_of(ctx, d, s, 0, &has), GPUCTL_LEASE_HELD);
+		assert_null(has);
+		assert_int_equal(chown(pathf("%s/owners/0", ldir), 0, 0), 0);
+	}
+	gpuctl_lease_free(lease);
+	assert_int_equal(state_of(ctx, d, s, 0, &has), GPUCTL_LEASE_FREE);
+	assert_null(has);
+	gpuctl_lease_dir_free(d);
+	gpuctl_snapshot_free(s);
+	gpuctl_ctx_free(ctx);
+}
+
+static pid_t spawn_pause(void)
+{
+	pid_t p = fork();
+
+	assert_true(p >= 0);
+	if (p == 0) {
+		pause();
+		_exit(0);
+	}
+	return p;
+}
+
+static void reap(pid_t p)
+{
+	int st;
+
+	(void)kill(p, SIGKILL);
+	assert_int_equal(waitpid(p, &st, 0), p);
+}
+
+static void test_foreign(void **state)
+{
+	struct gpuctl_ctx *ctx = NULL;
+	struct gpuctl_lease_dir *d = NULL;
+	struct gpuctl_snapshot *s = snap_new(4, GPUCTL_SNAP_PROCESSES);
+	struct gpuctl_snapshot *noproc = snap_new(4, GPUCTL_SNAP_BASIC);
+	struct gpuctl_lease *lease = NULL, *b = NULL;
+	struct gpuctl_devset *f = NULL;
+	uint32_t mask = 0, mb = 0;
+	pid_t mine, stranger;
+	size_t leased;
+
+	(void)state;
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	d = open_dir(ctx);
+	assert_int_equal(take(ctx, d, s, 1, true, &mask, &lease), 0);
+	leased = (size_t)__builtin_ctz(mask);
+	mine = spawn_pause();     /* a child of the lease holder (this process) */
+	stranger = spawn_pause(); /* ... but on a device it did not lease */
+	assert_non_null(snapshot_add_proc(s, leased, (uint32_t)mine));
+	assert_non_null(snapshot_add_proc(s, (leased + 1) % 4, (uint32_t)stranger));
+	assert_int_equal(gpuctl_lease_foreign(ctx, d, s, &f), 0);
+	assert_int_equal(gpuctl_devset_count(f), 1);
+	assert_true(gpuctl_devset_contains(f, (leased + 1) % 4, -1));
+	gpuctl_devset_free(f);
+	/* without processes in the snapshot: an empty set */
+	assert_int_equal(gpuctl_lease_foreign(ctx, d, noproc, &f), 0);
+	assert_int_equal(gpuctl_devset_count(f), 0);
+	gpuctl_devset_free(f);
+	/* select-and-lease skips the foreign-busy GPU unless told otherwise */
+	assert_int_equal(take(ctx, d, s, 3, false, &mb, &b), -ENOSPC);
+	assert_non_null(strstr(gpuctl_errmsg(ctx), "in use without a lease"));
+	assert_int_equal(take(ctx, d, s, 3, true, &mb, &b), 0);
+	assert_int_equal(mb & mask, 0);
+	gpuctl_lease_free(b);
+	reap(mine);
+	reap(stranger);
+	gpuctl_lease_free(lease);
+	gpuctl_lease_dir_free(d);
+	gpuctl_snapshot_free(s);
+	gpuctl_snapshot_free(noproc);
+	gpuctl_ctx_free(ctx);
+}
+
+/* A holder child: leases one GPU (as uid when uid != 0 and we are root), reports, waits. */
+static pid_t spawn_holder(struct gpuctl_snapshot *s, uid_t uid, uint32_t *ret_mask)
+{
+	int p[2];
+	pid_t h;
+	uint32_t mask = 0;
+
+	assert_int_equal(pipe(p), 0);
+	h = fork();
+	assert_true(h >= 0);
+	if (h == 0) {
+		struct gpuctl_ctx *c = NULL;
+		struct gpuctl_lease_dir *dd = NULL;
+		struct gpuctl_lease *lease = NULL;
+		uint32_t m = 0;
+
+		if (uid && setresuid(uid, uid, uid) < 0)
+			_exit(2);
+		if (gpuctl_ctx_new(&c) < 0 || gpuctl_lease_dir_open(c, ldir, &dd) < 0 ||
+		    take(c, dd, s, 1, true, &m, &lease) < 0 ||
+		    gpuctl_lease_set_owner(c, lease, 0, 0) < 0)
+			m = 0;
+		(void)write(p[1], &m, sizeof(m));
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &mask, sizeof(mask)), sizeof(mask));
+	close(p[0]);
+	assert_int_not_equal(mask, 0);
+	*ret_mask = mask;
+	return h;
+}
+
+static void test_release(void **state)
+{
+	struct gpuctl_ctx *ctx = NULL;
+	struct gpuctl_lease_dir *d = NULL;
+	struct gpuctl_snapshot *s = snap_new(4, GPUCTL_SNAP_BASIC);
+	struct gpuctl_lease *mine = NULL;
+	struct gpuctl_devset *set = NULL;
+	uint32_t mask = 0, mm = 0;
+	pid_t h;
+	int st;
+
+	(void)state;
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	d = open_dir(ctx);
+	assert_int_equal(gpuctl_lease_dir_init(ctx, d, s), 4);
+	h = spawn_holder(s, 0, &mask);
+	assert_int_equal(gpuctl_lease_release(ctx, d, s, NULL), 1);
+	assert_int_equal(waitpid(h, &st, 0), h);
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+	assert_true(wait_state(ctx, d, s, (size_t)__builtin_ctz(mask), GPUCTL_LEASE_FREE));
+
+	/* our own lease, with a record rewritten to name pid 1: never signalled */
+	assert_int_equal(take(ctx, d, s, 1, true, &mm, &mine), 0);
+	{
+		char text[512], stat[1024], *p;
+		unsigned long long ticks = 0;
+		size_t len;
+		int field = 2;
+
+		p = read_file("/proc/1/stat", &len);
+		memcpy(stat, p, len + 1);
+		p = strrchr(stat, ')') + 1;
+		while (p && *p && field < 22) {
+			p = strchr(p + 1, ' ');
+			if (p && ++field == 22)
+				ticks = strtoull(p + 1, NULL, 10);
+		}
+		len = (size_t)snprintf(text, sizeof(text),
+		                       "{\"pid\":1,\"pid_start_ticks\":%llu,\"job_pid\":0}", ticks);
+		write_file(pathf("%s/owners/%u/%s.json", ldir, (unsigned)geteuid(),
+		                 uuid_of((size_t)__builtin_ctz(mm))),
+		           text, len);
+	}
+	assert_int_equal(gpuctl_lease_release(ctx, d, s, NULL), 0);
+	assert_int_equal(kill(1, 0), 0);
+	gpuctl_lease_free(mine);
+
+	if (geteuid() == 0) { /* another user's holder: -EPERM, and not signalled */
+		h = spawn_holder(s, OTHER_UID, &mask);
+		assert_int_equal(gpuctl_devset_new(&set), 0);
+		assert_int_equal(gpuctl_devset_add(set, (size_t)__builtin_ctz(mask), -1), 0);
+		assert_int_equal(gpuctl_lease_release(ctx, d, s, set), -EPERM);
+		assert_non_null(strstr(gpuctl_errmsg(ctx), "uid 12345"));
+		assert_int_equal(gpuctl_lease_release(ctx, d, s, NULL), 0);
+		assert_int_equal(kill(h, 0), 0);
+		reap(h);
+		gpuctl_devset_free(set);
+	}
+	gpuctl_lease_dir_free(d);
+	gpuctl_snapshot_free(s);
+	gpuctl_ctx_free(ctx);
+}
+
+/* select.c reads leased/foreign only when struct_size covers them; when set, they filter. */
+static void test_select_fields(void **state)
+{
+	struct gpuctl_ctx *ctx = NULL;
+	struct gpuctl_snapshot *s = snap_new(2, GPUCTL_SNAP_BASIC);
+	struct gpuctl_select_request req = GPUCTL_SELECT_REQUEST_INIT;
+	struct gpuctl_selection *sel = NULL;
+	struct gpuctl_devset *set = NULL;
+
+	(void)state;
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	assert_int_equal(gpuctl_devset_new(&set), 0);
+	assert_int_equal(gpuctl_devset_add(set, 0, -1), 0);
+	req.count = 2;
+	req.leased = (const struct gpuctl_devset *)(uintptr_t)1; /* never read: */
+	req.foreign = (const struct gpuctl_devset *)(uintptr_t)1;
+	req.struct_size = offsetof(struct gpuctl_select_request, leased);
+	assert_int_equal(gpuctl_select(ctx, s, &req, &sel), 0);
+	gpuctl_selection_free(sel);
+	req.struct_size = sizeof(req);
+	req.leased = set;
+	req.foreign = NULL;
+	assert_int_equal(gpuctl_select(ctx, s, &req, &sel), -ENOSPC);
+	assert_non_null(strstr(gpuctl_errmsg(ctx), "leased: 0"));
+	req.leased = NULL;
+	req.foreign = set;
+	assert_int_equal(gpuctl_select(ctx, s, &req, &sel), -ENOSPC);
+	assert_non_null(strstr(gpuctl_errmsg(ctx), "in use without a lease: 0"));
+	gpuctl_devset_free(set);
+	gpuctl_snapshot_free(s);
+	gpuctl_ctx_free(ctx);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_setup_teardown(test_dir_create, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_dir_unsafe, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_lockfile_unusable, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_two_requests, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_survives_parent, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_records, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_foreign, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_release, setup, teardown),
+	        cmocka_unit_test(test_select_fields),
+	};
+
+	(void)prctl(PR_SET_CHILD_SUBREAPER, 1);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
