@@ -8,6 +8,10 @@
  * - throughput: 64 requester processes started together, each taking and releasing 1 GPU in a
  *   loop for a fixed time; grants per second in total, and how many requests found every GPU
  *   leased at that moment (-ENOSPC).
+ * - release-to-start latency of a waiter: GPU 0 held here; a waiter process (registered ticket,
+ *   asking for GPU 0, asleep in poll(2) on its inotify descriptor as `gpuctl run --wait` is)
+ *   reports the moment it holds the lease; from our release to then, median of WAIT_ROUNDS.
+ *   The library's part only: the CLI retakes its snapshot before each retry on top of this.
  * The lease directory is made under /dev/shm when it exists: /run/gpuctl, the default, is a
  * tmpfs too, so a disk's fsync cost would misstate the real one.
  *
@@ -16,6 +20,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +31,8 @@
 
 #include "gpuctl/gpuctl.h"
 
-#define REQUESTERS 64
+#define REQUESTERS  64
+#define WAIT_ROUNDS 50
 
 static double now_us(void)
 {
@@ -107,6 +113,99 @@ static void requester(struct gpuctl_lease_dir *dir, const struct gpuctl_snapshot
 		_exit(3);
 	gpuctl_ctx_free(ctx);
 	_exit(0);
+}
+
+/* Takes GPU 0 (only). */
+static int take_gpu0(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                     const struct gpuctl_snapshot *snap, struct gpuctl_wait_ticket *t,
+                     struct gpuctl_lease **ret_lease)
+{
+	struct gpuctl_select_request req = GPUCTL_SELECT_REQUEST_INIT;
+	struct gpuctl_selection *sel = NULL;
+	int r;
+
+	req.count = 1;
+	req.only = "0";
+	r = t ? gpuctl_select_and_lease_queued(ctx, dir, snap, &req, NULL, t, &sel, ret_lease)
+	      : gpuctl_select_and_lease(ctx, dir, snap, &req, NULL, &sel, ret_lease);
+	gpuctl_selection_free(sel);
+	return r;
+}
+
+/* The waiter: registers, tries, says "waiting" (one byte on fd), sleeps on inotify until a
+ * try succeeds, then writes the time it got the lease. */
+static void waiter(struct gpuctl_lease_dir *dir, const struct gpuctl_snapshot *snap, int fd)
+{
+	struct gpuctl_select_request req = GPUCTL_SELECT_REQUEST_INIT;
+	struct gpuctl_ctx *ctx = NULL;
+	struct gpuctl_wait_ticket *t = NULL;
+	struct gpuctl_lease *lease = NULL;
+	double got;
+	bool told = false;
+
+	req.count = 1;
+	req.only = "0";
+	if (gpuctl_ctx_new(&ctx) < 0 || gpuctl_wait_ticket_new(ctx, dir, snap, &req, &t) < 0)
+		_exit(1);
+	while (take_gpu0(ctx, dir, snap, t, &lease) != 0) {
+		struct pollfd p = {.fd = gpuctl_wait_ticket_fd(t), .events = POLLIN};
+
+		if (!told && write(fd, "w", 1) != 1)
+			_exit(2);
+		told = true;
+		while (poll(&p, 1, 2000) > 0) { /* a timeout retries, as the CLI does */
+			gpuctl_wait_ticket_drain(t, dir);
+			if (gpuctl_wait_ticket_changed(ctx, dir, t) != 0)
+				break;
+		}
+	}
+	got = now_us();
+	if (write(fd, &got, sizeof(got)) != (ssize_t)sizeof(got))
+		_exit(3);
+	gpuctl_lease_free(lease);
+	gpuctl_wait_ticket_free(t);
+	gpuctl_ctx_free(ctx);
+	_exit(0);
+}
+
+/* Release-to-start latency of a waiter, median in us; < 0 on failure. */
+static double wait_latency(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                           const struct gpuctl_snapshot *snap)
+{
+	double lat[WAIT_ROUNDS];
+
+	for (int i = 0; i < WAIT_ROUNDS; i++) {
+		struct gpuctl_lease *held = NULL;
+		int p[2], st = 0;
+		char c;
+		double got = 0, t0;
+		pid_t pid;
+
+		if (take_gpu0(ctx, dir, snap, NULL, &held) < 0 || pipe2(p, O_CLOEXEC) < 0)
+			return -1;
+		pid = fork();
+		if (pid < 0)
+			return -1;
+		if (pid == 0) {
+			close(p[0]);
+			gpuctl_lease_free(held); /* our copy of the parent's lock descriptors */
+			waiter(dir, snap, p[1]);
+		}
+		close(p[1]);
+		if (read(p[0], &c, 1) != 1)
+			return -1;
+		usleep(20000); /* let it reach poll(2) */
+		t0 = now_us();
+		gpuctl_lease_free(held);
+		if (read(p[0], &got, sizeof(got)) != (ssize_t)sizeof(got))
+			return -1;
+		close(p[0]);
+		if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			return -1;
+		lat[i] = got - t0;
+	}
+	qsort(lat, WAIT_ROUNDS, sizeof(lat[0]), cmp_double);
+	return lat[WAIT_ROUNDS / 2];
 }
 
 int main(int argc, char **argv)
@@ -197,6 +296,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "lease-bench: %d requesters failed\n", failed);
 		goto out;
 	}
+	double wl = wait_latency(ctx, dir, snap);
+
+	if (wl < 0) {
+		fprintf(stderr, "lease-bench: waiter failed: %s\n", gpuctl_errmsg(ctx));
+		goto out;
+	}
 	printf("| measure | value |\n|---|---:|\n");
 	printf("| acquire + release, 1 GPU, one requester: median | %.0f us |\n", t[rounds / 2]);
 	printf("| acquire + release, 1 GPU, one requester: 99th percentile | %.0f us |\n",
@@ -204,6 +309,8 @@ int main(int argc, char **argv)
 	printf("| %d requesters on 8 GPUs for %ld s: grants per second | %.0f |\n", REQUESTERS,
 	       seconds, (double)grants / (double)seconds);
 	printf("| ... requests that found every GPU leased | %lu |\n", rejected);
+	printf("| release to start of a waiter (inotify), median of %d | %.0f us |\n", WAIT_ROUNDS,
+	       wl);
 	printf("| lease directory | %s |\n", strncmp(base, "/dev/shm", 8) == 0 ? "tmpfs" : "/tmp");
 	status = 0;
 out:

@@ -32,12 +32,14 @@ enum {
 	OPT_FORMAT = 0x100,
 	OPT_ALL,
 	OPT_LEASE_DIR,
+	OPT_WAITING,
 };
 
 static const struct option ps_options[] = {
         {"format", required_argument, NULL, OPT_FORMAT},
         {"all", no_argument, NULL, OPT_ALL},
         {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
+        {"waiting", no_argument, NULL, OPT_WAITING},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -409,10 +411,152 @@ static int rows_from_list(struct ps_data *d, const struct gpuctl_lease_list *lis
 	return 0;
 }
 
+/* What a waiter asks for, in words: "4 GPUs, only 0,1, max-util 50%". */
+static void request_text(const struct gpuctl_wait_entry *w, char *buf, size_t size)
+{
+	size_t n;
+
+	if (!w->parsed) {
+		snprintf(buf, size, "? (unreadable ticket)");
+		return;
+	}
+	if (w->mig_profile)
+		snprintf(buf, size, "%u MIG %s", w->count, w->mig_profile);
+	else
+		snprintf(buf, size, "%u GPU%s", w->count, w->count == 1 ? "" : "s");
+#define ADD(...)                                                                                   \
+	do {                                                                                       \
+		n = strlen(buf);                                                                   \
+		if (n < size)                                                                      \
+			snprintf(buf + n, size - n, __VA_ARGS__);                                  \
+	} while (0)
+	if (w->only)
+		ADD(", only %s", w->only);
+	if (w->exclude)
+		ADD(", exclude %s", w->exclude);
+	if (w->numa_node >= 0)
+		ADD(", numa %d", w->numa_node);
+	if (w->min_free_mem)
+		ADD(", min-free-mem %" PRIu64 "B", w->min_free_mem);
+	if (w->max_util >= 0)
+		ADD(", max-util %d%%", w->max_util);
+	if (w->no_procs)
+		ADD(", no-procs");
+#undef ADD
+}
+
+static json_t *waiter_json(const struct gpuctl_wait_entry *w, size_t pos, time_t now)
+{
+	json_t *o = json_object();
+
+	if (!o)
+		return NULL;
+	if (json_put(o, "position", json_integer((json_int_t)pos)) < 0 ||
+	    json_put(o, "user", json_string_or_null(w->user)) < 0 ||
+	    json_put(o, "uid", json_integer(w->uid)) < 0 ||
+	    json_put(o, "pid", json_integer(w->pid)) < 0 ||
+	    json_put(o, "arrival", json_integer((json_int_t)w->arrival)) < 0 ||
+	    json_put(o, "waited_s",
+	             json_int_or_null(w->since > 0 && now >= w->since ? 0 : -1,
+	                              (int64_t)now - w->since)) < 0 ||
+	    json_put(o, "readable", json_boolean(w->parsed)) < 0 ||
+	    json_put(o, "count", json_int_or_null(w->parsed ? 0 : -1, w->count)) < 0 ||
+	    json_put(o, "mig", json_string_or_null(w->parsed ? w->mig_profile : NULL)) < 0 ||
+	    json_put(o, "only", json_string_or_null(w->parsed ? w->only : NULL)) < 0 ||
+	    json_put(o, "exclude", json_string_or_null(w->parsed ? w->exclude : NULL)) < 0 ||
+	    json_put(o, "numa",
+	             json_int_or_null(w->parsed && w->numa_node >= 0 ? 0 : -1, w->numa_node)) < 0 ||
+	    json_put(o, "min_free_mem",
+	             json_int_or_null(w->parsed && w->min_free_mem ? 0 : -1,
+	                              (int64_t)w->min_free_mem)) < 0 ||
+	    json_put(o, "max_util",
+	             json_int_or_null(w->parsed && w->max_util >= 0 ? 0 : -1, w->max_util)) < 0 ||
+	    json_put(o, "no_procs", json_boolean(w->parsed && w->no_procs)) < 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* ps --waiting: the live tickets in order (docs/leases.md "Waiting"). */
+static int ps_waiting(struct cli *cli, const char *lease_dir, bool json)
+{
+	const char *path = filters_lease_dir_path(lease_dir);
+	struct gpuctl_lease_dir *dir = NULL;
+	struct gpuctl_wait_list *list = NULL;
+	struct stat st;
+	time_t now = time(NULL);
+	int status = 0, r = 0;
+
+	if (!(lstat(path, &st) < 0 && errno == ENOENT)) {
+		status = filters_open_lease_dir(cli, &cmd_ps_entry, lease_dir, &dir);
+		if (status)
+			return status;
+		r = gpuctl_wait_list(cli->ctx, dir, &list);
+		if (r < 0) {
+			const char *msg = gpuctl_errmsg(cli->ctx);
+			cli_error("ps: lease directory %s: %s", path,
+			          msg && msg[0] ? msg : strerror(-r));
+			gpuctl_lease_dir_free(dir);
+			return CLI_EXIT_FAILURE;
+		}
+	}
+	size_t n = gpuctl_wait_list_count(list);
+	if (json) {
+		json_t *root = json_object(), *arr = json_array();
+		r = root && arr ? 0 : -ENOMEM;
+		for (size_t i = 0; r >= 0 && i < n; i++) {
+			json_t *o = waiter_json(gpuctl_wait_list_get(list, i), i + 1, now);
+			if (!o || json_array_append_new(arr, o) < 0)
+				r = -ENOMEM;
+		}
+		if (r >= 0 && (json_put(root, "lease_dir", json_string(path)) < 0 ||
+		               json_put(root, "waiting", arr) < 0))
+			r = -ENOMEM;
+		else if (r < 0)
+			json_decref(arr);
+		if (r >= 0)
+			r = json_print(root);
+		json_decref(root);
+	} else if (n == 0) {
+		puts("nobody is waiting");
+	} else {
+		static const char *const head[] = {"POS", "USER", "PID", "WAITED", "REQUEST"};
+		struct text_table *t = NULL;
+		r = text_table_new(5, &t);
+		if (r >= 0)
+			r = text_table_add(t, head);
+		for (size_t i = 0; r >= 0 && i < n; i++) {
+			const struct gpuctl_wait_entry *w = gpuctl_wait_list_get(list, i);
+			char pos[24], user[48], pid[24], waited[24], req[512];
+			snprintf(pos, sizeof(pos), "%zu", i + 1);
+			if (w->user)
+				snprintf(user, sizeof(user), "%s", w->user);
+			else
+				snprintf(user, sizeof(user), "%" PRIu32, w->uid);
+			snprintf(pid, sizeof(pid), "%" PRIu32, w->pid);
+			format_age(w->since > 0 ? (uint64_t)w->since : 0, waited, sizeof(waited));
+			request_text(w, req, sizeof(req));
+			const char *cells[] = {pos, user, pid, waited, req};
+			r = text_table_add(t, cells);
+		}
+		if (r >= 0)
+			text_table_print(t, stdout);
+		text_table_free(t);
+	}
+	if (r < 0 && r != -EIO) {
+		cli_error("ps: %s", strerror(-r));
+		status = CLI_EXIT_FAILURE;
+	}
+	gpuctl_wait_list_free(list);
+	gpuctl_lease_dir_free(dir);
+	return cli_finish_output(status);
+}
+
 static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 {
 	const char *lease_dir = NULL;
-	bool json = false, all = false;
+	bool json = false, all = false, waiting = false;
 	struct gpuctl_snapshot *snap = NULL;
 	struct gpuctl_lease_dir *dir = NULL;
 	struct gpuctl_lease_list *list = NULL;
@@ -435,6 +579,9 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 		case OPT_ALL:
 			all = true;
 			break;
+		case OPT_WAITING:
+			waiting = true;
+			break;
 		case OPT_LEASE_DIR:
 			if (!optarg[0])
 				return cmd_usage_error(&cmd_ps_entry, "--lease-dir: empty path");
@@ -449,6 +596,10 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 	}
 	if (optind < argc)
 		return cmd_usage_error(&cmd_ps_entry, "unexpected argument '%s'", argv[optind]);
+	if (waiting && all)
+		return cmd_usage_error(&cmd_ps_entry, "--waiting and --all conflict");
+	if (waiting)
+		return ps_waiting(cli, lease_dir, json);
 
 	static const enum gpuctl_field fields[] = {GPUCTL_F_MIG_MODE};
 	status =
@@ -507,10 +658,12 @@ out:
 
 const struct cmd_entry cmd_ps_entry = {
         .name = "ps",
-        .usage = "[--format table|json] [--all] [--lease-dir DIR]",
+        .usage = "[--format table|json] [--all | --waiting] [--lease-dir DIR]",
         .summary = "show which devices are leased, by whom, and which are busy without a lease",
         .options = "  --format FORMAT  table (default) or json (docs/json.md)\n"
                    "  --all            also list free devices\n"
+                   "  --waiting        list the waiters (run/select --hold --wait) instead,\n"
+                   "                   first in line first: user, pid, time waited, request\n"
                    "  --lease-dir DIR  the lease directory (default $GPUCTL_LEASE_DIR, else\n"
                    "                   /run/gpuctl); a missing one means nothing is leased\n"
                    "  -h, --help       print this help\n"

@@ -813,6 +813,8 @@ static int cmd_run_exec(struct cli *cli, int argc, char **argv)
 		return status;
 	if (optind >= argc)
 		return cmd_usage_error(&cmd_run_entry, "no command given (gpuctl run -n N -- CMD)");
+	if (a.dry_run && a.sel.wait)
+		return cmd_usage_error(&cmd_run_entry, "--wait and --dry-run conflict");
 	if (a.each && a.sel.req.count == 0)
 		return cmd_usage_error(&cmd_run_entry, "--each with -n 0 would start nothing");
 	a.cmd = argv + optind;

@@ -229,6 +229,7 @@ __attribute__((noreturn)) static void holder_main(struct cli *cli, struct select
 	struct sigaction ign = {.sa_handler = SIG_IGN};
 	sigemptyset(&ign.sa_mask);
 	sigaction(SIGHUP, &ign, NULL);
+	o->wait_hangup_fd = report_fd; /* --wait: stop when the select that started us is gone */
 	int status = choose(cli, o, FILTERS_LEASE_TAKE, out, &text, &dir, &lease);
 	unsigned char st = (unsigned char)status;
 	fflush(NULL);
@@ -403,6 +404,9 @@ static int cmd_select_exec(struct cli *cli, int argc, char **argv)
 	if (status)
 		return status;
 
+	if (o.wait && !hold_s)
+		return cmd_usage_error(&cmd_select_entry,
+		                       "--wait needs --hold (a plain select takes no lease)");
 	struct select_output out = {form, render_flags, want_explain};
 	if (hold_s) {
 		status = hold(cli, &o, &out, hold_s);
@@ -418,7 +422,8 @@ static int cmd_select_exec(struct cli *cli, int argc, char **argv)
 
 const struct cmd_entry cmd_select_entry = {
         .name = "select",
-        .usage = "-n N [FILTERS] [--format FORMAT] [--ids uuid|index] [--explain] [--hold SECONDS]",
+        .usage = "-n N [FILTERS] [--format FORMAT] [--ids uuid|index] [--explain] [--hold SECONDS "
+                 "[--wait[=SECONDS]]]",
         .summary = "choose the best GPUs for a job and print them as a device string",
         .options = FILTER_OPTIONS_HELP
         "  --format FORMAT       cuda (default: CUDA_VISIBLE_DEVICES=...), env (export\n"

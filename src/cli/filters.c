@@ -21,10 +21,18 @@
  *   create /run/gpuctl as a side effect. Devices whose lock file is unusable are excluded too
  *   (select-and-lease never grants them). A lease directory that cannot be trusted is one line
  *   and exit 1 in every mode: choosing as if nothing were leased would hand out leased GPUs.
+ * - --wait (docs/leases.md "Waiting") lives here, not in the library: the never-satisfiable
+ *   check, the poll(2) on inotify + signalfd with a FILTERS_WAIT_FALLBACK_MS timeout, and a
+ *   fresh snapshot before every retry (telemetry and foreign processes change without events).
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +110,18 @@ int filters_option(const struct cmd_entry *entry, struct select_args *o, int opt
 		return 0;
 	case OPT_FILTER_IGNORE_FOREIGN:
 		o->ignore_foreign = true;
+		return 0;
+	case OPT_FILTER_WAIT:
+		o->wait = true;
+		o->wait_s = -1;
+		if (arg) {
+			if (parse_uint(arg, 0, (unsigned long)FILTERS_WAIT_MAX_S, &v) < 0)
+				return cmd_usage_error(entry,
+				                       "--wait: '%s' is not a number of seconds "
+				                       "(0 to %ld)",
+				                       arg, FILTERS_WAIT_MAX_S);
+			o->wait_s = (long)v;
+		}
 		return 0;
 	default:
 		return -1;
@@ -302,6 +322,187 @@ static int exclude_leased(struct cli *cli, const struct cmd_entry *entry, struct
 	return status;
 }
 
+/* The snapshot the request needs, with the outer allocation applied (again: a waiter retakes
+ * it). Returns 0 or the exit status (error printed). */
+static int take_snapshot(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
+                         unsigned flags, const enum gpuctl_field *fields, size_t n,
+                         struct gpuctl_snapshot **ret_snap)
+{
+	struct gpuctl_snapshot *snap = NULL;
+	int status;
+
+	status = cli_snapshot_fields(cli, flags, fields, n, &snap);
+	if (status)
+		return status;
+	gpuctl_devset_free(o->within);
+	o->within = NULL;
+	o->req.within = NULL;
+	if (!o->ignore_outer) {
+		status = apply_outer(cli, entry, o, snap);
+		if (status) {
+			gpuctl_snapshot_free(snap);
+			return status;
+		}
+	} else if (cli->verbose) {
+		cli_error("%s: --ignore-outer: choosing among all %zu GPUs", entry->name,
+		          gpuctl_snapshot_gpu_count(snap));
+	}
+	*ret_snap = snap;
+	return 0;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A pending SIGINT/SIGTERM on sfd: its number, else 0. */
+static int pending_signal(int sfd)
+{
+	struct signalfd_siginfo si;
+
+	if (sfd >= 0 && read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		return (int)si.ssi_signo;
+	return 0;
+}
+
+/* --wait (docs/leases.md "Waiting"): fails at once when no lease could ever satisfy the
+ * request; else registers a ticket and tries select-and-lease whenever inotify says the locks
+ * or the queue changed (and the state differs from the last failed try) or every
+ * FILTERS_WAIT_FALLBACK_MS, retaking the snapshot before each try. SIGINT/SIGTERM end the wait
+ * with 128+signal and nothing leased. Returns 0 with *snapp, *ret_sel, *ret_lease set, or the
+ * exit status (error printed). */
+static int wait_lease(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
+                      unsigned flags, const enum gpuctl_field *fields, size_t nf,
+                      struct gpuctl_snapshot **snapp, struct gpuctl_lease_dir *dir,
+                      const struct gpuctl_lease_request *lreq, struct gpuctl_selection **ret_sel,
+                      struct gpuctl_lease **ret_lease)
+{
+	struct gpuctl_select_request sreq = o->req;
+	struct gpuctl_selection *sel = NULL;
+	struct gpuctl_wait_ticket *ticket = NULL;
+	char last[1024] = "";
+	sigset_t set, old;
+	int64_t deadline = o->wait_s < 0 ? INT64_MAX : now_ms() + (int64_t)o->wait_s * 1000;
+	int sfd = -1, status = 0, sig = 0, r;
+
+	/* "never": too few devices pass the static filters (outer allocation, --only, --exclude,
+	 * --numa, --mig or whole GPUs; lost GPUs), leases, telemetry and health aside */
+	sreq.min_free_mem = 0;
+	sreq.max_util = -1;
+	sreq.no_procs = false;
+	sreq.allow_unhealthy = true;
+	sreq.leased = NULL;
+	sreq.foreign = NULL;
+	r = gpuctl_select(cli->ctx, *snapp, &sreq, &sel);
+	gpuctl_selection_free(sel);
+	sel = NULL;
+	if (r < 0) {
+		const char *msg = gpuctl_errmsg(cli->ctx);
+
+		cli_error("%s: %s%s", entry->name, r == -ENOSPC ? "can never be satisfied: " : "",
+		          msg && msg[0] ? msg : strerror(-r));
+		return r == -ENOSPC   ? CLI_EXIT_NOMATCH
+		       : r == -EINVAL ? CLI_EXIT_USAGE
+		                      : CLI_EXIT_FAILURE;
+	}
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigprocmask(SIG_BLOCK, &set, &old);
+	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+
+	r = gpuctl_wait_ticket_new(cli->ctx, dir, *snapp, &o->req, &ticket);
+	if (r < 0) {
+		cli_error("%s: lease directory %s: %s", entry->name, gpuctl_lease_dir_path(dir),
+		          gpuctl_errmsg(cli->ctx));
+		status = CLI_EXIT_FAILURE;
+		goto out;
+	}
+	for (;;) {
+		bool retry = false;
+
+		r = gpuctl_select_and_lease_queued(cli->ctx, dir, *snapp, &o->req, lreq, ticket,
+		                                   ret_sel, ret_lease);
+		if (r == 0)
+			break;
+		if (r != -ENOSPC && r != -EBUSY) {
+			const char *msg = gpuctl_errmsg(cli->ctx);
+
+			cli_error("%s: %s", entry->name, msg && msg[0] ? msg : strerror(-r));
+			status = r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
+			goto out;
+		}
+		(void)snprintf(last, sizeof(last), "%s", gpuctl_errmsg(cli->ctx));
+		if (cli->verbose)
+			cli_error("%s: waiting: %s", entry->name, last);
+		while (!retry) {
+			struct pollfd pfd[3] = {
+			        {.fd = sfd, .events = POLLIN},
+			        {.fd = o->wait_hangup_fd > 0 ? o->wait_hangup_fd : -1},
+			        {.fd = gpuctl_wait_ticket_fd(ticket), .events = POLLIN}};
+			int64_t left = deadline == INT64_MAX ? INT64_MAX : deadline - now_ms();
+			int timeout = left < FILTERS_WAIT_FALLBACK_MS ? (int)(left < 0 ? 0 : left)
+			                                              : FILTERS_WAIT_FALLBACK_MS;
+			int k;
+
+			if (left <= 0) {
+				cli_error("%s: waited %ld s: %s", entry->name, o->wait_s, last);
+				status = CLI_EXIT_NOMATCH;
+				goto out;
+			}
+			k = poll(pfd, 3, timeout);
+			if (k < 0 && errno != EINTR) {
+				cli_error("%s: poll: %s", entry->name, strerror(errno));
+				status = CLI_EXIT_FAILURE;
+				goto out;
+			}
+			sig = pending_signal(sfd);
+			if (!sig && k > 0 && (pfd[1].revents & (POLLERR | POLLHUP)))
+				sig = SIGTERM; /* whoever waits for our report is gone */
+			if (sig)
+				goto out;
+			if (k == 0) {
+				retry = true; /* the fallback: telemetry, foreign processes, no
+				                 inotify */
+			} else if (k > 0 && (pfd[2].revents & POLLIN)) {
+				gpuctl_wait_ticket_drain(ticket, dir);
+				r = gpuctl_wait_ticket_changed(cli->ctx, dir, ticket);
+				retry = r != 0;
+			}
+		}
+		/* telemetry and processes may have changed: a fresh snapshot for the next try */
+		{
+			struct gpuctl_snapshot *fresh = NULL;
+
+			status = take_snapshot(cli, entry, o, flags, fields, nf, &fresh);
+			if (status)
+				goto out;
+			gpuctl_snapshot_free(*snapp);
+			*snapp = fresh;
+		}
+	}
+	sig = pending_signal(sfd);
+out:
+	gpuctl_wait_ticket_free(ticket);
+	if (sig) {
+		/* as a shell reports a job ended by the signal; nothing stays leased */
+		gpuctl_selection_free(*ret_sel);
+		gpuctl_lease_free(*ret_lease);
+		*ret_sel = NULL;
+		*ret_lease = NULL;
+		status = 128 + sig;
+	}
+	if (sfd >= 0)
+		(void)close(sfd);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return status;
+}
+
 int filters_select(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
                    unsigned extra_flags, struct gpuctl_snapshot **ret_snap,
                    struct gpuctl_selection **ret_sel)
@@ -334,17 +535,9 @@ int filters_select_lease(struct cli *cli, const struct cmd_entry *entry, struct 
 	if (o->req.mig_profile || (!o->ignore_outer && outer_names_mig()))
 		flags |= GPUCTL_SNAP_MIG;
 
-	status = cli_snapshot_fields(cli, flags, fields, n, &snap);
+	status = take_snapshot(cli, entry, o, flags, fields, n, &snap);
 	if (status)
 		return status;
-	if (!o->ignore_outer) {
-		status = apply_outer(cli, entry, o, snap);
-		if (status)
-			goto fail;
-	} else if (cli->verbose) {
-		cli_error("%s: --ignore-outer: choosing among all %zu GPUs", entry->name,
-		          gpuctl_snapshot_gpu_count(snap));
-	}
 
 	if (mode == FILTERS_LEASE_TAKE) {
 		struct gpuctl_lease_request lreq = GPUCTL_LEASE_REQUEST_INIT;
@@ -354,7 +547,16 @@ int filters_select_lease(struct cli *cli, const struct cmd_entry *entry, struct 
 		status = filters_open_lease_dir(cli, entry, o->lease_dir, &dir);
 		if (status)
 			goto fail;
-		r = gpuctl_select_and_lease(cli->ctx, dir, snap, &o->req, &lreq, &sel, &lease);
+		if (o->wait) {
+			status = wait_lease(cli, entry, o, flags, fields, n, &snap, dir, &lreq,
+			                    &sel, &lease);
+			if (status)
+				goto fail;
+			r = 0;
+		} else {
+			r = gpuctl_select_and_lease(cli->ctx, dir, snap, &o->req, &lreq, &sel,
+			                            &lease);
+		}
 	} else {
 		status = exclude_leased(cli, entry, o, mode, snap);
 		if (status)

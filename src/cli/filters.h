@@ -27,6 +27,9 @@ struct select_args {
 	bool ignore_foreign;              /* --ignore-foreign */
 	struct gpuctl_devset *leased;     /* devices leased by others (owned), plain select */
 	struct gpuctl_devset *foreign;    /* devices busy without a lease (owned), plain select */
+	bool wait;                        /* --wait: wait for the devices when taking a lease */
+	long wait_s;                      /* --wait=SECONDS, -1: forever */
+	int wait_hangup_fd; /* > 0: stop waiting (as on SIGTERM) when this pipe's reader is gone */
 };
 
 /* How filters_select treats leases. */
@@ -61,7 +64,13 @@ enum {
 	OPT_FILTER_LEASE_DIR,
 	OPT_FILTER_LABEL,
 	OPT_FILTER_IGNORE_FOREIGN,
+	OPT_FILTER_WAIT,
 };
+
+/* The most seconds --wait=SECONDS may say (a year), and how often a waiter retries without a
+ * file event (telemetry filters and foreign processes change without one). */
+#define FILTERS_WAIT_MAX_S       31536000L
+#define FILTERS_WAIT_FALLBACK_MS 2000
 
 /* The long options of the filters, for a command's getopt_long table ("n:" goes in the short
  * option string). */
@@ -80,6 +89,7 @@ enum {
 	        {"ignore-outer", no_argument, NULL, OPT_FILTER_IGNORE_OUTER},                      \
 	        {"lease-dir", required_argument, NULL, OPT_FILTER_LEASE_DIR},                      \
 	        {"label", required_argument, NULL, OPT_FILTER_LABEL},                              \
+	        {"wait", optional_argument, NULL, OPT_FILTER_WAIT},                                \
 	{                                                                                          \
 		"ignore-foreign", no_argument, NULL, OPT_FILTER_IGNORE_FOREIGN                     \
 	}
@@ -105,7 +115,10 @@ enum {
 	"                        /run/gpuctl); devices leased there are never chosen\n"            \
 	"  --label TEXT          a label for the lease, shown by gpuctl ps\n"                      \
 	"  --ignore-foreign      also choose devices running compute processes that belong to\n"   \
-	"                        no lease (busy by default when taking a lease)\n"
+	"                        no lease (busy by default when taking a lease)\n"                 \
+	"  --wait[=SECONDS]      when taking a lease (run, select --hold): wait in line for the\n" \
+	"                        devices, forever or at most SECONDS (then exit 3); a request\n"   \
+	"                        no lease could ever satisfy fails at once\n"
 
 /* Handles one getopt_long result if it is a filter option. Returns 0 when it handled it,
  * CLI_EXIT_USAGE after printing the error for a bad value, -1 when opt is not a filter. */

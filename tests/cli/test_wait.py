@@ -1,0 +1,300 @@
+"""Waiting for leases end to end (docs/leases.md, "Waiting"): `run --wait` and
+`select --hold --wait` wait in line without polling, give up after --wait=SECONDS (exit 3, one
+line), fail at once when no lease could ever satisfy them, serve the first in line first (a
+4-GPU request is not starved by 1-GPU ones), leave nothing behind on SIGTERM, and `ps --waiting`
+lists the line. The race test runs 200 waiters with random kills; the simulated CUDA driver's
+ledger is the witness that no two jobs ever share a GPU.
+
+Expected values come from docs/leases.md and the scenario (dgx-a100: 8 GPUs), never from
+gpuctl's own output. Each test has a lease directory of its own; seeds are fixed.
+
+GPUCTL_WAIT_RACE_N sizes the race test (default 200; the ASan build may use fewer)."""
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+
+from gpuctl_test import (BUILD, EXIT_NOMATCH, GPUCTL, NVSIM, GpuctlTestCase, run)
+
+LOAD = os.path.join(BUILD, "bin", "nvsim-load")
+
+# Helpers of the driver, a Python program run inside `nvsim exec dgx-a100` (one simulated
+# machine with a ledger), so that it can start, signal and time gpuctl processes itself.
+DRIVER_HEAD = textwrap.dedent(r'''
+    import json, os, random, signal, subprocess, sys, time
+    GPUCTL, LOAD = os.environ["GPUCTL"], os.environ["LOAD"]
+
+    def g(*args, timeout=60):
+        p = subprocess.run([GPUCTL, *args], capture_output=True, text=True, timeout=timeout)
+        return {"rc": p.returncode, "out": p.stdout, "err": p.stderr}
+
+    def spawn(*args, out=subprocess.DEVNULL):
+        return subprocess.Popen([GPUCTL, *args], stdout=out, stderr=subprocess.PIPE, text=True)
+
+    def load(seconds):
+        return ["--", LOAD, "--seconds", str(seconds), "--mem", "1MiB"]
+
+    def waiting():
+        return json.loads(g("ps", "--waiting", "--format", "json")["out"])["waiting"]
+
+    def leased():
+        return [d for d in json.loads(g("ps", "--format", "json")["out"])["devices"]
+                if d["state"] == "leased"]
+
+    def ledger():
+        try:
+            with open(os.path.join(os.environ["NVSIM_STATE_DIR"], "ledger.jsonl")) as f:
+                return [json.loads(l) for l in f if l.startswith("{")]
+        except FileNotFoundError:
+            return []
+
+    def until(pred, timeout=20.0):
+        end = time.time() + timeout
+        while time.time() < end:
+            if pred():
+                return True
+            time.sleep(0.02)
+        return pred()
+
+    RESULT = {}
+''')
+DRIVER_TAIL = "\nprint(json.dumps(RESULT))\n"
+
+
+@unittest.skipUnless(os.path.exists(LOAD), "nvsim-load not built")
+class Wait(GpuctlTestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="gpuctl-wait-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.dir = os.path.join(self.tmp, "leases")  # personal: created by gpuctl itself
+
+    def drive(self, body, timeout=120):
+        path = os.path.join(self.tmp, "driver.py")
+        with open(path, "w") as f:
+            f.write(DRIVER_HEAD + textwrap.dedent(body) + textwrap.dedent(self.TAIL) + DRIVER_TAIL)
+        r = run([NVSIM, "exec", "dgx-a100", "--", sys.executable, path],
+                env={"GPUCTL": GPUCTL, "LOAD": LOAD, "GPUCTL_LEASE_DIR": self.dir},
+                timeout=timeout)
+        self.assertEqual(r.rc, 0, r)
+        return json.loads(r.out.strip().splitlines()[-1])
+
+    def assertNothingLeft(self, res):
+        self.assertEqual(res["leased_after"], [], res)
+        self.assertEqual(res["waiting_after"], [], res)
+        self.assertEqual(res["tickets_after"], [], res)
+
+    # What every driver records at its end: leases, live waiters and ticket files left.
+    TAIL = '''
+        until(lambda: not leased(), timeout=10)  # a released holder takes a moment to exit
+        RESULT["leased_after"] = leased()
+        RESULT["waiting_after"] = waiting()
+        q = os.path.join(os.environ["GPUCTL_LEASE_DIR"], "queue")
+        RESULT["tickets_after"] = sorted(
+            os.path.join(u, t) for u in (os.listdir(q) if os.path.isdir(q) else [])
+            for t in os.listdir(os.path.join(q, u)))
+    '''
+
+    def test_waits_then_runs_when_released(self):
+        res = self.drive('''
+            h = g("select", "-n", "8", "--hold", "60")
+            RESULT["hold"] = h["rc"]
+            w = spawn("run", "-n", "2", "--wait", *load(0.1))
+            time.sleep(0.5)
+            RESULT["running_after_wait"] = w.poll() is None
+            RESULT["ledger_before"] = len(ledger())
+            RESULT["line"] = waiting()
+            RESULT["pid"] = w.pid
+            RESULT["release"] = g("release", "--all")["rc"]
+            _, err = w.communicate(timeout=30)
+            RESULT["rc"], RESULT["err"] = w.returncode, err
+            RESULT["ledger"] = ledger()
+        ''')
+        self.assertEqual(res["hold"], 0, res)
+        self.assertTrue(res["running_after_wait"], res)
+        self.assertEqual(res["ledger_before"], 0, res)
+        (w,) = res["line"]
+        self.assertEqual((w["position"], w["pid"], w["count"]), (1, res["pid"], 2), res)
+        self.assertEqual(res["release"], 0, res)
+        self.assertEqual(res["rc"], 0, res)
+        self.assertEqual([len(l["devices"]) for l in res["ledger"]], [2], res)
+        self.assertNothingLeft(res)
+
+    def test_wait_timeout_gives_up(self):
+        res = self.drive('''
+            g("select", "-n", "7", "--hold", "60")
+            t = time.time()
+            RESULT["r"] = g("run", "-n", "2", "--wait=1", *load(0.1))
+            RESULT["took"] = time.time() - t
+            g("release", "--all")
+        ''')
+        r = res["r"]
+        self.assertEqual(r["rc"], EXIT_NOMATCH, res)
+        lines = [l for l in r["err"].splitlines() if l.strip()]
+        self.assertEqual(len(lines), 1, res)
+        self.assertTrue(lines[0].startswith("gpuctl: run: waited 1 s: "), res)
+        self.assertIn("leased", lines[0], res)
+        self.assertGreaterEqual(res["took"], 0.9, res)
+        self.assertNothingLeft(res)
+
+    def test_never_satisfiable_fails_at_once(self):
+        res = self.drive('''
+            g("select", "-n", "8", "--hold", "60")
+            RESULT["more"] = g("run", "-n", "9", "--wait", *load(0.1), timeout=20)
+            RESULT["only"] = g("run", "-n", "3", "--only", "0,1", "--wait", *load(0.1),
+                               timeout=20)
+            RESULT["hold"] = g("select", "-n", "2", "--exclude", "0,1,2,3,4,5,6", "--hold", "60",
+                               "--wait", timeout=20)
+            g("release", "--all")
+        ''')
+        for k in ("more", "only", "hold"):
+            r = res[k]
+            self.assertEqual(r["rc"], EXIT_NOMATCH, res)
+            lines = [l for l in r["err"].splitlines() if l.strip()]
+            self.assertEqual(len(lines), 1, res)
+            self.assertIn("can never be satisfied", lines[0], res)
+        self.assertNothingLeft(res)
+
+    def test_first_in_line_is_not_starved(self):
+        # Two holders of 4 GPUs each. A (4 GPUs) waits first, then six 1-GPU Bs. Releasing the
+        # first holder frees 4 GPUs that every B could use: first come, first served gives all
+        # four to A while every B keeps waiting (no backfill: A could use each of them).
+        res = self.drive('''
+            h1 = g("select", "-n", "4", "--hold", "60", "--label", "H1")["out"]
+            h2 = g("select", "-n", "4", "--hold", "60", "--label", "H2")["out"]
+            def held(label):
+                return [d["device"] for d in leased() if (d["owner"] or {}).get("label") == label]
+            RESULT["h"] = [len(held("H1")), len(held("H2"))]
+            a = spawn("run", "-n", "4", "--wait", "--label", "A", *load(1.0))
+            until(lambda: len(waiting()) == 1)
+            bs = []
+            for i in range(6):
+                bs.append(spawn("run", "-n", "1", "--wait", "--label", "B", *load(0.2)))
+            until(lambda: len(waiting()) == 7)
+            RESULT["line"] = [(w["pid"], w["count"]) for w in waiting()]
+            RESULT["a"], RESULT["bs"] = a.pid, [b.pid for b in bs]
+            h1_devices = held("H1")
+            g("release", "-i", ",".join(h1_devices))
+            RESULT["a_started"] = until(lambda: len(held("A")) == 4)
+            RESULT["a_devices"] = sorted(held("A")) == sorted(h1_devices)
+            RESULT["b_held"] = len(held("B"))
+            RESULT["b_waiting"] = len(waiting())
+            time.sleep(0.3)  # A's job is running by now (it runs 1 s)
+            g("release", "--all")
+            RESULT["rcs"] = [p.wait(timeout=60) for p in [a] + bs]
+            RESULT["ledger"] = ledger()
+        ''')
+        self.assertEqual(res["h"], [4, 4], res)
+        # A came first and is first in line; the Bs follow.
+        self.assertEqual(res["line"][0], [res["a"], 4], res)
+        self.assertEqual(sorted(p for p, _ in res["line"][1:]), sorted(res["bs"]), res)
+        self.assertTrue(res["a_started"], res)
+        self.assertTrue(res["a_devices"], res)
+        self.assertEqual((res["b_held"], res["b_waiting"]), (0, 6), res)
+        self.assertEqual(res["rcs"], [0] * 7, res)
+        led = res["ledger"]
+        self.assertEqual(sorted(len(l["devices"]) for l in led), [1] * 6 + [4], res)
+        (a,) = [l for l in led if len(l["devices"]) == 4]
+        # Every B could use every GPU: none started before A did.
+        for l in led:
+            if l is not a:
+                self.assertGreaterEqual(l["start"], a["start"], res)
+        self.assertNothingLeft(res)
+
+    def test_sigterm_leaves_nothing(self):
+        res = self.drive('''
+            g("select", "-n", "8", "--hold", "60")
+            w = spawn("run", "-n", "1", "--wait", *load(0.1))
+            until(lambda: len(waiting()) == 1)
+            w.send_signal(signal.SIGTERM)
+            RESULT["rc"] = w.wait(timeout=10)
+            i = spawn("run", "-n", "1", "--wait", *load(0.1))
+            until(lambda: len(waiting()) == 1)
+            i.send_signal(signal.SIGINT)
+            RESULT["rc_int"] = i.wait(timeout=10)
+            RESULT["line"] = waiting()
+            g("release", "--all")
+            RESULT["ledger"] = ledger()
+        ''')
+        self.assertEqual(res["rc"], 143, res)
+        self.assertEqual(res["rc_int"], 130, res)
+        self.assertEqual(res["line"], [], res)
+        self.assertEqual(res["ledger"], [], res)
+        self.assertNothingLeft(res)
+
+    def test_race(self):
+        n = int(os.environ.get("GPUCTL_WAIT_RACE_N", "200"))
+        res = self.drive('''
+            N, MAXC = %d, 40
+            rnd = random.Random(7)
+            plan = []
+            for i in range(N):
+                k, s = rnd.randint(1, 4), round(rnd.uniform(0.05, 0.3), 3)
+                kill = rnd.random() < 0.2
+                plan.append({"k": k, "s": s, "kill": kill,
+                             "target": rnd.choice(["gpuctl", "job"]) if kill else None,
+                             "at": rnd.uniform(0.0, 1.5)})
+            running, todo, t0 = {}, list(range(N)), time.time()
+            def children(pid):
+                try:
+                    with open("/proc/%%d/task/%%d/children" %% (pid, pid)) as f:
+                        return [int(x) for x in f.read().split()]
+                except OSError:
+                    return []
+            while todo or running:
+                while todo and len(running) < MAXC:
+                    i = todo.pop(0)
+                    p = plan[i]
+                    p["proc"] = spawn("run", "-n", str(p["k"]), "--wait", *load(p["s"]))
+                    p["t"] = time.time()
+                    running[i] = p
+                for i, p in list(running.items()):
+                    if p["kill"] and "killed" not in p and time.time() - p["t"] >= p["at"]:
+                        kids = children(p["proc"].pid) if p["target"] == "job" else []
+                        victim = kids[0] if kids else p["proc"].pid
+                        p["killed"] = "job" if kids else "gpuctl"
+                        try:
+                            os.kill(victim, signal.SIGKILL)
+                        except OSError:
+                            pass
+                    rc = p["proc"].poll()
+                    if rc is not None and (not p["kill"] or "killed" in p):
+                        p["rc"] = rc
+                        p["err"] = p["proc"].stderr.read()
+                        del running[i]
+                time.sleep(0.01)
+            # a job whose gpuctl was killed lives on: wait until every lease has ended
+            until(lambda: not leased(), timeout=30)
+            # dead waiters' tickets go with the user's next select-and-lease
+            RESULT["last"] = g("run", "-n", "1", "--", "true")["rc"]
+            RESULT["took"] = time.time() - t0
+            RESULT["runs"] = [{"k": p["k"], "kill": p["kill"], "rc": p["rc"], "err": p["err"]}
+                              for p in plan]
+            RESULT["ledger"] = ledger()
+        ''' % n, timeout=300)
+        runs, led = res["runs"], res["ledger"]
+        self.assertEqual(res["last"], 0, res)
+        for r in runs:
+            if not r["kill"]:
+                self.assertEqual(r["rc"], 0, r)
+        ok = sum(1 for r in runs if not r["kill"])
+        self.assertGreaterEqual(len(led), ok, res["took"])
+        by_gpu = {}
+        for l in led:
+            for d in l["devices"]:
+                by_gpu.setdefault(d["uuid"], []).append((l["start"], l["end"], l["pid"]))
+        for uuid, spans in by_gpu.items():
+            spans.sort()
+            for (s1, e1, p1), (s2, e2, p2) in zip(spans, spans[1:]):
+                self.assertLessEqual(e1, s2, "pids %d and %d overlap on %s" % (p1, p2, uuid))
+        self.assertNothingLeft(res)
+        sys.stderr.write("race: %d requests in %.1f s\n" % (len(runs), res["took"]))
+
+
+if __name__ == "__main__":
+    unittest.main()
