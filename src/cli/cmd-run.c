@@ -717,6 +717,11 @@ static int start_children(struct cli *cli, struct run_child *kids, size_t n, cha
 	if (status)
 		signal_children(kids, n, SIGTERM); /* the ones started before a failure */
 	sigprocmask(SIG_SETMASK, &old, NULL);
+	/* The job may run for days: let go of NVML now (nvmlShutdown, dlclose) instead of keeping
+	 * the driver's device files open in a process that only waits. Nothing below needs the
+	 * context; the lease holds no reference to it. */
+	gpuctl_ctx_free(cli->ctx);
+	cli->ctx = NULL;
 	int st = wait_children(cli, kids, n, started);
 	if (!status)
 		status = st;

@@ -240,6 +240,10 @@ __attribute__((noreturn)) static void holder_main(struct cli *cli, struct select
 	free(text);
 	if (status)
 		_exit(status);
+	/* Hold only the locks: release NVML (its device files on a real machine) for the hours a
+	 * hold may last. The lease holds no reference to the context. */
+	gpuctl_ctx_free(cli->ctx);
+	cli->ctx = NULL;
 
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (devnull >= 0) {

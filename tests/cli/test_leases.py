@@ -316,6 +316,27 @@ class HoldRelease(LeaseCase):
         os.kill(job, signal.SIGKILL)
         p.wait(timeout=10)
 
+    def test_waiting_processes_let_go_of_nvml(self):
+        # A gpuctl run parent (for the job's whole life) and a --hold holder keep only the lock
+        # descriptors: NVML (on a real machine, the driver's device files) is unloaded.
+        def maps_nvml(pid):
+            with open("/proc/%d/maps" % pid) as f:
+                return "libnvidia-ml" in f.read()
+        p = subprocess.Popen([GPUCTL, "run", "-n", "1", "--", "sleep", "30"], env=self.env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.pids.append(p.pid)
+        job = wait_until(lambda: next((d["owner"]["job_pid"] for d in self.leased().values()
+                                       if d["owner"] and d["owner"]["job_pid"]), None))
+        self.assertTrue(job, "the run's lease never showed up")
+        self.pids.append(job)
+        self.assertTrue(wait_until(lambda: not maps_nvml(p.pid)), "gpuctl run still maps NVML")
+        held = self.hold("-n", "1", "--hold", "60")
+        holder = next(d["owner"]["pid"] for u, d in self.leased().items() if u in held)
+        self.assertTrue(wait_until(lambda: not maps_nvml(holder)), "the holder still maps NVML")
+        self.g("release", "--all")
+        os.kill(job, signal.SIGKILL)
+        p.wait(timeout=10)
+
     def test_hold_expires(self):
         (uuid,) = self.hold("-n", "1", "--hold", "1")
         self.assertIn(uuid, self.leased())
