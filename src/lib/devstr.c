@@ -96,7 +96,6 @@ struct gpuctl_devset {
 	size_t cap;       /* entries allocated in devs */
 };
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_devset *, gpuctl_devset_free)
 #define _cleanup_devset_ _cleanup_(gpuctl_devset_freep)
 
 /* ---- Device sets ---- */
@@ -301,21 +300,6 @@ static bool digits_value(const char *s, size_t len, size_t max, size_t *ret)
 	}
 	*ret = v;
 	return true;
-}
-
-/* Copies an entry for a message: non-printable bytes as '?', long ones cut with "...". */
-static void quote(char *dst, size_t size, const char *s, size_t len)
-{
-	size_t n = 0;
-	bool cut = len > QUOTE_MAX;
-
-	if (cut)
-		len = QUOTE_MAX;
-	for (size_t i = 0; i < len && n + 1 < size; i++)
-		dst[n++] = isprint((unsigned char)s[i]) ? s[i] : '?';
-	for (int i = 0; cut && i < 3 && n + 1 < size; i++)
-		dst[n++] = '.';
-	dst[n] = '\0';
 }
 
 static bool gpu_in_mig_mode(const struct gpuctl_snapshot *snap, size_t gpu)
@@ -560,8 +544,8 @@ static void cuda_warn(struct gpuctl_ctx *ctx, const char *value, size_t entry, c
 {
 	char key[LOGKEY_MAX], qv[QUOTE_MAX + 4], qe[QUOTE_MAX + 4];
 
-	quote(qv, sizeof(qv), value, strlen(value));
-	quote(qe, sizeof(qe), s, len);
+	quote_text(qv, sizeof(qv), value, strlen(value), QUOTE_MAX);
+	quote_text(qe, sizeof(qe), s, len, QUOTE_MAX);
 	(void)snprintf(key, sizeof(key), "devstr-cuda:%.*s", LOGKEY_MAX - 20, value);
 	ctx_log_once(ctx, key, GPUCTL_LOG_WARNING,
 	             "CUDA_VISIBLE_DEVICES='%s': entry %zu '%s': %s; %s", qv, entry, qe, why,
@@ -775,7 +759,7 @@ int gpuctl_devstr_parse_nvidia(struct gpuctl_ctx *ctx, const struct gpuctl_snaps
 		if (!nvidia_entry(ctx, snap, s, len, &d)) {
 			char q[QUOTE_MAX + 4];
 
-			quote(q, sizeof(q), s, len);
+			quote_text(q, sizeof(q), s, len, QUOTE_MAX);
 			return ctx_error(ctx, -EINVAL,
 			                 "NVIDIA_VISIBLE_DEVICES: '%s': unknown device", q);
 		}
@@ -849,7 +833,7 @@ static int read_index_list(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot 
 		size_t len, g;
 
 		next_entry(&p, &s, &len);
-		quote(q, sizeof(q), s, len);
+		quote_text(q, sizeof(q), s, len, QUOTE_MAX);
 		if (!all_digits(s, len))
 			return ctx_error(ctx, -EINVAL, "%s: '%s': not a GPU index", var, q);
 		if (!digits_value(s, len, SIZE_MAX, &g) || g >= snap->n_gpus) {
@@ -864,7 +848,7 @@ static int read_index_list(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot 
 	}
 	if (out_of_range) {
 		if (n_entries != snap->n_gpus) {
-			quote(q, sizeof(q), value, strlen(value));
+			quote_text(q, sizeof(q), value, strlen(value), QUOTE_MAX);
 			return ctx_error(
 			        ctx, -EINVAL,
 			        "%s: '%s': names a GPU index NVML does not have (%zu GPU%s)", var,

@@ -41,22 +41,6 @@ struct pci_addr {
 	uint32_t function; /* 0..7 */
 };
 
-/* Copies an entry for quoting in a message. */
-static void quote(char *dst, size_t size, const char *s, size_t len)
-{
-	size_t n = 0;
-	bool cut = len > QUOTE_MAX;
-
-	if (cut)
-		len = QUOTE_MAX;
-	for (size_t i = 0; i < len && n + 1 < size; i++)
-		dst[n++] = isprint((unsigned char)s[i]) ? s[i] : '?';
-	if (cut)
-		for (int i = 0; i < 3 && n + 1 < size; i++)
-			dst[n++] = '.';
-	dst[n] = '\0';
-}
-
 /* Parses 1..max_digits hex digits from s[0..len); false if anything else is there. */
 static bool parse_hex(const char *s, size_t len, size_t max_digits, uint32_t *ret)
 {
@@ -243,7 +227,7 @@ static int resolve_one(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *sna
 	char q[QUOTE_MAX + 4];
 	bool digits = true;
 
-	quote(q, sizeof(q), e, len);
+	quote_text(q, sizeof(q), e, len, QUOTE_MAX);
 	if (len > ENTRY_MAX)
 		return ctx_error(ctx, -EINVAL, "'%s': too long for a GPU id", q);
 	for (size_t i = 0; i < len; i++)
@@ -301,7 +285,7 @@ int gpuctl_ids_resolve(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *sna
 				return ctx_error(ctx, -EINVAL, "no GPU ids given");
 			char q[QUOTE_MAX + 4];
 
-			quote(q, sizeof(q), ids, strlen(ids));
+			quote_text(q, sizeof(q), ids, strlen(ids), QUOTE_MAX);
 			return ctx_error(ctx, -EINVAL,
 			                 "'%s': entry %zu of the GPU id list is empty", q, pos);
 		}

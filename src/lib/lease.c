@@ -477,7 +477,6 @@ void gpuctl_lease_dir_free(struct gpuctl_lease_dir *dir)
 	free(dir->path);
 	free(dir);
 }
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_lease_dir *, gpuctl_lease_dir_free)
 
 const char *gpuctl_lease_dir_path(const struct gpuctl_lease_dir *dir)
 {
@@ -1247,7 +1246,6 @@ void gpuctl_lease_list_free(struct gpuctl_lease_list *list)
 	free(list->e);
 	free(list);
 }
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_lease_list *, gpuctl_lease_list_free)
 
 size_t gpuctl_lease_list_count(const struct gpuctl_lease_list *list)
 {
@@ -1487,9 +1485,6 @@ void gpuctl_lease_free(struct gpuctl_lease *lease)
 	free(lease->label);
 	free(lease);
 }
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_lease *, gpuctl_lease_free)
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_devset *, gpuctl_devset_free)
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_selection *, gpuctl_selection_free)
 
 size_t gpuctl_lease_fds(const struct gpuctl_lease *lease, int *fds, size_t max)
 {

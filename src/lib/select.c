@@ -998,11 +998,6 @@ static void engine_done(struct engine *e)
 	free(e->parents);
 }
 
-static void selection_freep(struct gpuctl_selection **s)
-{
-	gpuctl_selection_free(*s);
-}
-
 static int devset_of(const struct engine *e, const size_t *idx, struct gpuctl_devset **ret)
 {
 	struct gpuctl_devset *set = NULL;
@@ -1084,7 +1079,7 @@ int select_run(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
                struct gpuctl_selection **ret_sel)
 {
 	struct gpuctl_select_request req = GPUCTL_SELECT_REQUEST_INIT;
-	_cleanup_(selection_freep) struct gpuctl_selection *sel = NULL;
+	_cleanup_(gpuctl_selection_freep) struct gpuctl_selection *sel = NULL;
 	_cleanup_free_ bool *only = NULL, *excluded = NULL;
 	_cleanup_free_ struct device *dev = NULL;
 	_cleanup_free_ int *socket = NULL;

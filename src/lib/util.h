@@ -11,6 +11,7 @@
 #ifndef GPUCTL_UTIL_H
 #define GPUCTL_UTIL_H
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -18,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "gpuctl/gpuctl.h"
 
 #define _cleanup_(f)   __attribute__((cleanup(f)))
 #define _unused_       __attribute__((unused))
@@ -87,5 +90,31 @@ static inline void strscpy(char *dst, size_t size, const char *src)
 	memcpy(dst, src, n);
 	dst[n] = '\0';
 }
+
+/* Copies s[0..len) into dst for quoting an entry in a one-line message: non-printable bytes as
+ * '?', and more than max bytes cut with "...". dst always ends with a NUL. */
+static inline void quote_text(char *dst, size_t size, const char *s, size_t len, size_t max)
+{
+	size_t n = 0;
+	bool cut = len > max;
+
+	if (size == 0)
+		return;
+	if (cut)
+		len = max;
+	for (size_t i = 0; i < len && n + 1 < size; i++)
+		dst[n++] = isprint((unsigned char)s[i]) ? s[i] : '?';
+	for (int i = 0; cut && i < 3 && n + 1 < size; i++)
+		dst[n++] = '.';
+	dst[n] = '\0';
+}
+
+/* Cleanup functions of the public handles, one definition for all of src/lib:
+ * _cleanup_(gpuctl_devset_freep) and so on. */
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_devset *, gpuctl_devset_free)
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_selection *, gpuctl_selection_free)
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_lease *, gpuctl_lease_free)
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_lease_dir *, gpuctl_lease_dir_free)
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_lease_list *, gpuctl_lease_list_free)
 
 #endif /* GPUCTL_UTIL_H */
