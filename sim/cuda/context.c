@@ -230,9 +230,7 @@ static CUresult ctx_create(CUcontext *pctx, CUdevice dev)
 	struct CUctx_st *c;
 	CUresult r;
 
-	sim_cu_begin();
-	if ((r = sim_cu_ready()) != CUDA_SUCCESS)
-		return sim_cu_end(r);
+	SIM_CU_READY_OR_RETURN();
 	if (!pctx)
 		return sim_cu_end(CUDA_ERROR_INVALID_VALUE);
 	if ((r = sim_cu_device(dev, &g, &m)) != CUDA_SUCCESS ||
@@ -261,11 +259,7 @@ SIM_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice de
 
 static CUresult ctx_destroy(CUcontext ctx)
 {
-	CUresult r;
-
-	sim_cu_begin();
-	if ((r = sim_cu_ready()) != CUDA_SUCCESS)
-		return sim_cu_end(r);
+	SIM_CU_READY_OR_RETURN();
 	if (!valid_ctx(ctx) || ctx->primary)
 		return sim_cu_end(CUDA_ERROR_INVALID_CONTEXT);
 	drop_ctx(ctx);
@@ -289,9 +283,7 @@ SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 	const struct sim_mig_instance *m;
 	CUresult r;
 
-	sim_cu_begin();
-	if ((r = sim_cu_ready()) != CUDA_SUCCESS)
-		return sim_cu_end(r);
+	SIM_CU_READY_OR_RETURN();
 	if (!pctx)
 		return sim_cu_end(CUDA_ERROR_INVALID_VALUE);
 	if ((r = sim_cu_device(dev, &g, &m)) != CUDA_SUCCESS)
@@ -335,11 +327,7 @@ SIM_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 
 SIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 {
-	CUresult r;
-
-	sim_cu_begin();
-	if ((r = sim_cu_ready()) != CUDA_SUCCESS)
-		return sim_cu_end(r);
+	SIM_CU_READY_OR_RETURN();
 	if (ctx && !valid_ctx(ctx))
 		return sim_cu_end(CUDA_ERROR_INVALID_CONTEXT);
 	current = ctx;
@@ -348,11 +336,7 @@ SIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 
 SIM_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
 {
-	CUresult r;
-
-	sim_cu_begin();
-	if ((r = sim_cu_ready()) != CUDA_SUCCESS)
-		return sim_cu_end(r);
+	SIM_CU_READY_OR_RETURN();
 	if (!pctx)
 		return sim_cu_end(CUDA_ERROR_INVALID_VALUE);
 	*pctx = valid_ctx(current) ? current : NULL;
@@ -361,11 +345,7 @@ SIM_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
 
 SIM_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
 {
-	CUresult r;
-
-	sim_cu_begin();
-	if ((r = sim_cu_ready()) != CUDA_SUCCESS)
-		return sim_cu_end(r);
+	SIM_CU_READY_OR_RETURN();
 	if (!device)
 		return sim_cu_end(CUDA_ERROR_INVALID_VALUE);
 	if (!valid_ctx(current))
@@ -388,9 +368,7 @@ SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 	const struct sim_gpu_dyn *d;
 	CUresult r;
 
-	sim_cu_begin();
-	if ((r = sim_cu_ready()) != CUDA_SUCCESS)
-		return sim_cu_end(r);
+	SIM_CU_READY_OR_RETURN();
 	if (!valid_ctx(current))
 		return sim_cu_end(CUDA_ERROR_INVALID_CONTEXT);
 	if (!dptr || bytesize == 0)
@@ -422,11 +400,7 @@ SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 
 SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
-	CUresult r;
-
-	sim_cu_begin();
-	if ((r = sim_cu_ready()) != CUDA_SUCCESS)
-		return sim_cu_end(r);
+	SIM_CU_READY_OR_RETURN();
 	for (size_t i = 0; i < n_allocs; i++) {
 		if (allocs[i].ptr != dptr)
 			continue;
@@ -442,9 +416,7 @@ SIM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
 	unsigned long long total, used;
 	CUresult r;
 
-	sim_cu_begin();
-	if ((r = sim_cu_ready()) != CUDA_SUCCESS)
-		return sim_cu_end(r);
+	SIM_CU_READY_OR_RETURN();
 	if (!valid_ctx(current))
 		return sim_cu_end(CUDA_ERROR_INVALID_CONTEXT);
 	if (!free_bytes || !total_bytes)

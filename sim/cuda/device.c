@@ -209,11 +209,7 @@ SIM_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
 
 SIM_EXPORT CUresult cuDeviceGetCount(int *count)
 {
-	CUresult r;
-
-	sim_cu_begin();
-	if ((r = sim_cu_ready()) != CUDA_SUCCESS)
-		return sim_cu_end(r);
+	SIM_CU_READY_OR_RETURN();
 	if (!count)
 		return sim_cu_end(CUDA_ERROR_INVALID_VALUE);
 	*count = (int)sim_cu.n_devs;
@@ -222,11 +218,7 @@ SIM_EXPORT CUresult cuDeviceGetCount(int *count)
 
 SIM_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
-	CUresult r;
-
-	sim_cu_begin();
-	if ((r = sim_cu_ready()) != CUDA_SUCCESS)
-		return sim_cu_end(r);
+	SIM_CU_READY_OR_RETURN();
 	if (!device)
 		return sim_cu_end(CUDA_ERROR_INVALID_VALUE);
 	if (ordinal < 0 || (unsigned int)ordinal >= sim_cu.n_devs)

@@ -40,6 +40,15 @@ void sim_cu_begin(void);
 CUresult sim_cu_end(CUresult r);
 /* Under the lock: NOT_INITIALIZED unless cuInit succeeded. */
 CUresult sim_cu_ready(void);
+/* Opens a call that needs cuInit: takes the lock and returns sim_cu_ready()'s error (through
+ * sim_cu_end, which drops the lock) when the library is not ready. */
+#define SIM_CU_READY_OR_RETURN()                                                                   \
+	do {                                                                                       \
+		CUresult ready_;                                                                   \
+		sim_cu_begin();                                                                    \
+		if ((ready_ = sim_cu_ready()) != CUDA_SUCCESS)                                     \
+			return sim_cu_end(ready_);                                                 \
+	} while (0)
 /* Under the lock: resolves an ordinal (INVALID_DEVICE), after sim_cu_ready. */
 CUresult sim_cu_device(CUdevice dev, const struct sim_gpu **ret_g,
                        const struct sim_mig_instance **ret_m);
