@@ -323,11 +323,12 @@ static json_t *ledger_line(double start, double end, const struct device *devs, 
 		json_array_append_new(list,
 		                      json_pack("{sissss}", "ordinal", devs[i].ordinal, "uuid",
 		                                devs[i].uuid, "pci_bus_id", devs[i].bus_id));
-	line = json_pack("{sIsfsfsososos{sososo}}", "pid", (json_int_t)getpid(), "start", start,
+	line = json_pack("{sIsfsfsososos{sosososo}}", "pid", (json_int_t)getpid(), "start", start,
 	                 "end", end, "cuda_visible_devices", env_or_null("CUDA_VISIBLE_DEVICES"),
 	                 "cuda_device_order", env_or_null("CUDA_DEVICE_ORDER"), "devices", list,
 	                 "env", "LOCAL_RANK", env_or_null("LOCAL_RANK"), "RANK",
-	                 env_or_null("RANK"), "WORLD_SIZE", env_or_null("WORLD_SIZE"));
+	                 env_or_null("RANK"), "WORLD_SIZE", env_or_null("WORLD_SIZE"),
+	                 "GPUCTL_SHARE_MEM", env_or_null("GPUCTL_SHARE_MEM"));
 	if (line && error)
 		json_object_set_new(line, "error", json_string(error));
 	return line;

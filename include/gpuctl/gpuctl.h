@@ -464,6 +464,7 @@ enum gpuctl_lease_state {
 	GPUCTL_LEASE_HELD,          /* some process holds the lock */
 	GPUCTL_LEASE_UNUSABLE,      /* its lock file is unsafe (symlink, wrong owner, ...) */
 	GPUCTL_LEASE_UNINITIALISED, /* no lock file, and not ours to create */
+	GPUCTL_LEASE_SHARED,        /* held by shared (--share) leases only */
 };
 
 /* What the holder wrote about itself (display only: the kernel lock decides). */
@@ -475,9 +476,11 @@ struct gpuctl_lease_owner {
 	uint64_t start_time; /* holder's start, seconds since the epoch */
 	const char *command; /* the job's command line, or NULL */
 	const char *label;   /* --label, or NULL */
+	uint64_t share_mem;  /* bytes a shared lease declared (display only); 0: exclusive */
 };
 
-/* The lease state of every device of snap (GPUs, then each GPU's MIG devices). */
+/* The lease state of every device of snap (GPUs, then each GPU's MIG devices). Probes under a
+ * shared lock on DIR/select.lock, so it never disturbs a select-and-lease. */
 struct gpuctl_lease_list;
 int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                       const struct gpuctl_snapshot *snap, struct gpuctl_lease_list **ret_list);
@@ -488,10 +491,26 @@ size_t gpuctl_lease_list_count(const struct gpuctl_lease_list *list);
 int gpuctl_lease_list_get(const struct gpuctl_lease_list *list, size_t i, size_t *ret_gpu,
                           int *ret_mig, enum gpuctl_lease_state *ret_state,
                           const struct gpuctl_lease_owner **ret_owner, const char **ret_reason);
+/* A SHARED entry i: the bytes its shared leases declared in all (from the kernel's locks, not
+ * from the records: docs/leases.md "Sharing"), and the holders whose records count
+ * ((*ret_owners)[k], k < *ret_n; borrowed from list). 0 declared and no holders for an entry that
+ * is not SHARED. */
+int gpuctl_lease_list_shares(const struct gpuctl_lease_list *list, size_t i, uint64_t *ret_declared,
+                             const struct gpuctl_lease_owner *const **ret_owners, size_t *ret_n);
+
+struct gpuctl_lease_request;
+/* The bytes a new shared lease could still declare on entry i (a device of snap, the snapshot
+ * the list was made from) under lreq's margin (NULL: the default 5 %): 0 for a device held
+ * exclusively, unusable or uninitialised, or of unknown memory size. */
+uint64_t gpuctl_lease_list_room(const struct gpuctl_lease_list *list, size_t i,
+                                const struct gpuctl_snapshot *snap,
+                                const struct gpuctl_lease_request *lreq);
 /* The devices of snap that run compute processes belonging to no lease holder (nor to a
- * descendant of one): busy by default for select-and-lease. */
+ * descendant of one) and that count as busy by lreq's thresholds (busy_memory,
+ * busy_utilization; lreq NULL: any such process makes its device busy). */
 int gpuctl_lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
-                         const struct gpuctl_snapshot *snap, struct gpuctl_devset **ret_set);
+                         const struct gpuctl_snapshot *snap,
+                         const struct gpuctl_lease_request *lreq, struct gpuctl_devset **ret_set);
 
 /* Held leases on a set of devices. */
 struct gpuctl_lease;
@@ -502,10 +521,21 @@ struct gpuctl_lease_request {
 	const char *command; /* the job's command line, for display */
 	const char *label;   /* free text, for display */
 	bool ignore_foreign; /* do not count foreign processes as busy */
+	/* Fields below were added after the first release (struct_size tells). */
+	uint64_t share_mem;       /* > 0: a shared lease declaring this many bytes on each device
+	                           * (docs/leases.md "Sharing"); 0: exclusive */
+	uint64_t share_margin;    /* memory kept undeclared on a shared device: bytes, or percent of
+	                           * its total when share_margin_is_pct (default 5 %) */
+	bool share_margin_is_pct; /* share_margin is a percentage */
+	uint64_t busy_memory;     /* foreign processes make a device busy only when their memory
+	                           * on it totals more than this (0, the default: any process) */
+	int busy_utilization;     /* ... or when the device is more than this percent utilised
+	                           * while they run on it; -1 (the default): not used */
 };
 #define GPUCTL_LEASE_REQUEST_INIT                                                                  \
 	{                                                                                          \
-		.struct_size = sizeof(struct gpuctl_lease_request)                                 \
+		.struct_size = sizeof(struct gpuctl_lease_request), .share_margin = 5,             \
+		.share_margin_is_pct = true, .busy_utilization = -1                                \
 	}
 
 /* Select-and-lease, atomically (docs/leases.md): under DIR/select.lock, excludes leased devices

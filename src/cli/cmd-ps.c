@@ -19,6 +19,8 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -53,7 +55,12 @@ struct ps_row {
 	enum gpuctl_lease_state state;
 	const struct gpuctl_lease_owner *owner; /* borrowed from the list, NULL if unknown */
 	const char *reason;                     /* borrowed, NULL if none */
-	bool foreign;                           /* busy with processes of no lease */
+	bool foreign;                           /* runs processes of no lease */
+	bool busy;                              /* ... enough to count as busy (thresholds) */
+	uint64_t declared;                      /* SHARED: bytes the shared leases declare */
+	uint64_t room;                          /* SHARED: bytes a new shared lease could declare */
+	const struct gpuctl_lease_owner *const *sh; /* SHARED: the holders (borrowed) */
+	size_t n_sh;                                /* entries in sh */
 };
 
 struct ps_data {
@@ -67,9 +74,11 @@ static const char *state_name(const struct ps_row *row)
 {
 	switch (row->state) {
 	case GPUCTL_LEASE_FREE:
-		return row->foreign ? "busy" : "free";
+		return row->busy ? "busy" : "free";
 	case GPUCTL_LEASE_HELD:
 		return "leased";
+	case GPUCTL_LEASE_SHARED:
+		return "shared";
 	case GPUCTL_LEASE_UNUSABLE:
 		return "unusable";
 	case GPUCTL_LEASE_UNINITIALISED:
@@ -200,6 +209,31 @@ static json_t *foreign_json(const struct ps_data *d, const struct gpuctl_snapsho
 	return arr;
 }
 
+/* A lease holder's facts (docs/json.md); NULL when out of memory. */
+static json_t *owner_json(const struct gpuctl_lease_owner *w)
+{
+	time_t now = time(NULL);
+	int rage = w->start_time && now >= 0 && (uint64_t)now >= w->start_time ? 0 : -ENODATA;
+	json_t *owner = json_object();
+	if (!owner || json_put(owner, "uid", json_integer(w->uid)) < 0 ||
+	    json_put(owner, "user", json_string_or_null(w->user)) < 0 ||
+	    json_put(owner, "pid", json_integer(w->pid)) < 0 ||
+	    json_put(owner, "job_pid", json_int_or_null(w->job_pid ? 0 : -ENODATA, w->job_pid)) <
+	            0 ||
+	    json_put(owner, "command", json_string_or_null(w->command)) < 0 ||
+	    json_put(owner, "label", json_string_or_null(w->label)) < 0 ||
+	    json_put(owner, "start_time",
+	             json_int_or_null(w->start_time ? 0 : -ENODATA, (int64_t)w->start_time)) < 0 ||
+	    json_put(owner, "age_s",
+	             json_int_or_null(rage, (int64_t)((uint64_t)now - w->start_time))) < 0 ||
+	    json_put(owner, "share_mem",
+	             json_int_or_null(w->share_mem ? 0 : -ENODATA, (int64_t)w->share_mem)) < 0) {
+		json_decref(owner);
+		return NULL;
+	}
+	return owner;
+}
+
 static json_t *row_json(const struct ps_data *d, const struct gpuctl_snapshot *snap,
                         const struct ps_row *row)
 {
@@ -216,31 +250,13 @@ static json_t *row_json(const struct ps_data *d, const struct gpuctl_snapshot *s
 	}
 	filters_device_label(snap, row->gpu, row->mig, label, sizeof(label));
 	json_t *o = json_object();
-	json_t *owner = NULL;
-	if (!o)
-		return NULL;
-	if (row->owner) {
-		const struct gpuctl_lease_owner *w = row->owner;
-		time_t now = time(NULL);
-		int rage =
-		        w->start_time && now >= 0 && (uint64_t)now >= w->start_time ? 0 : -ENODATA;
-		owner = json_object();
-		if (!owner || json_put(owner, "uid", json_integer(w->uid)) < 0 ||
-		    json_put(owner, "user", json_string_or_null(w->user)) < 0 ||
-		    json_put(owner, "pid", json_integer(w->pid)) < 0 ||
-		    json_put(owner, "job_pid",
-		             json_int_or_null(w->job_pid ? 0 : -ENODATA, w->job_pid)) < 0 ||
-		    json_put(owner, "command", json_string_or_null(w->command)) < 0 ||
-		    json_put(owner, "label", json_string_or_null(w->label)) < 0 ||
-		    json_put(owner, "start_time",
-		             json_int_or_null(w->start_time ? 0 : -ENODATA,
-		                              (int64_t)w->start_time)) < 0 ||
-		    json_put(owner, "age_s",
-		             json_int_or_null(rage, (int64_t)((uint64_t)now - w->start_time))) < 0)
+	json_t *owner = row->owner ? owner_json(row->owner) : json_null();
+	json_t *shares = json_array();
+	if (!o || !owner || !shares)
+		goto fail;
+	for (size_t k = 0; k < row->n_sh; k++)
+		if (json_array_append_new(shares, owner_json(row->sh[k])) < 0)
 			goto fail;
-	} else {
-		owner = json_null();
-	}
 	if (json_put(o, "device", json_string(label)) < 0 ||
 	    json_put(o, "index", json_integer((json_int_t)row->gpu)) < 0 ||
 	    json_put(o, "mig_index", json_int_or_null(rmi, midx)) < 0 ||
@@ -250,18 +266,31 @@ static json_t *row_json(const struct ps_data *d, const struct gpuctl_snapshot *s
 	    json_put(o, "name", json_string_or_null(g ? gpuctl_gpu_str(g, GPUCTL_F_NAME) : NULL)) <
 	            0 ||
 	    json_put(o, "state", json_string(state_name(row))) < 0 ||
-	    json_put(o, "reason", json_string_or_null(row->reason)) < 0) {
-		json_decref(owner);
-		goto fail_o;
+	    json_put(o, "reason", json_string_or_null(row->reason)) < 0 ||
+	    json_put(o, "shared_declared",
+	             json_int_or_null(row->state == GPUCTL_LEASE_SHARED ? 0 : -ENODATA,
+	                              (int64_t)row->declared)) < 0 ||
+	    json_put(o, "shared_room",
+	             json_int_or_null(row->state == GPUCTL_LEASE_SHARED ? 0 : -ENODATA,
+	                              (int64_t)row->room)) < 0 ||
+	    json_put(o, "busy", json_boolean(row->busy)) < 0)
+		goto fail;
+	if (json_put(o, "owner", owner) < 0) {
+		owner = NULL;
+		goto fail;
 	}
-	if (json_put(o, "owner", owner) < 0)
-		goto fail_o;
+	owner = NULL;
+	if (json_put(o, "shares", shares) < 0) {
+		shares = NULL;
+		goto fail;
+	}
+	shares = NULL;
 	if (json_put(o, "foreign", row->foreign ? foreign_json(d, snap, row) : json_array()) < 0)
-		goto fail_o;
+		goto fail;
 	return o;
 fail:
 	json_decref(owner);
-fail_o:
+	json_decref(shares);
 	json_decref(o);
 	return NULL;
 }
@@ -299,6 +328,40 @@ out:
 	return r;
 }
 
+/* "16 GiB", "512 MiB", "1.5 GiB": a size for people (binary units, at most one decimal). */
+static void format_bytes(uint64_t bytes, char *buf, size_t size)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)bytes;
+	size_t u = 0;
+	while (u + 1 < sizeof(units) / sizeof(units[0]) && v >= 1024) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0 || v == (double)(uint64_t)v)
+		snprintf(buf, size, "%" PRIu64 " %s", (uint64_t)v, units[u]);
+	else
+		snprintf(buf, size, "%.1f %s", v, units[u]);
+}
+
+/* Appends "; " (when note is not empty) and the formatted text to note. */
+static void note_add(char *note, size_t size, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+static void note_add(char *note, size_t size, const char *fmt, ...)
+{
+	size_t u = strlen(note);
+	va_list ap;
+	if (u && u + 2 < size) {
+		memcpy(note + u, "; ", 3);
+		u += 2;
+	}
+	if (u >= size)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(note + u, size - u, fmt, ap);
+	va_end(ap);
+}
+
 static int print_table(const struct ps_data *d, const struct gpuctl_snapshot *snap, bool all)
 {
 	static const char *const head[] = {"DEVICE", "UUID",    "STATE", "USER", "PID",
@@ -319,43 +382,57 @@ static int print_table(const struct ps_data *d, const struct gpuctl_snapshot *sn
 		const char *uuid = m   ? gpuctl_mig_uuid(m)
 		                   : g ? gpuctl_gpu_str(g, GPUCTL_F_UUID)
 		                       : NULL;
-		char label[48], suuid[48], user[48] = "-", pid[24] = "-", job[24] = "-",
-		                           age[24] = "-";
-		char note[1024] = "";
-		const char *command = "-", *lab = "-";
+		char label[48], suuid[48];
 		filters_device_label(snap, row->gpu, row->mig, label, sizeof(label));
 		format_short_uuid(uuid, suuid, sizeof(suuid));
-		if (row->owner) {
-			const struct gpuctl_lease_owner *w = row->owner;
-			if (w->user)
-				snprintf(user, sizeof(user), "%s", w->user);
-			else
-				snprintf(user, sizeof(user), "%" PRIu32, w->uid);
-			snprintf(pid, sizeof(pid), "%" PRIu32, w->pid);
-			if (w->job_pid)
-				snprintf(job, sizeof(job), "%" PRIu32, w->job_pid);
-			if (w->command && w->command[0])
-				command = w->command;
-			if (w->label && w->label[0])
-				lab = w->label;
-			format_age(w->start_time, age, sizeof(age));
-		} else if (row->state == GPUCTL_LEASE_HELD) {
-			snprintf(user, sizeof(user), "unknown");
+		/* a shared device: one line per holder (at least one, holders unknown or not) */
+		for (size_t k = 0; r >= 0 && k < (row->n_sh ? row->n_sh : 1); k++) {
+			const struct gpuctl_lease_owner *w = row->n_sh ? row->sh[k] : row->owner;
+			char user[48] = "-", pid[24] = "-", job[24] = "-", age[24] = "-";
+			char note[1024] = "", size[32];
+			const char *command = "-", *lab = "-";
+			if (w) {
+				if (w->user)
+					snprintf(user, sizeof(user), "%s", w->user);
+				else
+					snprintf(user, sizeof(user), "%" PRIu32, w->uid);
+				snprintf(pid, sizeof(pid), "%" PRIu32, w->pid);
+				if (w->job_pid)
+					snprintf(job, sizeof(job), "%" PRIu32, w->job_pid);
+				if (w->command && w->command[0])
+					command = w->command;
+				if (w->label && w->label[0])
+					lab = w->label;
+				format_age(w->start_time, age, sizeof(age));
+			} else if (row->state == GPUCTL_LEASE_HELD ||
+			           row->state == GPUCTL_LEASE_SHARED) {
+				snprintf(user, sizeof(user), "unknown");
+			}
+			if (row->reason)
+				snprintf(note, sizeof(note), "%s", row->reason);
+			if (w && w->share_mem) {
+				format_bytes(w->share_mem, size, sizeof(size));
+				note_add(note, sizeof(note), "declares %s", size);
+			}
+			if (row->state == GPUCTL_LEASE_SHARED && k == 0) {
+				char room[32];
+				format_bytes(row->declared, size, sizeof(size));
+				format_bytes(row->room, room, sizeof(room));
+				note_add(note, sizeof(note), "%s declared in all, %s left to share",
+				         size, room);
+			}
+			if (row->foreign && k == 0) {
+				note_add(note, sizeof(note), "%s: ",
+				         row->busy ? "foreign"
+				                   : "foreign (below the busy thresholds)");
+				foreign_text(d, snap, row, note + strlen(note),
+				             sizeof(note) - strlen(note));
+			}
+			const char *cells[] = {
+			        label, suuid, state_name(row),     user, pid, job, command,
+			        lab,   age,   note[0] ? note : "-"};
+			r = text_table_add(t, cells);
 		}
-		if (row->reason)
-			snprintf(note, sizeof(note), "%s", row->reason);
-		if (row->foreign) {
-			size_t u = strlen(note);
-			if (u)
-				snprintf(note + u, sizeof(note) - u, "; ");
-			u = strlen(note);
-			snprintf(note + u, sizeof(note) - u, "foreign: ");
-			foreign_text(d, snap, row, note + strlen(note),
-			             sizeof(note) - strlen(note));
-		}
-		const char *cells[] = {label, suuid, state_name(row),     user, pid, job, command,
-		                       lab,   age,   note[0] ? note : "-"};
-		r = text_table_add(t, cells);
 		shown++;
 	}
 	if (r >= 0) {
@@ -388,24 +465,39 @@ static int rows_without_dir(struct ps_data *d, const struct gpuctl_snapshot *sna
 	return 0;
 }
 
-static int rows_from_list(struct ps_data *d, const struct gpuctl_lease_list *list)
+static int rows_from_list(struct ps_data *d, const struct gpuctl_lease_list *list,
+                          const struct gpuctl_snapshot *snap,
+                          const struct gpuctl_lease_request *lreq)
 {
 	size_t n = gpuctl_lease_list_count(list);
 	d->rows = calloc(n ? n : 1, sizeof(*d->rows));
-	d->owner_pids = calloc(n ? 2 * n : 1, sizeof(*d->owner_pids));
+	size_t npids = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t k = 0;
+		(void)gpuctl_lease_list_shares(list, i, NULL, NULL, &k);
+		npids += 2 * (k + 1);
+	}
+	d->owner_pids = calloc(npids ? npids : 1, sizeof(*d->owner_pids));
 	if (!d->rows || !d->owner_pids)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
 		struct ps_row *row = &d->rows[d->nrows];
 		int r = gpuctl_lease_list_get(list, i, &row->gpu, &row->mig, &row->state,
 		                              &row->owner, &row->reason);
+		if (r >= 0)
+			r = gpuctl_lease_list_shares(list, i, &row->declared, &row->sh, &row->n_sh);
 		if (r < 0)
 			return r;
+		if (row->state == GPUCTL_LEASE_SHARED)
+			row->room = gpuctl_lease_list_room(list, i, snap, lreq);
 		d->nrows++;
-		if (row->owner) {
-			d->owner_pids[d->nowner_pids++] = row->owner->pid;
-			if (row->owner->job_pid)
-				d->owner_pids[d->nowner_pids++] = row->owner->job_pid;
+		for (size_t k = 0; k < (row->n_sh ? row->n_sh : 1); k++) {
+			const struct gpuctl_lease_owner *w = row->n_sh ? row->sh[k] : row->owner;
+			if (!w)
+				continue;
+			d->owner_pids[d->nowner_pids++] = w->pid;
+			if (w->job_pid)
+				d->owner_pids[d->nowner_pids++] = w->job_pid;
 		}
 	}
 	return 0;
@@ -560,7 +652,8 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 	struct gpuctl_snapshot *snap = NULL;
 	struct gpuctl_lease_dir *dir = NULL;
 	struct gpuctl_lease_list *list = NULL;
-	struct gpuctl_devset *foreign = NULL;
+	struct gpuctl_devset *foreign = NULL, *busy = NULL;
+	struct gpuctl_lease_request lreq = GPUCTL_LEASE_REQUEST_INIT;
 	struct ps_data d = {0};
 	int opt, status, r;
 
@@ -601,9 +694,11 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 	if (waiting)
 		return ps_waiting(cli, lease_dir, json);
 
-	static const enum gpuctl_field fields[] = {GPUCTL_F_MIG_MODE};
-	status =
-	        cli_snapshot_fields(cli, GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG, fields, 1, &snap);
+	/* memory size: room left on shared devices; utilisation: the busy thresholds */
+	static const enum gpuctl_field fields[] = {GPUCTL_F_MIG_MODE, GPUCTL_F_MEMORY_TOTAL,
+	                                           GPUCTL_F_UTIL_GPU};
+	status = cli_snapshot_fields(cli, GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG, fields,
+	                             sizeof(fields) / sizeof(fields[0]), &snap);
 	if (status)
 		return status;
 	const char *path = filters_lease_dir_path(lease_dir);
@@ -615,9 +710,12 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 			goto out;
 		r = gpuctl_lease_list(cli->ctx, dir, snap, &list);
 		if (r >= 0)
-			r = rows_from_list(&d, list);
+			r = rows_from_list(&d, list, snap, &lreq);
+		/* every foreign process is shown; the thresholds say which make a device busy */
 		if (r >= 0)
-			r = gpuctl_lease_foreign(cli->ctx, dir, snap, &foreign);
+			r = gpuctl_lease_foreign(cli->ctx, dir, snap, NULL, &foreign);
+		if (r >= 0)
+			r = gpuctl_lease_foreign(cli->ctx, dir, snap, &lreq, &busy);
 	} else {
 		if (cli->verbose)
 			cli_error("ps: lease directory %s does not exist: nothing is leased", path);
@@ -633,11 +731,13 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 		struct ps_row *row = &d.rows[i];
 		if (foreign) {
 			row->foreign = gpuctl_devset_contains(foreign, row->gpu, row->mig);
+			row->busy = busy && gpuctl_devset_contains(busy, row->gpu, row->mig);
 		} else if (!exists) {
 			/* No lease directory: every compute process belongs to no lease. */
 			const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, row->gpu);
 			for (size_t k = 0; g && k < gpuctl_gpu_proc_count(g); k++)
 				row->foreign |= proc_on(g, gpuctl_gpu_proc(g, k), row->mig);
+			row->busy = row->foreign;
 		}
 	}
 	r = json ? print_json(&d, snap, path, exists, all) : print_table(&d, snap, all);
@@ -650,6 +750,7 @@ out:
 	free(d.rows);
 	free(d.owner_pids);
 	gpuctl_devset_free(foreign);
+	gpuctl_devset_free(busy);
 	gpuctl_lease_list_free(list);
 	gpuctl_lease_dir_free(dir);
 	gpuctl_snapshot_free(snap);

@@ -435,6 +435,12 @@ static int plan_child(struct run_child *c, const struct run_args *a,
 		if (r >= 0)
 			r = set_env(c, "GPUCTL_LEASE_DIR", a->lease_dir);
 	}
+	if (r >= 0 && a->lease_fds_text && a->sel.share) {
+		/* what the job declared (bytes per device): a job can cap its allocator with it */
+		char mem[24];
+		snprintf(mem, sizeof(mem), "%" PRIu64, a->sel.share_mem);
+		r = set_env(c, "GPUCTL_SHARE_MEM", mem);
+	}
 	if (r < 0)
 		return r;
 	if (from == to) {

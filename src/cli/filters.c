@@ -111,6 +111,17 @@ int filters_option(const struct cmd_entry *entry, struct select_args *o, int opt
 	case OPT_FILTER_IGNORE_FOREIGN:
 		o->ignore_foreign = true;
 		return 0;
+	case OPT_FILTER_SHARE:
+		o->share = true;
+		return 0;
+	case OPT_FILTER_MEM:
+		r = parse_size(arg, &o->share_mem, &why);
+		if (r < 0)
+			return cmd_usage_error(entry, "--mem: '%s': %s", arg, why);
+		if (o->share_mem == 0)
+			return cmd_usage_error(
+			        entry, "--mem: '%s': a shared job declares more than 0", arg);
+		return 0;
 	case OPT_FILTER_WAIT:
 		o->wait = true;
 		o->wait_s = -1;
@@ -135,7 +146,22 @@ int filters_check(const struct cmd_entry *entry, const struct select_args *o)
 	if (o->whole && o->req.mig_profile)
 		return cmd_usage_error(entry, "--mig '%s' and --whole conflict",
 		                       o->req.mig_profile);
+	if (o->share && !o->share_mem)
+		return cmd_usage_error(entry, "--share needs --mem SIZE (the memory the job uses "
+		                              "on each device)");
+	if (o->share_mem && !o->share)
+		return cmd_usage_error(entry, "--mem is the memory of a shared lease: add --share");
 	return 0;
+}
+
+void filters_lease_request(struct cli *cli, const struct select_args *o,
+                           struct gpuctl_lease_request *ret_lreq)
+{
+	(void)cli;
+	*ret_lreq = (struct gpuctl_lease_request)GPUCTL_LEASE_REQUEST_INIT;
+	ret_lreq->label = o->label;
+	ret_lreq->ignore_foreign = o->ignore_foreign;
+	ret_lreq->share_mem = o->share ? o->share_mem : 0;
 }
 
 /* Whether an outer allocation variable names MIG devices ("MIG-..." or "<gpu>:<mig>"), so that
@@ -274,6 +300,7 @@ static int exclude_leased(struct cli *cli, const struct cmd_entry *entry, struct
 	const char *path = filters_lease_dir_path(o->lease_dir);
 	struct gpuctl_lease_dir *dir = NULL;
 	struct gpuctl_lease_list *list = NULL;
+	struct gpuctl_lease_request lreq;
 	struct stat st;
 	int status = 0, r;
 
@@ -286,6 +313,7 @@ static int exclude_leased(struct cli *cli, const struct cmd_entry *entry, struct
 	status = filters_open_lease_dir(cli, entry, o->lease_dir, &dir);
 	if (status)
 		return status;
+	filters_lease_request(cli, o, &lreq);
 	r = gpuctl_lease_list(cli->ctx, dir, snap, &list);
 	if (r >= 0)
 		r = gpuctl_devset_new(&o->leased);
@@ -295,16 +323,22 @@ static int exclude_leased(struct cli *cli, const struct cmd_entry *entry, struct
 		enum gpuctl_lease_state state;
 		const struct gpuctl_lease_owner *owner;
 		const char *reason;
+		bool taken;
 		r = gpuctl_lease_list_get(list, i, &gpu, &mig, &state, &owner, &reason);
-		/* As select-and-lease does: an unusable lock file is never granted. */
-		if (r >= 0 && (state == GPUCTL_LEASE_HELD || state == GPUCTL_LEASE_UNUSABLE)) {
+		/* As select-and-lease does: an unusable lock file is never granted, a shared
+		 * device only to a shared request it has room for. */
+		taken = state == GPUCTL_LEASE_HELD || state == GPUCTL_LEASE_UNUSABLE ||
+		        (state == GPUCTL_LEASE_SHARED && !lreq.share_mem) ||
+		        (lreq.share_mem &&
+		         gpuctl_lease_list_room(list, i, snap, &lreq) < lreq.share_mem);
+		if (r >= 0 && taken) {
 			r = gpuctl_devset_add(o->leased, gpu, mig);
 			if (r == -EEXIST)
 				r = 0;
 		}
 	}
 	if (r >= 0 && mode == FILTERS_LEASE_EXCLUDE_FOREIGN && !o->ignore_foreign)
-		r = gpuctl_lease_foreign(cli->ctx, dir, snap, &o->foreign);
+		r = gpuctl_lease_foreign(cli->ctx, dir, snap, &lreq, &o->foreign);
 	if (r < 0) {
 		const char *msg = gpuctl_errmsg(cli->ctx);
 		cli_error("%s: lease directory %s: %s", entry->name, path,
@@ -534,16 +568,17 @@ int filters_select_lease(struct cli *cli, const struct cmd_entry *entry, struct 
 	}
 	if (o->req.mig_profile || (!o->ignore_outer && outer_names_mig()))
 		flags |= GPUCTL_SNAP_MIG;
+	if (o->share && o->req.min_free_mem < o->share_mem)
+		o->req.min_free_mem = o->share_mem; /* the declared memory must be free now, too */
 
 	status = take_snapshot(cli, entry, o, flags, fields, n, &snap);
 	if (status)
 		return status;
 
 	if (mode == FILTERS_LEASE_TAKE) {
-		struct gpuctl_lease_request lreq = GPUCTL_LEASE_REQUEST_INIT;
+		struct gpuctl_lease_request lreq;
+		filters_lease_request(cli, o, &lreq);
 		lreq.command = command;
-		lreq.label = o->label;
-		lreq.ignore_foreign = o->ignore_foreign;
 		status = filters_open_lease_dir(cli, entry, o->lease_dir, &dir);
 		if (status)
 			goto fail;

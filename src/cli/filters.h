@@ -25,6 +25,8 @@ struct select_args {
 	const char *lease_dir;            /* --lease-dir, NULL: $GPUCTL_LEASE_DIR or default */
 	const char *label;                /* --label, NULL when none */
 	bool ignore_foreign;              /* --ignore-foreign */
+	bool share;                       /* --share: a shared lease (docs/leases.md "Sharing") */
+	uint64_t share_mem;               /* --mem SIZE: the memory the job declares, 0: none */
 	struct gpuctl_devset *leased;     /* devices leased by others (owned), plain select */
 	struct gpuctl_devset *foreign;    /* devices busy without a lease (owned), plain select */
 	bool wait;                        /* --wait: wait for the devices when taking a lease */
@@ -65,6 +67,8 @@ enum {
 	OPT_FILTER_LABEL,
 	OPT_FILTER_IGNORE_FOREIGN,
 	OPT_FILTER_WAIT,
+	OPT_FILTER_SHARE,
+	OPT_FILTER_MEM,
 };
 
 /* The most seconds --wait=SECONDS may say (a year), and how often a waiter retries without a
@@ -90,6 +94,8 @@ enum {
 	        {"lease-dir", required_argument, NULL, OPT_FILTER_LEASE_DIR},                      \
 	        {"label", required_argument, NULL, OPT_FILTER_LABEL},                              \
 	        {"wait", optional_argument, NULL, OPT_FILTER_WAIT},                                \
+	        {"share", no_argument, NULL, OPT_FILTER_SHARE},                                    \
+	        {"mem", required_argument, NULL, OPT_FILTER_MEM},                                  \
 	{                                                                                          \
 		"ignore-foreign", no_argument, NULL, OPT_FILTER_IGNORE_FOREIGN                     \
 	}
@@ -118,7 +124,10 @@ enum {
 	"                        no lease (busy by default when taking a lease)\n"                 \
 	"  --wait[=SECONDS]      when taking a lease (run, select --hold): wait in line for the\n" \
 	"                        devices, forever or at most SECONDS (then exit 3); a request\n"   \
-	"                        no lease could ever satisfy fails at once\n"
+	"                        no lease could ever satisfy fails at once\n"                      \
+	"  --share --mem SIZE    a shared lease: other --share jobs may use the same devices\n"    \
+	"                        while the memory they all declare, plus a safety margin,\n"       \
+	"                        fits; never together with an exclusive lease\n"
 
 /* Handles one getopt_long result if it is a filter option. Returns 0 when it handled it,
  * CLI_EXIT_USAGE after printing the error for a bad value, -1 when opt is not a filter. */
@@ -150,6 +159,10 @@ int filters_select_lease(struct cli *cli, const struct cmd_entry *entry, struct 
  * and returning CLI_EXIT_FAILURE on failure. Creates the context if needed. */
 int filters_open_lease_dir(struct cli *cli, const struct cmd_entry *entry, const char *path,
                            struct gpuctl_lease_dir **ret_dir);
+
+/* The lease request o asks for (share, thresholds and margin from the configuration). */
+void filters_lease_request(struct cli *cli, const struct select_args *o,
+                           struct gpuctl_lease_request *ret_lreq);
 
 /* Frees what filters_select kept in o (the outer allocation, the lease exclusions). */
 void filters_done(struct select_args *o);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * lease.c: leases, i.e. exclusive flock(2)s on DIR/locks/<UUID>.lock (docs/leases.md,
- * design.md §2.4, §7). Tests: tests/unit/test-lease.c.
+ * lease.c: leases, i.e. exclusive flock(2)s on DIR/locks/<UUID>.lock, and shared leases (a
+ * shared flock plus OFD read locks that declare memory) (docs/leases.md, design.md §2.4, §7).
+ * Tests: tests/unit/test-lease.c, tests/cli/test_leases.py, test_wait.py, test_share.py.
  *
  * Decisions:
  * - Everything below the lease directory is reached with *at() calls relative to directory
@@ -45,6 +46,17 @@
  *   run through gpuctl_select one device at a time; malformed: every GPU). Wake-ups are
  *   inotify events filtered by a fingerprint of /proc/locks and the ticket names that opens no
  *   lock file (so checking it makes no event).
+ * - Sharing (docs/leases.md "Sharing"): a device is SHARED when an exclusive probe fails and a
+ *   shared one succeeds. Declared memory is one locked byte per MiB (OFD read locks on the lock
+ *   file, placed under select.lock in free ranges below the capacity), counted by F_OFD_GETLK
+ *   scans: kernel truth, like the lease itself. A shared request also raises min_free_mem to
+ *   what it declares. Shared records are named <UUID>@<tag>.json (one per lease; tag = the
+ *   creating pid), pruned by the same user's next shared lease once their holders are gone.
+ * - A zombie (state Z or X in /proc/<pid>/stat) counts as gone: it holds no descriptor, and in
+ *   some containers nothing reaps it.
+ * - Readers that probe (gpuctl_lease_list, gpuctl_lease_foreign) hold select.lock shared while
+ *   they do, so their momentary flocks never make a select-and-lease see a free device as held.
+ *   Inside select-and-lease (select.lock already exclusive) the internal lease_foreign is used.
  * - Record format: one JSON object (docs/leases.md), written by hand with escaping; read back by
  *   a small strict parser (RECORD_MAX bytes at most; strings, non-negative integers and null;
  *   anything else makes the record unreadable). Control characters in strings become '?'.
@@ -71,15 +83,19 @@
 #include <unistd.h>
 
 #include "ctx.h"
+#include "lease-internal.h"
 #include "snapshot-internal.h"
 #include "util.h"
 
 #define DEFAULT_LEASE_DIR "/run/gpuctl"
-#define RECORD_MAX        16384 /* bytes: a longer record is unreadable */
-#define UUID_MAX          96    /* characters of a GPU-/MIG- UUID we accept */
-#define ANCESTOR_MAX      64    /* levels of the parent walk */
-#define REASON_MAX        160   /* an UNUSABLE/UNINITIALISED reason */
-#define LOCKS_LINE_MAX    512   /* a /proc/locks line */
+#define RECORD_MAX        16384           /* bytes: a longer record is unreadable */
+#define UUID_MAX          96              /* characters of a GPU-/MIG- UUID we accept */
+#define ANCESTOR_MAX      64              /* levels of the parent walk */
+#define REASON_MAX        160             /* an UNUSABLE/UNINITIALISED reason */
+#define LOCKS_LINE_MAX    512             /* a /proc/locks line */
+#define SHARE_UNIT        (1024u * 1024u) /* bytes per locked byte of a shared lease */
+#define SHARE_RANGES_MAX  1024 /* locked ranges a scan follows; more: the device counts full */
+#define SHARE_SPACE       ((uint64_t)1 << 40) /* units a scan looks at (1 EiB of memory) */
 
 struct gpuctl_lease_dir {
 	char *path;    /* as opened (for messages), owned */
@@ -103,6 +119,8 @@ struct record {
 	char *user;               /* user name, or NULL */
 	char *command;            /* command line, or NULL */
 	char *label;              /* label, or NULL */
+	uint64_t share_mem;       /* bytes a shared lease declared; 0: exclusive */
+	bool shared;              /* a shared lease's record (<UUID>@<tag>.json) */
 	bool pid_alive;           /* pid is alive with that start time and owner */
 	bool job_alive;           /* job_pid likewise */
 };
@@ -117,19 +135,26 @@ struct lease_dev {
 struct gpuctl_lease {
 	struct lease_dev *devs; /* the leased devices, owned */
 	size_t n;               /* entries in devs */
+	uint64_t share_mem;     /* bytes declared per device; 0: exclusive */
+	uint32_t tag;           /* a shared lease's record names: <UUID>@<tag>.json (creator pid) */
 	int user_fd;            /* owners/<euid>/, -1 when records cannot be written */
 	char *command;          /* for the records, owned, may be NULL */
 	char *label;            /* for the records, owned, may be NULL */
 };
 
 struct list_entry {
-	size_t gpu;                      /* snapshot index */
-	int mig;                         /* MIG index, -1 for the whole GPU */
-	enum gpuctl_lease_state state;   /* what the probe found */
-	char *reason;                    /* UNUSABLE/UNINITIALISED: why; owned */
-	bool has_owner;                  /* owner is filled */
-	struct gpuctl_lease_owner owner; /* strings point into rec */
-	struct record rec;               /* the chosen record (strings owned) */
+	size_t gpu;                           /* snapshot index */
+	int mig;                              /* MIG index, -1 for the whole GPU */
+	enum gpuctl_lease_state state;        /* what the probe found */
+	char *reason;                         /* UNUSABLE/UNINITIALISED: why; owned */
+	bool has_owner;                       /* owner is filled */
+	struct gpuctl_lease_owner owner;      /* strings point into rec */
+	struct record rec;                    /* the chosen record (strings owned) */
+	uint64_t declared;                    /* SHARED: bytes the shared leases' locks declare */
+	struct record *sh_recs;               /* SHARED: the counting records (owned) */
+	struct gpuctl_lease_owner *sh_owners; /* their owner facts, strings in sh_recs */
+	const struct gpuctl_lease_owner **sh_ptrs; /* pointers to sh_owners, for the API */
+	size_t n_sh;                               /* entries in the three */
 };
 
 struct gpuctl_lease_list {
@@ -271,6 +296,10 @@ static int proc_stat(pid_t pid, pid_t *ret_ppid, uint64_t *ret_start)
 	cur = p + 1;
 	for (char *t = next_tok(&cur); t; t = next_tok(&cur)) {
 		field++;
+		/* a zombie has ended: it holds no descriptor, so no lease (no init reaps it in
+		 * some containers) */
+		if (field == 3 && (t[0] == 'Z' || t[0] == 'X'))
+			return -ESRCH;
 		if (field == 4 && ret_ppid) {
 			if (!parse_u64(t, strlen(t), &v) || v > INT32_MAX)
 				return -EIO;
@@ -677,21 +706,236 @@ static int lock_open(const struct gpuctl_lease_dir *dir, const char *uuid, bool 
 	return GPUCTL_LEASE_FREE;
 }
 
-/* Probes a device: a non-blocking flock on a fresh description (dropped at once). */
-static int probe(const struct gpuctl_lease_dir *dir, const char *uuid, bool create,
-                 struct stat *ret_st, char *reason, size_t rsize)
+/* The lease request's fields as this library knows them (a caller built against an older header
+ * passes a smaller struct: the rest keep their defaults). */
+static void lease_request_copy(struct gpuctl_lease_request *dst,
+                               const struct gpuctl_lease_request *src)
+{
+	*dst = (struct gpuctl_lease_request)GPUCTL_LEASE_REQUEST_INIT;
+	if (src)
+		memcpy(dst, src, src->struct_size < sizeof(*dst) ? src->struct_size : sizeof(*dst));
+	dst->struct_size = sizeof(*dst);
+}
+
+/* ---- sharing (docs/leases.md "Sharing") ----
+ *
+ * A shared lease holds a shared flock on the device's lock file (so no exclusive lease can be
+ * taken) and, on the same open file description, OFD read locks on byte ranges of that file:
+ * byte k stands for MiB k of the device's memory, and the bytes a lease locks are the memory it
+ * declared. The kernel drops both with the description, so the declared total is always the
+ * live leases' own, whatever the records say. Ranges are placed under select.lock, never
+ * overlapping; a scan asks F_OFD_GETLK for a write lock (which any read lock conflicts with).
+ */
+
+struct share_range {
+	uint64_t start, end; /* units, [start, end) */
+};
+
+/* Appends the locked ranges of fd's file within [a, b) to v (*n entries). The kernel answers
+ * with one conflicting lock at a time; the part left of it is asked again (recursion), the part
+ * right of it by the loop. -E2BIG past SHARE_RANGES_MAX. */
+static int share_collect(int fd, uint64_t a, uint64_t b, struct share_range *v, size_t *n)
+{
+	while (a < b) {
+		struct flock q = {.l_type = F_WRLCK,
+		                  .l_whence = SEEK_SET,
+		                  .l_start = (off_t)a,
+		                  .l_len = (off_t)(b - a)};
+		uint64_t s, e;
+
+		if (fcntl(fd, F_OFD_GETLK, &q) < 0)
+			return -errno;
+		if (q.l_type == F_UNLCK)
+			return 0;
+		if (*n >= SHARE_RANGES_MAX)
+			return -E2BIG;
+		s = q.l_start < (off_t)a ? a : (uint64_t)q.l_start;
+		e = q.l_len <= 0 || (uint64_t)q.l_start + (uint64_t)q.l_len > b
+		            ? b
+		            : (uint64_t)q.l_start + (uint64_t)q.l_len;
+		if (e <= s)
+			return -EIO; /* a conflict always overlaps what was asked */
+		v[(*n)++] = (struct share_range){s, e};
+		if (s > a) {
+			int r = share_collect(fd, a, s, v, n);
+
+			if (r < 0)
+				return r;
+		}
+		a = e;
+	}
+	return 0;
+}
+
+static int share_range_cmp(const void *x, const void *y)
+{
+	const struct share_range *a = x, *b = y;
+
+	return a->start < b->start ? -1 : a->start > b->start;
+}
+
+/* The locked ranges of fd's file, sorted and merged (*ret_v owned by the caller), and the units
+ * they cover. */
+static int share_scan(int fd, struct share_range **ret_v, size_t *ret_n, uint64_t *ret_used)
+{
+	_cleanup_free_ struct share_range *v = calloc(SHARE_RANGES_MAX, sizeof(*v));
+	size_t n = 0, m = 0;
+	uint64_t used = 0;
+	int r;
+
+	if (!v)
+		return -ENOMEM;
+	r = share_collect(fd, 0, SHARE_SPACE, v, &n);
+	if (r < 0)
+		return r;
+	qsort(v, n, sizeof(*v), share_range_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (m > 0 && v[i].start <= v[m - 1].end) {
+			if (v[i].end > v[m - 1].end)
+				v[m - 1].end = v[i].end;
+			continue;
+		}
+		v[m++] = v[i];
+	}
+	for (size_t i = 0; i < m; i++)
+		used += v[i].end - v[i].start;
+	if (ret_v)
+		*ret_v = TAKE_PTR(v);
+	if (ret_n)
+		*ret_n = m;
+	*ret_used = used;
+	return 0;
+}
+
+/* Locks need units of the free space below cap (units) on fd, lowest first. -ENOSPC when there
+ * is not that much. Under select.lock: nothing else places ranges meanwhile. */
+static int share_take(int fd, uint64_t need, uint64_t cap)
+{
+	_cleanup_free_ struct share_range *v = NULL;
+	size_t n = 0;
+	uint64_t used = 0, at = 0;
+	int r = share_scan(fd, &v, &n, &used);
+
+	if (r < 0)
+		return r;
+	for (size_t i = 0; need > 0 && at < cap && i <= n; i++) {
+		uint64_t gap_end = i < n ? v[i].start : cap;
+		uint64_t len;
+		struct flock l = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
+
+		if (gap_end > cap)
+			gap_end = cap;
+		if (gap_end > at) {
+			len = gap_end - at < need ? gap_end - at : need;
+			l.l_start = (off_t)at;
+			l.l_len = (off_t)len;
+			if (fcntl(fd, F_OFD_SETLK, &l) < 0)
+				return -errno;
+			need -= len;
+		}
+		if (i < n && v[i].end > at)
+			at = v[i].end;
+	}
+	return need > 0 ? -ENOSPC : 0;
+}
+
+/* A device's total memory in bytes (0 when unknown: nothing can be shared on it). */
+static uint64_t device_memory(const struct gpuctl_snapshot *snap, size_t g, int mig)
+{
+	int64_t v = 0;
+
+	if (mig < 0)
+		(void)gpuctl_gpu_int(&snap->gpus[g], GPUCTL_F_MEMORY_TOTAL, &v);
+	else if (snap->gpus[g].migs[mig].valid[GPUCTL_MIG_MEMORY_TOTAL])
+		v = snap->gpus[g].migs[mig].ints[GPUCTL_MIG_MEMORY_TOTAL];
+	return v > 0 ? (uint64_t)v : 0;
+}
+
+/* "10 GiB", "512 MiB" or "1234 B": the largest binary unit that divides bytes exactly. */
+static const char *size_text_of(uint64_t bytes, char *buf, size_t size)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	size_t u = 0;
+
+	while (u + 1 < ELEMENTSOF(units) && bytes >= 1024 && bytes % 1024 == 0) {
+		bytes /= 1024;
+		u++;
+	}
+	(void)snprintf(buf, size, "%" PRIu64 " %s", bytes, units[u]);
+	return buf;
+}
+
+/* Units of a device of total bytes that shared leases may declare: total less the margin. */
+static uint64_t share_capacity(uint64_t total, const struct gpuctl_lease_request *lr)
+{
+	uint64_t margin;
+
+	if (!lr->share_margin_is_pct)
+		margin = lr->share_margin;
+	else if (lr->share_margin >= 100)
+		margin = total;
+	else if (total <= UINT64_MAX / 100)
+		margin = (total * lr->share_margin + 99) / 100; /* rounded up: the safe side */
+	else
+		margin = total / 100 * lr->share_margin + total / 100;
+
+	return margin >= total ? 0 : (total - margin) / SHARE_UNIT;
+}
+
+/* Probes a device: a non-blocking exclusive flock on a fresh description (dropped at once);
+ * when that fails, a shared one tells SHARED from HELD. For SHARED, *ret_used (when asked)
+ * gets the units its shared leases declare (UINT64_MAX when they cannot be counted). */
+static int probe_used(const struct gpuctl_lease_dir *dir, const char *uuid, bool create,
+                      struct stat *ret_st, uint64_t *ret_used, char *reason, size_t rsize)
 {
 	_cleanup_close_ int fd = -1;
 	int s = lock_open(dir, uuid, create, &fd, ret_st, reason, rsize);
 
+	if (ret_used)
+		*ret_used = 0;
 	if (s != GPUCTL_LEASE_FREE || fd < 0)
 		return s;
 	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
 		return GPUCTL_LEASE_FREE; /* closing fd drops it */
+	if (errno == EWOULDBLOCK && flock(fd, LOCK_SH | LOCK_NB) == 0) {
+		if (ret_used && share_scan(fd, NULL, NULL, ret_used) < 0)
+			*ret_used = UINT64_MAX;
+		return GPUCTL_LEASE_SHARED;
+	}
 	if (errno == EWOULDBLOCK)
 		return GPUCTL_LEASE_HELD;
 	(void)snprintf(reason, rsize, "locks/%s.lock: flock: %s", uuid, strerror(errno));
 	return GPUCTL_LEASE_UNUSABLE;
+}
+
+static int probe(const struct gpuctl_lease_dir *dir, const char *uuid, bool create,
+                 struct stat *ret_st, char *reason, size_t rsize)
+{
+	return probe_used(dir, uuid, create, ret_st, NULL, reason, rsize);
+}
+
+static bool held(int state)
+{
+	return state == GPUCTL_LEASE_HELD || state == GPUCTL_LEASE_SHARED;
+}
+
+/* A shared lock on select.lock for readers that probe lock files (list, foreign, ps): probes
+ * take flocks themselves, and one taken while a select-and-lease runs could make it see a free
+ * device as leased. Returns the descriptor to close, or -1 when select.lock is missing or
+ * unsafe (then probe without it: a reader's result is a moment's view anyway). */
+static int select_lock_shared(const struct gpuctl_lease_dir *dir)
+{
+	_cleanup_close_ int fd =
+	        openat(dir->fd, "select.lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	struct stat st;
+
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != dir->owner ||
+	    (st.st_mode & (S_IWGRP | S_IWOTH)))
+		return -1;
+	while (flock(fd, LOCK_SH) < 0)
+		if (errno != EINTR)
+			return -1;
+	return TAKE_FD(fd);
 }
 
 static const char *dev_uuid(const struct gpuctl_snapshot *snap, size_t g, int mig)
@@ -817,11 +1061,10 @@ static int user_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *
 	return 0;
 }
 
-/* Writes owners/<euid>/<uuid>.json atomically: a temporary file of a random name, fsync,
- * renameat. */
-static int record_write(int ufd, const char *uuid, const char *text, size_t len)
+/* Writes owners/<euid>/<name> atomically: a temporary file of a random name, fsync, renameat. */
+static int record_write(int ufd, const char *name, const char *text, size_t len)
 {
-	char tmp[64], name[UUID_MAX + 8];
+	char tmp[64];
 	_cleanup_close_ int fd = -1;
 	int r;
 
@@ -843,7 +1086,6 @@ static int record_write(int ufd, const char *uuid, const char *text, size_t len)
 		r = write_all(fd, text, len);
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
-	(void)snprintf(name, sizeof(name), "%s.json", uuid);
 	if (r == 0 && renameat(ufd, tmp, ufd, name) < 0)
 		r = -errno;
 	if (r < 0)
@@ -874,6 +1116,13 @@ static int lease_write_records(struct gpuctl_ctx *ctx, struct gpuctl_lease *leas
 			                 (int)job_pid, strerror(-r));
 	}
 	for (size_t i = 0; i < lease->n; i++) {
+		char name[UUID_MAX + 24];
+
+		if (lease->share_mem > 0)
+			(void)snprintf(name, sizeof(name), "%s@%" PRIu32 ".json",
+			               lease->devs[i].uuid, lease->tag);
+		else
+			(void)snprintf(name, sizeof(name), "%s.json", lease->devs[i].uuid);
 		b.len = 0;
 		sb_add(&b,
 		       "{\"version\":1,\"device\":\"%s\",\"pid\":%d,\"pid_start_ticks\":%" PRIu64
@@ -886,16 +1135,18 @@ static int lease_write_records(struct gpuctl_ctx *ctx, struct gpuctl_lease *leas
 		sb_str(&b, lease->command, 4096);
 		sb_add(&b, ",\"label\":");
 		sb_str(&b, lease->label, 1024);
+		if (lease->share_mem > 0)
+			sb_add(&b, ",\"share_mem\":%" PRIu64, lease->share_mem);
 		sb_add(&b, ",\"created\":%" PRIu64 "}\n", (uint64_t)time(NULL));
 		if (b.oom) {
 			free(b.p);
 			return ctx_error(ctx, -ENOMEM, "out of memory");
 		}
-		r = record_write(lease->user_fd, lease->devs[i].uuid, b.p, b.len);
+		r = record_write(lease->user_fd, name, b.p, b.len);
 		if (r < 0) {
 			free(b.p);
-			return ctx_error(ctx, r, "owner record owners/%u/%s.json: %s",
-			                 (unsigned)geteuid(), lease->devs[i].uuid, strerror(-r));
+			return ctx_error(ctx, r, "owner record owners/%u/%s: %s",
+			                 (unsigned)geteuid(), name, strerror(-r));
 		}
 	}
 	free(b.p);
@@ -1003,7 +1254,8 @@ static int record_parse(const char *text, size_t len, struct record *r)
 {
 	static const char *const keys[] = {
 	        "version",    "device", "pid",  "pid_start_ticks", "job_pid", "job_start_ticks",
-	        "start_time", "uid",    "user", "command",         "label",   "created"};
+	        "start_time", "uid",    "user", "command",         "label",   "created",
+	        "share_mem"};
 	bool seen[ELEMENTSOF(keys)] = {0};
 	struct jp p = {text, text + len};
 	int rr;
@@ -1075,6 +1327,8 @@ static int record_parse(const char *text, size_t len, struct record *r)
 				r->command = TAKE_PTR(sval);
 			else if (streq(key, "label"))
 				r->label = TAKE_PTR(sval);
+			else if (streq(key, "share_mem"))
+				r->share_mem = num;
 			else if (streq(key, "device") && !is_null && !streq(sval, r->uuid))
 				return -EINVAL; /* a record copied under another name */
 		}
@@ -1136,6 +1390,35 @@ static void closedirp(DIR **d)
 		(void)closedir(*d);
 }
 
+/* A record's file name: "<UUID>.json" (an exclusive lease's) or "<UUID>@<tag>.json" (a shared
+ * lease's; tag: 1 to 10 digits). Writes the UUID to uuid[UUID_MAX + 1]. */
+static bool record_name_parse(const char *name, char *uuid, bool *ret_shared)
+{
+	size_t l = strlen(name), base;
+	const char *at;
+
+	if (l <= 5 || !streq(name + l - 5, ".json"))
+		return false;
+	base = l - 5;
+	at = memchr(name, '@', base);
+	*ret_shared = at != NULL;
+	if (at) {
+		size_t digits = base - (size_t)(at - name) - 1;
+
+		if (digits < 1 || digits > 10)
+			return false;
+		for (size_t i = 1; i <= digits; i++)
+			if (at[i] < '0' || at[i] > '9')
+				return false;
+		base = (size_t)(at - name);
+	}
+	if (base > UUID_MAX)
+		return false;
+	memcpy(uuid, name, base);
+	uuid[base] = '\0';
+	return uuid_ok(uuid);
+}
+
 /* Opens dfd's directory afresh for reading (own offset) as a DIR. */
 static DIR *dir_reopen(int dfd)
 {
@@ -1189,17 +1472,15 @@ static int records_load(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *d
 		ud = dir_reopen(ufd);
 		while (ud && (fe = readdir(ud))) {
 			char uuid[UUID_MAX + 1];
-			size_t l = strlen(fe->d_name);
 			struct record rec = {0};
+			bool shared;
 			int r;
 
-			if (l <= 5 || l - 5 > UUID_MAX || !streq(fe->d_name + l - 5, ".json"))
-				continue;
-			memcpy(uuid, fe->d_name, l - 5);
-			uuid[l - 5] = '\0';
-			if (!uuid_ok(uuid) || (only_uuid && !streq(uuid, only_uuid)))
+			if (!record_name_parse(fe->d_name, uuid, &shared) ||
+			    (only_uuid && !streq(uuid, only_uuid)))
 				continue;
 			r = record_read(ufd, (uid_t)uid, fe->d_name, uuid, &rec);
+			rec.shared = shared;
 			if (r == -ENOMEM) {
 				records_free(v, n);
 				return ctx_error(ctx, -ENOMEM, "out of memory");
@@ -1233,6 +1514,31 @@ static int records_load(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *d
 	return 0;
 }
 
+/* Removes the caller's shared-lease records whose holder and job are both gone: each shared
+ * lease has a record name of its own, so no later lease replaces them. */
+static void records_prune_shared(int ufd)
+{
+	_cleanup_(closedirp) DIR *d = dir_reopen(ufd);
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		char uuid[UUID_MAX + 1];
+		struct record rec = {0};
+		bool shared = false, live;
+		int r;
+
+		if (!record_name_parse(de->d_name, uuid, &shared) || !shared)
+			continue;
+		r = record_read(ufd, geteuid(), de->d_name, uuid, &rec);
+		if (r == -ENOMEM)
+			return;
+		live = r == 0 && (rec.pid_alive || rec.job_alive);
+		record_clear(&rec);
+		if (!live)
+			(void)unlinkat(ufd, de->d_name, 0);
+	}
+}
+
 /* ---- list ---- */
 
 void gpuctl_lease_list_free(struct gpuctl_lease_list *list)
@@ -1242,6 +1548,9 @@ void gpuctl_lease_list_free(struct gpuctl_lease_list *list)
 	for (size_t i = 0; i < list->n; i++) {
 		free(list->e[i].reason);
 		record_clear(&list->e[i].rec);
+		records_free(list->e[i].sh_recs, list->e[i].n_sh);
+		free(list->e[i].sh_owners);
+		free(list->e[i].sh_ptrs);
 	}
 	free(list->e);
 	free(list);
@@ -1274,6 +1583,83 @@ int gpuctl_lease_list_get(const struct gpuctl_lease_list *list, size_t i, size_t
 	return 0;
 }
 
+int gpuctl_lease_list_shares(const struct gpuctl_lease_list *list, size_t i, uint64_t *ret_declared,
+                             const struct gpuctl_lease_owner *const **ret_owners, size_t *ret_n)
+{
+	const struct list_entry *e;
+
+	if (!list || i >= list->n)
+		return -EINVAL;
+	e = &list->e[i];
+	if (ret_declared)
+		*ret_declared = e->declared;
+	if (ret_owners)
+		*ret_owners = e->sh_ptrs;
+	if (ret_n)
+		*ret_n = e->n_sh;
+	return 0;
+}
+
+uint64_t gpuctl_lease_list_room(const struct gpuctl_lease_list *list, size_t i,
+                                const struct gpuctl_snapshot *snap,
+                                const struct gpuctl_lease_request *lreq)
+{
+	struct gpuctl_lease_request lr;
+	const struct list_entry *e;
+	uint64_t cap, used;
+
+	if (!list || i >= list->n || !snap)
+		return 0;
+	e = &list->e[i];
+	if ((e->state != GPUCTL_LEASE_FREE && e->state != GPUCTL_LEASE_SHARED) ||
+	    e->gpu >= snap->n_gpus || (e->mig >= 0 && (size_t)e->mig >= snap->gpus[e->gpu].n_migs))
+		return 0;
+	lease_request_copy(&lr, lreq);
+	cap = share_capacity(device_memory(snap, e->gpu, e->mig), &lr);
+	used = e->declared / SHARE_UNIT;
+	return used >= cap ? 0 : (cap - used) * SHARE_UNIT;
+}
+
+static struct gpuctl_lease_owner owner_of(const struct record *r)
+{
+	return (struct gpuctl_lease_owner){
+	        .uid = r->uid,
+	        .user = r->user,
+	        .pid = r->pid,
+	        .job_pid = r->job_pid,
+	        .start_time = r->start_time,
+	        .command = r->command,
+	        .label = r->label,
+	        .share_mem = r->shared ? r->share_mem : 0,
+	};
+}
+
+/* Moves the counting shared records of uuid out of v into e (their slots in v are left empty). */
+static int list_take_shares(struct list_entry *e, struct record *v, size_t n, const char *uuid)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		k += v[i].shared && streq(v[i].uuid, uuid);
+	if (k == 0)
+		return 0;
+	e->sh_recs = calloc(k, sizeof(*e->sh_recs));
+	e->sh_owners = calloc(k, sizeof(*e->sh_owners));
+	e->sh_ptrs = calloc(k, sizeof(*e->sh_ptrs));
+	if (!e->sh_recs || !e->sh_owners || !e->sh_ptrs)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i].shared || !streq(v[i].uuid, uuid))
+			continue;
+		e->sh_recs[e->n_sh] = v[i];
+		v[i] = (struct record){0};
+		e->sh_owners[e->n_sh] = owner_of(&e->sh_recs[e->n_sh]);
+		e->sh_ptrs[e->n_sh] = &e->sh_owners[e->n_sh];
+		e->n_sh++;
+	}
+	return 0;
+}
+
 /* Picks the record of a HELD device (see the file-top decision); -1 if none. */
 static ssize_t pick_record(const struct record *v, size_t n, const char *uuid,
                            const struct stat *st)
@@ -1283,7 +1669,7 @@ static ssize_t pick_record(const struct record *v, size_t n, const char *uuid,
 	size_t count = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		if (!streq(v[i].uuid, uuid))
+		if (v[i].shared || !streq(v[i].uuid, uuid))
 			continue;
 		if (holder > 0 && ((v[i].pid_alive || v[i].job_alive) &&
 		                   ((pid_t)v[i].pid == holder || (pid_t)v[i].job_pid == holder)))
@@ -1298,12 +1684,14 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                       const struct gpuctl_snapshot *snap, struct gpuctl_lease_list **ret_list)
 {
 	_cleanup_(gpuctl_lease_list_freep) struct gpuctl_lease_list *l = NULL;
+	_cleanup_close_ int sfd = -1;
 	struct record *recs = NULL;
 	size_t n_recs = 0, total = 0;
 	int r;
 
 	if (!dir || !snap || !ret_list)
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	sfd = select_lock_shared(dir);
 	for (size_t g = 0; g < snap->n_gpus; g++)
 		total += 1 + snap->gpus[g].n_migs;
 	l = calloc(1, sizeof(*l));
@@ -1318,12 +1706,13 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 			const char *u = dev_uuid(snap, g, m);
 			char reason[REASON_MAX] = "";
 			struct stat st;
+			uint64_t used = 0;
 			ssize_t k;
 
 			e->gpu = g;
 			e->mig = m;
-			e->state = (enum gpuctl_lease_state)probe(dir, u, false, &st, reason,
-			                                          sizeof(reason));
+			e->state = (enum gpuctl_lease_state)probe_used(dir, u, false, &st, &used,
+			                                               reason, sizeof(reason));
 			if (e->state == GPUCTL_LEASE_UNUSABLE ||
 			    e->state == GPUCTL_LEASE_UNINITIALISED) {
 				e->reason = strdup(reason);
@@ -1332,25 +1721,28 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 					return ctx_error(ctx, -ENOMEM, "out of memory");
 				}
 			}
+			if (e->state == GPUCTL_LEASE_SHARED) {
+				e->declared = used > UINT64_MAX / SHARE_UNIT ? UINT64_MAX
+				                                             : used * SHARE_UNIT;
+				if (list_take_shares(e, recs, n_recs, u) < 0) {
+					records_free(recs, n_recs);
+					return ctx_error(ctx, -ENOMEM, "out of memory");
+				}
+				if (e->n_sh > 0) {
+					e->has_owner = true;
+					e->owner = e->sh_owners[0];
+				}
+				continue;
+			}
 			if (e->state != GPUCTL_LEASE_HELD)
 				continue;
 			k = pick_record(recs, n_recs, u, &st);
 			if (k < 0)
 				continue;
 			e->rec = recs[k];
-			recs[k].user = recs[k].command = recs[k].label = NULL;
-			recs[k].pid_alive = recs[k].job_alive = false;
-			recs[k].uuid[0] = '\0'; /* taken */
+			recs[k] = (struct record){0}; /* taken */
 			e->has_owner = true;
-			e->owner = (struct gpuctl_lease_owner){
-			        .uid = e->rec.uid,
-			        .user = e->rec.user,
-			        .pid = e->rec.pid,
-			        .job_pid = e->rec.job_pid,
-			        .start_time = e->rec.start_time,
-			        .command = e->rec.command,
-			        .label = e->rec.label,
-			};
+			e->owner = owner_of(&e->rec);
 		}
 	records_free(recs, n_recs);
 	*ret_list = TAKE_PTR(l);
@@ -1403,17 +1795,34 @@ static bool belongs(const struct gpuctl_snapshot *snap, const struct record *v, 
 	return false;
 }
 
-int gpuctl_lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
-                         const struct gpuctl_snapshot *snap, struct gpuctl_devset **ret_set)
+/* A device's foreign processes: how many, and their memory (UINT64_MAX when one does not say). */
+struct foreign_use {
+	size_t n;
+	uint64_t mem;
+};
+
+/* Whether a device with foreign use u and GPU utilisation util (-1: unknown) counts as busy. */
+static bool foreign_busy(const struct foreign_use *u, int util,
+                         const struct gpuctl_lease_request *lr)
+{
+	if (u->n == 0)
+		return false;
+	if (lr->busy_memory == 0 || u->mem > lr->busy_memory)
+		return true;
+	return lr->busy_utilization >= 0 && util > lr->busy_utilization;
+}
+
+static int lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                         const struct gpuctl_snapshot *snap, const struct gpuctl_lease_request *lr,
+                         struct gpuctl_devset **ret_set)
 {
 	struct gpuctl_devset *set = NULL;
 	struct record *recs = NULL;
-	_cleanup_free_ bool *held = NULL;
-	size_t n_recs = 0;
+	_cleanup_free_ bool *held_rec = NULL;
+	_cleanup_free_ struct foreign_use *use = NULL;
+	size_t n_recs = 0, n_dev = 0;
 	int r;
 
-	if (!dir || !snap || !ret_set)
-		return ctx_error(ctx, -EINVAL, "invalid arguments");
 	r = gpuctl_devset_new(&set);
 	if (r < 0)
 		return ctx_error(ctx, r, "out of memory");
@@ -1428,8 +1837,11 @@ int gpuctl_lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 		gpuctl_devset_free(set);
 		return r;
 	}
-	held = calloc(n_recs ? n_recs : 1, sizeof(*held));
-	if (!held) {
+	held_rec = calloc(n_recs ? n_recs : 1, sizeof(*held_rec));
+	for (size_t g = 0; g < snap->n_gpus; g++)
+		n_dev += 1 + snap->gpus[g].n_migs;
+	use = calloc(n_dev ? n_dev : 1, sizeof(*use));
+	if (!held_rec || !use) {
 		records_free(recs, n_recs);
 		gpuctl_devset_free(set);
 		return ctx_error(ctx, -ENOMEM, "out of memory");
@@ -1437,11 +1849,11 @@ int gpuctl_lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	for (size_t i = 0; i < n_recs; i++) {
 		char reason[REASON_MAX];
 
-		held[i] = probe(dir, recs[i].uuid, false, NULL, reason, sizeof(reason)) ==
-		          GPUCTL_LEASE_HELD;
+		held_rec[i] = held(probe(dir, recs[i].uuid, false, NULL, reason, sizeof(reason)));
 	}
-	for (size_t g = 0; g < snap->n_gpus; g++) {
+	for (size_t g = 0, base = 0; g < snap->n_gpus; base += 1 + snap->gpus[g].n_migs, g++) {
 		const struct gpuctl_gpu *gp = &snap->gpus[g];
+		int64_t util = -1;
 
 		for (size_t i = 0; i < gp->n_procs; i++) {
 			const struct gpuctl_proc *pr = &gp->procs[i];
@@ -1456,9 +1868,23 @@ int gpuctl_lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 					    pr->ci == (uint64_t)mg->ints[GPUCTL_MIG_CI])
 						mig = (int)m;
 				}
-			if (belongs(snap, recs, n_recs, held, g, mig, (pid_t)pr->pid))
+			struct foreign_use *u = &use[base + 1 + (size_t)mig];
+
+			if (belongs(snap, recs, n_recs, held_rec, g, mig, (pid_t)pr->pid))
 				continue;
-			r = gpuctl_devset_add(set, g, mig);
+			u->n++;
+			if (!pr->has_memory || pr->used_memory < 0 ||
+			    u->mem > UINT64_MAX - (uint64_t)pr->used_memory)
+				u->mem = UINT64_MAX;
+			else
+				u->mem += (uint64_t)pr->used_memory;
+		}
+		(void)gpuctl_gpu_int(gp, GPUCTL_F_UTIL_GPU, &util);
+		for (int m = -1; m < (int)gp->n_migs; m++) {
+			/* a MIG device's utilisation is not known: memory decides */
+			if (!foreign_busy(&use[base + 1 + (size_t)m], m < 0 ? (int)util : -1, lr))
+				continue;
+			r = gpuctl_devset_add(set, g, m);
 			if (r < 0 && r != -EEXIST) {
 				records_free(recs, n_recs);
 				gpuctl_devset_free(set);
@@ -1469,6 +1895,20 @@ int gpuctl_lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	records_free(recs, n_recs);
 	*ret_set = set;
 	return 0;
+}
+
+int gpuctl_lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                         const struct gpuctl_snapshot *snap,
+                         const struct gpuctl_lease_request *lreq, struct gpuctl_devset **ret_set)
+{
+	struct gpuctl_lease_request lr;
+	_cleanup_close_ int sfd = -1;
+
+	if (!dir || !snap || !ret_set)
+		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	lease_request_copy(&lr, lreq);
+	sfd = select_lock_shared(dir);
+	return lease_foreign(ctx, dir, snap, &lr, ret_set);
 }
 
 /* ---- select-and-lease ---- */
@@ -2346,16 +2786,18 @@ static int select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir
                             struct gpuctl_lease **ret_lease)
 {
 	struct gpuctl_select_request sreq = GPUCTL_SELECT_REQUEST_INIT;
-	struct gpuctl_lease_request lr = GPUCTL_LEASE_REQUEST_INIT;
+	struct gpuctl_lease_request lr;
 	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *leased = NULL, *foreign = NULL;
 	_cleanup_(gpuctl_selection_freep) struct gpuctl_selection *sel = NULL;
 	_cleanup_(gpuctl_lease_freep) struct gpuctl_lease *lease = NULL;
 	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *reserved = NULL;
 	_cleanup_close_ int sfd = -1;
 	const struct gpuctl_devset *chosen;
-	char first_reason[REASON_MAX] = "";
-	size_t n_bad = 0, ahead = 0;
-	bool uninit = false;
+	char first_reason[REASON_MAX] = "", full[REASON_MAX] = "";
+	size_t n_bad = 0, ahead = 0, n_full = 0;
+	bool uninit = false, share;
+	char size_text[32];
+	uint64_t need;
 	ino_t sino = 0;
 	uint64_t fp = 0;
 	int r;
@@ -2369,8 +2811,11 @@ static int select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir
 	if (offsetof(struct gpuctl_select_request, foreign) + sizeof(void *) > req->struct_size)
 		sreq.foreign = NULL;
 	sreq.struct_size = sizeof(sreq);
-	if (lreq)
-		memcpy(&lr, lreq, lreq->struct_size < sizeof(lr) ? lreq->struct_size : sizeof(lr));
+	lease_request_copy(&lr, lreq);
+	share = lr.share_mem > 0;
+	need = lr.share_mem / SHARE_UNIT + (lr.share_mem % SHARE_UNIT != 0);
+	if (share && sreq.min_free_mem < lr.share_mem)
+		sreq.min_free_mem = lr.share_mem; /* what the job declared must be free now, too */
 
 	/* 1. select.lock, blocking (held for milliseconds) */
 	r = select_lock_take(ctx, dir, &sfd, &sino);
@@ -2386,14 +2831,31 @@ static int select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir
 		for (int m = -1; m < (int)snap->gpus[g].n_migs; m++) {
 			char reason[REASON_MAX] = "";
 			const char *u = dev_uuid(snap, g, m);
+			uint64_t used = 0;
 			int s;
 
 			if (m < 0 && (!u || snap->gpus[g].lost))
 				continue; /* never chosen anyway ("lost or unidentified") */
-			s = probe(dir, u, false, NULL, reason, sizeof(reason));
-			if (s == GPUCTL_LEASE_FREE)
+			s = probe_used(dir, u, false, NULL, share ? &used : NULL, reason,
+			               sizeof(reason));
+			if (s == GPUCTL_LEASE_FREE && !share)
 				continue;
-			if (s != GPUCTL_LEASE_HELD) {
+			if (share && (s == GPUCTL_LEASE_FREE || s == GPUCTL_LEASE_SHARED)) {
+				uint64_t cap = share_capacity(device_memory(snap, g, m), &lr);
+
+				if (used <= cap && need <= cap - used)
+					continue;
+				/* no room for what the job declares: as if leased, and said so */
+				if (n_full++ < 8) {
+					size_t l = strlen(full);
+
+					(void)snprintf(full + l, sizeof(full) - l, "%s%zu%s",
+					               n_full > 1 ? "," : "", g, m < 0 ? "" : ":");
+					l = strlen(full);
+					if (m >= 0)
+						(void)snprintf(full + l, sizeof(full) - l, "%d", m);
+				}
+			} else if (s != GPUCTL_LEASE_HELD && s != GPUCTL_LEASE_SHARED) {
 				if (!n_bad++)
 					strscpy(first_reason, sizeof(first_reason), reason);
 				uninit |= s == GPUCTL_LEASE_UNINITIALISED;
@@ -2412,7 +2874,7 @@ static int select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir
 		return ctx_error(ctx, -ENOMEM, "out of memory");
 	sreq.leased = leased;
 	if (!lr.ignore_foreign) {
-		r = gpuctl_lease_foreign(ctx, dir, snap, &foreign);
+		r = lease_foreign(ctx, dir, snap, &lr, &foreign); /* select.lock is ours */
 		if (r < 0)
 			return r;
 		if (devset_merge(foreign, sreq.foreign) < 0)
@@ -2426,13 +2888,20 @@ static int select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir
 		ticket->fp = fp;
 		ticket->have_fp = true;
 	}
-	if (r == -ENOSPC && (n_bad > 0 || ahead > 0)) {
-		char msg[CTX_ERRMSG_MAX], bad[REASON_MAX + 64] = "", wait[96] = "";
+	if (r == -ENOSPC && (n_bad > 0 || ahead > 0 || n_full > 0)) {
+		char msg[CTX_ERRMSG_MAX], bad[2 * REASON_MAX + 96] = "", wait[96] = "";
 
 		strscpy(msg, sizeof(msg), gpuctl_errmsg(ctx));
 		if (n_bad > 0)
 			(void)snprintf(bad, sizeof(bad), " (%zu unusable: %s)", n_bad,
 			               first_reason);
+		if (n_full > 0) {
+			size_t l = strlen(bad);
+
+			(void)snprintf(bad + l, sizeof(bad) - l, " (no room to share %s: %s%s)",
+			               size_text_of(lr.share_mem, size_text, sizeof(size_text)),
+			               full, n_full > 8 ? ",..." : "");
+		}
 		if (ahead > 0)
 			(void)snprintf(wait, sizeof(wait),
 			               " (%zu waiter(s) ahead, who could use %zu device(s))", ahead,
@@ -2451,6 +2920,8 @@ static int select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir
 	if (!lease)
 		return ctx_error(ctx, -ENOMEM, "out of memory");
 	lease->user_fd = -1;
+	lease->share_mem = share ? lr.share_mem : 0;
+	lease->tag = (uint32_t)getpid();
 	lease->devs = calloc(gpuctl_devset_count(chosen) + 1, sizeof(*lease->devs));
 	lease->command = strdup_or_null(lr.command);
 	lease->label = strdup_or_null(lr.label);
@@ -2472,14 +2943,24 @@ static int select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir
 			                 *reason ? reason : "no lock file");
 		lease->n++;
 		strscpy(d->uuid, sizeof(d->uuid), u);
-		if (flock(d->fd, LOCK_EX | LOCK_NB) < 0)
+		if (flock(d->fd, (share ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0)
 			return ctx_error(ctx, -EBUSY, "cannot lease %s: locks/%s.lock: %s", u, u,
 			                 errno == EWOULDBLOCK ? "held by another process"
 			                                      : strerror(errno));
+		if (share) {
+			r = share_take(d->fd, need,
+			               share_capacity(device_memory(snap, d->gpu, d->mig), &lr));
+			if (r < 0)
+				return ctx_error(ctx, -EBUSY, "cannot share %s: locks/%s.lock: %s",
+				                 u, u,
+				                 r == -ENOSPC ? "no room left" : strerror(-r));
+		}
 	}
 
 	/* 5. owner records (display only: a failure is logged, the lock is the lease) */
 	r = user_dir_open(ctx, dir, true, &lease->user_fd);
+	if (r == 0 && share)
+		records_prune_shared(lease->user_fd);
 	if (r == 0)
 		r = lease_write_records(ctx, lease, getpid(), 0);
 	if (r < 0)
@@ -2569,7 +3050,7 @@ int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 		bool mine = false;
 		ssize_t other = -1;
 
-		if (!u || probe(dir, u, false, NULL, reason, sizeof(reason)) != GPUCTL_LEASE_HELD)
+		if (!u || !held(probe(dir, u, false, NULL, reason, sizeof(reason))))
 			continue;
 		for (size_t k = 0; k < n_recs; k++) {
 			if (!streq(recs[k].uuid, u))
@@ -2602,8 +3083,7 @@ int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 
 			in_set |= u && streq(u, rc->uuid);
 		}
-		if (!in_set ||
-		    probe(dir, rc->uuid, false, NULL, reason, sizeof(reason)) != GPUCTL_LEASE_HELD)
+		if (!in_set || !held(probe(dir, rc->uuid, false, NULL, reason, sizeof(reason))))
 			continue;
 		for (size_t i = 0; i < n_done; i++)
 			seen |= done[i] == (pid_t)rc->pid;
@@ -2616,4 +3096,37 @@ int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	}
 	records_free(recs, n_recs);
 	return count;
+}
+
+/* ---- the parsers, for the fuzzers (lease-internal.h) ---- */
+
+int lease_record_parse_text(const char *text, size_t len, const char *uuid)
+{
+	struct record r = {0};
+	int rr;
+
+	if (!text || !uuid || memchr(text, '\0', len))
+		return -EINVAL;
+	strscpy(r.uuid, sizeof(r.uuid), uuid);
+	rr = record_parse(text, len, &r);
+	record_clear(&r);
+	return rr;
+}
+
+bool lease_ticket_parse_text(const char *text, size_t len)
+{
+	_cleanup_free_ char *copy = NULL;
+	struct qticket t = {0};
+	bool ok;
+
+	if (!text || memchr(text, '\0', len) || !(copy = strndup(text, len)))
+		return false;
+	ok = ticket_parse(copy, &t);
+	qticket_clear(&t);
+	return ok;
+}
+
+bool lease_record_name_parse(const char *name, char *uuid, bool *ret_shared)
+{
+	return record_name_parse(name, uuid, ret_shared);
 }

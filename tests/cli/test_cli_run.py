@@ -108,7 +108,8 @@ class Truth(GpuctlTestCase):
                       key=lambda x: int(x["env"]["RANK"]))
         self.assertEqual(len(runs), 3, r)
         for i, run in enumerate(runs):
-            self.assertEqual(run["env"], {"LOCAL_RANK": str(i), "RANK": str(i), "WORLD_SIZE": "3"})
+            self.assertEqual(run["env"], {"LOCAL_RANK": str(i), "RANK": str(i), "WORLD_SIZE": "3",
+                                          "GPUCTL_SHARE_MEM": None})
             self.assertEqual([d["uuid"] for d in run["devices"]], [want[i]])
 
 

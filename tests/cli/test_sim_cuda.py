@@ -148,7 +148,8 @@ class LedgerTest(GpuctlTestCase):
                          [cuda_bus_id(by_uuid[u]) for u in want])
         self.assertEqual(line["cuda_visible_devices"], cvd)
         self.assertEqual(line["cuda_device_order"], order)
-        self.assertEqual(line["env"], {"LOCAL_RANK": None, "RANK": "3", "WORLD_SIZE": "8"})
+        self.assertEqual(line["env"], {"LOCAL_RANK": None, "RANK": "3", "WORLD_SIZE": "8",
+                                       "GPUCTL_SHARE_MEM": None})
         self.assertGreater(line["pid"], 0)
         self.assertGreaterEqual(line["end"], line["start"])
 

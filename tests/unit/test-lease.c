@@ -3,7 +3,7 @@
  * test-lease.c: leases (src/lib/lease.c) on synthetic snapshots and lease directories under
  * mkdtemp: directory creation and checks, unusable lock files, select-and-lease from one
  * process and from concurrent children, a lease surviving its taker, owner records (robust
- * parsing, owner fields), foreign processes and release.
+ * parsing, owner fields), foreign processes, release, and shared leases (declared memory).
  *
  * Decisions:
  * - Children report through pipes and _exit(); they never call cmocka. A barrier pipe starts
@@ -635,12 +635,12 @@ static void test_foreign(void **state)
 	stranger = spawn_pause(); /* ... but on a device it did not lease */
 	assert_non_null(snapshot_add_proc(s, leased, (uint32_t)mine));
 	assert_non_null(snapshot_add_proc(s, (leased + 1) % 4, (uint32_t)stranger));
-	assert_int_equal(gpuctl_lease_foreign(ctx, d, s, &f), 0);
+	assert_int_equal(gpuctl_lease_foreign(ctx, d, s, NULL, &f), 0);
 	assert_int_equal(gpuctl_devset_count(f), 1);
 	assert_true(gpuctl_devset_contains(f, (leased + 1) % 4, -1));
 	gpuctl_devset_free(f);
 	/* without processes in the snapshot: an empty set */
-	assert_int_equal(gpuctl_lease_foreign(ctx, d, noproc, &f), 0);
+	assert_int_equal(gpuctl_lease_foreign(ctx, d, noproc, NULL, &f), 0);
 	assert_int_equal(gpuctl_devset_count(f), 0);
 	gpuctl_devset_free(f);
 	/* select-and-lease skips the foreign-busy GPU unless told otherwise */
@@ -756,6 +756,91 @@ static void test_release(void **state)
 }
 
 /* select.c reads leased/foreign only when struct_size covers them; when set, they filter. */
+/* A shared lease of mib MiB on GPU 0 of s (margin 0): the lease, or NULL when refused (-ENOSPC). */
+static struct gpuctl_lease *share(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *d,
+                                  const struct gpuctl_snapshot *s, uint64_t mib)
+{
+	struct gpuctl_select_request req = GPUCTL_SELECT_REQUEST_INIT;
+	struct gpuctl_lease_request lr = GPUCTL_LEASE_REQUEST_INIT;
+	struct gpuctl_selection *sel = NULL;
+	struct gpuctl_lease *lease = NULL;
+	int r;
+
+	req.count = 1;
+	lr.share_mem = mib << 20;
+	lr.share_margin = 0;
+	lr.share_margin_is_pct = false;
+	r = gpuctl_select_and_lease(ctx, d, s, &req, &lr, &sel, &lease);
+	gpuctl_selection_free(sel);
+	if (r == -ENOSPC)
+		return NULL;
+	if (r < 0)
+		fail_msg("share %llu MiB: %s", (unsigned long long)mib, gpuctl_errmsg(ctx));
+	return lease;
+}
+
+/* The MiB declared on GPU 0, and its state. */
+static uint64_t declared_mib(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *d,
+                             const struct gpuctl_snapshot *s, enum gpuctl_lease_state *ret_state)
+{
+	struct gpuctl_lease_list *l = NULL;
+	uint64_t declared = 0;
+
+	assert_int_equal(gpuctl_lease_list(ctx, d, s, &l), 0);
+	assert_int_equal(gpuctl_lease_list_get(l, 0, NULL, NULL, ret_state, NULL, NULL), 0);
+	assert_int_equal(gpuctl_lease_list_shares(l, 0, &declared, NULL, NULL), 0);
+	gpuctl_lease_list_free(l);
+	return declared >> 20;
+}
+
+/* Shared leases on a 1024 MiB GPU without margin: the declared total is what the live leases
+ * locked; a hole left by an ended lease is reused (a lease may span several ranges); no
+ * exclusive lease while shared ones live, and no shared one while an exclusive one does. */
+static void test_share_accounting(void **state)
+{
+	struct gpuctl_ctx *ctx = NULL;
+	struct gpuctl_snapshot *s = snap_new(1, GPUCTL_SNAP_BASIC);
+	struct gpuctl_lease_dir *d;
+	struct gpuctl_lease *a, *b, *c, *e, *x = NULL;
+	enum gpuctl_lease_state st;
+	uint32_t mask;
+
+	(void)state;
+	assert_int_equal(snapshot_set_int(s, 0, GPUCTL_F_MEMORY_TOTAL, 1024ll << 20), 0);
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	d = open_dir(ctx);
+	a = share(ctx, d, s, 300);
+	b = share(ctx, d, s, 300);
+	c = share(ctx, d, s, 300);
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_non_null(c);
+	assert_int_equal(declared_mib(ctx, d, s, &st), 900);
+	assert_int_equal(st, GPUCTL_LEASE_SHARED);
+	assert_null(share(ctx, d, s, 125));                             /* 900 + 125 > 1024 */
+	assert_int_equal(take(ctx, d, s, 1, true, &mask, &x), -ENOSPC); /* exclusive: no */
+	gpuctl_lease_free(b);                                           /* a hole of 300 */
+	assert_int_equal(declared_mib(ctx, d, s, NULL), 600);
+	e = share(ctx, d, s, 424); /* the hole and the tail, exactly */
+	assert_non_null(e);
+	assert_int_equal(declared_mib(ctx, d, s, NULL), 1024);
+	assert_null(share(ctx, d, s, 1));
+	gpuctl_lease_free(a);
+	gpuctl_lease_free(c);
+	gpuctl_lease_free(e);
+	assert_int_equal(declared_mib(ctx, d, s, &st), 0);
+	assert_int_equal(st, GPUCTL_LEASE_FREE);
+	assert_int_equal(take(ctx, d, s, 1, true, &mask, &x), 0); /* exclusive now */
+	assert_null(share(ctx, d, s, 1));                         /* and no share beside it */
+	gpuctl_lease_free(x);
+	/* a device of unknown memory size is never shared */
+	s->gpus[0].valid[GPUCTL_F_MEMORY_TOTAL] = false;
+	assert_null(share(ctx, d, s, 1));
+	gpuctl_lease_dir_free(d);
+	gpuctl_snapshot_free(s);
+	gpuctl_ctx_free(ctx);
+}
+
 static void test_select_fields(void **state)
 {
 	struct gpuctl_ctx *ctx = NULL;
@@ -800,6 +885,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_records, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_foreign, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_release, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_share_accounting, setup, teardown),
 	        cmocka_unit_test(test_select_fields),
 	};
 

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fuzz-lease.c: libFuzzer target for the parsers of src/lib/lease.c that read what other users
+ * wrote (docs/leases.md): owner records, waiters' tickets and record file names.
+ *
+ * The first byte chooses the parser (mod 3), the rest is its input. Properties checked beyond
+ * "no crash, no leak": a record name that parses yields a UUID that is a prefix of the name,
+ * followed by ".json" or "@"; the parsers return only their documented values.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lease-internal.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const char *text = (const char *)data + 1;
+	size_t len = size ? size - 1 : 0;
+
+	if (size == 0)
+		return 0;
+	switch (data[0] % 3) {
+	case 0: {
+		int r = lease_record_parse_text(text, len,
+		                                "GPU-12ab0000-1111-2222-3333-444444444444");
+
+		if (r != 0 && r != -EINVAL && r != -ENOMEM)
+			abort();
+		break;
+	}
+	case 1:
+		(void)lease_ticket_parse_text(text, len);
+		break;
+	default: {
+		char name[256], uuid[97];
+		bool shared = false;
+		size_t n = len < sizeof(name) - 1 ? len : sizeof(name) - 1;
+
+		memcpy(name, text, n);
+		name[n] = '\0';
+		if (lease_record_name_parse(name, uuid, &shared)) {
+			size_t u = strlen(uuid);
+
+			if (strncmp(name, uuid, u) != 0 ||
+			    (name[u] != '@' && strcmp(name + u, ".json")))
+				abort();
+			if (shared != (name[u] == '@'))
+				abort();
+		}
+		break;
+	}
+	}
+	return 0;
+}
