@@ -408,6 +408,10 @@ struct gpuctl_select_request {
 	const struct gpuctl_devset *leased;  /* devices leased by others: never chosen ("leased") */
 	const struct gpuctl_devset *foreign; /* devices running processes of no lease: never
 	                                      * chosen ("in use without a lease") */
+	const struct gpuctl_devset *pool;    /* the GPUs of the pool drawn from (docs/config.md):
+	                                      * no other is chosen ("outside pool NAME"); a GPU
+	                                      * in the set admits its MIG devices; NULL: any */
+	const char *pool_name;               /* the pool's name, for messages */
 };
 #define GPUCTL_SELECT_REQUEST_INIT                                                                 \
 	{                                                                                          \

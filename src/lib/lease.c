@@ -1979,6 +1979,7 @@ struct qticket {
 	char *only;            /* --only, NULL: none */
 	char *exclude;         /* --exclude, NULL: none */
 	char *within;          /* the outer allocation as comma-separated UUIDs, NULL: none */
+	char *pool;            /* the pool's GPUs as comma-separated UUIDs, NULL: no pool */
 };
 
 /* The devices an older waiter could use, cached for the lifetime of a waiting ticket. */
@@ -2017,7 +2018,8 @@ static void qticket_clear(struct qticket *t)
 	free(t->only);
 	free(t->exclude);
 	free(t->within);
-	t->mig = t->only = t->exclude = t->within = NULL;
+	free(t->pool);
+	t->mig = t->only = t->exclude = t->within = t->pool = NULL;
 }
 
 static void qtickets_free(struct qticket *v, size_t n)
@@ -2119,6 +2121,8 @@ static bool ticket_parse(char *text, struct qticket *t)
 			str = &q.exclude;
 		} else if (streq(line, "within")) {
 			str = &q.within;
+		} else if (streq(line, "pool")) {
+			str = &q.pool;
 		}
 		if (ok && str) {
 			ok = !*str && (*str = strdup(val)) != NULL;
@@ -2140,6 +2144,7 @@ static bool ticket_parse(char *text, struct qticket *t)
 	t->only = q.only;
 	t->exclude = q.exclude;
 	t->within = q.within;
+	t->pool = q.pool;
 	return true;
 }
 
@@ -2352,6 +2357,34 @@ static int select_lock_take(struct gpuctl_ctx *ctx, const struct gpuctl_lease_di
 	return 0;
 }
 
+/* The devices of snap named by a comma-separated list of UUIDs (unknown ones are skipped). */
+static int uuids_to_set(const struct gpuctl_snapshot *snap, const char *list,
+                        struct gpuctl_devset **ret)
+{
+	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *set = NULL;
+	_cleanup_free_ char *copy = strdup(list);
+	char *cur = copy;
+
+	if (!copy || gpuctl_devset_new(&set) < 0)
+		return -ENOMEM;
+	while (cur && *cur) {
+		char *comma = strchr(cur, ',');
+
+		if (comma)
+			*comma = '\0';
+		for (size_t g = 0; g < snap->n_gpus; g++)
+			for (int m = -1; m < (int)snap->gpus[g].n_migs; m++) {
+				const char *u = dev_uuid(snap, g, m);
+
+				if (u && streq(u, cur) && gpuctl_devset_add(set, g, m) == -ENOMEM)
+					return -ENOMEM;
+			}
+		cur = comma ? comma + 1 : NULL;
+	}
+	*ret = TAKE_PTR(set);
+	return 0;
+}
+
 /* The devices of snap a waiter's request could use, leases and telemetry aside: its --only,
  * --exclude, --numa, MIG profile and outer allocation (lost GPUs and those without a UUID are
  * never usable). A malformed ticket, or one whose ids do not resolve here, could use any
@@ -2360,7 +2393,8 @@ static int ticket_devices(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *
                           const struct qticket *t, struct gpuctl_devset **ret)
 {
 	struct gpuctl_select_request q = GPUCTL_SELECT_REQUEST_INIT;
-	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *set = NULL, *within = NULL;
+	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *set = NULL, *within = NULL,
+	                                                    *pool = NULL;
 	char errsave[CTX_ERRMSG_MAX];
 	bool all = !t->parsed;
 	int r;
@@ -2372,27 +2406,15 @@ static int ticket_devices(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *
 	if (t->parsed && t->mig && !(snap->flags & GPUCTL_SNAP_MIG))
 		goto out; /* it can use MIG devices only, this caller whole GPUs only: no overlap */
 	if (t->parsed && t->within) {
-		_cleanup_free_ char *copy = strdup(t->within);
-		char *cur;
-
-		if (!copy || gpuctl_devset_new(&within) < 0)
+		if (uuids_to_set(snap, t->within, &within) < 0)
 			return -ENOMEM;
-		cur = copy;
-		while (cur && *cur) {
-			char *comma = strchr(cur, ',');
-
-			if (comma)
-				*comma = '\0';
-			for (size_t g = 0; g < snap->n_gpus; g++)
-				for (int m = -1; m < (int)snap->gpus[g].n_migs; m++) {
-					const char *u = dev_uuid(snap, g, m);
-
-					if (u && streq(u, cur))
-						(void)gpuctl_devset_add(within, g, m);
-				}
-			cur = comma ? comma + 1 : NULL;
-		}
 		q.within = within;
+	}
+	if (t->parsed && t->pool) {
+		if (uuids_to_set(snap, t->pool, &pool) < 0)
+			return -ENOMEM;
+		q.pool = pool;
+		q.pool_name = "of a waiter";
 	}
 	q.count = 1;
 	q.only = t->only;
@@ -2504,6 +2526,22 @@ static int queue_reserved(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir 
 	qtickets_free(v, n);
 	*ret_ahead = ahead;
 	return r < 0 ? r : 0;
+}
+
+/* A ticket line "key UUID,UUID,..." for set (nothing when set is NULL). */
+static void sb_uuids(struct sbuf *b, const char *key, const struct gpuctl_devset *set,
+                     const struct gpuctl_snapshot *snap)
+{
+	if (!set)
+		return;
+	sb_add(b, "%s ", key);
+	for (size_t i = 0; i < gpuctl_devset_count(set); i++) {
+		const char *u = gpuctl_devset_uuid(set, snap, i);
+
+		if (u && uuid_ok(u))
+			sb_add(b, "%s%s", i ? "," : "", u);
+	}
+	sb_add(b, "\n");
 }
 
 /* Values of a ticket line: control characters become '?'. */
@@ -2621,16 +2659,9 @@ int gpuctl_wait_ticket_new(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	sb_val(&b, "mig", req->mig_profile);
 	sb_val(&b, "only", req->only);
 	sb_val(&b, "exclude", req->exclude);
-	if (req->within) {
-		sb_add(&b, "within ");
-		for (size_t i = 0; i < gpuctl_devset_count(req->within); i++) {
-			const char *u = gpuctl_devset_uuid(req->within, snap, i);
-
-			if (u && uuid_ok(u))
-				sb_add(&b, "%s%s", i ? "," : "", u);
-		}
-		sb_add(&b, "\n");
-	}
+	sb_uuids(&b, "within", req->within, snap);
+	if (offsetof(struct gpuctl_select_request, pool_name) + sizeof(void *) <= req->struct_size)
+		sb_uuids(&b, "pool", req->pool, snap);
 	if (b.oom) {
 		free(b.p);
 		return ctx_error(ctx, -ENOMEM, "out of memory");
@@ -2810,6 +2841,10 @@ static int select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir
 		sreq.leased = NULL;
 	if (offsetof(struct gpuctl_select_request, foreign) + sizeof(void *) > req->struct_size)
 		sreq.foreign = NULL;
+	if (offsetof(struct gpuctl_select_request, pool_name) + sizeof(void *) > req->struct_size) {
+		sreq.pool = NULL;
+		sreq.pool_name = NULL;
+	}
 	sreq.struct_size = sizeof(sreq);
 	lease_request_copy(&lr, lreq);
 	share = lr.share_mem > 0;

@@ -8,6 +8,7 @@
  * Decisions:
  * - Filters run in a fixed order (enum reason) and remember which one removed each device, so
  *   -ENOSPC says, in one line, what removed what. Fields NVML could not give never exclude.
+ * - Pools (req->pool, docs/config.md) filter right after the outer allocation, the same way.
  * - Leases (req->leased, req->foreign; read only when struct_size covers them) are filters
  *   right after `within`: a device is removed when the set holds it, its whole GPU, or (for a
  *   whole GPU) any of its MIG devices ("leased", "in use without a lease").
@@ -56,6 +57,7 @@ enum reason {
 	R_REMAP,
 	R_MIG_MODE,
 	R_WITHIN,
+	R_POOL,
 	R_LEASED,
 	R_FOREIGN,
 	R_ONLY,
@@ -793,6 +795,9 @@ static void reason_label(const struct gpuctl_select_request *req, enum reason r,
 	case R_WITHIN:
 		strscpy(buf, size, "outside the allocation");
 		break;
+	case R_POOL:
+		(void)snprintf(buf, size, "outside pool %s", req->pool_name ? req->pool_name : "?");
+		break;
 	case R_LEASED:
 		strscpy(buf, size, "leased");
 		break;
@@ -897,6 +902,9 @@ static enum reason filter_one(const struct gpuctl_snapshot *snap,
 	if (req->within && !gpuctl_devset_contains(req->within, d->gpu, -1) &&
 	    (d->mig < 0 || !gpuctl_devset_contains(req->within, d->gpu, d->mig)))
 		return R_WITHIN;
+	if (req->pool && !gpuctl_devset_contains(req->pool, d->gpu, -1) &&
+	    (d->mig < 0 || !gpuctl_devset_contains(req->pool, d->gpu, d->mig)))
+		return R_POOL;
 	if (set_marks(snap, req->leased, d->gpu, d->mig))
 		return R_LEASED;
 	if (set_marks(snap, req->foreign, d->gpu, d->mig))
@@ -1102,6 +1110,11 @@ int select_run(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
 	if (offsetof(struct gpuctl_select_request, foreign) + sizeof(void *) >
 	    user_req->struct_size)
 		req.foreign = NULL;
+	if (offsetof(struct gpuctl_select_request, pool_name) + sizeof(void *) >
+	    user_req->struct_size) {
+		req.pool = NULL;
+		req.pool_name = NULL;
+	}
 
 	if (req.mig_profile && !profile_well_formed(req.mig_profile))
 		return ctx_error(ctx, -EINVAL,
