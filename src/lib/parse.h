@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * parse.h: pure parsers for the arguments of `gpuctl select` and `gpuctl run` (sizes, counts,
- * percentages) and for the Linux cpulists NVML gives as CPU affinity. No I/O, no globals, so
- * fuzz/fuzz-size.c links this file alone.
+ * percentages) and for the Linux cpulists NVML gives as CPU affinity. No I/O, no globals.
+ * Part of libgpuctl's objects (the configuration file uses parse_size/parse_percent) but not of
+ * its exports: libgpuctl.sym exports gpuctl_* only. The CLI, fuzz/fuzz-size.c and the unit tests
+ * reach it through gpuctl_static with src/lib on their include path.
  */
-#ifndef GPUCTL_CLI_PARSE_H
-#define GPUCTL_CLI_PARSE_H
+#ifndef GPUCTL_PARSE_H
+#define GPUCTL_PARSE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -38,4 +40,4 @@ int parse_cpulist(const char *text, uint64_t *bits, size_t nbits);
  * snprintf, so a result >= size means truncation. */
 size_t format_cpulist(const uint64_t *bits, size_t nbits, char *buf, size_t size);
 
-#endif /* GPUCTL_CLI_PARSE_H */
+#endif /* GPUCTL_PARSE_H */

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * parse.c: pure parsers for `gpuctl select` / `gpuctl run` arguments and for cpulists.
+ * parse.c: pure parsers for `gpuctl select` / `gpuctl run` arguments, the configuration file's
+ * sizes and percentages (config.c), and cpulists. In libgpuctl, not exported (libgpuctl.sym).
  *
  * Decisions:
  * - Sizes are binary (KiB = 1024 B), as nvidia-smi and NVML report memory in MiB; the short

@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fuzz-config.c: libFuzzer target for the configuration file parser (src/lib/config.c), then
+ * the pool queries over the synthetic machine of fuzz-devstr-machine.h (six GPUs, shared UUID
+ * prefixes, one without a UUID).
+ *
+ * The input is the file's bytes as they are (not NUL-terminated: the parser takes a length).
+ * Properties checked beyond "no crash, no leak": a failed parse leaves the out-parameter
+ * untouched, is -EINVAL (message: one line starting with "fuzz.conf:") or -ENOMEM;
+ * on success every pool is readable and found by its name, the settings are in range, a pool
+ * map gives each GPU a valid pool index or -1, and the share margin never exceeds half the
+ * memory when it is a percentage.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz-devstr-machine.h"
+#include "gpuctl/gpuctl.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_pools(struct gpuctl_ctx *ctx, const struct gpuctl_config *cfg)
+{
+	size_t n = gpuctl_config_pool_count(cfg);
+
+	for (size_t i = 0; i < n; i++) {
+		const char *name = NULL, *desc = NULL;
+		const char *const *users = NULL, *const *groups = NULL;
+		bool restricted = false;
+		size_t found = SIZE_MAX;
+
+		if (gpuctl_config_pool_get(cfg, i, &name, &desc, &restricted, &users, &groups) <
+		            0 ||
+		    !name || !users || !groups)
+			abort();
+		if (restricted && !users[0] && !groups[0])
+			abort();
+		if (gpuctl_config_pool_find(ctx, cfg, name, &found) < 0 || found != i)
+			abort();
+		/* uid 0 may always draw; an unrestricted pool admits anyone */
+		if (gpuctl_config_pool_allows(ctx, cfg, i, 0) != 1)
+			abort();
+		if (!restricted && gpuctl_config_pool_allows(ctx, cfg, i, 4242) != 1)
+			abort();
+	}
+	if (gpuctl_config_pool_get(cfg, n, NULL, NULL, NULL, NULL, NULL) != -EINVAL)
+		abort();
+	if (gpuctl_config_pool_find(ctx, cfg, "default", &(size_t){0}) != -ENOENT)
+		abort();
+}
+
+static void check_map(struct gpuctl_ctx *ctx, const struct gpuctl_config *cfg,
+                      const struct gpuctl_snapshot *snap)
+{
+	size_t n = gpuctl_config_pool_count(cfg);
+	int *map = (int *)&n;
+	int r = gpuctl_config_pool_map(ctx, cfg, snap, &map);
+
+	if (r == 0) {
+		for (size_t g = 0; g < N_GPUS; g++)
+			if (map[g] < -1 || (map[g] >= 0 && (size_t)map[g] >= n))
+				abort();
+		free(map);
+		return;
+	}
+	const char *m = gpuctl_errmsg(ctx);
+	if (r != -EINVAL || map != (int *)&n || strncmp(m, "fuzz.conf:", 10) != 0 ||
+	    strchr(m, '\n'))
+		abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct gpuctl_snapshot *snap;
+	static struct gpuctl_ctx *ctx;
+	struct gpuctl_config *cfg = (struct gpuctl_config *)&snap;
+	const struct gpuctl_config_settings *st;
+	int r;
+
+	if (!snap) {
+		snap = fixture();
+		if (gpuctl_ctx_new(&ctx) < 0)
+			abort();
+	}
+	r = gpuctl_config_parse(ctx, "fuzz.conf", (const char *)data, size, &cfg);
+	if (r < 0) {
+		const char *m = gpuctl_errmsg(ctx);
+
+		if ((r != -EINVAL && r != -ENOMEM) || cfg != (struct gpuctl_config *)&snap ||
+		    (r == -EINVAL && strncmp(m, "fuzz.conf:", 10) != 0) || strchr(m, '\n'))
+			abort();
+		return 0;
+	}
+	st = gpuctl_config_settings(cfg);
+	if (st->busy_utilization < -1 || st->busy_utilization > 100 ||
+	    (st->share_margin_is_pct && st->share_margin > 50) ||
+	    (st->lease_dir && st->lease_dir[0] != '/'))
+		abort();
+	if (st->share_margin_is_pct &&
+	    gpuctl_config_share_margin(cfg, UINT64_MAX) > UINT64_MAX / 2 + 1)
+		abort();
+	(void)gpuctl_config_share_margin(cfg, (uint64_t)80 << 30);
+	check_pools(ctx, cfg);
+	check_map(ctx, cfg, snap);
+	gpuctl_config_free(cfg);
+	return 0;
+}
