@@ -458,6 +458,18 @@ int gpuctl_lease_dir_open(struct gpuctl_ctx *ctx, const char *path,
                           struct gpuctl_lease_dir **ret_dir);
 void gpuctl_lease_dir_free(struct gpuctl_lease_dir *dir);
 const char *gpuctl_lease_dir_path(const struct gpuctl_lease_dir *dir);
+/* The directory's owner: root (a shared directory) or the user (a personal one). */
+uint32_t gpuctl_lease_dir_owner(const struct gpuctl_lease_dir *dir);
+/* The configuration file a shared directory follows (docs/config.md "Trust"): the absolute path
+ * in DIR/config (malloc'ed, caller frees), or NULL when it names none. -EPERM when DIR/config
+ * is not a regular file of the directory's owner that only it may write, -EINVAL when it does
+ * not hold one absolute path. */
+int gpuctl_lease_dir_config(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
+                            char **ret_path);
+/* Writes DIR/config (atomically) naming path, or removes it for NULL. Only the directory's
+ * owner may (-EPERM otherwise). */
+int gpuctl_lease_dir_set_config(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                                const char *path);
 /* Creates the missing lock files of every GPU and MIG device of snap. Only the directory's
  * owner may (-EPERM otherwise). Returns how many it created. */
 int gpuctl_lease_dir_init(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,

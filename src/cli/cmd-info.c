@@ -11,6 +11,9 @@
  *   never as strings.
  * - libcuda.so.1 is located with gpuctl_library_locate, which only asks the dynamic linker;
  *   gpuctl info never initialises CUDA.
+ * - Pools (docs/config.md): the configuration read, each GPU's pool, and each pool with who may
+ *   draw from it and whether the caller may. A configuration that does not parse or does not
+ *   match the machine is the usual one-line error (exit 2), as for select and run.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -18,8 +21,10 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd.h"
+#include "filters.h"
 #include "format.h"
 
 #define MIN_DRIVER_VERSION "450.80.02"
@@ -104,6 +109,135 @@ static void gather(struct info *in, struct cli *cli, const struct gpuctl_snapsho
 		in->cuda_lib = NULL;
 }
 
+/* Each GPU's pool index (-1: default) when the configuration has pools, else NULL. */
+struct pools {
+	int *map;
+};
+
+static const char *pool_of(const struct cli *cli, const struct pools *p, size_t gpu)
+{
+	const char *name = "default";
+	if (p->map && p->map[gpu] >= 0)
+		(void)gpuctl_config_pool_get(cli->config, (size_t)p->map[gpu], &name, NULL, NULL,
+		                             NULL, NULL);
+	return name;
+}
+
+/* "a, b" from a NULL-terminated list, "-" when empty. */
+static void list_text(const char *const *v, char *buf, size_t size)
+{
+	size_t n = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; v && v[i] && n < size; i++) {
+		int k = snprintf(buf + n, size - n, "%s%s", i ? ", " : "", v[i]);
+		if (k < 0)
+			break;
+		n += (size_t)k;
+	}
+	if (!buf[0])
+		snprintf(buf, size, "-");
+}
+
+static int print_pools_text(const struct cli *cli, const struct pools *p,
+                            const struct gpuctl_snapshot *snap)
+{
+	size_t np = gpuctl_config_pool_count(cli->config);
+	const char *path = gpuctl_config_path(cli->config);
+	printf("\nConfiguration:        %s\n",
+	       path ? path : "none (" GPUCTL_CONFIG_DEFAULT_PATH " not found)");
+	if (np == 0) {
+		printf("Pools:                none (every GPU is in the default pool)\n");
+		return 0;
+	}
+	struct text_table *t = NULL;
+	static const char *const header[6] = {"POOL",   "GPUS", "USERS",
+	                                      "GROUPS", "YOU",  "DESCRIPTION"};
+	int r = text_table_new(6, &t);
+	if (r >= 0)
+		r = text_table_add(t, header);
+	for (size_t i = 0; r >= 0 && i <= np; i++) {
+		const char *name = "default", *desc = "the GPUs no pool lists";
+		const char *const *users = NULL, *const *groups = NULL;
+		char gpus[256] = "", ut[256], gt[256];
+		size_t n = 0;
+		int allowed = 1;
+		if (i < np) {
+			(void)gpuctl_config_pool_get(cli->config, i, &name, &desc, NULL, &users,
+			                             &groups);
+			allowed = gpuctl_config_pool_allows(cli->ctx, cli->config, i,
+			                                    (uint32_t)geteuid());
+		}
+		for (size_t g = 0; g < gpuctl_snapshot_gpu_count(snap) && n < sizeof(gpus); g++)
+			if (p->map[g] == (i < np ? (int)i : -1)) {
+				int k = snprintf(gpus + n, sizeof(gpus) - n, "%s%zu", n ? "," : "",
+				                 g);
+				if (k > 0)
+					n += (size_t)k;
+			}
+		list_text(users, ut, sizeof(ut));
+		list_text(groups, gt, sizeof(gt));
+		if (i == np) {
+			snprintf(ut, sizeof(ut), "*");
+			snprintf(gt, sizeof(gt), "-");
+		} else if (!users[0] && !groups[0]) {
+			snprintf(ut, sizeof(ut), "*");
+		}
+		const char *cells[6] = {name, gpus[0] ? gpus : "-",       ut,
+		                        gt,   allowed > 0 ? "yes" : "no", desc ? desc : "-"};
+		r = text_table_add(t, cells);
+	}
+	if (r >= 0)
+		text_table_print(t, stdout);
+	text_table_free(t);
+	return r;
+}
+
+static json_t *strings_json(const char *const *v)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && v && v[i]; i++)
+		if (json_array_append_new(a, json_string(v[i])) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
+static json_t *pools_json(const struct cli *cli, const struct pools *p,
+                          const struct gpuctl_snapshot *snap)
+{
+	size_t np = gpuctl_config_pool_count(cli->config);
+	json_t *arr = json_array();
+	for (size_t i = 0; arr && i < np; i++) {
+		const char *name = NULL, *desc = NULL;
+		const char *const *users = NULL, *const *groups = NULL;
+		bool restricted = false;
+		json_t *o = json_object(), *gpus = json_array();
+		(void)gpuctl_config_pool_get(cli->config, i, &name, &desc, &restricted, &users,
+		                             &groups);
+		for (size_t g = 0; gpus && g < gpuctl_snapshot_gpu_count(snap); g++)
+			if (p->map[g] == (int)i &&
+			    json_array_append_new(gpus, json_integer((json_int_t)g)) < 0) {
+				json_decref(gpus);
+				gpus = NULL;
+			}
+		int allowed =
+		        gpuctl_config_pool_allows(cli->ctx, cli->config, i, (uint32_t)geteuid());
+		if (!o || json_array_append_new(arr, o) < 0 ||
+		    json_put(o, "name", json_string(name)) < 0 ||
+		    json_put(o, "description", json_string_or_null(desc)) < 0 ||
+		    json_put(o, "gpus", gpus) < 0 ||
+		    json_put(o, "users", strings_json(users)) < 0 ||
+		    json_put(o, "groups", strings_json(groups)) < 0 ||
+		    json_put(o, "restricted", json_boolean(restricted)) < 0 ||
+		    json_put(o, "allowed", json_boolean(allowed > 0)) < 0) {
+			json_decref(arr);
+			return NULL;
+		}
+	}
+	return arr;
+}
+
 static const char *mode_text(const struct gpuctl_gpu *gpu, enum gpuctl_field f)
 {
 	int64_t v;
@@ -112,7 +246,8 @@ static const char *mode_text(const struct gpuctl_gpu *gpu, enum gpuctl_field f)
 	return v ? "Enabled" : "Disabled";
 }
 
-static int print_text(const struct info *in, const struct gpuctl_snapshot *snap)
+static int print_text(const struct cli *cli, const struct info *in, const struct pools *p,
+                      const struct gpuctl_snapshot *snap)
 {
 	printf("Driver version:       %s\n", in->driver ? in->driver : "N/A");
 	printf("NVML version:         %s\n", in->nvml ? in->nvml : "N/A");
@@ -125,11 +260,11 @@ static int print_text(const struct info *in, const struct gpuctl_snapshot *snap)
 	putchar('\n');
 
 	struct text_table *t = NULL;
-	int r = text_table_new(7, &t);
+	int r = text_table_new(8, &t);
 	if (r < 0)
 		return r;
-	static const char *const header[7] = {"GPU",         "UUID", "PCI BUS ID", "NAME",
-	                                      "PERSISTENCE", "MIG",  "MIG PENDING"};
+	static const char *const header[8] = {"GPU",  "UUID",        "PCI BUS ID", "NAME",
+	                                      "POOL", "PERSISTENCE", "MIG",        "MIG PENDING"};
 	r = text_table_add(t, header);
 	for (size_t i = 0; r >= 0 && i < gpuctl_snapshot_gpu_count(snap); i++) {
 		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(snap, i);
@@ -138,11 +273,12 @@ static int print_text(const struct info *in, const struct gpuctl_snapshot *snap)
 		const char *bus = gpuctl_gpu_str(gpu, GPUCTL_F_PCI_BUS_ID);
 		const char *name = gpuctl_gpu_str(gpu, GPUCTL_F_NAME);
 		snprintf(idx, sizeof(idx), "%zu", gpuctl_gpu_index(gpu));
-		const char *cells[7] = {
+		const char *cells[8] = {
 		        idx,
 		        uuid ? uuid : "N/A",
 		        bus ? bus : "N/A",
 		        name ? name : "N/A",
+		        pool_of(cli, p, i),
 		        gpuctl_gpu_lost(gpu) ? "lost" : mode_text(gpu, GPUCTL_F_PERSISTENCE_MODE),
 		        gpuctl_gpu_lost(gpu) ? "lost" : mode_text(gpu, GPUCTL_F_MIG_MODE),
 		        gpuctl_gpu_lost(gpu) ? "lost" : mode_text(gpu, GPUCTL_F_MIG_MODE_PENDING),
@@ -152,10 +288,13 @@ static int print_text(const struct info *in, const struct gpuctl_snapshot *snap)
 	if (r >= 0)
 		text_table_print(t, stdout);
 	text_table_free(t);
+	if (r >= 0)
+		r = print_pools_text(cli, p, snap);
 	return r;
 }
 
-static int print_json(const struct info *in, const struct gpuctl_snapshot *snap)
+static int print_json(const struct cli *cli, const struct info *in, const struct pools *p,
+                      const struct gpuctl_snapshot *snap)
 {
 	json_t *root = json_object(), *warnings = json_array(), *gpus = json_array();
 	int r = root && warnings && gpus ? 0 : -ENOMEM;
@@ -184,7 +323,13 @@ static int print_json(const struct info *in, const struct gpuctl_snapshot *snap)
 			             format_field_json(gpu, fields[f]));
 		if (r >= 0)
 			r = json_put(o, "lost", json_boolean(gpuctl_gpu_lost(gpu)));
+		if (r >= 0)
+			r = json_put(o, "pool", json_string(pool_of(cli, p, i)));
 	}
+	if (r >= 0)
+		r = json_put(root, "config", json_string_or_null(gpuctl_config_path(cli->config)));
+	if (r >= 0)
+		r = json_put(root, "pools", p->map ? pools_json(cli, p, snap) : json_array());
 	if (r >= 0)
 		r = json_put(root, "driver_version", json_string_or_null(in->driver));
 	if (r >= 0)
@@ -248,11 +393,24 @@ static int cmd_info_exec(struct cli *cli, int argc, char **argv)
 	if (status)
 		return status;
 	gather(&in, cli, snap);
-	r = format == INFO_JSON ? print_json(&in, snap) : print_text(&in, snap);
-	if (r < 0) {
-		cli_error("info: cannot write the output: %s", strerror(-r));
-		status = CLI_EXIT_FAILURE;
+	struct pools p = {0};
+	status = filters_config(cli, &cmd_info_entry);
+	if (!status && gpuctl_config_pool_count(cli->config) > 0) {
+		r = gpuctl_config_pool_map(cli->ctx, cli->config, snap, &p.map);
+		if (r < 0) {
+			cli_error("info: %s", gpuctl_errmsg(cli->ctx));
+			status = r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
+		}
 	}
+	if (!status) {
+		r = format == INFO_JSON ? print_json(cli, &in, &p, snap)
+		                        : print_text(cli, &in, &p, snap);
+		if (r < 0) {
+			cli_error("info: cannot write the output: %s", strerror(-r));
+			status = CLI_EXIT_FAILURE;
+		}
+	}
+	free(p.map);
 	free(in.cuda_lib);
 	gpuctl_snapshot_free(snap);
 	return status;

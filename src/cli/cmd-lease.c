@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "filters.h"
@@ -48,6 +49,25 @@ static int lease_init(struct cli *cli, const char *lease_dir)
 		goto out;
 	}
 	printf("created %d lock file%s in %s\n", r, r == 1 ? "" : "s", gpuctl_lease_dir_path(dir));
+	/* The configuration that governs this directory (docs/config.md "Trust"): recorded in
+	 * DIR/config when it is not the default file. */
+	const char *cfg = gpuctl_config_path(cli->config);
+	char *real = cfg ? realpath(cfg, NULL) : NULL;
+	bool dflt = !cfg || (real && strcmp(real, GPUCTL_CONFIG_DEFAULT_PATH) == 0);
+	if (cfg && !real) {
+		cli_error("lease: init: configuration %s: %s", cfg, strerror(errno));
+		status = CLI_EXIT_FAILURE;
+		goto out;
+	}
+	r = gpuctl_lease_dir_set_config(cli->ctx, dir, dflt ? NULL : real);
+	if (r < 0) {
+		cli_error("lease: init: %s", gpuctl_errmsg(cli->ctx));
+		free(real);
+		status = CLI_EXIT_FAILURE;
+		goto out;
+	}
+	printf("configuration: %s\n", dflt ? GPUCTL_CONFIG_DEFAULT_PATH " (the default)" : real);
+	free(real);
 	status = cli_finish_output(CLI_EXIT_OK);
 out:
 	gpuctl_lease_dir_free(dir);
@@ -96,6 +116,9 @@ const struct cmd_entry cmd_lease_entry = {
                    "\n"
                    "Only the directory's owner may create lock files: root for the shared\n"
                    "/run/gpuctl (sudo gpuctl lease init), you for a directory of your own.\n"
-                   "Prints how many lock files it created (only missing ones are created).\n",
+                   "Prints how many lock files it created (only missing ones are created).\n"
+                   "Also records which configuration file governs the directory (the one\n"
+                   "read, given with gpuctl --config FILE): users of a shared directory\n"
+                   "follow it and cannot name another (docs/config.md).\n",
         .exec = cmd_lease_exec,
 };

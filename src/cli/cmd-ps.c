@@ -68,7 +68,41 @@ struct ps_data {
 	size_t nrows;
 	uint32_t *owner_pids; /* holders and jobs of the records, for the foreign check */
 	size_t nowner_pids;
+	const char **pool_of; /* each GPU's pool name (docs/config.md); NULL: no pools configured */
 };
+
+/* A row's pool: its GPU's pool, "default" for the GPUs no pool lists. */
+static const char *pool_name(const struct ps_data *d, const struct ps_row *row)
+{
+	return d->pool_of ? d->pool_of[row->gpu] : "default";
+}
+
+/* Fills d->pool_of from the configuration. 0, or the exit status (error printed). */
+static int pools_of(struct cli *cli, struct ps_data *d, const struct gpuctl_snapshot *snap)
+{
+	size_t n = gpuctl_snapshot_gpu_count(snap);
+	int *map = NULL;
+	if (gpuctl_config_pool_count(cli->config) == 0)
+		return 0;
+	int r = gpuctl_config_pool_map(cli->ctx, cli->config, snap, &map);
+	if (r < 0) {
+		cli_error("ps: %s", gpuctl_errmsg(cli->ctx));
+		return r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
+	}
+	d->pool_of = calloc(n ? n : 1, sizeof(*d->pool_of));
+	for (size_t g = 0; d->pool_of && g < n; g++) {
+		d->pool_of[g] = "default";
+		if (map[g] >= 0)
+			(void)gpuctl_config_pool_get(cli->config, (size_t)map[g], &d->pool_of[g],
+			                             NULL, NULL, NULL, NULL);
+	}
+	free(map);
+	if (!d->pool_of) {
+		cli_error("ps: out of memory");
+		return CLI_EXIT_FAILURE;
+	}
+	return 0;
+}
 
 static const char *state_name(const struct ps_row *row)
 {
@@ -266,6 +300,7 @@ static json_t *row_json(const struct ps_data *d, const struct gpuctl_snapshot *s
 	    json_put(o, "name", json_string_or_null(g ? gpuctl_gpu_str(g, GPUCTL_F_NAME) : NULL)) <
 	            0 ||
 	    json_put(o, "state", json_string(state_name(row))) < 0 ||
+	    json_put(o, "pool", json_string(pool_name(d, row))) < 0 ||
 	    json_put(o, "reason", json_string_or_null(row->reason)) < 0 ||
 	    json_put(o, "shared_declared",
 	             json_int_or_null(row->state == GPUCTL_LEASE_SHARED ? 0 : -ENODATA,
@@ -364,14 +399,20 @@ static void note_add(char *note, size_t size, const char *fmt, ...)
 
 static int print_table(const struct ps_data *d, const struct gpuctl_snapshot *snap, bool all)
 {
-	static const char *const head[] = {"DEVICE", "UUID",    "STATE", "USER", "PID",
+	/* POOL only when the configuration has pools */
+	static const char *const head[] = {"DEVICE", "UUID",    "STATE", "POOL", "USER", "PID",
 	                                   "JOB",    "COMMAND", "LABEL", "AGE",  "NOTE"};
+	const size_t skip = d->pool_of ? 0 : 1, ncol = 11 - skip;
+	const char *row_head[11];
 	struct text_table *t = NULL;
 	size_t shown = 0;
-	int r = text_table_new(10, &t);
+	int r = text_table_new(ncol, &t);
 	if (r < 0)
 		return r;
-	r = text_table_add(t, head);
+	for (size_t c = 0, k = 0; c < 11; c++)
+		if (!(skip && c == 3))
+			row_head[k++] = head[c];
+	r = text_table_add(t, row_head);
 	for (size_t i = 0; r >= 0 && i < d->nrows; i++) {
 		const struct ps_row *row = &d->rows[i];
 		if (!all && row->state == GPUCTL_LEASE_FREE && !row->foreign)
@@ -428,10 +469,22 @@ static int print_table(const struct ps_data *d, const struct gpuctl_snapshot *sn
 				foreign_text(d, snap, row, note + strlen(note),
 				             sizeof(note) - strlen(note));
 			}
-			const char *cells[] = {
-			        label, suuid, state_name(row),     user, pid, job, command,
-			        lab,   age,   note[0] ? note : "-"};
-			r = text_table_add(t, cells);
+			const char *cells[] = {label,
+			                       suuid,
+			                       state_name(row),
+			                       pool_name(d, row),
+			                       user,
+			                       pid,
+			                       job,
+			                       command,
+			                       lab,
+			                       age,
+			                       note[0] ? note : "-"};
+			const char *row_cells[11];
+			for (size_t c = 0, j = 0; c < 11; c++)
+				if (!(skip && c == 3))
+					row_cells[j++] = cells[c];
+			r = text_table_add(t, row_cells);
 		}
 		shown++;
 	}
@@ -573,12 +626,14 @@ static json_t *waiter_json(const struct gpuctl_wait_entry *w, size_t pos, time_t
 /* ps --waiting: the live tickets in order (docs/leases.md "Waiting"). */
 static int ps_waiting(struct cli *cli, const char *lease_dir, bool json)
 {
-	const char *path = filters_lease_dir_path(lease_dir);
 	struct gpuctl_lease_dir *dir = NULL;
 	struct gpuctl_wait_list *list = NULL;
 	struct stat st;
 	time_t now = time(NULL);
-	int status = 0, r = 0;
+	int status = filters_config(cli, &cmd_ps_entry), r = 0;
+	if (status)
+		return status;
+	const char *path = filters_lease_dir_path(cli, lease_dir);
 
 	if (!(lstat(path, &st) < 0 && errno == ENOENT)) {
 		status = filters_open_lease_dir(cli, &cmd_ps_entry, lease_dir, &dir);
@@ -701,7 +756,14 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 	                             sizeof(fields) / sizeof(fields[0]), &snap);
 	if (status)
 		return status;
-	const char *path = filters_lease_dir_path(lease_dir);
+	status = filters_config(cli, &cmd_ps_entry);
+	if (status)
+		goto out;
+	filters_lease_request(cli, &(struct select_args)SELECT_ARGS_INIT, &lreq);
+	status = pools_of(cli, &d, snap);
+	if (status)
+		goto out;
+	const char *path = filters_lease_dir_path(cli, lease_dir);
 	struct stat st;
 	bool exists = !(lstat(path, &st) < 0 && errno == ENOENT);
 	if (exists) {
@@ -749,6 +811,7 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 out:
 	free(d.rows);
 	free(d.owner_pids);
+	free(d.pool_of);
 	gpuctl_devset_free(foreign);
 	gpuctl_devset_free(busy);
 	gpuctl_lease_list_free(list);

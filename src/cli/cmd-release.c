@@ -78,7 +78,10 @@ static int cmd_release_exec(struct cli *cli, int argc, char **argv)
 	status = cli_snapshot_fields(cli, GPUCTL_SNAP_MIG, fields, 1, &snap);
 	if (status)
 		return status;
-	const char *path = filters_lease_dir_path(lease_dir);
+	status = filters_config(cli, &cmd_release_entry);
+	if (status)
+		goto out;
+	const char *path = filters_lease_dir_path(cli, lease_dir);
 	struct stat st;
 	if (ids) {
 		status = cli_select_gpus(cli, snap, ids, &idx, &nidx);

@@ -28,7 +28,8 @@ static const char exit_status_text[] =
         "Exit status:\n"
         "  0  success\n"
         "  1  failure while running (NVML error, I/O error)\n"
-        "  2  usage error (bad option or argument, unknown field, unknown GPU id)\n"
+        "  2  usage error (bad option or argument, unknown field, unknown GPU id or pool,\n"
+        "     a configuration file that does not parse)\n"
         "  3  no GPU satisfies the request\n"
         "  4  no NVIDIA driver (NVML library not found or NVML cannot initialise)\n";
 
@@ -42,7 +43,8 @@ const struct cmd_entry *cmd_find(const char *name)
 
 void cli_usage(FILE *f)
 {
-	fputs("Usage: gpuctl [-v|--verbose] [--version] [-h|--help] COMMAND [ARGS]\n"
+	fputs("Usage: gpuctl [-v|--verbose] [--config FILE] [--version] [-h|--help] COMMAND "
+	      "[ARGS]\n"
 	      "\n"
 	      "Commands:\n",
 	      f);
@@ -51,12 +53,17 @@ void cli_usage(FILE *f)
 	fputs("\n"
 	      "Global options:\n"
 	      "  -v, --verbose  print the library's debug messages to stderr\n"
+	      "  --config FILE  the configuration file (default $GPUCTL_CONFIG, else\n"
+	      "                 /etc/gpuctl/gpuctl.conf; docs/config.md)\n"
 	      "  --version      print the version and exit\n"
 	      "  -h, --help     print this help and exit\n"
 	      "\n"
 	      "Environment:\n"
 	      "  GPUCTL_NVML_LIBRARY  the NVML library to load instead of libnvidia-ml.so.1\n"
-	      "  GPUCTL_LEASE_DIR     the lease directory (default /run/gpuctl; docs/leases.md)\n"
+	      "  GPUCTL_LEASE_DIR     the lease directory (default: the configuration's "
+	      "lease_dir,\n"
+	      "                       else /run/gpuctl; docs/leases.md)\n"
+	      "  GPUCTL_CONFIG        the configuration file (default /etc/gpuctl/gpuctl.conf)\n"
 	      "\n",
 	      f);
 	fputs(exit_status_text, f);
@@ -172,19 +179,27 @@ int cli_snapshot(struct cli *cli, unsigned flags, struct gpuctl_snapshot **ret_s
 	return cli_snapshot_fields(cli, flags, NULL, 0, ret_snap);
 }
 
+int cli_context(struct cli *cli)
+{
+	int r;
+	if (cli->ctx)
+		return 0;
+	r = gpuctl_ctx_new(&cli->ctx);
+	if (r < 0) {
+		cli_error("cannot create context: %s", strerror(-r));
+		return CLI_EXIT_FAILURE;
+	}
+	if (cli->verbose)
+		gpuctl_ctx_set_log(cli->ctx, log_hook, NULL);
+	return 0;
+}
+
 int cli_snapshot_fields(struct cli *cli, unsigned flags, const enum gpuctl_field *fields,
                         size_t n_fields, struct gpuctl_snapshot **ret_snap)
 {
-	int r;
-	if (!cli->ctx) {
-		r = gpuctl_ctx_new(&cli->ctx);
-		if (r < 0) {
-			cli_error("cannot create context: %s", strerror(-r));
-			return CLI_EXIT_FAILURE;
-		}
-		if (cli->verbose)
-			gpuctl_ctx_set_log(cli->ctx, log_hook, NULL);
-	}
+	int r = cli_context(cli);
+	if (r)
+		return r;
 	r = gpuctl_snapshot_take_fields(cli->ctx, flags, fields, n_fields, ret_snap);
 	if (r < 0)
 		return report_load_error(cli, r);

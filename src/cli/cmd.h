@@ -22,15 +22,19 @@
 enum cli_exit {
 	CLI_EXIT_OK = 0,       /* success */
 	CLI_EXIT_FAILURE = 1,  /* failure while running: NVML error, I/O error, out of memory */
-	CLI_EXIT_USAGE = 2,    /* bad option or argument, unknown field, unknown GPU id */
+	CLI_EXIT_USAGE = 2,    /* bad option or argument, unknown field, unknown GPU id, a
+	                        * configuration file that does not parse */
 	CLI_EXIT_NOMATCH = 3,  /* no GPU satisfies the request (select/run) */
 	CLI_EXIT_NODRIVER = 4, /* no NVIDIA driver: NVML not found or cannot initialise */
 };
 
 /* State shared by main.c and the commands. */
 struct cli {
-	bool verbose;           /* -v: library debug messages go to stderr */
-	struct gpuctl_ctx *ctx; /* created on first use by cli_snapshot(); freed by main.c */
+	bool verbose;                 /* -v: library debug messages go to stderr */
+	struct gpuctl_ctx *ctx;       /* created on first use by cli_snapshot(); freed by main.c */
+	const char *config_path;      /* --config FILE, NULL: $GPUCTL_CONFIG or the default */
+	struct gpuctl_config *config; /* loaded on first use (filters_config); freed by main.c */
+	bool config_loaded;           /* config is what governs this run (may be NULL: none) */
 };
 
 struct cmd_entry {
@@ -75,6 +79,10 @@ int cmd_usage_error(const struct cmd_entry *entry, const char *fmt, ...)
 int cmd_bad_option(const struct cmd_entry *entry, int opt, char **argv);
 /* Describes the option getopt_long just refused ('?' or ':' in opt), naming it as typed. */
 void cli_bad_option_text(int opt, char **argv, char *buf, size_t size);
+
+/* Creates the context once (with -v, the library's log goes to stderr). 0, or
+ * CLI_EXIT_FAILURE after printing the error. */
+int cli_context(struct cli *cli);
 
 /* Creates the context (once) and takes a snapshot with the given flags. On failure prints the
  * one-line error and returns the exit status (CLI_EXIT_NODRIVER for -ENOENT/-ENODEV, else

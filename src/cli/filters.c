@@ -114,6 +114,11 @@ int filters_option(const struct cmd_entry *entry, struct select_args *o, int opt
 	case OPT_FILTER_SHARE:
 		o->share = true;
 		return 0;
+	case OPT_FILTER_POOL:
+		if (!arg[0])
+			return cmd_usage_error(entry, "--pool: empty pool name");
+		o->pool = arg;
+		return 0;
 	case OPT_FILTER_MEM:
 		r = parse_size(arg, &o->share_mem, &why);
 		if (r < 0)
@@ -157,8 +162,14 @@ int filters_check(const struct cmd_entry *entry, const struct select_args *o)
 void filters_lease_request(struct cli *cli, const struct select_args *o,
                            struct gpuctl_lease_request *ret_lreq)
 {
-	(void)cli;
+	const struct gpuctl_config_settings *set = gpuctl_config_settings(cli->config);
 	*ret_lreq = (struct gpuctl_lease_request)GPUCTL_LEASE_REQUEST_INIT;
+	if (set) {
+		ret_lreq->busy_memory = set->busy_memory;
+		ret_lreq->busy_utilization = set->busy_utilization;
+		ret_lreq->share_margin = set->share_margin;
+		ret_lreq->share_margin_is_pct = set->share_margin_is_pct;
+	}
 	ret_lreq->label = o->label;
 	ret_lreq->ignore_foreign = o->ignore_foreign;
 	ret_lreq->share_mem = o->share ? o->share_mem : 0;
@@ -261,35 +272,180 @@ static int apply_outer(struct cli *cli, const struct cmd_entry *entry, struct se
 	return 0;
 }
 
-const char *filters_lease_dir_path(const char *option)
+int filters_config(struct cli *cli, const struct cmd_entry *entry)
+{
+	int r = cli_context(cli);
+	if (r)
+		return r;
+	if (cli->config_loaded)
+		return 0;
+	r = gpuctl_config_load(cli->ctx, cli->config_path, &cli->config);
+	if (r < 0) {
+		const char *msg = gpuctl_errmsg(cli->ctx);
+		cli_error("%s: %s", entry->name, msg && msg[0] ? msg : strerror(-r));
+		return r == -EINVAL || r == -ENOENT ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
+	}
+	cli->config_loaded = true;
+	return 0;
+}
+
+const char *filters_lease_dir_path(const struct cli *cli, const char *option)
 {
 	const char *env = getenv("GPUCTL_LEASE_DIR");
+	const struct gpuctl_config_settings *set = gpuctl_config_settings(cli->config);
 	if (option)
 		return option;
 	if (env && env[0])
 		return env;
+	if (set && set->lease_dir)
+		return set->lease_dir;
 	return FILTERS_DEFAULT_LEASE_DIR;
+}
+
+/* Whether a and b (NULL: no file) name the same file (both missing counts as the same). */
+static bool same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	bool ha = a && stat(a, &sa) == 0, hb = b && stat(b, &sb) == 0;
+	if (!ha || !hb)
+		return ha == hb;
+	return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* docs/config.md "Trust": with a shared lease directory, the configuration is the one the
+ * directory names (DIR/config, else the default path), in a file only root or the directory's
+ * owner could have written. */
+static int config_trust(struct cli *cli, const struct cmd_entry *entry,
+                        const struct gpuctl_lease_dir *dir)
+{
+	uint32_t owner = gpuctl_lease_dir_owner(dir), fuid = 0, fmode = 0;
+	const char *env = getenv("GPUCTL_CONFIG");
+	bool named = cli->config_path || (env && env[0]);
+	char *pinned = NULL;
+	const char *want;
+	int r;
+
+	if (owner == (uint32_t)geteuid() || geteuid() == 0)
+		return 0; /* a directory of one's own, or root: any configuration */
+	r = gpuctl_lease_dir_config(cli->ctx, dir, &pinned);
+	if (r < 0) {
+		cli_error("%s: lease directory %s: %s", entry->name, gpuctl_lease_dir_path(dir),
+		          gpuctl_errmsg(cli->ctx));
+		return CLI_EXIT_FAILURE;
+	}
+	want = pinned ? pinned : GPUCTL_CONFIG_DEFAULT_PATH;
+	if (!same_file(gpuctl_config_path(cli->config), want)) {
+		if (named) {
+			cli_error(
+			        "%s: configuration %s: the shared lease directory %s follows %s "
+			        "(gpuctl lease init); another file needs a lease directory of your "
+			        "own",
+			        entry->name, gpuctl_config_path(cli->config),
+			        gpuctl_lease_dir_path(dir), want);
+			free(pinned);
+			return CLI_EXIT_USAGE;
+		}
+		gpuctl_config_free(cli->config);
+		cli->config = NULL;
+		r = gpuctl_config_load(cli->ctx, want, &cli->config);
+		if (r == -ENOENT && !pinned)
+			r = 0; /* no default file: an empty configuration */
+		if (r < 0) {
+			const char *msg = gpuctl_errmsg(cli->ctx);
+			cli_error("%s: %s", entry->name, msg && msg[0] ? msg : strerror(-r));
+			free(pinned);
+			return r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
+		}
+	}
+	free(pinned);
+	if (gpuctl_config_file_owner(cli->config, &fuid, &fmode) == 0 &&
+	    ((fuid != 0 && fuid != owner) || (fmode & (S_IWGRP | S_IWOTH)))) {
+		cli_error("%s: configuration %s: %s, so it cannot govern the shared lease "
+		          "directory %s",
+		          entry->name, gpuctl_config_path(cli->config),
+		          fmode & (S_IWGRP | S_IWOTH) ? "writable by group or others"
+		                                      : "owned by another user than root",
+		          gpuctl_lease_dir_path(dir));
+		return CLI_EXIT_FAILURE;
+	}
+	return 0;
+}
+
+int filters_pool(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
+                 const struct gpuctl_snapshot *snap)
+{
+	int *map = NULL;
+	size_t idx = 0, n = gpuctl_snapshot_gpu_count(snap);
+	bool dflt = !o->pool || strcmp(o->pool, "default") == 0;
+	int r, want = -1;
+
+	if (gpuctl_config_pool_count(cli->config) == 0) {
+		if (!dflt) {
+			cli_error("%s: --pool %s: the configuration%s%s has no pools", entry->name,
+			          o->pool, gpuctl_config_path(cli->config) ? " " : "",
+			          gpuctl_config_path(cli->config) ? gpuctl_config_path(cli->config)
+			                                          : "");
+			return CLI_EXIT_USAGE;
+		}
+		return 0;
+	}
+	r = gpuctl_config_pool_map(cli->ctx, cli->config, snap, &map);
+	if (r < 0) {
+		cli_error("%s: %s", entry->name, gpuctl_errmsg(cli->ctx));
+		return r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
+	}
+	if (!dflt) {
+		r = gpuctl_config_pool_find(cli->ctx, cli->config, o->pool, &idx);
+		if (r >= 0)
+			r = gpuctl_config_pool_allows(cli->ctx, cli->config, idx,
+			                              (uint32_t)geteuid());
+		if (r == -ENOENT) {
+			free(map);
+			cli_error("%s: --pool: %s", entry->name, gpuctl_errmsg(cli->ctx));
+			return CLI_EXIT_USAGE;
+		}
+		if (r <= 0) {
+			free(map);
+			cli_error("%s: --pool %s: not allowed: %s", entry->name, o->pool,
+			          r < 0 ? strerror(-r) : gpuctl_errmsg(cli->ctx));
+			return CLI_EXIT_FAILURE;
+		}
+		want = (int)idx;
+	}
+	r = gpuctl_devset_new(&o->pool_set);
+	for (size_t g = 0; r >= 0 && g < n; g++)
+		if (map[g] == want)
+			r = gpuctl_devset_add(o->pool_set, g, -1);
+	free(map);
+	if (r < 0) {
+		cli_error("%s: %s", entry->name, strerror(-r));
+		return CLI_EXIT_FAILURE;
+	}
+	o->req.pool = o->pool_set;
+	o->req.pool_name = dflt ? "default" : o->pool;
+	return 0;
 }
 
 int filters_open_lease_dir(struct cli *cli, const struct cmd_entry *entry, const char *path,
                            struct gpuctl_lease_dir **ret_dir)
 {
-	int r;
-	if (!cli->ctx) {
-		r = gpuctl_ctx_new(&cli->ctx);
-		if (r < 0) {
-			cli_error("cannot create context: %s", strerror(-r));
-			return CLI_EXIT_FAILURE;
-		}
-	}
+	int r = filters_config(cli, entry);
+	if (r)
+		return r;
+	path = filters_lease_dir_path(cli, path);
 	r = gpuctl_lease_dir_open(cli->ctx, path, ret_dir);
 	if (r < 0) {
 		const char *msg = gpuctl_errmsg(cli->ctx);
-		cli_error("%s: lease directory %s: %s", entry->name, filters_lease_dir_path(path),
+		cli_error("%s: lease directory %s: %s", entry->name, path,
 		          msg && msg[0] ? msg : strerror(-r));
 		return CLI_EXIT_FAILURE;
 	}
-	return 0;
+	r = config_trust(cli, entry, *ret_dir);
+	if (r) {
+		gpuctl_lease_dir_free(*ret_dir);
+		*ret_dir = NULL;
+	}
+	return r;
 }
 
 /* Plain select: the devices leased now (and, for FILTERS_LEASE_EXCLUDE_FOREIGN, busy without
@@ -297,7 +453,7 @@ int filters_open_lease_dir(struct cli *cli, const struct cmd_entry *entry, const
 static int exclude_leased(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
                           enum filters_lease_mode mode, const struct gpuctl_snapshot *snap)
 {
-	const char *path = filters_lease_dir_path(o->lease_dir);
+	const char *path = filters_lease_dir_path(cli, o->lease_dir);
 	struct gpuctl_lease_dir *dir = NULL;
 	struct gpuctl_lease_list *list = NULL;
 	struct gpuctl_lease_request lreq;
@@ -571,9 +727,15 @@ int filters_select_lease(struct cli *cli, const struct cmd_entry *entry, struct 
 	if (o->share && o->req.min_free_mem < o->share_mem)
 		o->req.min_free_mem = o->share_mem; /* the declared memory must be free now, too */
 
+	status = filters_config(cli, entry);
+	if (status)
+		return status;
 	status = take_snapshot(cli, entry, o, flags, fields, n, &snap);
 	if (status)
 		return status;
+	status = filters_pool(cli, entry, o, snap);
+	if (status)
+		goto fail;
 
 	if (mode == FILTERS_LEASE_TAKE) {
 		struct gpuctl_lease_request lreq;
@@ -636,4 +798,7 @@ void filters_done(struct select_args *o)
 	gpuctl_devset_free(o->foreign);
 	o->foreign = NULL;
 	o->req.foreign = NULL;
+	gpuctl_devset_free(o->pool_set);
+	o->pool_set = NULL;
+	o->req.pool = NULL;
 }

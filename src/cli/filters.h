@@ -26,6 +26,8 @@ struct select_args {
 	const char *label;                /* --label, NULL when none */
 	bool ignore_foreign;              /* --ignore-foreign */
 	bool share;                       /* --share: a shared lease (docs/leases.md "Sharing") */
+	const char *pool;                 /* --pool NAME, NULL: the default pool */
+	struct gpuctl_devset *pool_set;   /* the pool's GPUs (owned), NULL: no pools configured */
 	uint64_t share_mem;               /* --mem SIZE: the memory the job declares, 0: none */
 	struct gpuctl_devset *leased;     /* devices leased by others (owned), plain select */
 	struct gpuctl_devset *foreign;    /* devices busy without a lease (owned), plain select */
@@ -42,10 +44,16 @@ enum filters_lease_mode {
 	FILTERS_LEASE_TAKE,            /* select-and-lease: the caller gets the held lease */
 };
 
-/* The lease directory's path as the library will choose it: --lease-dir, else
- * $GPUCTL_LEASE_DIR, else /run/gpuctl. */
+/* Loads the configuration once (--config, else $GPUCTL_CONFIG, else /etc/gpuctl/gpuctl.conf;
+ * docs/config.md) into cli->config. On failure prints the one-line error ("FILE:LINE: ...")
+ * and returns CLI_EXIT_USAGE for a file that does not parse or a named file that is missing,
+ * else CLI_EXIT_FAILURE. */
+int filters_config(struct cli *cli, const struct cmd_entry *entry);
+
+/* The lease directory's path: --lease-dir, else $GPUCTL_LEASE_DIR, else the configuration's
+ * lease_dir (call filters_config first), else /run/gpuctl. */
 #define FILTERS_DEFAULT_LEASE_DIR "/run/gpuctl"
-const char *filters_lease_dir_path(const char *option);
+const char *filters_lease_dir_path(const struct cli *cli, const char *option);
 
 #define SELECT_ARGS_INIT                                                                           \
 	{                                                                                          \
@@ -69,6 +77,7 @@ enum {
 	OPT_FILTER_WAIT,
 	OPT_FILTER_SHARE,
 	OPT_FILTER_MEM,
+	OPT_FILTER_POOL,
 };
 
 /* The most seconds --wait=SECONDS may say (a year), and how often a waiter retries without a
@@ -96,6 +105,7 @@ enum {
 	        {"wait", optional_argument, NULL, OPT_FILTER_WAIT},                                \
 	        {"share", no_argument, NULL, OPT_FILTER_SHARE},                                    \
 	        {"mem", required_argument, NULL, OPT_FILTER_MEM},                                  \
+	        {"pool", required_argument, NULL, OPT_FILTER_POOL},                                \
 	{                                                                                          \
 		"ignore-foreign", no_argument, NULL, OPT_FILTER_IGNORE_FOREIGN                     \
 	}
@@ -125,6 +135,8 @@ enum {
 	"  --wait[=SECONDS]      when taking a lease (run, select --hold): wait in line for the\n" \
 	"                        devices, forever or at most SECONDS (then exit 3); a request\n"   \
 	"                        no lease could ever satisfy fails at once\n"                      \
+	"  --pool NAME           draw from this pool of the configuration (default: the GPUs\n"    \
+	"                        no pool lists; docs/config.md)\n"                                 \
 	"  --share --mem SIZE    a shared lease: other --share jobs may use the same devices\n"    \
 	"                        while the memory they all declare, plus a safety margin,\n"       \
 	"                        fits; never together with an exclusive lease\n"
@@ -155,10 +167,21 @@ int filters_select_lease(struct cli *cli, const struct cmd_entry *entry, struct 
                          struct gpuctl_snapshot **ret_snap, struct gpuctl_selection **ret_sel,
                          struct gpuctl_lease_dir **ret_dir, struct gpuctl_lease **ret_lease);
 
-/* Opens the lease directory for a command (gpuctl_lease_dir_open), printing the one-line error
- * and returning CLI_EXIT_FAILURE on failure. Creates the context if needed. */
+/* Loads the configuration and opens the lease directory for a command (path: the --lease-dir
+ * option or NULL), printing the one-line error and returning the exit status on failure. With
+ * a directory that is not the caller's own (a shared one), the configuration must be the one the
+ * directory names (docs/config.md "Trust"): cli->config is replaced by it when none was named,
+ * and a named other file is CLI_EXIT_USAGE; a configuration file that others could have written
+ * is CLI_EXIT_FAILURE. Creates the context if needed. */
 int filters_open_lease_dir(struct cli *cli, const struct cmd_entry *entry, const char *path,
                            struct gpuctl_lease_dir **ret_dir);
+
+/* The GPUs of the pool o draws from (--pool NAME, else the default pool) as o->pool_set, and
+ * the request's pool filter; nothing when the configuration has no pools. Prints the error and
+ * returns CLI_EXIT_USAGE for an unknown pool or a configuration whose GPUs do not match the
+ * machine, CLI_EXIT_FAILURE when the user may not draw from the pool. */
+int filters_pool(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
+                 const struct gpuctl_snapshot *snap);
 
 /* The lease request o asks for (share, thresholds and margin from the configuration). */
 void filters_lease_request(struct cli *cli, const struct select_args *o,

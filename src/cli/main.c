@@ -17,11 +17,13 @@
 
 enum {
 	OPT_VERSION = 0x100,
+	OPT_CONFIG,
 };
 
 static const struct option global_options[] = {
         {"verbose", no_argument, NULL, 'v'},
         {"version", no_argument, NULL, OPT_VERSION},
+        {"config", required_argument, NULL, OPT_CONFIG},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -36,6 +38,13 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case 'v':
 			cli.verbose = true;
+			break;
+		case OPT_CONFIG:
+			if (!optarg[0]) {
+				cli_error("--config: empty path (see 'gpuctl --help')");
+				return CLI_EXIT_USAGE;
+			}
+			cli.config_path = optarg;
 			break;
 		case OPT_VERSION:
 			printf("gpuctl %s\n", GPUCTL_VERSION_STRING);
@@ -67,6 +76,7 @@ int main(int argc, char **argv)
 	char **cmd_argv = argv + optind;
 	optind = 0;
 	status = entry->exec(&cli, cmd_argc, cmd_argv);
+	gpuctl_config_free(cli.config);
 	gpuctl_ctx_free(cli.ctx);
 	return cli_finish_output(status);
 }

@@ -944,6 +944,95 @@ static const char *dev_uuid(const struct gpuctl_snapshot *snap, size_t g, int mi
 	               : snap->gpus[g].migs[mig].uuid;
 }
 
+uint32_t gpuctl_lease_dir_owner(const struct gpuctl_lease_dir *dir)
+{
+	return dir ? (uint32_t)dir->owner : 0;
+}
+
+#define CONFIG_PIN_MAX 4096 /* bytes of DIR/config */
+
+int gpuctl_lease_dir_config(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
+                            char **ret_path)
+{
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *text = NULL;
+	struct stat st;
+	size_t len = 0;
+	int r;
+
+	if (!dir || !ret_path)
+		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	*ret_path = NULL;
+	fd = openat(dir->fd, "config", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0)
+		return ctx_error(ctx, -errno, "'%s/config': %s", dir->path,
+		                 errno == ELOOP ? "is a symlink" : strerror(errno));
+	if (fstat(fd, &st) < 0)
+		return ctx_error(ctx, -errno, "'%s/config': %s", dir->path, strerror(errno));
+	if (!S_ISREG(st.st_mode) || st.st_uid != dir->owner || st.st_nlink != 1 ||
+	    (st.st_mode & (S_IWGRP | S_IWOTH)))
+		return ctx_error(
+		        ctx, -EPERM,
+		        "'%s/config': not a regular file of the directory's owner that only "
+		        "it may write",
+		        dir->path);
+	r = read_all(fd, CONFIG_PIN_MAX, &text, &len);
+	if (r < 0)
+		return ctx_error(ctx, r, "'%s/config': %s", dir->path, strerror(-r));
+	while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' '))
+		text[--len] = '\0';
+	if (len == 0 || text[0] != '/' || memchr(text, '\0', len) || strchr(text, '\n'))
+		return ctx_error(
+		        ctx, -EINVAL,
+		        "'%s/config': not one absolute path (written by `gpuctl lease init`)",
+		        dir->path);
+	*ret_path = TAKE_PTR(text);
+	return 0;
+}
+
+int gpuctl_lease_dir_set_config(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                                const char *path)
+{
+	char tmp[32];
+	_cleanup_close_ int fd = -1;
+	int r = 0;
+
+	if (!dir ||
+	    (path && (path[0] != '/' || strchr(path, '\n') || strlen(path) >= CONFIG_PIN_MAX)))
+		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	if (!dir->ours)
+		return ctx_error(ctx, -EPERM,
+		                 "lease directory '%s': only its owner (uid %u) may name its "
+		                 "configuration",
+		                 dir->path, (unsigned)dir->owner);
+	if (!path) {
+		if (unlinkat(dir->fd, "config", 0) < 0 && errno != ENOENT)
+			return ctx_error(ctx, -errno, "'%s/config': %s", dir->path,
+			                 strerror(errno));
+		return 0;
+	}
+	(void)snprintf(tmp, sizeof(tmp), ".config-%d", (int)getpid());
+	(void)unlinkat(dir->fd, tmp, 0);
+	fd = openat(dir->fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || fchmod(fd, 0644) < 0)
+		r = -errno;
+	if (r == 0)
+		r = write_all(fd, path, strlen(path));
+	if (r == 0)
+		r = write_all(fd, "\n", 1);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (r == 0 && renameat(dir->fd, tmp, dir->fd, "config") < 0)
+		r = -errno;
+	if (r < 0) {
+		(void)unlinkat(dir->fd, tmp, 0);
+		return ctx_error(ctx, r, "'%s/config': %s", dir->path, strerror(-r));
+	}
+	return 0;
+}
+
 int gpuctl_lease_dir_init(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                           const struct gpuctl_snapshot *snap)
 {

@@ -404,7 +404,10 @@ class NotSupportedEverywhere(FaultTestCase):
         # System queries are outside '*' (sim/README.md): the driver version still reads.
         self.assertEqual(info["driver_version"], m.system["driver_version"])
         for g in info["gpus"]:
-            self.assertEqual({k for k, v in g.items() if v is not None}, {"index", "lost"}, g)
+            # the pool comes from the configuration (none: every GPU in "default"), not NVML
+            self.assertEqual({k for k, v in g.items() if v is not None}, {"index", "lost", "pool"},
+                             g)
+            self.assertEqual(g["pool"], "default")
         self.assertIn(m.system["driver_version"], out["info"])
 
 

@@ -447,11 +447,15 @@ class LeaseInit(LeaseCase):
                         uuids += [i["uuid"] for i in mig.get("instances", [])]
                 r = run([GPUCTL, "lease", "init", "--lease-dir", d], env=env)
                 self.assertEqual(r.rc, 0, r)
-                self.assertEqual(r.out.strip(), "created %d lock files in %s" % (len(uuids), d))
+                # no configuration named: the directory follows the default file
+                self.assertEqual(r.out.splitlines(),
+                                 ["created %d lock files in %s" % (len(uuids), d),
+                                  "configuration: /etc/gpuctl/gpuctl.conf (the default)"])
+                self.assertFalse(os.path.exists(os.path.join(d, "config")))
                 self.assertEqual(sorted(os.listdir(os.path.join(d, "locks"))),
                                  sorted(u + ".lock" for u in uuids))
                 r = run([GPUCTL, "lease", "init"], env=env)  # $GPUCTL_LEASE_DIR, nothing missing
-                self.assertEqual(r.out.strip(), "created 0 lock files in %s" % d, r)
+                self.assertEqual(r.out.splitlines()[0], "created 0 lock files in %s" % d, r)
 
     def test_usage(self):
         self.assertOneLineError(self.g("lease"), EXIT_USAGE, "init")
