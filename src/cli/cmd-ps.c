@@ -759,17 +759,20 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 	status = filters_config(cli, &cmd_ps_entry);
 	if (status)
 		goto out;
-	filters_lease_request(cli, &(struct select_args)SELECT_ARGS_INIT, &lreq);
-	status = pools_of(cli, &d, snap);
-	if (status)
-		goto out;
 	const char *path = filters_lease_dir_path(cli, lease_dir);
 	struct stat st;
 	bool exists = !(lstat(path, &st) < 0 && errno == ENOENT);
 	if (exists) {
+		/* first: a shared directory decides which configuration governs it */
 		status = filters_open_lease_dir(cli, &cmd_ps_entry, lease_dir, &dir);
 		if (status)
 			goto out;
+	}
+	filters_lease_request(cli, &(struct select_args)SELECT_ARGS_INIT, &lreq);
+	status = pools_of(cli, &d, snap);
+	if (status)
+		goto out;
+	if (exists) {
 		r = gpuctl_lease_list(cli->ctx, dir, snap, &list);
 		if (r >= 0)
 			r = rows_from_list(&d, list, snap, &lreq);

@@ -451,24 +451,17 @@ int filters_open_lease_dir(struct cli *cli, const struct cmd_entry *entry, const
 /* Plain select: the devices leased now (and, for FILTERS_LEASE_EXCLUDE_FOREIGN, busy without
  * a lease) go to o->leased / o->foreign and the request. */
 static int exclude_leased(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
-                          enum filters_lease_mode mode, const struct gpuctl_snapshot *snap)
+                          enum filters_lease_mode mode, const struct gpuctl_snapshot *snap,
+                          struct gpuctl_lease_dir *dir)
 {
-	const char *path = filters_lease_dir_path(cli, o->lease_dir);
-	struct gpuctl_lease_dir *dir = NULL;
+	const char *path = dir ? gpuctl_lease_dir_path(dir) : "";
 	struct gpuctl_lease_list *list = NULL;
 	struct gpuctl_lease_request lreq;
-	struct stat st;
+	size_t n_room = 0;
 	int status = 0, r;
 
-	if (lstat(path, &st) < 0 && errno == ENOENT) {
-		if (cli->verbose)
-			cli_error("%s: lease directory %s does not exist: nothing is leased",
-			          entry->name, path);
-		return 0;
-	}
-	status = filters_open_lease_dir(cli, entry, o->lease_dir, &dir);
-	if (status)
-		return status;
+	if (!dir)
+		return 0; /* no lease directory: nothing is leased */
 	filters_lease_request(cli, o, &lreq);
 	r = gpuctl_lease_list(cli->ctx, dir, snap, &list);
 	if (r >= 0)
@@ -484,9 +477,21 @@ static int exclude_leased(struct cli *cli, const struct cmd_entry *entry, struct
 		/* As select-and-lease does: an unusable lock file is never granted, a shared
 		 * device only to a shared request it has room for. */
 		taken = state == GPUCTL_LEASE_HELD || state == GPUCTL_LEASE_UNUSABLE ||
-		        (state == GPUCTL_LEASE_SHARED && !lreq.share_mem) ||
-		        (lreq.share_mem &&
-		         gpuctl_lease_list_room(list, i, snap, &lreq) < lreq.share_mem);
+		        (state == GPUCTL_LEASE_SHARED && !lreq.share_mem);
+		if (!taken && lreq.share_mem &&
+		    gpuctl_lease_list_room(list, i, snap, &lreq) < lreq.share_mem) {
+			/* as select-and-lease says it: "(no room to share SIZE: 0,3)" */
+			size_t l = strlen(o->no_room);
+			taken = true;
+			if (n_room++ < 8) {
+				char label[48];
+				filters_device_label(snap, gpu, mig, label, sizeof(label));
+				snprintf(o->no_room + l, sizeof(o->no_room) - l, "%s%s",
+				         n_room > 1 ? "," : "", label);
+			} else if (n_room == 9 && l + 4 < sizeof(o->no_room)) {
+				strcat(o->no_room, ",...");
+			}
+		}
 		if (r >= 0 && taken) {
 			r = gpuctl_devset_add(o->leased, gpu, mig);
 			if (r == -EEXIST)
@@ -508,7 +513,6 @@ static int exclude_leased(struct cli *cli, const struct cmd_entry *entry, struct
 			          gpuctl_devset_count(o->leased), path);
 	}
 	gpuctl_lease_list_free(list);
-	gpuctl_lease_dir_free(dir);
 	return status;
 }
 
@@ -727,12 +731,24 @@ int filters_select_lease(struct cli *cli, const struct cmd_entry *entry, struct 
 	if (o->share && o->req.min_free_mem < o->share_mem)
 		o->req.min_free_mem = o->share_mem; /* the declared memory must be free now, too */
 
+	/* The lease directory first: with a shared one, it decides which configuration (and so
+	 * which pools) governs the request. A plain select never creates it. */
 	status = filters_config(cli, entry);
 	if (status)
 		return status;
+	const char *path = filters_lease_dir_path(cli, o->lease_dir);
+	struct stat st;
+	if (mode == FILTERS_LEASE_TAKE || !(lstat(path, &st) < 0 && errno == ENOENT)) {
+		status = filters_open_lease_dir(cli, entry, o->lease_dir, &dir);
+		if (status)
+			return status;
+	} else if (cli->verbose) {
+		cli_error("%s: lease directory %s does not exist: nothing is leased", entry->name,
+		          path);
+	}
 	status = take_snapshot(cli, entry, o, flags, fields, n, &snap);
 	if (status)
-		return status;
+		goto fail;
 	status = filters_pool(cli, entry, o, snap);
 	if (status)
 		goto fail;
@@ -741,9 +757,6 @@ int filters_select_lease(struct cli *cli, const struct cmd_entry *entry, struct 
 		struct gpuctl_lease_request lreq;
 		filters_lease_request(cli, o, &lreq);
 		lreq.command = command;
-		status = filters_open_lease_dir(cli, entry, o->lease_dir, &dir);
-		if (status)
-			goto fail;
 		if (o->wait) {
 			status = wait_lease(cli, entry, o, flags, fields, n, &snap, dir, &lreq,
 			                    &sel, &lease);
@@ -755,7 +768,7 @@ int filters_select_lease(struct cli *cli, const struct cmd_entry *entry, struct 
 			                            &lease);
 		}
 	} else {
-		status = exclude_leased(cli, entry, o, mode, snap);
+		status = exclude_leased(cli, entry, o, mode, snap, dir);
 		if (status)
 			goto fail;
 		r = gpuctl_select(cli->ctx, snap, &o->req, &sel);
@@ -764,7 +777,20 @@ int filters_select_lease(struct cli *cli, const struct cmd_entry *entry, struct 
 		const char *msg = gpuctl_errmsg(cli->ctx);
 		if (!msg || !msg[0])
 			msg = strerror(-r);
-		cli_error("%s: %s", entry->name, msg);
+		if (r == -ENOSPC && o->no_room[0]) {
+			/* the library's words for it: the largest binary unit that is exact */
+			static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+			uint64_t v = o->share_mem;
+			size_t u = 0;
+			while (u + 1 < sizeof(units) / sizeof(units[0]) && v >= 1024 &&
+			       v % 1024 == 0) {
+				v /= 1024;
+				u++;
+			}
+			cli_error("%s: %s (no room to share %" PRIu64 " %s: %s)", entry->name, msg,
+			          v, units[u], o->no_room);
+		} else
+			cli_error("%s: %s", entry->name, msg);
 		status = r == -ENOSPC   ? CLI_EXIT_NOMATCH
 		         : r == -EINVAL ? CLI_EXIT_USAGE
 		                        : CLI_EXIT_FAILURE;

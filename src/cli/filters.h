@@ -28,6 +28,7 @@ struct select_args {
 	bool share;                       /* --share: a shared lease (docs/leases.md "Sharing") */
 	const char *pool;                 /* --pool NAME, NULL: the default pool */
 	struct gpuctl_devset *pool_set;   /* the pool's GPUs (owned), NULL: no pools configured */
+	char no_room[128];                /* plain select --share: devices without room for it */
 	uint64_t share_mem;               /* --mem SIZE: the memory the job declares, 0: none */
 	struct gpuctl_devset *leased;     /* devices leased by others (owned), plain select */
 	struct gpuctl_devset *foreign;    /* devices busy without a lease (owned), plain select */

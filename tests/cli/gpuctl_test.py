@@ -41,6 +41,18 @@ LEASE_DIR = tempfile.mkdtemp(prefix="gpuctl-test-leases-")
 atexit.register(shutil.rmtree, LEASE_DIR, True)
 os.environ["GPUCTL_LEASE_DIR"] = LEASE_DIR
 
+# Nor the machine's configuration (/etc/gpuctl/gpuctl.conf, docs/config.md): every test process
+# names an empty file of its own in GPUCTL_CONFIG (readable by the throwaway users of the root-only
+# tests); a caller's env= may name another.
+CONFIG_DIR = tempfile.mkdtemp(prefix="gpuctl-test-config-")
+atexit.register(shutil.rmtree, CONFIG_DIR, True)
+os.chmod(CONFIG_DIR, 0o755)
+EMPTY_CONFIG = os.path.join(CONFIG_DIR, "empty.conf")
+with open(EMPTY_CONFIG, "w"):
+    pass
+os.chmod(EMPTY_CONFIG, 0o644)
+os.environ["GPUCTL_CONFIG"] = EMPTY_CONFIG
+
 
 class Result:
     def __init__(self, proc):
@@ -65,6 +77,7 @@ def run(argv, env=None, input=None, timeout=TIMEOUT):
               "SLURM_JOB_GPUS"):
         e.pop(k, None)
     e["GPUCTL_LEASE_DIR"] = LEASE_DIR
+    e["GPUCTL_CONFIG"] = EMPTY_CONFIG
     if env:
         e.update(env)
     p = subprocess.run(argv, env=e, input=input, capture_output=True, text=True, timeout=timeout)

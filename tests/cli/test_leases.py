@@ -20,7 +20,7 @@ import time
 import unittest
 
 from cli_facts import Machine
-from gpuctl_test import (BUILD, EXIT_FAILURE, EXIT_NOMATCH, EXIT_OK, EXIT_USAGE, GPUCTL,
+from gpuctl_test import (BUILD, EMPTY_CONFIG, EXIT_FAILURE, EXIT_NOMATCH, EXIT_OK, EXIT_USAGE, GPUCTL,
                          NVSIM, SCENARIOS, SIMLIB, GpuctlTestCase, run, sim_sh)
 
 LOAD = os.path.join(BUILD, "bin", "nvsim-load")
@@ -447,11 +447,13 @@ class LeaseInit(LeaseCase):
                         uuids += [i["uuid"] for i in mig.get("instances", [])]
                 r = run([GPUCTL, "lease", "init", "--lease-dir", d], env=env)
                 self.assertEqual(r.rc, 0, r)
-                # no configuration named: the directory follows the default file
+                # the directory records the configuration read (the harness's empty file)
+                conf = os.path.realpath(EMPTY_CONFIG)
                 self.assertEqual(r.out.splitlines(),
                                  ["created %d lock files in %s" % (len(uuids), d),
-                                  "configuration: /etc/gpuctl/gpuctl.conf (the default)"])
-                self.assertFalse(os.path.exists(os.path.join(d, "config")))
+                                  "configuration: " + conf])
+                with open(os.path.join(d, "config")) as f:
+                    self.assertEqual(f.read(), conf + "\n")
                 self.assertEqual(sorted(os.listdir(os.path.join(d, "locks"))),
                                  sorted(u + ".lock" for u in uuids))
                 r = run([GPUCTL, "lease", "init"], env=env)  # $GPUCTL_LEASE_DIR, nothing missing
