@@ -12,6 +12,8 @@
  *   asking for GPU 0, asleep in poll(2) on its inotify descriptor as `gpuctl run --wait` is)
  *   reports the moment it holds the lease; from our release to then, median of WAIT_ROUNDS.
  *   The library's part only: the CLI retakes its snapshot before each retry on top of this.
+ * - shared acquire + release: a 1 GiB shared lease on GPU 0 beside SHARERS others (the cost of
+ *   counting the declared memory from the kernel's locks).
  * The lease directory is made under /dev/shm when it exists: /run/gpuctl, the default, is a
  * tmpfs too, so a disk's fsync cost would misstate the real one.
  *
@@ -22,6 +24,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,9 +72,10 @@ static struct gpuctl_snapshot *load(struct gpuctl_ctx *ctx)
 	return snap;
 }
 
-/* One acquire + release of 1 GPU: 0, -ENOSPC when every GPU is leased, or another error. */
-static int take_one(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
-                    const struct gpuctl_snapshot *snap)
+/* A lease of 1 GPU (share > 0: a shared lease of that many bytes on GPU 0). 0, -ENOSPC when
+ * nothing qualifies, or another error; *ret (may be NULL: released at once) gets the lease. */
+static int take(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                const struct gpuctl_snapshot *snap, uint64_t share, struct gpuctl_lease **ret)
 {
 	struct gpuctl_select_request req = GPUCTL_SELECT_REQUEST_INIT;
 	struct gpuctl_lease_request lreq = GPUCTL_LEASE_REQUEST_INIT;
@@ -80,11 +84,54 @@ static int take_one(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	int r;
 
 	req.count = 1;
+	if (share) {
+		req.only = "0";
+		lreq.share_mem = share;
+	}
 	lreq.command = "lease-bench";
 	r = gpuctl_select_and_lease(ctx, dir, snap, &req, &lreq, &sel, &lease);
-	gpuctl_lease_free(lease);
 	gpuctl_selection_free(sel);
+	if (ret)
+		*ret = lease;
+	else
+		gpuctl_lease_free(lease);
 	return r;
+}
+
+/* One acquire + release of 1 GPU. */
+static int take_one(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                    const struct gpuctl_snapshot *snap)
+{
+	return take(ctx, dir, snap, 0, NULL);
+}
+
+/* Median us of a shared 1 GiB acquire + release on GPU 0 while SHARERS other shared leases of
+ * 4 GiB hold it (every acquire scans their ranges with F_OFD_GETLK); -1 on failure. */
+#define SHARERS 15
+static double shared_latency(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                             const struct gpuctl_snapshot *snap, long rounds)
+{
+	struct gpuctl_lease *held[SHARERS] = {0};
+	double *t = calloc((size_t)rounds, sizeof(*t)), median = -1;
+	long done = 0;
+
+	for (int i = 0; t && i < SHARERS; i++)
+		if (take(ctx, dir, snap, 4ull << 30, &held[i]) != 0)
+			goto out;
+	for (; t && done < rounds; done++) {
+		double t0 = now_us();
+
+		if (take(ctx, dir, snap, 1ull << 30, NULL) != 0)
+			goto out;
+		t[done] = now_us() - t0;
+	}
+	qsort(t, (size_t)rounds, sizeof(*t), cmp_double);
+	median = t[rounds / 2];
+out:
+	for (int i = 0; i < SHARERS; i++)
+		gpuctl_lease_free(held[i]);
+	free(t);
+	return median;
 }
 
 /* A requester: loops until the deadline, then writes "grants rejected" to fd. */
@@ -297,9 +344,11 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	double wl = wait_latency(ctx, dir, snap);
+	double sl = wl < 0 ? -1 : shared_latency(ctx, dir, snap, rounds);
 
-	if (wl < 0) {
-		fprintf(stderr, "lease-bench: waiter failed: %s\n", gpuctl_errmsg(ctx));
+	if (wl < 0 || sl < 0) {
+		fprintf(stderr, "lease-bench: %s failed: %s\n", wl < 0 ? "waiter" : "shared lease",
+		        gpuctl_errmsg(ctx));
 		goto out;
 	}
 	printf("| measure | value |\n|---|---:|\n");
@@ -311,6 +360,9 @@ int main(int argc, char **argv)
 	printf("| ... requests that found every GPU leased | %lu |\n", rejected);
 	printf("| release to start of a waiter (inotify), median of %d | %.0f us |\n", WAIT_ROUNDS,
 	       wl);
+	printf("| shared acquire + release (1 GiB) beside %d shared leases on one GPU: median | "
+	       "%.0f us |\n",
+	       SHARERS, sl);
 	printf("| lease directory | %s |\n", strncmp(base, "/dev/shm", 8) == 0 ? "tmpfs" : "/tmp");
 	status = 0;
 out:
