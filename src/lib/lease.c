@@ -54,9 +54,10 @@
  *   creating pid), pruned by the same user's next shared lease once their holders are gone.
  * - A zombie (state Z or X in /proc/<pid>/stat) counts as gone: it holds no descriptor, and in
  *   some containers nothing reaps it.
- * - Readers that probe (gpuctl_lease_list, gpuctl_lease_foreign) hold select.lock shared while
- *   they do, so their momentary flocks never make a select-and-lease see a free device as held.
- *   Inside select-and-lease (select.lock already exclusive) the internal lease_foreign is used.
+ * - Readers that probe (gpuctl_lease_list, gpuctl_lease_foreign, gpuctl_lease_release) hold
+ *   select.lock shared while they do, so their momentary flocks never make a select-and-lease
+ *   see a free device as held. Inside select-and-lease (select.lock already exclusive) the
+ *   internal lease_foreign is used.
  * - Record format: one JSON object (docs/leases.md), written by hand with escaping; read back by
  *   a small strict parser (RECORD_MAX bytes at most; strings, non-negative integers and null;
  *   anything else makes the record unreadable). Control characters in strings become '?'.
@@ -3153,12 +3154,14 @@ int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	struct record *recs = NULL;
 	size_t n_recs = 0;
 	_cleanup_free_ pid_t *done = NULL;
+	_cleanup_close_ int sfd = -1;
 	size_t n_done = 0;
 	uid_t me = geteuid();
 	int r, count = 0;
 
 	if (!dir || !snap)
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	sfd = select_lock_shared(dir); /* its probes must not disturb a select-and-lease */
 	r = records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
 	if (r < 0)
 		return r;
