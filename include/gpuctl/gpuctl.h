@@ -626,6 +626,7 @@ struct gpuctl_wait_entry {
 	uint64_t min_free_mem;                    /* 0: any */
 	int max_util;                             /* -1: any */
 	bool no_procs;
+	const char *pool; /* the pool it draws from (docs/config.md), NULL when none was named */
 };
 struct gpuctl_wait_list;
 /* The live tickets of DIR, first in line first. */

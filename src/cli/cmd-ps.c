@@ -587,6 +587,8 @@ static void request_text(const struct gpuctl_wait_entry *w, char *buf, size_t si
 		ADD(", max-util %d%%", w->max_util);
 	if (w->no_procs)
 		ADD(", no-procs");
+	if (w->pool)
+		ADD(", pool %s", w->pool);
 #undef ADD
 }
 
@@ -616,7 +618,8 @@ static json_t *waiter_json(const struct gpuctl_wait_entry *w, size_t pos, time_t
 	                              (int64_t)w->min_free_mem)) < 0 ||
 	    json_put(o, "max_util",
 	             json_int_or_null(w->parsed && w->max_util >= 0 ? 0 : -1, w->max_util)) < 0 ||
-	    json_put(o, "no_procs", json_boolean(w->parsed && w->no_procs)) < 0) {
+	    json_put(o, "no_procs", json_boolean(w->parsed && w->no_procs)) < 0 ||
+	    json_put(o, "pool", json_string_or_null(w->parsed ? w->pool : NULL)) < 0) {
 		json_decref(o);
 		return NULL;
 	}

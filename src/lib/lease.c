@@ -2070,6 +2070,7 @@ struct qticket {
 	char *exclude;         /* --exclude, NULL: none */
 	char *within;          /* the outer allocation as comma-separated UUIDs, NULL: none */
 	char *pool;            /* the pool's GPUs as comma-separated UUIDs, NULL: no pool */
+	char *pool_name;       /* the pool's name, for display; NULL when not given */
 };
 
 /* The devices an older waiter could use, cached for the lifetime of a waiting ticket. */
@@ -2109,7 +2110,8 @@ static void qticket_clear(struct qticket *t)
 	free(t->exclude);
 	free(t->within);
 	free(t->pool);
-	t->mig = t->only = t->exclude = t->within = t->pool = NULL;
+	free(t->pool_name);
+	t->mig = t->only = t->exclude = t->within = t->pool = t->pool_name = NULL;
 }
 
 static void qtickets_free(struct qticket *v, size_t n)
@@ -2213,6 +2215,8 @@ static bool ticket_parse(char *text, struct qticket *t)
 			str = &q.within;
 		} else if (streq(line, "pool")) {
 			str = &q.pool;
+		} else if (streq(line, "pool_name")) {
+			str = &q.pool_name;
 		}
 		if (ok && str) {
 			ok = !*str && (*str = strdup(val)) != NULL;
@@ -2235,6 +2239,7 @@ static bool ticket_parse(char *text, struct qticket *t)
 	t->exclude = q.exclude;
 	t->within = q.within;
 	t->pool = q.pool;
+	t->pool_name = q.pool_name;
 	return true;
 }
 
@@ -2750,8 +2755,12 @@ int gpuctl_wait_ticket_new(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	sb_val(&b, "only", req->only);
 	sb_val(&b, "exclude", req->exclude);
 	sb_uuids(&b, "within", req->within, snap);
-	if (offsetof(struct gpuctl_select_request, pool_name) + sizeof(void *) <= req->struct_size)
+	if (offsetof(struct gpuctl_select_request, pool_name) + sizeof(void *) <=
+	            req->struct_size &&
+	    req->pool) {
 		sb_uuids(&b, "pool", req->pool, snap);
+		sb_val(&b, "pool_name", req->pool_name);
+	}
 	if (b.oom) {
 		free(b.p);
 		return ctx_error(ctx, -ENOMEM, "out of memory");
@@ -2881,6 +2890,7 @@ int gpuctl_wait_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 		        .min_free_mem = t->min_free_mem,
 		        .max_util = t->max_util,
 		        .no_procs = t->no_procs,
+		        .pool = t->pool_name,
 		};
 	}
 	*ret_list = l;

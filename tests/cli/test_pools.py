@@ -12,6 +12,7 @@ import grp
 import shutil
 import subprocess
 import tempfile
+import time
 import unittest
 
 from cli_facts import Machine
@@ -98,6 +99,23 @@ class Pools(ConfigCase):
         # more than the pool has: at once, however long --wait says
         r = self.g("run", "-n", "2", "--pool", "spare", "--wait=30", "--", "true", config=c)
         self.assertOneLineError(r, EXIT_NOMATCH, "can never be satisfied", "outside pool spare")
+        # a waiter in line for the pool: ps --waiting says which pool
+        env = dict(self.env, GPUCTL_CONFIG=c)
+        waiter = subprocess.Popen([GPUCTL, "run", "-n", "1", "--pool", "spare", "--wait=30", "--",
+                                   "true"], env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        self.addCleanup(waiter.kill)
+        line = []
+        for _ in range(200):
+            line = self.g("ps", "--waiting", "--format", "json", config=c).json()["waiting"]
+            if line:
+                break
+            time.sleep(0.02)
+        self.assertEqual([(w["pid"], w["pool"]) for w in line], [(waiter.pid, "spare")])
+        r = self.g("ps", "--waiting", config=c)
+        self.assertIn("1 GPU, pool spare", r.out)
+        waiter.kill()
+        waiter.wait()
         r = self.g("select", "-n", "1", "--pool", "nope", config=c)
         self.assertOneLineError(r, EXIT_USAGE, "'nope'", "training", "spare", "default")
         # pools are shown: ps (each device's pool) and info (the pools and who may use them)
