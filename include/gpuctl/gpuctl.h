@@ -662,6 +662,9 @@ const char *gpuctl_config_path(const struct gpuctl_config *cfg);
  * file, for trust checks; -ENOENT when no file was read. */
 int gpuctl_config_file_owner(const struct gpuctl_config *cfg, uint32_t *ret_uid,
                              uint32_t *ret_mode);
+/* 1 when path names the very file that was read (same device and inode as the descriptor it
+ * was read from, so a path swapped after reading does not match), else 0. */
+int gpuctl_config_is_file(const struct gpuctl_config *cfg, const char *path);
 
 /* The global settings; every field has its default when the file does not set it. */
 struct gpuctl_config_settings {

@@ -302,14 +302,15 @@ const char *filters_lease_dir_path(const struct cli *cli, const char *option)
 	return FILTERS_DEFAULT_LEASE_DIR;
 }
 
-/* Whether a and b (NULL: no file) name the same file (both missing counts as the same). */
-static bool same_file(const char *a, const char *b)
+/* Whether the configuration read is the file at want (none read and want missing: the same). The
+ * file read is identified by what was opened, not by its path, which a user could have swapped
+ * since. */
+static bool config_is(const struct gpuctl_config *cfg, const char *want)
 {
-	struct stat sa, sb;
-	bool ha = a && stat(a, &sa) == 0, hb = b && stat(b, &sb) == 0;
-	if (!ha || !hb)
-		return ha == hb;
-	return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+	struct stat st;
+	if (!gpuctl_config_path(cfg))
+		return stat(want, &st) < 0 && errno == ENOENT;
+	return gpuctl_config_is_file(cfg, want) == 1;
 }
 
 /* docs/config.md "Trust": with a shared lease directory, the configuration is the one the
@@ -334,7 +335,7 @@ static int config_trust(struct cli *cli, const struct cmd_entry *entry,
 		return CLI_EXIT_FAILURE;
 	}
 	want = pinned ? pinned : GPUCTL_CONFIG_DEFAULT_PATH;
-	if (!same_file(gpuctl_config_path(cli->config), want)) {
+	if (!config_is(cli->config, want)) {
 		if (named) {
 			cli_error(
 			        "%s: configuration %s: the shared lease directory %s follows %s "

@@ -79,6 +79,7 @@ struct gpuctl_config {
 	bool has_file;                          /* uid and mode are known */
 	uint32_t uid;                           /* owner of the file read */
 	uint32_t mode;                          /* st_mode & 07777 of the file read */
+	uint64_t dev, ino;                      /* identity of the file read (as opened) */
 	struct gpuctl_config_settings settings; /* lease_dir points into lease_dir_buf */
 	char *lease_dir_buf;                    /* owned */
 	struct pool *pools;                     /* owned, n_pools entries */
@@ -724,6 +725,8 @@ int gpuctl_config_load(struct gpuctl_ctx *ctx, const char *path, struct gpuctl_c
 	cfg->has_file = true;
 	cfg->uid = (uint32_t)st.st_uid;
 	cfg->mode = (uint32_t)(st.st_mode & 07777);
+	cfg->dev = (uint64_t)st.st_dev;
+	cfg->ino = (uint64_t)st.st_ino;
 	*ret_cfg = TAKE_PTR(cfg);
 	return 0;
 }
@@ -731,6 +734,15 @@ int gpuctl_config_load(struct gpuctl_ctx *ctx, const char *path, struct gpuctl_c
 const char *gpuctl_config_path(const struct gpuctl_config *cfg)
 {
 	return cfg ? cfg->path : NULL;
+}
+
+int gpuctl_config_is_file(const struct gpuctl_config *cfg, const char *path)
+{
+	struct stat st;
+
+	if (!cfg || !cfg->has_file || !path || stat(path, &st) < 0)
+		return 0;
+	return (uint64_t)st.st_dev == cfg->dev && (uint64_t)st.st_ino == cfg->ino;
 }
 
 int gpuctl_config_file_owner(const struct gpuctl_config *cfg, uint32_t *ret_uid, uint32_t *ret_mode)

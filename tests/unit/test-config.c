@@ -594,7 +594,19 @@ static void test_load(void **state)
 	cfg = NULL;
 	assert_int_equal(gpuctl_config_load(ctx, link, &cfg), 0);
 	assert_string_equal(gpuctl_config_path(cfg), link);
+	/* the file read is the one opened: its path and the symlink name it, another file does
+	 * not, and neither does the symlink once it points elsewhere */
+	assert_int_equal(gpuctl_config_is_file(cfg, path), 1);
+	assert_int_equal(gpuctl_config_is_file(cfg, link), 1);
+	assert_int_equal(gpuctl_config_is_file(cfg, tmpdir), 0);
+	assert_int_equal(gpuctl_config_is_file(cfg, "/nonexistent/gpuctl.conf"), 0);
+	assert_int_equal(unlink(link), 0);
+	assert_int_equal(symlink(tmpdir, link), 0);
+	assert_int_equal(gpuctl_config_is_file(cfg, link), 0);
+	assert_int_equal(unlink(link), 0);
+	assert_int_equal(symlink(path, link), 0);
 	gpuctl_config_free(cfg);
+	assert_int_equal(gpuctl_config_is_file(NULL, path), 0);
 
 	/* $GPUCTL_CONFIG selects the file; a named missing one is -ENOENT */
 	assert_int_equal(setenv("GPUCTL_CONFIG", path, 1), 0);
