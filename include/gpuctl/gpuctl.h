@@ -412,6 +412,10 @@ struct gpuctl_select_request {
 	                                      * no other is chosen ("outside pool NAME"); a GPU
 	                                      * in the set admits its MIG devices; NULL: any */
 	const char *pool_name;               /* the pool's name, for messages */
+	const struct gpuctl_devset *unhealthy; /* devices a health check found FAIL: never chosen
+	                                        * unless allow_unhealthy ("unhealthy") */
+	const struct gpuctl_devset *warned;    /* devices found WARN: chosen only when the
+	                                        * request cannot be met without them */
 };
 #define GPUCTL_SELECT_REQUEST_INIT                                                                 \
 	{                                                                                          \

@@ -2945,6 +2945,10 @@ static int select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir
 		sreq.pool = NULL;
 		sreq.pool_name = NULL;
 	}
+	if (offsetof(struct gpuctl_select_request, warned) + sizeof(void *) > req->struct_size) {
+		sreq.unhealthy = NULL;
+		sreq.warned = NULL;
+	}
 	sreq.struct_size = sizeof(sreq);
 	lease_request_copy(&lr, lreq);
 	share = lr.share_mem > 0;

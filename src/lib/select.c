@@ -55,6 +55,7 @@ enum reason {
 	R_LOST,
 	R_ECC,
 	R_REMAP,
+	R_UNHEALTHY,
 	R_MIG_MODE,
 	R_WITHIN,
 	R_POOL,
@@ -66,6 +67,7 @@ enum reason {
 	R_MEM,
 	R_UTIL,
 	R_PROCS,
+	R_WARNED,
 	R__COUNT
 };
 
@@ -789,6 +791,12 @@ static void reason_label(const struct gpuctl_select_request *req, enum reason r,
 	case R_REMAP:
 		strscpy(buf, size, "row-remap failure");
 		break;
+	case R_UNHEALTHY:
+		strscpy(buf, size, "unhealthy");
+		break;
+	case R_WARNED:
+		strscpy(buf, size, "health WARN");
+		break;
 	case R_MIG_MODE:
 		strscpy(buf, size, "MIG mode");
 		break;
@@ -881,7 +889,7 @@ struct device {
 
 static enum reason filter_one(const struct gpuctl_snapshot *snap,
                               const struct gpuctl_select_request *req, const bool *only,
-                              const bool *excluded, const struct device *d)
+                              const bool *excluded, bool avoid_warned, const struct device *d)
 {
 	const struct gpuctl_gpu *g = &snap->gpus[d->gpu];
 	const struct gpuctl_mig *mg = d->mig >= 0 ? &g->migs[d->mig] : NULL;
@@ -896,6 +904,8 @@ static enum reason filter_one(const struct gpuctl_snapshot *snap,
 			return R_ECC;
 		if (gpu_int(g, GPUCTL_F_REMAP_FAILURE, &v) && v > 0)
 			return R_REMAP;
+		if (set_marks(snap, req->unhealthy, d->gpu, d->mig))
+			return R_UNHEALTHY;
 	}
 	if (!mg && gpu_int(g, GPUCTL_F_MIG_MODE, &v) && v > 0)
 		return R_MIG_MODE;
@@ -944,6 +954,8 @@ static enum reason filter_one(const struct gpuctl_snapshot *snap,
 				return R_PROCS;
 		}
 	}
+	if (avoid_warned && set_marks(snap, req->warned, d->gpu, d->mig))
+		return R_WARNED;
 	return R_KEPT;
 }
 
@@ -1115,6 +1127,11 @@ int select_run(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
 		req.pool = NULL;
 		req.pool_name = NULL;
 	}
+	if (offsetof(struct gpuctl_select_request, warned) + sizeof(void *) >
+	    user_req->struct_size) {
+		req.unhealthy = NULL;
+		req.warned = NULL;
+	}
 
 	if (req.mig_profile && !profile_well_formed(req.mig_profile))
 		return ctx_error(ctx, -EINVAL,
@@ -1157,7 +1174,8 @@ int select_run(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
 		                 "this machine",
 		                 req.mig_profile);
 	for (size_t i = 0; i < n_dev; i++) {
-		dev[i].reason = (int)filter_one(snap, &req, only, excluded, &dev[i]);
+		dev[i].reason = (int)filter_one(snap, &req, only, excluded,
+		                                opts && opts->avoid_warned, &dev[i]);
 		kept += dev[i].reason == R_KEPT;
 	}
 	if (kept < req.count)
@@ -1243,6 +1261,16 @@ out:
 int gpuctl_select(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
                   const struct gpuctl_select_request *req, struct gpuctl_selection **ret_sel)
 {
+	/* WARN devices only when needed: first without them, then (if that found too few) with */
+	if (req &&
+	    req->struct_size >= offsetof(struct gpuctl_select_request, warned) + sizeof(void *) &&
+	    req->warned && gpuctl_devset_count(req->warned) > 0) {
+		struct select_opts o = {.avoid_warned = true};
+		int r = select_run(ctx, snap, req, &o, ret_sel);
+
+		if (r != -ENOSPC)
+			return r;
+	}
 	return select_run(ctx, snap, req, NULL, ret_sel);
 }
 

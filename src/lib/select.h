@@ -26,6 +26,7 @@
 struct select_opts {
 	uint64_t exact_limit; /* enumerate every set when C(candidates, count) <= this */
 	bool force_heuristic; /* use the heuristic whatever the count (tests, bench) */
+	bool avoid_warned;    /* treat req->warned as a filter ("health WARN") */
 };
 
 /* Whether gpuctl_select enumerates every set for m candidates and a request of n (else the

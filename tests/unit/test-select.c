@@ -470,6 +470,62 @@ static void test_filters_message(void **state)
 	gpuctl_snapshot_free(snap);
 }
 
+/* Health verdicts (docs/selection.md): FAIL devices are never chosen unless allow_unhealthy;
+ * WARN devices only when the request cannot be met without them. */
+static void test_health_sets(void **state)
+{
+	struct gpuctl_snapshot *snap = snapshot_new_empty(4, GPUCTL_SNAP_ALL), *v100;
+	struct gpuctl_select_request req = GPUCTL_SELECT_REQUEST_INIT;
+	struct gpuctl_devset *warned = NULL, *unhealthy = NULL;
+	struct gpuctl_select_score best, avoid;
+	size_t got[8];
+	char err[512];
+
+	(void)state;
+	assert_non_null(snap);
+	name_gpus(snap, 4);
+	assert_int_equal(gpuctl_devset_new(&warned), 0);
+	assert_int_equal(gpuctl_devset_new(&unhealthy), 0);
+	assert_int_equal(gpuctl_devset_add(warned, 0, -1), 0);
+	assert_int_equal(gpuctl_devset_add(unhealthy, 1, -1), 0);
+	req.warned = warned;
+	req.unhealthy = unhealthy;
+	req.count = 2; /* 2 and 3: the only healthy pair without a WARN */
+	assert_int_equal(pick(snap, &req, got, NULL, err, sizeof(err)), 0);
+	assert_true(got[0] == 2 && got[1] == 3);
+	req.count = 3; /* needs the WARN one; never the FAIL one */
+	assert_int_equal(pick(snap, &req, got, NULL, err, sizeof(err)), 0);
+	assert_true(got[0] == 0 && got[1] == 2 && got[2] == 3);
+	req.count = 4;
+	assert_int_equal(pick(snap, &req, got, NULL, err, sizeof(err)), -ENOSPC);
+	assert_string_equal(err, "need 4 GPUs, 3 qualify: unhealthy: 1");
+	req.allow_unhealthy = true;
+	assert_int_equal(pick(snap, &req, got, NULL, err, sizeof(err)), 0);
+	gpuctl_snapshot_free(snap);
+
+	/* dgx1-v100: {0,3} is the best pair (two NVLinks, test_anchor_dgx1v). With 3 in WARN the
+	 * choice avoids it and still finds a pair joined by two NVLinks (the published topology
+	 * has several: 0-4, 1-2, 1-5, ...), so the ring bandwidth is the same. */
+	v100 = load("dgx1-v100");
+	if (!v100) {
+		gpuctl_devset_free(warned);
+		gpuctl_devset_free(unhealthy);
+		skip();
+	}
+	req = (struct gpuctl_select_request)GPUCTL_SELECT_REQUEST_INIT;
+	req.count = 2;
+	assert_int_equal(pick(v100, &req, got, &best, NULL, 0), 0);
+	assert_true(got[0] == 0 && got[1] == 3);
+	assert_int_equal(gpuctl_devset_add(warned, 3, -1), 0);
+	req.warned = warned;
+	assert_int_equal(pick(v100, &req, got, &avoid, NULL, 0), 0);
+	assert_true(got[0] != 3 && got[1] != 3);
+	assert_true(avoid.ring_bandwidth == best.ring_bandwidth);
+	gpuctl_snapshot_free(v100);
+	gpuctl_devset_free(warned);
+	gpuctl_devset_free(unhealthy);
+}
+
 static void test_mig(void **state)
 {
 	struct gpuctl_snapshot *snap = load("a100-mig");
@@ -589,6 +645,7 @@ int main(void)
 	        cmocka_unit_test(test_anchor_rtx4090),
 	        cmocka_unit_test(test_sequence_single_picks),
 	        cmocka_unit_test(test_filters_message),
+	        cmocka_unit_test(test_health_sets),
 	        cmocka_unit_test(test_unnamed_gpu_never_chosen),
 	        cmocka_unit_test(test_mig),
 	        cmocka_unit_test(test_heuristic_small),
