@@ -110,8 +110,8 @@ const struct cmd_entry cmd_lease_entry = {
         .name = "lease",
         .usage = "init [--lease-dir DIR]",
         .summary = "create the lease directory and a lock file per GPU and MIG device",
-        .options = "  --lease-dir DIR  the lease directory (default $GPUCTL_LEASE_DIR, else\n"
-                   "                   /run/gpuctl)\n"
+        .options = "  --lease-dir DIR  the lease directory (default $GPUCTL_LEASE_DIR, else the\n"
+                   "                   configuration's lease_dir, else /run/gpuctl)\n"
                    "  -h, --help       print this help\n"
                    "\n"
                    "Only the directory's owner may create lock files: root for the shared\n"

@@ -38,16 +38,17 @@
  * - --dry-run prints, per child, the environment changes, the binding and the shell-quoted
  *   command, and starts nothing.
  * - Leases (docs/leases.md). run selects and leases atomically (gpuctl_select_and_lease) in
- *   the lease directory (--lease-dir, $GPUCTL_LEASE_DIR, /run/gpuctl), so two concurrent runs
- *   never share a device. The lock descriptors stay open in gpuctl until every child has ended
- *   and are inherited by the children (FD_CLOEXEC cleared between fork and exec; their numbers
- *   in GPUCTL_LEASE_FDS, the directory in GPUCTL_LEASE_DIR): the lease lives while gpuctl or
- *   the job lives, so `kill -9` of gpuctl leaves the job holding it. With --each every rank
- *   inherits every descriptor (simplest correct choice): the lease of all devices ends when
- *   the last rank (and gpuctl) has ended, not device by device. The owner record names gpuctl
- *   and the first child (gpuctl_lease_set_owner once it is forked). --dry-run takes no lease:
- *   it selects as run would (excluding leased devices and, unless --ignore-foreign, devices
- *   busy without a lease) and says so.
+ *   the lease directory (--lease-dir, $GPUCTL_LEASE_DIR, the configuration's lease_dir,
+ *   /run/gpuctl), so two concurrent runs never share a device. The lock descriptors stay open
+ *   in gpuctl until every child has ended and are inherited by the children (FD_CLOEXEC
+ *   cleared between fork and exec; their numbers in GPUCTL_LEASE_FDS, the directory in
+ *   GPUCTL_LEASE_DIR): the lease lives while gpuctl or the job lives, so `kill -9` of gpuctl
+ *   leaves the job holding it. With --each every rank inherits every descriptor (simplest
+ *   correct choice): the lease of all devices ends when the last rank (and gpuctl) has ended,
+ *   not device by device. The owner record names gpuctl and the first child
+ *   (gpuctl_lease_set_owner once it is forked). --dry-run takes no lease: it selects as run
+ *   would (excluding leased devices and, unless --ignore-foreign, devices busy without a
+ *   lease) and says so.
  */
 #include <errno.h>
 #include <fcntl.h>

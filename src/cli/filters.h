@@ -128,8 +128,9 @@ enum {
 	"                        row remap (lost GPUs are never chosen)\n"                         \
 	"  --ignore-outer        choose among all GPUs, ignoring the allocation gpuctl runs in\n"  \
 	"                        (CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, SLURM_*_GPUS)\n"   \
-	"  --lease-dir DIR       the lease directory (default $GPUCTL_LEASE_DIR, else\n"           \
-	"                        /run/gpuctl); devices leased there are never chosen\n"            \
+	"  --lease-dir DIR       the lease directory (default $GPUCTL_LEASE_DIR, else the\n"       \
+	"                        configuration's lease_dir, else /run/gpuctl); devices leased\n"   \
+	"                        there are never chosen\n"                                         \
 	"  --label TEXT          a label for the lease, shown by gpuctl ps\n"                      \
 	"  --ignore-foreign      also choose devices running compute processes that belong to\n"   \
 	"                        no lease (busy by default when taking a lease)\n"                 \
