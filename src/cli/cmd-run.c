@@ -76,8 +76,19 @@ extern char **environ;
 /* CPUs a cpulist may name (parse.h's guard) and the size of our CPU bit arrays. */
 #define RUN_NCPUS     (PARSE_CPULIST_MAX_CPU + 1)
 #define RUN_CPU_WORDS (RUN_NCPUS / 64)
-/* Environment variables gpuctl sets in a child, at most. */
-#define RUN_MAX_ENV 10
+/* Environment variables gpuctl sets in a child, at most (CUDA_VISIBLE_DEVICES,
+ * CUDA_DEVICE_ORDER, GPUCTL_GPUS, NVIDIA_VISIBLE_DEVICES, 4 rank variables, GPUCTL_LEASE_FDS,
+ * GPUCTL_LEASE_DIR, GPUCTL_SHARE_MEM, GPUCTL_RESTART_COUNT: 12, and room). */
+#define RUN_MAX_ENV 16
+/* --retry: the most failovers, how often the job's GPUs are checked while it runs, the default
+ * grace between SIGTERM and SIGKILL, and the backoff before a relaunch (doubling, capped). */
+#define RUN_RETRY_MAX       100
+#define RUN_HEALTH_TICK_MS  200
+#define RUN_GRACE_DEFAULT_S 10
+#define RUN_BACKOFF_FIRST_S 0.5
+#define RUN_BACKOFF_MAX_S   30.0
+/* Exit status of run --retry when a GPU failed once more and no failover was left. */
+#define RUN_EXIT_GAVE_UP 5
 /* Lease descriptors a child inherits, at most (one per device). */
 #define RUN_MAX_LEASE_FDS FILTERS_MAX_COUNT
 
@@ -85,6 +96,9 @@ enum {
 	OPT_EACH = 0x100,
 	OPT_DRY_RUN,
 	OPT_NO_BIND,
+	OPT_RETRY,
+	OPT_GRACE,
+	OPT_RETRY_ON,
 };
 
 static const struct option run_options[] = {
@@ -92,6 +106,9 @@ static const struct option run_options[] = {
         {"each", no_argument, NULL, OPT_EACH},
         {"dry-run", no_argument, NULL, OPT_DRY_RUN},
         {"no-bind", no_argument, NULL, OPT_NO_BIND},
+        {"retry", required_argument, NULL, OPT_RETRY},
+        {"grace", required_argument, NULL, OPT_GRACE},
+        {"retry-on", required_argument, NULL, OPT_RETRY_ON},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -120,6 +137,7 @@ struct run_child {
 	const int *lease_fds;               /* descriptors to inherit (borrowed) */
 	size_t nlease_fds;                  /* entries of lease_fds */
 	pid_t pid;                          /* after fork; 0 once reaped */
+	pid_t pgid;                         /* run --retry: its own process group, 0: none */
 	int status;                         /* exit status once reaped */
 };
 
@@ -131,6 +149,20 @@ struct run_args {
 	char **cmd;                 /* the command and its arguments */
 	const char *lease_fds_text; /* GPUCTL_LEASE_FDS for the children, NULL without a lease */
 	const char *lease_dir;      /* GPUCTL_LEASE_DIR for the children */
+	unsigned retry;             /* --retry N: failovers at most (0: none, no monitoring) */
+	unsigned grace_s;           /* --grace: seconds between SIGTERM and SIGKILL on failover */
+	bool retry_any;             /* --retry-on any: also relaunch a job that failed by itself */
+	unsigned attempt;           /* GPUCTL_RESTART_COUNT of this launch */
+};
+
+/* What watching a job's GPUs found (run --retry). */
+struct run_monitor {
+	size_t *gpus;     /* the job's GPUs, snapshot indices (a MIG device: its GPU) */
+	char **uuids;     /* their UUIDs, to check that an index still names the same GPU */
+	size_t n;         /* entries of both */
+	ssize_t failed;   /* index into gpus of the GPU found failed, -1: none */
+	char why[160];    /* what failed, for the message */
+	double failed_at; /* monotonic seconds when the failure was seen */
 };
 
 /* ---- building the plan ---- */
@@ -436,6 +468,12 @@ static int plan_child(struct run_child *c, const struct run_args *a,
 		if (r >= 0)
 			r = set_env(c, "GPUCTL_LEASE_DIR", a->lease_dir);
 	}
+	if (r >= 0 && a->retry > 0) {
+		/* which launch this is, so the job can resume from its checkpoint */
+		char n[16];
+		snprintf(n, sizeof(n), "%u", a->attempt);
+		r = set_env(c, "GPUCTL_RESTART_COUNT", n);
+	}
 	if (r >= 0 && a->lease_fds_text && a->sel.share) {
 		/* what the job declared (bytes per device): a job can cap its allocator with it */
 		char mem[24];
@@ -501,20 +539,23 @@ static void print_plan(const struct run_child *c, char **cmd, FILE *f)
  * forwarded signals are blocked. */
 static pid_t *volatile fwd_pids;
 static volatile size_t fwd_count;
+/* run --retry: each child leads a process group of its own (so a failover can stop the whole
+ * job), and signals go to those groups, from the terminal too (it only reaches ours). */
+static volatile bool fwd_groups;
 
 static void forward_signal(int sig, siginfo_t *si, void *uc)
 {
 	(void)uc;
 	int saved = errno;
 	/* From the terminal: the children are in our (foreground) process group and got it. */
-	if (si && si->si_code == SI_KERNEL) {
+	if (si && si->si_code == SI_KERNEL && !fwd_groups) {
 		errno = saved;
 		return;
 	}
 	for (size_t i = 0; i < fwd_count; i++) {
 		pid_t p = fwd_pids[i];
 		if (p > 0 && !(si && si->si_pid == p))
-			(void)kill(p, sig);
+			(void)kill(fwd_groups ? -p : p, sig);
 	}
 	errno = saved;
 }
@@ -533,6 +574,8 @@ __attribute__((noreturn)) static void child_exec(const struct run_child *c, char
                                                  const sigset_t *mask, int errfd)
 {
 	struct sigaction dfl = {.sa_handler = SIG_DFL};
+	if (fwd_groups)
+		(void)setpgid(0, 0);
 	sigemptyset(&dfl.sa_mask);
 	for (size_t i = 0; i < N_FORWARDED; i++)
 		sigaction(forwarded_signals[i], &dfl, NULL);
@@ -575,9 +618,22 @@ static int wait_status(int wstatus)
 
 static void signal_children(struct run_child *kids, size_t n, int sig)
 {
-	for (size_t i = 0; i < n; i++)
-		if (kids[i].pid > 0)
+	for (size_t i = 0; i < n; i++) {
+		if (kids[i].pgid > 0)
+			(void)kill(-kids[i].pgid,
+			           sig); /* the whole job, its leader reaped or not */
+		else if (kids[i].pid > 0)
 			(void)kill(kids[i].pid, sig);
+	}
+}
+
+/* Whether a process of the children's own groups is still there. */
+static bool groups_alive(const struct run_child *kids, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (kids[i].pgid > 0 && kill(-kids[i].pgid, 0) == 0)
+			return true;
+	return false;
 }
 
 static double now_s(void)
@@ -587,25 +643,92 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Reaps the children; with several, the first failure stops the rest. Returns the status. */
-static int wait_children(struct cli *cli, struct run_child *kids, size_t n, size_t alive)
+/* ---- run --retry: watching the job's GPUs ---- */
+
+/* Why GPU g of snap can run no job any more (the failures a snapshot shows: lost, uncorrectable
+ * ECC errors since the driver loaded, a row-remap failure; docs/health.md), or NULL. */
+static const char *gpu_failure(const struct gpuctl_snapshot *snap, size_t g, char *buf, size_t size)
+{
+	const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(snap, g);
+	int64_t v;
+	if (!gpu)
+		return "gone from the driver's list";
+	if (gpuctl_gpu_lost(gpu))
+		return "lost (fell off the bus)";
+	if (gpuctl_gpu_int(gpu, GPUCTL_F_ECC_VOL_UNCORRECTED, &v) >= 0 && v > 0) {
+		snprintf(buf, size, "%" PRId64 " uncorrectable ECC error%s", v, v == 1 ? "" : "s");
+		return buf;
+	}
+	if (gpuctl_gpu_int(gpu, GPUCTL_F_REMAP_FAILURE, &v) >= 0 && v > 0)
+		return "row-remap failure";
+	return NULL;
+}
+
+/* One look at the job's GPUs (the few NVML calls a health snapshot needs); sets m->failed.
+ * A snapshot that cannot be taken concludes nothing (said under -v). */
+static void monitor_check(struct cli *cli, struct run_monitor *m)
+{
+	static const enum gpuctl_field fields[] = {GPUCTL_F_ECC_VOL_UNCORRECTED,
+	                                           GPUCTL_F_REMAP_FAILURE};
+	struct gpuctl_snapshot *snap = NULL;
+	char buf[96];
+	int r = gpuctl_snapshot_take_fields(cli->ctx, GPUCTL_SNAP_HEALTH, fields,
+	                                    sizeof(fields) / sizeof(fields[0]), &snap);
+	if (r < 0) {
+		if (cli->verbose)
+			cli_error("run: cannot check the job's GPUs: %s", gpuctl_errmsg(cli->ctx));
+		return;
+	}
+	for (size_t i = 0; i < m->n && m->failed < 0; i++) {
+		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, m->gpus[i]);
+		const char *u = g ? gpuctl_gpu_str(g, GPUCTL_F_UUID) : NULL;
+		const char *why = gpu_failure(snap, m->gpus[i], buf, sizeof(buf));
+		if (!why && (!u || strcmp(u, m->uuids[i]) != 0))
+			why = "no longer at its index (the driver's list changed)";
+		if (why) {
+			m->failed = (ssize_t)i;
+			m->failed_at = now_s();
+			snprintf(m->why, sizeof(m->why), "%s", why);
+		}
+	}
+	gpuctl_snapshot_free(snap);
+}
+
+/* Reaps the children; with several, the first failure stops the rest. With m (run --retry),
+ * checks the job's GPUs every RUN_HEALTH_TICK_MS meanwhile and stops the job (SIGTERM to its
+ * process groups, SIGKILL grace_s later) when one fails. Returns the status. */
+static int wait_children(struct cli *cli, struct run_child *kids, size_t n, size_t alive,
+                         struct run_monitor *m, unsigned grace_s)
 {
 	int first_failure = -1;
 	bool stopping = false, killed = false;
-	double deadline = 0;
+	double deadline = 0, next_check = now_s();
 
 	while (alive > 0) {
 		siginfo_t si = {0};
-		int opts = WEXITED | WNOWAIT | (stopping ? WNOHANG : 0);
+		int opts = WEXITED | WNOWAIT | (stopping || m ? WNOHANG : 0);
 		if (waitid(P_ALL, 0, &si, opts) < 0) {
 			if (errno == EINTR)
 				continue;
 			break; /* ECHILD: nothing left to wait for */
 		}
-		if (si.si_pid == 0) { /* stopping, none exited yet */
-			if (!killed && now_s() > deadline) {
+		if (si.si_pid == 0) { /* none exited yet */
+			if (stopping && !killed && now_s() > deadline) {
 				signal_children(kids, n, SIGKILL);
 				killed = true;
+			}
+			if (m && !stopping && now_s() >= next_check) {
+				next_check = now_s() + RUN_HEALTH_TICK_MS / 1000.0;
+				monitor_check(cli, m);
+				if (m->failed >= 0) {
+					cli_error("run: GPU %zu (%s) failed: %s; stopping the job "
+					          "(SIGTERM, SIGKILL after %u s)",
+					          m->gpus[m->failed], m->uuids[m->failed], m->why,
+					          grace_s);
+					stopping = true;
+					deadline = now_s() + grace_s;
+					signal_children(kids, n, SIGTERM);
+				}
 			}
 			struct timespec ts = {0, 20 * 1000 * 1000};
 			nanosleep(&ts, NULL);
@@ -645,11 +768,23 @@ static int wait_children(struct cli *cli, struct run_child *kids, size_t n, size
 			}
 		}
 	}
+	/* A failover stops the whole job: what the leaders left in their groups (and which may hold
+	 * the lease descriptors) gets the rest of the grace, then SIGKILL. */
+	while (m && m->failed >= 0 && groups_alive(kids, n)) {
+		if (now_s() > deadline) {
+			signal_children(kids, n, SIGKILL);
+			break;
+		}
+		struct timespec ts = {0, 20 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	for (size_t i = 0; i < n; i++)
+		kids[i].pgid = 0;
 	return first_failure < 0 ? 0 : first_failure;
 }
 
 static int start_children(struct cli *cli, struct run_child *kids, size_t n, char **cmd,
-                          struct gpuctl_lease *lease)
+                          struct gpuctl_lease *lease, struct run_monitor *m, unsigned grace_s)
 {
 	struct sigaction sa = {.sa_sigaction = forward_signal, .sa_flags = SA_SIGINFO | SA_RESTART};
 	sigset_t old;
@@ -667,6 +802,7 @@ static int start_children(struct cli *cli, struct run_child *kids, size_t n, cha
 	block_forwarded(&old);
 	fwd_pids = pids;
 	fwd_count = n;
+	fwd_groups = m != NULL;
 	for (size_t i = 0; i < N_FORWARDED; i++)
 		sigaction(forwarded_signals[i], &sa, NULL);
 	fflush(NULL);
@@ -691,6 +827,10 @@ static int start_children(struct cli *cli, struct run_child *kids, size_t n, cha
 			child_exec(&kids[i], cmd, &old, p[1]);
 		}
 		close(p[1]);
+		if (m) {
+			(void)setpgid(pid, pid); /* as the child does: whichever runs first */
+			kids[i].pgid = pid;
+		}
 		kids[i].pid = pid;
 		pids[i] = pid;
 		started++;
@@ -726,16 +866,20 @@ static int start_children(struct cli *cli, struct run_child *kids, size_t n, cha
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	/* The job may run for days: let go of NVML now (nvmlShutdown, dlclose) instead of keeping
 	 * the driver's device files open in a process that only waits. Nothing below needs the
-	 * context; the lease holds no reference to it. */
-	gpuctl_ctx_free(cli->ctx);
-	cli->ctx = NULL;
-	int st = wait_children(cli, kids, n, started);
+	 * context; the lease holds no reference to it. With --retry the job's GPUs are watched:
+	 * the context stays. */
+	if (!m) {
+		gpuctl_ctx_free(cli->ctx);
+		cli->ctx = NULL;
+	}
+	int st = wait_children(cli, kids, n, started, status ? NULL : m, grace_s);
 	if (!status)
 		status = st;
 
 	block_forwarded(&old);
 	fwd_count = 0;
 	fwd_pids = NULL;
+	fwd_groups = false;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	free(pids);
 	return status;
@@ -782,9 +926,54 @@ static int fds_list(const int *fds, size_t n, char **ret)
 	return 0;
 }
 
-static int cmd_run_exec(struct cli *cli, int argc, char **argv)
+static void monitor_free(struct run_monitor *m)
 {
-	struct run_args a = {.sel = SELECT_ARGS_INIT};
+	for (size_t i = 0; i < m->n; i++)
+		free(m->uuids[i]);
+	free(m->uuids);
+	free(m->gpus);
+	m->uuids = NULL;
+	m->gpus = NULL;
+	m->n = 0;
+}
+
+/* The GPUs of set (a MIG device counts as its GPU), for watching. */
+static int monitor_init(struct run_monitor *m, const struct gpuctl_snapshot *snap,
+                        const struct gpuctl_devset *set)
+{
+	size_t n = gpuctl_devset_count(set);
+	m->gpus = calloc(n ? n : 1, sizeof(*m->gpus));
+	m->uuids = calloc(n ? n : 1, sizeof(*m->uuids));
+	if (!m->gpus || !m->uuids)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		size_t g;
+		int mig;
+		bool seen = false;
+		if (gpuctl_devset_get(set, i, &g, &mig) < 0)
+			return -EINVAL;
+		for (size_t k = 0; k < m->n; k++)
+			seen |= m->gpus[k] == g;
+		if (seen)
+			continue;
+		const char *u = gpuctl_gpu_str(gpuctl_snapshot_gpu(snap, g), GPUCTL_F_UUID);
+		if (!u)
+			return -ENODATA;
+		m->uuids[m->n] = strdup(u);
+		if (!m->uuids[m->n])
+			return -ENOMEM;
+		m->gpus[m->n++] = g;
+	}
+	return 0;
+}
+
+/* One launch: select and lease, plan, start, wait (watching the GPUs with --retry: m).
+ * *ret_ran says whether the command was started; the status is then its own (or the exec
+ * failure's), else gpuctl's exit status. */
+static int run_once(struct cli *cli, struct run_args *ap, const char *command,
+                    struct run_monitor *m, bool *ret_ran)
+{
+	struct run_args a = *ap;
 	struct gpuctl_snapshot *snap = NULL;
 	struct gpuctl_selection *sel = NULL;
 	struct run_child *kids = NULL;
@@ -792,57 +981,19 @@ static int cmd_run_exec(struct cli *cli, int argc, char **argv)
 	struct gpuctl_lease *lease = NULL;
 	uint64_t *allowed = NULL;
 	int *fds = NULL;
-	char *command = NULL, *fds_text = NULL;
+	char *fds_text = NULL;
 	size_t nkids = 0, nfds = 0;
-	int opt, status, r;
+	int status, r;
 
-	while ((opt = getopt_long(argc, argv, "+:n:h", run_options, NULL)) != -1) {
-		status = filters_option(&cmd_run_entry, &a.sel, opt, optarg);
-		if (status >= 0) {
-			if (status)
-				return status;
-			continue;
-		}
-		switch (opt) {
-		case OPT_EACH:
-			a.each = true;
-			break;
-		case OPT_DRY_RUN:
-			a.dry_run = true;
-			break;
-		case OPT_NO_BIND:
-			a.no_bind = true;
-			break;
-		case 'h':
-			cmd_usage(&cmd_run_entry, stdout);
-			return CLI_EXIT_OK;
-		default:
-			return cmd_bad_option(&cmd_run_entry, opt, argv);
-		}
-	}
-	status = filters_check(&cmd_run_entry, &a.sel);
-	if (status)
-		return status;
-	if (optind >= argc)
-		return cmd_usage_error(&cmd_run_entry, "no command given (gpuctl run -n N -- CMD)");
-	if (a.dry_run && a.sel.wait)
-		return cmd_usage_error(&cmd_run_entry, "--wait and --dry-run conflict");
-	if (a.each && a.sel.req.count == 0)
-		return cmd_usage_error(&cmd_run_entry, "--each with -n 0 would start nothing");
-	a.cmd = argv + optind;
-
-	r = join_command(a.cmd, &command);
-	if (r < 0) {
-		cli_error("run: out of memory");
-		return CLI_EXIT_FAILURE;
-	}
+	*ret_ran = false;
 	if (a.dry_run)
-		status = filters_select_lease(cli, &cmd_run_entry, &a.sel,
+		status = filters_select_lease(cli, &cmd_run_entry, &ap->sel,
 		                              FILTERS_LEASE_EXCLUDE_FOREIGN, NULL, 0, &snap, &sel,
 		                              NULL, NULL);
 	else
-		status = filters_select_lease(cli, &cmd_run_entry, &a.sel, FILTERS_LEASE_TAKE,
+		status = filters_select_lease(cli, &cmd_run_entry, &ap->sel, FILTERS_LEASE_TAKE,
 		                              command, 0, &snap, &sel, &dir, &lease);
+	a.sel = ap->sel;
 	if (status)
 		goto out;
 	if (lease) {
@@ -887,7 +1038,12 @@ static int cmd_run_exec(struct cli *cli, int argc, char **argv)
 			          kids[i].cpus_text, kids[i].mem_text);
 		}
 	}
-	/* Nothing below needs NVML: let the job have the machine to itself. */
+	if (a.retry) {
+		r = monitor_init(m, snap, set);
+		if (r < 0)
+			goto fail;
+	}
+	/* Nothing below needs the snapshot: let the job have the machine to itself. */
 	gpuctl_selection_free(sel);
 	sel = NULL;
 	gpuctl_snapshot_free(snap);
@@ -904,7 +1060,8 @@ static int cmd_run_exec(struct cli *cli, int argc, char **argv)
 		status = CLI_EXIT_OK;
 		goto out;
 	}
-	status = start_children(cli, kids, nkids, a.cmd, lease);
+	*ret_ran = true;
+	status = start_children(cli, kids, nkids, a.cmd, lease, a.retry ? m : NULL, a.grace_s);
 	goto out;
 
 fail:
@@ -926,14 +1083,137 @@ out:
 	gpuctl_lease_dir_free(dir);
 	free(fds);
 	free(fds_text);
+	return status;
+}
+
+static int cmd_run_exec(struct cli *cli, int argc, char **argv)
+{
+	struct run_args a = {.sel = SELECT_ARGS_INIT, .grace_s = RUN_GRACE_DEFAULT_S};
+	unsigned long v;
+	char *command = NULL;
+	int opt, status, r;
+
+	while ((opt = getopt_long(argc, argv, "+:n:h", run_options, NULL)) != -1) {
+		status = filters_option(&cmd_run_entry, &a.sel, opt, optarg);
+		if (status >= 0) {
+			if (status)
+				return status;
+			continue;
+		}
+		switch (opt) {
+		case OPT_EACH:
+			a.each = true;
+			break;
+		case OPT_DRY_RUN:
+			a.dry_run = true;
+			break;
+		case OPT_NO_BIND:
+			a.no_bind = true;
+			break;
+		case OPT_RETRY:
+			if (parse_uint(optarg, 0, RUN_RETRY_MAX, &v) < 0)
+				return cmd_usage_error(&cmd_run_entry,
+				                       "--retry: '%s' is not a number of failovers "
+				                       "(0 to %d)",
+				                       optarg, RUN_RETRY_MAX);
+			a.retry = (unsigned)v;
+			break;
+		case OPT_GRACE:
+			if (parse_uint(optarg, 0, 3600, &v) < 0)
+				return cmd_usage_error(&cmd_run_entry,
+				                       "--grace: '%s' is not a number of seconds "
+				                       "(0 to 3600)",
+				                       optarg);
+			a.grace_s = (unsigned)v;
+			break;
+		case OPT_RETRY_ON:
+			if (strcmp(optarg, "any") && strcmp(optarg, "gpu"))
+				return cmd_usage_error(&cmd_run_entry,
+				                       "--retry-on: '%s' (gpu or any)", optarg);
+			a.retry_any = strcmp(optarg, "any") == 0;
+			break;
+		case 'h':
+			cmd_usage(&cmd_run_entry, stdout);
+			return CLI_EXIT_OK;
+		default:
+			return cmd_bad_option(&cmd_run_entry, opt, argv);
+		}
+	}
+	status = filters_check(&cmd_run_entry, &a.sel);
+	if (status)
+		return status;
+	if (optind >= argc)
+		return cmd_usage_error(&cmd_run_entry, "no command given (gpuctl run -n N -- CMD)");
+	if (a.dry_run && a.sel.wait)
+		return cmd_usage_error(&cmd_run_entry, "--wait and --dry-run conflict");
+	if (a.each && a.sel.req.count == 0)
+		return cmd_usage_error(&cmd_run_entry, "--each with -n 0 would start nothing");
+	if (a.retry && a.dry_run)
+		return cmd_usage_error(&cmd_run_entry, "--retry and --dry-run conflict");
+	if (a.retry && a.sel.req.count == 0)
+		return cmd_usage_error(&cmd_run_entry,
+		                       "--retry with -n 0: no GPU to fail over from");
+	a.cmd = argv + optind;
+
+	r = join_command(a.cmd, &command);
+	if (r < 0) {
+		cli_error("run: out of memory");
+		return CLI_EXIT_FAILURE;
+	}
+	for (a.attempt = 0;; a.attempt++) {
+		struct run_monitor mon = {.failed = -1};
+		bool ran = false;
+		status = run_once(cli, &a, command, &mon, &ran);
+		bool gpu_failed = mon.failed >= 0;
+		if (ran && a.retry && !gpu_failed && status != 0 && cli->ctx) {
+			/* the job failed by itself: did one of its GPUs fail under it? */
+			monitor_check(cli, &mon);
+			gpu_failed = mon.failed >= 0;
+			if (gpu_failed)
+				cli_error("run: the job exited with status %d and GPU %zu (%s) "
+				          "failed: %s",
+				          status, mon.gpus[mon.failed], mon.uuids[mon.failed],
+				          mon.why);
+		}
+		bool retry = ran && a.retry > 0 && (gpu_failed || (status != 0 && a.retry_any));
+		if (retry && a.attempt >= a.retry) {
+			if (gpu_failed) {
+				cli_error("run: gave up after %u failover%s", a.retry,
+				          a.retry == 1 ? "" : "s");
+				status = RUN_EXIT_GAVE_UP;
+			}
+			retry = false;
+		}
+		if (retry && gpu_failed && filters_avoid(&a.sel, mon.uuids[mon.failed]) < 0) {
+			cli_error("run: out of memory");
+			status = CLI_EXIT_FAILURE;
+			retry = false;
+		}
+		monitor_free(&mon);
+		if (!retry)
+			break;
+		double backoff = RUN_BACKOFF_FIRST_S;
+		for (unsigned i = 0; i < a.attempt && backoff < RUN_BACKOFF_MAX_S; i++)
+			backoff *= 2;
+		if (backoff > RUN_BACKOFF_MAX_S)
+			backoff = RUN_BACKOFF_MAX_S;
+		cli_error("run: relaunching in %.1f s%s (failover %u of %u)", backoff,
+		          a.sel.n_avoid ? " without the failed GPUs" : "", a.attempt + 1, a.retry);
+		struct timespec ts = {(time_t)backoff,
+		                      (long)((backoff - (double)(time_t)backoff) * 1e9)};
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+		filters_done(&a.sel); /* the next selection computes them afresh */
+	}
 	free(command);
-	filters_done(&a.sel);
+	filters_free(&a.sel);
 	return status;
 }
 
 const struct cmd_entry cmd_run_entry = {
         .name = "run",
-        .usage = "-n N [FILTERS] [--each] [--dry-run] [--no-bind] -- CMD [ARGS...]",
+        .usage = "-n N [FILTERS] [--each] [--dry-run] [--no-bind] [--retry N [--grace S] "
+                 "[--retry-on gpu|any]] -- CMD [ARGS...]",
         .summary = "choose GPUs as select does and run a command on them",
         .options = FILTER_OPTIONS_HELP
         "  --each                one process per chosen device, each with its own\n"
@@ -943,6 +1223,14 @@ const struct cmd_entry cmd_run_entry = {
         "  --dry-run             print each process's environment changes, CPU and memory\n"
         "                        binding and command; start nothing\n"
         "  --no-bind             do not bind CPUs and memory to the GPUs' NUMA nodes\n"
+        "  --retry N             failover: watch the job's GPUs; when one fails (lost,\n"
+        "                        uncorrectable ECC errors, row-remap failure) stop the job,\n"
+        "                        select again without that GPU and relaunch it with\n"
+        "                        GPUCTL_RESTART_COUNT=1, 2, ... at most N times (0-100)\n"
+        "  --grace SECONDS       on failover, SIGTERM to the job's process groups, then\n"
+        "                        SIGKILL after SECONDS (default 10)\n"
+        "  --retry-on gpu|any    relaunch only after a GPU failure (default), or also when\n"
+        "                        the job fails by itself\n"
         "  -h, --help            print this help\n"
         "\n"
         "The command gets CUDA_VISIBLE_DEVICES=<UUIDs> (empty for -n 0),\n"
@@ -952,8 +1240,8 @@ const struct cmd_entry cmd_run_entry = {
         "SIGUSR1 and SIGUSR2 are forwarded to it. gpuctl exits with its status (128+N if\n"
         "killed by signal N; 127 command not found; 126 not executable).\n"
         "The chosen devices are leased (docs/leases.md) until gpuctl and the command have both\n"
-        "ended: the command inherits the lock descriptors (GPUCTL_LEASE_FDS, GPUCTL_LEASE_DIR);\n"
-        "with --each every rank inherits all of them. --dry-run takes no lease. A lease\n"
-        "directory that is unsafe or missing is exit 1; devices all leased is exit 3.\n",
+        "ended (the command inherits the lock descriptors: GPUCTL_LEASE_FDS). An unsafe lease\n"
+        "directory is exit 1; devices all leased, exit 3. With --retry each process leads a\n"
+        "process group of its own; exit 5: a GPU failed again and no failover was left.\n",
         .exec = cmd_run_exec,
 };

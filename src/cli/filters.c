@@ -519,6 +519,48 @@ static int exclude_leased(struct cli *cli, const struct cmd_entry *entry, struct
 
 /* The snapshot the request needs, with the outer allocation applied (again: a waiter retakes
  * it). Returns 0 or the exit status (error printed). */
+int filters_avoid(struct select_args *o, const char *uuid)
+{
+	char **nv = realloc(o->avoid, (o->n_avoid + 1) * sizeof(*nv));
+	if (!nv)
+		return -ENOMEM;
+	o->avoid = nv;
+	if (!(o->avoid[o->n_avoid] = strdup(uuid)))
+		return -ENOMEM;
+	if (o->n_avoid++ == 0)
+		o->exclude_given = o->req.exclude;
+	return 0;
+}
+
+/* req.exclude = --exclude plus the avoided GPUs that snap still lists by UUID (an id the
+ * snapshot cannot resolve would make the request invalid; such a GPU is lost or unnamed, and
+ * never chosen anyway). */
+static int avoid_exclude(struct select_args *o, const struct gpuctl_snapshot *snap)
+{
+	size_t len = o->exclude_given ? strlen(o->exclude_given) + 1 : 1, n = 0;
+	if (o->n_avoid == 0)
+		return 0;
+	for (size_t i = 0; i < o->n_avoid; i++)
+		len += strlen(o->avoid[i]) + 1;
+	char *buf = malloc(len);
+	if (!buf)
+		return CLI_EXIT_FAILURE;
+	buf[0] = '\0';
+	if (o->exclude_given)
+		n += (size_t)snprintf(buf, len, "%s", o->exclude_given);
+	for (size_t i = 0; i < o->n_avoid; i++)
+		for (size_t g = 0; g < gpuctl_snapshot_gpu_count(snap); g++) {
+			const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(snap, g);
+			const char *u = gpuctl_gpu_str(gpu, GPUCTL_F_UUID);
+			if (u && !gpuctl_gpu_lost(gpu) && strcmp(u, o->avoid[i]) == 0)
+				n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "," : "", u);
+		}
+	free(o->exclude_buf);
+	o->exclude_buf = buf;
+	o->req.exclude = buf[0] ? buf : NULL;
+	return 0;
+}
+
 static int take_snapshot(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
                          unsigned flags, const enum gpuctl_field *fields, size_t n,
                          struct gpuctl_snapshot **ret_snap)
@@ -529,6 +571,12 @@ static int take_snapshot(struct cli *cli, const struct cmd_entry *entry, struct 
 	status = cli_snapshot_fields(cli, flags, fields, n, &snap);
 	if (status)
 		return status;
+	status = avoid_exclude(o, snap);
+	if (status) {
+		gpuctl_snapshot_free(snap);
+		cli_error("%s: out of memory", entry->name);
+		return CLI_EXIT_FAILURE;
+	}
 	gpuctl_devset_free(o->within);
 	o->within = NULL;
 	o->req.within = NULL;
@@ -828,4 +876,18 @@ void filters_done(struct select_args *o)
 	gpuctl_devset_free(o->pool_set);
 	o->pool_set = NULL;
 	o->req.pool = NULL;
+}
+
+void filters_free(struct select_args *o)
+{
+	filters_done(o);
+	for (size_t i = 0; i < o->n_avoid; i++)
+		free(o->avoid[i]);
+	free(o->avoid);
+	o->avoid = NULL;
+	o->n_avoid = 0;
+	if (o->exclude_buf)
+		o->req.exclude = o->exclude_given;
+	free(o->exclude_buf);
+	o->exclude_buf = NULL;
 }

@@ -29,11 +29,17 @@ struct select_args {
 	const char *pool;                 /* --pool NAME, NULL: the default pool */
 	struct gpuctl_devset *pool_set;   /* the pool's GPUs (owned), NULL: no pools configured */
 	char no_room[128];                /* plain select --share: devices without room for it */
-	uint64_t share_mem;               /* --mem SIZE: the memory the job declares, 0: none */
-	struct gpuctl_devset *leased;     /* devices leased by others (owned), plain select */
-	struct gpuctl_devset *foreign;    /* devices busy without a lease (owned), plain select */
-	bool wait;                        /* --wait: wait for the devices when taking a lease */
-	long wait_s;                      /* --wait=SECONDS, -1: forever */
+	char **avoid;                     /* UUIDs never to choose (run --retry: GPUs that failed
+	                                   * under the job), owned; n_avoid entries */
+	size_t n_avoid;
+	const char *exclude_given;     /* --exclude as given, while avoid rewrites req.exclude */
+	char *exclude_buf;             /* req.exclude: exclude_given plus the avoided GPUs still
+	                                * on the machine (owned) */
+	uint64_t share_mem;            /* --mem SIZE: the memory the job declares, 0: none */
+	struct gpuctl_devset *leased;  /* devices leased by others (owned), plain select */
+	struct gpuctl_devset *foreign; /* devices busy without a lease (owned), plain select */
+	bool wait;                     /* --wait: wait for the devices when taking a lease */
+	long wait_s;                   /* --wait=SECONDS, -1: forever */
 	int wait_hangup_fd; /* > 0: stop waiting (as on SIGTERM) when this pipe's reader is gone */
 };
 
@@ -189,8 +195,15 @@ int filters_pool(struct cli *cli, const struct cmd_entry *entry, struct select_a
 void filters_lease_request(struct cli *cli, const struct select_args *o,
                            struct gpuctl_lease_request *ret_lreq);
 
-/* Frees what filters_select kept in o (the outer allocation, the lease exclusions). */
+/* Adds a GPU (by UUID) that o's selections must never choose again: it joins --exclude in
+ * every later snapshot that still lists it (a lost GPU is never chosen anyway). */
+int filters_avoid(struct select_args *o, const char *uuid);
+
+/* Frees what filters_select kept in o (the outer allocation, the lease exclusions), which the
+ * next selection computes afresh. */
 void filters_done(struct select_args *o);
+/* filters_done, and what filters_avoid added: o is as parsed. */
+void filters_free(struct select_args *o);
 
 /* Writes a device's label for people: its NVML index, "3" for a whole GPU, "3:1" for MIG
  * device 1 of GPU 3 (the <gpu>:<mig> form of NVIDIA_VISIBLE_DEVICES and CDI names). */

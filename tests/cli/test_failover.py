@@ -1,0 +1,169 @@
+"""`gpuctl run --retry N` end to end (issue 5, "Failover"): when a GPU of the job fails (lost,
+uncorrectable ECC errors, a row-remap failure: the failures a health snapshot shows), gpuctl stops
+the job (SIGTERM to its process group, SIGKILL after --grace), releases its leases, selects again
+without the failed GPU and relaunches with GPUCTL_RESTART_COUNT set; at most N times; a job that
+fails by itself on healthy GPUs is not relaunched unless --retry-on any; exit 5 when a GPU
+failed once more and no failover was left.
+
+The witness is the simulated CUDA driver's ledger (nvsim-load: which GPUs each launch really
+used, and when). Expected values come from the documented behaviour, never from gpuctl's
+output. Each test runs on a fresh simulated dgx-a100 with a lease directory of its own."""
+import json
+import os
+import shutil
+import tempfile
+import textwrap
+import unittest
+
+from gpuctl_test import BUILD, EXIT_USAGE, GPUCTL, NVSIM, GpuctlTestCase, run
+from test_leases import direct_env
+
+LOAD = os.path.join(BUILD, "bin", "nvsim-load")
+
+# A job whose first launch runs for a long time and whose relaunches are short; it says which
+# launch it is. EXTRA: what the relaunch does after its load (exit status).
+JOB = ('if [ "$GPUCTL_RESTART_COUNT" = 0 ]; then exec "$LOAD" --seconds 30; '
+       'else "$LOAD" --seconds 0.3; exit ${RELAUNCH_STATUS:-0}; fi')
+
+DRIVER = textwrap.dedent(r'''
+    import json, os, subprocess, sys, time
+    G, NV = os.environ["GPUCTL"], os.environ["NVSIM"]
+    state = os.environ["NVSIM_STATE_DIR"]
+    def ledger():
+        try:
+            with open(os.path.join(state, "ledger.jsonl")) as f:
+                return [json.loads(l) for l in f if l.startswith("{")]
+        except FileNotFoundError:
+            return []
+    def leased():
+        p = subprocess.run([G, "ps", "--format", "json"], capture_output=True, text=True)
+        return sorted(d["index"] for d in json.loads(p.stdout)["devices"]
+                      if d["state"] == "leased")
+    args = json.loads(os.environ["RUN_ARGS"])
+    job = subprocess.Popen([G, "run", *args, "--", "sh", "-c", os.environ["JOB"]],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    injected = []
+    for step in json.loads(os.environ["INJECT"]):
+        # wait until the launch numbered step["launch"] holds its GPUs, then break one of them
+        end = time.time() + 20
+        while time.time() < end:
+            held = leased()
+            if len(held) == step["count"] and len(ledger()) == step["launch"]:
+                break
+            time.sleep(0.02)
+        time.sleep(0.3)
+        gpu = held[0]
+        injected.append({"gpu": gpu, "at": time.time()})
+        subprocess.run([NV, "set", "-i", str(gpu), step["what"]], check=True)
+    rc = job.wait(90)
+    print(json.dumps({"rc": rc, "err": job.stderr.read(), "injected": injected,
+                      "ledger": ledger()}))
+''')
+
+
+@unittest.skipUnless(os.path.exists(LOAD), "nvsim-load not built")
+class Failover(GpuctlTestCase):
+    def go(self, args, inject, job=JOB, extra=None):
+        tmp = tempfile.mkdtemp(prefix="gpuctl-failover-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        env = direct_env(os.path.join(tmp, "leases"))
+        env.pop("GPUCTL_NVML_LIBRARY")
+        env.pop("NVSIM_SCENARIO")
+        env.update(GPUCTL=GPUCTL, NVSIM=NVSIM, LOAD=LOAD, DRIVER=DRIVER, JOB=job,
+                   RUN_ARGS=json.dumps(args), INJECT=json.dumps(inject))
+        if extra:
+            env.update(extra)
+        r = run([NVSIM, "exec", "dgx-a100", "--", "sh", "-c", 'python3 -c "$DRIVER"'], env=env,
+                timeout=120)
+        self.assertEqual(r.rc, 0, r)
+        return json.loads(r.out.strip().splitlines()[-1])
+
+    @staticmethod
+    def gpus(entry):
+        return {d["uuid"] for d in entry["devices"]}
+
+    def uuid_of(self, res, k):
+        # the injected GPU by index: the scenario's UUID at that index
+        from cli_facts import Machine
+        return Machine("dgx-a100").gpus[res["injected"][k]["gpu"]]["uuid"]
+
+    def test_lost_gpu_relaunches_elsewhere(self):
+        res = self.go(["-n", "2", "--retry", "2"], [{"launch": 0, "count": 2, "what": "lost=1"}])
+        self.assertEqual(res["rc"], 0, res)  # the job's status: its relaunch succeeded
+        first, second = res["ledger"]
+        failed = self.uuid_of(res, 0)
+        self.assertIn(failed, self.gpus(first))
+        self.assertNotIn(failed, self.gpus(second), res)
+        self.assertEqual(len(self.gpus(second)), 2)
+        # stopped and relaunched within 2 s of the injection
+        self.assertLess(second["start"] - res["injected"][0]["at"], 2.0, res)
+        self.assertIn("lost", res["err"])
+        self.assertIn("failover 1 of 2", res["err"])
+
+    def test_ecc_and_remap_failures(self):
+        for what in ("ecc.volatile.uncorrected=2", "remap.failure=1"):
+            with self.subTest(what=what):
+                res = self.go(["-n", "1", "--retry", "1"],
+                              [{"launch": 0, "count": 1, "what": what}])
+                self.assertEqual(res["rc"], 0, res)
+                first, second = res["ledger"]
+                self.assertNotEqual(self.gpus(first), self.gpus(second))
+                self.assertIn(self.uuid_of(res, 0), self.gpus(first))
+
+    def test_failed_gpu_stays_out_even_when_unhealthy_gpus_are_allowed(self):
+        # --allow-unhealthy lets GPUs with ECC errors be chosen; the one that failed under this
+        # job is still never chosen again (here the other GPU of --only is the only choice)
+        res = self.go(["-n", "1", "--retry", "1", "--allow-unhealthy", "--only", "0,1"],
+                      [{"launch": 0, "count": 1, "what": "ecc.volatile.uncorrected=1"}])
+        self.assertEqual(res["rc"], 0, res)
+        first, second = res["ledger"]
+        self.assertIn(self.uuid_of(res, 0), self.gpus(first))
+        self.assertNotIn(self.uuid_of(res, 0), self.gpus(second))
+
+    def test_gives_up_after_n_failovers(self):
+        res = self.go(["-n", "1", "--retry", "1", "--grace", "1"],
+                      [{"launch": 0, "count": 1, "what": "lost=1"},
+                       {"launch": 1, "count": 1, "what": "lost=1"}],
+                      job='exec "$LOAD" --seconds 30')
+        self.assertEqual(res["rc"], 5, res)
+        self.assertIn("gave up after 1 failover", res["err"])
+        self.assertEqual(len(res["ledger"]), 2)
+
+    def test_relaunch_status_is_the_jobs(self):
+        res = self.go(["-n", "1", "--retry", "2"], [{"launch": 0, "count": 1, "what": "lost=1"}],
+                      extra={"RELAUNCH_STATUS": "7"})
+        self.assertEqual(res["rc"], 7, res)  # the relaunched job's own failure, not retried
+        self.assertEqual(len(res["ledger"]), 2)
+
+    def test_job_failure_on_healthy_gpus(self):
+        job = '"$LOAD" --seconds 0.2; echo $GPUCTL_RESTART_COUNT >> "$NVSIM_STATE_DIR/n"; exit 3'
+        res = self.go(["-n", "1", "--retry", "2"], [], job=job)
+        self.assertEqual(res["rc"], 3, res)
+        self.assertEqual(len(res["ledger"]), 1)
+        res = self.go(["-n", "1", "--retry", "2", "--retry-on", "any"], [], job=job)
+        self.assertEqual(res["rc"], 3, res)
+        self.assertEqual(len(res["ledger"]), 3)  # the first launch and two relaunches
+
+    def test_grace_then_sigkill(self):
+        # the job ignores SIGTERM: after --grace 1 it gets SIGKILL, whole process group
+        job = ('if [ "$GPUCTL_RESTART_COUNT" = 0 ]; then trap "" TERM; "$LOAD" --seconds 30 & '
+               'trap "" TERM; wait; else exit 0; fi')
+        res = self.go(["-n", "1", "--retry", "1", "--grace", "1"],
+                      [{"launch": 0, "count": 1, "what": "lost=1"}], job=job)
+        self.assertEqual(res["rc"], 0, res)
+        self.assertIn("SIGKILL after 1 s", res["err"])
+
+    def test_usage(self):
+        env = direct_env(tempfile.mkdtemp(prefix="gpuctl-failover-"))
+        for args, needle in ((["--retry", "x"], "--retry"), (["--retry", "101"], "--retry"),
+                             (["--grace", "-1"], "--grace"), (["--retry-on", "all"], "--retry-on"),
+                             (["--retry", "1", "--dry-run"], "--dry-run"),
+                             (["-n", "0", "--retry", "1"], "-n 0")):
+            with self.subTest(args=args):
+                argv = [GPUCTL, "run"] + (["-n", "1"] if "-n" not in args else []) + args
+                r = run(argv + ["--", "true"], env=env)
+                self.assertOneLineError(r, EXIT_USAGE, needle)
+
+
+if __name__ == "__main__":
+    unittest.main()
