@@ -51,6 +51,7 @@
 	X(nvmlDeviceGetRetiredPages, 1)                                                            \
 	X(nvmlDeviceGetRetiredPagesPendingStatus, 1)                                               \
 	X(nvmlDeviceGetRemappedRows, 1)                                                            \
+	X(nvmlDeviceGetFieldValues, 1)                                                             \
 	X(nvmlDeviceGetMaxMigDeviceCount, 1)                                                       \
 	X(nvmlDeviceGetMigDeviceHandleByIndex, 1)                                                  \
 	X(nvmlDeviceIsMigDeviceHandle, 1)                                                          \
@@ -67,6 +68,7 @@
 	X(nvmlDeviceGetTopologyCommonAncestor, 1)                                                  \
 	X(nvmlDeviceGetP2PStatus, 1)                                                               \
 	X(nvmlDeviceGetNvLinkState, 1)                                                             \
+	X(nvmlDeviceGetNvLinkErrorCounter, 1)                                                      \
 	X(nvmlDeviceGetNvLinkRemotePciInfo_v2, 1)                                                  \
 	X(nvmlDeviceGetNvLinkRemoteDeviceType, 1)                                                  \
 	X(nvmlEventSetCreate, 0)                                                                   \

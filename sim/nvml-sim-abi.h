@@ -44,7 +44,20 @@ typedef enum {
 /* Opaque handles. The simulator defines struct nvmlDevice_st itself (sim/nvml/internal.h). */
 typedef struct nvmlDevice_st *nvmlDevice_t;
 typedef struct nvmlEventSet_st *nvmlEventSet_t;
-struct nvmlEventData_st; /* layout not needed while events are stubs */
+/* One event (nvmlEventSetWait_v2): the device, the event type bit, the data (for an XID event
+ * the XID; 999 for one NVML cannot name), and the MIG GPU/compute instance ids (0xFFFFFFFF when
+ * none). 32 bytes on LP64 (NVML API 11+). */
+struct nvmlEventData_st {
+	nvmlDevice_t device;
+	unsigned long long eventType;
+	unsigned long long eventData;
+	unsigned int gpuInstanceId;
+	unsigned int computeInstanceId;
+};
+/* Event type bits (nvmlEventType*). */
+#define NVML_EVENT_TYPE_SINGLE_BIT_ECC 0x0000000000000001ULL
+#define NVML_EVENT_TYPE_DOUBLE_BIT_ECC 0x0000000000000002ULL
+#define NVML_EVENT_TYPE_XID            0x0000000000000008ULL
 
 /* Buffer sizes the API documents as always sufficient (NVML API 12). */
 #define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE     32
@@ -264,6 +277,31 @@ nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device, unsigned in
 nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int *currLinkWidth);
 nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device, unsigned int *maxLinkWidth);
 nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsigned int *value);
+
+/* Field values (NVML API 9+): the caller sets fieldId (and scopeId) of each entry; NVML fills a
+ * per-entry return code, a value type and the value. 40 bytes on LP64. */
+typedef union nvmlValue_st {
+	double dVal;
+	unsigned int uiVal;
+	unsigned long ulVal;
+	unsigned long long ullVal;
+	long long sllVal;
+	int siVal;
+	unsigned short usVal;
+} nvmlValue_t;
+typedef struct nvmlFieldValue_st {
+	unsigned int fieldId;
+	unsigned int scopeId;
+	long long timestamp;
+	long long latencyUsec;
+	unsigned int valueType; /* NVML_VALUE_TYPE_*: 1 unsigned int */
+	nvmlReturn_t nvmlReturn;
+	nvmlValue_t value;
+} nvmlFieldValue_t;
+#define NVML_VALUE_TYPE_UNSIGNED_INT        1
+#define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION 230
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
+                                      nvmlFieldValue_t *values);
 nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t *mode);
 nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mode);
 nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t *current,
@@ -305,6 +343,11 @@ nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevic
                                                  nvmlGpuTopologyLevel_t *pathInfo);
 nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2,
                                     nvmlGpuP2PCapsIndex_t p2pIndex, nvmlGpuP2PStatus_t *p2pStatus);
+/* nvmlNvLinkErrorCounter_t: DL_REPLAY 0, DL_RECOVERY 1, DL_CRC_FLIT 2, DL_CRC_DATA 3,
+ * DL_ECC_DATA 4 (NVML API 8+; ECC_DATA later). */
+nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int link,
+                                             unsigned int counter,
+                                             unsigned long long *counterValue);
 nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
                                       nvmlEnableState_t *isActive);
 nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,

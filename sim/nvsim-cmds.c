@@ -15,6 +15,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
 
 enum vtype { V_INT, V_PCT, V_SIZE_MIB, V_WATTS, V_U64, V_BOOL, V_COMPUTE_MODE };
 
@@ -46,6 +48,7 @@ static const struct setkey {
         {"remap.uncorrected", "remapped_rows.uncorrected", V_INT},
         {"remap.pending", "remapped_rows.pending", V_BOOL},
         {"remap.failure", "remapped_rows.failure", V_BOOL},
+        {"recovery_action", "recovery_action", V_INT},
         {"persistence_mode", "persistence_mode", V_BOOL},
         {"compute_mode", "compute_mode", V_COMPUTE_MODE},
 };
@@ -196,6 +199,50 @@ static int set_cuda_alloc(json_t *g, const char *value, const char *arg)
 	return json_object_set_new(g, "cuda", cuda) < 0 ? -ENOMEM : 0;
 }
 
+/* nvlink.N.COUNTER=COUNT: one of the link's error counters (state gpus.G.nvlink_errors). */
+static int set_nvlink_counter(struct nvstate *st, json_t *g, unsigned int gpu, const char *key,
+                              const char *value, const char *arg)
+{
+	const char *dot = strchr(key + 7, '.');
+	char link[8];
+	json_t *all, *per;
+	uint64_t u, n;
+	int k;
+
+	if ((size_t)(dot - (key + 7)) >= sizeof(link))
+		return nvsim_err(EXIT_USAGE, "%s: GPU %u has no such NVLink", arg, gpu);
+	memcpy(link, key + 7, (size_t)(dot - (key + 7)));
+	link[dot - (key + 7)] = '\0';
+	if (sim_parse_u64(link, SIM_MAX_LINKS - 1, &u) < 0 || u >= st->sc->gpus[gpu].link_count)
+		return nvsim_err(EXIT_USAGE, "%s: GPU %u has no NVLink %s", arg, gpu, link);
+	for (k = 0; k < 4; k++)
+		if (strcmp(dot + 1, sim_nvlink_counter_names[k]) == 0)
+			break;
+	if (k == 4)
+		return nvsim_err(
+		        EXIT_USAGE,
+		        "%s: unknown NVLink counter (replay, recovery, crc_flit, crc_data)", arg);
+	if (sim_parse_u64(value, 1ULL << 62, &n) < 0)
+		return nvsim_err(EXIT_USAGE, "%s: expected a count", arg);
+	all = json_object_get(g, "nvlink_errors");
+	if (!all) {
+		all = json_object();
+		if (!all || json_object_set_new(g, "nvlink_errors", all) < 0)
+			return -ENOMEM;
+	}
+	snprintf(link, sizeof(link), "%u", (unsigned)u);
+	per = json_object_get(all, link);
+	if (!per) {
+		per = json_object();
+		if (!per || json_object_set_new(all, link, per) < 0)
+			return -ENOMEM;
+	}
+	return json_object_set_new(per, sim_nvlink_counter_names[k], json_integer((json_int_t)n)) <
+	                       0
+	               ? -ENOMEM
+	               : 0;
+}
+
 static int apply_special(struct nvstate *st, json_t *g, unsigned int gpu, const char *key,
                          const char *value, const char *arg)
 {
@@ -220,6 +267,8 @@ static int apply_special(struct nvstate *st, json_t *g, unsigned int gpu, const 
 	}
 	if (strcmp(key, "cuda.alloc") == 0)
 		return set_cuda_alloc(g, value, arg);
+	if (strncmp(key, "nvlink.", 7) == 0 && strchr(key + 7, '.'))
+		return set_nvlink_counter(st, g, gpu, key, value, arg);
 	if (strncmp(key, "nvlink.", 7) == 0) {
 		json_t *down = json_object_get(g, "nvlink_down"), *nd, *el;
 		size_t i;
@@ -681,5 +730,90 @@ int cmd_check(int argc, char **argv)
 	if (r == 0)
 		printf("%s: ok (%u GPUs)\n", argv[1], sc->n_gpus);
 	sim_scenario_free(sc);
+	return r;
+}
+
+/* `nvsim xid -i GPU[,GPU] CODE [TEXT]`: appends one kernel-log line per GPU to
+ * $NVSIM_STATE_DIR/kmsg in /dev/kmsg's record format ("3,SEQ,USEC,-;MESSAGE"), with the message
+ * the NVIDIA driver prints: "NVRM: Xid (PCI:0000:07:00): 79, pid=..., name=..., TEXT". The NVML
+ * event sets of the simulated library (nvml/events.c) deliver the same lines as XID events. The
+ * log is append-only: one write(2) per line with O_APPEND under the state lock, so a reader
+ * sees whole lines (rename would make a tail reader lose its place). */
+int cmd_xid(int argc, char **argv)
+{
+	const char *list = NULL, *code_s = NULL, *text = NULL;
+	bool sel[SIM_MAX_GPUS];
+	struct nvstate st;
+	uint64_t code;
+	int r, fd = -1;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "-i") == 0 && i + 1 < argc)
+			list = argv[++i];
+		else if (!code_s)
+			code_s = argv[i];
+		else if (!text)
+			text = argv[i];
+		else
+			return nvsim_err(EXIT_USAGE, "xid: too many arguments");
+	}
+	if (!list || !code_s)
+		return nvsim_err(EXIT_USAGE, "xid: usage: nvsim xid -i GPU[,GPU...] CODE [TEXT]");
+	if (sim_parse_u64(code_s, 99999, &code) < 0 || code == 0)
+		return nvsim_err(EXIT_USAGE, "%s: expected an XID code 1..99999", code_s);
+	if (text && strchr(text, '\n'))
+		return nvsim_err(EXIT_USAGE, "xid: TEXT must be one line");
+	if ((r = nvstate_open(&st)) != 0)
+		goto out;
+	if (nvsim_parse_gpus(st.sc, list, sel) < 0) {
+		r = nvsim_err(EXIT_USAGE, "-i %s: no such GPU", list);
+		goto out;
+	}
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/kmsg", st.dir);
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		r = nvsim_err(EXIT_FAILURE, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	for (unsigned int g = 0; g < st.sc->n_gpus; g++) {
+		const char *bus = st.sc->gpus[g].pci_bus_id;
+		struct timespec ts;
+		char line[1024];
+		int n;
+
+		struct stat sb;
+
+		if (!sel[g])
+			continue;
+		/* SEQ only has to grow: the log's size before the line does */
+		if (fstat(fd, &sb) < 0)
+			sb.st_size = 0;
+		/* the driver prints a 4-digit domain and no function: 0000:07:00 */
+		const char *colon = strchr(bus, ':');
+		size_t dlen = colon ? (size_t)(colon - bus) : 0;
+		const char *dom = dlen > 4 ? bus + dlen - 4 : bus;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		n = snprintf(
+		        line, sizeof(line),
+		        "3,%u,%llu,-;NVRM: Xid (PCI:%.*s:%.5s): %llu, pid=%ld, name=nvsim, %s\n", g,
+		        (unsigned long long)ts.tv_sec * 1000000ull +
+		                (unsigned long long)ts.tv_nsec / 1000,
+		        4, dom, colon ? colon + 1 : bus, (unsigned long long)code, (long)getpid(),
+		        text ? text : "injected by nvsim");
+		if (n < 0 || (size_t)n >= sizeof(line)) {
+			r = nvsim_err(EXIT_USAGE, "xid: TEXT too long");
+			goto out;
+		}
+		if (write(fd, line, (size_t)n) != n) {
+			r = nvsim_err(EXIT_FAILURE, "%s: %s", path, strerror(errno));
+			goto out;
+		}
+	}
+	r = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	nvstate_close(&st);
 	return r;
 }

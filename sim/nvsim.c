@@ -343,7 +343,7 @@ static int cmd_exec(int argc, char **argv)
 	const char *state_dir = NULL, *calls_out = NULL, *scenario_arg;
 	_cleanup_free_ char *buf = NULL;
 	struct sim_scenario *sc = NULL;
-	char dir[4096], lib[4096];
+	char dir[4096], lib[4096], kmsg[4200];
 	bool keep = false;
 	long long latency = -1;
 	size_t len;
@@ -396,6 +396,9 @@ static int cmd_exec(int argc, char **argv)
 		goto out;
 	setenv("NVSIM_STATE_DIR", dir, 1);
 	setenv("GPUCTL_NVML_LIBRARY", lib, 1);
+	/* gpuctl health reads the simulated kernel log instead of /dev/kmsg */
+	snprintf(kmsg, sizeof(kmsg), "%s/kmsg", dir);
+	setenv("GPUCTL_KMSG", kmsg, 1);
 	if ((r = prepend_library_path(lib)) < 0) {
 		rc = nvsim_err(EXIT_FAILURE, "LD_LIBRARY_PATH: %s", strerror(-r));
 		goto out;
@@ -431,6 +434,7 @@ static const struct {
         {"scenarios", cmd_scenarios, "scenarios                   list scenario names"},
         {"set", cmd_set, "set [-i GPU[,GPU]] KEY=VALUE...   change GPU state"},
         {"show", cmd_show, "show                        print the state as JSON"},
+        {"xid", cmd_xid, "xid -i GPU[,GPU] CODE [TEXT] log an XID (kernel log + NVML event)"},
 };
 
 static void usage(FILE *f)

@@ -46,5 +46,6 @@ int cmd_calls(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_scenarios(int argc, char **argv);
 int cmd_check(int argc, char **argv);
+int cmd_xid(int argc, char **argv);
 
 #endif

@@ -436,6 +436,7 @@ static const char *const gpu_keys[] = {"uuid",
                                        "ecc_errors",
                                        "retired_pages",
                                        "remapped_rows",
+                                       "recovery_action",
                                        "numa_node",
                                        "gpu_numa_node",
                                        "cpu_affinity",
@@ -749,6 +750,7 @@ static int parse_gpu(struct pctx *c, json_t *o, const char *b, struct sim_gpu *g
 	    (r = get_uint(c, o, b, "temperature_c", 200, &g->temperature_c)) < 0 ||
 	    (r = get_opt(c, o, b, "temperature_slowdown_c", 200, &g->temperature_slowdown_c)) < 0 ||
 	    (r = get_opt(c, o, b, "temperature_shutdown_c", 200, &g->temperature_shutdown_c)) < 0 ||
+	    (r = get_opt(c, o, b, "recovery_action", 5, &g->recovery_action)) < 0 ||
 	    (r = get_opt(c, o, b, "power_draw_mw", 10000000, &g->power_draw_mw)) < 0 ||
 	    (r = get_opt(c, o, b, "power_limit_mw", 10000000, &g->power_limit_mw)) < 0 ||
 	    (r = parse_clocks(c, o, b, "clocks_mhz", &g->clock_sm, &g->clock_mem)) < 0 ||

@@ -92,6 +92,8 @@ struct sim_gpu {
 	bool retired_pending;
 	unsigned int remap_corr, remap_uncorr;
 	bool remap_pending, remap_failure;
+	struct sim_opt
+	        recovery_action; /* NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; absent: unknown field */
 	int numa_node;
 	struct sim_opt gpu_numa_node;
 	unsigned long *cpu_affinity; /* bitmask, cpu_words longs; NULL = unknown */

@@ -211,6 +211,38 @@ static int parse_cuda(json_t *v, struct sim_gpu_dyn *d, const char *key, char *e
 	return 0;
 }
 
+const char *const sim_nvlink_counter_names[4] = {"replay", "recovery", "crc_flit", "crc_data"};
+
+/* gpus.G.nvlink_errors: {"LINK": {"replay": N, "recovery": N, "crc_flit": N, "crc_data": N}} */
+static int parse_nvlink_errors(json_t *v, struct sim_gpu_dyn *d, const char *gpu, char *err,
+                               size_t errlen)
+{
+	const char *link;
+	json_t *per;
+
+	if (!v)
+		return 0;
+	json_object_foreach(v, link, per)
+	{
+		uint64_t l;
+		if (sim_parse_u64(link, SIM_MAX_LINKS - 1, &l) < 0 || !json_is_object(per)) {
+			snprintf(err, errlen, "gpus.%s.nvlink_errors.%s: no such link", gpu, link);
+			return -EINVAL;
+		}
+		for (int k = 0; k < 4; k++) {
+			json_t *n = json_object_get(per, sim_nvlink_counter_names[k]);
+			if (n && (!json_is_integer(n) || json_integer_value(n) < 0)) {
+				snprintf(err, errlen,
+				         "gpus.%s.nvlink_errors.%s.%s: expected a count", gpu, link,
+				         sim_nvlink_counter_names[k]);
+				return -EINVAL;
+			}
+			d->nvlink_err[l][k] = n ? (unsigned long long)json_integer_value(n) : 0;
+		}
+	}
+	return 0;
+}
+
 int sim_dyn_from_json(json_t *state, unsigned int n_gpus, struct sim_dyn *ret, char *err,
                       size_t errlen)
 {
@@ -250,6 +282,9 @@ int sim_dyn_from_json(json_t *state, unsigned int n_gpus, struct sim_dyn *ret, c
 		}
 		v = json_object_get(per, "cuda");
 		if (v && parse_cuda(v, d, key, err, errlen) < 0)
+			return -EINVAL;
+		if (parse_nvlink_errors(json_object_get(per, "nvlink_errors"), d, key, err,
+		                        errlen) < 0)
 			return -EINVAL;
 		json_array_foreach(json_object_get(per, "nvlink_down"), i,
 		                   el) if (json_is_integer(el) && json_integer_value(el) >= 0 &&

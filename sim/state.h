@@ -32,8 +32,11 @@ struct sim_gpu_dyn {
 	long long lost_after_calls; /* -1 = not armed */
 	long long lost_after_gen;   /* bumped by nvsim on every set, so a process re-arms */
 	uint64_t nvlink_down;       /* bit N = link N down */
-	int cuda_alloc;             /* enum sim_cuda_alloc: what cuMemAlloc does on this GPU */
-	int cuda_alloc_error;       /* the CUresult of SIM_CUDA_ALLOC_FAIL */
+	/* NVLink error counters per link: DL replay, DL recovery, CRC flit, CRC data (NVML's
+	 * nvmlNvLinkErrorCounter_t order); `nvsim set nvlink.N.replay=COUNT` and friends */
+	unsigned long long nvlink_err[SIM_MAX_LINKS][4];
+	int cuda_alloc;       /* enum sim_cuda_alloc: what cuMemAlloc does on this GPU */
+	int cuda_alloc_error; /* the CUresult of SIM_CUDA_ALLOC_FAIL */
 };
 
 /* `nvsim set cuda.alloc=ok|fail[:ERROR]|hang`, read by the simulated libcuda.so.1. */
@@ -68,6 +71,8 @@ int sim_rm_rf(const char *path);
 /* Applies state.json's per-GPU "set" objects onto a copy of the scenario document. */
 int sim_state_merge(json_t *scenario, json_t *state, json_t **ret);
 /* Reads the non-scenario dynamic facts of state.json (NULL state = none). */
+/* The names of the four NVLink error counters in state.json and nvsim keys. */
+extern const char *const sim_nvlink_counter_names[4];
 int sim_dyn_from_json(json_t *state, unsigned int n_gpus, struct sim_dyn *ret, char *err,
                       size_t errlen);
 /* Registered processes whose PID is alive. */

@@ -165,7 +165,19 @@ enum gpuctl_field {
 	GPUCTL_F_NUMA_NODE,     /* int: the CPU NUMA node the GPU is attached to */
 	GPUCTL_F_GPU_NUMA_NODE, /* int: the GPU memory's own NUMA node (Grace systems) */
 	GPUCTL_F_CPU_AFFINITY,  /* string: ideal CPUs as a Linux cpulist, "0-15,128-143" */
+	/* recovery (GPUCTL_SNAP_HEALTH) */
+	GPUCTL_F_RECOVERY_ACTION, /* int: the action the driver asks for: enum gpuctl_recovery */
 	GPUCTL__F_COUNT
+};
+
+/* NVML's GPU recovery action values (field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION). */
+enum gpuctl_recovery {
+	GPUCTL_RECOVERY_NONE = 0,
+	GPUCTL_RECOVERY_GPU_RESET = 1,
+	GPUCTL_RECOVERY_NODE_REBOOT = 2,
+	GPUCTL_RECOVERY_DRAIN_P2P = 3,
+	GPUCTL_RECOVERY_DRAIN_AND_RESET = 4,
+	GPUCTL_RECOVERY_RECOVER_IMEX = 5,
 };
 
 enum gpuctl_compute_mode {
@@ -710,6 +722,162 @@ int gpuctl_config_pool_find(struct gpuctl_ctx *ctx, const struct gpuctl_config *
  * debug level). */
 int gpuctl_config_pool_allows(struct gpuctl_ctx *ctx, const struct gpuctl_config *cfg, size_t i,
                               uint32_t uid);
+
+/* ---- Health (src/lib/health.c, src/lib/xid.c, src/lib/kmsg.c; docs/health.md) ---- */
+
+/* A finding's severity, and a GPU's verdict (the worst of its findings). Ordered, so the
+ * worse of two is the larger; the values are DCGM's health results divided by ten. */
+enum gpuctl_health_severity {
+	GPUCTL_HEALTH_OK = 0,   /* informational: nothing to do */
+	GPUCTL_HEALTH_WARN = 1, /* usable, but act (restart the job, plan a reset, check cooling) */
+	GPUCTL_HEALTH_FAIL = 2, /* keep work off this GPU */
+};
+/* "OK", "WARN", "FAIL"; NULL for a value out of range. */
+const char *gpuctl_health_severity_name(int severity);
+
+/* The classes of NVIDIA's XID catalog as gpuctl acts on them. */
+enum gpuctl_xid_class {
+	GPUCTL_XID_UNKNOWN = 0,     /* not in gpuctl's table, or 999 (NVML: unknown XID): WARN */
+	GPUCTL_XID_FENCE = 1,       /* take the GPU out of service: FAIL */
+	GPUCTL_XID_APPLICATION = 2, /* restart the job; the GPU stays usable: WARN */
+	GPUCTL_XID_INFO = 3,        /* count only: an OK finding */
+};
+/* What gpuctl knows about one XID code. Strings are static. */
+struct gpuctl_xid_info {
+	unsigned code;                /* the XID */
+	enum gpuctl_xid_class class_; /* how gpuctl acts on it */
+	const char *meaning;          /* short meaning, after NVIDIA's catalog */
+	const char *action;           /* the recommended action */
+};
+/* Fills *ret_info for code; for a code outside the table, class UNKNOWN with a generic meaning
+ * and action. Never fails. */
+void gpuctl_xid_lookup(unsigned code, struct gpuctl_xid_info *ret_info);
+/* "fence", "application", "unknown", "info"; NULL for a value out of range. */
+const char *gpuctl_xid_class_name(int class_);
+
+/* XID events recorded for a snapshot's GPUs: parsed from the kernel log, or added one by one
+ * (NVML events). */
+struct gpuctl_xid_log;
+int gpuctl_xid_log_new(struct gpuctl_xid_log **ret_log);
+void gpuctl_xid_log_free(struct gpuctl_xid_log *log);
+/* Records one XID on GPU gpu (a snapshot index). text: the rest of the line, or NULL. */
+int gpuctl_xid_log_add(struct gpuctl_xid_log *log, size_t gpu, unsigned xid, const char *text);
+/* Parses kernel-log text (the records of /dev/kmsg, or dmesg/journal lines) and records the
+ * XIDs of snap's GPUs: lines "NVRM: Xid (PCI:0000:07:00): 79, ..." (also without "PCI:", with a
+ * function number, or with text after the bus id), and "NVRM: GPU 0000:07:00.0: GPU has fallen
+ * off the bus." as XID 79. A line announcing that the NVIDIA kernel module loaded forgets what
+ * came before it (events count since the driver loaded). Malformed lines and lines of other
+ * buses are skipped. Returns how many entries the text added (when it holds a driver-load line:
+ * how many follow the last one), or -ENOMEM / -EINVAL. */
+int gpuctl_xid_log_parse(struct gpuctl_xid_log *log, const struct gpuctl_snapshot *snap,
+                         const char *text, size_t len);
+/* Reads the kernel log at path (NULL: /dev/kmsg, read without blocking to its current end)
+ * and parses it as above. -errno when it cannot be opened or read (message on ctx). */
+int gpuctl_xid_log_read(struct gpuctl_ctx *ctx, struct gpuctl_xid_log *log,
+                        const struct gpuctl_snapshot *snap, const char *path);
+size_t gpuctl_xid_log_count(const struct gpuctl_xid_log *log);
+/* Entry i: its GPU (snapshot index), XID and text (NULL if none; owned by log). -EINVAL when i
+ * is out of range. */
+int gpuctl_xid_log_get(const struct gpuctl_xid_log *log, size_t i, size_t *ret_gpu,
+                       unsigned *ret_xid, const char **ret_text);
+
+/* XID events from NVML as they happen (nvmlEventSetCreate / nvmlDeviceRegisterEvents /
+ * nvmlEventSetWait_v2): only events after gpuctl_xid_watch_new count. */
+struct gpuctl_xid_watch;
+/* Registers XID events of snap's readable GPUs (loads NVML if needed). -EOPNOTSUPP when the
+ * NVML library has no event API or no GPU delivers XID events (the kernel log is then the only
+ * source), -EIO, -ENOMEM. */
+int gpuctl_xid_watch_new(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
+                         struct gpuctl_xid_watch **ret_watch);
+void gpuctl_xid_watch_free(struct gpuctl_xid_watch *watch);
+/* Waits up to timeout_ms for one event. An XID of a GPU of the snapshot is appended to log
+ * (its snapshot index, the code, text "NVML event"; codes NVML cannot name are 999): returns 1.
+ * 0 when nothing (or no XID) came; -ENODEV when NVML reports a GPU lost (take a snapshot to
+ * learn which); -EIO for other NVML errors. */
+int gpuctl_xid_watch_wait(struct gpuctl_ctx *ctx, struct gpuctl_xid_watch *watch,
+                          unsigned timeout_ms, struct gpuctl_xid_log *log);
+
+/* The CUDA allocation probe, run in the calling process: dlopen("libcuda.so.1"), cuInit, a
+ * context on the one device CUDA shows (the caller sets CUDA_VISIBLE_DEVICES to one GPU's
+ * UUID), allocate and free bytes, destroy the context. 0 when every step worked; -ENOENT (no
+ * libcuda.so.1), -ENOEXEC (not a CUDA driver), -ENODEV (CUDA sees no device), -EINVAL (more than
+ * one device visible, bytes 0), -EIO (a CUDA call failed: the message names it and the
+ * error). A hung driver hangs this call: run it in a child process with a timeout (gpuctl
+ * health --probe does). */
+int gpuctl_cuda_probe_here(struct gpuctl_ctx *ctx, size_t bytes);
+
+/* The outcome of one GPU's probe, for gpuctl_health_opts.probes. */
+enum gpuctl_probe_status {
+	GPUCTL_PROBE_NOT_RUN = 0, /* no finding */
+	GPUCTL_PROBE_OK = 1,      /* no finding */
+	GPUCTL_PROBE_FAILED = 2,  /* FAIL: a CUDA step failed (detail says which) */
+	GPUCTL_PROBE_HUNG = 3,    /* FAIL: the probe did not finish within its timeout */
+};
+struct gpuctl_probe_result {
+	int status;         /* enum gpuctl_probe_status */
+	const char *detail; /* the failure ("cuMemAlloc: CUDA_ERROR_UNKNOWN (999)"), or NULL */
+	double seconds;     /* how long it ran (the timeout for HUNG) */
+};
+
+/* The health state file `gpuctl health --watch` keeps (docs/health.md, "State file"): the XIDs it
+ * saw and its last sample of the rate counters, by GPU UUID, for one-shot checks to use.
+ * Writes snap's sample and xids' XIDs to path atomically (a temporary file, then rename). */
+int gpuctl_health_state_write(struct gpuctl_ctx *ctx, const char *path,
+                              const struct gpuctl_snapshot *snap,
+                              const struct gpuctl_xid_log *xids);
+/* Reads path against snap: its XIDs of snap's GPUs are added to xids (unless xids already holds
+ * that XID for that GPU, e.g. from the kernel log); its sample becomes *ret_prev (a snapshot to
+ * pass as gpuctl_health_opts.prev, with *ret_age_s its age; NULL and 0 when the file has no
+ * usable sample). A file from an earlier boot is ignored (returns 0, nothing added). -ENOENT when
+ * missing, -EPERM when not a regular file of root or the caller writable only by its owner,
+ * -EFBIG, -ENOMEM. */
+int gpuctl_health_state_read(struct gpuctl_ctx *ctx, const char *path,
+                             const struct gpuctl_snapshot *snap, struct gpuctl_xid_log *xids,
+                             struct gpuctl_snapshot **ret_prev, double *ret_age_s);
+
+/* Options of a health check. Initialise with GPUCTL_HEALTH_OPTS_INIT. */
+struct gpuctl_health_opts {
+	size_t struct_size; /* sizeof(struct gpuctl_health_opts) */
+	bool strict;        /* a pending page retirement or row remap is FAIL, not WARN */
+	/* An earlier snapshot of the same machine (matched by UUID) and the seconds between it and
+	 * the checked one, for the rate checks (PCIe replays); NULL: no rate checks. */
+	const struct gpuctl_snapshot *prev;
+	double prev_age_s;
+	/* CUDA probe outcomes by snapshot index (n_probes entries; NULL: not probed). */
+	const struct gpuctl_probe_result *probes;
+	size_t n_probes;
+};
+#define GPUCTL_HEALTH_OPTS_INIT                                                                    \
+	{                                                                                          \
+		.struct_size = sizeof(struct gpuctl_health_opts)                                   \
+	}
+
+/* One finding about one GPU. Strings are owned by the report. */
+struct gpuctl_health_finding {
+	const char *check;   /* check id, e.g. "ecc-dbe", "xid" (docs/health.md) */
+	size_t gpu;          /* snapshot index */
+	int severity;        /* enum gpuctl_health_severity */
+	const char *message; /* what was seen, with the numbers */
+	const char *action;  /* what to do */
+	unsigned xid;        /* for check "xid": the code, else 0 */
+};
+
+struct gpuctl_health_report;
+/* Checks every GPU of snap (which should have GPUCTL_SNAP_HEALTH and GPUCTL_SNAP_TOPOLOGY; a
+ * fact the snapshot lacks is a check skipped, never a finding) against the rules of
+ * docs/health.md, with the XIDs of xids (NULL: none). Pure: no NVML, no I/O. -ENOMEM,
+ * -EINVAL for a bad opts. */
+int gpuctl_health_check(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
+                        const struct gpuctl_xid_log *xids, const struct gpuctl_health_opts *opts,
+                        struct gpuctl_health_report **ret_report);
+void gpuctl_health_report_free(struct gpuctl_health_report *report);
+/* Findings, by GPU index, then worst first, then check order. */
+size_t gpuctl_health_finding_count(const struct gpuctl_health_report *report);
+const struct gpuctl_health_finding *gpuctl_health_finding(const struct gpuctl_health_report *report,
+                                                          size_t i);
+/* The verdict of GPU gpu (the worst severity of its findings, OK without any); -EINVAL for an
+ * index out of range. */
+int gpuctl_health_verdict(const struct gpuctl_health_report *report, size_t gpu);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,8 @@
 #include "internal.h"
 #include "../util.h"
 
+#include <time.h>
+
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t *current,
                                              nvmlEnableState_t *pending)
 {
@@ -111,5 +113,34 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned 
 	*uncRows = g->remap_uncorr;
 	*isPending = g->remap_pending;
 	*failureOccurred = g->remap_failure;
+	return sim_end(NVML_SUCCESS);
+}
+
+/* Field values: only NVML_FI_DEV_GET_GPU_RECOVERY_ACTION is known, from the scenario's
+ * recovery_action (absent: the field is NOT_SUPPORTED, as on drivers that predate it); every
+ * other field answers NOT_SUPPORTED in its own entry. The call itself succeeds. */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
+                                                 nvmlFieldValue_t *values)
+{
+	struct timespec ts;
+
+	SIM_DEVICE_CALL(nvmlDeviceGetFieldValues, device, 0);
+	if (valuesCount < 0 || (valuesCount > 0 && !values))
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	for (int k = 0; k < valuesCount; k++) {
+		nvmlFieldValue_t *v = &values[k];
+
+		v->timestamp = (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+		v->latencyUsec = 0;
+		if (v->fieldId == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION &&
+		    c.g->recovery_action.valid) {
+			v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+			v->value.uiVal = (unsigned int)c.g->recovery_action.v;
+			v->nvmlReturn = NVML_SUCCESS;
+		} else {
+			v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+		}
+	}
 	return sim_end(NVML_SUCCESS);
 }

@@ -182,6 +182,23 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned i
 	return sim_end(NVML_SUCCESS);
 }
 
+/* Error counters of a link from state.json (nvsim set nvlink.N.replay=...); ECC_DATA is 0. A
+ * link that exists answers whether up or down, as NVML keeps the counts of a down link. */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int link,
+                                                        unsigned int counter,
+                                                        unsigned long long *counterValue)
+{
+	nvmlReturn_t r;
+
+	SIM_DEVICE_CALL(nvmlDeviceGetNvLinkErrorCounter, device, 0);
+	if (!counterValue || counter > 4)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	if ((r = check_link(&c, link)) != NVML_SUCCESS)
+		return sim_end(r);
+	*counterValue = counter < 4 ? sim_lib.dyn.gpus[c.gpu].nvlink_err[link][counter] : 0;
+	return sim_end(NVML_SUCCESS);
+}
+
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
                                                             nvmlPciInfo_t *pci)
 {

@@ -20,8 +20,17 @@
 #include "cmd.h"
 
 const struct cmd_entry *const cmd_table[] = {
-        &cmd_help_entry,    &cmd_info_entry, &cmd_lease_entry,  &cmd_list_entry, &cmd_ps_entry,
-        &cmd_release_entry, &cmd_run_entry,  &cmd_select_entry, &cmd_topo_entry, NULL,
+        &cmd_health_entry,
+        &cmd_help_entry,
+        &cmd_info_entry,
+        &cmd_lease_entry,
+        &cmd_list_entry,
+        &cmd_ps_entry,
+        &cmd_release_entry,
+        &cmd_run_entry,
+        &cmd_select_entry,
+        &cmd_topo_entry,
+        NULL,
 };
 
 static const char exit_status_text[] =
@@ -31,7 +40,9 @@ static const char exit_status_text[] =
         "  2  usage error (bad option or argument, unknown field, unknown GPU id or pool,\n"
         "     a configuration file that does not parse)\n"
         "  3  no GPU satisfies the request\n"
-        "  4  no NVIDIA driver (NVML library not found or NVML cannot initialise)\n";
+        "  4  no NVIDIA driver (NVML library not found or NVML cannot initialise)\n"
+        "  10 health: some GPU is WARN, none FAIL\n"
+        "  20 health: some GPU is FAIL\n";
 
 const struct cmd_entry *cmd_find(const char *name)
 {

@@ -116,6 +116,10 @@ static const struct gpuctl_field_info fields[GPUCTL__F_COUNT] = {
         INT(GPUCTL_F_GPU_NUMA_NODE, "gpu_numa_node", NULL, "", GPUCTL_FU_NONE, 0,
             "NUMA node of the GPU's own memory (Grace systems)"),
         STR(GPUCTL_F_CPU_AFFINITY, "cpu_affinity", NULL, 0, "ideal CPUs for the GPU, a cpulist"),
+        INT(GPUCTL_F_RECOVERY_ACTION, "gpu_recovery_action", "gpu_recovery_action", "",
+            GPUCTL_FU_NONE, GPUCTL_SNAP_HEALTH,
+            "recovery the driver asks for: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 "
+            "drain and reset, 5 recover IMEX"),
 };
 
 /* Other spellings nvidia-smi accepts for the same fact. */

@@ -286,6 +286,47 @@ enum {
 typedef uint32_t nvmlAffinityScope_t;
 enum { NVML_AFFINITY_SCOPE_NODE = 0, NVML_AFFINITY_SCOPE_SOCKET = 1 };
 
+/* ---- Field values (nvmlDeviceGetFieldValues, NVML API 9+) ---- */
+
+/* The value of a field sample, interpreted by valueType (NVML_VALUE_TYPE_*: 0 double,
+ * 1 unsigned int, 2 unsigned long, 3 unsigned long long, 4 signed long long, 5 signed int,
+ * 6 unsigned short). */
+typedef union {
+	double dVal;
+	unsigned int uiVal;
+	unsigned long ulVal;
+	unsigned long long ullVal;
+	long long sllVal;
+	int siVal;
+	unsigned short usVal;
+} nvmlValue_t;
+/* nvmlFieldValue_t: fieldId and scopeId in; a per-field return code and the value out. */
+typedef struct {
+	unsigned int fieldId;
+	unsigned int scopeId;
+	long long timestamp;
+	long long latencyUsec;
+	uint32_t valueType;
+	nvmlReturn_t nvmlReturn;
+	nvmlValue_t value;
+} nvmlFieldValue_t;
+#define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION 230
+
+/* ---- Events (NVML API 11+) ---- */
+
+typedef struct nvmlEventSet_st *nvmlEventSet_t;
+/* nvmlEventData_t: the device, the event type bit, the data (for an XID event the XID; 999 when
+ * NVML cannot name it), and the MIG GPU / compute instance ids (0xFFFFFFFF for none). */
+typedef struct {
+	nvmlDevice_t device;
+	unsigned long long eventType;
+	unsigned long long eventData;
+	unsigned int gpuInstanceId;
+	unsigned int computeInstanceId;
+} nvmlEventData_t;
+/* nvmlEventType* bits gpuctl registers */
+#define NVML_EVENT_TYPE_XID_CRITICAL_ERROR 0x0000000000000008ULL
+
 /* ---- Function types ---- */
 
 typedef nvmlReturn_t nvml_fn_init_t(void);                       /* nvmlInit_v2, nvmlInit */
@@ -354,5 +395,17 @@ typedef nvmlReturn_t nvml_fn_nvlink_remote_pci_t(nvmlDevice_t device, unsigned i
                                                  nvmlPciInfo_t *pci);
 typedef nvmlReturn_t nvml_fn_nvlink_remote_pci_v1_t(nvmlDevice_t device, unsigned int link,
                                                     nvmlPciInfo_v1_t *pci);
+
+/* nvmlNvLinkErrorCounter_t: DL_REPLAY 0, DL_RECOVERY 1, DL_CRC_FLIT 2, DL_CRC_DATA 3 */
+typedef nvmlReturn_t nvml_fn_nvlink_error_counter_t(nvmlDevice_t device, unsigned int link,
+                                                    uint32_t counter, unsigned long long *value);
+typedef nvmlReturn_t nvml_fn_field_values_t(nvmlDevice_t device, int count,
+                                            nvmlFieldValue_t *values);
+typedef nvmlReturn_t nvml_fn_event_set_create_t(nvmlEventSet_t *set);
+typedef nvmlReturn_t nvml_fn_register_events_t(nvmlDevice_t device, unsigned long long types,
+                                               nvmlEventSet_t set);
+typedef nvmlReturn_t nvml_fn_event_set_wait_t(nvmlEventSet_t set, nvmlEventData_t *data,
+                                              unsigned int timeout_ms);
+typedef nvmlReturn_t nvml_fn_event_set_free_t(nvmlEventSet_t set);
 
 #endif /* GPUCTL_NVML_ABI_H */

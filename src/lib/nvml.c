@@ -51,6 +51,8 @@ _Static_assert(sizeof(nvmlPciInfo_v1_t) == 52, "nvmlPciInfo (v1) layout");
 _Static_assert(sizeof(nvmlMemory_t) == 24, "nvmlMemory_t layout");
 _Static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t layout");
 _Static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t layout");
+_Static_assert(sizeof(nvmlEventData_t) == 32, "nvmlEventData_t layout");
+_Static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t layout");
 _Static_assert(sizeof(nvmlProcessInfo_v1_t) == 16, "nvmlProcessInfo_v1_t layout");
 _Static_assert(sizeof(nvmlProcessInfo_v2_t) == 24, "nvmlProcessInfo_v2_t layout");
 _Static_assert(sizeof(nvmlProcessInfo_r530_t) == 32, "nvmlProcessInfo_r530_t layout");
@@ -124,7 +126,15 @@ _Static_assert(offsetof(nvmlProcessInfo_r530_t, computeInstanceId) ==
 	X(nvlink_remote_pci, nvml_fn_nvlink_remote_pci_t, false,                                   \
 	  "nvmlDeviceGetNvLinkRemotePciInfo_v2")                                                   \
 	X(nvlink_remote_pci_v1, nvml_fn_nvlink_remote_pci_v1_t, false,                             \
-	  "nvmlDeviceGetNvLinkRemotePciInfo")
+	  "nvmlDeviceGetNvLinkRemotePciInfo")                                                      \
+	X(field_values, nvml_fn_field_values_t, false, "nvmlDeviceGetFieldValues")                 \
+	X(nvlink_error_counter, nvml_fn_nvlink_error_counter_t, false,                             \
+	  "nvmlDeviceGetNvLinkErrorCounter")                                                       \
+	X(supported_events, nvml_fn_dev_ull_t, false, "nvmlDeviceGetSupportedEventTypes")          \
+	X(event_set_create, nvml_fn_event_set_create_t, false, "nvmlEventSetCreate")               \
+	X(register_events, nvml_fn_register_events_t, false, "nvmlDeviceRegisterEvents")           \
+	X(event_set_wait, nvml_fn_event_set_wait_t, false, "nvmlEventSetWait_v2")                  \
+	X(event_set_free, nvml_fn_event_set_free_t, false, "nvmlEventSetFree")
 
 /* The resolved functions, each typed; NULL when the library lacks every name. */
 struct nvml_syms {
@@ -317,6 +327,7 @@ struct reader {
 	struct gpuctl_snapshot *snap; /* being filled */
 	nvmlDevice_t *handles;        /* per GPU; NULL when no handle could be had */
 	uint64_t want;                /* per-GPU fields to read: bit (1 << field) */
+	unsigned flags;               /* the snapshot's gpuctl_snapshot_flags */
 	unsigned calls;               /* NVML calls made for this snapshot */
 	int oom;                      /* -ENOMEM once an allocation failed, else 0 */
 };
@@ -373,6 +384,14 @@ static bool check_result(struct reader *rd, size_t gpu, const char *fname, nvmlR
 	const char *s = rd->nv->sym.error_string(r);
 	ctx_log_once(rd->ctx, key, GPUCTL_LOG_WARNING, "%s: %s (NVML error %d) on %s; shown as N/A",
 	             fname, s ? s : "unknown error", (int)r, where(gpu, w, sizeof(w)));
+	/* Recorded for the health check ("nvml": a GPU whose NVML calls fail); a pair call does
+	 * not say which of its GPUs failed. */
+	if (gpu != SYSTEM_SCOPE && !pair && gpu < rd->snap->n_gpus) {
+		struct gpuctl_gpu *g = &rd->snap->gpus[gpu];
+		if (g->nvml_errors++ == 0)
+			(void)snprintf(g->nvml_error, sizeof(g->nvml_error), "%s: %s", fname,
+			               s ? s : "unknown error");
+	}
 	return false;
 }
 
@@ -639,6 +658,51 @@ static int arch_rank(const struct gpuctl_gpu *g)
 }
 #define RANK_AMPERE 6
 
+/* The driver's recovery action: one field of nvmlDeviceGetFieldValues, whose own return code
+ * says whether this driver knows it (the field came with R565-era drivers). */
+static void read_recovery_action(struct reader *rd, size_t i, nvmlDevice_t dev)
+{
+	nvmlFieldValue_t fv = {.fieldId = NVML_FI_DEV_GET_GPU_RECOVERY_ACTION};
+	int64_t v;
+
+	if (!CALL(rd, i, field_values, dev, 1, &fv))
+		return;
+	if (fv.nvmlReturn != NVML_SUCCESS) {
+		/* Any code, not only NOT_SUPPORTED, means "unavailable" here: drivers that predate
+		 * the field answer for it in their own ways, and that is no fault of the GPU. */
+		char key[64];
+		(void)snprintf(key, sizeof(key), "recovery:%d", (int)fv.nvmlReturn);
+		ctx_log_once(rd->ctx, key, GPUCTL_LOG_DEBUG,
+		             "nvmlDeviceGetFieldValues: GPU recovery action: NVML error %d; shown "
+		             "as N/A",
+		             (int)fv.nvmlReturn);
+		return;
+	}
+	switch (fv.valueType) {
+	case 1: /* unsigned int */
+		v = fv.value.uiVal;
+		break;
+	case 2: /* unsigned long */
+		v = (int64_t)fv.value.ulVal;
+		break;
+	case 3: /* unsigned long long */
+		v = (int64_t)fv.value.ullVal;
+		break;
+	case 4: /* signed long long */
+		v = fv.value.sllVal;
+		break;
+	case 5: /* signed int */
+		v = fv.value.siVal;
+		break;
+	case 6: /* unsigned short */
+		v = fv.value.usVal;
+		break;
+	default:
+		return;
+	}
+	set_int(rd, i, GPUCTL_F_RECOVERY_ACTION, v);
+}
+
 static void read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
 {
 	const struct gpuctl_gpu *g = &rd->snap->gpus[i];
@@ -649,6 +713,8 @@ static void read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
 
 	if (want(rd, GPUCTL_F_PCIE_REPLAY) && CALL(rd, i, pcie_replay, dev, &u1))
 		set_int(rd, i, GPUCTL_F_PCIE_REPLAY, u1);
+	if (want(rd, GPUCTL_F_RECOVERY_ACTION))
+		read_recovery_action(rd, i, dev);
 	/* Memory error counters exist only with ECC on; a GPU whose ECC mode reads as off or
 	 * unsupported (GeForce) has none, so they are not asked for. */
 	if (field_is(g, GPUCTL_F_ECC_MODE, 0) ||
@@ -1016,6 +1082,21 @@ static bool remote_bus(struct reader *rd, size_t i, nvmlDevice_t dev, unsigned l
 	return true;
 }
 
+/* Adds an active link's error counters to GPU i's sums (health snapshots only). */
+static void read_nvlink_errors(struct reader *rd, size_t i, nvmlDevice_t dev, unsigned link)
+{
+	struct gpuctl_gpu *g = &rd->snap->gpus[i];
+	unsigned long long v[4];
+
+	for (uint32_t k = 0; k < 4; k++)
+		if (!CALL(rd, i, nvlink_error_counter, dev, link, k, &v[k]))
+			return; /* a partial sum would be a wrong fact */
+	g->has_nvlink_errors = true;
+	g->nvlink_replay += v[0];
+	g->nvlink_recovery += v[1];
+	g->nvlink_crc += v[2] + v[3];
+}
+
 /* Walks GPU i's NVLinks: adds direct links to row i of direct[], counts switch links. */
 static void read_nvlinks(struct reader *rd, size_t i, nvmlDevice_t dev, int *direct)
 {
@@ -1025,6 +1106,7 @@ static void read_nvlinks(struct reader *rd, size_t i, nvmlDevice_t dev, int *dir
 		symbol_missing(rd, rd->nv->name.nvlink_state);
 		return;
 	}
+	g->has_nvlink_state = true;
 	for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS && gpu_readable(rd, i); link++) {
 		nvmlEnableState_t active = NVML_FEATURE_DISABLED;
 		nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
@@ -1038,8 +1120,14 @@ static void read_nvlinks(struct reader *rd, size_t i, nvmlDevice_t dev, int *dir
 			check_result(rd, i, rd->nv->name.nvlink_state, r, false);
 			continue;
 		}
-		if (active != NVML_FEATURE_ENABLED)
+		g->nvlink_present++;
+		if (active != NVML_FEATURE_ENABLED) {
+			g->nvlink_inactive |= UINT64_C(1) << link;
 			continue;
+		}
+		g->nvlink_active++;
+		if (rd->flags & GPUCTL_SNAP_HEALTH)
+			read_nvlink_errors(rd, i, dev, link);
 		if (rd->nv->sym.nvlink_remote_type &&
 		    !CALL(rd, i, nvlink_remote_type, dev, link, &type))
 			continue;
@@ -1162,7 +1250,7 @@ static void read_gpu(struct reader *rd, size_t i, unsigned flags)
 int nvml_read_snapshot(struct gpuctl_ctx *ctx, unsigned flags, uint64_t want_fields,
                        struct gpuctl_snapshot **ret_snap)
 {
-	struct reader rd = {.ctx = ctx, .nv = ctx->nvml, .want = want_fields};
+	struct reader rd = {.ctx = ctx, .nv = ctx->nvml, .want = want_fields, .flags = flags};
 	_cleanup_free_ nvmlDevice_t *handles = NULL;
 	struct gpuctl_snapshot *snap;
 	unsigned count = 0;
@@ -1198,5 +1286,126 @@ int nvml_read_snapshot(struct gpuctl_ctx *ctx, unsigned flags, uint64_t want_fie
 	ctx_log(ctx, GPUCTL_LOG_DEBUG, "nvml: snapshot of %u GPUs took %u NVML calls", count,
 	        rd.calls);
 	*ret_snap = snap;
+	return 0;
+}
+
+/* ---- XID events (gpuctl_xid_watch_*) ----
+ *
+ * Decisions:
+ * - One event set for the snapshot's GPUs; each registers XID events where it supports them
+ *   (mask & nvmlDeviceGetSupportedEventTypes). NOT_SUPPORTED on a GPU leaves the set usable; a
+ *   set no GPU could join is -EOPNOTSUPP, so the caller falls back to the kernel log.
+ * - The snapshot index of an event is found by comparing its device handle with the handles
+ *   taken here (NVML index == snapshot index).
+ * - GPU_IS_LOST from the wait is reported as -ENODEV: the caller takes a snapshot, which marks
+ *   the one lost GPU (instead of fencing every GPU as Kubernetes' device plugin does).
+ */
+struct gpuctl_xid_watch {
+	struct nvml *nv;       /* the context's NVML (borrowed) */
+	nvmlEventSet_t set;    /* owned */
+	nvmlDevice_t *handles; /* per snapshot index, NULL when not registered */
+	size_t n;              /* entries in handles */
+};
+
+int gpuctl_xid_watch_new(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
+                         struct gpuctl_xid_watch **ret_watch)
+{
+	struct gpuctl_xid_watch *w;
+	struct nvml *nv;
+	size_t joined = 0;
+	nvmlReturn_t r;
+	int e;
+
+	if (!snap)
+		return ctx_error(ctx, -EINVAL, "no snapshot");
+	e = gpuctl_nvml_load(ctx);
+	if (e < 0)
+		return e;
+	nv = ctx->nvml;
+	if (!nv->sym.event_set_create || !nv->sym.register_events || !nv->sym.event_set_wait ||
+	    !nv->sym.event_set_free)
+		return ctx_error(ctx, -EOPNOTSUPP, "this NVML library has no event API");
+	w = calloc(1, sizeof(*w));
+	if (!w || !(w->handles = calloc(snap->n_gpus ? snap->n_gpus : 1, sizeof(*w->handles)))) {
+		free(w);
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+	}
+	w->nv = nv;
+	w->n = snap->n_gpus;
+	r = nv->sym.event_set_create(&w->set);
+	if (r != NVML_SUCCESS) {
+		const char *s = nv->sym.error_string(r);
+		gpuctl_xid_watch_free(w);
+		return ctx_error(ctx, r == NVML_ERROR_NOT_SUPPORTED ? -EOPNOTSUPP : -EIO,
+		                 "nvmlEventSetCreate: %s", s ? s : "unknown error");
+	}
+	for (size_t i = 0; i < snap->n_gpus; i++) {
+		unsigned long long types = NVML_EVENT_TYPE_XID_CRITICAL_ERROR, supported = 0;
+		nvmlDevice_t dev = NULL;
+
+		if (snap->gpus[i].lost ||
+		    nv->sym.handle_by_index((unsigned)i, &dev) != NVML_SUCCESS)
+			continue;
+		if (nv->sym.supported_events &&
+		    nv->sym.supported_events(dev, &supported) == NVML_SUCCESS)
+			types &= supported;
+		if (!types)
+			continue;
+		r = nv->sym.register_events(dev, types, w->set);
+		if (r == NVML_SUCCESS) {
+			w->handles[i] = dev;
+			joined++;
+		} else if (r != NVML_ERROR_NOT_SUPPORTED) {
+			ctx_log(ctx, GPUCTL_LOG_WARNING,
+			        "nvmlDeviceRegisterEvents: NVML error %d on GPU %zu", (int)r, i);
+			if (r == NVML_ERROR_UNKNOWN) /* NVML: the set must be freed */
+				break;
+		}
+	}
+	if (joined == 0) {
+		gpuctl_xid_watch_free(w);
+		return ctx_error(ctx, -EOPNOTSUPP, "no GPU delivers XID events through NVML");
+	}
+	*ret_watch = w;
+	return 0;
+}
+
+void gpuctl_xid_watch_free(struct gpuctl_xid_watch *watch)
+{
+	if (!watch)
+		return;
+	if (watch->set && watch->nv->sym.event_set_free)
+		(void)watch->nv->sym.event_set_free(watch->set);
+	free(watch->handles);
+	free(watch);
+}
+
+int gpuctl_xid_watch_wait(struct gpuctl_ctx *ctx, struct gpuctl_xid_watch *watch,
+                          unsigned timeout_ms, struct gpuctl_xid_log *log)
+{
+	nvmlEventData_t data = {0};
+	nvmlReturn_t r;
+
+	if (!watch || !log)
+		return ctx_error(ctx, -EINVAL, "no watch or no log");
+	r = watch->nv->sym.event_set_wait(watch->set, &data, timeout_ms);
+	if (r == NVML_ERROR_TIMEOUT)
+		return 0;
+	if (r == NVML_ERROR_GPU_IS_LOST)
+		return ctx_error(ctx, -ENODEV, "nvmlEventSetWait_v2: a GPU is lost");
+	if (r != NVML_SUCCESS) {
+		const char *s = watch->nv->sym.error_string(r);
+		return ctx_error(ctx, -EIO, "nvmlEventSetWait_v2: %s", s ? s : "unknown error");
+	}
+	if (!(data.eventType & NVML_EVENT_TYPE_XID_CRITICAL_ERROR))
+		return 0;
+	for (size_t i = 0; i < watch->n; i++)
+		if (watch->handles[i] && watch->handles[i] == data.device) {
+			unsigned xid = data.eventData > 99999 ? 999 : (unsigned)data.eventData;
+			int e = gpuctl_xid_log_add(log, i, xid, "NVML event");
+			if (e < 0)
+				return ctx_error(ctx, e, "out of memory");
+			return 1;
+		}
 	return 0;
 }

@@ -53,6 +53,18 @@ struct gpuctl_gpu {
 	size_t n_migs;                 /* entries in migs */
 	struct gpuctl_proc *procs;     /* compute processes, owned */
 	size_t n_procs;                /* entries in procs */
+	/* Health facts that are no public field (health.c reads them): */
+	unsigned nvml_errors;     /* NVML calls on this GPU that failed with a real error
+	                           * (not NOT_SUPPORTED & co., not GPU_IS_LOST) */
+	char nvml_error[96];      /* the first of them, "nvmlDeviceGetX: Unknown Error" */
+	bool has_nvlink_state;    /* the NVLink walk ran (GPUCTL_SNAP_TOPOLOGY) */
+	int nvlink_present;       /* links NVML answered for, active or not */
+	int nvlink_active;        /* of which active */
+	uint64_t nvlink_inactive; /* bit k: link k answered inactive */
+	bool has_nvlink_errors;   /* some active link's error counters were read (health) */
+	uint64_t nvlink_replay;   /* sums over those links: DL replays, */
+	uint64_t nvlink_recovery; /* DL recoveries, */
+	uint64_t nvlink_crc;      /* CRC flit + CRC data errors */
 };
 
 struct gpuctl_snapshot {

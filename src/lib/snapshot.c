@@ -241,6 +241,7 @@ int snapshot_set_link(struct gpuctl_snapshot *snap, size_t a, size_t b,
 /* ---- public API ---- */
 
 #define FBIT(f) (UINT64_C(1) << (f))
+_Static_assert(GPUCTL__F_COUNT <= 64, "the field set is one 64-bit mask");
 
 /* The per-GPU fields every snapshot reads: they identify a GPU to people, to -i and to the
  * pair matching of NVLink peers. */

@@ -40,6 +40,13 @@ TIMEOUT = 60
 LEASE_DIR = tempfile.mkdtemp(prefix="gpuctl-test-leases-")
 atexit.register(shutil.rmtree, LEASE_DIR, True)
 os.environ["GPUCTL_LEASE_DIR"] = LEASE_DIR
+# Likewise `gpuctl health`'s state file (by default beside the lease directory, here in /tmp
+# where other test processes would share it): a private path per test process, which tests of
+# health state override per test.
+HEALTH_STATE = os.path.join(LEASE_DIR + "-health", "health.state")
+os.makedirs(os.path.dirname(HEALTH_STATE), mode=0o700)
+atexit.register(shutil.rmtree, os.path.dirname(HEALTH_STATE), True)
+os.environ["GPUCTL_HEALTH_STATE"] = HEALTH_STATE
 
 # Nor the machine's configuration (/etc/gpuctl/gpuctl.conf, docs/config.md): every test process
 # names an empty file of its own in GPUCTL_CONFIG (readable by the throwaway users of the root-only

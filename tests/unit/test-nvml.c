@@ -147,6 +147,62 @@ static void test_sim_minimal(void **state)
 	load_variant("minimal");
 }
 
+/* XID events through NVML's event API: only events after the watch started, each once, on the
+ * GPU `nvsim xid` named; the minimal library (no event API) is -EOPNOTSUPP. */
+static void test_xid_events(void **state)
+{
+	struct sim sim;
+	struct gpuctl_ctx *ctx = NULL;
+	struct gpuctl_snapshot *snap = NULL;
+	struct gpuctl_xid_watch *w = NULL;
+	struct gpuctl_xid_log *log = NULL;
+	size_t gpu;
+	unsigned xid;
+
+	(void)state;
+	if (sim_start(&sim, "", "lib-mesh.json") < 0)
+		skip();
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	assert_int_equal(gpuctl_xid_log_new(&log), 0);
+	assert_int_equal(gpuctl_snapshot_take(ctx, GPUCTL_SNAP_BASIC, &snap), 0);
+	/* before the watch: not delivered */
+	assert_int_equal(sim_nvsim(&sim, "xid", "-i", "0", "13", NULL), 0);
+	assert_int_equal(gpuctl_xid_watch_new(ctx, snap, &w), 0);
+	assert_int_equal(gpuctl_xid_watch_wait(ctx, w, 0, log), 0);
+	assert_int_equal(sim_nvsim(&sim, "xid", "-i", "2", "79", NULL), 0);
+	assert_int_equal(sim_nvsim(&sim, "xid", "-i", "1", "999", NULL), 0);
+	assert_int_equal(gpuctl_xid_watch_wait(ctx, w, 5000, log), 1);
+	assert_int_equal(gpuctl_xid_watch_wait(ctx, w, 5000, log), 1);
+	assert_int_equal(gpuctl_xid_watch_wait(ctx, w, 20, log), 0);
+	assert_int_equal(gpuctl_xid_log_count(log), 2);
+	assert_int_equal(gpuctl_xid_log_get(log, 0, &gpu, &xid, NULL), 0);
+	assert_int_equal(gpu, 2);
+	assert_int_equal(xid, 79);
+	assert_int_equal(gpuctl_xid_log_get(log, 1, &gpu, &xid, NULL), 0);
+	assert_int_equal(gpu, 1);
+	assert_int_equal(xid, 999);
+	/* a lost GPU of the set: -ENODEV */
+	assert_int_equal(sim_nvsim(&sim, "set", "-i", "3", "lost=1", NULL), 0);
+	assert_int_equal(gpuctl_xid_watch_wait(ctx, w, 20, log), -ENODEV);
+	gpuctl_xid_watch_free(w);
+	gpuctl_xid_watch_free(NULL);
+	gpuctl_snapshot_free(snap);
+	gpuctl_ctx_free(ctx);
+	sim_stop(&sim);
+
+	if (sim_start(&sim, "minimal", "lib-mesh.json") < 0)
+		skip();
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	assert_int_equal(gpuctl_snapshot_take(ctx, GPUCTL_SNAP_BASIC, &snap), 0);
+	w = NULL;
+	assert_int_equal(gpuctl_xid_watch_new(ctx, snap, &w), -EOPNOTSUPP);
+	assert_null(w);
+	gpuctl_snapshot_free(snap);
+	gpuctl_ctx_free(ctx);
+	gpuctl_xid_log_free(log);
+	sim_stop(&sim);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -157,6 +213,7 @@ int main(void)
 	        cmocka_unit_test(test_sim_current),
 	        cmocka_unit_test(test_sim_old),
 	        cmocka_unit_test(test_sim_minimal),
+	        cmocka_unit_test(test_xid_events),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

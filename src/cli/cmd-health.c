@@ -1,0 +1,819 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cmd-health.c: `gpuctl health`: a verdict per GPU (OK, WARN, FAIL) with its findings, from
+ * NVML's health facts and the XIDs of the kernel log (docs/health.md).
+ *
+ * Decisions:
+ * - The exit status is the worst verdict of the GPUs checked: 0 all OK, 10 some WARN, 20 some
+ *   FAIL (DCGM's health result values), so a script can branch without parsing; 1 when the
+ *   check could not be made (NVML or the kernel log named by --kmsg/GPUCTL_KMSG unreadable), 4
+ *   without a driver, 2 for usage errors, as every command.
+ * - The kernel log: --kmsg FILE, else $GPUCTL_KMSG, else /dev/kmsg. A file that was named
+ *   must be readable (else exit 1: an unread log would pass a GPU unchecked); /dev/kmsg, the
+ *   default, may be unreadable (containers, kernel.dmesg_restrict): then XIDs come from nowhere
+ *   and -v says so. `nvsim exec` sets GPUCTL_KMSG to the simulated log.
+ * - The snapshot has GPUCTL_SNAP_HEALTH and GPUCTL_SNAP_TOPOLOGY (the NVLink walk); the checks
+ *   are the library's (gpuctl_health_check), this file only renders.
+ * - The table prints one block per GPU, a finding per line with its action under it, and a
+ *   summary line; JSON is docs/json.md's "gpuctl health".
+ * - --probe re-executes this binary (/proc/self/exe health --probe-child) once per GPU, in
+ *   parallel, with CUDA_VISIBLE_DEVICES set to the GPU's UUID (child.c: own process group,
+ *   deadline); the child runs gpuctl_cuda_probe_here and prints "ok" or the failure. A fresh
+ *   process (not a fork of this one, which holds NVML) cannot inherit a broken CUDA or NVML
+ *   state, and one killed at the deadline takes everything it started with it.
+ * - --slurm is slurm.c's; --watch is health-watch.c's.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "child.h"
+#include "cmd.h"
+#include "format.h"
+#include "health-watch.h"
+#include "parse.h"
+#include "slurm.h"
+
+extern char **environ;
+
+#define PROBE_BYTES            (64u << 20) /* allocated by each probe */
+#define PROBE_TIMEOUT_DEFAULT  10
+#define PROBE_TIMEOUT_MAX      3600
+#define PROBE_DETAIL_MAX       256
+#define WATCH_INTERVAL_DEFAULT 10
+
+#define EXIT_HEALTH_WARN 10
+#define EXIT_HEALTH_FAIL 20
+
+enum {
+	OPT_FORMAT = 0x100,
+	OPT_STRICT,
+	OPT_KMSG,
+	OPT_PROBE,
+	OPT_PROBE_TIMEOUT,
+	OPT_PROBE_CHILD,
+	OPT_SLURM,
+	OPT_WATCH,
+	OPT_INTERVAL,
+	OPT_STATE,
+};
+
+static const struct option health_options[] = {
+        {"id", required_argument, NULL, 'i'},
+        {"format", required_argument, NULL, OPT_FORMAT},
+        {"strict", no_argument, NULL, OPT_STRICT},
+        {"kmsg", required_argument, NULL, OPT_KMSG},
+        {"probe", no_argument, NULL, OPT_PROBE},
+        {"probe-timeout", required_argument, NULL, OPT_PROBE_TIMEOUT},
+        {"probe-child", no_argument, NULL, OPT_PROBE_CHILD}, /* internal: one probe, here */
+        {"slurm", no_argument, NULL, OPT_SLURM},
+        {"watch", no_argument, NULL, OPT_WATCH},
+        {"interval", required_argument, NULL, OPT_INTERVAL},
+        {"state", required_argument, NULL, OPT_STATE},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+};
+
+struct health_args {
+	const char *ids;        /* -i, NULL: every GPU */
+	bool json;              /* --format json */
+	bool strict;            /* --strict */
+	const char *kmsg;       /* --kmsg or $GPUCTL_KMSG; NULL: /dev/kmsg */
+	bool kmsg_named;        /* kmsg was named by the user: it must be readable */
+	bool probe;             /* --probe */
+	unsigned probe_timeout; /* --probe-timeout, seconds */
+	bool slurm;             /* --slurm */
+	bool watch;             /* --watch */
+	unsigned interval;      /* --interval, seconds */
+	char *state;            /* the health state file (owned) */
+	size_t *sel;            /* chosen snapshot indices */
+	size_t nsel;            /* entries in sel */
+};
+
+static void strscpy_n(char *dst, size_t size, const char *src)
+{
+	(void)snprintf(dst, size, "%s", src);
+}
+
+static void count_verdicts(const struct health_args *a, const struct gpuctl_health_report *rep,
+                           unsigned counts[3])
+{
+	counts[0] = counts[1] = counts[2] = 0;
+	for (size_t k = 0; k < a->nsel; k++) {
+		int v = gpuctl_health_verdict(rep, a->sel[k]);
+		if (v >= 0 && v <= GPUCTL_HEALTH_FAIL)
+			counts[v]++;
+	}
+}
+
+static void print_table(const struct health_args *a, const struct gpuctl_snapshot *snap,
+                        const struct gpuctl_health_report *rep)
+{
+	size_t n = gpuctl_health_finding_count(rep);
+	unsigned counts[3];
+
+	for (size_t k = 0; k < a->nsel; k++) {
+		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, a->sel[k]);
+		const char *uuid = gpuctl_gpu_str(g, GPUCTL_F_UUID);
+		const char *bus = gpuctl_gpu_str(g, GPUCTL_F_PCI_BUS_ID);
+		char shortu[64];
+
+		if (uuid)
+			format_short_uuid(uuid, shortu, sizeof(shortu));
+		else
+			strscpy_n(shortu, sizeof(shortu), "N/A");
+		printf("GPU %zu  %s  %s  %s\n", a->sel[k], shortu, bus ? bus : "N/A",
+		       gpuctl_health_severity_name(gpuctl_health_verdict(rep, a->sel[k])));
+		for (size_t i = 0; i < n; i++) {
+			const struct gpuctl_health_finding *f = gpuctl_health_finding(rep, i);
+			if (f->gpu != a->sel[k])
+				continue;
+			printf("  %-4s  %-19s  %s\n", gpuctl_health_severity_name(f->severity),
+			       f->check, f->message);
+			printf("  %-4s  %-19s  action: %s\n", "", "", f->action);
+		}
+	}
+	count_verdicts(a, rep, counts);
+	printf("%zu GPU%s checked: %u OK, %u WARN, %u FAIL\n", a->nsel, a->nsel == 1 ? "" : "s",
+	       counts[0], counts[1], counts[2]);
+}
+
+static json_t *finding_json(const struct gpuctl_health_finding *f)
+{
+	json_t *o = json_object();
+	struct gpuctl_xid_info info;
+
+	if (f->xid)
+		gpuctl_xid_lookup(f->xid, &info);
+	if (json_put(o, "check", json_string(f->check)) < 0 ||
+	    json_put(o, "severity", json_string(gpuctl_health_severity_name(f->severity))) < 0 ||
+	    json_put(o, "message", json_string(f->message)) < 0 ||
+	    json_put(o, "action", json_string(f->action)) < 0 ||
+	    json_put(o, "xid", f->xid ? json_integer(f->xid) : json_null()) < 0 ||
+	    json_put(o, "xid_class",
+	             f->xid ? json_string(gpuctl_xid_class_name(info.class_)) : json_null()) < 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static json_t *gpu_json(const struct gpuctl_snapshot *snap, const struct gpuctl_health_report *rep,
+                        size_t idx)
+{
+	const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, idx);
+	json_t *o = json_object(), *findings = json_array();
+	size_t n = gpuctl_health_finding_count(rep);
+
+	if (!o || !findings)
+		goto fail;
+	for (size_t i = 0; i < n; i++) {
+		const struct gpuctl_health_finding *f = gpuctl_health_finding(rep, i);
+		if (f->gpu == idx && json_array_append_new(findings, finding_json(f)) < 0)
+			goto fail;
+	}
+	if (json_put(o, "index", json_integer((json_int_t)idx)) < 0 ||
+	    json_put(o, "uuid", json_string_or_null(gpuctl_gpu_str(g, GPUCTL_F_UUID))) < 0 ||
+	    json_put(o, "pci_bus_id", json_string_or_null(gpuctl_gpu_str(g, GPUCTL_F_PCI_BUS_ID))) <
+	            0 ||
+	    json_put(o, "name", json_string_or_null(gpuctl_gpu_str(g, GPUCTL_F_NAME))) < 0 ||
+	    json_put(o, "lost", json_boolean(gpuctl_gpu_lost(g))) < 0 ||
+	    json_put(o, "verdict",
+	             json_string(gpuctl_health_severity_name(gpuctl_health_verdict(rep, idx)))) < 0)
+		goto fail;
+	if (json_put(o, "findings", findings) < 0) {
+		findings = NULL;
+		goto fail;
+	}
+	return o;
+fail:
+	json_decref(findings);
+	json_decref(o);
+	return NULL;
+}
+
+struct slurm_result;
+static json_t *slurm_json(const struct slurm_result *res);
+
+static int print_json(const struct health_args *a, const struct gpuctl_snapshot *snap,
+                      const struct gpuctl_health_report *rep, int worst, bool kmsg_read,
+                      bool state_read, const struct slurm_result *sres)
+{
+	json_t *root = json_object(), *gpus = json_array(), *summary = json_object();
+	unsigned counts[3];
+	int r = -ENOMEM;
+
+	if (!root || !gpus || !summary)
+		goto out;
+	for (size_t k = 0; k < a->nsel; k++)
+		if (json_array_append_new(gpus, gpu_json(snap, rep, a->sel[k])) < 0)
+			goto out;
+	count_verdicts(a, rep, counts);
+	if (json_put(summary, "ok", json_integer(counts[0])) < 0 ||
+	    json_put(summary, "warn", json_integer(counts[1])) < 0 ||
+	    json_put(summary, "fail", json_integer(counts[2])) < 0)
+		goto out;
+	if (json_put(root, "verdict", json_string(gpuctl_health_severity_name(worst))) < 0 ||
+	    json_put(root, "strict", json_boolean(a->strict)) < 0 ||
+	    json_put(root, "kernel_log",
+	             kmsg_read ? json_string(a->kmsg ? a->kmsg : "/dev/kmsg") : json_null()) < 0 ||
+	    json_put(root, "state_file", state_read ? json_string(a->state) : json_null()) < 0)
+		goto out;
+	r = json_put(root, "summary", summary);
+	summary = NULL;
+	if (r < 0)
+		goto out;
+	r = json_put(root, "gpus", gpus);
+	gpus = NULL;
+	if (r < 0)
+		goto out;
+	if (sres && (r = json_put(root, "slurm", slurm_json(sres))) < 0)
+		goto out;
+	r = json_print(root);
+out:
+	json_decref(summary);
+	json_decref(gpus);
+	json_decref(root);
+	return r;
+}
+
+/* ---- --probe: one child per GPU, only that GPU visible, under a timeout ---- */
+
+struct probe_child {
+	size_t gpu;                 /* snapshot index */
+	pid_t pid;                  /* the child, leader of its own process group; 0: none */
+	int fd;                     /* read end of its stdout, -1 once closed */
+	char out[PROBE_DETAIL_MAX]; /* what it printed (one line) */
+	size_t len;                 /* bytes in out */
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* environ with CUDA_VISIBLE_DEVICES=uuid (replacing any), malloc'ed array of borrowed strings
+ * plus the one owned *ret_var. */
+static char **probe_env(const char *uuid, char **ret_var)
+{
+	size_t n = 0, k = 0;
+	char **envp;
+
+	while (environ && environ[n])
+		n++;
+	envp = calloc(n + 2, sizeof(*envp));
+	if (!envp || asprintf(ret_var, "CUDA_VISIBLE_DEVICES=%s", uuid) < 0) {
+		free(envp);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) != 0)
+			envp[k++] = environ[i];
+	envp[k++] = *ret_var;
+	envp[k] = NULL;
+	return envp;
+}
+
+/* Starts `gpuctl health --probe-child` (this very binary) for one GPU. */
+static int probe_start(struct probe_child *c, const char *uuid)
+{
+	static char arg0[] = "gpuctl", arg1[] = "health", arg2[] = "--probe-child";
+	char *const argv[] = {arg0, arg1, arg2, NULL};
+	char *var = NULL, **envp;
+	int r;
+
+	c->pid = 0;
+	c->fd = -1;
+	envp = probe_env(uuid, &var);
+	if (!envp)
+		return -ENOMEM;
+	r = spawn_piped("/proc/self/exe", false, argv, envp, &c->pid, &c->fd);
+	free(envp);
+	free(var);
+	if (r < 0) {
+		c->pid = 0;
+		c->fd = -1;
+	}
+	return r;
+}
+
+/* Reaps a child that closed its output and turns its status into a result. */
+static void probe_finish(struct probe_child *c, struct gpuctl_probe_result *res, double t0)
+{
+	int st = 0;
+
+	while (waitpid(c->pid, &st, 0) < 0 && errno == EINTR)
+		;
+	c->out[c->len] = '\0';
+	c->out[strcspn(c->out, "\n")] = '\0';
+	res->seconds = now_s() - t0;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && strcmp(c->out, "ok") == 0) {
+		res->status = GPUCTL_PROBE_OK;
+		return;
+	}
+	res->status = GPUCTL_PROBE_FAILED;
+	if (c->out[0] == '\0') {
+		if (WIFSIGNALED(st))
+			(void)snprintf(c->out, sizeof(c->out), "the probe was killed by signal %d",
+			               WTERMSIG(st));
+		else
+			(void)snprintf(c->out, sizeof(c->out), "the probe exited with status %d",
+			               WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	}
+	res->detail = c->out;
+}
+
+/* Probes the chosen GPUs in parallel; res[] (by snapshot index) gets the outcomes. Children
+ * still running at the deadline are killed with their process group: gpuctl never hangs. */
+static int run_probes(const struct health_args *a, const struct gpuctl_snapshot *snap,
+                      struct probe_child *kids, struct gpuctl_probe_result *res)
+{
+	double t0 = now_s(), deadline = t0 + a->probe_timeout;
+	size_t running = 0;
+	struct pollfd *pfd = calloc(a->nsel + 1, sizeof(*pfd));
+	size_t *idx = calloc(a->nsel + 1, sizeof(*idx));
+	int status = 0;
+
+	if (!pfd || !idx) {
+		cli_error("health: out of memory");
+		status = CLI_EXIT_FAILURE;
+		goto out;
+	}
+	for (size_t k = 0; k < a->nsel; k++) {
+		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, a->sel[k]);
+		const char *uuid = gpuctl_gpu_str(g, GPUCTL_F_UUID);
+		struct probe_child *c = &kids[k];
+		int r;
+
+		c->gpu = a->sel[k];
+		c->pid = 0;
+		c->fd = -1;
+		if (gpuctl_gpu_lost(g) || !uuid)
+			continue; /* a lost GPU is FAIL already; no UUID, no way to name it */
+		r = probe_start(c, uuid);
+		if (r < 0) {
+			cli_error("health: --probe: cannot start a probe: %s", strerror(-r));
+			status = CLI_EXIT_FAILURE;
+			break; /* the ones started are killed below */
+		}
+		running++;
+	}
+	while (running > 0 && status == 0) {
+		size_t n = 0;
+		double left = deadline - now_s();
+
+		if (left <= 0)
+			break;
+		for (size_t k = 0; k < a->nsel; k++)
+			if (kids[k].fd >= 0) {
+				pfd[n] = (struct pollfd){.fd = kids[k].fd, .events = POLLIN};
+				idx[n++] = k;
+			}
+		int p = poll(pfd, n, (int)(left * 1000) + 1);
+		if (p < 0 && errno != EINTR) {
+			cli_error("health: --probe: poll: %s", strerror(errno));
+			break;
+		}
+		for (size_t i = 0; p > 0 && i < n; i++) {
+			struct probe_child *c = &kids[idx[i]];
+			ssize_t got;
+
+			if (!pfd[i].revents)
+				continue;
+			got = read(c->fd, c->out + c->len, sizeof(c->out) - 1 - c->len);
+			if (got > 0) {
+				c->len += (size_t)got;
+				if (c->len < sizeof(c->out) - 1)
+					continue;
+			} else if (got < 0 && errno == EINTR) {
+				continue;
+			}
+			close(c->fd); /* EOF, an error, or more than one line's worth */
+			c->fd = -1;
+			probe_finish(c, &res[c->gpu], t0);
+			running--;
+		}
+	}
+	for (size_t k = 0; k < a->nsel; k++) {
+		struct probe_child *c = &kids[k];
+
+		if (c->fd < 0)
+			continue;
+		(void)kill(-c->pid, SIGKILL);
+		while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		close(c->fd);
+		c->fd = -1;
+		res[c->gpu] = (struct gpuctl_probe_result){.status = GPUCTL_PROBE_HUNG,
+		                                           .seconds = a->probe_timeout};
+	}
+out:
+	free(pfd);
+	free(idx);
+	return status;
+}
+
+/* `gpuctl health --probe-child`: the probe itself, with the environment the parent set. */
+static int probe_child(void)
+{
+	struct gpuctl_ctx *ctx = NULL;
+	int r;
+
+	if (gpuctl_ctx_new(&ctx) < 0) {
+		puts("out of memory");
+		return CLI_EXIT_FAILURE;
+	}
+	r = gpuctl_cuda_probe_here(ctx, PROBE_BYTES);
+	puts(r < 0 ? gpuctl_errmsg(ctx) : "ok");
+	gpuctl_ctx_free(ctx);
+	return cli_finish_output(r < 0 ? CLI_EXIT_FAILURE : CLI_EXIT_OK);
+}
+
+/* The health state file: $GPUCTL_HEALTH_STATE, else gpuctl-health.state beside the lease
+ * directory ($GPUCTL_LEASE_DIR, else /run/gpuctl): /run/gpuctl-health.state by default. */
+static char *health_state_path(void)
+{
+	const char *env = getenv("GPUCTL_HEALTH_STATE"), *dir = getenv("GPUCTL_LEASE_DIR");
+	const char *slash;
+	char *p = NULL;
+	size_t n;
+
+	if (env && env[0])
+		return strdup(env);
+	if (!dir || !dir[0])
+		dir = "/run/gpuctl";
+	n = strlen(dir);
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	slash = memrchr(dir, '/', n);
+	if (!slash)
+		return strdup("gpuctl-health.state");
+	n = (size_t)(slash - dir);
+	if (asprintf(&p, "%.*s/gpuctl-health.state", (int)n, dir) < 0)
+		return NULL;
+	return p;
+}
+
+/* Reads the health state file into xids and *ret_prev: advisory (a missing or untrusted file
+ * is said under -v and otherwise ignored). */
+static int read_state(struct cli *cli, const struct health_args *a,
+                      const struct gpuctl_snapshot *snap, struct gpuctl_xid_log *xids,
+                      struct gpuctl_snapshot **ret_prev, double *ret_age, bool *ret_read)
+{
+	int r = gpuctl_health_state_read(cli->ctx, a->state, snap, xids, ret_prev, ret_age);
+
+	*ret_read = r >= 0;
+	if (r == -ENOMEM) {
+		cli_error("health: out of memory");
+		return CLI_EXIT_FAILURE;
+	}
+	if (r < 0 && cli->verbose)
+		fprintf(stderr, "gpuctl: debug: %s; no recorded health state used\n",
+		        gpuctl_errmsg(cli->ctx));
+	return 0;
+}
+
+/* Reads the kernel log into xids; returns 0 or an exit status. *ret_read: it was read. */
+static int read_kmsg(struct cli *cli, const struct health_args *a,
+                     const struct gpuctl_snapshot *snap, struct gpuctl_xid_log *xids,
+                     bool *ret_read)
+{
+	int r = gpuctl_xid_log_read(cli->ctx, xids, snap, a->kmsg);
+
+	*ret_read = r >= 0;
+	if (r >= 0)
+		return 0;
+	if (r == -ENOMEM) {
+		cli_error("health: out of memory");
+		return CLI_EXIT_FAILURE;
+	}
+	if (a->kmsg_named) {
+		cli_error("health: %s", gpuctl_errmsg(cli->ctx));
+		return CLI_EXIT_FAILURE;
+	}
+	if (cli->verbose)
+		fprintf(stderr, "gpuctl: debug: %s; XIDs are not read from the kernel log\n",
+		        gpuctl_errmsg(cli->ctx));
+	return 0;
+}
+
+/* ---- --slurm ---- */
+
+struct slurm_result {
+	char node[256];                /* this node's Slurm name */
+	enum slurm_action action;      /* what was done */
+	char reason[SLURM_REASON_MAX]; /* the drain reason written (SLURM_DRAIN) */
+};
+
+/* "gpuctl: GPU 1 FAIL (xid 79, ecc-dbe); GPU 3 FAIL (nvlink-down)", cut to fit. */
+static void slurm_reason(const struct health_args *a, const struct gpuctl_health_report *rep,
+                         char *buf, size_t size)
+{
+	size_t n = gpuctl_health_finding_count(rep), len;
+	bool any = false;
+
+	(void)snprintf(buf, size, "%s", SLURM_REASON_PREFIX);
+	for (size_t k = 0; k < a->nsel; k++) {
+		const char *sep = "";
+
+		if (gpuctl_health_verdict(rep, a->sel[k]) != GPUCTL_HEALTH_FAIL)
+			continue;
+		len = strlen(buf);
+		(void)snprintf(buf + len, size - len, "%s GPU %zu FAIL (", any ? ";" : "",
+		               a->sel[k]);
+		any = true;
+		for (size_t i = 0; i < n; i++) {
+			const struct gpuctl_health_finding *f = gpuctl_health_finding(rep, i);
+
+			if (f->gpu != a->sel[k] || f->severity != GPUCTL_HEALTH_FAIL)
+				continue;
+			len = strlen(buf);
+			if (f->xid)
+				(void)snprintf(buf + len, size - len, "%s%s %u", sep, f->check,
+				               f->xid);
+			else
+				(void)snprintf(buf + len, size - len, "%s%s", sep, f->check);
+			sep = ", ";
+		}
+		len = strlen(buf);
+		(void)snprintf(buf + len, size - len, ")");
+	}
+}
+
+static int do_slurm(const struct health_args *a, const struct gpuctl_health_report *rep, int worst,
+                    struct slurm_result *res)
+{
+	char err[512] = "";
+	int r;
+
+	r = slurm_node_name(res->node, sizeof(res->node));
+	if (r < 0) {
+		cli_error("health: --slurm: cannot tell this node's name: %s", strerror(-r));
+		return CLI_EXIT_FAILURE;
+	}
+	slurm_reason(a, rep, res->reason, sizeof(res->reason));
+	r = slurm_apply(res->node, worst == GPUCTL_HEALTH_FAIL, res->reason, &res->action, err,
+	                sizeof(err));
+	if (r < 0) {
+		cli_error("health: --slurm: %s", err);
+		return CLI_EXIT_FAILURE;
+	}
+	return 0;
+}
+
+static const char *slurm_action_name(enum slurm_action a)
+{
+	return a == SLURM_DRAIN ? "drain" : a == SLURM_RESUME ? "resume" : "none";
+}
+
+static json_t *slurm_json(const struct slurm_result *res)
+{
+	json_t *o = json_object();
+
+	if (json_put(o, "node", json_string(res->node)) < 0 ||
+	    json_put(o, "action", json_string(slurm_action_name(res->action))) < 0 ||
+	    json_put(o, "reason",
+	             res->action == SLURM_DRAIN ? json_string(res->reason) : json_null()) < 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static int cmd_health_exec(struct cli *cli, int argc, char **argv)
+{
+	struct health_args a = {0};
+	struct gpuctl_snapshot *snap = NULL;
+	struct gpuctl_xid_log *xids = NULL;
+	struct gpuctl_health_report *rep = NULL;
+	struct gpuctl_health_opts opts = GPUCTL_HEALTH_OPTS_INIT;
+	struct gpuctl_probe_result *probes = NULL;
+	struct probe_child *kids = NULL;
+	struct slurm_result sres = {0};
+	struct gpuctl_snapshot *prev = NULL;
+	bool kmsg_read = false, child = false, state_read = false;
+	const char *state_opt = NULL;
+	unsigned long ul;
+	int opt, status, r, worst = GPUCTL_HEALTH_OK;
+
+	a.probe_timeout = PROBE_TIMEOUT_DEFAULT;
+	a.interval = WATCH_INTERVAL_DEFAULT;
+	while ((opt = getopt_long(argc, argv, "+:i:h", health_options, NULL)) != -1) {
+		switch (opt) {
+		case 'i':
+			a.ids = optarg;
+			break;
+		case OPT_FORMAT:
+			if (strcmp(optarg, "table") == 0)
+				a.json = false;
+			else if (strcmp(optarg, "json") == 0)
+				a.json = true;
+			else
+				return cmd_usage_error(
+				        &cmd_health_entry,
+				        "--format: unknown format '%s' (table or json)", optarg);
+			break;
+		case OPT_STRICT:
+			a.strict = true;
+			break;
+		case OPT_KMSG:
+			if (!optarg[0])
+				return cmd_usage_error(&cmd_health_entry,
+				                       "--kmsg: empty file name");
+			a.kmsg = optarg;
+			a.kmsg_named = true;
+			break;
+		case OPT_PROBE:
+			a.probe = true;
+			break;
+		case OPT_PROBE_TIMEOUT:
+			if (parse_uint(optarg, 1, PROBE_TIMEOUT_MAX, &ul) < 0)
+				return cmd_usage_error(
+				        &cmd_health_entry,
+				        "--probe-timeout: '%s' is not a number of seconds "
+				        "from 1 to %d",
+				        optarg, PROBE_TIMEOUT_MAX);
+			a.probe_timeout = (unsigned)ul;
+			break;
+		case OPT_PROBE_CHILD:
+			child = true;
+			break;
+		case OPT_SLURM:
+			a.slurm = true;
+			break;
+		case OPT_WATCH:
+			a.watch = true;
+			break;
+		case OPT_STATE:
+			if (!optarg[0])
+				return cmd_usage_error(&cmd_health_entry,
+				                       "--state: empty file name");
+			state_opt = optarg;
+			break;
+		case OPT_INTERVAL:
+			if (parse_uint(optarg, 1, 86400, &ul) < 0)
+				return cmd_usage_error(
+				        &cmd_health_entry,
+				        "--interval: '%s' is not a number of seconds "
+				        "from 1 to 86400",
+				        optarg);
+			a.interval = (unsigned)ul;
+			break;
+		case 'h':
+			cmd_usage(&cmd_health_entry, stdout);
+			return CLI_EXIT_OK;
+		default:
+			return cmd_bad_option(&cmd_health_entry, opt, argv);
+		}
+	}
+	if (optind < argc)
+		return cmd_usage_error(&cmd_health_entry, "unexpected argument '%s'", argv[optind]);
+	if (child)
+		return probe_child();
+	if (a.watch && (a.probe || a.slurm))
+		return cmd_usage_error(&cmd_health_entry,
+		                       "--watch cannot be combined with --probe or --slurm");
+	/* every usage error is behind us: from here on a.state is owned */
+	a.state = state_opt ? strdup(state_opt) : health_state_path();
+	if (!a.state) {
+		cli_error("health: out of memory");
+		return CLI_EXIT_FAILURE;
+	}
+	if (!a.kmsg) {
+		const char *env = getenv("GPUCTL_KMSG");
+		if (env && env[0]) {
+			a.kmsg = env;
+			a.kmsg_named = true;
+		}
+	}
+
+	if (a.watch) {
+		struct watch_args w = {.ids = a.ids,
+		                       .json = a.json,
+		                       .strict = a.strict,
+		                       .kmsg = a.kmsg,
+		                       .kmsg_named = a.kmsg_named,
+		                       .interval = a.interval,
+		                       .state = a.state};
+		status = cli_finish_output(health_watch(cli, &w));
+		free(a.state);
+		return status;
+	}
+	status = cli_snapshot(cli, GPUCTL_SNAP_HEALTH | GPUCTL_SNAP_TOPOLOGY, &snap);
+	if (status)
+		goto out;
+	status = cli_select_gpus(cli, snap, a.ids, &a.sel, &a.nsel);
+	if (status)
+		goto out;
+	if (gpuctl_xid_log_new(&xids) < 0) {
+		cli_error("health: out of memory");
+		status = CLI_EXIT_FAILURE;
+		goto out;
+	}
+	status = read_kmsg(cli, &a, snap, xids, &kmsg_read);
+	if (status)
+		goto out;
+	status = read_state(cli, &a, snap, xids, &prev, &opts.prev_age_s, &state_read);
+	if (status)
+		goto out;
+	opts.prev = prev;
+	opts.strict = a.strict;
+	if (a.probe) {
+		probes = calloc(gpuctl_snapshot_gpu_count(snap) + 1, sizeof(*probes));
+		kids = calloc(a.nsel + 1, sizeof(*kids));
+		if (!probes || !kids) {
+			cli_error("health: out of memory");
+			status = CLI_EXIT_FAILURE;
+			goto out;
+		}
+		status = run_probes(&a, snap, kids, probes);
+		if (status)
+			goto out;
+		opts.probes = probes;
+		opts.n_probes = gpuctl_snapshot_gpu_count(snap);
+	}
+	r = gpuctl_health_check(cli->ctx, snap, xids, &opts, &rep);
+	if (r < 0) {
+		cli_error("health: %s", gpuctl_errmsg(cli->ctx));
+		status = CLI_EXIT_FAILURE;
+		goto out;
+	}
+	for (size_t k = 0; k < a.nsel; k++) {
+		int v = gpuctl_health_verdict(rep, a.sel[k]);
+		if (v > worst)
+			worst = v;
+	}
+	if (a.slurm) {
+		status = do_slurm(&a, rep, worst, &sres);
+		if (status)
+			goto out;
+	}
+	if (a.json) {
+		r = print_json(&a, snap, rep, worst, kmsg_read, state_read, a.slurm ? &sres : NULL);
+	} else {
+		print_table(&a, snap, rep);
+		if (a.slurm && sres.action == SLURM_DRAIN)
+			printf("slurm: drained node %s: %s\n", sres.node, sres.reason);
+		else if (a.slurm && sres.action == SLURM_RESUME)
+			printf("slurm: resumed node %s\n", sres.node);
+		r = 0;
+	}
+	if (r < 0) {
+		cli_error("health: cannot write the output: %s", strerror(-r));
+		status = CLI_EXIT_FAILURE;
+		goto out;
+	}
+	status = worst == GPUCTL_HEALTH_FAIL   ? EXIT_HEALTH_FAIL
+	         : worst == GPUCTL_HEALTH_WARN ? EXIT_HEALTH_WARN
+	                                       : CLI_EXIT_OK;
+out:
+	free(probes);
+	free(kids);
+	free(a.sel);
+	free(a.state);
+	gpuctl_snapshot_free(prev);
+	gpuctl_health_report_free(rep);
+	gpuctl_xid_log_free(xids);
+	gpuctl_snapshot_free(snap);
+	return status;
+}
+
+const struct cmd_entry cmd_health_entry = {
+        .name = "health",
+        .usage = "[-i IDS] [--format table|json] [--strict] [--kmsg FILE] [--probe "
+                 "[--probe-timeout SECONDS]] [--slurm] [--watch [--interval SECONDS]] "
+                 "[--state FILE]",
+        .summary = "check each GPU's health: OK, WARN or FAIL with findings and actions",
+        .options =
+                "  -i, --id IDS     only these GPUs (indices, UUIDs or PCI bus ids, "
+                "comma-separated)\n"
+                "  --format FORMAT  table (default) or json\n"
+                "  --strict         a pending page retirement or row remap is FAIL, not WARN\n"
+                "  --kmsg FILE      read XIDs from this kernel log (default: $GPUCTL_KMSG, else\n"
+                "                   /dev/kmsg when readable)\n"
+                "  --probe          also try CUDA on each GPU: a child process that sees only\n"
+                "                   that GPU creates a context, allocates and frees memory\n"
+                "  --probe-timeout SECONDS\n"
+                "                   a probe that has not finished by then is killed and the\n"
+                "                   GPU FAILs (default 10)\n"
+                "  --slurm          as Slurm's HealthCheckProgram: drain this node when a GPU\n"
+                "                   FAILs, resume it when healthy if gpuctl drained it\n"
+                "  --watch          keep checking: print each finding when it appears or clears\n"
+                "                   (XIDs through NVML events at once), until interrupted\n"
+                "  --interval SECONDS\n"
+                "                   with --watch, seconds between snapshots (default 10)\n"
+                "  --state FILE     the health state file --watch writes and checks read\n"
+                "                   (default: $GPUCTL_HEALTH_STATE, else gpuctl-health.state\n"
+                "                   beside the lease directory)\n"
+                "  -h, --help       print this help\n",
+        .exec = cmd_health_exec,
+};

@@ -1,0 +1,1040 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test-health.c: the health engine (src/lib/health.c), the XID catalog (src/lib/xid.c) and the
+ * kernel-log reader (src/lib/kmsg.c), on synthetic snapshots built with snapshot-internal.h.
+ *
+ * Expected values come from the rules as the issue and DCGM state them (docs/health.md), never
+ * from running the code: thresholds are tested at, just below and just above their boundaries,
+ * every XID of the issue's lists lands in its class, and a fact a part does not have (GeForce:
+ * no ECC; Volta: no row remapping) raises nothing.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "gpuctl/gpuctl.h"
+#include "snapshot-internal.h"
+
+#define A100 "NVIDIA A100-SXM4-80GB"
+
+static const char *const bus_ids[] = {"00000000:07:00.0", "00000000:0F:00.0", "00000000:47:00.0",
+                                      "00000000:4E:00.0"};
+
+/* n GPUs (n <= 4) of one model, with identity and the facts of a healthy A100. */
+static struct gpuctl_snapshot *healthy(size_t n)
+{
+	struct gpuctl_snapshot *s = snapshot_new_empty(n, GPUCTL_SNAP_HEALTH);
+
+	assert_non_null(s);
+	for (size_t i = 0; i < n; i++) {
+		char uuid[64];
+
+		(void)snprintf(uuid, sizeof(uuid), "GPU-%08zx-1111-2222-3333-444444444444", i);
+		assert_int_equal(snapshot_set_str(s, i, GPUCTL_F_UUID, uuid), 0);
+		assert_int_equal(snapshot_set_str(s, i, GPUCTL_F_NAME, A100), 0);
+		assert_int_equal(snapshot_set_str(s, i, GPUCTL_F_PCI_BUS_ID, bus_ids[i]), 0);
+		assert_int_equal(snapshot_set_int(s, i, GPUCTL_F_TEMP, 40), 0);
+		assert_int_equal(snapshot_set_int(s, i, GPUCTL_F_TEMP_SLOWDOWN, 89), 0);
+		assert_int_equal(snapshot_set_int(s, i, GPUCTL_F_CLOCKS_EVENT_REASONS, 0x1), 0);
+		assert_int_equal(snapshot_set_int(s, i, GPUCTL_F_PCIE_GEN, 4), 0);
+		assert_int_equal(snapshot_set_int(s, i, GPUCTL_F_PCIE_WIDTH, 16), 0);
+		assert_int_equal(snapshot_set_int(s, i, GPUCTL_F_PCIE_WIDTH_MAX, 16), 0);
+		assert_int_equal(snapshot_set_int(s, i, GPUCTL_F_PCIE_REPLAY, 0), 0);
+		assert_int_equal(snapshot_set_int(s, i, GPUCTL_F_ECC_MODE, 1), 0);
+		assert_int_equal(snapshot_set_int(s, i, GPUCTL_F_ECC_VOL_UNCORRECTED, 0), 0);
+		assert_int_equal(snapshot_set_int(s, i, GPUCTL_F_REMAP_UNCORRECTABLE, 0), 0);
+		assert_int_equal(snapshot_set_int(s, i, GPUCTL_F_REMAP_PENDING, 0), 0);
+		assert_int_equal(snapshot_set_int(s, i, GPUCTL_F_REMAP_FAILURE, 0), 0);
+		assert_int_equal(snapshot_set_int(s, i, GPUCTL_F_MIG_MODE, 0), 0);
+	}
+	return s;
+}
+
+struct run {
+	struct gpuctl_ctx *ctx;
+	struct gpuctl_health_report *rep;
+};
+
+static struct gpuctl_health_report *check_opts(struct gpuctl_snapshot *s,
+                                               const struct gpuctl_xid_log *xids,
+                                               const struct gpuctl_health_opts *opts)
+{
+	struct gpuctl_ctx *ctx = NULL;
+	struct gpuctl_health_report *rep = NULL;
+
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	assert_int_equal(gpuctl_health_check(ctx, s, xids, opts, &rep), 0);
+	gpuctl_ctx_free(ctx);
+	return rep;
+}
+
+static struct gpuctl_health_report *check(struct gpuctl_snapshot *s)
+{
+	return check_opts(s, NULL, NULL);
+}
+
+/* The one finding of check id `id` on gpu, or NULL; fails if there are two. */
+static const struct gpuctl_health_finding *find(const struct gpuctl_health_report *rep, size_t gpu,
+                                                const char *id)
+{
+	const struct gpuctl_health_finding *hit = NULL;
+
+	for (size_t i = 0; i < gpuctl_health_finding_count(rep); i++) {
+		const struct gpuctl_health_finding *f = gpuctl_health_finding(rep, i);
+		if (f->gpu == gpu && strcmp(f->check, id) == 0) {
+			assert_null(hit);
+			hit = f;
+		}
+	}
+	return hit;
+}
+
+/* Sets one int field on GPU 0 of a fresh healthy snapshot and checks: the severity of finding
+ * `id` (-1: no finding of any kind) and a substring of its message. */
+static void one(enum gpuctl_field f, int64_t v, const char *id, int severity, const char *text)
+{
+	struct gpuctl_snapshot *s = healthy(2);
+	struct gpuctl_health_report *rep;
+
+	assert_int_equal(snapshot_set_int(s, 0, f, v), 0);
+	rep = check(s);
+	if (severity < 0) {
+		assert_int_equal(gpuctl_health_finding_count(rep), 0);
+		assert_int_equal(gpuctl_health_verdict(rep, 0), GPUCTL_HEALTH_OK);
+	} else {
+		const struct gpuctl_health_finding *x = find(rep, 0, id);
+		assert_non_null(x);
+		assert_int_equal(x->severity, severity);
+		assert_int_equal(gpuctl_health_verdict(rep, 0), severity);
+		assert_non_null(x->action);
+		assert_true(strlen(x->action) > 0);
+		if (text)
+			assert_non_null(strstr(x->message, text));
+		assert_int_equal(gpuctl_health_finding_count(rep), 1);
+	}
+	assert_int_equal(gpuctl_health_verdict(rep, 1), GPUCTL_HEALTH_OK);
+	gpuctl_health_report_free(rep);
+	gpuctl_snapshot_free(s);
+}
+
+static void test_healthy(void **state)
+{
+	struct gpuctl_snapshot *s = healthy(4);
+	struct gpuctl_health_report *rep;
+
+	(void)state;
+	rep = check(s);
+	assert_int_equal(gpuctl_health_finding_count(rep), 0);
+	for (size_t i = 0; i < 4; i++)
+		assert_int_equal(gpuctl_health_verdict(rep, i), GPUCTL_HEALTH_OK);
+	assert_int_equal(gpuctl_health_verdict(rep, 4), -EINVAL);
+	assert_null(gpuctl_health_finding(rep, 0));
+	gpuctl_health_report_free(rep);
+	gpuctl_health_report_free(NULL);
+	gpuctl_snapshot_free(s);
+}
+
+static void test_names(void **state)
+{
+	(void)state;
+	assert_string_equal(gpuctl_health_severity_name(GPUCTL_HEALTH_OK), "OK");
+	assert_string_equal(gpuctl_health_severity_name(GPUCTL_HEALTH_WARN), "WARN");
+	assert_string_equal(gpuctl_health_severity_name(GPUCTL_HEALTH_FAIL), "FAIL");
+	assert_null(gpuctl_health_severity_name(3));
+	assert_null(gpuctl_health_severity_name(-1));
+	assert_string_equal(gpuctl_xid_class_name(GPUCTL_XID_FENCE), "fence");
+	assert_string_equal(gpuctl_xid_class_name(GPUCTL_XID_APPLICATION), "application");
+	assert_string_equal(gpuctl_xid_class_name(GPUCTL_XID_UNKNOWN), "unknown");
+	assert_string_equal(gpuctl_xid_class_name(GPUCTL_XID_INFO), "info");
+	assert_null(gpuctl_xid_class_name(4));
+}
+
+/* DCGM: volatile DBE > 0 -> FAIL. */
+static void test_ecc_dbe(void **state)
+{
+	(void)state;
+	one(GPUCTL_F_ECC_VOL_UNCORRECTED, 0, "ecc-dbe", -1, NULL);
+	one(GPUCTL_F_ECC_VOL_UNCORRECTED, 1, "ecc-dbe", GPUCTL_HEALTH_FAIL, "1 uncorrectable");
+	one(GPUCTL_F_ECC_VOL_UNCORRECTED, 7, "ecc-dbe", GPUCTL_HEALTH_FAIL, "7 uncorrectable");
+	/* corrected errors are no finding */
+	one(GPUCTL_F_ECC_VOL_CORRECTED, 1000, "ecc-dbe", -1, NULL);
+}
+
+/* DCGM: ROW_REMAP_FAILED > 0 -> FAIL; uncorrectable remaps >= 512 -> WARN; pending -> WARN. */
+static void test_remap(void **state)
+{
+	(void)state;
+	one(GPUCTL_F_REMAP_FAILURE, 1, "remap-failure", GPUCTL_HEALTH_FAIL, "remap failed");
+	one(GPUCTL_F_REMAP_UNCORRECTABLE, 511, "remap-uncorrectable", -1, NULL);
+	one(GPUCTL_F_REMAP_UNCORRECTABLE, 512, "remap-uncorrectable", GPUCTL_HEALTH_WARN, "512");
+	one(GPUCTL_F_REMAP_UNCORRECTABLE, 513, "remap-uncorrectable", GPUCTL_HEALTH_WARN, "513");
+	one(GPUCTL_F_REMAP_PENDING, 1, "remap-pending", GPUCTL_HEALTH_WARN, "next GPU reset");
+	one(GPUCTL_F_RETIRED_PENDING, 1, "retired-pending", GPUCTL_HEALTH_WARN, "pending");
+}
+
+static void test_strict(void **state)
+{
+	struct gpuctl_health_opts opts = GPUCTL_HEALTH_OPTS_INIT;
+	struct gpuctl_snapshot *s = healthy(2);
+	struct gpuctl_health_report *rep;
+
+	(void)state;
+	opts.strict = true;
+	assert_int_equal(snapshot_set_int(s, 0, GPUCTL_F_REMAP_PENDING, 1), 0);
+	assert_int_equal(snapshot_set_int(s, 1, GPUCTL_F_RETIRED_PENDING, 1), 0);
+	rep = check_opts(s, NULL, &opts);
+	assert_int_equal(find(rep, 0, "remap-pending")->severity, GPUCTL_HEALTH_FAIL);
+	assert_int_equal(find(rep, 1, "retired-pending")->severity, GPUCTL_HEALTH_FAIL);
+	assert_int_equal(gpuctl_health_verdict(rep, 0), GPUCTL_HEALTH_FAIL);
+	gpuctl_health_report_free(rep);
+	gpuctl_snapshot_free(s);
+}
+
+/* A Volta-like GPU: retired pages instead of remapped rows (DCGM: >= 63 retired pages FAIL;
+ * > 15 DBE pages and growing FAIL). */
+static struct gpuctl_snapshot *volta(int64_t sbe, int64_t dbe)
+{
+	struct gpuctl_snapshot *s = healthy(1);
+
+	s->gpus[0].valid[GPUCTL_F_REMAP_UNCORRECTABLE] = false;
+	s->gpus[0].valid[GPUCTL_F_REMAP_PENDING] = false;
+	s->gpus[0].valid[GPUCTL_F_REMAP_FAILURE] = false;
+	assert_int_equal(snapshot_set_int(s, 0, GPUCTL_F_RETIRED_SBE, sbe), 0);
+	assert_int_equal(snapshot_set_int(s, 0, GPUCTL_F_RETIRED_DBE, dbe), 0);
+	assert_int_equal(snapshot_set_int(s, 0, GPUCTL_F_RETIRED_PENDING, 0), 0);
+	return s;
+}
+
+static int retired_severity(int64_t sbe, int64_t dbe, int64_t prev_dbe)
+{
+	struct gpuctl_health_opts opts = GPUCTL_HEALTH_OPTS_INIT;
+	struct gpuctl_snapshot *s = volta(sbe, dbe), *p = NULL;
+	struct gpuctl_health_report *rep;
+	const struct gpuctl_health_finding *f;
+	int sev;
+
+	if (prev_dbe >= 0) {
+		p = volta(sbe, prev_dbe);
+		opts.prev = p;
+		opts.prev_age_s = 3600;
+	}
+	rep = check_opts(s, NULL, &opts);
+	f = find(rep, 0, "retired-pages");
+	sev = f ? f->severity : -1;
+	assert_int_equal(gpuctl_health_finding_count(rep), f ? 1 : 0);
+	gpuctl_health_report_free(rep);
+	gpuctl_snapshot_free(s);
+	gpuctl_snapshot_free(p);
+	return sev;
+}
+
+static void test_retired_pages(void **state)
+{
+	(void)state;
+	assert_int_equal(retired_severity(0, 0, -1), -1);
+	assert_int_equal(retired_severity(62, 0, -1), -1);
+	assert_int_equal(retired_severity(63, 0, -1), GPUCTL_HEALTH_FAIL);
+	assert_int_equal(retired_severity(50, 13, -1), GPUCTL_HEALTH_FAIL);
+	assert_int_equal(retired_severity(47, 15, -1), -1); /* 62 in all, 15 DBE: nothing */
+	/* more than 15 DBE pages: growing FAIL, steady nothing, unknown growth WARN */
+	assert_int_equal(retired_severity(0, 15, 10), -1);
+	assert_int_equal(retired_severity(0, 16, 15), GPUCTL_HEALTH_FAIL);
+	assert_int_equal(retired_severity(0, 16, 16), -1);
+	assert_int_equal(retired_severity(0, 16, -1), GPUCTL_HEALTH_WARN);
+	assert_int_equal(retired_severity(0, 20, 17), GPUCTL_HEALTH_FAIL);
+}
+
+/* Parts without a signal never raise a finding: GeForce (no ECC at all), Volta (no remap), a
+ * GPU whose every health fact is unavailable. */
+static void test_unsupported_no_finding(void **state)
+{
+	struct gpuctl_snapshot *s = snapshot_new_empty(3, GPUCTL_SNAP_HEALTH);
+	struct gpuctl_snapshot *v = volta(0, 0);
+	struct gpuctl_health_report *rep;
+
+	(void)state;
+	assert_non_null(s);
+	/* GPU 0: GeForce, ECC mode unavailable, no counters, no pages, no remap */
+	assert_int_equal(snapshot_set_str(s, 0, GPUCTL_F_NAME, "NVIDIA GeForce RTX 4090"), 0);
+	assert_int_equal(snapshot_set_int(s, 0, GPUCTL_F_TEMP, 40), 0);
+	/* GPU 1: temperature without a slowdown threshold, width without a maximum */
+	assert_int_equal(snapshot_set_int(s, 1, GPUCTL_F_TEMP, 120), 0);
+	assert_int_equal(snapshot_set_int(s, 1, GPUCTL_F_PCIE_WIDTH, 1), 0);
+	/* GPU 2: slowdown threshold without a temperature, max without a width */
+	assert_int_equal(snapshot_set_int(s, 2, GPUCTL_F_TEMP_SLOWDOWN, 10), 0);
+	assert_int_equal(snapshot_set_int(s, 2, GPUCTL_F_PCIE_WIDTH_MAX, 16), 0);
+	rep = check(s);
+	assert_int_equal(gpuctl_health_finding_count(rep), 0);
+	gpuctl_health_report_free(rep);
+	rep = check(v);
+	assert_int_equal(gpuctl_health_finding_count(rep), 0);
+	gpuctl_health_report_free(rep);
+	gpuctl_snapshot_free(s);
+	gpuctl_snapshot_free(v);
+}
+
+/* Within 5 C of the slowdown threshold (89 C here) -> WARN. */
+static void test_temperature(void **state)
+{
+	(void)state;
+	one(GPUCTL_F_TEMP, 83, "temperature", -1, NULL);
+	one(GPUCTL_F_TEMP, 84, "temperature", GPUCTL_HEALTH_WARN, "within 5 C of");
+	one(GPUCTL_F_TEMP, 88, "temperature", GPUCTL_HEALTH_WARN, "88 C");
+	one(GPUCTL_F_TEMP, 89, "temperature", GPUCTL_HEALTH_WARN, "at or above");
+	one(GPUCTL_F_TEMP, 95, "temperature", GPUCTL_HEALTH_WARN, "89 C");
+}
+
+/* HW slowdown 0x8, HW thermal 0x40, HW power brake 0x80 -> WARN; the rest are benign. */
+static void test_clocks(void **state)
+{
+	(void)state;
+	one(GPUCTL_F_CLOCKS_EVENT_REASONS, 0x0, "clocks-event", -1, NULL);
+	one(GPUCTL_F_CLOCKS_EVENT_REASONS, 0x1 | 0x2 | 0x4 | 0x10 | 0x20 | 0x100, "clocks-event",
+	    -1, NULL);
+	one(GPUCTL_F_CLOCKS_EVENT_REASONS, 0x8, "clocks-event", GPUCTL_HEALTH_WARN, "HW slowdown");
+	one(GPUCTL_F_CLOCKS_EVENT_REASONS, 0x40, "clocks-event", GPUCTL_HEALTH_WARN,
+	    "HW thermal slowdown");
+	one(GPUCTL_F_CLOCKS_EVENT_REASONS, 0x80, "clocks-event", GPUCTL_HEALTH_WARN,
+	    "HW power brake");
+	one(GPUCTL_F_CLOCKS_EVENT_REASONS, 0x88, "clocks-event", GPUCTL_HEALTH_WARN,
+	    "HW slowdown, HW power brake");
+}
+
+/* DCGM DRIVER watch: reset (1), reboot (2), drain and reset (4) FAIL; drain P2P (3) WARN; recover
+ * IMEX (5) has no DCGM rule: WARN. */
+static void test_recovery_action(void **state)
+{
+	(void)state;
+	one(GPUCTL_F_RECOVERY_ACTION, GPUCTL_RECOVERY_NONE, "recovery-action", -1, NULL);
+	one(GPUCTL_F_RECOVERY_ACTION, GPUCTL_RECOVERY_GPU_RESET, "recovery-action",
+	    GPUCTL_HEALTH_FAIL, "GPU reset");
+	one(GPUCTL_F_RECOVERY_ACTION, GPUCTL_RECOVERY_NODE_REBOOT, "recovery-action",
+	    GPUCTL_HEALTH_FAIL, "node reboot");
+	one(GPUCTL_F_RECOVERY_ACTION, GPUCTL_RECOVERY_DRAIN_AND_RESET, "recovery-action",
+	    GPUCTL_HEALTH_FAIL, "drain the GPU and reset");
+	one(GPUCTL_F_RECOVERY_ACTION, GPUCTL_RECOVERY_DRAIN_P2P, "recovery-action",
+	    GPUCTL_HEALTH_WARN, "peer-to-peer");
+	one(GPUCTL_F_RECOVERY_ACTION, GPUCTL_RECOVERY_RECOVER_IMEX, "recovery-action",
+	    GPUCTL_HEALTH_WARN, "IMEX");
+	one(GPUCTL_F_RECOVERY_ACTION, 9, "recovery-action", GPUCTL_HEALTH_WARN, "9");
+}
+
+static void test_pcie_width(void **state)
+{
+	(void)state;
+	one(GPUCTL_F_PCIE_WIDTH, 16, "pcie-width", -1, NULL);
+	one(GPUCTL_F_PCIE_WIDTH, 8, "pcie-width", GPUCTL_HEALTH_WARN, "x8 of its maximum x16");
+	one(GPUCTL_F_PCIE_WIDTH, 15, "pcie-width", GPUCTL_HEALTH_WARN, "x15");
+}
+
+/* Replays between two samples age_s apart on a Gen gen x16 link: the severity, -1 for none. */
+static int replay_severity(int64_t gen, int64_t before, int64_t now, double age_s)
+{
+	struct gpuctl_health_opts opts = GPUCTL_HEALTH_OPTS_INIT;
+	struct gpuctl_snapshot *s = healthy(1), *p = healthy(1);
+	struct gpuctl_health_report *rep;
+	const struct gpuctl_health_finding *f;
+	int sev;
+
+	assert_int_equal(snapshot_set_int(s, 0, GPUCTL_F_PCIE_GEN, gen), 0);
+	assert_int_equal(snapshot_set_int(s, 0, GPUCTL_F_PCIE_REPLAY, now), 0);
+	assert_int_equal(snapshot_set_int(p, 0, GPUCTL_F_PCIE_REPLAY, before), 0);
+	opts.prev = p;
+	opts.prev_age_s = age_s;
+	rep = check_opts(s, NULL, &opts);
+	f = find(rep, 0, "pcie-replay");
+	sev = f ? f->severity : -1;
+	gpuctl_health_report_free(rep);
+	gpuctl_snapshot_free(s);
+	gpuctl_snapshot_free(p);
+	return sev;
+}
+
+/* DCGM: replays per minute > ceil(per-lane rate x width): Gen4 x16 allows 16, Gen5 x16 31,
+ * Gen3 x16 ceil(7.68) = 8. */
+static void test_pcie_replay(void **state)
+{
+	(void)state;
+	assert_int_equal(replay_severity(4, 100, 116, 60), -1);
+	assert_int_equal(replay_severity(4, 100, 117, 60), GPUCTL_HEALTH_WARN);
+	assert_int_equal(replay_severity(5, 0, 31, 60), -1);
+	assert_int_equal(replay_severity(5, 0, 32, 60), GPUCTL_HEALTH_WARN);
+	assert_int_equal(replay_severity(3, 0, 8, 60), -1);
+	assert_int_equal(replay_severity(3, 0, 9, 60), GPUCTL_HEALTH_WARN);
+	/* two minutes: ceil(0.96 x 16 x 2) = 31 */
+	assert_int_equal(replay_severity(4, 0, 31, 120), -1);
+	assert_int_equal(replay_severity(4, 0, 32, 120), GPUCTL_HEALTH_WARN);
+	/* a shorter interval gets a whole minute's budget */
+	assert_int_equal(replay_severity(4, 0, 16, 5), -1);
+	assert_int_equal(replay_severity(4, 0, 17, 5), GPUCTL_HEALTH_WARN);
+	/* a counter that went back (driver reload) is no rate; unknown generation: no check */
+	assert_int_equal(replay_severity(4, 500, 0, 60), -1);
+	assert_int_equal(replay_severity(9, 0, 1000, 60), -1);
+	assert_int_equal(replay_severity(4, 0, 1000, 0), -1);
+}
+
+static void test_replay_needs_prev(void **state)
+{
+	(void)state;
+	/* without an earlier sample a replay count is no rate */
+	one(GPUCTL_F_PCIE_REPLAY, 1000000, "pcie-replay", -1, NULL);
+}
+
+static void nvlinks(struct gpuctl_snapshot *s, size_t i, int active, int present, uint64_t inactive,
+                    int switch_links)
+{
+	s->gpus[i].has_nvlink_state = true;
+	s->gpus[i].nvlink_active = active;
+	s->gpus[i].nvlink_present = present;
+	s->gpus[i].nvlink_inactive = inactive;
+	s->gpus[i].nvswitch_links = switch_links;
+}
+
+static void test_nvlink_switch(void **state)
+{
+	struct gpuctl_snapshot *s = healthy(4);
+	struct gpuctl_health_report *rep;
+	const struct gpuctl_health_finding *f;
+
+	(void)state;
+	for (size_t i = 0; i < 4; i++)
+		nvlinks(s, i, 12, 12, 0, 12);
+	nvlinks(s, 2, 11, 12, 1u << 4, 11);
+	nvlinks(s, 3, 0, 12, 0xfff, 0); /* every link down on a switch fabric */
+	rep = check(s);
+	f = find(rep, 2, "nvlink-down");
+	assert_non_null(f);
+	assert_int_equal(f->severity, GPUCTL_HEALTH_FAIL);
+	assert_non_null(strstr(f->message, "11 of 12"));
+	assert_non_null(strstr(f->message, "down: 4"));
+	f = find(rep, 3, "nvlink-down");
+	assert_non_null(f);
+	assert_non_null(strstr(f->message, "0 of 12"));
+	assert_non_null(strstr(f->message, "down: 0, 1, 2"));
+	assert_null(find(rep, 0, "nvlink-down"));
+	assert_null(find(rep, 1, "nvlink-down"));
+	gpuctl_health_report_free(rep);
+	gpuctl_snapshot_free(s);
+}
+
+static void test_nvlink_bridges_and_mig(void **state)
+{
+	struct gpuctl_snapshot *s = healthy(4);
+	struct gpuctl_health_report *rep;
+
+	(void)state;
+	/* bridged pairs 0-1; 2 and 3 have no bridge: no finding for them */
+	nvlinks(s, 0, 4, 4, 0, 0);
+	nvlinks(s, 1, 4, 4, 0, 0);
+	nvlinks(s, 2, 0, 4, 0xf, 0);
+	nvlinks(s, 3, 0, 0, 0, 0);
+	rep = check(s);
+	assert_int_equal(gpuctl_health_finding_count(rep), 0);
+	gpuctl_health_report_free(rep);
+	/* a bridge with one link of four down is a partial loss: FAIL */
+	nvlinks(s, 1, 3, 4, 1u << 2, 0);
+	rep = check(s);
+	assert_int_equal(find(rep, 1, "nvlink-down")->severity, GPUCTL_HEALTH_FAIL);
+	assert_int_equal(gpuctl_health_finding_count(rep), 1);
+	gpuctl_health_report_free(rep);
+	/* a MIG-enabled GPU of the model: its links read down, so the model is not checked */
+	assert_int_equal(snapshot_set_int(s, 3, GPUCTL_F_MIG_MODE, 1), 0);
+	rep = check(s);
+	assert_int_equal(gpuctl_health_finding_count(rep), 0);
+	gpuctl_health_report_free(rep);
+	/* another model is not compared */
+	assert_int_equal(snapshot_set_int(s, 3, GPUCTL_F_MIG_MODE, 0), 0);
+	assert_int_equal(snapshot_set_str(s, 1, GPUCTL_F_NAME, "Other"), 0);
+	rep = check(s);
+	assert_int_equal(gpuctl_health_finding_count(rep), 0);
+	gpuctl_health_report_free(rep);
+	/* without the NVLink walk (no topology): nothing */
+	for (size_t i = 0; i < 4; i++)
+		s->gpus[i].has_nvlink_state = false;
+	assert_int_equal(snapshot_set_str(s, 1, GPUCTL_F_NAME, A100), 0);
+	rep = check(s);
+	assert_int_equal(gpuctl_health_finding_count(rep), 0);
+	gpuctl_health_report_free(rep);
+	gpuctl_snapshot_free(s);
+}
+
+/* NVLink error counters between two samples age_s apart: the severity, -1 for none. */
+static int nvlink_errors_severity(uint64_t r0, uint64_t r1, uint64_t rec0, uint64_t rec1,
+                                  uint64_t crc0, uint64_t crc1, double age_s, bool prev_has)
+{
+	struct gpuctl_health_opts opts = GPUCTL_HEALTH_OPTS_INIT;
+	struct gpuctl_snapshot *s = healthy(1), *p = healthy(1);
+	struct gpuctl_health_report *rep;
+	const struct gpuctl_health_finding *f;
+	int sev;
+
+	s->gpus[0].has_nvlink_errors = true;
+	s->gpus[0].nvlink_replay = r1;
+	s->gpus[0].nvlink_recovery = rec1;
+	s->gpus[0].nvlink_crc = crc1;
+	p->gpus[0].has_nvlink_errors = prev_has;
+	p->gpus[0].nvlink_replay = r0;
+	p->gpus[0].nvlink_recovery = rec0;
+	p->gpus[0].nvlink_crc = crc0;
+	opts.prev = p;
+	opts.prev_age_s = age_s;
+	rep = check_opts(s, NULL, &opts);
+	f = find(rep, 0, "nvlink-errors");
+	sev = f ? f->severity : -1;
+	assert_int_equal(gpuctl_health_finding_count(rep), f ? 1 : 0);
+	gpuctl_health_report_free(rep);
+	gpuctl_snapshot_free(s);
+	gpuctl_snapshot_free(p);
+	return sev;
+}
+
+/* Rising replay, recovery or CRC counts WARN (the issue); CRC at >= 100/s FAIL (DCGM). */
+static void test_nvlink_errors(void **state)
+{
+	(void)state;
+	assert_int_equal(nvlink_errors_severity(5, 5, 1, 1, 7, 7, 60, true), -1);
+	assert_int_equal(nvlink_errors_severity(5, 6, 1, 1, 7, 7, 60, true), GPUCTL_HEALTH_WARN);
+	assert_int_equal(nvlink_errors_severity(5, 5, 1, 2, 7, 7, 60, true), GPUCTL_HEALTH_WARN);
+	assert_int_equal(nvlink_errors_severity(5, 5, 1, 1, 7, 8, 60, true), GPUCTL_HEALTH_WARN);
+	/* 100 CRC errors a second: 5999 in 60 s is below, 6000 at */
+	assert_int_equal(nvlink_errors_severity(0, 0, 0, 0, 0, 5999, 60, true), GPUCTL_HEALTH_WARN);
+	assert_int_equal(nvlink_errors_severity(0, 0, 0, 0, 0, 6000, 60, true), GPUCTL_HEALTH_FAIL);
+	/* counters that went back, no earlier reading, no interval: nothing */
+	assert_int_equal(nvlink_errors_severity(9, 1, 0, 0, 0, 0, 60, true), -1);
+	assert_int_equal(nvlink_errors_severity(0, 5, 0, 0, 0, 0, 60, false), -1);
+	assert_int_equal(nvlink_errors_severity(0, 5, 0, 0, 0, 0, 0, true), -1);
+}
+
+static void test_lost_and_nvml_errors(void **state)
+{
+	struct gpuctl_snapshot *s = healthy(3);
+	struct gpuctl_health_report *rep;
+	const struct gpuctl_health_finding *f;
+
+	(void)state;
+	snapshot_set_lost(s, 0);
+	assert_int_equal(snapshot_set_int(s, 0, GPUCTL_F_ECC_VOL_UNCORRECTED, 5), 0);
+	s->gpus[1].nvml_errors = 2;
+	(void)snprintf(s->gpus[1].nvml_error, sizeof(s->gpus[1].nvml_error), "%s",
+	               "nvmlDeviceGetPowerUsage: Unknown Error");
+	rep = check(s);
+	f = find(rep, 0, "lost");
+	assert_non_null(f);
+	assert_int_equal(f->severity, GPUCTL_HEALTH_FAIL);
+	/* a lost GPU gets the one finding: its facts are not trusted */
+	assert_null(find(rep, 0, "ecc-dbe"));
+	f = find(rep, 1, "nvml");
+	assert_non_null(f);
+	assert_int_equal(f->severity, GPUCTL_HEALTH_FAIL);
+	assert_non_null(strstr(f->message, "2 NVML calls failed"));
+	assert_non_null(strstr(f->message, "nvmlDeviceGetPowerUsage: Unknown Error"));
+	assert_int_equal(gpuctl_health_verdict(rep, 2), GPUCTL_HEALTH_OK);
+	gpuctl_health_report_free(rep);
+	gpuctl_snapshot_free(s);
+}
+
+static void test_order_and_verdict(void **state)
+{
+	struct gpuctl_snapshot *s = healthy(2);
+	struct gpuctl_health_report *rep;
+	const struct gpuctl_health_finding *f;
+
+	(void)state;
+	/* WARNs first in check order, then a FAIL: FAIL is listed first, verdict FAIL */
+	assert_int_equal(snapshot_set_int(s, 1, GPUCTL_F_TEMP, 88), 0);
+	assert_int_equal(snapshot_set_int(s, 1, GPUCTL_F_PCIE_WIDTH, 4), 0);
+	assert_int_equal(snapshot_set_int(s, 1, GPUCTL_F_REMAP_FAILURE, 1), 0);
+	assert_int_equal(snapshot_set_int(s, 0, GPUCTL_F_REMAP_PENDING, 1), 0);
+	rep = check(s);
+	assert_int_equal(gpuctl_health_finding_count(rep), 4);
+	f = gpuctl_health_finding(rep, 0);
+	assert_int_equal(f->gpu, 0);
+	assert_string_equal(f->check, "remap-pending");
+	f = gpuctl_health_finding(rep, 1);
+	assert_int_equal(f->gpu, 1);
+	assert_string_equal(f->check, "remap-failure");
+	assert_string_equal(gpuctl_health_finding(rep, 2)->check, "temperature");
+	assert_string_equal(gpuctl_health_finding(rep, 3)->check, "pcie-width");
+	assert_int_equal(gpuctl_health_verdict(rep, 0), GPUCTL_HEALTH_WARN);
+	assert_int_equal(gpuctl_health_verdict(rep, 1), GPUCTL_HEALTH_FAIL);
+	gpuctl_health_report_free(rep);
+	gpuctl_snapshot_free(s);
+}
+
+static void test_bad_args(void **state)
+{
+	struct gpuctl_health_opts opts = GPUCTL_HEALTH_OPTS_INIT;
+	struct gpuctl_health_report *rep = (void *)&opts; /* untouched on failure */
+	struct gpuctl_snapshot *s = healthy(1);
+	struct gpuctl_ctx *ctx = NULL;
+
+	(void)state;
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	assert_int_equal(gpuctl_health_check(ctx, NULL, NULL, NULL, &rep), -EINVAL);
+	opts.struct_size = 1;
+	assert_int_equal(gpuctl_health_check(ctx, s, NULL, &opts, &rep), -EINVAL);
+	assert_ptr_equal(rep, (void *)&opts);
+	assert_non_null(strstr(gpuctl_errmsg(ctx), "struct_size"));
+	/* an older caller's smaller struct: strict only */
+	opts.struct_size = offsetof(struct gpuctl_health_opts, prev);
+	opts.prev = s; /* beyond struct_size: ignored */
+	assert_int_equal(gpuctl_health_check(ctx, s, NULL, &opts, &rep), 0);
+	gpuctl_health_report_free(rep);
+	gpuctl_ctx_free(ctx);
+	gpuctl_snapshot_free(s);
+}
+
+static void test_probe(void **state)
+{
+	struct gpuctl_health_opts opts = GPUCTL_HEALTH_OPTS_INIT;
+	struct gpuctl_probe_result probes[4] = {
+	        {.status = GPUCTL_PROBE_OK, .seconds = 0.2},
+	        {.status = GPUCTL_PROBE_FAILED, .detail = "cuMemAlloc: CUDA_ERROR_UNKNOWN (999)"},
+	        {.status = GPUCTL_PROBE_HUNG, .seconds = 10},
+	        {.status = GPUCTL_PROBE_NOT_RUN},
+	};
+	struct gpuctl_snapshot *s = healthy(4);
+	struct gpuctl_health_report *rep;
+	const struct gpuctl_health_finding *f;
+
+	(void)state;
+	opts.probes = probes;
+	opts.n_probes = 3; /* GPU 3 beyond: not probed */
+	probes[3].status = GPUCTL_PROBE_FAILED;
+	rep = check_opts(s, NULL, &opts);
+	assert_int_equal(gpuctl_health_finding_count(rep), 2);
+	f = find(rep, 1, "cuda-probe");
+	assert_int_equal(f->severity, GPUCTL_HEALTH_FAIL);
+	assert_non_null(strstr(f->message, "cuMemAlloc: CUDA_ERROR_UNKNOWN (999)"));
+	f = find(rep, 2, "cuda-probe");
+	assert_int_equal(f->severity, GPUCTL_HEALTH_FAIL);
+	assert_non_null(strstr(f->message, "hung"));
+	assert_non_null(strstr(f->message, "10 s"));
+	assert_int_equal(gpuctl_health_verdict(rep, 0), GPUCTL_HEALTH_OK);
+	assert_int_equal(gpuctl_health_verdict(rep, 3), GPUCTL_HEALTH_OK);
+	gpuctl_health_report_free(rep);
+	gpuctl_snapshot_free(s);
+}
+
+/* ---- XIDs ---- */
+
+static const unsigned fence_xids[] = {46,  48,  62,  64,  74,  79,  95,  109, 110, 119, 120, 136,
+                                      140, 143, 144, 145, 146, 147, 148, 149, 150, 155, 158};
+static const unsigned app_xids[] = {13, 31, 32, 43, 45, 68, 69, 94};
+static const unsigned info_xids[] = {63, 92, 93, 121, 137, 154};
+static const unsigned unknown_xids[] = {999, 1, 2, 100, 151, 157, 200, 99999};
+
+static int xid_severity(unsigned xid)
+{
+	struct gpuctl_snapshot *s = healthy(2);
+	struct gpuctl_xid_log *log = NULL;
+	struct gpuctl_health_report *rep;
+	const struct gpuctl_health_finding *f;
+	int sev;
+
+	assert_int_equal(gpuctl_xid_log_new(&log), 0);
+	assert_int_equal(gpuctl_xid_log_add(log, 1, xid, "some text"), 0);
+	rep = check_opts(s, log, NULL);
+	assert_int_equal(gpuctl_health_finding_count(rep), 1);
+	f = find(rep, 1, "xid");
+	assert_non_null(f);
+	assert_int_equal(f->xid, xid);
+	assert_non_null(strstr(f->message, "some text"));
+	sev = f->severity;
+	assert_int_equal(gpuctl_health_verdict(rep, 1), sev);
+	assert_int_equal(gpuctl_health_verdict(rep, 0), GPUCTL_HEALTH_OK);
+	gpuctl_health_report_free(rep);
+	gpuctl_xid_log_free(log);
+	gpuctl_snapshot_free(s);
+	return sev;
+}
+
+static void test_xid_classes(void **state)
+{
+	struct gpuctl_xid_info info;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(fence_xids) / sizeof(fence_xids[0]); i++) {
+		gpuctl_xid_lookup(fence_xids[i], &info);
+		assert_int_equal(info.code, fence_xids[i]);
+		assert_int_equal(info.class_, GPUCTL_XID_FENCE);
+		assert_non_null(info.meaning);
+		assert_non_null(info.action);
+		assert_int_equal(xid_severity(fence_xids[i]), GPUCTL_HEALTH_FAIL);
+	}
+	for (size_t i = 0; i < sizeof(app_xids) / sizeof(app_xids[0]); i++) {
+		gpuctl_xid_lookup(app_xids[i], &info);
+		assert_int_equal(info.class_, GPUCTL_XID_APPLICATION);
+		assert_non_null(strstr(info.action, "restart the job"));
+		assert_int_equal(xid_severity(app_xids[i]), GPUCTL_HEALTH_WARN);
+	}
+	for (size_t i = 0; i < sizeof(info_xids) / sizeof(info_xids[0]); i++) {
+		gpuctl_xid_lookup(info_xids[i], &info);
+		assert_int_equal(info.class_, GPUCTL_XID_INFO);
+		assert_int_equal(xid_severity(info_xids[i]), GPUCTL_HEALTH_OK);
+	}
+	for (size_t i = 0; i < sizeof(unknown_xids) / sizeof(unknown_xids[0]); i++) {
+		gpuctl_xid_lookup(unknown_xids[i], &info);
+		assert_int_equal(info.code, unknown_xids[i]);
+		assert_int_equal(info.class_, GPUCTL_XID_UNKNOWN);
+		assert_non_null(info.meaning);
+		assert_non_null(info.action);
+		assert_int_equal(xid_severity(unknown_xids[i]), GPUCTL_HEALTH_WARN);
+	}
+	gpuctl_xid_lookup(999, &info);
+	assert_non_null(strstr(info.meaning, "unknown"));
+}
+
+static void test_xid_aggregation(void **state)
+{
+	struct gpuctl_snapshot *s = healthy(2);
+	struct gpuctl_xid_log *log = NULL;
+	struct gpuctl_health_report *rep;
+	const struct gpuctl_health_finding *f;
+
+	(void)state;
+	assert_int_equal(gpuctl_xid_log_new(&log), 0);
+	assert_int_equal(gpuctl_xid_log_add(log, 0, 13, "first"), 0);
+	assert_int_equal(gpuctl_xid_log_add(log, 0, 79, NULL), 0);
+	assert_int_equal(gpuctl_xid_log_add(log, 0, 13, "second"), 0);
+	assert_int_equal(gpuctl_xid_log_add(log, 0, 13, "third"), 0);
+	assert_int_equal(gpuctl_xid_log_add(log, 7, 79, "no such GPU"), 0);
+	assert_int_equal(gpuctl_xid_log_count(log), 5);
+	rep = check_opts(s, log, NULL);
+	assert_int_equal(gpuctl_health_finding_count(rep), 2);
+	f = gpuctl_health_finding(rep, 0); /* FAIL first */
+	assert_int_equal(f->xid, 79);
+	assert_int_equal(f->severity, GPUCTL_HEALTH_FAIL);
+	f = gpuctl_health_finding(rep, 1);
+	assert_int_equal(f->xid, 13);
+	assert_non_null(strstr(f->message, "3 times"));
+	assert_non_null(strstr(f->message, "third"));
+	assert_null(strstr(f->message, "first"));
+	assert_int_equal(gpuctl_health_verdict(rep, 1), GPUCTL_HEALTH_OK);
+	gpuctl_health_report_free(rep);
+	gpuctl_xid_log_free(log);
+	gpuctl_snapshot_free(s);
+}
+
+/* ---- the kernel log ---- */
+
+static struct gpuctl_xid_log *parse(const struct gpuctl_snapshot *s, const char *text, int want)
+{
+	struct gpuctl_xid_log *log = NULL;
+
+	assert_int_equal(gpuctl_xid_log_new(&log), 0);
+	assert_int_equal(gpuctl_xid_log_parse(log, s, text, strlen(text)), want);
+	assert_int_equal(gpuctl_xid_log_count(log), (size_t)want);
+	return log;
+}
+
+static void expect(const struct gpuctl_xid_log *log, size_t i, size_t gpu, unsigned xid,
+                   const char *text)
+{
+	size_t g;
+	unsigned x;
+	const char *t;
+
+	assert_int_equal(gpuctl_xid_log_get(log, i, &g, &x, &t), 0);
+	assert_int_equal(g, gpu);
+	assert_int_equal(x, xid);
+	if (text) {
+		assert_non_null(t);
+		assert_string_equal(t, text);
+	} else {
+		assert_null(t);
+	}
+}
+
+static void test_kmsg_forms(void **state)
+{
+	struct gpuctl_snapshot *s = healthy(4);
+	struct gpuctl_xid_log *log;
+
+	(void)state;
+	log = parse(
+	        s,
+	        /* /dev/kmsg record */
+	        "4,1234,5678901,-;NVRM: Xid (PCI:0000:07:00): 79, pid=1234, name=python, GPU "
+	        "has fallen off the bus.\n"
+	        /* continuation line of the record */
+	        " SUBSYSTEM=pci\n"
+	        /* dmesg with a time stamp, lower-case hex */
+	        "[  123.456789] NVRM: Xid (PCI:0000:0f:00): 13, pid=42, name=a.out, Graphics SM "
+	        "Warp Exception on (GPC 0, TPC 0, SM 0)\n"
+	        /* syslog prefix, older driver without "PCI:", with a function number */
+	        "Nov 30 12:00:00 host kernel: NVRM: Xid (0000:47:00.0): 48, An uncorrectable "
+	        "double bit error\n"
+	        /* text inside the parentheses, no text after the code */
+	        "NVRM: Xid (PCI:0000:4e:00 GPC0): 31\n"
+	        /* NVML's 8-digit domain */
+	        "NVRM: Xid (PCI:00000000:07:00): 999, pid='<unknown>', name=<unknown>, x\r\n",
+	        5);
+	expect(log, 0, 0, 79, "pid=1234, name=python, GPU has fallen off the bus.");
+	expect(log, 1, 1, 13,
+	       "pid=42, name=a.out, Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0)");
+	expect(log, 2, 2, 48, "An uncorrectable double bit error");
+	expect(log, 3, 3, 31, NULL);
+	expect(log, 4, 0, 999, "pid='<unknown>', name=<unknown>, x?");
+	assert_int_equal(gpuctl_xid_log_get(log, 5, NULL, NULL, NULL), -EINVAL);
+	gpuctl_xid_log_free(log);
+	gpuctl_snapshot_free(s);
+}
+
+static void test_kmsg_malformed(void **state)
+{
+	struct gpuctl_snapshot *s = healthy(2);
+	struct gpuctl_xid_log *log;
+
+	(void)state;
+	log = parse(
+	        s,
+	        "\n"
+	        "NVRM: Xid\n"
+	        "NVRM: Xid (\n"
+	        "NVRM: Xid (PCI:0000:07:00)\n"
+	        "NVRM: Xid (PCI:0000:07:00): \n"
+	        "NVRM: Xid (PCI:0000:07:00): x13, text\n"
+	        "NVRM: Xid (PCI:0000:07:00): 13x, text\n"
+	        "NVRM: Xid (PCI:0000:07:00): 0, zero is no XID\n"
+	        "NVRM: Xid (PCI:0000:07:00): 100000, too large\n"
+	        "NVRM: Xid (PCI:0000:07:00): 123456789012345678901234567890, overflow\n"
+	        "NVRM: Xid (PCI:zz:07:00): 13, bad bus\n"
+	        "NVRM: Xid (PCI:0000:07): 13, short bus\n"
+	        "NVRM: Xid (PCI:000000000:07:00): 13, domain too long\n"
+	        "NVRM: Xid (PCI:0000:07:00 "
+	        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa): 13\n"
+	        "NVRM: Xid (PCI:0000:99:00): 79, another machine's bus\n"
+	        "nvrm: xid (PCI:0000:07:00): 79, wrong case\n"
+	        "Xid (PCI:0000:07:00): 79, no NVRM\n"
+	        "NVRM: GPU 0000:07:00.0: something else\n"
+	        "NVRM: GPU at PCI:0000:07:00: GPU-00000000-1111-2222-3333-444444444444\n",
+	        0);
+	gpuctl_xid_log_free(log);
+	/* text that is not NUL-terminated: the parser stops at len */
+	char buf[] = {'N', 'V', 'R', 'M', ':', ' ', 'X', 'i', 'd', ' ', '(', '0', '0',
+	              '0', '0', ':', '0', '7', ':', '0', '0', ')', ':', ' ', '4', '8'};
+	assert_int_equal(gpuctl_xid_log_new(&log), 0);
+	assert_int_equal(gpuctl_xid_log_parse(log, s, buf, sizeof(buf)), 1);
+	expect(log, 0, 0, 48, NULL);
+	assert_int_equal(gpuctl_xid_log_parse(log, s, buf, sizeof(buf) - 2), 0);
+	assert_int_equal(gpuctl_xid_log_parse(log, s, NULL, 0), 0);
+	assert_int_equal(gpuctl_xid_log_parse(log, s, NULL, 1), -EINVAL);
+	assert_int_equal(gpuctl_xid_log_parse(NULL, s, buf, 1), -EINVAL);
+	gpuctl_xid_log_free(log);
+	gpuctl_snapshot_free(s);
+}
+
+static void test_kmsg_driver_reload_and_off_bus(void **state)
+{
+	struct gpuctl_snapshot *s = healthy(2);
+	struct gpuctl_xid_log *log;
+
+	(void)state;
+	/* events before the last driver load are forgotten */
+	log = parse(s,
+	            "NVRM: Xid (PCI:0000:07:00): 79, old\n"
+	            "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 2024\n"
+	            "NVRM: Xid (PCI:0000:0F:00): 13, new\n",
+	            1);
+	expect(log, 0, 1, 13, "new");
+	gpuctl_xid_log_free(log);
+	/* "fallen off the bus" without an XID line counts as 79, once */
+	log = parse(s,
+	            "NVRM: GPU 0000:0F:00.0: GPU has fallen off the bus.\n"
+	            "NVRM: GPU 0000:0F:00.0: GPU has fallen off the bus.\n",
+	            1);
+	expect(log, 0, 1, 79, "GPU has fallen off the bus (no XID line)");
+	gpuctl_xid_log_free(log);
+	log = parse(s,
+	            "NVRM: Xid (PCI:0000:07:00): 79, pid=1, GPU has fallen off the bus.\n"
+	            "NVRM: GPU 0000:07:00.0: GPU has fallen off the bus.\n",
+	            1);
+	gpuctl_xid_log_free(log);
+	gpuctl_snapshot_free(s);
+}
+
+static void test_kmsg_read(void **state)
+{
+	struct gpuctl_snapshot *s = healthy(2);
+	struct gpuctl_xid_log *log = NULL;
+	struct gpuctl_ctx *ctx = NULL;
+	char path[] = "/tmp/test-health-kmsg.XXXXXX";
+	const char text[] = "6,1,2,-;NVRM: Xid (PCI:0000:0F:00): 94, pid=9, contained\n";
+	int fd;
+
+	(void)state;
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	assert_int_equal(gpuctl_xid_log_new(&log), 0);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, sizeof(text) - 1), (ssize_t)(sizeof(text) - 1));
+	close(fd);
+	assert_int_equal(gpuctl_xid_log_read(ctx, log, s, path), 1);
+	expect(log, 0, 1, 94, "pid=9, contained");
+	unlink(path);
+	assert_int_equal(gpuctl_xid_log_read(ctx, log, s, path), -ENOENT);
+	assert_non_null(strstr(gpuctl_errmsg(ctx), path));
+	assert_int_equal(gpuctl_xid_log_count(log), 1);
+	gpuctl_xid_log_free(log);
+	gpuctl_ctx_free(ctx);
+	gpuctl_snapshot_free(s);
+}
+
+/* The state file: what is written is read back by UUID (another machine order), the sample
+ * becomes `prev` for the rate rules, XIDs already known are not added twice, stale or untrusted
+ * files are not used. */
+static void test_state_round_trip(void **state)
+{
+	char dir[] = "/tmp/test-health-state.XXXXXX", path[64];
+	struct gpuctl_snapshot *s = healthy(3), *t = healthy(3), *prev = NULL;
+	struct gpuctl_xid_log *xids = NULL, *got = NULL;
+	struct gpuctl_ctx *ctx = NULL;
+	double age = -1;
+	size_t gpu;
+	unsigned xid;
+	const char *text;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	(void)snprintf(path, sizeof(path), "%s/state", dir);
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	assert_int_equal(snapshot_set_int(s, 1, GPUCTL_F_PCIE_REPLAY, 77), 0);
+	assert_int_equal(snapshot_set_int(s, 2, GPUCTL_F_RETIRED_DBE, 16), 0);
+	s->gpus[2].has_nvlink_errors = true;
+	s->gpus[2].nvlink_replay = 3;
+	s->gpus[2].nvlink_crc = 9;
+	assert_int_equal(gpuctl_xid_log_new(&xids), 0);
+	assert_int_equal(gpuctl_xid_log_add(xids, 1, 79, "fallen off"), 0);
+	assert_int_equal(gpuctl_xid_log_add(xids, 2, 13, NULL), 0);
+	assert_int_equal(gpuctl_health_state_write(ctx, path, s, xids), 0);
+
+	/* the reader's snapshot has the GPUs in another order: 0<->2 */
+	assert_int_equal(
+	        snapshot_set_str(t, 0, GPUCTL_F_UUID, gpuctl_gpu_str(&s->gpus[2], GPUCTL_F_UUID)),
+	        0);
+	assert_int_equal(
+	        snapshot_set_str(t, 2, GPUCTL_F_UUID, gpuctl_gpu_str(&s->gpus[0], GPUCTL_F_UUID)),
+	        0);
+	assert_int_equal(gpuctl_xid_log_new(&got), 0);
+	assert_int_equal(gpuctl_xid_log_add(got, 1, 79, "from the kernel log"), 0);
+	assert_int_equal(gpuctl_health_state_read(ctx, path, t, got, &prev, &age), 0);
+	assert_int_equal(gpuctl_xid_log_count(got), 2); /* 79 on GPU 1 was known already */
+	assert_int_equal(gpuctl_xid_log_get(got, 1, &gpu, &xid, &text), 0);
+	assert_int_equal(gpu, 0);
+	assert_int_equal(xid, 13);
+	/* a sample written this second has no age yet: no prev */
+	if (prev) {
+		assert_true(age > 0);
+		gpuctl_snapshot_free(prev);
+		prev = NULL;
+	}
+	gpuctl_xid_log_free(got);
+
+	/* untrusted: writable by others */
+	assert_int_equal(chmod(path, 0666), 0);
+	assert_int_equal(gpuctl_xid_log_new(&got), 0);
+	assert_int_equal(gpuctl_health_state_read(ctx, path, t, got, &prev, &age), -EPERM);
+	assert_int_equal(gpuctl_xid_log_count(got), 0);
+	gpuctl_xid_log_free(got);
+	unlink(path);
+	assert_int_equal(gpuctl_xid_log_new(&got), 0);
+	assert_int_equal(gpuctl_health_state_read(ctx, path, t, got, &prev, &age), -ENOENT);
+	gpuctl_xid_log_free(got);
+	rmdir(dir);
+	gpuctl_xid_log_free(xids);
+	gpuctl_ctx_free(ctx);
+	gpuctl_snapshot_free(s);
+	gpuctl_snapshot_free(t);
+}
+
+/* The parser (health_state_parse, internal): the sample feeds the rate rules by UUID. */
+int health_state_parse(const char *text, size_t len, const char *boot,
+                       const struct gpuctl_snapshot *snap, struct gpuctl_xid_log *xids,
+                       struct gpuctl_snapshot **ret_prev, double *ret_time);
+
+static void test_state_parse(void **state)
+{
+	struct gpuctl_snapshot *s = healthy(2), *prev = NULL;
+	struct gpuctl_xid_log *xids = NULL;
+	struct gpuctl_health_opts opts = GPUCTL_HEALTH_OPTS_INIT;
+	struct gpuctl_health_report *rep;
+	const char *u1 = gpuctl_gpu_str(&s->gpus[1], GPUCTL_F_UUID);
+	char text[512];
+	double t = 0;
+
+	(void)state;
+	(void)snprintf(text, sizeof(text),
+	               "gpuctl-health-state 1\nboot B\ntime 1000.000\n"
+	               "gpu %s replay 100 dbe 16 nvlink 1 2 3\n"
+	               "gpu %s replay 5 dbe 0 nvlink 0 0 0\n",
+	               u1, u1);
+	assert_int_equal(gpuctl_xid_log_new(&xids), 0);
+	assert_int_equal(health_state_parse(text, strlen(text), "B", s, xids, &prev, &t), 0);
+	assert_non_null(prev);
+	assert_true(t == 1000.0);
+	assert_int_equal(gpuctl_snapshot_gpu_count(prev), 1); /* one record per GPU */
+	/* now: 200 replays more in 60 s on Gen4 x16 (budget 16), 17 DBE pages */
+	assert_int_equal(snapshot_set_int(s, 1, GPUCTL_F_PCIE_REPLAY, 300), 0);
+	assert_int_equal(snapshot_set_int(s, 1, GPUCTL_F_RETIRED_DBE, 17), 0);
+	opts.prev = prev;
+	opts.prev_age_s = 60;
+	rep = check_opts(s, xids, &opts);
+	assert_non_null(find(rep, 1, "pcie-replay"));
+	assert_int_equal(find(rep, 1, "retired-pages")->severity, GPUCTL_HEALTH_FAIL);
+	gpuctl_health_report_free(rep);
+	gpuctl_snapshot_free(prev);
+	prev = NULL;
+	/* another boot, another version: nothing */
+	assert_int_equal(health_state_parse(text, strlen(text), "C", s, xids, &prev, &t), 0);
+	assert_null(prev);
+	assert_int_equal(health_state_parse("gpuctl-health-state 2\n", 22, "", s, xids, &prev, &t),
+	                 0);
+	assert_null(prev);
+	gpuctl_xid_log_free(xids);
+	gpuctl_snapshot_free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_healthy),
+	        cmocka_unit_test(test_names),
+	        cmocka_unit_test(test_ecc_dbe),
+	        cmocka_unit_test(test_remap),
+	        cmocka_unit_test(test_strict),
+	        cmocka_unit_test(test_retired_pages),
+	        cmocka_unit_test(test_unsupported_no_finding),
+	        cmocka_unit_test(test_temperature),
+	        cmocka_unit_test(test_clocks),
+	        cmocka_unit_test(test_recovery_action),
+	        cmocka_unit_test(test_pcie_width),
+	        cmocka_unit_test(test_pcie_replay),
+	        cmocka_unit_test(test_replay_needs_prev),
+	        cmocka_unit_test(test_nvlink_switch),
+	        cmocka_unit_test(test_nvlink_bridges_and_mig),
+	        cmocka_unit_test(test_nvlink_errors),
+	        cmocka_unit_test(test_lost_and_nvml_errors),
+	        cmocka_unit_test(test_order_and_verdict),
+	        cmocka_unit_test(test_bad_args),
+	        cmocka_unit_test(test_probe),
+	        cmocka_unit_test(test_xid_classes),
+	        cmocka_unit_test(test_xid_aggregation),
+	        cmocka_unit_test(test_kmsg_forms),
+	        cmocka_unit_test(test_kmsg_malformed),
+	        cmocka_unit_test(test_kmsg_driver_reload_and_off_bus),
+	        cmocka_unit_test(test_kmsg_read),
+	        cmocka_unit_test(test_state_round_trip),
+	        cmocka_unit_test(test_state_parse),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
