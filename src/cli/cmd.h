@@ -45,6 +45,7 @@ struct cmd_entry {
 	int (*exec)(struct cli *cli, int argc, char **argv); /* argv[0] is the command name */
 };
 
+extern const struct cmd_entry cmd_exporter_entry;
 extern const struct cmd_entry cmd_help_entry;
 extern const struct cmd_entry cmd_info_entry;
 extern const struct cmd_entry cmd_lease_entry;
