@@ -65,6 +65,7 @@ fuzz: $(FUZZ_BUILD)/.configured
 	@scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 bench: build
+	@scripts/deps.sh bench
 	@python3 bench/bench.py --build $(BUILD) --out bench/RESULTS.md
 
 install: build

@@ -177,6 +177,13 @@ def main():
                   "search on the same request, to measure its gap where the optimum is known.", ""]
         lines += p.stdout.rstrip("\n").split("\n")
 
+    # gpuctl exporter: memory, CPU per sample and per scrape, scrape latency under 50
+    # concurrent scrapers (wrk), NVML calls per interval (bench/exporter_bench.py).
+    if not a.scenario:
+        sys.path.insert(0, HERE)
+        import exporter_bench
+        lines += exporter_bench.section(build)
+
     # The hand-written reading of the numbers below the table survives a new run.
     notes = ""
     if os.path.exists(a.out):

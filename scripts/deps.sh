@@ -1,17 +1,20 @@
 #!/bin/sh
 # Installs the Debian packages that building and testing gpuctl need, when they are missing.
 # As root it runs apt-get; otherwise it prints the exact command and exits 1, changing nothing.
-# Usage: scripts/deps.sh [build|test|all]   (default: all)
+# Usage: scripts/deps.sh [build|test|bench|all]   (default: all; bench: what `make bench` adds)
 set -eu
 
-build_pkgs="gcc make cmake pkg-config libjansson-dev libnuma-dev"
-test_pkgs="libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3"
+build_pkgs="gcc make cmake pkg-config libjansson-dev libnuma-dev libmicrohttpd-dev"
+test_pkgs="libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 prometheus"
+# wrk: the HTTP load generator of the exporter benchmark (50 concurrent scrapers)
+bench_pkgs="python3 wrk"
 
 case "${1:-all}" in
 build) want="$build_pkgs" ;;
 test | all) want="$build_pkgs $test_pkgs" ;;
+bench) want="$build_pkgs $bench_pkgs" ;;
 *)
-	echo "scripts/deps.sh: unknown set '$1' (expected build, test or all)" >&2
+	echo "scripts/deps.sh: unknown set '$1' (expected build, test, bench or all)" >&2
 	exit 2
 	;;
 esac

@@ -20,17 +20,9 @@
 #include "cmd.h"
 
 const struct cmd_entry *const cmd_table[] = {
-        &cmd_health_entry,
-        &cmd_help_entry,
-        &cmd_info_entry,
-        &cmd_lease_entry,
-        &cmd_list_entry,
-        &cmd_ps_entry,
-        &cmd_release_entry,
-        &cmd_run_entry,
-        &cmd_select_entry,
-        &cmd_topo_entry,
-        NULL,
+        &cmd_exporter_entry, &cmd_health_entry, &cmd_help_entry, &cmd_info_entry,
+        &cmd_lease_entry,    &cmd_list_entry,   &cmd_ps_entry,   &cmd_release_entry,
+        &cmd_run_entry,      &cmd_select_entry, &cmd_topo_entry, NULL,
 };
 
 static const char exit_status_text[] =
@@ -59,8 +51,12 @@ void cli_usage(FILE *f)
 	      "\n"
 	      "Commands:\n",
 	      f);
+	int width = 0;
 	for (size_t i = 0; cmd_table[i]; i++)
-		fprintf(f, "  %-7s  %s\n", cmd_table[i]->name, cmd_table[i]->summary);
+		if ((int)strlen(cmd_table[i]->name) > width)
+			width = (int)strlen(cmd_table[i]->name);
+	for (size_t i = 0; cmd_table[i]; i++)
+		fprintf(f, "  %-*s  %s\n", width, cmd_table[i]->name, cmd_table[i]->summary);
 	fputs("\n"
 	      "Global options:\n"
 	      "  -v, --verbose  print the library's debug messages to stderr\n"

@@ -46,6 +46,7 @@ struct cmd_entry {
 };
 
 extern const struct cmd_entry cmd_health_entry;
+extern const struct cmd_entry cmd_exporter_entry;
 extern const struct cmd_entry cmd_help_entry;
 extern const struct cmd_entry cmd_info_entry;
 extern const struct cmd_entry cmd_lease_entry;

@@ -1,0 +1,550 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cmd-exporter.c: `gpuctl exporter`: serves the machine's GPU metrics to Prometheus over HTTP
+ * (docs/metrics.md), with libmicrohttpd.
+ *
+ * Decisions:
+ * - Sampling is decoupled from scraping. The main thread is the sampler: every --interval it
+ *   takes one snapshot (only the fields metrics.c exports, plus processes and MIG), reads the
+ *   lease states, renders the whole page once and swaps it in under a mutex. A scrape only
+ *   queues the latest page (a reference-counted MHD response), so any number of scrapers cost
+ *   no NVML call and no rendering.
+ * - The main thread waits for the next sample in sigtimedwait() with SIGINT/SIGTERM blocked in
+ *   every thread, so a signal ends the loop at once and the server stops cleanly (exit 0).
+ * - The listening socket is ours (bound before MHD starts, handed over with
+ *   MHD_OPTION_LISTEN_SOCKET), so "port in use" is one clear line (exit 1), and ":PORT" listens
+ *   on IPv6 and IPv4 (IPv4 only where the host has no IPv6).
+ * - Bounded: one polling thread, at most EXPORTER_MAX_CONNECTIONS connections, a per-connection
+ *   memory pool of EXPORTER_CONN_MEMORY bytes (a longer request line or header gets MHD's
+ *   error answer and the connection is closed) and an idle timeout (default 10 s; the
+ *   GPUCTL_EXPORTER_TIMEOUT environment variable, in seconds, exists for tests). Only GET and
+ *   HEAD (405 with Allow otherwise); a request with a body is refused (413); unknown paths 404.
+ * - The first sample is taken before serving: no driver is exit 4 at start. Later NVML
+ *   failures keep the server up: the page then has only the exporter's own metrics, and
+ *   gpuctl_exporter_nvml_errors_total counts them (logged once per streak of failures).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "filters.h"
+#include "listen.h"
+#include "metrics.h"
+
+#define EXPORTER_DEFAULT_INTERVAL 5.0
+#define EXPORTER_MIN_INTERVAL     0.1
+#define EXPORTER_MAX_INTERVAL     86400.0
+#define EXPORTER_MAX_CONNECTIONS  128
+#define EXPORTER_CONN_MEMORY      (16 * 1024)
+#define EXPORTER_DEFAULT_TIMEOUT  10
+#define EXPORTER_MAX_TIMEOUT      3600
+
+enum {
+	OPT_LISTEN = 0x100,
+	OPT_INTERVAL,
+	OPT_LEASE_DIR,
+};
+
+static const struct option exporter_options[] = {
+        {"listen", required_argument, NULL, OPT_LISTEN},
+        {"interval", required_argument, NULL, OPT_INTERVAL},
+        {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+};
+
+static const char index_page[] =
+        "<!DOCTYPE html>\n"
+        "<html><head><title>gpuctl exporter</title></head>\n"
+        "<body><h1>gpuctl exporter</h1>\n"
+        "<p><a href=\"/metrics\">Metrics</a> (Prometheus text format) &middot; "
+        "<a href=\"/healthz\">Liveness</a></p>\n"
+        "</body></html>\n";
+
+struct exporter {
+	pthread_mutex_t lock;           /* guards page */
+	struct MHD_Response *page;      /* the latest /metrics page; swapped by the sampler */
+	struct MHD_Response *index;     /* "/" */
+	struct MHD_Response *healthz;   /* "/healthz" */
+	struct MHD_Response *notfound;  /* 404 */
+	struct MHD_Response *badmethod; /* 405, with Allow */
+	struct MHD_Response *toolarge;  /* 413 */
+	bool verbose;                   /* -v: MHD's own messages go to stderr */
+};
+
+/* ---- options ---- */
+
+/* --interval: decimal seconds ("5", "0.5"), EXPORTER_MIN_INTERVAL to EXPORTER_MAX_INTERVAL. */
+static int parse_interval(const char *s, double *ret)
+{
+	size_t ni = strspn(s, "0123456789");
+	size_t nf = 0;
+	if (ni == 0)
+		return -EINVAL;
+	if (s[ni] == '.') {
+		nf = strspn(s + ni + 1, "0123456789");
+		if (nf == 0)
+			return -EINVAL;
+		nf++;
+	}
+	if (s[ni + nf] != '\0' || ni > 9)
+		return -EINVAL;
+	double v = strtod(s, NULL);
+	if (!(v >= EXPORTER_MIN_INTERVAL && v <= EXPORTER_MAX_INTERVAL))
+		return -ERANGE;
+	*ret = v;
+	return 0;
+}
+
+/* GPUCTL_EXPORTER_TIMEOUT: the idle timeout of a connection, whole seconds. */
+static int connection_timeout(unsigned *ret)
+{
+	const char *e = getenv("GPUCTL_EXPORTER_TIMEOUT");
+	size_t n;
+	unsigned long v = 0;
+	if (!e || !e[0]) {
+		*ret = EXPORTER_DEFAULT_TIMEOUT;
+		return 0;
+	}
+	n = strlen(e);
+	if (n > 4 || strspn(e, "0123456789") != n)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		v = v * 10 + (unsigned long)(e[i] - '0');
+	if (v < 1 || v > EXPORTER_MAX_TIMEOUT)
+		return -EINVAL;
+	*ret = (unsigned)v;
+	return 0;
+}
+
+/* ---- the listening socket ---- */
+
+static int bind_one(int family, const struct sockaddr *sa, socklen_t len, bool dual)
+{
+	int one = 1, zero = 0;
+	int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    (family == AF_INET6 &&
+	     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, dual ? &zero : &one, sizeof(int)) < 0) ||
+	    bind(fd, sa, len) < 0 || listen(fd, 128) < 0) {
+		int r = -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+/* Binds and listens on spec; returns the socket, or -errno of the last address tried
+ * (-EHOSTUNREACH: the host name does not resolve). */
+static int bind_listen(const struct listen_spec *spec)
+{
+	if (spec->kind == LISTEN_ANY) {
+		struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_port = htons(spec->port)};
+		a6.sin6_addr = in6addr_any;
+		int fd = bind_one(AF_INET6, (struct sockaddr *)&a6, sizeof(a6), true);
+		if (fd != -EAFNOSUPPORT)
+			return fd;
+		struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_port = htons(spec->port)};
+		a4.sin_addr.s_addr = htonl(INADDR_ANY);
+		return bind_one(AF_INET, (struct sockaddr *)&a4, sizeof(a4), false);
+	}
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+	struct addrinfo *res = NULL;
+	char port[8];
+	snprintf(port, sizeof(port), "%u", (unsigned)spec->port);
+	hints.ai_family = spec->kind == LISTEN_IPV4   ? AF_INET
+	                  : spec->kind == LISTEN_IPV6 ? AF_INET6
+	                                              : AF_UNSPEC;
+	if (spec->kind != LISTEN_NAME)
+		hints.ai_flags |= AI_NUMERICHOST;
+	int g = getaddrinfo(spec->host, port, &hints, &res);
+	if (g != 0)
+		return g == EAI_SYSTEM ? -errno : -EHOSTUNREACH;
+	int fd = -EADDRNOTAVAIL;
+	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+		fd = bind_one(ai->ai_family, ai->ai_addr, ai->ai_addrlen, false);
+		if (fd >= 0 || fd == -EADDRINUSE)
+			break;
+	}
+	freeaddrinfo(res);
+	return fd;
+}
+
+/* ---- HTTP ---- */
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
+                              const char *method, const char *version, const char *upload_data,
+                              size_t *upload_data_size, void **req_cls)
+{
+	struct exporter *ex = cls;
+	struct MHD_Response *resp;
+	unsigned code = MHD_HTTP_OK;
+	enum MHD_Result r;
+	(void)version;
+	(void)upload_data;
+	(void)req_cls;
+
+	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+		return MHD_queue_response(conn, MHD_HTTP_METHOD_NOT_ALLOWED, ex->badmethod);
+	/* No request of ours has a body: refuse one before reading it (MHD then closes). */
+	const char *cl =
+	        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if ((cl && strcmp(cl, "0") != 0) || *upload_data_size ||
+	    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+		return MHD_queue_response(conn, MHD_HTTP_CONTENT_TOO_LARGE, ex->toolarge);
+
+	if (strcmp(url, "/metrics") == 0) {
+		pthread_mutex_lock(&ex->lock);
+		r = MHD_queue_response(conn, MHD_HTTP_OK, ex->page);
+		pthread_mutex_unlock(&ex->lock);
+		return r;
+	}
+	if (strcmp(url, "/") == 0) {
+		resp = ex->index;
+	} else if (strcmp(url, "/healthz") == 0) {
+		resp = ex->healthz;
+	} else {
+		resp = ex->notfound;
+		code = MHD_HTTP_NOT_FOUND;
+	}
+	return MHD_queue_response(conn, code, resp);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	struct exporter *ex = cls;
+	char buf[512];
+	if (!ex->verbose)
+		return;
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	cli_error("exporter: debug: %s", buf);
+}
+
+static struct MHD_Response *static_response(const char *text, const char *type)
+{
+	struct MHD_Response *r =
+	        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+	if (r && MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type) != MHD_YES) {
+		MHD_destroy_response(r);
+		r = NULL;
+	}
+	return r;
+}
+
+static int exporter_init(struct exporter *ex)
+{
+	static const char text[] = "text/plain; charset=utf-8";
+	if (pthread_mutex_init(&ex->lock, NULL) != 0)
+		return -ENOMEM;
+	ex->index = static_response(index_page, "text/html; charset=utf-8");
+	ex->healthz = static_response("ok\n", text);
+	ex->notfound = static_response("404 not found: try /metrics\n", text);
+	ex->badmethod = static_response("405 method not allowed: GET or HEAD\n", text);
+	ex->toolarge = static_response("413 request bodies are not accepted\n", text);
+	if (!ex->index || !ex->healthz || !ex->notfound || !ex->badmethod || !ex->toolarge ||
+	    MHD_add_response_header(ex->badmethod, MHD_HTTP_HEADER_ALLOW, "GET, HEAD") != MHD_YES ||
+	    MHD_add_response_header(ex->toolarge, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES)
+		return -ENOMEM;
+	return 0;
+}
+
+static void exporter_done(struct exporter *ex)
+{
+	struct MHD_Response **all[] = {&ex->page,     &ex->index,     &ex->healthz,
+	                               &ex->notfound, &ex->badmethod, &ex->toolarge};
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+		if (*all[i])
+			MHD_destroy_response(*all[i]);
+		*all[i] = NULL;
+	}
+	pthread_mutex_destroy(&ex->lock);
+}
+
+/* ---- sampling ---- */
+
+struct sampler {
+	struct cli *cli;
+	struct exporter *ex;
+	const char *lease_dir;        /* --lease-dir, or NULL */
+	enum gpuctl_field fields[64]; /* what the snapshot reads */
+	size_t n_fields;
+	char hostname[256];         /* the Hostname label */
+	struct metrics_stats stats; /* the exporter's counters */
+	bool nvml_failing;          /* the previous sample failed (log once per streak) */
+	bool lease_failing;         /* the same for the lease directory */
+};
+
+static double now_s(clockid_t clock)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The lease states of snap's devices, NULL when there is no lease directory or it cannot be
+ * read (counted and logged once). */
+static struct gpuctl_lease_list *read_leases(struct sampler *s, const struct gpuctl_snapshot *snap)
+{
+	struct gpuctl_lease_dir *dir = NULL;
+	struct gpuctl_lease_list *list = NULL;
+	struct stat st;
+	const char *path = filters_lease_dir_path(s->cli, s->lease_dir);
+	int r;
+
+	if (lstat(path, &st) < 0 && errno == ENOENT)
+		return NULL; /* nothing is leased */
+	r = gpuctl_lease_dir_open(s->cli->ctx, path, &dir);
+	if (r >= 0)
+		r = gpuctl_lease_list(s->cli->ctx, dir, snap, &list);
+	gpuctl_lease_dir_free(dir);
+	if (r < 0) {
+		s->stats.lease_errors++;
+		if (!s->lease_failing) {
+			const char *msg = gpuctl_errmsg(s->cli->ctx);
+			cli_error("exporter: lease directory %s: %s (no lease metrics until it "
+			          "can be read)",
+			          path, msg && msg[0] ? msg : strerror(-r));
+		}
+		s->lease_failing = true;
+		return NULL;
+	}
+	s->lease_failing = false;
+	return list;
+}
+
+/* Takes one sample and publishes its page. snap0: a snapshot already taken (the first one),
+ * consumed. Returns 0, or -ENOMEM when no page could be made (the old one stays). */
+static int sample(struct sampler *s, struct gpuctl_snapshot *snap0)
+{
+	struct gpuctl_snapshot *snap = snap0;
+	struct gpuctl_lease_list *leases = NULL;
+	struct textbuf buf = {0};
+	double t0 = now_s(CLOCK_MONOTONIC);
+	int r = 0;
+
+	s->stats.last_time_s = now_s(CLOCK_REALTIME);
+	if (!snap)
+		r = gpuctl_snapshot_take_fields(s->cli->ctx, METRICS_SNAP_FLAGS, s->fields,
+		                                s->n_fields, &snap);
+	s->stats.samples++;
+	if (r < 0) {
+		s->stats.nvml_errors++;
+		if (!s->nvml_failing) {
+			const char *msg = gpuctl_errmsg(s->cli->ctx);
+			cli_error("exporter: NVML: %s (serving no GPU metrics until it recovers)",
+			          msg && msg[0] ? msg : strerror(-r));
+		}
+		s->nvml_failing = true;
+		snap = NULL;
+	} else {
+		if (s->nvml_failing)
+			cli_error("exporter: NVML: sampling again");
+		s->nvml_failing = false;
+		leases = read_leases(s, snap);
+	}
+	s->stats.last_ok = snap != NULL;
+	/* the duration covers the NVML and lease reads; rendering is measured by `make bench` */
+	s->stats.last_duration_s = now_s(CLOCK_MONOTONIC) - t0;
+	struct metrics_input in = {
+	        .snap = snap, .leases = leases, .hostname = s->hostname, .stats = &s->stats};
+	r = metrics_render(&in, &buf);
+	gpuctl_lease_list_free(leases);
+	gpuctl_snapshot_free(snap);
+	if (r < 0) {
+		textbuf_free(&buf);
+		return r;
+	}
+	struct MHD_Response *page =
+	        MHD_create_response_from_buffer(buf.len, buf.data, MHD_RESPMEM_MUST_FREE);
+	if (!page) {
+		textbuf_free(&buf);
+		return -ENOMEM;
+	}
+	if (MHD_add_response_header(page, MHD_HTTP_HEADER_CONTENT_TYPE,
+	                            "text/plain; version=0.0.4; charset=utf-8") != MHD_YES) {
+		MHD_destroy_response(page);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&s->ex->lock);
+	struct MHD_Response *old = s->ex->page;
+	s->ex->page = page;
+	/* connections still sending the old page hold their own reference */
+	if (old)
+		MHD_destroy_response(old);
+	pthread_mutex_unlock(&s->ex->lock);
+	return 0;
+}
+
+/* Samples every interval until SIGINT or SIGTERM (blocked in every thread, taken here). */
+static void sample_loop(struct sampler *s, double interval, const sigset_t *stop)
+{
+	double next = now_s(CLOCK_MONOTONIC) + interval;
+	for (;;) {
+		double wait = next - now_s(CLOCK_MONOTONIC);
+		if (wait <= 0) {
+			if (sample(s, NULL) < 0)
+				cli_error("exporter: out of memory rendering the metrics (serving "
+				          "the "
+				          "previous page)");
+			next += interval;
+			/* a sample that overran its interval does not make the next ones pile up */
+			if (next < now_s(CLOCK_MONOTONIC))
+				next = now_s(CLOCK_MONOTONIC) + interval;
+			continue;
+		}
+		struct timespec ts = {.tv_sec = (time_t)wait,
+		                      .tv_nsec = (long)((wait - floor(wait)) * 1e9)};
+		int sig = sigtimedwait(stop, NULL, &ts);
+		if (sig == SIGINT || sig == SIGTERM)
+			return;
+	}
+}
+
+/* ---- the command ---- */
+
+static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
+{
+	const char *listen_text = LISTEN_DEFAULT, *lease_dir = NULL, *why = NULL;
+	double interval = EXPORTER_DEFAULT_INTERVAL;
+	struct listen_spec spec;
+	struct exporter ex = {0};
+	struct sampler s = {.cli = cli, .ex = &ex};
+	struct gpuctl_snapshot *snap = NULL;
+	struct MHD_Daemon *daemon = NULL;
+	unsigned timeout;
+	sigset_t stop, old;
+	int opt, status, fd;
+
+	while ((opt = getopt_long(argc, argv, "+:h", exporter_options, NULL)) != -1) {
+		switch (opt) {
+		case OPT_LISTEN:
+			listen_text = optarg;
+			break;
+		case OPT_INTERVAL:
+			if (parse_interval(optarg, &interval) < 0)
+				return cmd_usage_error(
+				        &cmd_exporter_entry,
+				        "--interval: '%s' is not a number of seconds "
+				        "from 0.1 to 86400",
+				        optarg);
+			break;
+		case OPT_LEASE_DIR:
+			if (!optarg[0])
+				return cmd_usage_error(&cmd_exporter_entry,
+				                       "--lease-dir: empty path");
+			lease_dir = optarg;
+			break;
+		case 'h':
+			cmd_usage(&cmd_exporter_entry, stdout);
+			return CLI_EXIT_OK;
+		default:
+			return cmd_bad_option(&cmd_exporter_entry, opt, argv);
+		}
+	}
+	if (optind < argc)
+		return cmd_usage_error(&cmd_exporter_entry, "unexpected argument '%s'",
+		                       argv[optind]);
+	if (listen_parse(listen_text, &spec, &why) < 0)
+		return cmd_usage_error(&cmd_exporter_entry, "--listen: '%s': %s", listen_text, why);
+	if (connection_timeout(&timeout) < 0)
+		return cmd_usage_error(&cmd_exporter_entry,
+		                       "GPUCTL_EXPORTER_TIMEOUT: '%s' is not a number of seconds "
+		                       "from 1 to %d",
+		                       getenv("GPUCTL_EXPORTER_TIMEOUT"), EXPORTER_MAX_TIMEOUT);
+	status = filters_config(cli, &cmd_exporter_entry);
+	if (status)
+		return status;
+
+	fd = bind_listen(&spec);
+	if (fd < 0) {
+		cli_error("exporter: cannot listen on '%s': %s", listen_text,
+		          fd == -EHOSTUNREACH ? "the host name does not resolve" : strerror(-fd));
+		return CLI_EXIT_FAILURE;
+	}
+	s.lease_dir = lease_dir;
+	s.n_fields = metrics_fields(s.fields, sizeof(s.fields) / sizeof(s.fields[0]));
+	if (gethostname(s.hostname, sizeof(s.hostname)) < 0)
+		s.hostname[0] = '\0';
+	s.hostname[sizeof(s.hostname) - 1] = '\0';
+	ex.verbose = cli->verbose;
+
+	/* The first sample before serving: no driver is exit 4 now, not an empty page later. */
+	status = cli_snapshot_fields(cli, METRICS_SNAP_FLAGS, s.fields, s.n_fields, &snap);
+	if (status) {
+		close(fd);
+		return status;
+	}
+	if (exporter_init(&ex) < 0 || sample(&s, snap) < 0) {
+		cli_error("exporter: out of memory");
+		close(fd);
+		exporter_done(&ex);
+		return CLI_EXIT_FAILURE;
+	}
+
+	/* Blocked before MHD starts its thread, which inherits the mask: only sigtimedwait()
+	 * below takes them. */
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &stop, &old);
+	signal(SIGPIPE, SIG_IGN);
+
+	daemon = MHD_start_daemon(
+	        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+	        handle, &ex, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
+	        (unsigned)EXPORTER_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, timeout,
+	        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)EXPORTER_CONN_MEMORY,
+	        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, &ex, MHD_OPTION_END);
+	if (!daemon) {
+		cli_error("exporter: cannot start the HTTP server on '%s'", listen_text);
+		close(fd);
+		exporter_done(&ex);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		return CLI_EXIT_FAILURE;
+	}
+	if (cli->verbose)
+		cli_error("exporter: serving http://%s/metrics, sampling every %gs", listen_text,
+		          interval);
+
+	sample_loop(&s, interval, &stop);
+
+	/* MHD_stop_daemon closes the listening socket it was given. */
+	MHD_stop_daemon(daemon);
+	exporter_done(&ex);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return CLI_EXIT_OK;
+}
+
+const struct cmd_entry cmd_exporter_entry = {
+        .name = "exporter",
+        .usage = "[--listen ADDR:PORT] [--interval SECONDS] [--lease-dir DIR]",
+        .summary = "serve GPU metrics to Prometheus (dcgm-exporter names, plus leases)",
+        .options = "  --listen ADDR:PORT   where to serve: :PORT (every address), IPV4:PORT,\n"
+                   "                       [IPV6]:PORT or HOST:PORT (default " LISTEN_DEFAULT ")\n"
+                   "  --interval SECONDS   sample every SECONDS, 0.1 to 86400 (default 5);\n"
+                   "                       scrapes serve the latest sample\n"
+                   "  --lease-dir DIR      the lease directory (default $GPUCTL_LEASE_DIR,\n"
+                   "                       else /run/gpuctl); a missing one: no lease metrics\n"
+                   "  -h, --help           print this help\n"
+                   "\n"
+                   "Paths: /metrics (Prometheus text format 0.0.4; docs/metrics.md), / (a\n"
+                   "page linking to it), /healthz (\"ok\"). SIGINT or SIGTERM stop it (exit 0).\n"
+                   "GPUCTL_EXPORTER_TIMEOUT sets the idle timeout of a connection in seconds\n"
+                   "(default 10).\n",
+        .exec = cmd_exporter_exec,
+};

@@ -1,0 +1,616 @@
+// SPDX-License-Identifier: MIT
+/*
+ * metrics.c: the exporter's metric table and its Prometheus text renderer (metrics.h).
+ *
+ * Decisions:
+ * - dcgm-exporter's names, types, units and labels (gpu, UUID, pci_bus_id, device, modelName,
+ *   Hostname) for the DCGM_FI_* metrics, so dashboards built for it work; `device` is
+ *   "nvidia" + the NVML index, as dcgm-exporter writes it. A value gpuctl cannot read is
+ *   omitted, never written as 0; a family with no value at all is omitted with its HELP/TYPE.
+ * - gpuctl's own metrics follow Prometheus' conventions (gpuctl_ prefix, base units, _total on
+ *   counters, snake_case) and carry only `gpu` and `UUID` (to join with the DCGM series); the
+ *   other identity labels sit once on gpuctl_gpu_info.
+ * - A lost GPU keeps gpuctl_gpu_info and gpuctl_gpu_lost 1; its other series disappear.
+ * - Every family is written in one block (the format requires it), in a fixed order, so two
+ *   renderings of the same machine are byte-identical.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+
+/* ---- the table ---- */
+
+#define NOT_READ METRIC_NOT_READ
+#define ONE      METRIC_SCALE_ONE
+#define MIB      METRIC_SCALE_MIB
+#define MILLI    METRIC_SCALE_MILLI
+
+/* Names, types and units: dcgm-exporter's etc/default-counters.csv (see
+ * /work/shared/reference/health-monitoring.md section 5.1 and docs/metrics.md). */
+const struct dcgm_metric metrics_dcgm[] = {
+        {"DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", GPUCTL_F_CLOCK_SM, ONE},
+        {"DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", GPUCTL_F_CLOCK_MEM,
+         ONE},
+        {"DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).", NOT_READ, ONE},
+        {"DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", GPUCTL_F_TEMP, ONE},
+        {"DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", GPUCTL_F_POWER_DRAW, MILLI},
+        {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
+         "Total energy consumption since boot (in mJ).", NOT_READ, ONE},
+        {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.",
+         GPUCTL_F_PCIE_REPLAY, ONE},
+        {"DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", GPUCTL_F_UTIL_GPU, ONE},
+        {"DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", GPUCTL_F_UTIL_MEMORY,
+         ONE},
+        {"DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).", NOT_READ, ONE},
+        {"DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).", NOT_READ, ONE},
+        {"DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", NOT_READ,
+         ONE},
+        {"DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", GPUCTL_F_MEMORY_FREE,
+         MIB},
+        {"DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", GPUCTL_F_MEMORY_USED,
+         MIB},
+        {"DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB).", NOT_READ,
+         MIB},
+        {"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter",
+         "Total number of NVLink bandwidth counters for all lanes.", NOT_READ, ONE},
+        {"DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vGPU license status.", NOT_READ, ONE},
+        {"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter",
+         "Number of remapped rows for uncorrectable errors.", GPUCTL_F_REMAP_UNCORRECTABLE, ONE},
+        {"DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter",
+         "Number of remapped rows for correctable errors.", GPUCTL_F_REMAP_CORRECTABLE, ONE},
+        {"DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed.",
+         GPUCTL_F_REMAP_FAILURE, ONE},
+        /* DCGM's profiling module only: NVML has no source for these. */
+        {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active.",
+         NOT_READ, ONE},
+        {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge",
+         "Ratio of cycles the tensor (HMMA) pipe is active.", NOT_READ, ONE},
+        {"DCGM_FI_PROF_DRAM_ACTIVE", "gauge",
+         "Ratio of cycles the device memory interface is active sending or receiving data.",
+         NOT_READ, ONE},
+        {"DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", "The rate of data transmitted over the PCIe bus.",
+         NOT_READ, ONE},
+        {"DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "The rate of data received over the PCIe bus.",
+         NOT_READ, ONE},
+};
+const size_t metrics_dcgm_count = sizeof(metrics_dcgm) / sizeof(metrics_dcgm[0]);
+
+size_t metrics_fields(enum gpuctl_field *fields, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < metrics_dcgm_count; i++) {
+		if (metrics_dcgm[i].field == METRIC_NOT_READ)
+			continue;
+		if (n < max)
+			fields[n] = (enum gpuctl_field)metrics_dcgm[i].field;
+		n++;
+	}
+	/* MIG mode: which processes and memory belong to MIG devices */
+	if (n < max)
+		fields[n] = GPUCTL_F_MIG_MODE;
+	n++;
+	return n;
+}
+
+/* ---- the text buffer ---- */
+
+void textbuf_free(struct textbuf *b)
+{
+	free(b->data);
+	*b = (struct textbuf){0};
+}
+
+static bool reserve(struct textbuf *b, size_t extra)
+{
+	if (b->failed)
+		return false;
+	if (b->len + extra + 1 <= b->cap)
+		return true;
+	size_t cap = b->cap ? b->cap : 4096;
+	while (cap < b->len + extra + 1) {
+		if (cap > SIZE_MAX / 2) {
+			b->failed = true;
+			return false;
+		}
+		cap *= 2;
+	}
+	char *p = realloc(b->data, cap);
+	if (!p) {
+		b->failed = true;
+		return false;
+	}
+	b->data = p;
+	b->cap = cap;
+	return true;
+}
+
+void textbuf_put(struct textbuf *b, const char *s, size_t n)
+{
+	if (!reserve(b, n))
+		return;
+	memcpy(b->data + b->len, s, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+}
+
+void textbuf_puts(struct textbuf *b, const char *s)
+{
+	textbuf_put(b, s, strlen(s));
+}
+
+void textbuf_printf(struct textbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	char small[256];
+
+	va_start(ap, fmt);
+	int n = vsnprintf(small, sizeof(small), fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		b->failed = true;
+		return;
+	}
+	if ((size_t)n < sizeof(small)) {
+		textbuf_put(b, small, (size_t)n);
+		return;
+	}
+	if (!reserve(b, (size_t)n))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+/* Length of the valid UTF-8 sequence at s (1-4), or 0 if none starts there. Refuses overlong
+ * forms, surrogates and code points above U+10FFFF, as Go's utf8.Valid (Prometheus) does. */
+static size_t utf8_len(const unsigned char *s)
+{
+	unsigned char c = s[0];
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		return (s[1] & 0xc0) == 0x80 ? 2 : 0;
+	if (c >= 0xe0 && c <= 0xef) {
+		unsigned char lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+		return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 ? 3 : 0;
+	}
+	if (c >= 0xf0 && c <= 0xf4) {
+		unsigned char lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+		return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 && (s[3] & 0xc0) == 0x80
+		               ? 4
+		               : 0;
+	}
+	return 0;
+}
+
+static void escape(struct textbuf *b, const char *s, bool quote)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	while (p && *p) {
+		size_t n = utf8_len(p);
+		if (*p == '\\')
+			textbuf_put(b, "\\\\", 2);
+		else if (*p == '\n')
+			textbuf_put(b, "\\n", 2);
+		else if (*p == '"' && quote)
+			textbuf_put(b, "\\\"", 2);
+		else if (n == 0 || *p < 0x20 || *p == 0x7f)
+			textbuf_put(b, "?", 1);
+		else
+			textbuf_put(b, (const char *)p, n);
+		p += n ? n : 1;
+	}
+}
+
+void textbuf_label_value(struct textbuf *b, const char *s)
+{
+	escape(b, s, true);
+}
+
+void textbuf_help(struct textbuf *b, const char *s)
+{
+	escape(b, s, false);
+}
+
+/* ---- rendering ---- */
+
+static void family(struct textbuf *b, const char *name, const char *type, const char *help)
+{
+	textbuf_printf(b, "# HELP %s ", name);
+	textbuf_help(b, help);
+	textbuf_printf(b, "\n# TYPE %s %s\n", name, type);
+}
+
+/* One label pair, name="value", with a leading comma unless first. */
+static void label(struct textbuf *b, bool first, const char *name, const char *value)
+{
+	textbuf_printf(b, "%s%s=\"", first ? "" : ",", name);
+	textbuf_label_value(b, value);
+	textbuf_put(b, "\"", 1);
+}
+
+static void value_int(struct textbuf *b, int64_t v)
+{
+	textbuf_printf(b, "} %" PRId64 "\n", v);
+}
+
+static void value_scaled(struct textbuf *b, int64_t v, enum metric_scale scale)
+{
+	switch (scale) {
+	case METRIC_SCALE_ONE:
+		value_int(b, v);
+		break;
+	case METRIC_SCALE_MIB:
+		value_int(b, v / (1024 * 1024));
+		break;
+	case METRIC_SCALE_MILLI: {
+		uint64_t a = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+		textbuf_printf(b, "} %s%" PRIu64 ".%03u\n", v < 0 ? "-" : "", a / 1000,
+		               (unsigned)(a % 1000));
+		break;
+	}
+	}
+}
+
+/* The per-GPU pieces every series needs, computed once per rendering. */
+struct gpu_labels {
+	char index[24];   /* "3" */
+	const char *uuid; /* "" when unknown */
+};
+
+/* dcgm-exporter's identity labels of GPU i, without braces. */
+static void dcgm_labels(struct textbuf *b, const struct metrics_input *in,
+                        const struct gpu_labels *gl, const struct gpuctl_gpu *g)
+{
+	char device[32];
+	snprintf(device, sizeof(device), "nvidia%s", gl->index);
+	label(b, true, "gpu", gl->index);
+	label(b, false, "UUID", gl->uuid);
+	label(b, false, "pci_bus_id", gpuctl_gpu_str(g, GPUCTL_F_PCI_BUS_ID));
+	label(b, false, "device", device);
+	label(b, false, "modelName", gpuctl_gpu_str(g, GPUCTL_F_NAME));
+	label(b, false, "Hostname", in->hostname);
+}
+
+static void gpuctl_labels(struct textbuf *b, const struct gpu_labels *gl)
+{
+	label(b, true, "gpu", gl->index);
+	label(b, false, "UUID", gl->uuid);
+}
+
+static void render_dcgm(struct textbuf *b, const struct metrics_input *in,
+                        const struct gpu_labels *gl, size_t ngpu)
+{
+	for (size_t m = 0; m < metrics_dcgm_count; m++) {
+		const struct dcgm_metric *dm = &metrics_dcgm[m];
+		bool started = false;
+		if (dm->field == METRIC_NOT_READ)
+			continue;
+		for (size_t i = 0; i < ngpu; i++) {
+			const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(in->snap, i);
+			int64_t v;
+			if (!g || gpuctl_gpu_lost(g) ||
+			    gpuctl_gpu_int(g, (enum gpuctl_field)dm->field, &v) < 0)
+				continue;
+			if (!started)
+				family(b, dm->name, dm->type, dm->help);
+			started = true;
+			textbuf_printf(b, "%s{", dm->name);
+			dcgm_labels(b, in, &gl[i], g);
+			value_scaled(b, v, dm->scale);
+		}
+	}
+}
+
+static void render_gpus(struct textbuf *b, const struct metrics_input *in,
+                        const struct gpu_labels *gl, size_t ngpu)
+{
+	if (ngpu == 0)
+		return;
+	family(b, "gpuctl_gpu_info", "gauge",
+	       "Identity of each GPU (value 1): index, UUID, PCI bus id, model.");
+	for (size_t i = 0; i < ngpu; i++) {
+		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(in->snap, i);
+		textbuf_puts(b, "gpuctl_gpu_info{");
+		gpuctl_labels(b, &gl[i]);
+		label(b, false, "pci_bus_id", gpuctl_gpu_str(g, GPUCTL_F_PCI_BUS_ID));
+		label(b, false, "model", gpuctl_gpu_str(g, GPUCTL_F_NAME));
+		value_int(b, 1);
+	}
+	family(b, "gpuctl_gpu_lost", "gauge",
+	       "1 when NVML reports the GPU lost (fallen off the bus); its other series are gone.");
+	for (size_t i = 0; i < ngpu; i++) {
+		textbuf_puts(b, "gpuctl_gpu_lost{");
+		gpuctl_labels(b, &gl[i]);
+		value_int(b, gpuctl_gpu_lost(gpuctl_snapshot_gpu(in->snap, i)) ? 1 : 0);
+	}
+}
+
+/* Whether process k of g repeats an earlier one (same pid on the same device). */
+static bool proc_seen(const struct gpuctl_gpu *g, size_t k)
+{
+	const struct gpuctl_proc *p = gpuctl_gpu_proc(g, k);
+	uint32_t gi = UINT32_MAX, ci = UINT32_MAX;
+	(void)gpuctl_proc_mig(p, &gi, &ci);
+	for (size_t j = 0; j < k; j++) {
+		const struct gpuctl_proc *q = gpuctl_gpu_proc(g, j);
+		uint32_t gj = UINT32_MAX, cj = UINT32_MAX;
+		(void)gpuctl_proc_mig(q, &gj, &cj);
+		if (gpuctl_proc_pid(q) == gpuctl_proc_pid(p) && gi == gj && ci == cj)
+			return true;
+	}
+	return false;
+}
+
+static void render_procs(struct textbuf *b, const struct metrics_input *in,
+                         const struct gpu_labels *gl, size_t ngpu)
+{
+	bool any = false;
+	bool started = false;
+
+	for (size_t i = 0; i < ngpu; i++) {
+		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(in->snap, i);
+		if (gpuctl_gpu_lost(g))
+			continue;
+		if (!started)
+			family(b, "gpuctl_gpu_processes", "gauge",
+			       "Compute processes running on the GPU (MIG devices included).");
+		started = true;
+		textbuf_puts(b, "gpuctl_gpu_processes{");
+		gpuctl_labels(b, &gl[i]);
+		value_int(b, (int64_t)gpuctl_gpu_proc_count(g));
+		any |= gpuctl_gpu_proc_count(g) > 0;
+	}
+	if (!any)
+		return;
+	started = false;
+	for (size_t i = 0; i < ngpu; i++) {
+		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(in->snap, i);
+		if (gpuctl_gpu_lost(g))
+			continue;
+		for (size_t k = 0; k < gpuctl_gpu_proc_count(g); k++) {
+			const struct gpuctl_proc *p = gpuctl_gpu_proc(g, k);
+			int64_t mem;
+			uint32_t gi, ci;
+			char pid[16], sgi[16] = "", sci[16] = "";
+			if (gpuctl_proc_used_memory(p, &mem) < 0 || proc_seen(g, k))
+				continue;
+			if (gpuctl_proc_mig(p, &gi, &ci) >= 0) {
+				snprintf(sgi, sizeof(sgi), "%" PRIu32, gi);
+				snprintf(sci, sizeof(sci), "%" PRIu32, ci);
+			}
+			snprintf(pid, sizeof(pid), "%" PRIu32, gpuctl_proc_pid(p));
+			if (!started)
+				family(b, "gpuctl_process_memory_used_bytes", "gauge",
+				       "GPU memory used by a compute process (bytes); gpu_instance "
+				       "and compute_instance name its MIG device, if any.");
+			started = true;
+			textbuf_puts(b, "gpuctl_process_memory_used_bytes{");
+			gpuctl_labels(b, &gl[i]);
+			label(b, false, "pid", pid);
+			label(b, false, "user", gpuctl_proc_user(p));
+			label(b, false, "command", gpuctl_proc_command(p));
+			label(b, false, "gpu_instance", sgi);
+			label(b, false, "compute_instance", sci);
+			value_int(b, mem);
+		}
+	}
+}
+
+static void mig_labels(struct textbuf *b, const struct gpu_labels *gl, size_t k)
+{
+	char mig[24];
+	snprintf(mig, sizeof(mig), "%zu", k);
+	gpuctl_labels(b, gl);
+	label(b, false, "mig", mig);
+}
+
+static void render_mig(struct textbuf *b, const struct metrics_input *in,
+                       const struct gpu_labels *gl, size_t ngpu)
+{
+	static const struct {
+		const char *name, *help;
+		enum gpuctl_mig_field f;
+	} mem[] = {
+	        {"gpuctl_mig_memory_total_bytes", "Memory of the MIG device (bytes).",
+	         GPUCTL_MIG_MEMORY_TOTAL},
+	        {"gpuctl_mig_memory_used_bytes", "Memory used on the MIG device (bytes).",
+	         GPUCTL_MIG_MEMORY_USED},
+	};
+	size_t total = 0;
+	for (size_t i = 0; i < ngpu; i++)
+		total += gpuctl_gpu_mig_count(gpuctl_snapshot_gpu(in->snap, i));
+	if (total == 0)
+		return;
+	family(b, "gpuctl_mig_device_info", "gauge",
+	       "Each MIG device (value 1): its index on the GPU (mig), UUID, profile, GPU and "
+	       "compute instance ids.");
+	for (size_t i = 0; i < ngpu; i++) {
+		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(in->snap, i);
+		for (size_t k = 0; k < gpuctl_gpu_mig_count(g); k++) {
+			const struct gpuctl_mig *m = gpuctl_gpu_mig(g, k);
+			int64_t gi = -1, ci = -1;
+			char sgi[24] = "", sci[24] = "";
+			if (gpuctl_mig_int(m, GPUCTL_MIG_GI, &gi) >= 0)
+				snprintf(sgi, sizeof(sgi), "%" PRId64, gi);
+			if (gpuctl_mig_int(m, GPUCTL_MIG_CI, &ci) >= 0)
+				snprintf(sci, sizeof(sci), "%" PRId64, ci);
+			textbuf_puts(b, "gpuctl_mig_device_info{");
+			mig_labels(b, &gl[i], k);
+			label(b, false, "mig_uuid", gpuctl_mig_uuid(m));
+			label(b, false, "profile", gpuctl_mig_profile(m));
+			label(b, false, "gpu_instance", sgi);
+			label(b, false, "compute_instance", sci);
+			value_int(b, 1);
+		}
+	}
+	for (size_t f = 0; f < sizeof(mem) / sizeof(mem[0]); f++) {
+		bool started = false;
+		for (size_t i = 0; i < ngpu; i++) {
+			const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(in->snap, i);
+			for (size_t k = 0; k < gpuctl_gpu_mig_count(g); k++) {
+				int64_t v;
+				if (gpuctl_mig_int(gpuctl_gpu_mig(g, k), mem[f].f, &v) < 0)
+					continue;
+				if (!started)
+					family(b, mem[f].name, "gauge", mem[f].help);
+				started = true;
+				textbuf_printf(b, "%s{", mem[f].name);
+				mig_labels(b, &gl[i], k);
+				value_int(b, v);
+			}
+		}
+	}
+}
+
+static const char *const lease_states[] = {
+        [GPUCTL_LEASE_FREE] = "free",         [GPUCTL_LEASE_HELD] = "held",
+        [GPUCTL_LEASE_UNUSABLE] = "unusable", [GPUCTL_LEASE_UNINITIALISED] = "uninitialised",
+        [GPUCTL_LEASE_SHARED] = "shared",
+};
+#define N_LEASE_STATES (sizeof(lease_states) / sizeof(lease_states[0]))
+
+/* gpu, UUID and mig ("" for the whole GPU) of a lease entry (gpu checked by the caller). */
+static void lease_labels(struct textbuf *b, const struct gpu_labels *gl, size_t gpu, int mig)
+{
+	char smig[24] = "";
+	if (mig >= 0)
+		snprintf(smig, sizeof(smig), "%d", mig);
+	gpuctl_labels(b, &gl[gpu]);
+	label(b, false, "mig", smig);
+}
+
+static void render_leases(struct textbuf *b, const struct metrics_input *in,
+                          const struct gpu_labels *gl, size_t ngpu)
+{
+	size_t n = gpuctl_lease_list_count(in->leases);
+	bool holders = false;
+
+	if (n == 0)
+		return;
+	family(b, "gpuctl_lease_state", "gauge",
+	       "Lease state of each device (docs/leases.md): 1 for its current state, 0 for the "
+	       "others; mig is empty for a whole GPU.");
+	for (size_t i = 0; i < n; i++) {
+		size_t gpu;
+		int mig;
+		enum gpuctl_lease_state st;
+		const struct gpuctl_lease_owner *owner;
+		const char *reason;
+		if (gpuctl_lease_list_get(in->leases, i, &gpu, &mig, &st, &owner, &reason) < 0)
+			continue;
+		if (gpu >= ngpu)
+			continue;
+		holders |= st == GPUCTL_LEASE_HELD || st == GPUCTL_LEASE_SHARED;
+		for (size_t s = 0; s < N_LEASE_STATES; s++) {
+			textbuf_puts(b, "gpuctl_lease_state{");
+			lease_labels(b, gl, gpu, mig);
+			label(b, false, "state", lease_states[s]);
+			value_int(b, (size_t)st == s ? 1 : 0);
+		}
+	}
+	if (!holders)
+		return;
+	family(b, "gpuctl_lease_holder_info", "gauge",
+	       "Each holder of a lease (value 1): user, holder pid and --label; a device held "
+	       "with an untrusted owner record has none.");
+	for (size_t i = 0; i < n; i++) {
+		size_t gpu, nsh = 0;
+		int mig;
+		enum gpuctl_lease_state st;
+		const struct gpuctl_lease_owner *owner;
+		const struct gpuctl_lease_owner *const *sh = NULL;
+		const char *reason;
+		if (gpuctl_lease_list_get(in->leases, i, &gpu, &mig, &st, &owner, &reason) < 0 ||
+		    gpu >= ngpu)
+			continue;
+		if (st == GPUCTL_LEASE_SHARED &&
+		    gpuctl_lease_list_shares(in->leases, i, NULL, &sh, &nsh) < 0)
+			nsh = 0;
+		for (size_t k = 0; k < (nsh ? nsh : 1); k++) {
+			const struct gpuctl_lease_owner *w = nsh ? sh[k] : owner;
+			char pid[16], uid[16];
+			if (!w || (st != GPUCTL_LEASE_HELD && st != GPUCTL_LEASE_SHARED))
+				continue;
+			snprintf(pid, sizeof(pid), "%" PRIu32, w->pid);
+			snprintf(uid, sizeof(uid), "%" PRIu32, w->uid);
+			textbuf_puts(b, "gpuctl_lease_holder_info{");
+			lease_labels(b, gl, gpu, mig);
+			label(b, false, "user", w->user ? w->user : uid);
+			label(b, false, "pid", pid);
+			label(b, false, "label", w->label);
+			label(b, false, "shared", st == GPUCTL_LEASE_SHARED ? "1" : "0");
+			value_int(b, 1);
+		}
+	}
+}
+
+static void render_exporter(struct textbuf *b, const struct metrics_input *in)
+{
+	const struct metrics_stats *s = in->stats;
+
+	family(b, "gpuctl_exporter_build_info", "gauge", "gpuctl's version (value 1).");
+	textbuf_puts(b, "gpuctl_exporter_build_info{");
+	label(b, true, "version", GPUCTL_VERSION_STRING);
+	value_int(b, 1);
+	if (in->snap && gpuctl_snapshot_driver_version(in->snap)) {
+		family(b, "gpuctl_driver_info", "gauge",
+		       "The NVIDIA driver and NVML versions (value 1).");
+		textbuf_puts(b, "gpuctl_driver_info{");
+		label(b, true, "driver_version", gpuctl_snapshot_driver_version(in->snap));
+		label(b, false, "nvml_version", gpuctl_snapshot_nvml_version(in->snap));
+		value_int(b, 1);
+	}
+	family(b, "gpuctl_exporter_samples_total", "counter",
+	       "Samples the exporter took (one per --interval), failed ones included.");
+	textbuf_printf(b, "gpuctl_exporter_samples_total %" PRIu64 "\n", s->samples);
+	family(b, "gpuctl_exporter_nvml_errors_total", "counter",
+	       "Samples that failed because NVML did (no GPU metrics were served then).");
+	textbuf_printf(b, "gpuctl_exporter_nvml_errors_total %" PRIu64 "\n", s->nvml_errors);
+	family(b, "gpuctl_exporter_lease_errors_total", "counter",
+	       "Samples whose lease directory could not be read (no lease metrics then).");
+	textbuf_printf(b, "gpuctl_exporter_lease_errors_total %" PRIu64 "\n", s->lease_errors);
+	family(b, "gpuctl_exporter_last_sample_success", "gauge",
+	       "1 when the latest sample read NVML successfully, else 0.");
+	textbuf_printf(b, "gpuctl_exporter_last_sample_success %d\n", s->last_ok ? 1 : 0);
+	family(b, "gpuctl_exporter_sample_duration_seconds", "gauge",
+	       "How long the latest sample took to read NVML and the lease states (seconds).");
+	textbuf_printf(b, "gpuctl_exporter_sample_duration_seconds %.6f\n", s->last_duration_s);
+	family(b, "gpuctl_exporter_last_sample_timestamp_seconds", "gauge",
+	       "When the latest sample was taken (seconds since the epoch).");
+	textbuf_printf(b, "gpuctl_exporter_last_sample_timestamp_seconds %.3f\n", s->last_time_s);
+}
+
+int metrics_render(const struct metrics_input *in, struct textbuf *out)
+{
+	size_t ngpu = in->snap ? gpuctl_snapshot_gpu_count(in->snap) : 0;
+	struct gpu_labels *gl = calloc(ngpu ? ngpu : 1, sizeof(*gl));
+
+	if (!gl) {
+		out->failed = true;
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < ngpu; i++) {
+		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(in->snap, i);
+		const char *uuid = gpuctl_gpu_str(g, GPUCTL_F_UUID);
+		snprintf(gl[i].index, sizeof(gl[i].index), "%zu", gpuctl_gpu_index(g));
+		gl[i].uuid = uuid ? uuid : "";
+	}
+	if (ngpu) {
+		render_dcgm(out, in, gl, ngpu);
+		render_gpus(out, in, gl, ngpu);
+		render_procs(out, in, gl, ngpu);
+		render_mig(out, in, gl, ngpu);
+		if (in->leases)
+			render_leases(out, in, gl, ngpu);
+	}
+	render_exporter(out, in);
+	free(gl);
+	return out->failed ? -ENOMEM : 0;
+}

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * metrics.h: the metrics of `gpuctl exporter` and their rendering in the Prometheus text
+ * exposition format 0.0.4 (docs/metrics.md lists every metric).
+ *
+ * Decisions:
+ * - One table (metrics_dcgm[] in metrics.c) maps each dcgm-exporter default metric to the
+ *   gpuctl field it comes from, its type and its scale. A metric gpuctl does not read yet has
+ *   METRIC_NOT_READ and is simply omitted; when the field appears it is one line in the table.
+ * - Rendering is pure (no NVML, no I/O): it reads a snapshot, an optional lease list and the
+ *   exporter's own counters and writes text into a growable buffer, so it runs once per sample
+ *   and scrapes only copy the result.
+ */
+#ifndef GPUCTL_CLI_METRICS_H
+#define GPUCTL_CLI_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpuctl/gpuctl.h"
+
+/* A growable text buffer. An allocation failure sets failed and makes later writes no-ops, so
+ * a renderer checks once at the end. */
+struct textbuf {
+	char *data;  /* NUL-terminated text, NULL until the first write */
+	size_t len;  /* bytes of text, without the NUL */
+	size_t cap;  /* bytes allocated */
+	bool failed; /* an allocation failed: the text is incomplete */
+};
+
+void textbuf_free(struct textbuf *b);
+void textbuf_put(struct textbuf *b, const char *s, size_t n);
+void textbuf_puts(struct textbuf *b, const char *s);
+void textbuf_printf(struct textbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends s as a label value: backslash, double quote and newline escaped as the format says;
+ * other control characters and bytes that are not valid UTF-8 become '?' (Prometheus refuses
+ * invalid UTF-8). NULL appends nothing (an empty value). */
+void textbuf_label_value(struct textbuf *b, const char *s);
+/* Appends s as HELP text: backslash and newline escaped. */
+void textbuf_help(struct textbuf *b, const char *s);
+
+/* The field a metric has no source for yet. */
+#define METRIC_NOT_READ (-1)
+
+enum metric_scale {
+	METRIC_SCALE_ONE,   /* the field's value as it is */
+	METRIC_SCALE_MIB,   /* bytes shown in MiB (rounded down, as nvidia-smi) */
+	METRIC_SCALE_MILLI, /* thousandths shown in units (mW as W), three decimals */
+};
+
+struct dcgm_metric {
+	const char *name;        /* dcgm-exporter's name, e.g. "DCGM_FI_DEV_GPU_UTIL" */
+	const char *type;        /* "gauge" or "counter", as dcgm-exporter declares it */
+	const char *help;        /* HELP text, in our words */
+	int field;               /* enum gpuctl_field, or METRIC_NOT_READ */
+	enum metric_scale scale; /* from the field's unit to the metric's */
+};
+
+/* The dcgm-exporter metrics gpuctl knows, in dcgm-exporter's default-counters order. */
+extern const struct dcgm_metric metrics_dcgm[];
+extern const size_t metrics_dcgm_count;
+
+/* The per-GPU fields the exporter reads (those of metrics_dcgm that are read, plus what the
+ * gpuctl_* metrics need). Writes up to max; returns how many there are. */
+size_t metrics_fields(enum gpuctl_field *fields, size_t max);
+/* The snapshot flags the exporter needs. */
+#define METRICS_SNAP_FLAGS (GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG)
+
+/* The exporter's own counters, rendered as gpuctl_exporter_* metrics. */
+struct metrics_stats {
+	uint64_t samples;       /* samples taken, failed ones included */
+	uint64_t nvml_errors;   /* samples that failed because NVML did */
+	uint64_t lease_errors;  /* samples whose lease directory could not be read */
+	bool last_ok;           /* the latest sample succeeded */
+	double last_duration_s; /* how long the latest sample took (snapshot + leases + render) */
+	double last_time_s;     /* when it was taken, seconds since the epoch */
+};
+
+struct metrics_input {
+	const struct gpuctl_snapshot *snap;     /* NULL when the sample failed */
+	const struct gpuctl_lease_list *leases; /* NULL when there is no lease directory */
+	const char *hostname;                   /* the Hostname label */
+	const struct metrics_stats *stats;      /* never NULL */
+};
+
+/* Renders every metric of in into out (appended). 0, or -ENOMEM (out->failed). */
+int metrics_render(const struct metrics_input *in, struct textbuf *out);
+
+#endif /* GPUCTL_CLI_METRICS_H */

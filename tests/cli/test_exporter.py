@@ -1,0 +1,708 @@
+"""gpuctl exporter: /metrics in the Prometheus text format over simulated machines, checked by
+promtool and scraped by a real Prometheus server; HTTP edge cases; options.
+
+Expected metric names, labels and units come from dcgm-exporter's defaults as
+/work/shared/reference/health-monitoring.md section 5.1 records them (copied below as
+DCGM_DEFAULTS), and values from the scenario files (cli_facts.Machine), never from gpuctl.
+
+Every exporter runs on a loopback port found free just before (bind to port 0, close) and is
+retried on "address in use"; every process a test starts is stopped in tearDown/finally, killed
+if it does not stop. Waits are bounded (deadlines below).
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+from cli_facts import Machine, MIB
+from gpuctl_test import (EMPTY_CONFIG, EXIT_FAILURE, EXIT_NODRIVER, EXIT_OK, EXIT_USAGE, GPUCTL,
+                         LEASE_DIR, NVSIM, SIMLIB, GpuctlTestCase, gpuctl, run, scenario_names)
+
+PROMTOOL = shutil.which("promtool")
+PROMETHEUS = shutil.which("prometheus")
+
+# dcgm-exporter's default metrics (health-monitoring.md 5.1): name -> (type, unit).
+DCGM_DEFAULTS = {
+    "DCGM_FI_DEV_SM_CLOCK": ("gauge", "MHz"),
+    "DCGM_FI_DEV_MEM_CLOCK": ("gauge", "MHz"),
+    "DCGM_FI_DEV_MEMORY_TEMP": ("gauge", "C"),
+    "DCGM_FI_DEV_GPU_TEMP": ("gauge", "C"),
+    "DCGM_FI_DEV_POWER_USAGE": ("gauge", "W"),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("counter", "mJ"),
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": ("counter", ""),
+    "DCGM_FI_DEV_GPU_UTIL": ("gauge", "%"),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": ("gauge", "%"),
+    "DCGM_FI_DEV_ENC_UTIL": ("gauge", "%"),
+    "DCGM_FI_DEV_DEC_UTIL": ("gauge", "%"),
+    "DCGM_FI_DEV_XID_ERRORS": ("gauge", ""),
+    "DCGM_FI_DEV_FB_FREE": ("gauge", "MiB"),
+    "DCGM_FI_DEV_FB_USED": ("gauge", "MiB"),
+    "DCGM_FI_DEV_FB_RESERVED": ("gauge", "MiB"),
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": ("counter", ""),
+    "DCGM_FI_DEV_VGPU_LICENSE_STATUS": ("gauge", ""),
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": ("counter", "rows"),
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": ("counter", "rows"),
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("gauge", "flag"),
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("gauge", "ratio"),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("gauge", "ratio"),
+    "DCGM_FI_PROF_DRAM_ACTIVE": ("gauge", "ratio"),
+    "DCGM_FI_PROF_PCIE_TX_BYTES": ("gauge", "bytes/s"),
+    "DCGM_FI_PROF_PCIE_RX_BYTES": ("gauge", "bytes/s"),
+}
+DCGM_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname"}
+
+# What promtool's linter says about dcgm-exporter's own naming (camelCase label modelName,
+# counters without _total): accepted for DCGM_* families only, never for gpuctl_*.
+DCGM_LINT = re.compile(r"^DCGM_FI_\w+ (counter metrics should have \"_total\" suffix|"
+                       r"label names should be written in 'snake_case' not 'camelCase'|"
+                       r"metric name should not include type 'counter')$")
+
+START_S = 20    # an exporter answers /healthz within this
+STOP_S = 10     # and exits within this after SIGTERM
+INTERVAL = "0.2"
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_env(extra=None):
+    e = dict(os.environ)
+    for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
+              "SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "NVSIM_STATE_DIR", "NVSIM_SCENARIO"):
+        e.pop(k, None)
+    e["GPUCTL_LEASE_DIR"] = LEASE_DIR
+    e["GPUCTL_CONFIG"] = EMPTY_CONFIG
+    if extra:
+        e.update(extra)
+    return e
+
+
+def http(port, path, method="GET", data=None, headers=None, timeout=10):
+    """(status, headers, body) of one request; HTTP errors are answers too."""
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method, data=data,
+                                 headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.headers, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read().decode(errors="replace")
+
+
+def parse_metrics(text):
+    """{name: [(labels dict, value float)]} of the text format (the subset gpuctl writes)."""
+    out = {}
+    line_re = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+    label_re = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = line_re.match(line)
+        if not m:
+            raise AssertionError("unparsable line: %r" % line)
+        labels = {k: v.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
+                  for k, v in label_re.findall(m.group(2) or "")}
+        out.setdefault(m.group(1), []).append((labels, float(m.group(3))))
+    return out
+
+
+def by_gpu(metrics, name):
+    return {int(l["gpu"]): v for l, v in metrics.get(name, [])}
+
+
+class Exporter:
+    """`nvsim exec SCENARIO -- gpuctl exporter` on a free loopback port."""
+
+    def __init__(self, scenario, args=(), env=None, interval=INTERVAL, calls_out=None):
+        self.scenario = scenario
+        self.args = list(args)
+        self.env = env or {}
+        self.interval = interval
+        self.calls_out = calls_out
+        self.tmp = tempfile.mkdtemp(prefix="gpuctl-exporter-test-")
+        self.state = os.path.join(self.tmp, "state")
+        self.proc = None
+        self.port = None
+
+    def start(self):
+        for _ in range(5):
+            self.port = free_port()
+            shutil.rmtree(self.state, ignore_errors=True)
+            self.errf = open(os.path.join(self.tmp, "stderr"), "w+")
+            opts = ["--state-dir", self.state]
+            if self.calls_out:
+                opts += ["--calls-out", self.calls_out]
+            argv = [NVSIM, "exec", *opts, self.scenario, "--", GPUCTL, "exporter", "--listen",
+                    f"127.0.0.1:{self.port}", "--interval", self.interval, *self.args]
+            self.proc = subprocess.Popen(argv, env=test_env(self.env), stdout=subprocess.DEVNULL,
+                                         stderr=self.errf)
+            deadline = time.monotonic() + START_S
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    break
+                try:
+                    if http(self.port, "/healthz", timeout=2)[0] == 200:
+                        return self
+                except OSError:
+                    pass
+                time.sleep(0.05)
+            if self.proc.poll() is None:
+                self.stop()
+                raise AssertionError("exporter did not answer within %ds" % START_S)
+            if "in use" not in self.stderr():
+                raise AssertionError("exporter exited %d: %s" % (self.proc.returncode,
+                                                                 self.stderr()))
+        raise AssertionError("no free port after 5 tries")
+
+    def stderr(self):
+        self.errf.flush()
+        self.errf.seek(0)
+        return self.errf.read()
+
+    def stop(self, sig=signal.SIGTERM):
+        """Stops it; returns its exit status."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(STOP_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError("exporter did not stop within %ds" % STOP_S)
+        return self.proc.returncode
+
+    def close(self):
+        try:
+            self.stop()
+        finally:
+            self.errf.close()
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self):
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def get(self, path="/metrics", **kw):
+        return http(self.port, path, **kw)
+
+    def metrics(self):
+        status, _, body = self.get()
+        assert status == 200, (status, body)
+        return parse_metrics(body)
+
+    def nvsim(self, *args):
+        r = run([NVSIM, *args], env={"NVSIM_STATE_DIR": self.state})
+        assert r.rc == 0, r
+        return r
+
+    def wait_for(self, pred, what, timeout=15):
+        """Scrapes until pred(metrics) holds."""
+        deadline = time.monotonic() + timeout
+        m = None
+        while time.monotonic() < deadline:
+            m = self.metrics()
+            if pred(m):
+                return m
+            time.sleep(0.1)
+        raise AssertionError("timed out waiting for %s; last scrape: %r" % (what, m))
+
+
+def promtool_problems(text):
+    """promtool check metrics: (exit status, its problem lines)."""
+    p = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True,
+                       text=True, timeout=60)
+    lines = [l for l in (p.stdout + p.stderr).splitlines() if l.strip()]
+    return p.returncode, lines
+
+
+def only_gpuctl_families(text):
+    keep, out = False, []
+    for line in text.splitlines():
+        name = line.split()[2] if line.startswith("# ") else re.split(r"[{ ]", line)[0]
+        keep = name.startswith("gpuctl_")
+        if keep:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+@unittest.skipUnless(PROMTOOL, "promtool (Debian package prometheus) not installed")
+class TestPromtool(GpuctlTestCase):
+    def check(self, text):
+        rc, lines = promtool_problems(text)
+        self.assertIn(rc, (0, 3), "\n".join(lines))  # 1: the text does not parse
+        bad = [l for l in lines if not DCGM_LINT.match(l)]
+        self.assertEqual(bad, [], text)
+        # gpuctl's own families pass the linter outright
+        rc, lines = promtool_problems(only_gpuctl_families(text))
+        self.assertEqual((rc, lines), (0, []), text)
+
+    def test_every_scenario(self):
+        for name in scenario_names():
+            with self.subTest(scenario=name), Exporter(name) as ex:
+                status, headers, body = ex.get()
+                self.assertEqual(status, 200)
+                self.assertEqual(headers["Content-Type"],
+                                 "text/plain; version=0.0.4; charset=utf-8")
+                self.assertIn("DCGM_FI_DEV_GPU_TEMP{", body)
+                self.check(body)
+
+    def test_leases_processes_lost_gpu_and_escaping(self):
+        """Every optional family at once: a lease with a label that needs escaping, a compute
+        process, MIG devices, a lost GPU."""
+        label = 'a "quoted" back\\slash'
+        with Exporter("a100-mig") as ex:
+            sleeper = subprocess.Popen(["sleep", "60"])
+            holder = subprocess.Popen(
+                [GPUCTL, "run", "-n", "1", "--mig", "1g.5gb", "--label", label, "--", "sleep",
+                 "60"], env=test_env({"NVSIM_STATE_DIR": ex.state, "GPUCTL_NVML_LIBRARY": SIMLIB}),
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                ex.nvsim("proc", "add", "--pid", str(sleeper.pid), "-i", "1", "--mem", "1GiB")
+                m = ex.wait_for(lambda m: "gpuctl_lease_holder_info" in m and
+                                "gpuctl_process_memory_used_bytes" in m, "lease and process")
+                labels = [l for l, _ in m["gpuctl_lease_holder_info"]]
+                self.assertEqual([l["label"] for l in labels], [label])
+                self.assertTrue(labels[0]["mig"].isdigit(), labels)
+                ex.nvsim("set", "-i", "0", "lost=1")
+                m = ex.wait_for(lambda m: by_gpu(m, "gpuctl_gpu_lost").get(0) == 1, "lost GPU")
+                self.check(ex.get()[2])
+            finally:
+                for p in (holder, sleeper):
+                    p.terminate()
+                    p.wait(10)
+
+
+@unittest.skipUnless(PROMETHEUS, "prometheus (Debian package prometheus) not installed")
+class TestPrometheusScrapes(GpuctlTestCase):
+    """A real Prometheus server scrapes the exporter over simulated dgx-a100."""
+
+    def start_prometheus(self, tmp, target):
+        for _ in range(5):
+            port = free_port()
+            cfg = os.path.join(tmp, "prometheus.yml")
+            with open(cfg, "w") as f:
+                f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                        "scrape_configs:\n  - job_name: gpuctl\n    static_configs:\n"
+                        "      - targets: ['%s']\n" % target)
+            log = open(os.path.join(tmp, "prometheus.log"), "w+")
+            p = subprocess.Popen([PROMETHEUS, "--config.file", cfg, "--storage.tsdb.path",
+                                  os.path.join(tmp, "data"), "--web.listen-address",
+                                  f"127.0.0.1:{port}"], stdout=log, stderr=log,
+                                 cwd=tmp)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and p.poll() is None:
+                try:
+                    if http(port, "/-/ready", timeout=2)[0] == 200:
+                        return p, port, log
+                except OSError:
+                    pass
+                time.sleep(0.1)
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+                log.seek(0)
+                raise AssertionError("prometheus not ready: " + log.read()[-2000:])
+            log.seek(0)
+            text = log.read()
+            log.close()
+            if "address already in use" not in text:
+                raise AssertionError("prometheus exited: " + text[-2000:])
+        raise AssertionError("no free port for prometheus")
+
+    def test_gpu_util_reaches_prometheus(self):
+        values = {i: 11 + 7 * i for i in range(8)}
+        tmp = tempfile.mkdtemp(prefix="gpuctl-prometheus-test-")
+        prom = None
+        try:
+            with Exporter("dgx-a100", interval="0.5") as ex:
+                for i, v in values.items():
+                    ex.nvsim("set", "-i", str(i), "utilization.gpu=%d" % v)
+                prom, port, log = self.start_prometheus(tmp, f"127.0.0.1:{ex.port}")
+                deadline = time.monotonic() + 60
+                got = None
+                while time.monotonic() < deadline:
+                    status, _, body = http(port, "/api/v1/query?query=DCGM_FI_DEV_GPU_UTIL")
+                    if status == 200:
+                        res = json.loads(body)["data"]["result"]
+                        got = {int(r["metric"]["gpu"]): float(r["value"][1]) for r in res}
+                        if got == values:
+                            break
+                    time.sleep(0.5)
+                self.assertEqual(got, values)
+                # the series carry dcgm-exporter's labels (plus Prometheus' job and instance)
+                status, _, body = http(port, "/api/v1/query?query=DCGM_FI_DEV_GPU_UTIL%7Bgpu%3D%220%22%7D")
+                labels = set(json.loads(body)["data"]["result"][0]["metric"])
+                self.assertEqual(labels, DCGM_LABELS | {"__name__", "job", "instance"})
+        finally:
+            if prom is not None:
+                prom.terminate()
+                try:
+                    prom.wait(15)
+                except subprocess.TimeoutExpired:
+                    prom.kill()
+                    prom.wait()
+                log.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+class TestValues(GpuctlTestCase):
+    def test_names_labels_and_scenario_values(self):
+        mach = Machine("dgx-a100")
+        with Exporter("dgx-a100") as ex:
+            status, _, body = ex.get()
+            m = parse_metrics(body)
+        types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", body, re.M))
+        dcgm = {n for n in m if n.startswith("DCGM_")}
+        self.assertLessEqual(dcgm, set(DCGM_DEFAULTS))
+        self.assertFalse({n for n in m if not n.startswith(("DCGM_", "gpuctl_"))})
+        for name in dcgm:
+            self.assertEqual(types[name], DCGM_DEFAULTS[name][0], name)
+            for labels, _ in m[name]:
+                self.assertEqual(set(labels), DCGM_LABELS, name)
+        for name in ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_FB_USED",
+                     "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL",
+                     "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK",
+                     "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+                     "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+                     "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"):
+            self.assertEqual(len(m.get(name, [])), len(mach), name)
+        hostname = socket.gethostname()
+        for labels, _ in m["DCGM_FI_DEV_GPU_TEMP"]:
+            i = int(labels["gpu"])
+            g = mach.gpus[i]
+            self.assertEqual(labels["UUID"], g["uuid"])
+            self.assertEqual(labels["pci_bus_id"], g["pci_bus_id"])
+            self.assertEqual(labels["device"], "nvidia%d" % i)
+            self.assertEqual(labels["modelName"], g["name"])
+            self.assertEqual(labels["Hostname"], hostname)
+        for i, g in enumerate(mach.gpus):
+            used = g.get("memory_used_mib", 0)
+            free = g["memory_total_mib"] - used - g.get("memory_reserved_mib", 0)
+            self.assertEqual(by_gpu(m, "DCGM_FI_DEV_GPU_TEMP")[i], g["temperature_c"])
+            self.assertEqual(by_gpu(m, "DCGM_FI_DEV_POWER_USAGE")[i], g["power_draw_mw"] / 1000)
+            self.assertEqual(by_gpu(m, "DCGM_FI_DEV_FB_USED")[i], used)
+            self.assertEqual(by_gpu(m, "DCGM_FI_DEV_FB_FREE")[i], free)
+            self.assertEqual(by_gpu(m, "DCGM_FI_DEV_SM_CLOCK")[i], g["clocks_mhz"]["sm"])
+            self.assertEqual(by_gpu(m, "DCGM_FI_DEV_MEM_CLOCK")[i], g["clocks_mhz"]["mem"])
+            self.assertEqual(by_gpu(m, "DCGM_FI_DEV_GPU_UTIL")[i], g.get("utilization_gpu", 0))
+            self.assertEqual(by_gpu(m, "gpuctl_gpu_lost")[i], 0)
+        # one HELP and one TYPE per family, every family in one block
+        seen, last = set(), None
+        for line in body.splitlines():
+            if line.startswith("#"):
+                continue
+            name = re.split(r"[{ ]", line)[0]
+            if name != last:
+                self.assertNotIn(name, seen, "family %s split" % name)
+                seen.add(name)
+                last = name
+        self.assertEqual(len(re.findall(r"^# HELP ", body, re.M)), len(types))
+
+    def test_changes_appear_after_an_interval(self):
+        with Exporter("dgx-a100") as ex:
+            ex.nvsim("set", "-i", "2", "temperature=77", "power.draw=123.456")
+            m = ex.wait_for(lambda m: by_gpu(m, "DCGM_FI_DEV_GPU_TEMP").get(2) == 77, "temp")
+            self.assertEqual(by_gpu(m, "DCGM_FI_DEV_POWER_USAGE")[2], 123.456)
+            self.assertEqual(by_gpu(m, "DCGM_FI_DEV_GPU_TEMP")[1], 30)
+
+    def test_unsupported_value_is_omitted(self):
+        with Exporter("dgx-a100") as ex:
+            ex.nvsim("fail", "nvmlDeviceGetPowerUsage", "NOT_SUPPORTED", "-i", "5")
+            m = ex.wait_for(lambda m: 5 not in by_gpu(m, "DCGM_FI_DEV_POWER_USAGE"),
+                            "power of GPU 5 omitted")
+            self.assertEqual(len(m["DCGM_FI_DEV_POWER_USAGE"]), 7)
+            self.assertEqual(len(m["DCGM_FI_DEV_GPU_TEMP"]), 8)
+
+    def test_nothing_supported(self):
+        """Every device query NOT_SUPPORTED: no DCGM series at all (never zeros), the GPUs
+        still listed by gpuctl_gpu_info, the page still valid."""
+        with Exporter("dgx-a100") as ex:
+            ex.nvsim("fail", "*", "NOT_SUPPORTED")
+            m = ex.wait_for(lambda m: "DCGM_FI_DEV_GPU_TEMP" not in m, "DCGM series gone")
+            self.assertFalse([n for n in m if n.startswith("DCGM_")])
+            self.assertEqual(len(m["gpuctl_gpu_info"]), 8)
+            self.assertEqual(m["gpuctl_exporter_last_sample_success"][0][1], 1)
+            if PROMTOOL:
+                rc, lines = promtool_problems(ex.get()[2])
+                self.assertEqual((rc, lines), (0, []))
+
+    def test_lost_gpu_disappears_and_exporter_keeps_serving(self):
+        with Exporter("dgx-a100") as ex:
+            ex.nvsim("set", "-i", "3", "lost=1")
+            m = ex.wait_for(lambda m: by_gpu(m, "gpuctl_gpu_lost").get(3) == 1, "lost GPU 3")
+            for name in m:
+                if name.startswith("DCGM_"):
+                    self.assertNotIn(3, by_gpu(m, name), name)
+                    self.assertEqual(len(m[name]), 7, name)
+            self.assertEqual(ex.get("/healthz")[0], 200)
+
+    def test_nvml_failure_then_recovery(self):
+        with Exporter("dgx-a100") as ex:
+            ex.nvsim("fail", "nvmlDeviceGetCount_v2", "UNKNOWN")
+            m = ex.wait_for(lambda m: m["gpuctl_exporter_last_sample_success"][0][1] == 0,
+                            "a failed sample")
+            self.assertGreater(m["gpuctl_exporter_nvml_errors_total"][0][1], 0)
+            self.assertFalse([n for n in m if n.startswith("DCGM_")])
+            ex.nvsim("fail", "--clear")
+            m = ex.wait_for(lambda m: "DCGM_FI_DEV_GPU_TEMP" in m, "recovery")
+            self.assertEqual(m["gpuctl_exporter_last_sample_success"][0][1], 1)
+            self.assertIn("NVML", ex.stderr())
+
+    def test_processes_and_mig(self):
+        mach = Machine("a100-mig")
+        with Exporter("a100-mig") as ex:
+            sleeper = subprocess.Popen(["sleep", "60"])
+            try:
+                ex.nvsim("proc", "add", "--pid", str(sleeper.pid), "-i", "1", "--mem", "1GiB")
+                m = ex.wait_for(lambda m: "gpuctl_process_memory_used_bytes" in m, "process")
+            finally:
+                sleeper.terminate()
+                sleeper.wait(10)
+        procs = m["gpuctl_process_memory_used_bytes"]
+        self.assertEqual([(l["gpu"], l["pid"], v) for l, v in procs],
+                         [("1", str(sleeper.pid), 1024 * MIB)])
+        self.assertEqual(by_gpu(m, "gpuctl_gpu_processes")[1], 1)
+        want = sorted((i, inst["uuid"], inst["profile"], str(inst["gi"]), str(inst["ci"]))
+                      for i in range(len(mach))
+                      for inst in (mach.gpus[i].get("mig") or {}).get("instances", []))
+        got = sorted((int(l["gpu"]), l["mig_uuid"], l["profile"], l["gpu_instance"],
+                      l["compute_instance"]) for l, _ in m["gpuctl_mig_device_info"])
+        self.assertEqual(got, want)
+        uuid_of = {(l["gpu"], l["mig"]): l["mig_uuid"] for l, _ in m["gpuctl_mig_device_info"]}
+        totals = {uuid_of[(l["gpu"], l["mig"])]: v for l, v in m["gpuctl_mig_memory_total_bytes"]}
+        for i in range(len(mach)):
+            for inst in (mach.gpus[i].get("mig") or {}).get("instances", []):
+                self.assertEqual(totals[inst["uuid"]], inst["memory_mib"] * MIB)
+
+    def test_scrapes_cost_no_nvml_calls(self):
+        """Sampling is decoupled from scraping: 50 scrapes make no NVML call (one sample only,
+        --interval 3600), so the call counts with and without scrapes are equal."""
+        totals = []
+        tmp = tempfile.mkdtemp(prefix="gpuctl-exporter-calls-")
+        try:
+            for scrapes in (0, 50):
+                out = os.path.join(tmp, "calls-%d.json" % scrapes)
+                with Exporter("dgx-a100", interval="3600", calls_out=out) as ex:
+                    for _ in range(scrapes):
+                        self.assertEqual(ex.get()[0], 200)
+                    self.assertEqual(ex.stop(), 0)
+                with open(out) as f:
+                    totals.append(json.load(f)["total"])
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self.assertEqual(totals[0], totals[1])
+        self.assertGreater(totals[0], 0)
+
+
+def raw(port, data, timeout=10):
+    """Sends bytes, returns what comes back until the server closes (or timeout)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        try:
+            s.sendall(data)
+        except OSError:
+            pass
+        chunks = []
+        try:
+            while True:
+                c = s.recv(65536)
+                if not c:
+                    break
+                chunks.append(c)
+        except (ConnectionResetError, socket.timeout):
+            pass
+        return b"".join(chunks)
+
+
+class TestHttp(GpuctlTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.ex = Exporter("dgx-a100", env={"GPUCTL_EXPORTER_TIMEOUT": "1"}).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.ex.close()
+
+    def assertServing(self):
+        status, _, body = self.ex.get("/healthz")
+        self.assertEqual((status, body), (200, "ok\n"))
+
+    def test_paths(self):
+        status, headers, body = self.ex.get("/")
+        self.assertEqual(status, 200)
+        self.assertIn('href="/metrics"', body)
+        self.assertTrue(headers["Content-Type"].startswith("text/html"))
+        self.assertEqual(self.ex.get("/healthz")[2], "ok\n")
+        self.assertEqual(self.ex.get("/metrics?debug=1")[0], 200)
+        for path in ("/nope", "/metrics/", "/metricsx", "/healthz/x", "/index.html"):
+            self.assertEqual(self.ex.get(path)[0], 404, path)
+
+    def test_head(self):
+        status, headers, body = self.ex.get("/metrics", method="HEAD")
+        self.assertEqual((status, body), (200, ""))
+
+    def test_other_methods(self):
+        for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS"):
+            status, headers, _ = self.ex.get("/metrics", method=method)
+            self.assertEqual(status, 405, method)
+            self.assertEqual(headers["Allow"], "GET, HEAD", method)
+        self.assertServing()
+
+    def test_body_refused(self):
+        status, _, _ = self.ex.get("/metrics", method="GET", data=b"x" * 1000)
+        self.assertEqual(status, 413)
+        self.assertServing()
+
+    def test_oversized_request_line_and_header(self):
+        for req in (b"GET /" + b"a" * 200000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+                    b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 200000 + b"\r\n\r\n"):
+            reply = raw(self.ex.port, req)
+            # cut off: MHD's error status (414 URI Too Long, 431 Request Header Fields Too
+            # Large) or a closed connection, never a page
+            self.assertTrue(reply == b"" or re.match(rb"HTTP/1\.1 4\d\d ", reply), reply[:200])
+            self.assertServing()
+
+    def test_slow_client_is_cut_off(self):
+        t0 = time.monotonic()
+        reply = raw(self.ex.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n", timeout=15)
+        elapsed = time.monotonic() - t0
+        self.assertFalse(reply.startswith(b"HTTP/1.1 200"), reply[:200])
+        # GPUCTL_EXPORTER_TIMEOUT=1: closed after the idle second, not before, not much later
+        self.assertGreaterEqual(elapsed, 0.9)
+        self.assertLess(elapsed, 10)
+        self.assertServing()
+
+    def test_many_idle_connections(self):
+        socks = []
+        try:
+            for _ in range(200):
+                try:
+                    socks.append(socket.create_connection(("127.0.0.1", self.ex.port), timeout=5))
+                except OSError:
+                    break
+        finally:
+            for s in socks:
+                s.close()
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.assertServing()
+                break
+            except (AssertionError, OSError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+
+class TestCommandLine(GpuctlTestCase):
+    def test_help(self):
+        r = gpuctl("exporter", "--help")
+        self.assertOk(r)
+        for word in ("--listen", "--interval", "/metrics", "/healthz", ":9409"):
+            self.assertIn(word, r.out)
+
+    def test_bad_listen(self):
+        for bad in ("", "9409", "localhost", ":", ":0", ":65536", ":99999", ":-1", ":+80",
+                    ": 80", ":80 ", "1.2.3:80", "1.2.3.4.5:80", "256.1.1.1:80", "::1:80",
+                    "[::1]80", "[::1", "[]:80", "[zz::1]:80", "[1.2.3.4]:80", "-host:80",
+                    "host-:80", "ho_st:80", "a..b:80", ":80x", "0x7f.1:80", "a.b.123:80"):
+            with self.subTest(listen=bad):
+                r = gpuctl("exporter", "--listen", bad)
+                self.assertOneLineError(r, EXIT_USAGE, "--listen", "'%s'" % bad)
+
+    def test_bad_interval(self):
+        for bad in ("", "0", "0.05", "0.09", "-1", "abc", "1e3", "nan", "inf", "1.", ".5",
+                    "86401", "5s", " 5"):
+            with self.subTest(interval=bad):
+                r = gpuctl("exporter", "--interval", bad)
+                self.assertOneLineError(r, EXIT_USAGE, "--interval", "'%s'" % bad)
+
+    def test_bad_timeout_environment(self):
+        for bad in ("0", "x", "-1", "3601", "1.5"):
+            r = gpuctl("exporter", env={"GPUCTL_EXPORTER_TIMEOUT": bad})
+            self.assertOneLineError(r, EXIT_USAGE, "GPUCTL_EXPORTER_TIMEOUT")
+
+    def test_unexpected_argument(self):
+        self.assertOneLineError(gpuctl("exporter", "extra"), EXIT_USAGE, "'extra'")
+        self.assertOneLineError(gpuctl("exporter", "--bogus"), EXIT_USAGE, "--bogus")
+
+    def test_port_in_use(self):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            s.listen(1)
+            listen = "127.0.0.1:%d" % s.getsockname()[1]
+            r = run([NVSIM, "exec", "dgx-a100", "--", GPUCTL, "exporter", "--listen", listen])
+        self.assertOneLineError(r, EXIT_FAILURE, "'%s'" % listen, "in use")
+
+    def test_unresolvable_host(self):
+        listen = "no-such-host.invalid:%d" % free_port()
+        r = run([NVSIM, "exec", "dgx-a100", "--", GPUCTL, "exporter", "--listen", listen])
+        self.assertOneLineError(r, EXIT_FAILURE, "'%s'" % listen)
+
+    def test_no_driver(self):
+        r = gpuctl("exporter", "--listen", "127.0.0.1:%d" % free_port(),
+                   env={"GPUCTL_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"})
+        self.assertOneLineError(r, EXIT_NODRIVER)
+
+    def test_signals_stop_cleanly(self):
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with self.subTest(sig=sig), Exporter("dgx-a100") as ex:
+                self.assertEqual(ex.stop(sig), EXIT_OK)
+                self.assertEqual(ex.stderr(), "")
+
+    def test_listen_forms(self):
+        """IPv6 loopback in brackets and a host name bind (where the host has them)."""
+        for form in ("[::1]:%d", "localhost:%d"):
+            port = free_port()
+            listen = form % port
+            with self.subTest(listen=listen):
+                env = test_env()
+                p = subprocess.Popen([NVSIM, "exec", "dgx-a100", "--", GPUCTL, "exporter",
+                                      "--listen", listen], env=env, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+                try:
+                    ok = False
+                    deadline = time.monotonic() + START_S
+                    host = "::1" if form.startswith("[") else "localhost"
+                    while time.monotonic() < deadline and p.poll() is None:
+                        try:
+                            with socket.create_connection((host, port), timeout=2):
+                                ok = True
+                                break
+                        except OSError:
+                            time.sleep(0.05)
+                    if not ok and p.poll() is not None:
+                        err = p.stderr.read()
+                        if "in use" in err or "not available" in err or "Cannot assign" in err:
+                            self.skipTest("cannot bind %s here: %s" % (listen, err))
+                    self.assertTrue(ok, listen)
+                finally:
+                    p.terminate()
+                    try:
+                        p.wait(STOP_S)
+                    except subprocess.TimeoutExpired:
+                        p.kill()
+                        p.wait()
+                    p.stderr.close()
+                self.assertEqual(p.returncode, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test-exporter.c: the pure parts of `gpuctl exporter` (src/cli/listen.c, src/cli/metrics.c):
+ * the --listen parser, label and HELP escaping, the metric table, the rendering of the
+ * exporter's own metrics.
+ *
+ * Expected values come from the Prometheus text exposition format 0.0.4 (label values escape
+ * backslash, double quote and newline; HELP escapes backslash and newline), from dcgm-exporter's
+ * default counters (/work/shared/reference/health-monitoring.md section 5.1) and from the
+ * --listen forms documented in docs/gpuctl.1.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "listen.h"
+#include "metrics.h"
+
+static void listen_ok(const char *text, enum listen_kind kind, const char *host, unsigned port)
+{
+	struct listen_spec s;
+	const char *why = NULL;
+	int r = listen_parse(text, &s, &why);
+	if (r != 0)
+		fail_msg("'%s' refused: %s", text, why);
+	assert_int_equal(s.kind, kind);
+	assert_string_equal(s.host, host);
+	assert_int_equal(s.port, port);
+}
+
+static void listen_bad(const char *text)
+{
+	struct listen_spec s, before;
+	memset(&s, 0x5a, sizeof(s));
+	memcpy(&before, &s, sizeof(s));
+	const char *why = NULL;
+	if (listen_parse(text, &s, &why) != -EINVAL)
+		fail_msg("'%s' accepted", text);
+	assert_non_null(why);
+	assert_memory_equal(&s, &before, sizeof(s)); /* written only on success */
+}
+
+static void test_listen_forms(void **state)
+{
+	(void)state;
+	listen_ok(":9409", LISTEN_ANY, "", 9409);
+	listen_ok(LISTEN_DEFAULT, LISTEN_ANY, "", LISTEN_DEFAULT_PORT);
+	listen_ok("127.0.0.1:1", LISTEN_IPV4, "127.0.0.1", 1);
+	listen_ok("0.0.0.0:65535", LISTEN_IPV4, "0.0.0.0", 65535);
+	listen_ok("[::1]:9409", LISTEN_IPV6, "::1", 9409);
+	listen_ok("[::]:80", LISTEN_IPV6, "::", 80);
+	listen_ok("[fe80::1:2:3:4]:80", LISTEN_IPV6, "fe80::1:2:3:4", 80);
+	listen_ok("[::ffff:10.0.0.1]:80", LISTEN_IPV6, "::ffff:10.0.0.1", 80);
+	listen_ok("localhost:9409", LISTEN_NAME, "localhost", 9409);
+	listen_ok("gpu-node-01.example.org:8080", LISTEN_NAME, "gpu-node-01.example.org", 8080);
+	listen_ok("example.org.:80", LISTEN_NAME, "example.org.", 80);
+	listen_ok("x:00080", LISTEN_NAME, "x", 80);
+}
+
+static void test_listen_refused(void **state)
+{
+	(void)state;
+	static const char *const bad[] = {"",
+	                                  "9409",
+	                                  "localhost",
+	                                  ":",
+	                                  ":0",
+	                                  ":00000",
+	                                  ":65536",
+	                                  ":999999",
+	                                  ":-1",
+	                                  ":+80",
+	                                  ": 80",
+	                                  ":80 ",
+	                                  " :80",
+	                                  ":8 0",
+	                                  ":0x50",
+	                                  "1.2.3:80",
+	                                  "1.2.3.4.5:80",
+	                                  "256.1.1.1:80",
+	                                  "01.2.3.4.5:80",
+	                                  "::1:80",
+	                                  "::1",
+	                                  "[::1]80",
+	                                  "[::1]",
+	                                  "[::1",
+	                                  "[]:80",
+	                                  "[zz::1]:80",
+	                                  "[1.2.3.4]:80",
+	                                  "[::1%lo]:80",
+	                                  "[::1]:",
+	                                  "-host:80",
+	                                  "host-:80",
+	                                  "ho_st:80",
+	                                  "a..b:80",
+	                                  ".a:80",
+	                                  "a.b.123:80",
+	                                  "0x7f.1:80",
+	                                  "h\xc3\xa9:80",
+	                                  "host:80:80",
+	                                  "*:80"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		listen_bad(bad[i]);
+	char longname[LISTEN_MAX_HOST + 16];
+	memset(longname, 'a', sizeof(longname));
+	/* 63-character labels separated by dots: 254 characters of name is one too many */
+	for (size_t i = 63; i < LISTEN_MAX_HOST + 1; i += 64)
+		longname[i] = '.';
+	memcpy(longname + LISTEN_MAX_HOST + 1, ":80", 4);
+	listen_bad(longname);
+	memset(longname, 'a', 64);
+	memcpy(longname + 64, ":80", 4);
+	listen_bad(longname); /* a 64-character label */
+}
+
+static char *label_text(const char *s)
+{
+	struct textbuf b = {0};
+	textbuf_label_value(&b, s);
+	assert_false(b.failed);
+	char *out = strdup(b.data ? b.data : "");
+	textbuf_free(&b);
+	return out;
+}
+
+static void label_is(const char *in, const char *want)
+{
+	char *got = label_text(in);
+	assert_string_equal(got, want);
+	free(got);
+}
+
+static void test_label_escaping(void **state)
+{
+	(void)state;
+	label_is("plain", "plain");
+	label_is("", "");
+	label_is(NULL, "");
+	label_is("a\"b", "a\\\"b");
+	label_is("a\\b", "a\\\\b");
+	label_is("a\nb", "a\\nb");
+	label_is("\\\"\n", "\\\\\\\"\\n");
+	label_is("tab\there\r", "tab?here?");
+	label_is("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+	         "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+	label_is("bad\xff", "bad?");
+	label_is("\xc3", "?");                /* truncated sequence */
+	label_is("\xc0\xaf", "??");           /* overlong '/' */
+	label_is("\xed\xa0\x80", "???");      /* a surrogate */
+	label_is("\xf4\x90\x80\x80", "????"); /* above U+10FFFF */
+}
+
+static void test_help_escaping(void **state)
+{
+	(void)state;
+	struct textbuf b = {0};
+	textbuf_help(&b, "a \"q\" \\ and\nnewline");
+	assert_string_equal(b.data, "a \"q\" \\\\ and\\nnewline");
+	textbuf_free(&b);
+}
+
+static void test_textbuf_grows(void **state)
+{
+	(void)state;
+	struct textbuf b = {0};
+	for (int i = 0; i < 10000; i++)
+		textbuf_printf(&b, "%d,", i % 10);
+	assert_false(b.failed);
+	assert_int_equal(b.len, 20000);
+	assert_int_equal(strlen(b.data), 20000);
+	char big[1000];
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	textbuf_printf(&b, "%s", big);
+	assert_int_equal(b.len, 20999);
+	textbuf_free(&b);
+	assert_null(b.data);
+}
+
+/* dcgm-exporter's default counters (health-monitoring.md 5.1) and their types. */
+static const struct {
+	const char *name, *type;
+} dcgm_defaults[] = {
+        {"DCGM_FI_DEV_SM_CLOCK", "gauge"},
+        {"DCGM_FI_DEV_MEM_CLOCK", "gauge"},
+        {"DCGM_FI_DEV_MEMORY_TEMP", "gauge"},
+        {"DCGM_FI_DEV_GPU_TEMP", "gauge"},
+        {"DCGM_FI_DEV_POWER_USAGE", "gauge"},
+        {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter"},
+        {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter"},
+        {"DCGM_FI_DEV_GPU_UTIL", "gauge"},
+        {"DCGM_FI_DEV_MEM_COPY_UTIL", "gauge"},
+        {"DCGM_FI_DEV_ENC_UTIL", "gauge"},
+        {"DCGM_FI_DEV_DEC_UTIL", "gauge"},
+        {"DCGM_FI_DEV_XID_ERRORS", "gauge"},
+        {"DCGM_FI_DEV_FB_FREE", "gauge"},
+        {"DCGM_FI_DEV_FB_USED", "gauge"},
+        {"DCGM_FI_DEV_FB_RESERVED", "gauge"},
+        {"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter"},
+        {"DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge"},
+        {"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter"},
+        {"DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter"},
+        {"DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge"},
+        {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge"},
+        {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge"},
+        {"DCGM_FI_PROF_DRAM_ACTIVE", "gauge"},
+        {"DCGM_FI_PROF_PCIE_TX_BYTES", "gauge"},
+        {"DCGM_FI_PROF_PCIE_RX_BYTES", "gauge"},
+};
+
+static void test_dcgm_table(void **state)
+{
+	(void)state;
+	size_t n = sizeof(dcgm_defaults) / sizeof(dcgm_defaults[0]);
+	assert_int_equal(metrics_dcgm_count, n);
+	for (size_t i = 0; i < metrics_dcgm_count; i++) {
+		const struct dcgm_metric *m = &metrics_dcgm[i];
+		bool found = false;
+		for (size_t k = 0; k < n; k++) {
+			if (strcmp(m->name, dcgm_defaults[k].name) != 0)
+				continue;
+			assert_string_equal(m->type, dcgm_defaults[k].type);
+			found = true;
+		}
+		if (!found)
+			fail_msg("%s is no dcgm-exporter default", m->name);
+		for (size_t k = 0; k < i; k++)
+			assert_string_not_equal(m->name, metrics_dcgm[k].name);
+		assert_true(m->help[0] && !strchr(m->help, '\n'));
+		if (m->field != METRIC_NOT_READ)
+			assert_non_null(gpuctl_field_info((enum gpuctl_field)m->field));
+	}
+	/* the fields read: every readable metric's, no duplicate, within bounds */
+	enum gpuctl_field fields[64];
+	size_t nf = metrics_fields(fields, 64);
+	assert_true(nf > 0 && nf <= 64);
+	for (size_t i = 0; i < nf; i++)
+		for (size_t k = 0; k < i; k++)
+			assert_int_not_equal(fields[i], fields[k]);
+	assert_int_equal(metrics_fields(NULL, 0), nf);
+}
+
+static void test_render_without_snapshot(void **state)
+{
+	(void)state;
+	struct metrics_stats st = {.samples = 7,
+	                           .nvml_errors = 2,
+	                           .lease_errors = 1,
+	                           .last_ok = false,
+	                           .last_duration_s = 0.0015,
+	                           .last_time_s = 1700000000.25};
+	struct metrics_input in = {.hostname = "h\"ost", .stats = &st};
+	struct textbuf b = {0};
+	assert_int_equal(metrics_render(&in, &b), 0);
+	assert_non_null(strstr(b.data, "\n# TYPE gpuctl_exporter_samples_total counter\n"
+	                               "gpuctl_exporter_samples_total 7\n"));
+	assert_non_null(strstr(b.data, "gpuctl_exporter_nvml_errors_total 2\n"));
+	assert_non_null(strstr(b.data, "gpuctl_exporter_lease_errors_total 1\n"));
+	assert_non_null(strstr(b.data, "gpuctl_exporter_last_sample_success 0\n"));
+	assert_non_null(strstr(b.data, "gpuctl_exporter_sample_duration_seconds 0.001500\n"));
+	assert_non_null(
+	        strstr(b.data, "gpuctl_exporter_last_sample_timestamp_seconds 1700000000.250\n"));
+	assert_non_null(strstr(b.data, "gpuctl_exporter_build_info{version=\"" GPUCTL_VERSION_STRING
+	                               "\"} 1\n"));
+	assert_null(strstr(b.data, "DCGM_"));
+	assert_null(strstr(b.data, "gpuctl_gpu_"));
+	assert_int_equal(b.data[b.len - 1], '\n');
+	textbuf_free(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_listen_forms),
+	        cmocka_unit_test(test_listen_refused),
+	        cmocka_unit_test(test_label_escaping),
+	        cmocka_unit_test(test_help_escaping),
+	        cmocka_unit_test(test_textbuf_grows),
+	        cmocka_unit_test(test_dcgm_table),
+	        cmocka_unit_test(test_render_without_snapshot),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
