@@ -35,6 +35,7 @@
 
 #include "child.h"
 #include "cmd.h"
+#include "filters.h"
 #include "format.h"
 #include "health-watch.h"
 #include "parse.h"
@@ -438,31 +439,6 @@ static int probe_child(void)
 	return cli_finish_output(r < 0 ? CLI_EXIT_FAILURE : CLI_EXIT_OK);
 }
 
-/* The health state file: $GPUCTL_HEALTH_STATE, else gpuctl-health.state beside the lease
- * directory ($GPUCTL_LEASE_DIR, else /run/gpuctl): /run/gpuctl-health.state by default. */
-static char *health_state_path(void)
-{
-	const char *env = getenv("GPUCTL_HEALTH_STATE"), *dir = getenv("GPUCTL_LEASE_DIR");
-	const char *slash;
-	char *p = NULL;
-	size_t n;
-
-	if (env && env[0])
-		return strdup(env);
-	if (!dir || !dir[0])
-		dir = "/run/gpuctl";
-	n = strlen(dir);
-	while (n > 1 && dir[n - 1] == '/')
-		n--;
-	slash = memrchr(dir, '/', n);
-	if (!slash)
-		return strdup("gpuctl-health.state");
-	n = (size_t)(slash - dir);
-	if (asprintf(&p, "%.*s/gpuctl-health.state", (int)n, dir) < 0)
-		return NULL;
-	return p;
-}
-
 /* Reads the health state file into xids and *ret_prev: advisory (a missing or untrusted file
  * is said under -v and otherwise ignored). */
 static int read_state(struct cli *cli, const struct health_args *a,
@@ -683,7 +659,7 @@ static int cmd_health_exec(struct cli *cli, int argc, char **argv)
 		return cmd_usage_error(&cmd_health_entry,
 		                       "--watch cannot be combined with --probe or --slurm");
 	/* every usage error is behind us: from here on a.state is owned */
-	a.state = state_opt ? strdup(state_opt) : health_state_path();
+	a.state = state_opt ? strdup(state_opt) : filters_health_state_path(cli, NULL);
 	if (!a.state) {
 		cli_error("health: out of memory");
 		return CLI_EXIT_FAILURE;

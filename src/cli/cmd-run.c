@@ -157,12 +157,14 @@ struct run_args {
 
 /* What watching a job's GPUs found (run --retry). */
 struct run_monitor {
-	size_t *gpus;     /* the job's GPUs, snapshot indices (a MIG device: its GPU) */
-	char **uuids;     /* their UUIDs, to check that an index still names the same GPU */
-	size_t n;         /* entries of both */
-	ssize_t failed;   /* index into gpus of the GPU found failed, -1: none */
-	char why[160];    /* what failed, for the message */
-	double failed_at; /* monotonic seconds when the failure was seen */
+	size_t *gpus;   /* the job's GPUs, snapshot indices (a MIG device: its GPU) */
+	char **uuids;   /* their UUIDs, to check that an index still names the same GPU */
+	size_t n;       /* entries of both */
+	ssize_t failed; /* index into gpus of the GPU found failed, -1: none */
+	struct gpuctl_xid_watch *watch; /* NVML XID events since the launch, NULL: none */
+	struct gpuctl_xid_log *xids;    /* the XIDs they delivered */
+	char why[160];                  /* what failed, for the message */
+	double failed_at;               /* monotonic seconds when the failure was seen */
 };
 
 /* ---- building the plan ---- */
@@ -645,45 +647,48 @@ static double now_s(void)
 
 /* ---- run --retry: watching the job's GPUs ---- */
 
-/* Why GPU g of snap can run no job any more (the failures a snapshot shows: lost, uncorrectable
- * ECC errors since the driver loaded, a row-remap failure; docs/health.md), or NULL. */
-static const char *gpu_failure(const struct gpuctl_snapshot *snap, size_t g, char *buf, size_t size)
+/* Why GPU g can run no job any more: the first FAIL finding of rep about it, or NULL. */
+static const char *gpu_failure(const struct gpuctl_health_report *rep, size_t g)
 {
-	const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(snap, g);
-	int64_t v;
-	if (!gpu)
-		return "gone from the driver's list";
-	if (gpuctl_gpu_lost(gpu))
-		return "lost (fell off the bus)";
-	if (gpuctl_gpu_int(gpu, GPUCTL_F_ECC_VOL_UNCORRECTED, &v) >= 0 && v > 0) {
-		snprintf(buf, size, "%" PRId64 " uncorrectable ECC error%s", v, v == 1 ? "" : "s");
-		return buf;
+	for (size_t i = 0; i < gpuctl_health_finding_count(rep); i++) {
+		const struct gpuctl_health_finding *f = gpuctl_health_finding(rep, i);
+		if (f->gpu == g && f->severity == GPUCTL_HEALTH_FAIL)
+			return f->message;
 	}
-	if (gpuctl_gpu_int(gpu, GPUCTL_F_REMAP_FAILURE, &v) >= 0 && v > 0)
-		return "row-remap failure";
 	return NULL;
 }
 
-/* One look at the job's GPUs (the few NVML calls a health snapshot needs); sets m->failed.
- * A snapshot that cannot be taken concludes nothing (said under -v). */
+/* One look at the job's GPUs: the XIDs NVML delivered since the launch, then the health rules
+ * of docs/health.md over a health snapshot (a few NVML calls per GPU; no NVLink walk); sets
+ * m->failed at the first FAIL. A snapshot that cannot be taken concludes nothing (-v says so). */
 static void monitor_check(struct cli *cli, struct run_monitor *m)
 {
-	static const enum gpuctl_field fields[] = {GPUCTL_F_ECC_VOL_UNCORRECTED,
-	                                           GPUCTL_F_REMAP_FAILURE};
+	static const enum gpuctl_field fields[] = {
+	        GPUCTL_F_ECC_VOL_UNCORRECTED, GPUCTL_F_RETIRED_DBE,     GPUCTL_F_RETIRED_SBE,
+	        GPUCTL_F_RETIRED_PENDING,     GPUCTL_F_REMAP_FAILURE,   GPUCTL_F_REMAP_PENDING,
+	        GPUCTL_F_REMAP_UNCORRECTABLE, GPUCTL_F_RECOVERY_ACTION, GPUCTL_F_NAME,
+	};
 	struct gpuctl_snapshot *snap = NULL;
-	char buf[96];
-	int r = gpuctl_snapshot_take_fields(cli->ctx, GPUCTL_SNAP_HEALTH, fields,
-	                                    sizeof(fields) / sizeof(fields[0]), &snap);
+	struct gpuctl_health_report *rep = NULL;
+	int r;
+
+	while (m->watch && gpuctl_xid_watch_wait(cli->ctx, m->watch, 0, m->xids) > 0)
+		;
+	r = gpuctl_snapshot_take_fields(cli->ctx, GPUCTL_SNAP_HEALTH, fields,
+	                                sizeof(fields) / sizeof(fields[0]), &snap);
+	if (r >= 0)
+		r = gpuctl_health_check(cli->ctx, snap, m->xids, NULL, &rep);
 	if (r < 0) {
 		if (cli->verbose)
 			cli_error("run: cannot check the job's GPUs: %s", gpuctl_errmsg(cli->ctx));
+		gpuctl_snapshot_free(snap);
 		return;
 	}
 	for (size_t i = 0; i < m->n && m->failed < 0; i++) {
 		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, m->gpus[i]);
 		const char *u = g ? gpuctl_gpu_str(g, GPUCTL_F_UUID) : NULL;
-		const char *why = gpu_failure(snap, m->gpus[i], buf, sizeof(buf));
-		if (!why && (!u || strcmp(u, m->uuids[i]) != 0))
+		const char *why = g ? gpu_failure(rep, m->gpus[i]) : "gone from the driver's list";
+		if (!why && !gpuctl_gpu_lost(g) && (!u || strcmp(u, m->uuids[i]) != 0))
 			why = "no longer at its index (the driver's list changed)";
 		if (why) {
 			m->failed = (ssize_t)i;
@@ -691,6 +696,7 @@ static void monitor_check(struct cli *cli, struct run_monitor *m)
 			snprintf(m->why, sizeof(m->why), "%s", why);
 		}
 	}
+	gpuctl_health_report_free(rep);
 	gpuctl_snapshot_free(snap);
 }
 
@@ -928,6 +934,10 @@ static int fds_list(const int *fds, size_t n, char **ret)
 
 static void monitor_free(struct run_monitor *m)
 {
+	gpuctl_xid_watch_free(m->watch);
+	gpuctl_xid_log_free(m->xids);
+	m->watch = NULL;
+	m->xids = NULL;
 	for (size_t i = 0; i < m->n; i++)
 		free(m->uuids[i]);
 	free(m->uuids);
@@ -937,8 +947,9 @@ static void monitor_free(struct run_monitor *m)
 	m->n = 0;
 }
 
-/* The GPUs of set (a MIG device counts as its GPU), for watching. */
-static int monitor_init(struct run_monitor *m, const struct gpuctl_snapshot *snap,
+/* The GPUs of set (a MIG device counts as its GPU), for watching, and the XID events of the
+ * machine from now on (none when NVML cannot deliver them: the snapshots still count). */
+static int monitor_init(struct cli *cli, struct run_monitor *m, const struct gpuctl_snapshot *snap,
                         const struct gpuctl_devset *set)
 {
 	size_t n = gpuctl_devset_count(set);
@@ -964,6 +975,10 @@ static int monitor_init(struct run_monitor *m, const struct gpuctl_snapshot *sna
 			return -ENOMEM;
 		m->gpus[m->n++] = g;
 	}
+	if (gpuctl_xid_log_new(&m->xids) < 0)
+		return -ENOMEM;
+	if (gpuctl_xid_watch_new(cli->ctx, snap, &m->watch) < 0 && cli->verbose)
+		cli_error("run: no XID events: %s", gpuctl_errmsg(cli->ctx));
 	return 0;
 }
 
@@ -1039,7 +1054,7 @@ static int run_once(struct cli *cli, struct run_args *ap, const char *command,
 		}
 	}
 	if (a.retry) {
-		r = monitor_init(m, snap, set);
+		r = monitor_init(cli, m, snap, set);
 		if (r < 0)
 			goto fail;
 	}
@@ -1223,8 +1238,8 @@ const struct cmd_entry cmd_run_entry = {
         "  --dry-run             print each process's environment changes, CPU and memory\n"
         "                        binding and command; start nothing\n"
         "  --no-bind             do not bind CPUs and memory to the GPUs' NUMA nodes\n"
-        "  --retry N             failover: watch the job's GPUs; when one fails (lost,\n"
-        "                        uncorrectable ECC errors, row-remap failure) stop the job,\n"
+        "  --retry N             failover: watch the job's GPUs; when one turns FAIL (as\n"
+        "                        gpuctl health judges, XID events included) stop the job,\n"
         "                        select again without that GPU and relaunch it with\n"
         "                        GPUCTL_RESTART_COUNT=1, 2, ... at most N times (0-100)\n"
         "  --grace SECONDS       on failover, SIGTERM to the job's process groups, then\n"

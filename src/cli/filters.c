@@ -188,6 +188,27 @@ static bool outer_names_mig(void)
 	return false;
 }
 
+char *filters_health_state_path(const struct cli *cli, const char *option)
+{
+	const char *env = getenv("GPUCTL_HEALTH_STATE"), *dir = filters_lease_dir_path(cli, option);
+	const char *slash;
+	char *p = NULL;
+	size_t n;
+
+	if (env && env[0])
+		return strdup(env);
+	n = strlen(dir);
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	slash = memrchr(dir, '/', n);
+	if (!slash)
+		return strdup("gpuctl-health.state");
+	n = (size_t)(slash - dir);
+	if (asprintf(&p, "%.*s/gpuctl-health.state", (int)n, dir) < 0)
+		return NULL;
+	return p;
+}
+
 /* The per-GPU fields the filters and the score read (docs/selection.md). */
 static const enum gpuctl_field select_fields[] = {
         GPUCTL_F_MEMORY_TOTAL, GPUCTL_F_MEMORY_USED,  GPUCTL_F_MEMORY_FREE, GPUCTL_F_UTIL_GPU,
@@ -195,9 +216,23 @@ static const enum gpuctl_field select_fields[] = {
 };
 /* The health facts behind "unhealthy" (read unless --allow-unhealthy). */
 static const enum gpuctl_field health_fields[] = {
-        GPUCTL_F_ECC_VOL_UNCORRECTED, GPUCTL_F_ECC_AGG_UNCORRECTED, GPUCTL_F_RETIRED_DBE,
-        GPUCTL_F_RETIRED_PENDING,     GPUCTL_F_REMAP_UNCORRECTABLE, GPUCTL_F_REMAP_PENDING,
+        GPUCTL_F_ECC_VOL_UNCORRECTED,
+        GPUCTL_F_ECC_AGG_UNCORRECTED,
+        GPUCTL_F_RETIRED_DBE,
+        GPUCTL_F_RETIRED_SBE,
+        GPUCTL_F_RETIRED_PENDING,
+        GPUCTL_F_REMAP_UNCORRECTABLE,
+        GPUCTL_F_REMAP_PENDING,
         GPUCTL_F_REMAP_FAILURE,
+        GPUCTL_F_RECOVERY_ACTION,
+        GPUCTL_F_TEMP,
+        GPUCTL_F_TEMP_SLOWDOWN,
+        GPUCTL_F_CLOCKS_EVENT_REASONS,
+        GPUCTL_F_PCIE_GEN,
+        GPUCTL_F_PCIE_WIDTH,
+        GPUCTL_F_PCIE_WIDTH_MAX,
+        GPUCTL_F_PCIE_REPLAY,
+        GPUCTL_F_NAME,
 };
 
 #define NFIELDS_MAX                                                                                \
@@ -561,6 +596,68 @@ static int avoid_exclude(struct select_args *o, const struct gpuctl_snapshot *sn
 	return 0;
 }
 
+/* The health verdicts of snap (docs/health.md), with the XIDs of the kernel log ($GPUCTL_KMSG,
+ * else /dev/kmsg) and those and the counter sample `health --watch` recorded, when they can be
+ * read (else said under -v): FAIL devices go to req.unhealthy (never chosen), WARN ones to
+ * req.warned (chosen only when needed). Nothing with --allow-unhealthy. */
+static int health_sets(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
+                       const struct gpuctl_snapshot *snap)
+{
+	struct gpuctl_health_opts opts = GPUCTL_HEALTH_OPTS_INIT;
+	struct gpuctl_xid_log *xids = NULL;
+	struct gpuctl_snapshot *prev = NULL;
+	struct gpuctl_health_report *rep = NULL;
+	char *state = NULL;
+	int r;
+
+	gpuctl_devset_free(o->unhealthy);
+	gpuctl_devset_free(o->warned);
+	o->unhealthy = o->warned = NULL;
+	o->req.unhealthy = o->req.warned = NULL;
+	if (o->req.allow_unhealthy)
+		return 0;
+	r = gpuctl_xid_log_new(&xids);
+	if (r >= 0 && gpuctl_xid_log_read(cli->ctx, xids, snap, getenv("GPUCTL_KMSG")) < 0 &&
+	    cli->verbose)
+		cli_error("%s: no kernel log: %s", entry->name, gpuctl_errmsg(cli->ctx));
+	state = r < 0 ? NULL : filters_health_state_path(cli, o->lease_dir);
+	if (state &&
+	    gpuctl_health_state_read(cli->ctx, state, snap, xids, &prev, &opts.prev_age_s) < 0 &&
+	    cli->verbose)
+		cli_error("%s: no recorded health state: %s", entry->name, gpuctl_errmsg(cli->ctx));
+	opts.prev = prev;
+	if (r >= 0)
+		r = gpuctl_health_check(cli->ctx, snap, xids, &opts, &rep);
+	if (r >= 0)
+		r = gpuctl_devset_new(&o->unhealthy);
+	if (r >= 0)
+		r = gpuctl_devset_new(&o->warned);
+	for (size_t g = 0; r >= 0 && g < gpuctl_snapshot_gpu_count(snap); g++) {
+		int v = gpuctl_health_verdict(rep, g);
+		if (v == GPUCTL_HEALTH_FAIL)
+			r = gpuctl_devset_add(o->unhealthy, g, -1);
+		else if (v == GPUCTL_HEALTH_WARN)
+			r = gpuctl_devset_add(o->warned, g, -1);
+	}
+	for (size_t i = 0; r >= 0 && cli->verbose && i < gpuctl_health_finding_count(rep); i++) {
+		const struct gpuctl_health_finding *f = gpuctl_health_finding(rep, i);
+		if (f->severity != GPUCTL_HEALTH_OK)
+			cli_error("%s: GPU %zu: %s %s: %s", entry->name, f->gpu,
+			          gpuctl_health_severity_name(f->severity), f->check, f->message);
+	}
+	gpuctl_health_report_free(rep);
+	gpuctl_snapshot_free(prev);
+	gpuctl_xid_log_free(xids);
+	free(state);
+	if (r < 0) {
+		cli_error("%s: health check: %s", entry->name, strerror(-r));
+		return CLI_EXIT_FAILURE;
+	}
+	o->req.unhealthy = o->unhealthy;
+	o->req.warned = o->warned;
+	return 0;
+}
+
 static int take_snapshot(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
                          unsigned flags, const enum gpuctl_field *fields, size_t n,
                          struct gpuctl_snapshot **ret_snap)
@@ -576,6 +673,11 @@ static int take_snapshot(struct cli *cli, const struct cmd_entry *entry, struct 
 		gpuctl_snapshot_free(snap);
 		cli_error("%s: out of memory", entry->name);
 		return CLI_EXIT_FAILURE;
+	}
+	status = health_sets(cli, entry, o, snap);
+	if (status) {
+		gpuctl_snapshot_free(snap);
+		return status;
 	}
 	gpuctl_devset_free(o->within);
 	o->within = NULL;
@@ -876,6 +978,10 @@ void filters_done(struct select_args *o)
 	gpuctl_devset_free(o->pool_set);
 	o->pool_set = NULL;
 	o->req.pool = NULL;
+	gpuctl_devset_free(o->unhealthy);
+	gpuctl_devset_free(o->warned);
+	o->unhealthy = o->warned = NULL;
+	o->req.unhealthy = o->req.warned = NULL;
 }
 
 void filters_free(struct select_args *o)

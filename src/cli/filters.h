@@ -32,14 +32,16 @@ struct select_args {
 	char **avoid;                     /* UUIDs never to choose (run --retry: GPUs that failed
 	                                   * under the job), owned; n_avoid entries */
 	size_t n_avoid;
-	const char *exclude_given;     /* --exclude as given, while avoid rewrites req.exclude */
-	char *exclude_buf;             /* req.exclude: exclude_given plus the avoided GPUs still
-	                                * on the machine (owned) */
-	uint64_t share_mem;            /* --mem SIZE: the memory the job declares, 0: none */
-	struct gpuctl_devset *leased;  /* devices leased by others (owned), plain select */
-	struct gpuctl_devset *foreign; /* devices busy without a lease (owned), plain select */
-	bool wait;                     /* --wait: wait for the devices when taking a lease */
-	long wait_s;                   /* --wait=SECONDS, -1: forever */
+	const char *exclude_given;       /* --exclude as given, while avoid rewrites req.exclude */
+	char *exclude_buf;               /* req.exclude: exclude_given plus the avoided GPUs still
+	                                  * on the machine (owned) */
+	struct gpuctl_devset *unhealthy; /* health FAIL verdicts of the last snapshot (owned) */
+	struct gpuctl_devset *warned;    /* health WARN verdicts of the last snapshot (owned) */
+	uint64_t share_mem;              /* --mem SIZE: the memory the job declares, 0: none */
+	struct gpuctl_devset *leased;    /* devices leased by others (owned), plain select */
+	struct gpuctl_devset *foreign;   /* devices busy without a lease (owned), plain select */
+	bool wait;                       /* --wait: wait for the devices when taking a lease */
+	long wait_s;                     /* --wait=SECONDS, -1: forever */
 	int wait_hangup_fd; /* > 0: stop waiting (as on SIGTERM) when this pipe's reader is gone */
 };
 
@@ -130,8 +132,8 @@ enum {
 	"  --numa NODE           only GPUs attached to CPU NUMA node NODE (also --numa-node)\n"    \
 	"  --mig PROFILE         choose MIG devices of this profile (e.g. 1g.10gb)\n"              \
 	"  --whole               choose whole GPUs (the default; conflicts with --mig)\n"          \
-	"  --allow-unhealthy     also consider GPUs with uncorrectable ECC errors or a failed\n"   \
-	"                        row remap (lost GPUs are never chosen)\n"                         \
+	"  --allow-unhealthy     also consider GPUs whose health verdict is FAIL, and WARN\n"      \
+	"                        ones like any other (docs/health.md; lost GPUs never)\n"          \
 	"  --ignore-outer        choose among all GPUs, ignoring the allocation gpuctl runs in\n"  \
 	"                        (CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, SLURM_*_GPUS)\n"   \
 	"  --lease-dir DIR       the lease directory (default $GPUCTL_LEASE_DIR, else the\n"       \
@@ -194,6 +196,11 @@ int filters_pool(struct cli *cli, const struct cmd_entry *entry, struct select_a
 /* The lease request o asks for (share, thresholds and margin from the configuration). */
 void filters_lease_request(struct cli *cli, const struct select_args *o,
                            struct gpuctl_lease_request *ret_lreq);
+
+/* The health state file `gpuctl health --watch` keeps (docs/health.md): $GPUCTL_HEALTH_STATE,
+ * else gpuctl-health.state beside the lease directory (filters_lease_dir_path with option).
+ * malloc'ed; NULL when out of memory. */
+char *filters_health_state_path(const struct cli *cli, const char *option);
 
 /* Adds a GPU (by UUID) that o's selections must never choose again: it joins --exclude in
  * every later snapshot that still lists it (a lost GPU is never chosen anyway). */

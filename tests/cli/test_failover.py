@@ -54,7 +54,10 @@ DRIVER = textwrap.dedent(r'''
         time.sleep(0.3)
         gpu = held[0]
         injected.append({"gpu": gpu, "at": time.time()})
-        subprocess.run([NV, "set", "-i", str(gpu), step["what"]], check=True)
+        if step["what"].startswith("xid:"):
+            subprocess.run([NV, "xid", "-i", str(gpu), step["what"][4:]], check=True)
+        else:
+            subprocess.run([NV, "set", "-i", str(gpu), step["what"]], check=True)
     rc = job.wait(90)
     print(json.dumps({"rc": rc, "err": job.stderr.read(), "injected": injected,
                       "ledger": ledger()}))
@@ -99,6 +102,24 @@ class Failover(GpuctlTestCase):
         self.assertLess(second["start"] - res["injected"][0]["at"], 2.0, res)
         self.assertIn("lost", res["err"])
         self.assertIn("failover 1 of 2", res["err"])
+
+    def test_xid_79_relaunches_elsewhere_within_2_s(self):
+        # the issue's case: a fence-class XID (79, fallen off the bus) through NVML's events
+        res = self.go(["-n", "2", "--retry", "2"], [{"launch": 0, "count": 2, "what": "xid:79"}])
+        self.assertEqual(res["rc"], 0, res)
+        first, second = res["ledger"]
+        failed = self.uuid_of(res, 0)
+        self.assertIn(failed, self.gpus(first))
+        self.assertNotIn(failed, self.gpus(second), res)
+        self.assertLess(second["start"] - res["injected"][0]["at"], 2.0, res)
+        self.assertIn("79", res["err"])
+
+    def test_application_xid_does_not_move_the_job(self):
+        # XID 13 (graphics engine exception) is of the application class: WARN, no failover
+        res = self.go(["-n", "1", "--retry", "2"], [{"launch": 0, "count": 1, "what": "xid:13"}],
+                      job='"$LOAD" --seconds 1.5')
+        self.assertEqual(res["rc"], 0, res)
+        self.assertEqual(len(res["ledger"]), 1, res)
 
     def test_ecc_and_remap_failures(self):
         for what in ("ecc.volatile.uncorrected=2", "remap.failure=1"):

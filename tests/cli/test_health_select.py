@@ -1,0 +1,44 @@
+"""Health-aware selection end to end (issue 5, "Selection and launch"): `select` and `run` never
+choose a GPU whose health verdict is FAIL (unless --allow-unhealthy) and use a WARN GPU only when
+the request cannot be met without it. The verdicts are those of docs/health.md: a fence-class XID
+in the kernel log (79) is FAIL, a pending row remap is WARN. Expected sets follow from the rules
+and the scenario (dgx-a100: 8 GPUs), never from gpuctl's output."""
+import os
+
+from cli_facts import Machine
+from gpuctl_test import EXIT_NOMATCH, EXIT_OK, GpuctlTestCase, sim_sh
+
+UUIDS = [g["uuid"] for g in Machine("dgx-a100").gpus]
+
+
+def chosen(out):
+    line = [l for l in out.splitlines() if l.startswith("CUDA_VISIBLE_DEVICES=")][-1]
+    return {UUIDS.index(u) for u in line.split("=", 1)[1].split(",") if u}
+
+
+class HealthSelect(GpuctlTestCase):
+    def test_fail_never_chosen(self):
+        r = sim_sh("dgx-a100", '$NVSIM xid -i 3 79\n'
+                   '$GPUCTL select -n 8 || echo rc=$?\n'
+                   '$GPUCTL select -n 7\n'
+                   '$GPUCTL select -n 8 --allow-unhealthy\n'
+                   '$GPUCTL run -n 7 -- sh -c "echo CUDA_VISIBLE_DEVICES=\\$CUDA_VISIBLE_DEVICES"\n')
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("rc=%d" % EXIT_NOMATCH, r.out)
+        self.assertIn("unhealthy: 3", r.err)
+        lines = [l for l in r.out.splitlines() if l.startswith("CUDA_VISIBLE_DEVICES=")]
+        self.assertEqual(len(lines), 3, r)
+        self.assertEqual(chosen(lines[0]), set(range(8)) - {3})
+        self.assertEqual(chosen(lines[1]), set(range(8)))
+        self.assertEqual(chosen(lines[2]), set(range(8)) - {3})
+
+    def test_warn_only_when_needed(self):
+        r = sim_sh("dgx-a100", '$NVSIM set -i 0 remap.pending=1\n'
+                   'for n in 1 2 4 7 8; do $GPUCTL select -n $n; done\n')
+        self.assertEqual(r.rc, EXIT_OK, r)
+        sets = [chosen(l) for l in r.out.splitlines() if l.startswith("CUDA_VISIBLE_DEVICES=")]
+        self.assertEqual(len(sets), 5, r)
+        for s in sets[:3]:
+            self.assertNotIn(0, s)
+        self.assertEqual(sets[3], set(range(1, 8)))  # the only 7 without GPU 0
+        self.assertEqual(sets[4], set(range(8)))     # all 8: GPU 0 is needed
