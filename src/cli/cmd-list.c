@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "filters.h"
 #include "format.h"
 #include "query.h"
 
@@ -34,6 +35,7 @@ struct list_args {
 	struct query *query;    /* parsed --query (or the default CSV columns) */
 	size_t *sel;            /* chosen snapshot indices */
 	size_t nsel;            /* number of chosen GPUs */
+	int *verdict;           /* table and JSON: each GPU's health verdict (docs/health.md) */
 };
 
 enum {
@@ -128,13 +130,21 @@ enum {
 	COL_UTIL,
 	COL_MEMORY,
 	COL_POWER,
+	COL_HEALTH,
 	COL_PROCS,
 	NCOLS,
 };
 
 static const char *const table_header[NCOLS] = {
-        "GPU", "UUID", "NAME", "TEMP", "UTIL", "MEMORY", "POWER", "PROCESSES",
+        "GPU", "UUID", "NAME", "TEMP", "UTIL", "MEMORY", "POWER", "HEALTH", "PROCESSES",
 };
+
+static const char *verdict_text(const struct list_args *a, const struct gpuctl_gpu *gpu)
+{
+	const char *n =
+	        a->verdict ? gpuctl_health_severity_name(a->verdict[gpuctl_gpu_index(gpu)]) : NULL;
+	return n ? n : "N/A";
+}
 
 /* "used / total MiB" with N/A for a missing side. */
 static void memory_cell(int r_used, int64_t used, int r_total, int64_t total, char *buf,
@@ -203,7 +213,8 @@ static void procs_cell(const struct gpuctl_gpu *gpu, const struct gpuctl_mig *mi
 	}
 }
 
-static int add_gpu_rows(struct text_table *t, const struct gpuctl_gpu *gpu)
+static int add_gpu_rows(const struct list_args *a, struct text_table *t,
+                        const struct gpuctl_gpu *gpu)
 {
 	char idx[32], uuid[32], temp[32], util[32], mem[80], power[80], procs[1024];
 	const char *cells[NCOLS];
@@ -216,6 +227,7 @@ static int add_gpu_rows(struct text_table *t, const struct gpuctl_gpu *gpu)
 	cells[COL_GPU] = idx;
 	cells[COL_UUID] = uuid;
 	cells[COL_NAME] = name ? name : "N/A";
+	cells[COL_HEALTH] = verdict_text(a, gpu);
 
 	if (gpuctl_gpu_lost(gpu)) {
 		cells[COL_TEMP] = "lost";
@@ -271,9 +283,9 @@ static int add_gpu_rows(struct text_table *t, const struct gpuctl_gpu *gpu)
 		memory_cell(r1, v1, r2, v2, mem, sizeof(mem));
 		procs_cell(gpu, mig, procs, sizeof(procs));
 		const char *mcells[NCOLS] = {
-		        [COL_GPU] = midx,  [COL_UUID] = muuid,  [COL_NAME] = mname,
-		        [COL_TEMP] = "-",  [COL_UTIL] = "-",    [COL_MEMORY] = mem,
-		        [COL_POWER] = "-", [COL_PROCS] = procs,
+		        [COL_GPU] = midx,  [COL_UUID] = muuid, [COL_NAME] = mname,
+		        [COL_TEMP] = "-",  [COL_UTIL] = "-",   [COL_MEMORY] = mem,
+		        [COL_POWER] = "-", [COL_HEALTH] = "-", [COL_PROCS] = procs,
 		};
 		r = text_table_add(t, mcells);
 		if (r < 0)
@@ -291,7 +303,7 @@ static int print_table(const struct list_args *a, const struct gpuctl_snapshot *
 	if (!a->fmt.noheader)
 		r = text_table_add(t, table_header);
 	for (size_t i = 0; r >= 0 && i < a->nsel; i++)
-		r = add_gpu_rows(t, gpuctl_snapshot_gpu(snap, a->sel[i]));
+		r = add_gpu_rows(a, t, gpuctl_snapshot_gpu(snap, a->sel[i]));
 	if (r >= 0)
 		text_table_print(t, stdout);
 	text_table_free(t);
@@ -379,6 +391,8 @@ static json_t *gpu_json(const struct list_args *a, const struct gpuctl_gpu *gpu)
 	}
 	if (r >= 0)
 		r = json_put(o, "lost", json_boolean(gpuctl_gpu_lost(gpu)));
+	if (r >= 0 && !a->query_text)
+		r = json_put(o, "health", json_string(verdict_text(a, gpu)));
 	if (r >= 0 && !a->query_text) {
 		/* json_put() steals arr even when it fails, so nothing leaks on error. */
 		arr = json_array();
@@ -500,7 +514,7 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 	if (a.query_text)
 		flags = query_snap_flags(a.query);
 	else if (kind == LIST_FORMAT_TABLE)
-		flags = GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG;
+		flags = GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH;
 	else if (kind == LIST_FORMAT_JSON)
 		flags = GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH;
 	else
@@ -509,8 +523,14 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 	/* Read what is printed: the queried columns, the table's columns, or (JSON without
 	 * --query) everything. */
 	static const enum gpuctl_field table_fields[] = {
-	        GPUCTL_F_TEMP,         GPUCTL_F_UTIL_GPU,   GPUCTL_F_MEMORY_USED,
-	        GPUCTL_F_MEMORY_TOTAL, GPUCTL_F_POWER_DRAW, GPUCTL_F_POWER_LIMIT};
+	        GPUCTL_F_TEMP, GPUCTL_F_UTIL_GPU, GPUCTL_F_MEMORY_USED, GPUCTL_F_MEMORY_TOTAL,
+	        GPUCTL_F_POWER_DRAW, GPUCTL_F_POWER_LIMIT,
+	        /* the HEALTH column: the facts of docs/health.md but the NVLink walk's */
+	        GPUCTL_F_ECC_VOL_UNCORRECTED, GPUCTL_F_RETIRED_DBE, GPUCTL_F_RETIRED_SBE,
+	        GPUCTL_F_RETIRED_PENDING, GPUCTL_F_REMAP_UNCORRECTABLE, GPUCTL_F_REMAP_PENDING,
+	        GPUCTL_F_REMAP_FAILURE, GPUCTL_F_RECOVERY_ACTION, GPUCTL_F_TEMP_SLOWDOWN,
+	        GPUCTL_F_CLOCKS_EVENT_REASONS, GPUCTL_F_PCIE_GEN, GPUCTL_F_PCIE_WIDTH,
+	        GPUCTL_F_PCIE_WIDTH_MAX, GPUCTL_F_PCIE_REPLAY};
 	size_t n_fields = 0;
 	if (a.query) {
 		fields = calloc(a.query->n, sizeof(*fields));
@@ -533,6 +553,19 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 	status = cli_select_gpus(cli, snap, a.ids, &a.sel, &a.nsel);
 	if (status)
 		goto out;
+	if (!a.query_text && kind != LIST_FORMAT_CSV) {
+		/* the verdict of gpuctl health, with the kernel log and what health --watch
+		 * recorded */
+		struct gpuctl_health_report *rep = NULL;
+		size_t n = gpuctl_snapshot_gpu_count(snap);
+		status = filters_health_report(cli, &cmd_list_entry, snap, NULL, &rep);
+		if (status)
+			goto out;
+		a.verdict = calloc(n ? n : 1, sizeof(*a.verdict));
+		for (size_t g = 0; a.verdict && g < n; g++)
+			a.verdict[g] = gpuctl_health_verdict(rep, g);
+		gpuctl_health_report_free(rep);
+	}
 
 	int r;
 	switch (kind) {
@@ -553,6 +586,7 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 	}
 out:
 	free(fields);
+	free(a.verdict);
 	free(a.sel);
 	query_free(a.query);
 	gpuctl_snapshot_free(snap);

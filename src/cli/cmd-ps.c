@@ -69,7 +69,40 @@ struct ps_data {
 	uint32_t *owner_pids; /* holders and jobs of the records, for the foreign check */
 	size_t nowner_pids;
 	const char **pool_of; /* each GPU's pool name (docs/config.md); NULL: no pools configured */
+	int *verdict;         /* each GPU's health verdict (docs/health.md) */
 };
+
+static const char *verdict_name(const struct ps_data *d, const struct ps_row *row)
+{
+	const char *n = d->verdict ? gpuctl_health_severity_name(d->verdict[row->gpu]) : NULL;
+	return n ? n : "?";
+}
+
+/* Whether a row's GPU is OK (rows of free, healthy devices are shown only with --all). */
+static bool healthy(const struct ps_data *d, const struct ps_row *row)
+{
+	return !d->verdict || d->verdict[row->gpu] == GPUCTL_HEALTH_OK;
+}
+
+/* Each GPU's health verdict, as gpuctl health gives it. 0, or the exit status (error printed). */
+static int verdicts_of(struct cli *cli, struct ps_data *d, const struct gpuctl_snapshot *snap,
+                       const char *lease_dir)
+{
+	struct gpuctl_health_report *rep = NULL;
+	size_t n = gpuctl_snapshot_gpu_count(snap);
+	int status = filters_health_report(cli, &cmd_ps_entry, snap, lease_dir, &rep);
+	if (status)
+		return status;
+	d->verdict = calloc(n ? n : 1, sizeof(*d->verdict));
+	for (size_t g = 0; d->verdict && g < n; g++)
+		d->verdict[g] = gpuctl_health_verdict(rep, g);
+	gpuctl_health_report_free(rep);
+	if (!d->verdict) {
+		cli_error("ps: out of memory");
+		return CLI_EXIT_FAILURE;
+	}
+	return 0;
+}
 
 /* A row's pool: its GPU's pool, "default" for the GPUs no pool lists. */
 static const char *pool_name(const struct ps_data *d, const struct ps_row *row)
@@ -301,6 +334,7 @@ static json_t *row_json(const struct ps_data *d, const struct gpuctl_snapshot *s
 	            0 ||
 	    json_put(o, "state", json_string(state_name(row))) < 0 ||
 	    json_put(o, "pool", json_string(pool_name(d, row))) < 0 ||
+	    json_put(o, "health", json_string(verdict_name(d, row))) < 0 ||
 	    json_put(o, "reason", json_string_or_null(row->reason)) < 0 ||
 	    json_put(o, "shared_declared",
 	             json_int_or_null(row->state == GPUCTL_LEASE_SHARED ? 0 : -ENODATA,
@@ -347,7 +381,7 @@ static int print_json(const struct ps_data *d, const struct gpuctl_snapshot *sna
 	}
 	for (size_t i = 0; i < d->nrows; i++) {
 		const struct ps_row *row = &d->rows[i];
-		if (!all && row->state == GPUCTL_LEASE_FREE && !row->foreign)
+		if (!all && row->state == GPUCTL_LEASE_FREE && !row->foreign && healthy(d, row))
 			continue;
 		json_t *o = row_json(d, snap, row);
 		if (!o || json_array_append_new(arr, o) < 0) {
@@ -400,22 +434,22 @@ static void note_add(char *note, size_t size, const char *fmt, ...)
 static int print_table(const struct ps_data *d, const struct gpuctl_snapshot *snap, bool all)
 {
 	/* POOL only when the configuration has pools */
-	static const char *const head[] = {"DEVICE", "UUID",    "STATE", "POOL", "USER", "PID",
-	                                   "JOB",    "COMMAND", "LABEL", "AGE",  "NOTE"};
-	const size_t skip = d->pool_of ? 0 : 1, ncol = 11 - skip;
-	const char *row_head[11];
+	static const char *const head[] = {"DEVICE", "UUID", "STATE",   "HEALTH", "POOL", "USER",
+	                                   "PID",    "JOB",  "COMMAND", "LABEL",  "AGE",  "NOTE"};
+	const size_t skip = d->pool_of ? 0 : 1, ncol = 12 - skip;
+	const char *row_head[12];
 	struct text_table *t = NULL;
 	size_t shown = 0;
 	int r = text_table_new(ncol, &t);
 	if (r < 0)
 		return r;
-	for (size_t c = 0, k = 0; c < 11; c++)
-		if (!(skip && c == 3))
+	for (size_t c = 0, k = 0; c < 12; c++)
+		if (!(skip && c == 4))
 			row_head[k++] = head[c];
 	r = text_table_add(t, row_head);
 	for (size_t i = 0; r >= 0 && i < d->nrows; i++) {
 		const struct ps_row *row = &d->rows[i];
-		if (!all && row->state == GPUCTL_LEASE_FREE && !row->foreign)
+		if (!all && row->state == GPUCTL_LEASE_FREE && !row->foreign && healthy(d, row))
 			continue;
 		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, row->gpu);
 		const struct gpuctl_mig *m =
@@ -472,6 +506,7 @@ static int print_table(const struct ps_data *d, const struct gpuctl_snapshot *sn
 			const char *cells[] = {label,
 			                       suuid,
 			                       state_name(row),
+			                       verdict_name(d, row),
 			                       pool_name(d, row),
 			                       user,
 			                       pid,
@@ -480,9 +515,9 @@ static int print_table(const struct ps_data *d, const struct gpuctl_snapshot *sn
 			                       lab,
 			                       age,
 			                       note[0] ? note : "-"};
-			const char *row_cells[11];
-			for (size_t c = 0, j = 0; c < 11; c++)
-				if (!(skip && c == 3))
+			const char *row_cells[12];
+			for (size_t c = 0, j = 0; c < 12; c++)
+				if (!(skip && c == 4))
 					row_cells[j++] = cells[c];
 			r = text_table_add(t, row_cells);
 		}
@@ -493,8 +528,8 @@ static int print_table(const struct ps_data *d, const struct gpuctl_snapshot *sn
 			text_table_print(t, stdout);
 		else
 			puts(all ? "no devices"
-			         : "no device is leased, unusable or busy (--all lists every "
-			           "device)");
+			         : "no device is leased, unusable, busy or unhealthy (--all lists "
+			           "every device)");
 	}
 	text_table_free(t);
 	return r;
@@ -753,8 +788,28 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 		return ps_waiting(cli, lease_dir, json);
 
 	/* memory size: room left on shared devices; utilisation: the busy thresholds */
-	static const enum gpuctl_field fields[] = {GPUCTL_F_MIG_MODE, GPUCTL_F_MEMORY_TOTAL,
-	                                           GPUCTL_F_UTIL_GPU};
+	/* health: the verdict column, as gpuctl health (no NVLink walk: that check is skipped) */
+	static const enum gpuctl_field fields[] = {
+	        GPUCTL_F_MIG_MODE,
+	        GPUCTL_F_MEMORY_TOTAL,
+	        GPUCTL_F_UTIL_GPU,
+	        GPUCTL_F_ECC_VOL_UNCORRECTED,
+	        GPUCTL_F_RETIRED_DBE,
+	        GPUCTL_F_RETIRED_SBE,
+	        GPUCTL_F_RETIRED_PENDING,
+	        GPUCTL_F_REMAP_UNCORRECTABLE,
+	        GPUCTL_F_REMAP_PENDING,
+	        GPUCTL_F_REMAP_FAILURE,
+	        GPUCTL_F_RECOVERY_ACTION,
+	        GPUCTL_F_TEMP,
+	        GPUCTL_F_TEMP_SLOWDOWN,
+	        GPUCTL_F_CLOCKS_EVENT_REASONS,
+	        GPUCTL_F_PCIE_GEN,
+	        GPUCTL_F_PCIE_WIDTH,
+	        GPUCTL_F_PCIE_WIDTH_MAX,
+	        GPUCTL_F_PCIE_REPLAY,
+	        GPUCTL_F_NAME,
+	};
 	status = cli_snapshot_fields(cli, GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG, fields,
 	                             sizeof(fields) / sizeof(fields[0]), &snap);
 	if (status)
@@ -773,6 +828,8 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 	}
 	filters_lease_request(cli, &(struct select_args)SELECT_ARGS_INIT, &lreq);
 	status = pools_of(cli, &d, snap);
+	if (!status)
+		status = verdicts_of(cli, &d, snap, lease_dir);
 	if (status)
 		goto out;
 	if (exists) {
@@ -818,6 +875,7 @@ out:
 	free(d.rows);
 	free(d.owner_pids);
 	free(d.pool_of);
+	free(d.verdict);
 	gpuctl_devset_free(foreign);
 	gpuctl_devset_free(busy);
 	gpuctl_lease_list_free(list);

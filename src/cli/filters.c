@@ -596,19 +596,54 @@ static int avoid_exclude(struct select_args *o, const struct gpuctl_snapshot *sn
 	return 0;
 }
 
-/* The health verdicts of snap (docs/health.md), with the XIDs of the kernel log ($GPUCTL_KMSG,
- * else /dev/kmsg) and those and the counter sample `health --watch` recorded, when they can be
- * read (else said under -v): FAIL devices go to req.unhealthy (never chosen), WARN ones to
- * req.warned (chosen only when needed). Nothing with --allow-unhealthy. */
-static int health_sets(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
-                       const struct gpuctl_snapshot *snap)
+int filters_health_report(struct cli *cli, const struct cmd_entry *entry,
+                          const struct gpuctl_snapshot *snap, const char *lease_dir,
+                          struct gpuctl_health_report **ret_rep)
 {
 	struct gpuctl_health_opts opts = GPUCTL_HEALTH_OPTS_INIT;
 	struct gpuctl_xid_log *xids = NULL;
 	struct gpuctl_snapshot *prev = NULL;
-	struct gpuctl_health_report *rep = NULL;
 	char *state = NULL;
-	int r;
+	int r = gpuctl_xid_log_new(&xids);
+
+	if (r >= 0 && gpuctl_xid_log_read(cli->ctx, xids, snap, getenv("GPUCTL_KMSG")) < 0 &&
+	    cli->verbose)
+		fprintf(stderr, "gpuctl: debug: %s: no kernel log: %s\n", entry->name,
+		        gpuctl_errmsg(cli->ctx));
+	state = r < 0 ? NULL : filters_health_state_path(cli, lease_dir);
+	if (state &&
+	    gpuctl_health_state_read(cli->ctx, state, snap, xids, &prev, &opts.prev_age_s) < 0 &&
+	    cli->verbose)
+		fprintf(stderr, "gpuctl: debug: %s: no recorded health state: %s\n", entry->name,
+		        gpuctl_errmsg(cli->ctx));
+	opts.prev = prev;
+	if (r >= 0)
+		r = gpuctl_health_check(cli->ctx, snap, xids, &opts, ret_rep);
+	for (size_t i = 0; r >= 0 && cli->verbose && i < gpuctl_health_finding_count(*ret_rep);
+	     i++) {
+		const struct gpuctl_health_finding *f = gpuctl_health_finding(*ret_rep, i);
+		if (f->severity != GPUCTL_HEALTH_OK)
+			fprintf(stderr, "gpuctl: info: %s: GPU %zu: %s %s: %s\n", entry->name,
+			        f->gpu, gpuctl_health_severity_name(f->severity), f->check,
+			        f->message);
+	}
+	gpuctl_snapshot_free(prev);
+	gpuctl_xid_log_free(xids);
+	free(state);
+	if (r < 0) {
+		cli_error("%s: health check: %s", entry->name, strerror(-r));
+		return CLI_EXIT_FAILURE;
+	}
+	return 0;
+}
+
+/* The health verdicts of snap (filters_health_report): FAIL devices go to req.unhealthy (never
+ * chosen), WARN ones to req.warned (chosen only when needed). Nothing with --allow-unhealthy. */
+static int health_sets(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
+                       const struct gpuctl_snapshot *snap)
+{
+	struct gpuctl_health_report *rep = NULL;
+	int r, status;
 
 	gpuctl_devset_free(o->unhealthy);
 	gpuctl_devset_free(o->warned);
@@ -616,20 +651,10 @@ static int health_sets(struct cli *cli, const struct cmd_entry *entry, struct se
 	o->req.unhealthy = o->req.warned = NULL;
 	if (o->req.allow_unhealthy)
 		return 0;
-	r = gpuctl_xid_log_new(&xids);
-	if (r >= 0 && gpuctl_xid_log_read(cli->ctx, xids, snap, getenv("GPUCTL_KMSG")) < 0 &&
-	    cli->verbose)
-		cli_error("%s: no kernel log: %s", entry->name, gpuctl_errmsg(cli->ctx));
-	state = r < 0 ? NULL : filters_health_state_path(cli, o->lease_dir);
-	if (state &&
-	    gpuctl_health_state_read(cli->ctx, state, snap, xids, &prev, &opts.prev_age_s) < 0 &&
-	    cli->verbose)
-		cli_error("%s: no recorded health state: %s", entry->name, gpuctl_errmsg(cli->ctx));
-	opts.prev = prev;
-	if (r >= 0)
-		r = gpuctl_health_check(cli->ctx, snap, xids, &opts, &rep);
-	if (r >= 0)
-		r = gpuctl_devset_new(&o->unhealthy);
+	status = filters_health_report(cli, entry, snap, o->lease_dir, &rep);
+	if (status)
+		return status;
+	r = gpuctl_devset_new(&o->unhealthy);
 	if (r >= 0)
 		r = gpuctl_devset_new(&o->warned);
 	for (size_t g = 0; r >= 0 && g < gpuctl_snapshot_gpu_count(snap); g++) {
@@ -639,18 +664,9 @@ static int health_sets(struct cli *cli, const struct cmd_entry *entry, struct se
 		else if (v == GPUCTL_HEALTH_WARN)
 			r = gpuctl_devset_add(o->warned, g, -1);
 	}
-	for (size_t i = 0; r >= 0 && cli->verbose && i < gpuctl_health_finding_count(rep); i++) {
-		const struct gpuctl_health_finding *f = gpuctl_health_finding(rep, i);
-		if (f->severity != GPUCTL_HEALTH_OK)
-			cli_error("%s: GPU %zu: %s %s: %s", entry->name, f->gpu,
-			          gpuctl_health_severity_name(f->severity), f->check, f->message);
-	}
 	gpuctl_health_report_free(rep);
-	gpuctl_snapshot_free(prev);
-	gpuctl_xid_log_free(xids);
-	free(state);
 	if (r < 0) {
-		cli_error("%s: health check: %s", entry->name, strerror(-r));
+		cli_error("%s: %s", entry->name, strerror(-r));
 		return CLI_EXIT_FAILURE;
 	}
 	o->req.unhealthy = o->unhealthy;

@@ -202,6 +202,14 @@ void filters_lease_request(struct cli *cli, const struct select_args *o,
  * malloc'ed; NULL when out of memory. */
 char *filters_health_state_path(const struct cli *cli, const char *option);
 
+/* The health report of snap (docs/health.md) as gpuctl health makes it: with the XIDs of the
+ * kernel log ($GPUCTL_KMSG, else /dev/kmsg) and those and the counter sample of the health
+ * state file (filters_health_state_path(cli, lease_dir)), each when it can be read (else said
+ * under -v, as are the findings). 0, or CLI_EXIT_FAILURE after printing the error. */
+int filters_health_report(struct cli *cli, const struct cmd_entry *entry,
+                          const struct gpuctl_snapshot *snap, const char *lease_dir,
+                          struct gpuctl_health_report **ret_rep);
+
 /* Adds a GPU (by UUID) that o's selections must never choose again: it joins --exclude in
  * every later snapshot that still lists it (a lost GPU is never chosen anyway). */
 int filters_avoid(struct select_args *o, const char *uuid);

@@ -394,7 +394,9 @@ class NotSupportedEverywhere(FaultTestCase):
             self.assertEqual(g["index"], i)
             self.assertIs(g["lost"], False)
             nonnull = {k for k, v in g.items() if v not in (None, [])}
-            self.assertEqual(nonnull, {"index", "lost"}, g)
+            # the verdict is gpuctl's own: nothing NVML could not say is a finding
+            self.assertEqual(nonnull, {"index", "lost", "health"}, g)
+            self.assertEqual(g["health"], "OK")
         for i, line in enumerate(out["csv"].splitlines()):
             self.assertEqual(line, "%d" % i + ", [N/A]" * 6, r)
         topo = [l.split("\t") for l in out["topo"].splitlines()[1:1 + n]]
@@ -485,8 +487,9 @@ class MissingSymbols(FaultTestCase):
             for k in identity:
                 self.assertEqual(got[k], want[k], (i, k))
             nonnull = {k for k, v in got.items() if v not in (None, [])}
-            self.assertEqual(nonnull, identity | {"lost"}, got)
+            self.assertEqual(nonnull, identity | {"lost", "health"}, got)
             self.assertIs(got["lost"], False)
+            self.assertEqual(got["health"], "OK")  # no signal, no finding
         rows = [cells(l) for l in out["table"].splitlines()[1:]]
         for i, (row, g) in enumerate(zip(rows, m.gpus)):
             self.assertEqual(row[:5], [str(i), g["uuid"][:12], g["name"], "N/A", "N/A"], r)

@@ -42,3 +42,16 @@ class HealthSelect(GpuctlTestCase):
             self.assertNotIn(0, s)
         self.assertEqual(sets[3], set(range(1, 8)))  # the only 7 without GPU 0
         self.assertEqual(sets[4], set(range(8)))     # all 8: GPU 0 is needed
+
+    def test_ps_shows_verdicts(self):
+        # ps lists an unhealthy GPU even when it is free, with its verdict; --all lists the rest
+        r = sim_sh("dgx-a100", '$NVSIM xid -i 3 79\n$NVSIM set -i 1 remap.pending=1\n'
+                   '$GPUCTL ps --format json\necho ---\n$GPUCTL ps --all --format json\n')
+        self.assertEqual(r.rc, EXIT_OK, r)
+        import json
+        short, full = (json.loads(p) for p in r.out.split("---\n"))
+        self.assertEqual({d["index"]: d["health"] for d in short["devices"]},
+                         {1: "WARN", 3: "FAIL"})
+        self.assertEqual({d["index"]: d["health"] for d in full["devices"]},
+                         {0: "OK", 1: "WARN", 2: "OK", 3: "FAIL", 4: "OK", 5: "OK", 6: "OK",
+                          7: "OK"})

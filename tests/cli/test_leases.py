@@ -264,11 +264,12 @@ class HoldRelease(LeaseCase):
         t = self.g("ps")
         self.assertEqual(t.rc, 0, t)
         rows = t.out.splitlines()
-        self.assertEqual(rows[0].split()[:6], ["DEVICE", "UUID", "STATE", "USER", "PID", "JOB"])
+        self.assertEqual(rows[0].split()[:7],
+                         ["DEVICE", "UUID", "STATE", "HEALTH", "USER", "PID", "JOB"])
         self.assertEqual(len(rows), 2, t)
         cells = rows[1].split()
-        self.assertEqual(cells[:5], [str(UUIDS.index(uuid)), short_uuid(uuid), "leased", me(),
-                                     str(holder)])
+        self.assertEqual(cells[:6], [str(UUIDS.index(uuid)), short_uuid(uuid), "leased", "OK",
+                                     me(), str(holder)])
         self.assertIn("nightly build", rows[1])
 
         # Nobody gets it: run, a plain select, another hold.

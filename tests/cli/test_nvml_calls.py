@@ -71,7 +71,9 @@ class NvmlCallsTest(GpuctlTestCase):
         for fn in ("nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage",
                    "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo_v2"):
             self.assertEqual(fns.get(fn), self.N, fn)
-        for fn in ("nvmlDeviceGetSerial", "nvmlDeviceGetClockInfo", "nvmlDeviceGetTotalEccErrors",
+        # the HEALTH column reads the health facts (once each), never the NVLink walk
+        self.assertEqual(fns.get("nvmlDeviceGetRemappedRows"), self.N)
+        for fn in ("nvmlDeviceGetSerial", "nvmlDeviceGetClockInfo",
                    "nvmlDeviceGetCpuAffinity") + TOPOLOGY:
             self.assertNotIn(fn, fns)
 

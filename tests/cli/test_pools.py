@@ -125,7 +125,7 @@ class Pools(ConfigCase):
                                  4: "default", 5: "spare", 6: "default", 7: "default"})
         r = self.g("ps", config=c)
         self.assertIn("POOL", r.out.splitlines()[0])
-        self.assertRegex(r.out, r"\n5\s+GPU-\S+\s+leased\s+spare\s")
+        self.assertRegex(r.out, r"\n5\s+GPU-\S+\s+leased\s+OK\s+spare\s")
         r = self.g("info", "--format", "json", config=c)
         doc = r.json()
         self.assertEqual(doc["config"], c)
