@@ -184,6 +184,13 @@ def main():
         import exporter_bench
         lines += exporter_bench.section(build)
 
+    # Health: a full check on 8 and 64 GPUs, --watch detection and run --retry failover latency
+    # (bench/health_bench.py).
+    if not a.scenario:
+        sys.path.insert(0, HERE)
+        import health_bench
+        lines += health_bench.section(build)
+
     # The hand-written reading of the numbers below the table survives a new run.
     notes = ""
     if os.path.exists(a.out):

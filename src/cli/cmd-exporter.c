@@ -38,11 +38,62 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
 #include <microhttpd.h>
 
 #include "filters.h"
 #include "listen.h"
 #include "metrics.h"
+
+/* libmicrohttpd, loaded when the exporter starts: linking it would make every gpuctl command
+ * load it and GnuTLS with it (about 1.5 ms of every start, docs/ARCHITECTURE.md). The header
+ * gives the types and constants; these are the functions the exporter calls. */
+static struct {
+	void *handle;
+	struct MHD_Daemon *(*start_daemon)(unsigned int flags, uint16_t port,
+	                                   MHD_AcceptPolicyCallback apc, void *apc_cls,
+	                                   MHD_AccessHandlerCallback dh, void *dh_cls, ...);
+	void (*stop_daemon)(struct MHD_Daemon *daemon);
+	struct MHD_Response *(*create_response_from_buffer)(size_t size, void *buffer,
+	                                                    enum MHD_ResponseMemoryMode mode);
+	enum MHD_Result (*add_response_header)(struct MHD_Response *response, const char *header,
+	                                       const char *content);
+	enum MHD_Result (*queue_response)(struct MHD_Connection *connection,
+	                                  unsigned int status_code, struct MHD_Response *response);
+	void (*destroy_response)(struct MHD_Response *response);
+	const char *(*lookup_connection_value)(struct MHD_Connection *connection,
+	                                       enum MHD_ValueKind kind, const char *key);
+} mhd;
+
+/* Loads libmicrohttpd (the Debian 12 soname, then the development name). 0, or -ENOENT with
+ * the reason in buf. */
+static int mhd_load(char *buf, size_t size)
+{
+	static const char *const names[] = {"libmicrohttpd.so.12", "libmicrohttpd.so"};
+	for (size_t i = 0; !mhd.handle && i < sizeof(names) / sizeof(names[0]); i++)
+		mhd.handle = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+	if (!mhd.handle) {
+		snprintf(buf, size, "%s", dlerror());
+		return -ENOENT;
+	}
+#define MHD_SYM(field, name)                                                                       \
+	do {                                                                                       \
+		*(void **)&mhd.field = dlsym(mhd.handle, name);                                    \
+		if (!mhd.field) {                                                                  \
+			snprintf(buf, size, "%s lacks %s", "libmicrohttpd", name);                 \
+			return -ENOENT;                                                            \
+		}                                                                                  \
+	} while (0)
+	MHD_SYM(start_daemon, "MHD_start_daemon");
+	MHD_SYM(stop_daemon, "MHD_stop_daemon");
+	MHD_SYM(create_response_from_buffer, "MHD_create_response_from_buffer");
+	MHD_SYM(add_response_header, "MHD_add_response_header");
+	MHD_SYM(queue_response, "MHD_queue_response");
+	MHD_SYM(destroy_response, "MHD_destroy_response");
+	MHD_SYM(lookup_connection_value, "MHD_lookup_connection_value");
+#undef MHD_SYM
+	return 0;
+}
 
 #define EXPORTER_DEFAULT_INTERVAL 5.0
 #define EXPORTER_MIN_INTERVAL     0.1
@@ -200,17 +251,17 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 	(void)req_cls;
 
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
-		return MHD_queue_response(conn, MHD_HTTP_METHOD_NOT_ALLOWED, ex->badmethod);
+		return mhd.queue_response(conn, MHD_HTTP_METHOD_NOT_ALLOWED, ex->badmethod);
 	/* No request of ours has a body: refuse one before reading it (MHD then closes). */
 	const char *cl =
-	        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	        mhd.lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if ((cl && strcmp(cl, "0") != 0) || *upload_data_size ||
-	    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
-		return MHD_queue_response(conn, MHD_HTTP_CONTENT_TOO_LARGE, ex->toolarge);
+	    mhd.lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+		return mhd.queue_response(conn, MHD_HTTP_CONTENT_TOO_LARGE, ex->toolarge);
 
 	if (strcmp(url, "/metrics") == 0) {
 		pthread_mutex_lock(&ex->lock);
-		r = MHD_queue_response(conn, MHD_HTTP_OK, ex->page);
+		r = mhd.queue_response(conn, MHD_HTTP_OK, ex->page);
 		pthread_mutex_unlock(&ex->lock);
 		return r;
 	}
@@ -222,7 +273,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 		resp = ex->notfound;
 		code = MHD_HTTP_NOT_FOUND;
 	}
-	return MHD_queue_response(conn, code, resp);
+	return mhd.queue_response(conn, code, resp);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -238,9 +289,9 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 static struct MHD_Response *static_response(const char *text, const char *type)
 {
 	struct MHD_Response *r =
-	        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
-	if (r && MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type) != MHD_YES) {
-		MHD_destroy_response(r);
+	        mhd.create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+	if (r && mhd.add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type) != MHD_YES) {
+		mhd.destroy_response(r);
 		r = NULL;
 	}
 	return r;
@@ -257,8 +308,8 @@ static int exporter_init(struct exporter *ex)
 	ex->badmethod = static_response("405 method not allowed: GET or HEAD\n", text);
 	ex->toolarge = static_response("413 request bodies are not accepted\n", text);
 	if (!ex->index || !ex->healthz || !ex->notfound || !ex->badmethod || !ex->toolarge ||
-	    MHD_add_response_header(ex->badmethod, MHD_HTTP_HEADER_ALLOW, "GET, HEAD") != MHD_YES ||
-	    MHD_add_response_header(ex->toolarge, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES)
+	    mhd.add_response_header(ex->badmethod, MHD_HTTP_HEADER_ALLOW, "GET, HEAD") != MHD_YES ||
+	    mhd.add_response_header(ex->toolarge, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES)
 		return -ENOMEM;
 	return 0;
 }
@@ -269,7 +320,7 @@ static void exporter_done(struct exporter *ex)
 	                               &ex->notfound, &ex->badmethod, &ex->toolarge};
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
 		if (*all[i])
-			MHD_destroy_response(*all[i]);
+			mhd.destroy_response(*all[i]);
 		*all[i] = NULL;
 	}
 	pthread_mutex_destroy(&ex->lock);
@@ -370,14 +421,14 @@ static int sample(struct sampler *s, struct gpuctl_snapshot *snap0)
 		return r;
 	}
 	struct MHD_Response *page =
-	        MHD_create_response_from_buffer(buf.len, buf.data, MHD_RESPMEM_MUST_FREE);
+	        mhd.create_response_from_buffer(buf.len, buf.data, MHD_RESPMEM_MUST_FREE);
 	if (!page) {
 		textbuf_free(&buf);
 		return -ENOMEM;
 	}
-	if (MHD_add_response_header(page, MHD_HTTP_HEADER_CONTENT_TYPE,
+	if (mhd.add_response_header(page, MHD_HTTP_HEADER_CONTENT_TYPE,
 	                            "text/plain; version=0.0.4; charset=utf-8") != MHD_YES) {
-		MHD_destroy_response(page);
+		mhd.destroy_response(page);
 		return -ENOMEM;
 	}
 	pthread_mutex_lock(&s->ex->lock);
@@ -385,7 +436,7 @@ static int sample(struct sampler *s, struct gpuctl_snapshot *snap0)
 	s->ex->page = page;
 	/* connections still sending the old page hold their own reference */
 	if (old)
-		MHD_destroy_response(old);
+		mhd.destroy_response(old);
 	pthread_mutex_unlock(&s->ex->lock);
 	return 0;
 }
@@ -483,6 +534,16 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	s.hostname[sizeof(s.hostname) - 1] = '\0';
 	ex.verbose = cli->verbose;
 
+	char mhd_why[256];
+	if (mhd_load(mhd_why, sizeof(mhd_why)) < 0) {
+		cli_error("exporter: cannot load libmicrohttpd (Debian: apt-get install "
+		          "libmicrohttpd12): "
+		          "%s",
+		          mhd_why);
+		close(fd);
+		return CLI_EXIT_FAILURE;
+	}
+
 	/* The first sample before serving: no driver is exit 4 now, not an empty page later. */
 	status = cli_snapshot_fields(cli, METRICS_SNAP_FLAGS, s.fields, s.n_fields, &snap);
 	if (status) {
@@ -504,7 +565,7 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &stop, &old);
 	signal(SIGPIPE, SIG_IGN);
 
-	daemon = MHD_start_daemon(
+	daemon = mhd.start_daemon(
 	        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG, 0, NULL, NULL,
 	        handle, &ex, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
 	        (unsigned)EXPORTER_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, timeout,
@@ -524,7 +585,7 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	sample_loop(&s, interval, &stop);
 
 	/* MHD_stop_daemon closes the listening socket it was given. */
-	MHD_stop_daemon(daemon);
+	mhd.stop_daemon(daemon);
 	exporter_done(&ex);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return CLI_EXIT_OK;
