@@ -871,6 +871,10 @@ int gpuctl_health_check(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *sn
                         const struct gpuctl_xid_log *xids, const struct gpuctl_health_opts *opts,
                         struct gpuctl_health_report **ret_report);
 void gpuctl_health_report_free(struct gpuctl_health_report *report);
+/* The per-GPU fields gpuctl_health_check reads (static, *ret_n entries): what a snapshot for a
+ * health check passes to gpuctl_snapshot_take_fields, with GPUCTL_SNAP_HEALTH (and
+ * GPUCTL_SNAP_TOPOLOGY for the NVLink check). */
+const enum gpuctl_field *gpuctl_health_fields(size_t *ret_n);
 /* Findings, by GPU index, then worst first, then check order. */
 size_t gpuctl_health_finding_count(const struct gpuctl_health_report *report);
 const struct gpuctl_health_finding *gpuctl_health_finding(const struct gpuctl_health_report *report,

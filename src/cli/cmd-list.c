@@ -522,15 +522,14 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 
 	/* Read what is printed: the queried columns, the table's columns, or (JSON without
 	 * --query) everything. */
-	static const enum gpuctl_field table_fields[] = {
-	        GPUCTL_F_TEMP, GPUCTL_F_UTIL_GPU, GPUCTL_F_MEMORY_USED, GPUCTL_F_MEMORY_TOTAL,
-	        GPUCTL_F_POWER_DRAW, GPUCTL_F_POWER_LIMIT,
-	        /* the HEALTH column: the facts of docs/health.md but the NVLink walk's */
-	        GPUCTL_F_ECC_VOL_UNCORRECTED, GPUCTL_F_RETIRED_DBE, GPUCTL_F_RETIRED_SBE,
-	        GPUCTL_F_RETIRED_PENDING, GPUCTL_F_REMAP_UNCORRECTABLE, GPUCTL_F_REMAP_PENDING,
-	        GPUCTL_F_REMAP_FAILURE, GPUCTL_F_RECOVERY_ACTION, GPUCTL_F_TEMP_SLOWDOWN,
-	        GPUCTL_F_CLOCKS_EVENT_REASONS, GPUCTL_F_PCIE_GEN, GPUCTL_F_PCIE_WIDTH,
-	        GPUCTL_F_PCIE_WIDTH_MAX, GPUCTL_F_PCIE_REPLAY};
+	enum gpuctl_field table_fields[6 + GPUCTL__F_COUNT] = {
+	        GPUCTL_F_TEMP,         GPUCTL_F_UTIL_GPU,   GPUCTL_F_MEMORY_USED,
+	        GPUCTL_F_MEMORY_TOTAL, GPUCTL_F_POWER_DRAW, GPUCTL_F_POWER_LIMIT};
+	size_t n_table = 6, nh = 0;
+	/* the HEALTH column: the facts of docs/health.md but the NVLink walk's */
+	const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
+	for (size_t i = 0; i < nh; i++)
+		table_fields[n_table++] = hf[i];
 	size_t n_fields = 0;
 	if (a.query) {
 		fields = calloc(a.query->n, sizeof(*fields));
@@ -543,8 +542,7 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 			fields[n_fields++] = a.query->cols[c].field;
 		status = cli_snapshot_fields(cli, flags, fields, n_fields, &snap);
 	} else if (kind == LIST_FORMAT_TABLE) {
-		status = cli_snapshot_fields(cli, flags, table_fields,
-		                             sizeof(table_fields) / sizeof(table_fields[0]), &snap);
+		status = cli_snapshot_fields(cli, flags, table_fields, n_table, &snap);
 	} else {
 		status = cli_snapshot(cli, flags, &snap);
 	}

@@ -787,31 +787,16 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 	if (waiting)
 		return ps_waiting(cli, lease_dir, json);
 
-	/* memory size: room left on shared devices; utilisation: the busy thresholds */
-	/* health: the verdict column, as gpuctl health (no NVLink walk: that check is skipped) */
-	static const enum gpuctl_field fields[] = {
-	        GPUCTL_F_MIG_MODE,
-	        GPUCTL_F_MEMORY_TOTAL,
-	        GPUCTL_F_UTIL_GPU,
-	        GPUCTL_F_ECC_VOL_UNCORRECTED,
-	        GPUCTL_F_RETIRED_DBE,
-	        GPUCTL_F_RETIRED_SBE,
-	        GPUCTL_F_RETIRED_PENDING,
-	        GPUCTL_F_REMAP_UNCORRECTABLE,
-	        GPUCTL_F_REMAP_PENDING,
-	        GPUCTL_F_REMAP_FAILURE,
-	        GPUCTL_F_RECOVERY_ACTION,
-	        GPUCTL_F_TEMP,
-	        GPUCTL_F_TEMP_SLOWDOWN,
-	        GPUCTL_F_CLOCKS_EVENT_REASONS,
-	        GPUCTL_F_PCIE_GEN,
-	        GPUCTL_F_PCIE_WIDTH,
-	        GPUCTL_F_PCIE_WIDTH_MAX,
-	        GPUCTL_F_PCIE_REPLAY,
-	        GPUCTL_F_NAME,
-	};
-	status = cli_snapshot_fields(cli, GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG, fields,
-	                             sizeof(fields) / sizeof(fields[0]), &snap);
+	/* memory size: room left on shared devices; utilisation: the busy thresholds; health: the
+	 * verdict column, as gpuctl health (no NVLink walk: that check is skipped) */
+	enum gpuctl_field fields[3 + GPUCTL__F_COUNT] = {GPUCTL_F_MIG_MODE, GPUCTL_F_MEMORY_TOTAL,
+	                                                 GPUCTL_F_UTIL_GPU};
+	size_t nfields = 3, nh = 0;
+	const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
+	for (size_t i = 0; i < nh; i++)
+		fields[nfields++] = hf[i];
+	status = cli_snapshot_fields(cli, GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG, fields, nfields,
+	                             &snap);
 	if (status)
 		return status;
 	status = filters_config(cli, &cmd_ps_entry);

@@ -663,19 +663,15 @@ static const char *gpu_failure(const struct gpuctl_health_report *rep, size_t g)
  * m->failed at the first FAIL. A snapshot that cannot be taken concludes nothing (-v says so). */
 static void monitor_check(struct cli *cli, struct run_monitor *m)
 {
-	static const enum gpuctl_field fields[] = {
-	        GPUCTL_F_ECC_VOL_UNCORRECTED, GPUCTL_F_RETIRED_DBE,     GPUCTL_F_RETIRED_SBE,
-	        GPUCTL_F_RETIRED_PENDING,     GPUCTL_F_REMAP_FAILURE,   GPUCTL_F_REMAP_PENDING,
-	        GPUCTL_F_REMAP_UNCORRECTABLE, GPUCTL_F_RECOVERY_ACTION, GPUCTL_F_NAME,
-	};
+	size_t nfields = 0;
+	const enum gpuctl_field *fields = gpuctl_health_fields(&nfields);
 	struct gpuctl_snapshot *snap = NULL;
 	struct gpuctl_health_report *rep = NULL;
 	int r;
 
 	while (m->watch && gpuctl_xid_watch_wait(cli->ctx, m->watch, 0, m->xids) > 0)
 		;
-	r = gpuctl_snapshot_take_fields(cli->ctx, GPUCTL_SNAP_HEALTH, fields,
-	                                sizeof(fields) / sizeof(fields[0]), &snap);
+	r = gpuctl_snapshot_take_fields(cli->ctx, GPUCTL_SNAP_HEALTH, fields, nfields, &snap);
 	if (r >= 0)
 		r = gpuctl_health_check(cli->ctx, snap, m->xids, NULL, &rep);
 	if (r < 0) {

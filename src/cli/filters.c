@@ -214,30 +214,8 @@ static const enum gpuctl_field select_fields[] = {
         GPUCTL_F_MEMORY_TOTAL, GPUCTL_F_MEMORY_USED,  GPUCTL_F_MEMORY_FREE, GPUCTL_F_UTIL_GPU,
         GPUCTL_F_NUMA_NODE,    GPUCTL_F_CPU_AFFINITY, GPUCTL_F_MIG_MODE,
 };
-/* The health facts behind "unhealthy" (read unless --allow-unhealthy). */
-static const enum gpuctl_field health_fields[] = {
-        GPUCTL_F_ECC_VOL_UNCORRECTED,
-        GPUCTL_F_ECC_AGG_UNCORRECTED,
-        GPUCTL_F_RETIRED_DBE,
-        GPUCTL_F_RETIRED_SBE,
-        GPUCTL_F_RETIRED_PENDING,
-        GPUCTL_F_REMAP_UNCORRECTABLE,
-        GPUCTL_F_REMAP_PENDING,
-        GPUCTL_F_REMAP_FAILURE,
-        GPUCTL_F_RECOVERY_ACTION,
-        GPUCTL_F_TEMP,
-        GPUCTL_F_TEMP_SLOWDOWN,
-        GPUCTL_F_CLOCKS_EVENT_REASONS,
-        GPUCTL_F_PCIE_GEN,
-        GPUCTL_F_PCIE_WIDTH,
-        GPUCTL_F_PCIE_WIDTH_MAX,
-        GPUCTL_F_PCIE_REPLAY,
-        GPUCTL_F_NAME,
-};
-
-#define NFIELDS_MAX                                                                                \
-	(sizeof(select_fields) / sizeof(select_fields[0]) +                                        \
-	 sizeof(health_fields) / sizeof(health_fields[0]))
+/* The fields of a selection's snapshot at most: select_fields plus gpuctl_health_fields(). */
+#define NFIELDS_MAX (sizeof(select_fields) / sizeof(select_fields[0]) + GPUCTL__F_COUNT)
 
 void filters_device_label(const struct gpuctl_snapshot *snap, size_t gpu, int mig, char *buf,
                           size_t size)
@@ -890,8 +868,11 @@ int filters_select_lease(struct cli *cli, const struct cmd_entry *entry, struct 
 		fields[n++] = select_fields[i];
 	if (!o->req.allow_unhealthy) {
 		flags |= GPUCTL_SNAP_HEALTH;
-		for (size_t i = 0; i < sizeof(health_fields) / sizeof(health_fields[0]); i++)
-			fields[n++] = health_fields[i];
+		/* the health facts behind "unhealthy" and WARN (read unless --allow-unhealthy) */
+		size_t nh = 0;
+		const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
+		for (size_t i = 0; i < nh; i++)
+			fields[n++] = hf[i];
 	}
 	if (o->req.mig_profile || (!o->ignore_outer && outer_names_mig()))
 		flags |= GPUCTL_SNAP_MIG;

@@ -539,6 +539,35 @@ static int cmp_finding(const void *a, const void *b)
 	return x->pub.xid < y->pub.xid ? -1 : x->pub.xid > y->pub.xid;
 }
 
+const enum gpuctl_field *gpuctl_health_fields(size_t *ret_n)
+{
+	/* every field the checks below read (keep in step with them) */
+	static const enum gpuctl_field fields[] = {
+	        GPUCTL_F_UUID,
+	        GPUCTL_F_NAME,
+	        GPUCTL_F_MIG_MODE,
+	        GPUCTL_F_ECC_VOL_UNCORRECTED,
+	        GPUCTL_F_RETIRED_SBE,
+	        GPUCTL_F_RETIRED_DBE,
+	        GPUCTL_F_RETIRED_PENDING,
+	        GPUCTL_F_REMAP_UNCORRECTABLE,
+	        GPUCTL_F_REMAP_PENDING,
+	        GPUCTL_F_REMAP_FAILURE,
+	        GPUCTL_F_RECOVERY_ACTION,
+	        GPUCTL_F_TEMP,
+	        GPUCTL_F_TEMP_SLOWDOWN,
+	        GPUCTL_F_CLOCKS_EVENT_REASONS,
+	        GPUCTL_F_PCIE_GEN,
+	        GPUCTL_F_PCIE_WIDTH,
+	        GPUCTL_F_PCIE_WIDTH_MAX,
+	        GPUCTL_F_PCIE_REPLAY,
+	};
+
+	if (ret_n)
+		*ret_n = sizeof(fields) / sizeof(fields[0]);
+	return fields;
+}
+
 int gpuctl_health_check(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
                         const struct gpuctl_xid_log *xids, const struct gpuctl_health_opts *opts,
                         struct gpuctl_health_report **ret_report)
