@@ -55,3 +55,28 @@ class HealthSelect(GpuctlTestCase):
         self.assertEqual({d["index"]: d["health"] for d in full["devices"]},
                          {0: "OK", 1: "WARN", 2: "OK", 3: "FAIL", 4: "OK", 5: "OK", 6: "OK",
                           7: "OK"})
+
+    def test_select_honours_what_health_watch_recorded(self):
+        # `health --watch` sees an XID through NVML's events and records it in its state file;
+        # a later select that cannot read the kernel log (GPUCTL_KMSG an empty file) still keeps
+        # the GPU out, from the state file alone.
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            state, empty = os.path.join(tmp, "health.state"), os.path.join(tmp, "empty.log")
+            open(empty, "w").close()
+            script = ('$GPUCTL health --watch --interval 1 --state "$STATE" >/dev/null &\n'
+                      'W=$!\n'
+                      'sleep 1\n'
+                      '$NVSIM xid -i 5 48\n'
+                      'for i in $(seq 50); do [ -s "$STATE" ] && grep -q 48 "$STATE" && break; '
+                      'sleep 0.1; done\n'
+                      'kill $W; wait $W 2>/dev/null || true\n'
+                      'GPUCTL_KMSG="$EMPTY" $GPUCTL select -n 8 || echo rc=$?\n'
+                      'GPUCTL_KMSG="$EMPTY" GPUCTL_HEALTH_STATE=/nonexistent $GPUCTL select -n 8\n')
+            r = sim_sh("dgx-a100", script,
+                       env={"STATE": state, "EMPTY": empty, "GPUCTL_HEALTH_STATE": state})
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("rc=%d" % EXIT_NOMATCH, r.out, r)
+        self.assertIn("unhealthy: 5", r.err)
+        # without the state file (and with no kernel log) nothing says GPU 5 failed
+        self.assertEqual(chosen(r.out), set(range(8)))
