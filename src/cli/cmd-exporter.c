@@ -334,11 +334,21 @@ struct sampler {
 	const char *lease_dir;        /* --lease-dir, or NULL */
 	enum gpuctl_field fields[64]; /* what the snapshot reads */
 	size_t n_fields;
-	char hostname[256];         /* the Hostname label */
-	struct metrics_stats stats; /* the exporter's counters */
-	bool nvml_failing;          /* the previous sample failed (log once per streak) */
-	bool lease_failing;         /* the same for the lease directory */
+	char hostname[256];                 /* the Hostname label */
+	struct metrics_stats stats;         /* the exporter's counters */
+	bool nvml_failing;                  /* the previous sample failed (log once per streak) */
+	bool lease_failing;                 /* the same for the lease directory */
+	struct gpuctl_xid_watch *xid_watch; /* NVML's XID events, NULL when it has none */
+	struct gpuctl_xid_log *xids;        /* the XIDs they delivered since the start */
 };
+
+static void sampler_done(struct sampler *s)
+{
+	gpuctl_xid_watch_free(s->xid_watch);
+	gpuctl_xid_log_free(s->xids);
+	s->xid_watch = NULL;
+	s->xids = NULL;
+}
 
 static double now_s(clockid_t clock)
 {
@@ -384,6 +394,7 @@ static int sample(struct sampler *s, struct gpuctl_snapshot *snap0)
 {
 	struct gpuctl_snapshot *snap = snap0;
 	struct gpuctl_lease_list *leases = NULL;
+	struct gpuctl_health_report *health = NULL;
 	struct textbuf buf = {0};
 	double t0 = now_s(CLOCK_MONOTONIC);
 	int r = 0;
@@ -407,13 +418,25 @@ static int sample(struct sampler *s, struct gpuctl_snapshot *snap0)
 			cli_error("exporter: NVML: sampling again");
 		s->nvml_failing = false;
 		leases = read_leases(s, snap);
+		/* XIDs since the last sample, then the verdicts (docs/health.md: the kernel log and
+		 * what health --watch recorded, as gpuctl health reads them) */
+		while (s->xid_watch && s->xids &&
+		       gpuctl_xid_watch_wait(s->cli->ctx, s->xid_watch, 0, s->xids) > 0)
+			;
+		if (filters_health_report(s->cli, &cmd_exporter_entry, snap, s->lease_dir, &health))
+			health = NULL; /* said on stderr; the other metrics are served */
 	}
 	s->stats.last_ok = snap != NULL;
 	/* the duration covers the NVML and lease reads; rendering is measured by `make bench` */
 	s->stats.last_duration_s = now_s(CLOCK_MONOTONIC) - t0;
-	struct metrics_input in = {
-	        .snap = snap, .leases = leases, .hostname = s->hostname, .stats = &s->stats};
+	struct metrics_input in = {.snap = snap,
+	                           .leases = leases,
+	                           .hostname = s->hostname,
+	                           .stats = &s->stats,
+	                           .health = health,
+	                           .xids = s->xids};
 	r = metrics_render(&in, &buf);
+	gpuctl_health_report_free(health);
 	gpuctl_lease_list_free(leases);
 	gpuctl_snapshot_free(snap);
 	if (r < 0) {
@@ -529,6 +552,16 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	}
 	s.lease_dir = lease_dir;
 	s.n_fields = metrics_fields(s.fields, sizeof(s.fields) / sizeof(s.fields[0]));
+	/* and what the health verdicts need (docs/health.md; no NVLink walk) */
+	size_t nh = 0;
+	const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
+	for (size_t i = 0; i < nh && s.n_fields < sizeof(s.fields) / sizeof(s.fields[0]); i++) {
+		bool have = false;
+		for (size_t k = 0; k < s.n_fields; k++)
+			have |= s.fields[k] == hf[i];
+		if (!have)
+			s.fields[s.n_fields++] = hf[i];
+	}
 	if (gethostname(s.hostname, sizeof(s.hostname)) < 0)
 		s.hostname[0] = '\0';
 	s.hostname[sizeof(s.hostname) - 1] = '\0';
@@ -550,10 +583,16 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 		close(fd);
 		return status;
 	}
-	if (exporter_init(&ex) < 0 || sample(&s, snap) < 0) {
+	/* XID events from now on (none when NVML cannot deliver them: the kernel log still
+	 * counts for the verdicts) */
+	if (gpuctl_xid_log_new(&s.xids) < 0 ||
+	    (gpuctl_xid_watch_new(cli->ctx, snap, &s.xid_watch) < 0 && cli->verbose))
+		cli_error("exporter: no XID events: %s", gpuctl_errmsg(cli->ctx));
+	if (!s.xids || exporter_init(&ex) < 0 || sample(&s, snap) < 0) {
 		cli_error("exporter: out of memory");
 		close(fd);
 		exporter_done(&ex);
+		sampler_done(&s);
 		return CLI_EXIT_FAILURE;
 	}
 
@@ -575,6 +614,7 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 		cli_error("exporter: cannot start the HTTP server on '%s'", listen_text);
 		close(fd);
 		exporter_done(&ex);
+		sampler_done(&s);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		return CLI_EXIT_FAILURE;
 	}
@@ -587,6 +627,7 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	/* MHD_stop_daemon closes the listening socket it was given. */
 	mhd.stop_daemon(daemon);
 	exporter_done(&ex);
+	sampler_done(&s);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return CLI_EXIT_OK;
 }

@@ -48,6 +48,7 @@ const struct dcgm_metric metrics_dcgm[] = {
          ONE},
         {"DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).", NOT_READ, ONE},
         {"DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).", NOT_READ, ONE},
+        /* rendered from XID events by render_health (not a snapshot field) */
         {"DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", NOT_READ,
          ONE},
         {"DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", GPUCTL_F_MEMORY_FREE,
@@ -587,6 +588,97 @@ static void render_exporter(struct textbuf *b, const struct metrics_input *in)
 	textbuf_printf(b, "gpuctl_exporter_last_sample_timestamp_seconds %.3f\n", s->last_time_s);
 }
 
+/* Health (docs/health.md): each GPU's verdict, its non-OK findings by check, the XIDs seen
+ * since the exporter started by code and class, and DCGM's last XID per GPU. */
+static void render_health(struct textbuf *b, const struct metrics_input *in,
+                          const struct gpu_labels *gl, size_t ngpu)
+{
+	size_t nx = gpuctl_xid_log_count(in->xids);
+
+	if (in->health) {
+		family(b, "gpuctl_gpu_health", "gauge",
+		       "Health verdict of the GPU as gpuctl health gives it: 0 OK, 1 WARN, 2 "
+		       "FAIL.");
+		for (size_t i = 0; i < ngpu; i++) {
+			textbuf_puts(b, "gpuctl_gpu_health{");
+			gpuctl_labels(b, &gl[i]);
+			value_int(b, gpuctl_health_verdict(in->health, i));
+		}
+		bool started = false;
+		for (size_t k = 0; k < gpuctl_health_finding_count(in->health); k++) {
+			const struct gpuctl_health_finding *f =
+			        gpuctl_health_finding(in->health, k);
+			if (f->severity == GPUCTL_HEALTH_OK || f->gpu >= ngpu ||
+			    strcmp(f->check, "xid") == 0)
+				continue; /* XIDs: gpuctl_gpu_xid_total below */
+			if (!started)
+				family(b, "gpuctl_gpu_health_check", "gauge",
+				       "A check that is not OK on the GPU (docs/health.md): 1 "
+				       "WARN, 2 "
+				       "FAIL.");
+			started = true;
+			textbuf_puts(b, "gpuctl_gpu_health_check{");
+			gpuctl_labels(b, &gl[f->gpu]);
+			label(b, false, "check", f->check);
+			value_int(b, f->severity);
+		}
+	}
+	/* counts per (GPU, code), first seen first */
+	bool started = false;
+	for (size_t k = 0; k < nx; k++) {
+		size_t g, g2;
+		unsigned x, x2;
+		int64_t n = 0;
+		bool first = true;
+		if (gpuctl_xid_log_get(in->xids, k, &g, &x, NULL) < 0 || g >= ngpu)
+			continue;
+		for (size_t j = 0; j < nx; j++)
+			if (gpuctl_xid_log_get(in->xids, j, &g2, &x2, NULL) == 0 && g2 == g &&
+			    x2 == x) {
+				first &= j >= k;
+				n++;
+			}
+		if (!first)
+			continue;
+		struct gpuctl_xid_info xi;
+		char code[16];
+		gpuctl_xid_lookup(x, &xi);
+		snprintf(code, sizeof(code), "%u", x);
+		if (!started)
+			family(b, "gpuctl_gpu_xid_total", "counter",
+			       "XIDs seen on the GPU since the exporter started, by code and "
+			       "class.");
+		started = true;
+		textbuf_puts(b, "gpuctl_gpu_xid_total{");
+		gpuctl_labels(b, &gl[g]);
+		label(b, false, "xid", code);
+		label(b, false, "class", gpuctl_xid_class_name(xi.class_));
+		value_int(b, n);
+	}
+	/* dcgm-exporter: the value of the last XID of each GPU that had one */
+	started = false;
+	for (size_t i = 0; i < ngpu; i++) {
+		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(in->snap, i);
+		size_t gi;
+		unsigned x, last = 0;
+		bool any = false;
+		for (size_t k = 0; k < nx; k++)
+			if (gpuctl_xid_log_get(in->xids, k, &gi, &x, NULL) == 0 && gi == i) {
+				last = x;
+				any = true;
+			}
+		if (!any || !g || gpuctl_gpu_lost(g))
+			continue;
+		if (!started)
+			family(b, "DCGM_FI_DEV_XID_ERRORS", "gauge",
+			       "Value of the last XID error encountered.");
+		started = true;
+		textbuf_puts(b, "DCGM_FI_DEV_XID_ERRORS{");
+		dcgm_labels(b, in, &gl[i], g);
+		value_int(b, last);
+	}
+}
+
 int metrics_render(const struct metrics_input *in, struct textbuf *out)
 {
 	size_t ngpu = in->snap ? gpuctl_snapshot_gpu_count(in->snap) : 0;
@@ -609,6 +701,7 @@ int metrics_render(const struct metrics_input *in, struct textbuf *out)
 		render_mig(out, in, gl, ngpu);
 		if (in->leases)
 			render_leases(out, in, gl, ngpu);
+		render_health(out, in, gl, ngpu);
 	}
 	render_exporter(out, in);
 	free(gl);

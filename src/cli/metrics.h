@@ -65,7 +65,7 @@ extern const size_t metrics_dcgm_count;
  * gpuctl_* metrics need). Writes up to max; returns how many there are. */
 size_t metrics_fields(enum gpuctl_field *fields, size_t max);
 /* The snapshot flags the exporter needs. */
-#define METRICS_SNAP_FLAGS (GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG)
+#define METRICS_SNAP_FLAGS (GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH)
 
 /* The exporter's own counters, rendered as gpuctl_exporter_* metrics. */
 struct metrics_stats {
@@ -78,10 +78,12 @@ struct metrics_stats {
 };
 
 struct metrics_input {
-	const struct gpuctl_snapshot *snap;     /* NULL when the sample failed */
-	const struct gpuctl_lease_list *leases; /* NULL when there is no lease directory */
-	const char *hostname;                   /* the Hostname label */
-	const struct metrics_stats *stats;      /* never NULL */
+	const struct gpuctl_snapshot *snap;        /* NULL when the sample failed */
+	const struct gpuctl_lease_list *leases;    /* NULL when there is no lease directory */
+	const char *hostname;                      /* the Hostname label */
+	const struct metrics_stats *stats;         /* never NULL */
+	const struct gpuctl_health_report *health; /* the verdicts of snap, NULL: none */
+	const struct gpuctl_xid_log *xids;         /* XIDs seen since the exporter started */
 };
 
 /* Renders every metric of in into out (appended). 0, or -ENOMEM (out->failed). */

@@ -423,6 +423,29 @@ class TestValues(GpuctlTestCase):
             self.assertEqual(by_gpu(m, "DCGM_FI_DEV_POWER_USAGE")[2], 123.456)
             self.assertEqual(by_gpu(m, "DCGM_FI_DEV_GPU_TEMP")[1], 30)
 
+    def test_health_verdicts_checks_and_xids(self):
+        # docs/health.md: a fence-class XID (79) is FAIL, an application one (13) WARN, a
+        # pending row remap WARN; the XIDs come through NVML's events (counted per code) and
+        # DCGM_FI_DEV_XID_ERRORS is the last one's code
+        with Exporter("dgx-a100") as ex:
+            m = ex.wait_for(lambda m: "gpuctl_gpu_health" in m, "verdicts")
+            self.assertEqual(set(by_gpu(m, "gpuctl_gpu_health").values()), {0})
+            self.assertNotIn("DCGM_FI_DEV_XID_ERRORS", m)  # none yet: omitted, not 0
+            ex.nvsim("xid", "-i", "3", "79")
+            ex.nvsim("xid", "-i", "3", "79")
+            ex.nvsim("xid", "-i", "5", "13")
+            ex.nvsim("set", "-i", "1", "remap.pending=1")
+            m = ex.wait_for(lambda m: by_gpu(m, "gpuctl_gpu_health").get(1) == 1 and
+                            by_gpu(m, "gpuctl_gpu_health").get(3) == 2 and
+                            len(m.get("gpuctl_gpu_xid_total", [])) == 2, "findings")
+            self.assertEqual(by_gpu(m, "gpuctl_gpu_health"),
+                             {0: 0, 1: 1, 2: 0, 3: 2, 4: 0, 5: 1, 6: 0, 7: 0})
+            xids = {(l["gpu"], l["xid"], l["class"]): v for l, v in m["gpuctl_gpu_xid_total"]}
+            self.assertEqual(xids, {("3", "79", "fence"): 2, ("5", "13", "application"): 1})
+            self.assertEqual(by_gpu(m, "DCGM_FI_DEV_XID_ERRORS"), {3: 79, 5: 13})
+            checks = {(l["gpu"], l["check"]): v for l, v in m["gpuctl_gpu_health_check"]}
+            self.assertEqual(checks, {("1", "remap-pending"): 1})
+
     def test_unsupported_value_is_omitted(self):
         with Exporter("dgx-a100") as ex:
             ex.nvsim("fail", "nvmlDeviceGetPowerUsage", "NOT_SUPPORTED", "-i", "5")
