@@ -43,6 +43,9 @@
 	X(nvmlDeviceGetCurrPcieLinkWidth, 1)                                                       \
 	X(nvmlDeviceGetMaxPcieLinkWidth, 1)                                                        \
 	X(nvmlDeviceGetPcieReplayCounter, 1)                                                       \
+	X(nvmlDeviceGetEncoderUtilization, 1)                                                      \
+	X(nvmlDeviceGetDecoderUtilization, 1)                                                      \
+	X(nvmlDeviceGetTotalEnergyConsumption, 1)                                                  \
 	X(nvmlDeviceGetPersistenceMode, 1)                                                         \
 	X(nvmlDeviceGetComputeMode, 1)                                                             \
 	X(nvmlDeviceGetEccMode, 1)                                                                 \

@@ -49,6 +49,10 @@ static const struct setkey {
         {"remap.pending", "remapped_rows.pending", V_BOOL},
         {"remap.failure", "remapped_rows.failure", V_BOOL},
         {"recovery_action", "recovery_action", V_INT},
+        {"temperature.memory", "temperature_memory_c", V_INT},
+        {"utilization.encoder", "utilization_encoder", V_PCT},
+        {"utilization.decoder", "utilization_decoder", V_PCT},
+        {"energy", "energy_mj", V_U64},
         {"persistence_mode", "persistence_mode", V_BOOL},
         {"compute_mode", "compute_mode", V_COMPUTE_MODE},
 };

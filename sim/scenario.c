@@ -437,6 +437,10 @@ static const char *const gpu_keys[] = {"uuid",
                                        "retired_pages",
                                        "remapped_rows",
                                        "recovery_action",
+                                       "temperature_memory_c",
+                                       "utilization_encoder",
+                                       "utilization_decoder",
+                                       "energy_mj",
                                        "numa_node",
                                        "gpu_numa_node",
                                        "cpu_affinity",
@@ -751,6 +755,10 @@ static int parse_gpu(struct pctx *c, json_t *o, const char *b, struct sim_gpu *g
 	    (r = get_opt(c, o, b, "temperature_slowdown_c", 200, &g->temperature_slowdown_c)) < 0 ||
 	    (r = get_opt(c, o, b, "temperature_shutdown_c", 200, &g->temperature_shutdown_c)) < 0 ||
 	    (r = get_opt(c, o, b, "recovery_action", 5, &g->recovery_action)) < 0 ||
+	    (r = get_opt(c, o, b, "temperature_memory_c", 200, &g->temperature_memory_c)) < 0 ||
+	    (r = get_opt(c, o, b, "utilization_encoder", 100, &g->utilization_encoder)) < 0 ||
+	    (r = get_opt(c, o, b, "utilization_decoder", 100, &g->utilization_decoder)) < 0 ||
+	    (r = get_opt(c, o, b, "energy_mj", LLONG_MAX, &g->energy_mj)) < 0 ||
 	    (r = get_opt(c, o, b, "power_draw_mw", 10000000, &g->power_draw_mw)) < 0 ||
 	    (r = get_opt(c, o, b, "power_limit_mw", 10000000, &g->power_limit_mw)) < 0 ||
 	    (r = parse_clocks(c, o, b, "clocks_mhz", &g->clock_sm, &g->clock_mem)) < 0 ||

@@ -81,6 +81,8 @@ struct sim_gpu {
 	unsigned int temperature_c;
 	struct sim_opt temperature_slowdown_c, temperature_shutdown_c;
 	struct sim_opt power_draw_mw, power_limit_mw;
+	/* absent: NOT_SUPPORTED (no HBM sensor, no video engines, no energy counter) */
+	struct sim_opt temperature_memory_c, utilization_encoder, utilization_decoder, energy_mj;
 	struct sim_opt clock_sm, clock_mem, max_clock_sm, max_clock_mem;
 	unsigned long long clocks_event_reasons;
 	unsigned int pcie_gen, pcie_width, pcie_max_gen, pcie_max_width, pcie_replay;

@@ -167,6 +167,11 @@ enum gpuctl_field {
 	GPUCTL_F_CPU_AFFINITY,  /* string: ideal CPUs as a Linux cpulist, "0-15,128-143" */
 	/* recovery (GPUCTL_SNAP_HEALTH) */
 	GPUCTL_F_RECOVERY_ACTION, /* int: the action the driver asks for: enum gpuctl_recovery */
+	/* telemetry added for the exporter (and watch) */
+	GPUCTL_F_TEMP_MEMORY,  /* int: memory (HBM) temperature, C */
+	GPUCTL_F_UTIL_ENCODER, /* int: video encoder utilisation, percent */
+	GPUCTL_F_UTIL_DECODER, /* int: video decoder utilisation, percent */
+	GPUCTL_F_ENERGY,       /* int: energy used since the driver loaded, mJ */
 	GPUCTL__F_COUNT
 };
 

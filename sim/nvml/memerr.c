@@ -116,9 +116,10 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned 
 	return sim_end(NVML_SUCCESS);
 }
 
-/* Field values: only NVML_FI_DEV_GET_GPU_RECOVERY_ACTION is known, from the scenario's
- * recovery_action (absent: the field is NOT_SUPPORTED, as on drivers that predate it); every
- * other field answers NOT_SUPPORTED in its own entry. The call itself succeeds. */
+/* Field values: NVML_FI_DEV_GET_GPU_RECOVERY_ACTION from the scenario's recovery_action
+ * (absent: NOT_SUPPORTED, as on drivers that predate it) and NVML_FI_DEV_MEMORY_TEMP from
+ * temperature_memory_c (absent: no memory sensor); every other field answers NOT_SUPPORTED in
+ * its own entry. The call itself succeeds. */
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
                                                  nvmlFieldValue_t *values)
 {
@@ -133,10 +134,14 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int values
 
 		v->timestamp = (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 		v->latencyUsec = 0;
-		if (v->fieldId == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION &&
-		    c.g->recovery_action.valid) {
+		const struct sim_opt *o =
+		        v->fieldId == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION ? &c.g->recovery_action
+		        : v->fieldId == NVML_FI_DEV_MEMORY_TEMP ? &c.g->temperature_memory_c
+		                                                : NULL;
+
+		if (o && o->valid) {
 			v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
-			v->value.uiVal = (unsigned int)c.g->recovery_action.v;
+			v->value.uiVal = (unsigned int)o->v;
 			v->nvmlReturn = NVML_SUCCESS;
 		} else {
 			v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;

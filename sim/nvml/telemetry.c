@@ -216,3 +216,41 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsi
 	SIM_DEVICE_CALL(nvmlDeviceGetPcieReplayCounter, device, 0);
 	return sim_end(uint_out(c.g->pcie_replay, value));
 }
+
+/* Video engines: the scenario's utilization_encoder/decoder (absent: no such engine, as on
+ * boards without NVENC/NVDEC); the sampling period is a fixed 1 s. */
+static nvmlReturn_t engine_util(const struct sim_opt *o, unsigned int *util, unsigned int *period)
+{
+	if (!util || !period)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*period = 1000000;
+	return opt_out(o, util);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device,
+                                                        unsigned int *utilization,
+                                                        unsigned int *samplingPeriodUs)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetEncoderUtilization, device, 0);
+	return sim_end(engine_util(&c.g->utilization_encoder, utilization, samplingPeriodUs));
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device,
+                                                        unsigned int *utilization,
+                                                        unsigned int *samplingPeriodUs)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetDecoderUtilization, device, 0);
+	return sim_end(engine_util(&c.g->utilization_decoder, utilization, samplingPeriodUs));
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
+                                                            unsigned long long *energy)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetTotalEnergyConsumption, device, 0);
+	if (!energy)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	if (!c.g->energy_mj.valid)
+		return sim_end(NVML_ERROR_NOT_SUPPORTED);
+	*energy = c.g->energy_mj.v;
+	return sim_end(NVML_SUCCESS);
+}

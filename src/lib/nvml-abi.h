@@ -311,6 +311,7 @@ typedef struct {
 	nvmlValue_t value;
 } nvmlFieldValue_t;
 #define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION 230
+#define NVML_FI_DEV_MEMORY_TEMP             82 /* memory temperature, C */
 
 /* ---- Events (NVML API 11+) ---- */
 

@@ -98,6 +98,9 @@ _Static_assert(offsetof(nvmlProcessInfo_r530_t, computeInstanceId) ==
 	X(pcie_width, nvml_fn_dev_uint_t, false, "nvmlDeviceGetCurrPcieLinkWidth")                 \
 	X(pcie_width_max, nvml_fn_dev_uint_t, false, "nvmlDeviceGetMaxPcieLinkWidth")              \
 	X(pcie_replay, nvml_fn_dev_uint_t, false, "nvmlDeviceGetPcieReplayCounter")                \
+	X(encoder_util, nvml_fn_dev_uint2_t, false, "nvmlDeviceGetEncoderUtilization")             \
+	X(decoder_util, nvml_fn_dev_uint2_t, false, "nvmlDeviceGetDecoderUtilization")             \
+	X(energy, nvml_fn_dev_ull_t, false, "nvmlDeviceGetTotalEnergyConsumption")                 \
 	X(persistence, nvml_fn_enable_state_t, false, "nvmlDeviceGetPersistenceMode")              \
 	X(compute_mode, nvml_fn_compute_mode_t, false, "nvmlDeviceGetComputeMode")                 \
 	X(ecc_mode, nvml_fn_ecc_mode_t, false, "nvmlDeviceGetEccMode")                             \
@@ -572,6 +575,8 @@ static void read_identity(struct reader *rd, size_t i, nvmlDevice_t dev)
 		set_int(rd, i, GPUCTL_F_MINOR_NUMBER, u);
 }
 
+static void read_field_values(struct reader *rd, size_t i, nvmlDevice_t dev);
+
 static void read_state(struct reader *rd, size_t i, nvmlDevice_t dev)
 {
 	int64_t total, used, freeb;
@@ -595,6 +600,13 @@ static void read_state(struct reader *rd, size_t i, nvmlDevice_t dev)
 	}
 	if (want(rd, GPUCTL_F_TEMP) && CALL(rd, i, temperature, dev, NVML_TEMPERATURE_GPU, &u))
 		set_int(rd, i, GPUCTL_F_TEMP, u);
+	read_field_values(rd, i, dev); /* memory temperature, recovery action: one call */
+	if (want(rd, GPUCTL_F_UTIL_ENCODER) && CALL(rd, i, encoder_util, dev, &u, &u2))
+		set_int(rd, i, GPUCTL_F_UTIL_ENCODER, u);
+	if (want(rd, GPUCTL_F_UTIL_DECODER) && CALL(rd, i, decoder_util, dev, &u, &u2))
+		set_int(rd, i, GPUCTL_F_UTIL_DECODER, u);
+	if (want(rd, GPUCTL_F_ENERGY) && CALL(rd, i, energy, dev, &ull))
+		set_int(rd, i, GPUCTL_F_ENERGY, (int64_t)ull);
 	if (want(rd, GPUCTL_F_TEMP_SLOWDOWN) &&
 	    CALL(rd, i, temp_threshold, dev, NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, &u))
 		set_int(rd, i, GPUCTL_F_TEMP_SLOWDOWN, u);
@@ -658,49 +670,68 @@ static int arch_rank(const struct gpuctl_gpu *g)
 }
 #define RANK_AMPERE 6
 
-/* The driver's recovery action: one field of nvmlDeviceGetFieldValues, whose own return code
- * says whether this driver knows it (the field came with R565-era drivers). */
-static void read_recovery_action(struct reader *rd, size_t i, nvmlDevice_t dev)
+/* The facts gpuctl reads through nvmlDeviceGetFieldValues, all wanted ones in one call; each
+ * entry's own return code says whether this driver knows the field (the recovery action came
+ * with R565-era drivers; memory temperature is reported by GPUs with HBM). */
+static void read_field_values(struct reader *rd, size_t i, nvmlDevice_t dev)
 {
-	nvmlFieldValue_t fv = {.fieldId = NVML_FI_DEV_GET_GPU_RECOVERY_ACTION};
-	int64_t v;
+	static const struct {
+		unsigned id;
+		enum gpuctl_field f;
+		const char *what;
+	} known[] = {
+	        {NVML_FI_DEV_MEMORY_TEMP, GPUCTL_F_TEMP_MEMORY, "memory temperature"},
+	        {NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, GPUCTL_F_RECOVERY_ACTION,
+	         "GPU recovery action"},
+	};
+	nvmlFieldValue_t fv[sizeof(known) / sizeof(known[0])];
+	size_t which[sizeof(known) / sizeof(known[0])], n = 0;
 
-	if (!CALL(rd, i, field_values, dev, 1, &fv))
+	for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
+		if (want(rd, known[k].f)) {
+			fv[n] = (nvmlFieldValue_t){.fieldId = known[k].id};
+			which[n++] = k;
+		}
+	if (n == 0 || !CALL(rd, i, field_values, dev, (int)n, fv))
 		return;
-	if (fv.nvmlReturn != NVML_SUCCESS) {
-		/* Any code, not only NOT_SUPPORTED, means "unavailable" here: drivers that predate
-		 * the field answer for it in their own ways, and that is no fault of the GPU. */
-		char key[64];
-		(void)snprintf(key, sizeof(key), "recovery:%d", (int)fv.nvmlReturn);
-		ctx_log_once(rd->ctx, key, GPUCTL_LOG_DEBUG,
-		             "nvmlDeviceGetFieldValues: GPU recovery action: NVML error %d; shown "
-		             "as N/A",
-		             (int)fv.nvmlReturn);
-		return;
+	for (size_t j = 0; j < n; j++) {
+		int64_t v;
+
+		if (fv[j].nvmlReturn != NVML_SUCCESS) {
+			/* Any code, not only NOT_SUPPORTED, means "unavailable" here: drivers that
+			 * predate a field answer for it in their own ways, no fault of the GPU. */
+			char key[64];
+			(void)snprintf(key, sizeof(key), "field:%u:%d", known[which[j]].id,
+			               (int)fv[j].nvmlReturn);
+			ctx_log_once(rd->ctx, key, GPUCTL_LOG_DEBUG,
+			             "nvmlDeviceGetFieldValues: %s: NVML error %d; shown as N/A",
+			             known[which[j]].what, (int)fv[j].nvmlReturn);
+			continue;
+		}
+		switch (fv[j].valueType) {
+		case 1: /* unsigned int */
+			v = fv[j].value.uiVal;
+			break;
+		case 2: /* unsigned long */
+			v = (int64_t)fv[j].value.ulVal;
+			break;
+		case 3: /* unsigned long long */
+			v = (int64_t)fv[j].value.ullVal;
+			break;
+		case 4: /* signed long long */
+			v = fv[j].value.sllVal;
+			break;
+		case 5: /* signed int */
+			v = fv[j].value.siVal;
+			break;
+		case 6: /* unsigned short */
+			v = fv[j].value.usVal;
+			break;
+		default:
+			continue;
+		}
+		set_int(rd, i, known[which[j]].f, v);
 	}
-	switch (fv.valueType) {
-	case 1: /* unsigned int */
-		v = fv.value.uiVal;
-		break;
-	case 2: /* unsigned long */
-		v = (int64_t)fv.value.ulVal;
-		break;
-	case 3: /* unsigned long long */
-		v = (int64_t)fv.value.ullVal;
-		break;
-	case 4: /* signed long long */
-		v = fv.value.sllVal;
-		break;
-	case 5: /* signed int */
-		v = fv.value.siVal;
-		break;
-	case 6: /* unsigned short */
-		v = fv.value.usVal;
-		break;
-	default:
-		return;
-	}
-	set_int(rd, i, GPUCTL_F_RECOVERY_ACTION, v);
 }
 
 static void read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
@@ -713,8 +744,6 @@ static void read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
 
 	if (want(rd, GPUCTL_F_PCIE_REPLAY) && CALL(rd, i, pcie_replay, dev, &u1))
 		set_int(rd, i, GPUCTL_F_PCIE_REPLAY, u1);
-	if (want(rd, GPUCTL_F_RECOVERY_ACTION))
-		read_recovery_action(rd, i, dev);
 	/* Memory error counters exist only with ECC on; a GPU whose ECC mode reads as off or
 	 * unsupported (GeForce) has none, so they are not asked for. */
 	if (field_is(g, GPUCTL_F_ECC_MODE, 0) ||

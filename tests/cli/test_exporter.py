@@ -423,6 +423,22 @@ class TestValues(GpuctlTestCase):
             self.assertEqual(by_gpu(m, "DCGM_FI_DEV_POWER_USAGE")[2], 123.456)
             self.assertEqual(by_gpu(m, "DCGM_FI_DEV_GPU_TEMP")[1], 30)
 
+    def test_video_engines_memory_temperature_energy(self):
+        # absent from the scenario: NOT_SUPPORTED, so no series (never 0); set with nvsim:
+        # the values, in dcgm-exporter's units (%, C, mJ)
+        with Exporter("dgx-a100") as ex:
+            m = ex.wait_for(lambda m: "DCGM_FI_DEV_GPU_UTIL" in m, "first page")
+            for name in ("DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL",
+                         "DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"):
+                self.assertNotIn(name, m)
+            ex.nvsim("set", "-i", "2", "utilization.encoder=10", "utilization.decoder=20",
+                     "temperature.memory=55", "energy=123456789")
+            m = ex.wait_for(lambda m: "DCGM_FI_DEV_MEMORY_TEMP" in m, "the new values")
+            self.assertEqual(by_gpu(m, "DCGM_FI_DEV_ENC_UTIL"), {2: 10})
+            self.assertEqual(by_gpu(m, "DCGM_FI_DEV_DEC_UTIL"), {2: 20})
+            self.assertEqual(by_gpu(m, "DCGM_FI_DEV_MEMORY_TEMP"), {2: 55})
+            self.assertEqual(by_gpu(m, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"), {2: 123456789})
+
     def test_health_verdicts_checks_and_xids(self):
         # docs/health.md: a fence-class XID (79) is FAIL, an application one (13) WARN, a
         # pending row remap WARN; the XIDs come through NVML's events (counted per code) and
