@@ -514,18 +514,23 @@ def _useradd(name):
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: creates two throwaway users")
 @unittest.skipUnless(shutil.which("useradd") and shutil.which("setpriv"), "needs useradd, setpriv")
-class SharedDirectorySafety(GpuctlTestCase):
-    """A shared lease directory owned by root; users A and B (docs/leases.md)."""
+class TwoUserCase(GpuctlTestCase):
+    """Two throwaway users A and B (created for the class, removed after it) and a root-owned
+    temporary directory whose `leases` is the shared lease directory; `as_user` runs gpuctl (or
+    cmd) as one of them, with their own primary group and supplementary groups. Subclasses set
+    PREFIX (unique per module) and make the lease directory in setUp."""
+    PREFIX = "gpuctlt"
 
     @classmethod
     def setUpClass(cls):
         tag = "%d" % os.getpid()
-        cls.users = ["gpuctlta" + tag, "gpuctltb" + tag]
+        cls.users = [cls.PREFIX + "a" + tag, cls.PREFIX + "b" + tag]
         cls.made = []
         for u in cls.users:
             _useradd(u)
             cls.made.append(u)
         cls.uid = {u: pwd.getpwnam(u).pw_uid for u in cls.users}
+        cls.gid = {u: pwd.getpwnam(u).pw_gid for u in cls.users}
         cls.tmp = tempfile.mkdtemp(prefix="gpuctl-shared-")
         os.chmod(cls.tmp, 0o755)
         cls.dir = os.path.join(cls.tmp, "leases")
@@ -537,22 +542,28 @@ class SharedDirectorySafety(GpuctlTestCase):
             subprocess.run(["userdel", u], capture_output=True)
         shutil.rmtree(cls.tmp, True)
 
+    def release_all(self):
+        for u in self.users:
+            self.as_user(u, "release", "--all")
+
+    def as_user(self, user, *args, cmd=None, env=None):
+        e = dict(self.env)
+        if env:
+            e.update(env)
+        argv = cmd if cmd is not None else [GPUCTL, *args]
+        return run(["setpriv", "--reuid", str(self.uid[user]), "--regid", str(self.gid[user]),
+                    "--init-groups", *argv], env=e)
+
+
+class SharedDirectorySafety(TwoUserCase):
+    """A shared lease directory owned by root; users A and B (docs/leases.md)."""
+
     def setUp(self):
         shutil.rmtree(self.dir, True)
         self.env = direct_env(self.dir)
         r = run([GPUCTL, "lease", "init", "--lease-dir", self.dir], env=self.env)
         self.assertEqual(r.rc, 0, r)
         self.addCleanup(self.release_all)
-
-    def release_all(self):
-        for u in self.users:
-            self.as_user(u, "release", "--all")
-
-    def as_user(self, user, *args, cmd=None):
-        uid = self.uid[user]
-        argv = cmd if cmd is not None else [GPUCTL, *args]
-        return run(["setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups", *argv],
-                   env=self.env)
 
     def test_other_user_cannot_take_release_or_tamper(self):
         a, b = self.users

@@ -18,7 +18,7 @@ import unittest
 from cli_facts import Machine
 from gpuctl_test import (EXIT_FAILURE, EXIT_NOMATCH, EXIT_OK, EXIT_USAGE, GPUCTL, NVSIM,
                          GpuctlTestCase, run)
-from test_leases import _useradd, direct_env
+from test_leases import TwoUserCase, direct_env
 
 A100 = Machine("dgx-a100")
 UUIDS = [g["uuid"] for g in A100.gpus]
@@ -252,31 +252,9 @@ class Settings(ConfigCase):
         self.g("release", "--all", config=c, env=env)
 
 
-@unittest.skipUnless(os.geteuid() == 0, "needs root: creates two throwaway users")
-@unittest.skipUnless(shutil.which("useradd") and shutil.which("setpriv"), "needs useradd, setpriv")
-class TwoUsers(GpuctlTestCase):
+class TwoUsers(TwoUserCase):
     """A shared (root-owned) lease directory, a root-owned configuration; users A and B."""
-
-    @classmethod
-    def setUpClass(cls):
-        tag = "%d" % os.getpid()
-        cls.users = ["gpuctlpa" + tag, "gpuctlpb" + tag]
-        cls.made = []
-        for u in cls.users:
-            _useradd(u)
-            cls.made.append(u)
-        cls.uid = {u: pwd.getpwnam(u).pw_uid for u in cls.users}
-        cls.gid = {u: pwd.getpwnam(u).pw_gid for u in cls.users}
-        cls.tmp = tempfile.mkdtemp(prefix="gpuctl-pools-shared-")
-        os.chmod(cls.tmp, 0o755)
-        cls.dir = os.path.join(cls.tmp, "leases")
-
-    @classmethod
-    def tearDownClass(cls):
-        for u in cls.made:
-            subprocess.run(["pkill", "-KILL", "-u", u], capture_output=True)
-            subprocess.run(["userdel", u], capture_output=True)
-        shutil.rmtree(cls.tmp, True)
+    PREFIX = "gpuctlp"
 
     def setUp(self):
         shutil.rmtree(self.dir, True)
@@ -297,18 +275,6 @@ class TwoUsers(GpuctlTestCase):
             f.write(text)
         os.chmod(path, 0o644)
         return path
-
-    def release_all(self):
-        for u in self.users:
-            self.as_user(u, "release", "--all")
-
-    def as_user(self, user, *args, env=None):
-        uid, gid = self.uid[user], self.gid[user]
-        e = dict(self.env)
-        if env:
-            e.update(env)
-        return run(["setpriv", "--reuid", str(uid), "--regid", str(gid), "--init-groups",
-                    GPUCTL, *args], env=e)
 
     def test_restricted_gpus_never_go_to_others(self):
         a, b = self.users
