@@ -339,15 +339,52 @@ struct sampler {
 	bool nvml_failing;                  /* the previous sample failed (log once per streak) */
 	bool lease_failing;                 /* the same for the lease directory */
 	struct gpuctl_xid_watch *xid_watch; /* NVML's XID events, NULL when it has none */
-	struct gpuctl_xid_log *xids;        /* the XIDs they delivered since the start */
+	struct metrics_xid *xids;           /* their counts per GPU and code (owned) */
+	size_t n_xids;
+	uint64_t xid_seq; /* events counted so far */
 };
 
 static void sampler_done(struct sampler *s)
 {
 	gpuctl_xid_watch_free(s->xid_watch);
-	gpuctl_xid_log_free(s->xids);
+	free(s->xids);
 	s->xid_watch = NULL;
 	s->xids = NULL;
+	s->n_xids = 0;
+}
+
+/* Drains the XID events NVML has for us into the per-(GPU, code) counts: memory stays bounded
+ * by the codes seen, however many events come. -ENOMEM keeps what was counted. */
+static int count_xids(struct sampler *s)
+{
+	struct gpuctl_xid_log *log = NULL;
+	int r = 0;
+
+	if (!s->xid_watch || gpuctl_xid_log_new(&log) < 0)
+		return s->xid_watch ? -ENOMEM : 0;
+	while (gpuctl_xid_watch_wait(s->cli->ctx, s->xid_watch, 0, log) > 0)
+		;
+	for (size_t k = 0; r == 0 && k < gpuctl_xid_log_count(log); k++) {
+		size_t g, j;
+		unsigned code;
+		if (gpuctl_xid_log_get(log, k, &g, &code, NULL) < 0)
+			continue;
+		for (j = 0; j < s->n_xids && !(s->xids[j].gpu == g && s->xids[j].code == code); j++)
+			;
+		if (j == s->n_xids) {
+			struct metrics_xid *nx = realloc(s->xids, (s->n_xids + 1) * sizeof(*nx));
+			if (!nx) {
+				r = -ENOMEM;
+				break;
+			}
+			s->xids = nx;
+			s->xids[s->n_xids++] = (struct metrics_xid){.gpu = g, .code = code};
+		}
+		s->xids[j].count++;
+		s->xids[j].seq = ++s->xid_seq;
+	}
+	gpuctl_xid_log_free(log);
+	return r;
 }
 
 static double now_s(clockid_t clock)
@@ -420,9 +457,8 @@ static int sample(struct sampler *s, struct gpuctl_snapshot *snap0)
 		leases = read_leases(s, snap);
 		/* XIDs since the last sample, then the verdicts (docs/health.md: the kernel log and
 		 * what health --watch recorded, as gpuctl health reads them) */
-		while (s->xid_watch && s->xids &&
-		       gpuctl_xid_watch_wait(s->cli->ctx, s->xid_watch, 0, s->xids) > 0)
-			;
+		if (count_xids(s) < 0)
+			cli_error("exporter: out of memory counting XIDs");
 		if (filters_health_report(s->cli, &cmd_exporter_entry, snap, s->lease_dir, &health))
 			health = NULL; /* said on stderr; the other metrics are served */
 	}
@@ -434,7 +470,8 @@ static int sample(struct sampler *s, struct gpuctl_snapshot *snap0)
 	                           .hostname = s->hostname,
 	                           .stats = &s->stats,
 	                           .health = health,
-	                           .xids = s->xids};
+	                           .xids = s->xids,
+	                           .n_xids = s->n_xids};
 	r = metrics_render(&in, &buf);
 	gpuctl_health_report_free(health);
 	gpuctl_lease_list_free(leases);
@@ -585,10 +622,9 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	}
 	/* XID events from now on (none when NVML cannot deliver them: the kernel log still
 	 * counts for the verdicts) */
-	if (gpuctl_xid_log_new(&s.xids) < 0 ||
-	    (gpuctl_xid_watch_new(cli->ctx, snap, &s.xid_watch) < 0 && cli->verbose))
+	if (gpuctl_xid_watch_new(cli->ctx, snap, &s.xid_watch) < 0 && cli->verbose)
 		cli_error("exporter: no XID events: %s", gpuctl_errmsg(cli->ctx));
-	if (!s.xids || exporter_init(&ex) < 0 || sample(&s, snap) < 0) {
+	if (exporter_init(&ex) < 0 || sample(&s, snap) < 0) {
 		cli_error("exporter: out of memory");
 		close(fd);
 		exporter_done(&ex);

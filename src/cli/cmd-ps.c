@@ -824,7 +824,9 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 		/* every foreign process is shown; the thresholds say which make a device busy */
 		if (r >= 0)
 			r = gpuctl_lease_foreign(cli->ctx, dir, snap, NULL, &foreign);
-		if (r >= 0)
+		/* with the default thresholds every foreign process makes its device busy: the
+		 * same set, not a second pass over the records and lock files */
+		if (r >= 0 && (lreq.busy_memory != 0 || lreq.busy_utilization >= 0))
 			r = gpuctl_lease_foreign(cli->ctx, dir, snap, &lreq, &busy);
 	} else {
 		if (cli->verbose)
@@ -841,7 +843,8 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 		struct ps_row *row = &d.rows[i];
 		if (foreign) {
 			row->foreign = gpuctl_devset_contains(foreign, row->gpu, row->mig);
-			row->busy = busy && gpuctl_devset_contains(busy, row->gpu, row->mig);
+			row->busy =
+			        gpuctl_devset_contains(busy ? busy : foreign, row->gpu, row->mig);
 		} else if (!exists) {
 			/* No lease directory: every compute process belongs to no lease. */
 			const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, row->gpu);

@@ -596,8 +596,6 @@ static void render_exporter(struct textbuf *b, const struct metrics_input *in)
 static void render_health(struct textbuf *b, const struct metrics_input *in,
                           const struct gpu_labels *gl, size_t ngpu)
 {
-	size_t nx = gpuctl_xid_log_count(in->xids);
-
 	if (in->health) {
 		family(b, "gpuctl_gpu_health", "gauge",
 		       "Health verdict of the GPU as gpuctl health gives it: 0 OK, 1 WARN, 2 "
@@ -626,51 +624,35 @@ static void render_health(struct textbuf *b, const struct metrics_input *in,
 			value_int(b, f->severity);
 		}
 	}
-	/* counts per (GPU, code), first seen first */
 	bool started = false;
-	for (size_t k = 0; k < nx; k++) {
-		size_t g, g2;
-		unsigned x, x2;
-		int64_t n = 0;
-		bool first = true;
-		if (gpuctl_xid_log_get(in->xids, k, &g, &x, NULL) < 0 || g >= ngpu)
-			continue;
-		for (size_t j = 0; j < nx; j++)
-			if (gpuctl_xid_log_get(in->xids, j, &g2, &x2, NULL) == 0 && g2 == g &&
-			    x2 == x) {
-				first &= j >= k;
-				n++;
-			}
-		if (!first)
-			continue;
+	for (size_t k = 0; k < in->n_xids; k++) {
+		const struct metrics_xid *x = &in->xids[k];
 		struct gpuctl_xid_info xi;
 		char code[16];
-		gpuctl_xid_lookup(x, &xi);
-		snprintf(code, sizeof(code), "%u", x);
+		if (x->gpu >= ngpu)
+			continue;
+		gpuctl_xid_lookup(x->code, &xi);
+		snprintf(code, sizeof(code), "%u", x->code);
 		if (!started)
 			family(b, "gpuctl_gpu_xid_total", "counter",
 			       "XIDs seen on the GPU since the exporter started, by code and "
 			       "class.");
 		started = true;
 		textbuf_puts(b, "gpuctl_gpu_xid_total{");
-		gpuctl_labels(b, &gl[g]);
+		gpuctl_labels(b, &gl[x->gpu]);
 		label(b, false, "xid", code);
 		label(b, false, "class", gpuctl_xid_class_name(xi.class_));
-		value_int(b, n);
+		value_int(b, (int64_t)x->count);
 	}
 	/* dcgm-exporter: the value of the last XID of each GPU that had one */
 	started = false;
 	for (size_t i = 0; i < ngpu; i++) {
 		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(in->snap, i);
-		size_t gi;
-		unsigned x, last = 0;
-		bool any = false;
-		for (size_t k = 0; k < nx; k++)
-			if (gpuctl_xid_log_get(in->xids, k, &gi, &x, NULL) == 0 && gi == i) {
-				last = x;
-				any = true;
-			}
-		if (!any || !g || gpuctl_gpu_lost(g))
+		const struct metrics_xid *last = NULL;
+		for (size_t k = 0; k < in->n_xids; k++)
+			if (in->xids[k].gpu == i && (!last || in->xids[k].seq > last->seq))
+				last = &in->xids[k];
+		if (!last || !g || gpuctl_gpu_lost(g))
 			continue;
 		if (!started)
 			family(b, "DCGM_FI_DEV_XID_ERRORS", "gauge",
@@ -678,7 +660,7 @@ static void render_health(struct textbuf *b, const struct metrics_input *in,
 		started = true;
 		textbuf_puts(b, "DCGM_FI_DEV_XID_ERRORS{");
 		dcgm_labels(b, in, &gl[i], g);
-		value_int(b, last);
+		value_int(b, last->code);
 	}
 }
 

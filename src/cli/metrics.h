@@ -77,13 +77,22 @@ struct metrics_stats {
 	double last_time_s;     /* when it was taken, seconds since the epoch */
 };
 
+/* XIDs of one code on one GPU since the exporter started, in order of first appearance. */
+struct metrics_xid {
+	size_t gpu;     /* snapshot index */
+	unsigned code;  /* the XID */
+	uint64_t count; /* how many */
+	uint64_t seq;   /* order of the latest one, across all (the highest is the GPU's last) */
+};
+
 struct metrics_input {
 	const struct gpuctl_snapshot *snap;        /* NULL when the sample failed */
 	const struct gpuctl_lease_list *leases;    /* NULL when there is no lease directory */
 	const char *hostname;                      /* the Hostname label */
 	const struct metrics_stats *stats;         /* never NULL */
 	const struct gpuctl_health_report *health; /* the verdicts of snap, NULL: none */
-	const struct gpuctl_xid_log *xids;         /* XIDs seen since the exporter started */
+	const struct metrics_xid *xids;            /* XID counts since the exporter started */
+	size_t n_xids;                             /* entries of xids */
 };
 
 /* Renders every metric of in into out (appended). 0, or -ENOMEM (out->failed). */
