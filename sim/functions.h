@@ -46,6 +46,9 @@
 	X(nvmlDeviceGetEncoderUtilization, 1)                                                      \
 	X(nvmlDeviceGetDecoderUtilization, 1)                                                      \
 	X(nvmlDeviceGetTotalEnergyConsumption, 1)                                                  \
+	X(nvmlDeviceGetViolationStatus, 1)                                                         \
+	X(nvmlDeviceGetBAR1MemoryInfo, 1)                                                          \
+	X(nvmlDeviceGetPcieThroughput, 1)                                                          \
 	X(nvmlDeviceGetPersistenceMode, 1)                                                         \
 	X(nvmlDeviceGetComputeMode, 1)                                                             \
 	X(nvmlDeviceGetEccMode, 1)                                                                 \
@@ -64,6 +67,7 @@
 	X(nvmlDeviceGetComputeRunningProcesses_v3, 1)                                              \
 	X(nvmlDeviceGetComputeRunningProcesses_v2, 1)                                              \
 	X(nvmlDeviceGetComputeRunningProcesses, 1)                                                 \
+	X(nvmlDeviceGetProcessUtilization, 1)                                                      \
 	X(nvmlDeviceGetConfComputeMemSizeInfo, 1)                                                  \
 	X(nvmlDeviceGetCpuAffinity, 1)                                                             \
 	X(nvmlDeviceGetMemoryAffinity, 1)                                                          \

@@ -283,6 +283,65 @@ nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int *
                                              unsigned int *samplingPeriodUs);
 nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long *energy);
 
+/* Performance policies a clock-violation counter can be asked for (nvmlPerfPolicyType_t, NVML
+ * API 12.2). The numbering has a gap: 6..9 name nothing, and the two totals sit at 10 and 11. */
+typedef enum {
+	NVML_PERF_POLICY_POWER = 0,              /* held back by the power cap */
+	NVML_PERF_POLICY_THERMAL = 1,            /* held back by temperature */
+	NVML_PERF_POLICY_SYNC_BOOST = 2,         /* held back by a sync-boost group */
+	NVML_PERF_POLICY_BOARD_LIMIT = 3,        /* held back by the board's own limit */
+	NVML_PERF_POLICY_LOW_UTILIZATION = 4,    /* held back because the GPU was nearly idle */
+	NVML_PERF_POLICY_RELIABILITY = 5,        /* held back for board reliability */
+	NVML_PERF_POLICY_TOTAL_APP_CLOCKS = 10,  /* all causes, below application clocks */
+	NVML_PERF_POLICY_TOTAL_BASE_CLOCKS = 11, /* all causes, below base clocks */
+} nvmlPerfPolicyType_t;
+
+/* One reading of a violation counter (NVML API 12.2; 16 bytes). A tool samples it twice and
+ * divides the growth of violationTime by the growth of referenceTime to get the share of time
+ * the clocks were held below the application clocks. */
+typedef struct nvmlViolationTime_st {
+	unsigned long long referenceTime; /* when the reading was taken: a CPU clock, in us */
+	unsigned long long violationTime; /* total time held back so far, in ns */
+} nvmlViolationTime_t;
+nvmlReturn_t nvmlDeviceGetViolationStatus(nvmlDevice_t device, nvmlPerfPolicyType_t perfPolicyType,
+                                          nvmlViolationTime_t *violTime);
+
+/* The BAR1 aperture, through which the CPU and peers map GPU memory (NVML API 12.2; all three in
+ * bytes, free = total - used; 24 bytes). */
+typedef struct nvmlBAR1Memory_st {
+	unsigned long long bar1Total;
+	unsigned long long bar1Free;
+	unsigned long long bar1Used;
+} nvmlBAR1Memory_t;
+nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Memory_t *bar1Memory);
+
+/* PCIe traffic counters (nvmlPcieUtilCounter_t, NVML API 12.2): the driver measures over a 20 ms
+ * window and reports KB/s. Only these two values are defined. */
+typedef enum {
+	NVML_PCIE_UTIL_TX_BYTES = 0, /* GPU to host */
+	NVML_PCIE_UTIL_RX_BYTES = 1, /* host to GPU */
+} nvmlPcieUtilCounter_t;
+nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, nvmlPcieUtilCounter_t counter,
+                                         unsigned int *value);
+
+/* One process's share of the GPU's engines over the last sample (NVML API 12.2). On LP64 the
+ * struct is 32 bytes: pid, 4 bytes of padding, then the 8-byte timestamp and four percents. */
+typedef struct nvmlProcessUtilizationSample_st {
+	unsigned int pid;
+	unsigned long long timeStamp; /* when the sample was taken: a CPU clock, in us */
+	unsigned int smUtil;          /* % of SM time */
+	unsigned int memUtil;         /* % of frame-buffer bandwidth */
+	unsigned int encUtil;         /* % of encoder time */
+	unsigned int decUtil;         /* % of decoder time */
+} nvmlProcessUtilizationSample_t;
+/* Sizing: with utilization NULL, or *processSamplesCount below the number of samples, the call
+ * answers INSUFFICIENT_SIZE and sets the count needed. Only samples newer than
+ * lastSeenTimeStamp come back; none at all is NOT_FOUND. */
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                             nvmlProcessUtilizationSample_t *utilization,
+                                             unsigned int *processSamplesCount,
+                                             unsigned long long lastSeenTimeStamp);
+
 /* Field values (NVML API 9+): the caller sets fieldId (and scopeId) of each entry; NVML fills a
  * per-entry return code, a value type and the value. 40 bytes on LP64. */
 typedef union nvmlValue_st {

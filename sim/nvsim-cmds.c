@@ -53,6 +53,11 @@ static const struct setkey {
         {"utilization.encoder", "utilization_encoder", V_PCT},
         {"utilization.decoder", "utilization_decoder", V_PCT},
         {"energy", "energy_mj", V_U64},
+        {"violation.power", "violation_power_pct", V_PCT},
+        {"violation.thermal", "violation_thermal_pct", V_PCT},
+        {"bar1.used", "bar1_used_mib", V_SIZE_MIB},
+        {"pcie.rx", "pcie_throughput_kbs.rx", V_INT},
+        {"pcie.tx", "pcie_throughput_kbs.tx", V_INT},
         {"persistence_mode", "persistence_mode", V_BOOL},
         {"compute_mode", "compute_mode", V_COMPUTE_MODE},
 };
@@ -316,6 +321,25 @@ static int pin_pcie_max(json_t *gs, const char *path, const struct sim_gpu *g)
 	return 0;
 }
 
+/* pcie_throughput_kbs needs both directions: on a GPU whose scenario has no such object, the
+ * first `pcie.rx` or `pcie.tx` set starts the other direction at 0 rather than being refused
+ * (as `power.draw` on a GPU without it makes the value appear). */
+static int complete_pcie_throughput(json_t *gs, const char *path, const struct sim_gpu *g)
+{
+	json_t *tp = json_object_get(json_object_get(gs, "set"), "pcie_throughput_kbs");
+	const char *other;
+
+	if (strcmp(path, "pcie_throughput_kbs.rx") == 0)
+		other = "tx";
+	else if (strcmp(path, "pcie_throughput_kbs.tx") == 0)
+		other = "rx";
+	else
+		return 0;
+	if (g->pcie_rx_kbs.valid || json_object_get(tp, other))
+		return 0;
+	return json_object_set_new(tp, other, json_integer(0)) < 0 ? -ENOMEM : 0;
+}
+
 int cmd_set(int argc, char **argv)
 {
 	struct nvstate st;
@@ -381,7 +405,8 @@ int cmd_set(int argc, char **argv)
 				goto out;
 			}
 			if ((r = set_path(child_object(gs, "set"), k->path, v)) < 0 ||
-			    (r = pin_pcie_max(gs, k->path, &st.sc->gpus[g])) < 0) {
+			    (r = pin_pcie_max(gs, k->path, &st.sc->gpus[g])) < 0 ||
+			    (r = complete_pcie_throughput(gs, k->path, &st.sc->gpus[g])) < 0) {
 				r = nvsim_err(EXIT_FAILURE, "out of memory");
 				goto out;
 			}

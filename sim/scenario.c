@@ -406,6 +406,28 @@ static int parse_clocks(struct pctx *c, json_t *gpu, const char *base, const cha
 	return 0;
 }
 
+/* pcie_throughput_kbs {"rx", "tx"}: both required in a GPU (not in `defaults`). */
+static int parse_pcie_throughput(struct pctx *c, json_t *gpu, const char *base, struct sim_gpu *g,
+                                 bool partial)
+{
+	static const char *const keys[] = {"rx", "tx", NULL};
+	json_t *o = json_object_get(gpu, "pcie_throughput_kbs");
+	char p[256];
+	int r;
+
+	if (!o)
+		return 0;
+	join(p, sizeof(p), base, "pcie_throughput_kbs");
+	if ((r = want_object(c, o, p)) < 0 || (r = check_keys(c, o, p, keys)) < 0)
+		return r;
+	if (!partial && ((r = require(c, o, p, "rx")) < 0 || (r = require(c, o, p, "tx")) < 0))
+		return r;
+	if ((r = get_opt(c, o, p, "rx", 0xffffffffLL, &g->pcie_rx_kbs)) < 0 ||
+	    (r = get_opt(c, o, p, "tx", 0xffffffffLL, &g->pcie_tx_kbs)) < 0)
+		return r;
+	return 0;
+}
+
 static const char *const gpu_keys[] = {"uuid",
                                        "pci_bus_id",
                                        "pci_device_id",
@@ -441,6 +463,11 @@ static const char *const gpu_keys[] = {"uuid",
                                        "utilization_encoder",
                                        "utilization_decoder",
                                        "energy_mj",
+                                       "violation_power_pct",
+                                       "violation_thermal_pct",
+                                       "bar1_total_mib",
+                                       "bar1_used_mib",
+                                       "pcie_throughput_kbs",
                                        "numa_node",
                                        "gpu_numa_node",
                                        "cpu_affinity",
@@ -759,6 +786,11 @@ static int parse_gpu(struct pctx *c, json_t *o, const char *b, struct sim_gpu *g
 	    (r = get_opt(c, o, b, "utilization_encoder", 100, &g->utilization_encoder)) < 0 ||
 	    (r = get_opt(c, o, b, "utilization_decoder", 100, &g->utilization_decoder)) < 0 ||
 	    (r = get_opt(c, o, b, "energy_mj", LLONG_MAX, &g->energy_mj)) < 0 ||
+	    (r = get_opt(c, o, b, "violation_power_pct", 100, &g->violation_power_pct)) < 0 ||
+	    (r = get_opt(c, o, b, "violation_thermal_pct", 100, &g->violation_thermal_pct)) < 0 ||
+	    (r = get_opt(c, o, b, "bar1_total_mib", 1LL << 24, &g->bar1_total_mib)) < 0 ||
+	    (r = get_opt(c, o, b, "bar1_used_mib", 1LL << 24, &g->bar1_used_mib)) < 0 ||
+	    (r = parse_pcie_throughput(c, o, b, g, partial)) < 0 ||
 	    (r = get_opt(c, o, b, "power_draw_mw", 10000000, &g->power_draw_mw)) < 0 ||
 	    (r = get_opt(c, o, b, "power_limit_mw", 10000000, &g->power_limit_mw)) < 0 ||
 	    (r = parse_clocks(c, o, b, "clocks_mhz", &g->clock_sm, &g->clock_mem)) < 0 ||
@@ -830,6 +862,15 @@ static int parse_gpu(struct pctx *c, json_t *o, const char *b, struct sim_gpu *g
 		return r;
 	if (e >= 0)
 		g->p2p = (unsigned int)e;
+	if (!partial && g->bar1_used_mib.valid && !g->bar1_total_mib.valid) {
+		join(p, sizeof(p), b, "bar1_used_mib");
+		return fail(c, p, "given without bar1_total_mib");
+	}
+	if (!partial && g->bar1_used_mib.v > g->bar1_total_mib.v) {
+		join(p, sizeof(p), b, "bar1_used_mib");
+		return fail(c, p, "used %llu MiB exceeds bar1_total_mib %llu", g->bar1_used_mib.v,
+		            g->bar1_total_mib.v);
+	}
 	if (!partial && g->memory_reserved_mib + g->memory_used_mib > g->memory_total_mib) {
 		join(p, sizeof(p), b, "memory_used_mib");
 		return fail(c, p, "used %llu + reserved %llu MiB exceed memory_total_mib %llu",

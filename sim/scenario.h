@@ -83,6 +83,12 @@ struct sim_gpu {
 	struct sim_opt power_draw_mw, power_limit_mw;
 	/* absent: NOT_SUPPORTED (no HBM sensor, no video engines, no energy counter) */
 	struct sim_opt temperature_memory_c, utilization_encoder, utilization_decoder, energy_mj;
+	/* percent of time clocks are held back by power / by temperature; absent: NOT_SUPPORTED */
+	struct sim_opt violation_power_pct, violation_thermal_pct;
+	/* BAR1 aperture; total absent: NOT_SUPPORTED; used absent: 0 (never above total) */
+	struct sim_opt bar1_total_mib, bar1_used_mib;
+	/* PCIe throughput, KB/s; both valid or neither (pcie_throughput_kbs absent) */
+	struct sim_opt pcie_rx_kbs, pcie_tx_kbs;
 	struct sim_opt clock_sm, clock_mem, max_clock_sm, max_clock_mem;
 	unsigned long long clocks_event_reasons;
 	unsigned int pcie_gen, pcie_width, pcie_max_gen, pcie_max_width, pcie_replay;

@@ -60,6 +60,15 @@ static void busy_wait_us(long long us)
 	} while (elapsed < us);
 }
 
+unsigned long long sim_now_us(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (unsigned long long)now.tv_sec * 1000000ULL +
+	       (unsigned long long)now.tv_nsec / 1000ULL;
+}
+
 static bool same_file(const struct stat *a, const struct stat *b)
 {
 	return a->st_ino == b->st_ino && a->st_dev == b->st_dev && a->st_size == b->st_size &&

@@ -73,6 +73,9 @@ void sim_fill_pci(nvmlPciInfo_t *pci, const char *bus_id, unsigned int device_id
 unsigned long long sim_procs_bytes(const struct sim_gpu *g, const struct sim_mig_instance *m);
 /* Sum of live registered processes' "util" on a whole GPU (percent, uncapped). */
 unsigned int sim_procs_util(const struct sim_gpu *g);
+/* CLOCK_MONOTONIC now, in microseconds: the CPU timestamps of violation counters and process
+ * utilisation samples. */
+unsigned long long sim_now_us(void);
 /* Writes the call counts since the last dump to calls/PID-SEQ.json and resets them. */
 void sim_dump_calls(void);
 

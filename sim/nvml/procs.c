@@ -12,7 +12,14 @@
  * nvmlDeviceGetRunningProcessDetailList (NVIDIA's nvml.h history, as go-nvml's generated
  * header and nvitop's libnvml.py record it). The build/sim/r530/ variant exports
  * nvmlDeviceGetConfComputeMemSizeInfo and writes 32-byte entries, so the loader's detection of
- * that branch is tested; the other variants keep it local and write 24 bytes. */
+ * that branch is tested; the other variants keep it local and write 24 bytes.
+ *
+ * Process utilisation (nvmlDeviceGetProcessUtilization) gives one sample per process of the
+ * GPU-handle list above, stamped with the time of the call (CLOCK_MONOTONIC, us): smUtil is
+ * the registration's "util", the other engines 0. A sample is "new" when its stamp is after
+ * lastSeenTimeStamp, so asking with the stamp of the previous answer gets the next samples;
+ * nothing new is NOT_FOUND. Like GPU utilisation it is NOT_SUPPORTED while MIG is enabled,
+ * and on MIG device handles. */
 #include <dlfcn.h>
 
 #include "internal.h"
@@ -22,6 +29,7 @@ struct entry {
 	unsigned int pid;
 	unsigned long long bytes;
 	unsigned int gi, ci;
+	unsigned int util; /* the registration's "util", percent */
 };
 
 /* Collects the live processes of a GPU or MIG device; returns how many (at most max). */
@@ -32,7 +40,8 @@ static unsigned int collect(const struct sim_gpu *g, const struct sim_mig_instan
 
 	for (size_t i = 0; i < sim_lib.n_procs; i++) {
 		const struct sim_proc *p = &sim_lib.procs[i];
-		struct entry e = {(unsigned int)p->pid, p->used_bytes, 0xFFFFFFFFU, 0xFFFFFFFFU};
+		struct entry e = {(unsigned int)p->pid, p->used_bytes, 0xFFFFFFFFU, 0xFFFFFFFFU,
+		                  p->util};
 		bool match = false;
 
 		if (m) {
@@ -186,6 +195,44 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device
                                                              nvmlProcessInfo_v1_t *infos)
 {
 	return list(SIM_FN_nvmlDeviceGetComputeRunningProcesses, device, infoCount, infos, V1);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                                        nvmlProcessUtilizationSample_t *utilization,
+                                                        unsigned int *processSamplesCount,
+                                                        unsigned long long lastSeenTimeStamp)
+{
+	_cleanup_free_ struct entry *e = NULL;
+	unsigned long long now;
+	unsigned int n;
+
+	SIM_DEVICE_CALL(nvmlDeviceGetProcessUtilization, device, 0);
+	if (!processSamplesCount)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	if (c.g->mig_enabled)
+		return sim_end(NVML_ERROR_NOT_SUPPORTED);
+	now = sim_now_us();
+	/* Every sample carries the same stamp: all are new, or none is. */
+	n = now > lastSeenTimeStamp ? collect(c.g, NULL, NULL, 0) : 0;
+	if (!n)
+		return sim_end(NVML_ERROR_NOT_FOUND);
+	if (!utilization || *processSamplesCount < n) {
+		*processSamplesCount = n;
+		return sim_end(NVML_ERROR_INSUFFICIENT_SIZE);
+	}
+	e = calloc(n, sizeof(*e));
+	if (!e)
+		return sim_end(NVML_ERROR_MEMORY);
+	n = collect(c.g, NULL, e, n);
+	for (unsigned int i = 0; i < n; i++) {
+		utilization[i] = (nvmlProcessUtilizationSample_t){
+		        .pid = e[i].pid,
+		        .timeStamp = now,
+		        .smUtil = e[i].util,
+		};
+	}
+	*processSamplesCount = n;
+	return sim_end(NVML_SUCCESS);
 }
 
 /* Exported only by the r530 variant (see the top of this file); confidential computing is

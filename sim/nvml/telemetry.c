@@ -1,9 +1,14 @@
 /* Simulated NVML: telemetry (memory, utilisation, temperature, power, clocks, clock event
- * reasons, PCIe link). Values come from the scenario with nvsim's "set" merged in; memory
- * used adds the registered processes' memory, utilization.gpu their "util" (capped at 100,
- * as several processes time-share the GPU). Utilisation is NOT_SUPPORTED while MIG is
- * enabled (NVML documents per-GPU utilisation as unavailable in MIG mode). Optional
- * scenario keys that are absent (power, thresholds, clocks) answer NOT_SUPPORTED. */
+ * reasons, PCIe link, video engines, energy, clock violations, BAR1, PCIe throughput). Values
+ * come from the scenario with nvsim's "set" merged in; memory used adds the registered
+ * processes' memory, utilization.gpu their "util" (capped at 100, as several processes
+ * time-share the GPU). Utilisation is NOT_SUPPORTED while MIG is enabled (NVML documents
+ * per-GPU utilisation as unavailable in MIG mode). Optional scenario keys that are absent
+ * (power, thresholds, clocks, violations, BAR1, PCIe throughput) answer NOT_SUPPORTED.
+ *
+ * Violation counters are not stored: each reading is computed from the clock, so that any two
+ * readings taken under the same setting differ by exactly the configured percentage (see
+ * nvmlDeviceGetViolationStatus below). */
 #include "internal.h"
 #include "../util.h"
 
@@ -253,4 +258,82 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
 		return sim_end(NVML_ERROR_NOT_SUPPORTED);
 	*energy = c.g->energy_mj.v;
 	return sim_end(NVML_SUCCESS);
+}
+
+/* Clock violations: the scenario gives a percentage; a reading is built so that the share a
+ * tool computes between two readings, d(violationTime ns) / (d(referenceTime us) * 1000), is
+ * exactly that percentage: referenceTime = CLOCK_MONOTONIC in us, violationTime = pct/100 of
+ * the nanoseconds since the clock's origin (pct * us * 10). The counter is thus as if the GPU
+ * had always been held back at the current rate: after an nvsim set changes the percentage,
+ * the first interval measured across the change is meaningless (it can even go backwards);
+ * the intervals after it are exact again. */
+static nvmlReturn_t violation(const struct sim_opt *pct, nvmlViolationTime_t *out)
+{
+	unsigned long long us;
+
+	if (!pct->valid)
+		return NVML_ERROR_NOT_SUPPORTED;
+	us = sim_now_us();
+	out->referenceTime = us;
+	out->violationTime = pct->v * us * 10;
+	return NVML_SUCCESS;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetViolationStatus(nvmlDevice_t device,
+                                                     nvmlPerfPolicyType_t perfPolicyType,
+                                                     nvmlViolationTime_t *violTime)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetViolationStatus, device, 0);
+	if (!violTime)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	switch (perfPolicyType) {
+	case NVML_PERF_POLICY_POWER:
+		return sim_end(violation(&c.g->violation_power_pct, violTime));
+	case NVML_PERF_POLICY_THERMAL:
+		return sim_end(violation(&c.g->violation_thermal_pct, violTime));
+	case NVML_PERF_POLICY_SYNC_BOOST:
+	case NVML_PERF_POLICY_BOARD_LIMIT:
+	case NVML_PERF_POLICY_LOW_UTILIZATION:
+	case NVML_PERF_POLICY_RELIABILITY:
+	case NVML_PERF_POLICY_TOTAL_APP_CLOCKS:
+	case NVML_PERF_POLICY_TOTAL_BASE_CLOCKS:
+		return sim_end(NVML_ERROR_NOT_SUPPORTED); /* no scenario key models these */
+	default:
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	}
+}
+
+/* BAR1: scenario bar1_total_mib/bar1_used_mib (the parser keeps used <= total). */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device,
+                                                    nvmlBAR1Memory_t *bar1Memory)
+{
+	unsigned long long total, used;
+
+	SIM_DEVICE_CALL(nvmlDeviceGetBAR1MemoryInfo, device, 0);
+	if (!bar1Memory)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	if (!c.g->bar1_total_mib.valid)
+		return sim_end(NVML_ERROR_NOT_SUPPORTED);
+	total = c.g->bar1_total_mib.v << 20;
+	used = c.g->bar1_used_mib.v << 20; /* 0 when absent */
+	bar1Memory->bar1Total = total;
+	bar1Memory->bar1Used = used;
+	bar1Memory->bar1Free = total - used;
+	return sim_end(NVML_SUCCESS);
+}
+
+/* PCIe throughput: the scenario's pcie_throughput_kbs, as a fixed rate (no 20 ms sampling). */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device,
+                                                    nvmlPcieUtilCounter_t counter,
+                                                    unsigned int *value)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetPcieThroughput, device, 0);
+	switch (counter) {
+	case NVML_PCIE_UTIL_TX_BYTES:
+		return sim_end(opt_out(&c.g->pcie_tx_kbs, value));
+	case NVML_PCIE_UTIL_RX_BYTES:
+		return sim_end(opt_out(&c.g->pcie_rx_kbs, value));
+	default:
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	}
 }

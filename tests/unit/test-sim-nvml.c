@@ -2,7 +2,9 @@
  * $GPUCTL_BUILD_DIR/sim like the product loads a driver: init rules, sizing calls,
  * NOT_SUPPORTED by generation, MIG, topology, lost GPUs, error injection, re-reading state
  * after a change, call counts, and the symbol sets of the old/minimal variants.
- * Fixture: tests/unit/fixtures/sim/mixed.json (A100, A100 in MIG mode, V100, GeForce). */
+ * Fixture: tests/unit/fixtures/sim/mixed.json (A100, A100 in MIG mode, V100, GeForce); the
+ * violation, BAR1 and PCIe throughput tests read sim/scenarios/dgx-a100.json, the one scenario
+ * that gives those keys, and change them with the built nvsim. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <setjmp.h>
@@ -24,6 +26,8 @@
 
 static void *lib;
 static char state_dir[256];
+
+#define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))
 
 /* A typed pointer to the library's NAME, checked against our ABI declaration. */
 #define F(name) ((__typeof__(&name))sym(#name))
@@ -66,6 +70,65 @@ static void copy_fixture(const char *fixture)
 	assert_int_equal(sim_read_file(p, 1 << 20, &buf, &len), 0);
 	write_file("scenario.json", buf);
 	free(buf);
+}
+
+/* A scenario of sim/scenarios/ as the state directory's scenario (read at nvmlInit). */
+static void copy_scenario(const char *name)
+{
+	const char *src = getenv("GPUCTL_SOURCE_DIR");
+	char p[512], *buf = NULL;
+	size_t len;
+
+	snprintf(p, sizeof(p), "%s/sim/scenarios/%s.json", src ? src : ".", name);
+	assert_int_equal(sim_read_file(p, 1 << 20, &buf, &len), 0);
+	write_file("scenario.json", buf);
+	free(buf);
+}
+
+/* Runs the built nvsim with ARGS (NULL-terminated) on the test's state directory; its exit
+ * status, or -1 when it could not run. */
+static int nvsim(const char *arg, ...)
+{
+	const char *argv[16];
+	char exe[512];
+	size_t n = 0;
+	va_list ap;
+	pid_t pid;
+	int status;
+
+	path_in(exe, sizeof(exe), "bin/nvsim");
+	argv[n++] = exe;
+	va_start(ap, arg);
+	for (const char *a = arg; a && n < ELEMENTSOF(argv) - 1; a = va_arg(ap, const char *))
+		argv[n++] = a;
+	va_end(ap);
+	argv[n] = NULL;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		execv(exe, (char *const *)argv);
+		_exit(127);
+	}
+	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+static unsigned long long monotonic_us(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (unsigned long long)t.tv_sec * 1000000ULL + (unsigned long long)t.tv_nsec / 1000ULL;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+
+	while (nanosleep(&t, &t) < 0 && errno == EINTR)
+		;
 }
 
 static int setup(void **state)
@@ -460,8 +523,380 @@ static void test_nvswitch(void **state)
 	copy_fixture("mixed.json");
 }
 
+/* The layouts NVML callers compile against (LP64). */
+static void test_new_struct_sizes(void **state)
+{
+	(void)state;
+	assert_int_equal(sizeof(nvmlViolationTime_t), 16);
+	assert_int_equal(sizeof(nvmlBAR1Memory_t), 24);
+	if (sizeof(long) == 8) {
+		assert_int_equal(sizeof(nvmlProcessUtilizationSample_t), 32);
+		assert_int_equal(offsetof(nvmlProcessUtilizationSample_t, timeStamp), 8);
+		assert_int_equal(offsetof(nvmlProcessUtilizationSample_t, decUtil), 28);
+	}
+}
+
+/* Two readings about 1 ms apart; asserts the share between them is exactly pct percent:
+ * dViol_ns / (dRef_us * 1000) * 100 == pct, in integers so there is no rounding to forgive. */
+static void expect_violation_pct(nvmlDevice_t d, nvmlPerfPolicyType_t policy,
+                                 unsigned long long pct)
+{
+	nvmlViolationTime_t a, b;
+	unsigned long long before, after, d_viol, d_ref;
+
+	before = monotonic_us();
+	assert_int_equal(F(nvmlDeviceGetViolationStatus)(d, policy, &a), NVML_SUCCESS);
+	after = monotonic_us();
+	/* referenceTime is CLOCK_MONOTONIC in us, the clock the test reads too */
+	assert_true(a.referenceTime >= before && a.referenceTime <= after);
+	sleep_ms(1);
+	assert_int_equal(F(nvmlDeviceGetViolationStatus)(d, policy, &b), NVML_SUCCESS);
+	d_ref = b.referenceTime - a.referenceTime;
+	d_viol = b.violationTime - a.violationTime;
+	assert_true(d_ref >= 1000);
+	assert_true(b.violationTime >= a.violationTime);
+	assert_int_equal(d_viol * 100 % (d_ref * 1000), 0);
+	assert_int_equal(d_viol * 100 / (d_ref * 1000), pct);
+	if (pct == 0)
+		assert_int_equal(b.violationTime, 0);
+}
+
+static void test_violation_status(void **state)
+{
+	static const nvmlPerfPolicyType_t unmodelled[] = {
+	        NVML_PERF_POLICY_SYNC_BOOST,       NVML_PERF_POLICY_BOARD_LIMIT,
+	        NVML_PERF_POLICY_LOW_UTILIZATION,  NVML_PERF_POLICY_RELIABILITY,
+	        NVML_PERF_POLICY_TOTAL_APP_CLOCKS, NVML_PERF_POLICY_TOTAL_BASE_CLOCKS,
+	};
+	static const unsigned int outside[] = {6, 7, 9, 12, 1000};
+	nvmlViolationTime_t v;
+
+	(void)state;
+	copy_scenario("dgx-a100");
+	assert_int_equal(F(nvmlInit_v2)(), NVML_SUCCESS);
+	/* dgx-a100: GPU 3 held back by power 12% of the time, the others never. */
+	expect_violation_pct(dev(3), NVML_PERF_POLICY_POWER, 12);
+	expect_violation_pct(dev(3), NVML_PERF_POLICY_THERMAL, 0);
+	expect_violation_pct(dev(0), NVML_PERF_POLICY_POWER, 0);
+	expect_violation_pct(dev(7), NVML_PERF_POLICY_THERMAL, 0);
+	assert_int_equal(F(nvmlDeviceGetViolationStatus)(dev(3), NVML_PERF_POLICY_POWER, NULL),
+	                 NVML_ERROR_INVALID_ARGUMENT);
+	for (size_t i = 0; i < ELEMENTSOF(unmodelled); i++)
+		assert_int_equal(F(nvmlDeviceGetViolationStatus)(dev(3), unmodelled[i], &v),
+		                 NVML_ERROR_NOT_SUPPORTED);
+	for (size_t i = 0; i < ELEMENTSOF(outside); i++)
+		assert_int_equal(F(nvmlDeviceGetViolationStatus)(
+		                         dev(3), (nvmlPerfPolicyType_t)outside[i], &v),
+		                 NVML_ERROR_INVALID_ARGUMENT);
+	/* nvsim set: the intervals after the change measure the new percentage exactly. */
+	assert_int_equal(nvsim("set", "-i", "3", "violation.power=37", "violation.thermal=5", NULL),
+	                 0);
+	expect_violation_pct(dev(3), NVML_PERF_POLICY_POWER, 37);
+	expect_violation_pct(dev(3), NVML_PERF_POLICY_THERMAL, 5);
+	expect_violation_pct(dev(2), NVML_PERF_POLICY_POWER, 0);
+	assert_int_equal(nvsim("set", "violation.power=100", NULL), 0); /* every GPU */
+	expect_violation_pct(dev(6), NVML_PERF_POLICY_POWER, 100);
+	assert_int_equal(nvsim("set", "-i", "3", "violation.power=101", NULL), 2);
+	assert_int_equal(nvsim("set", "-i", "3", "violation.thermal=x", NULL), 2);
+	expect_violation_pct(dev(3), NVML_PERF_POLICY_POWER, 100); /* refused: unchanged */
+	assert_int_equal(F(nvmlShutdown)(), NVML_SUCCESS);
+	/* A scenario without the keys: NOT_SUPPORTED; the argument checks still come first. */
+	copy_fixture("mixed.json");
+	write_file("state.json", "{}");
+	assert_int_equal(F(nvmlInit_v2)(), NVML_SUCCESS);
+	assert_int_equal(F(nvmlDeviceGetViolationStatus)(dev(0), NVML_PERF_POLICY_POWER, &v),
+	                 NVML_ERROR_NOT_SUPPORTED);
+	assert_int_equal(F(nvmlDeviceGetViolationStatus)(dev(0), NVML_PERF_POLICY_THERMAL, &v),
+	                 NVML_ERROR_NOT_SUPPORTED);
+	assert_int_equal(F(nvmlDeviceGetViolationStatus)(dev(0), NVML_PERF_POLICY_POWER, NULL),
+	                 NVML_ERROR_INVALID_ARGUMENT);
+	assert_int_equal(F(nvmlDeviceGetViolationStatus)(dev(0), (nvmlPerfPolicyType_t)8, &v),
+	                 NVML_ERROR_INVALID_ARGUMENT);
+	assert_int_equal(F(nvmlShutdown)(), NVML_SUCCESS);
+}
+
+static void test_bar1_and_pcie_throughput(void **state)
+{
+	static const unsigned int used_mib[8] = {4, 3, 5, 6, 4, 3, 5, 4};
+	static const unsigned int rx[8] = {1612, 1198, 2304, 3867, 1455, 987, 1740, 1321};
+	static const unsigned int tx[8] = {1043, 876, 1517, 2951, 982, 721, 1126, 905};
+	nvmlBAR1Memory_t b;
+	unsigned int v;
+
+	(void)state;
+	copy_scenario("dgx-a100");
+	write_file("state.json", "{}");
+	assert_int_equal(F(nvmlInit_v2)(), NVML_SUCCESS);
+	for (unsigned int i = 0; i < 8; i++) {
+		assert_int_equal(F(nvmlDeviceGetBAR1MemoryInfo)(dev(i), &b), NVML_SUCCESS);
+		assert_int_equal(b.bar1Total, 131072ULL << 20);
+		assert_int_equal(b.bar1Used, (unsigned long long)used_mib[i] << 20);
+		assert_int_equal(b.bar1Free, b.bar1Total - b.bar1Used);
+		assert_int_equal(
+		        F(nvmlDeviceGetPcieThroughput)(dev(i), NVML_PCIE_UTIL_RX_BYTES, &v),
+		        NVML_SUCCESS);
+		assert_int_equal(v, rx[i]);
+		assert_int_equal(
+		        F(nvmlDeviceGetPcieThroughput)(dev(i), NVML_PCIE_UTIL_TX_BYTES, &v),
+		        NVML_SUCCESS);
+		assert_int_equal(v, tx[i]);
+	}
+	assert_int_equal(F(nvmlDeviceGetBAR1MemoryInfo)(dev(0), NULL), NVML_ERROR_INVALID_ARGUMENT);
+	assert_int_equal(F(nvmlDeviceGetPcieThroughput)(dev(0), NVML_PCIE_UTIL_RX_BYTES, NULL),
+	                 NVML_ERROR_INVALID_ARGUMENT);
+	assert_int_equal(F(nvmlDeviceGetPcieThroughput)(dev(0), (nvmlPcieUtilCounter_t)2, &v),
+	                 NVML_ERROR_INVALID_ARGUMENT);
+	assert_int_equal(F(nvmlDeviceGetPcieThroughput)(dev(0), (nvmlPcieUtilCounter_t)-1, &v),
+	                 NVML_ERROR_INVALID_ARGUMENT);
+	/* nvsim set: sizes as memory.used (MiB, rounded up), KB/s as plain integers. */
+	assert_int_equal(nvsim("set", "-i", "1", "bar1.used=1GiB", "pcie.rx=250000",
+	                       "pcie.tx=4294967295", NULL),
+	                 0);
+	assert_int_equal(F(nvmlDeviceGetBAR1MemoryInfo)(dev(1), &b), NVML_SUCCESS);
+	assert_int_equal(b.bar1Used, 1ULL << 30);
+	assert_int_equal(b.bar1Free, (131072ULL << 20) - (1ULL << 30));
+	assert_int_equal(F(nvmlDeviceGetPcieThroughput)(dev(1), NVML_PCIE_UTIL_RX_BYTES, &v),
+	                 NVML_SUCCESS);
+	assert_int_equal(v, 250000);
+	assert_int_equal(F(nvmlDeviceGetPcieThroughput)(dev(1), NVML_PCIE_UTIL_TX_BYTES, &v),
+	                 NVML_SUCCESS);
+	assert_int_equal(v, 4294967295U);
+	assert_int_equal(nvsim("set", "-i", "2", "bar1.used=1B", NULL), 0);
+	assert_int_equal(F(nvmlDeviceGetBAR1MemoryInfo)(dev(2), &b), NVML_SUCCESS);
+	assert_int_equal(b.bar1Used, 1ULL << 20);
+	assert_int_equal(nvsim("set", "-i", "2", "bar1.used=128GiB", NULL), 0); /* all of it */
+	assert_int_equal(F(nvmlDeviceGetBAR1MemoryInfo)(dev(2), &b), NVML_SUCCESS);
+	assert_int_equal(b.bar1Free, 0);
+	/* Refused, and nothing on the line applied: more than the aperture, bad numbers. */
+	assert_int_equal(nvsim("set", "-i", "1", "pcie.rx=7", "bar1.used=131073", NULL), 2);
+	assert_int_equal(nvsim("set", "-i", "1", "pcie.tx=4294967296", NULL), 2);
+	assert_int_equal(nvsim("set", "-i", "1", "pcie.rx=-1", NULL), 2);
+	assert_int_equal(nvsim("set", "-i", "1", "bar1.used=lots", NULL), 2);
+	assert_int_equal(F(nvmlDeviceGetBAR1MemoryInfo)(dev(1), &b), NVML_SUCCESS);
+	assert_int_equal(b.bar1Used, 1ULL << 30);
+	assert_int_equal(F(nvmlDeviceGetPcieThroughput)(dev(1), NVML_PCIE_UTIL_RX_BYTES, &v),
+	                 NVML_SUCCESS);
+	assert_int_equal(v, 250000);
+	assert_int_equal(F(nvmlShutdown)(), NVML_SUCCESS);
+	/* Without the scenario keys: NOT_SUPPORTED, and nvsim cannot half-create them. */
+	copy_fixture("mixed.json");
+	write_file("state.json", "{}");
+	assert_int_equal(F(nvmlInit_v2)(), NVML_SUCCESS);
+	assert_int_equal(F(nvmlDeviceGetBAR1MemoryInfo)(dev(0), &b), NVML_ERROR_NOT_SUPPORTED);
+	assert_int_equal(F(nvmlDeviceGetPcieThroughput)(dev(0), NVML_PCIE_UTIL_TX_BYTES, &v),
+	                 NVML_ERROR_NOT_SUPPORTED);
+	assert_int_equal(F(nvmlDeviceGetPcieThroughput)(dev(0), (nvmlPcieUtilCounter_t)2, &v),
+	                 NVML_ERROR_INVALID_ARGUMENT);
+	assert_int_equal(nvsim("set", "-i", "0", "bar1.used=4", NULL), 2); /* no bar1_total_mib */
+	/* A first pcie.rx or pcie.tx starts the other direction at 0. */
+	assert_int_equal(nvsim("set", "-i", "0", "pcie.rx=5", NULL), 0);
+	assert_int_equal(F(nvmlDeviceGetPcieThroughput)(dev(0), NVML_PCIE_UTIL_RX_BYTES, &v),
+	                 NVML_SUCCESS);
+	assert_int_equal(v, 5);
+	assert_int_equal(F(nvmlDeviceGetPcieThroughput)(dev(0), NVML_PCIE_UTIL_TX_BYTES, &v),
+	                 NVML_SUCCESS);
+	assert_int_equal(v, 0);
+	assert_int_equal(nvsim("set", "-i", "0", "pcie.tx=6", NULL), 0);
+	assert_int_equal(F(nvmlDeviceGetPcieThroughput)(dev(0), NVML_PCIE_UTIL_TX_BYTES, &v),
+	                 NVML_SUCCESS);
+	assert_int_equal(v, 6);
+	assert_int_equal(F(nvmlDeviceGetPcieThroughput)(dev(0), NVML_PCIE_UTIL_RX_BYTES, &v),
+	                 NVML_SUCCESS);
+	assert_int_equal(v, 5); /* kept */
+	assert_int_equal(nvsim("set", "-i", "3", "pcie.tx=7", "pcie.rx=8", NULL), 0);
+	assert_int_equal(F(nvmlDeviceGetPcieThroughput)(dev(3), NVML_PCIE_UTIL_RX_BYTES, &v),
+	                 NVML_SUCCESS);
+	assert_int_equal(v, 8);
+	assert_int_equal(F(nvmlDeviceGetPcieThroughput)(dev(2), NVML_PCIE_UTIL_RX_BYTES, &v),
+	                 NVML_ERROR_NOT_SUPPORTED); /* -i left GPU 2 alone */
+	write_file("state.json", "{}");
+	assert_int_equal(F(nvmlShutdown)(), NVML_SUCCESS);
+}
+
+static void test_process_utilization(void **state)
+{
+	nvmlProcessUtilizationSample_t s[4];
+	unsigned long long before, after, stamp;
+	unsigned int n;
+	char text[512], pid_s[32];
+	pid_t parent, child, dead;
+	nvmlDevice_t mig = NULL;
+
+	(void)state;
+	write_file("state.json", "{}");
+	snprintf(text, sizeof(text), "%s/procs", state_dir);
+	sim_rm_rf(text); /* earlier tests' registrations */
+	mkdir(text, 0755);
+	parent = getpid();
+	child = fork(); /* a second live process, registered through nvsim */
+	assert_true(child >= 0);
+	if (child == 0) {
+		/* lives until killed, or until this test program is gone (should an assert end
+		 * the test before the kill, it must not hold ctest's output pipe open) */
+		for (int i = 0; i < 1200 && getppid() == parent; i++)
+			sleep_ms(50);
+		_exit(0);
+	}
+	dead = fork();
+	assert_true(dead >= 0);
+	if (dead == 0)
+		_exit(0);
+	waitpid(dead, NULL, 0);
+	snprintf(text, sizeof(text),
+	         "{\"pid\": %ld, \"gpu\": \"GPU-00000000-0000-0000-0000-000000000000\", "
+	         "\"used_memory_bytes\": 1048576, \"util\": 30}",
+	         (long)getpid());
+	write_file("procs/self.json", text);
+	snprintf(text, sizeof(text),
+	         "{\"pid\": %ld, \"gpu\": \"GPU-00000000-0000-0000-0000-000000000000\", "
+	         "\"used_memory_bytes\": 1048576, \"util\": 90}",
+	         (long)dead);
+	write_file("procs/dead.json", text);
+	snprintf(pid_s, sizeof(pid_s), "%ld", (long)child);
+	assert_int_equal(nvsim("proc", "add", "--pid", pid_s, "-i", "0", "--util", "45", NULL), 0);
+	assert_int_equal(F(nvmlInit_v2)(), NVML_SUCCESS);
+	/* Sizing: a NULL buffer or a short count gives the number needed. */
+	assert_int_equal(F(nvmlDeviceGetProcessUtilization)(dev(0), s, NULL, 0),
+	                 NVML_ERROR_INVALID_ARGUMENT);
+	n = 0;
+	assert_int_equal(F(nvmlDeviceGetProcessUtilization)(dev(0), NULL, &n, 0),
+	                 NVML_ERROR_INSUFFICIENT_SIZE);
+	assert_int_equal(n, 2);
+	n = 4;
+	assert_int_equal(F(nvmlDeviceGetProcessUtilization)(dev(0), NULL, &n, 0),
+	                 NVML_ERROR_INSUFFICIENT_SIZE);
+	assert_int_equal(n, 2);
+	n = 1;
+	assert_int_equal(F(nvmlDeviceGetProcessUtilization)(dev(0), s, &n, 0),
+	                 NVML_ERROR_INSUFFICIENT_SIZE);
+	assert_int_equal(n, 2);
+	/* One sample per live process: smUtil from the registration, the rest 0. */
+	memset(s, 0xff, sizeof(s));
+	n = 4;
+	before = monotonic_us();
+	assert_int_equal(F(nvmlDeviceGetProcessUtilization)(dev(0), s, &n, 0), NVML_SUCCESS);
+	after = monotonic_us();
+	assert_int_equal(n, 2);
+	for (unsigned int i = 0; i < n; i++) {
+		if (s[i].pid == (unsigned int)getpid())
+			assert_int_equal(s[i].smUtil, 30);
+		else if (s[i].pid == (unsigned int)child)
+			assert_int_equal(s[i].smUtil, 45);
+		else
+			fail_msg("unexpected pid %u", s[i].pid);
+		assert_true(s[i].timeStamp >= before && s[i].timeStamp <= after);
+		assert_int_equal(s[i].memUtil, 0);
+		assert_int_equal(s[i].encUtil, 0);
+		assert_int_equal(s[i].decUtil, 0);
+	}
+	assert_int_not_equal(s[0].pid, s[1].pid);
+	stamp = s[0].timeStamp;
+	/* Only samples newer than lastSeenTimeStamp. */
+	n = 4;
+	assert_int_equal(F(nvmlDeviceGetProcessUtilization)(dev(0), s, &n, after + 10000000ULL),
+	                 NVML_ERROR_NOT_FOUND);
+	n = 4;
+	assert_int_equal(F(nvmlDeviceGetProcessUtilization)(dev(0), s, &n, ~0ULL),
+	                 NVML_ERROR_NOT_FOUND);
+	n = 0;
+	assert_int_equal(F(nvmlDeviceGetProcessUtilization)(dev(0), NULL, &n, ~0ULL),
+	                 NVML_ERROR_NOT_FOUND);
+	sleep_ms(1);
+	n = 4;
+	assert_int_equal(F(nvmlDeviceGetProcessUtilization)(dev(0), s, &n, stamp), NVML_SUCCESS);
+	assert_int_equal(n, 2);
+	assert_true(s[0].timeStamp > stamp);
+	/* A process gone is no sample; a GPU without processes has none. */
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	n = 4;
+	assert_int_equal(F(nvmlDeviceGetProcessUtilization)(dev(0), s, &n, 0), NVML_SUCCESS);
+	assert_int_equal(n, 1);
+	assert_int_equal(s[0].pid, (unsigned int)getpid());
+	n = 4;
+	assert_int_equal(F(nvmlDeviceGetProcessUtilization)(dev(2), s, &n, 0),
+	                 NVML_ERROR_NOT_FOUND);
+	/* MIG: neither the GPU in MIG mode nor its MIG devices. */
+	n = 4;
+	assert_int_equal(F(nvmlDeviceGetProcessUtilization)(dev(1), s, &n, 0),
+	                 NVML_ERROR_NOT_SUPPORTED);
+	assert_int_equal(F(nvmlDeviceGetMigDeviceHandleByIndex)(dev(1), 0, &mig), NVML_SUCCESS);
+	assert_int_equal(F(nvmlDeviceGetProcessUtilization)(mig, s, &n, 0),
+	                 NVML_ERROR_NOT_SUPPORTED);
+	assert_int_equal(F(nvmlShutdown)(), NVML_SUCCESS);
+	snprintf(text, sizeof(text), "%s/procs", state_dir);
+	sim_rm_rf(text);
+	mkdir(text, 0755);
+}
+
+/* The new calls go through the shared prologue: lost GPUs, injected errors, lost after N
+ * calls, and call counting. */
+static void test_new_calls_machinery(void **state)
+{
+	nvmlViolationTime_t v;
+	nvmlBAR1Memory_t b;
+	nvmlProcessUtilizationSample_t s[2];
+	json_t *calls = NULL, *fns;
+	unsigned int u, n;
+	char p[512];
+
+	(void)state;
+	snprintf(p, sizeof(p), "%s/calls", state_dir);
+	sim_rm_rf(p);
+	mkdir(p, 0755);
+	copy_scenario("dgx-a100");
+	write_file("state.json", "{}");
+	assert_int_equal(F(nvmlInit_v2)(), NVML_SUCCESS);
+	nvmlDevice_t d2 = dev(2), d5 = dev(5); /* taken before the GPUs go */
+	write_file("state.json", "{\"gpus\": {\"2\": {\"lost\": true}, \"5\": "
+	                         "{\"lost_after_calls\": {\"calls\": 1, \"gen\": 1}}}, "
+	                         "\"fail\": [{\"function\": \"nvmlDeviceGetPcieThroughput\", "
+	                         "\"error\": \"NO_PERMISSION\", \"gpu\": 0}, "
+	                         "{\"function\": \"*\", \"error\": \"TIMEOUT\", \"gpu\": 1}]}");
+	assert_int_equal(F(nvmlDeviceGetViolationStatus)(d2, NVML_PERF_POLICY_POWER, &v),
+	                 NVML_ERROR_GPU_IS_LOST);
+	assert_int_equal(F(nvmlDeviceGetBAR1MemoryInfo)(d2, &b), NVML_ERROR_GPU_IS_LOST);
+	assert_int_equal(F(nvmlDeviceGetPcieThroughput)(d2, NVML_PCIE_UTIL_RX_BYTES, &u),
+	                 NVML_ERROR_GPU_IS_LOST);
+	n = 2;
+	assert_int_equal(F(nvmlDeviceGetProcessUtilization)(d2, s, &n, 0), NVML_ERROR_GPU_IS_LOST);
+	/* Injection: by name on GPU 0 only, "*" on GPU 1. */
+	assert_int_equal(F(nvmlDeviceGetPcieThroughput)(dev(0), NVML_PCIE_UTIL_RX_BYTES, &u),
+	                 NVML_ERROR_NO_PERMISSION);
+	assert_int_equal(F(nvmlDeviceGetBAR1MemoryInfo)(dev(0), &b), NVML_SUCCESS);
+	assert_int_equal(F(nvmlDeviceGetPcieThroughput)(dev(3), NVML_PCIE_UTIL_RX_BYTES, &u),
+	                 NVML_SUCCESS);
+	assert_int_equal(F(nvmlDeviceGetViolationStatus)(dev(1), NVML_PERF_POLICY_POWER, &v),
+	                 NVML_ERROR_TIMEOUT);
+	assert_int_equal(F(nvmlDeviceGetBAR1MemoryInfo)(dev(1), &b), NVML_ERROR_TIMEOUT);
+	n = 2;
+	assert_int_equal(F(nvmlDeviceGetProcessUtilization)(dev(1), s, &n, 0), NVML_ERROR_TIMEOUT);
+	/* GPU 5 is lost after one more call with its handle. */
+	assert_int_equal(F(nvmlDeviceGetBAR1MemoryInfo)(d5, &b), NVML_SUCCESS);
+	assert_int_equal(F(nvmlDeviceGetViolationStatus)(d5, NVML_PERF_POLICY_THERMAL, &v),
+	                 NVML_ERROR_GPU_IS_LOST);
+	write_file("state.json", "{}");
+	assert_int_equal(F(nvmlShutdown)(), NVML_SUCCESS);
+	/* Every call counted, whatever it returned. */
+	assert_int_equal(sim_calls_aggregate(state_dir, &calls), 0);
+	fns = json_object_get(calls, "functions");
+	assert_int_equal(json_integer_value(json_object_get(fns, "nvmlDeviceGetViolationStatus")),
+	                 3);
+	assert_int_equal(json_integer_value(json_object_get(fns, "nvmlDeviceGetBAR1MemoryInfo")),
+	                 4);
+	assert_int_equal(json_integer_value(json_object_get(fns, "nvmlDeviceGetPcieThroughput")),
+	                 3);
+	assert_int_equal(
+	        json_integer_value(json_object_get(fns, "nvmlDeviceGetProcessUtilization")), 2);
+	json_decref(calls);
+	copy_fixture("mixed.json");
+}
+
 static void test_variants(void **state)
 {
+	static const char *const newer[] = {
+	        "nvmlDeviceGetViolationStatus", "nvmlDeviceGetBAR1MemoryInfo",
+	        "nvmlDeviceGetPcieThroughput", "nvmlDeviceGetProcessUtilization"};
 	char p[512];
 	void *old, *min;
 
@@ -479,6 +914,11 @@ static void test_variants(void **state)
 	min = dlopen(p, RTLD_NOW | RTLD_LOCAL);
 	assert_non_null(min);
 	assert_null(dlsym(min, "nvmlDeviceGetBrand"));
+	for (size_t i = 0; i < ELEMENTSOF(newer); i++) {
+		assert_non_null(dlsym(lib, newer[i]));
+		assert_null(dlsym(old, newer[i]));
+		assert_null(dlsym(min, newer[i]));
+	}
 	assert_non_null(dlsym(min, "nvmlDeviceGetPciInfo_v2"));
 	assert_null(dlsym(lib, "sim_scenario_parse"));
 	dlclose(old);
@@ -496,6 +936,11 @@ int main(void)
 	        cmocka_unit_test(test_state_changes),
 	        cmocka_unit_test(test_call_counts_and_latency),
 	        cmocka_unit_test(test_nvswitch),
+	        cmocka_unit_test(test_new_struct_sizes),
+	        cmocka_unit_test(test_violation_status),
+	        cmocka_unit_test(test_bar1_and_pcie_throughput),
+	        cmocka_unit_test(test_process_utilization),
+	        cmocka_unit_test(test_new_calls_machinery),
 	        cmocka_unit_test(test_variants),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

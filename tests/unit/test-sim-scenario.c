@@ -176,6 +176,93 @@ static void test_errors(void **state)
 	expect_error(big, "line 1");
 }
 
+/* Violation percentages, BAR1 and PCIe throughput: accepted, defaults, and each bad value
+ * rejected with its key in the message. */
+static void test_telemetry_keys(void **state)
+{
+	struct sim_scenario *s = NULL;
+	char err[512] = "";
+	const struct sim_gpu *g;
+	const char *text =
+	        "{\"schema\": 1, \"name\": \"t\", \"description\": \"d\", \"sources\": [\"s\"], "
+	        "\"defaults\": {" GPU_REQ ", \"bar1_total_mib\": 131072, "
+	        "\"pcie_throughput_kbs\": {\"rx\": 1}}, \"gpus\": ["
+	        "{\"uuid\": \"GPU-00000000-0000-0000-0000-000000000000\", \"pci_bus_id\": "
+	        "\"00000000:07:00.0\", \"pcie_throughput_kbs\": {\"tx\": 4294967295}, "
+	        "\"violation_power_pct\": 12, \"violation_thermal_pct\": 0, "
+	        "\"bar1_used_mib\": 131072}, "
+	        "{\"uuid\": \"GPU-00000000-0000-0000-0000-000000000001\", \"pci_bus_id\": "
+	        "\"00000000:08:00.0\", \"pcie_throughput_kbs\": {\"rx\": 0, \"tx\": 0}}]}";
+
+	(void)state;
+	/* Absent: not valid (NOT_SUPPORTED in the library), used 0. */
+	assert_int_equal(parse(doc(NULL, NULL), &s, err), 0);
+	g = &s->gpus[0];
+	assert_false(g->violation_power_pct.valid);
+	assert_false(g->violation_thermal_pct.valid);
+	assert_false(g->bar1_total_mib.valid);
+	assert_false(g->bar1_used_mib.valid);
+	assert_int_equal(g->bar1_used_mib.v, 0);
+	assert_false(g->pcie_rx_kbs.valid);
+	assert_false(g->pcie_tx_kbs.valid);
+	sim_scenario_free(s);
+	s = NULL;
+	/* Given, with defaults merged key by key (the rx of defaults completes GPU 0's object). */
+	assert_int_equal(parse(text, &s, err), 0);
+	g = &s->gpus[0];
+	assert_true(g->violation_power_pct.valid);
+	assert_int_equal(g->violation_power_pct.v, 12);
+	assert_true(g->violation_thermal_pct.valid);
+	assert_int_equal(g->violation_thermal_pct.v, 0);
+	assert_int_equal(g->bar1_total_mib.v, 131072);
+	assert_int_equal(g->bar1_used_mib.v, 131072); /* all of it is allowed */
+	assert_true(g->pcie_rx_kbs.valid && g->pcie_tx_kbs.valid);
+	assert_int_equal(g->pcie_rx_kbs.v, 1);
+	assert_int_equal(g->pcie_tx_kbs.v, 4294967295ULL);
+	g = &s->gpus[1];
+	assert_false(g->violation_power_pct.valid);
+	assert_true(g->bar1_total_mib.valid);
+	assert_false(g->bar1_used_mib.valid);
+	assert_int_equal(g->bar1_used_mib.v, 0);
+	assert_int_equal(g->pcie_rx_kbs.v, 0);
+	sim_scenario_free(s);
+
+	expect_error(doc(", \"violation_power_pct\": 101", NULL),
+	             "gpus[0].violation_power_pct: expected an integer 0..100, got 101");
+	expect_error(doc(", \"violation_thermal_pct\": -1", NULL),
+	             "gpus[0].violation_thermal_pct: expected an integer 0..100");
+	expect_error(doc(", \"violation_thermal_pct\": 5.5", NULL),
+	             "gpus[0].violation_thermal_pct: expected an integer");
+	expect_error(doc(", \"violation_power_pct\": \"12\"", NULL),
+	             "gpus[0].violation_power_pct: expected an integer");
+	expect_error(doc(", \"bar1_total_mib\": -5", NULL), "gpus[0].bar1_total_mib: expected");
+	expect_error(doc(", \"bar1_total_mib\": 256, \"bar1_used_mib\": 257", NULL),
+	             "gpus[0].bar1_used_mib: used 257 MiB exceeds bar1_total_mib 256");
+	expect_error(doc(", \"bar1_used_mib\": 4", NULL),
+	             "gpus[0].bar1_used_mib: given without bar1_total_mib");
+	expect_error(doc(", \"bar1_total_mib\": 256, \"bar1_used_mib\": true", NULL),
+	             "gpus[0].bar1_used_mib: expected an integer");
+	expect_error(doc(", \"pcie_throughput_kbs\": 5", NULL),
+	             "gpus[0].pcie_throughput_kbs: expected an object");
+	expect_error(doc(", \"pcie_throughput_kbs\": {\"rx\": 1}", NULL),
+	             "gpus[0].pcie_throughput_kbs.tx: required key missing");
+	expect_error(doc(", \"pcie_throughput_kbs\": {\"tx\": 1}", NULL),
+	             "gpus[0].pcie_throughput_kbs.rx: required key missing");
+	expect_error(doc(", \"pcie_throughput_kbs\": {\"rx\": 1, \"tx\": 4294967296}", NULL),
+	             "gpus[0].pcie_throughput_kbs.tx: expected an integer 0..4294967295");
+	expect_error(doc(", \"pcie_throughput_kbs\": {\"rx\": -1, \"tx\": 0}", NULL),
+	             "gpus[0].pcie_throughput_kbs.rx: expected an integer 0..4294967295");
+	expect_error(doc(", \"pcie_throughput_kbs\": {\"rx\": 1, \"tx\": 1, \"rxx\": 1}", NULL),
+	             "gpus[0].pcie_throughput_kbs.rxx: unknown key");
+	/* In defaults the error names defaults; the object may be partial there. */
+	expect_error(doc(NULL, ", \"defaults\": {\"violation_power_pct\": 200}, "),
+	             "defaults.violation_power_pct: expected an integer 0..100");
+	expect_error(doc(NULL, ", \"defaults\": {\"pcie_throughput_kbs\": {\"tx\": \"x\"}}, "),
+	             "defaults.pcie_throughput_kbs.tx: expected an integer");
+	expect_error(doc(NULL, ", \"defaults\": {\"pcie_throughput_kbs\": {\"tx\": 1}}, "),
+	             "gpus[0].pcie_throughput_kbs.rx: required key missing");
+}
+
 /* Six GPUs with hand-made PCIe paths; index order: A B C D E F, G H on one board. */
 static void test_common_ancestor(void **state)
 {
@@ -268,6 +355,7 @@ int main(void)
 	        cmocka_unit_test(test_minimal_and_defaults),
 	        cmocka_unit_test(test_defaults_merge),
 	        cmocka_unit_test(test_errors),
+	        cmocka_unit_test(test_telemetry_keys),
 	        cmocka_unit_test(test_common_ancestor),
 	        cmocka_unit_test(test_nvlink_wiring),
 	        cmocka_unit_test(test_cpulist),
