@@ -184,6 +184,13 @@ def main():
         import exporter_bench
         lines += exporter_bench.section(build)
 
+    # gpuctl watch: NVML calls and CPU per interval for each column group
+    # (bench/watch_bench.py).
+    if not a.scenario:
+        sys.path.insert(0, HERE)
+        import watch_bench
+        lines += watch_bench.section(build)
+
     # Health: a full check on 8 and 64 GPUs, --watch detection and run --retry failover latency
     # (bench/health_bench.py).
     if not a.scenario:

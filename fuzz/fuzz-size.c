@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * fuzz-size.c: libFuzzer target for the argument parsers of `gpuctl select` / `gpuctl run`
- * (src/lib/parse.c): sizes (--min-free-mem), counts, percentages, and the cpulists gpuctl run
- * binds CPUs with.
+ * (src/lib/parse.c): sizes (--min-free-mem), counts, percentages, seconds (--interval, -d),
+ * and the cpulists gpuctl run binds CPUs with.
  *
  * The input is one NUL-terminated argument. Properties checked beyond "no crash, no leak":
  * a failed parse leaves the out-parameter untouched and says why; a size with unit B equals
@@ -44,6 +44,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	unsigned long v = 7;
 	if (parse_uint(text, 0, 4096, &v) < 0 && v != 7)
+		abort();
+	double secs = -7.0;
+	r = parse_seconds(text, 0.1, 86400, &secs);
+	if (r < 0 ? secs != -7.0
+	          : !(secs >= 0.1 && secs <= 86400) || strspn(text, "0123456789.") != strlen(text))
 		abort();
 	int pct = -7;
 	if (parse_percent(text, &pct) < 0 ? pct != -7 : (pct < 0 || pct > 100))

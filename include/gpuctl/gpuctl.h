@@ -82,7 +82,9 @@ enum gpuctl_snapshot_flags {
 	GPUCTL_SNAP_TOPOLOGY = 1u << 1,  /* pair facts: PCIe level, NVLink, P2P */
 	GPUCTL_SNAP_MIG = 1u << 2,       /* MIG devices */
 	GPUCTL_SNAP_HEALTH = 1u << 3,    /* ECC, retired pages, remapped rows, PCIe replays */
-	GPUCTL_SNAP_ALL = 0xfu,
+	GPUCTL_SNAP_PROC_UTIL = 1u << 4, /* processes with their engine utilisation (implies
+	                                  * GPUCTL_SNAP_PROCESSES; one more NVML call per GPU) */
+	GPUCTL_SNAP_ALL = 0x1fu,
 };
 
 /* Takes a snapshot (loads NVML first if needed). A GPU that is lost does not fail the
@@ -172,6 +174,14 @@ enum gpuctl_field {
 	GPUCTL_F_UTIL_ENCODER, /* int: video encoder utilisation, percent */
 	GPUCTL_F_UTIL_DECODER, /* int: video decoder utilisation, percent */
 	GPUCTL_F_ENERGY,       /* int: energy used since the driver loaded, mJ */
+	/* for watch's groups (nvidia-smi dmon -s v, m, t) */
+	GPUCTL_F_VIOLATION_POWER,   /* int: time the power limit held the GPU below its
+	                             * application clocks since the driver loaded, ns */
+	GPUCTL_F_VIOLATION_THERMAL, /* int: the same for temperature, ns */
+	GPUCTL_F_BAR1_TOTAL,        /* int: BAR1 aperture, bytes */
+	GPUCTL_F_BAR1_USED,         /* int: BAR1 mapped, bytes */
+	GPUCTL_F_PCIE_RX,           /* int: PCIe receive rate, bytes/s (NVML's 20 ms sample) */
+	GPUCTL_F_PCIE_TX,           /* int: PCIe send rate, bytes/s */
 	GPUCTL__F_COUNT
 };
 
@@ -231,11 +241,25 @@ int gpuctl_field_lookup(const char *name);
 /* Like gpuctl_snapshot_take, but of the per-GPU fields reads only the n_fields listed (plus
  * index, UUID, PCI bus id and name, which every snapshot has, and what the flags' reads depend
  * on); the others read as unavailable. A listed field implies its group's flag (a health field
- * implies GPUCTL_SNAP_HEALTH). fields NULL with n_fields 0 reads every field. -EINVAL for an
+ * implies GPUCTL_SNAP_HEALTH). fields NULL with n_fields 0 reads every field but
+ * GPUCTL_F_PCIE_RX and _TX (NVML samples each for 20 ms while the caller waits). -EINVAL for an
  * unknown field id. This is how a tool that prints a few fields makes a few NVML calls. */
 int gpuctl_snapshot_take_fields(struct gpuctl_ctx *ctx, unsigned flags,
                                 const enum gpuctl_field *fields, size_t n_fields,
                                 struct gpuctl_snapshot **ret_snap);
+
+/* Takes a snapshot of the same GPUs as prev that re-reads only the n_fields listed (and the
+ * processes when flags has GPUCTL_SNAP_PROCESSES or GPUCTL_SNAP_PROC_UTIL); every other
+ * per-GPU field, and the system facts, are copied from prev. It makes no device count, no
+ * system call and no handle lookup (handles are kept in ctx from the snapshot before), so an
+ * interval of a monitor costs exactly the reads of what it shows. A field prev asked for and
+ * a GPU did not support (prev had no failed call on it) is not asked again. A GPU lost in
+ * prev stays lost and is not asked again; one lost now is marked lost. flags may hold only
+ * PROCESSES, PROC_UTIL and HEALTH (-EINVAL otherwise: MIG devices and pair facts are not carried).
+ */
+int gpuctl_snapshot_refresh(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *prev,
+                            unsigned flags, const enum gpuctl_field *fields, size_t n_fields,
+                            struct gpuctl_snapshot **ret_snap);
 
 /* Reads an integer field. Returns 0, -ENODATA when unavailable (NOT_SUPPORTED, missing symbol,
  * not requested in the snapshot flags, or the GPU is lost), -EINVAL if the field is no int. */
@@ -246,6 +270,12 @@ const char *gpuctl_gpu_str(const struct gpuctl_gpu *gpu, enum gpuctl_field f);
 bool gpuctl_gpu_lost(const struct gpuctl_gpu *gpu);
 /* Index of this GPU in its snapshot (== GPUCTL_F_INDEX). */
 size_t gpuctl_gpu_index(const struct gpuctl_gpu *gpu);
+/* Percent (0..100) of the time between two readings of GPUCTL_F_VIOLATION_POWER or
+ * GPUCTL_F_VIOLATION_THERMAL (before, then after) that the GPU was held back, over NVML's own
+ * timestamps of the readings. -ENODATA when either reading is unavailable or no time passed,
+ * -EINVAL for another field. */
+int gpuctl_gpu_violation_percent(const struct gpuctl_gpu *before, const struct gpuctl_gpu *after,
+                                 enum gpuctl_field f, double *ret_percent);
 
 /* ---- MIG devices (GPUCTL_SNAP_MIG) ---- */
 
@@ -278,6 +308,17 @@ const char *gpuctl_proc_user(const struct gpuctl_proc *proc);
 const char *gpuctl_proc_command(const struct gpuctl_proc *proc);
 /* For a process on a MIG device: its GPU / compute instance ids; -ENODATA otherwise. */
 int gpuctl_proc_mig(const struct gpuctl_proc *proc, uint32_t *ret_gi, uint32_t *ret_ci);
+/* A process's share of an engine in the driver's newest sample (GPUCTL_SNAP_PROC_UTIL). */
+enum gpuctl_proc_engine {
+	GPUCTL_PROC_SM,  /* percent of the SMs' time */
+	GPUCTL_PROC_MEM, /* percent of the memory interface's time */
+	GPUCTL_PROC_ENC, /* percent of the video encoder's time */
+	GPUCTL_PROC_DEC, /* percent of the video decoder's time */
+};
+/* -ENODATA when the driver had no sample for the process (or was not asked), -EINVAL for an
+ * unknown engine. */
+int gpuctl_proc_util(const struct gpuctl_proc *proc, enum gpuctl_proc_engine engine,
+                     int *ret_percent);
 
 /* ---- Pair facts (GPUCTL_SNAP_TOPOLOGY) ---- */
 

@@ -44,6 +44,7 @@
 #include "filters.h"
 #include "listen.h"
 #include "metrics.h"
+#include "parse.h"
 
 /* libmicrohttpd, loaded when the exporter starts: linking it would make every gpuctl command
  * load it and GnuTLS with it (about 1.5 ms of every start, docs/ARCHITECTURE.md). The header
@@ -137,28 +138,6 @@ struct exporter {
 };
 
 /* ---- options ---- */
-
-/* --interval: decimal seconds ("5", "0.5"), EXPORTER_MIN_INTERVAL to EXPORTER_MAX_INTERVAL. */
-static int parse_interval(const char *s, double *ret)
-{
-	size_t ni = strspn(s, "0123456789");
-	size_t nf = 0;
-	if (ni == 0)
-		return -EINVAL;
-	if (s[ni] == '.') {
-		nf = strspn(s + ni + 1, "0123456789");
-		if (nf == 0)
-			return -EINVAL;
-		nf++;
-	}
-	if (s[ni + nf] != '\0' || ni > 9)
-		return -EINVAL;
-	double v = strtod(s, NULL);
-	if (!(v >= EXPORTER_MIN_INTERVAL && v <= EXPORTER_MAX_INTERVAL))
-		return -ERANGE;
-	*ret = v;
-	return 0;
-}
 
 /* GPUCTL_EXPORTER_TIMEOUT: the idle timeout of a connection, whole seconds. */
 static int connection_timeout(unsigned *ret)
@@ -547,7 +526,8 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 			listen_text = optarg;
 			break;
 		case OPT_INTERVAL:
-			if (parse_interval(optarg, &interval) < 0)
+			if (parse_seconds(optarg, EXPORTER_MIN_INTERVAL, EXPORTER_MAX_INTERVAL,
+			                  &interval) < 0)
 				return cmd_usage_error(
 				        &cmd_exporter_entry,
 				        "--interval: '%s' is not a number of seconds "

@@ -56,6 +56,7 @@ extern const struct cmd_entry cmd_release_entry;
 extern const struct cmd_entry cmd_run_entry;
 extern const struct cmd_entry cmd_select_entry;
 extern const struct cmd_entry cmd_topo_entry;
+extern const struct cmd_entry cmd_watch_entry;
 
 /* The command table (cmd.c), alphabetical and NULL-terminated. */
 extern const struct cmd_entry *const cmd_table[];

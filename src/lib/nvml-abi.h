@@ -146,11 +146,45 @@ typedef struct {
 	unsigned long long usedGpuCcProtectedMemory; /* bytes of protected memory */
 } nvmlProcessInfo_r530_t;
 
+/* nvmlDeviceGetViolationStatus: how long a policy held the GPU below its application clocks.
+ * The percentage over an interval is d(violationTime) / (d(referenceTime) * 1000) * 100. */
+typedef struct {
+	unsigned long long referenceTime; /* CPU timestamp of the reading, microseconds */
+	unsigned long long violationTime; /* time held back since the driver loaded, nanoseconds */
+} nvmlViolationTime_t;
+
+/* nvmlDeviceGetBAR1MemoryInfo: the PCI BAR1 aperture the CPU and peers map GPU memory
+ * through, bytes. */
+typedef struct {
+	unsigned long long bar1Total;
+	unsigned long long bar1Free;
+	unsigned long long bar1Used;
+} nvmlBAR1Memory_t;
+
+/* One entry of nvmlDeviceGetProcessUtilization: a process's share of each engine over the
+ * driver's last sample. 32 bytes on LP64 (4 bytes of padding after pid). */
+typedef struct {
+	uint32_t pid;                 /* process id */
+	unsigned long long timeStamp; /* CPU timestamp of the sample, microseconds */
+	uint32_t smUtil;              /* percent */
+	uint32_t memUtil;             /* percent */
+	uint32_t encUtil;             /* percent */
+	uint32_t decUtil;             /* percent */
+} nvmlProcessUtilizationSample_t;
+
 /* usedGpuMemory when the driver cannot say (NVML_VALUE_NOT_AVAILABLE, -1, as unsigned). */
 #define NVML_VALUE_NOT_AVAILABLE_ULL ((unsigned long long)-1)
 #define NVML_INVALID_INSTANCE_ID     0xFFFFFFFFu
 
 /* ---- Enumerations ---- */
+
+typedef uint32_t nvmlPerfPolicyType_t;
+#define NVML_PERF_POLICY_POWER   0u /* held back by the power limit */
+#define NVML_PERF_POLICY_THERMAL 1u /* held back by temperature */
+
+typedef uint32_t nvmlPcieUtilCounter_t;
+#define NVML_PCIE_UTIL_TX_BYTES 0u /* bytes the GPU sent */
+#define NVML_PCIE_UTIL_RX_BYTES 1u /* bytes the GPU received */
 
 typedef uint32_t nvmlEnableState_t; /* NVML_FEATURE_* */
 enum { NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1 };
@@ -402,6 +436,15 @@ typedef nvmlReturn_t nvml_fn_nvlink_error_counter_t(nvmlDevice_t device, unsigne
                                                     uint32_t counter, unsigned long long *value);
 typedef nvmlReturn_t nvml_fn_field_values_t(nvmlDevice_t device, int count,
                                             nvmlFieldValue_t *values);
+typedef nvmlReturn_t nvml_fn_violation_t(nvmlDevice_t device, nvmlPerfPolicyType_t policy,
+                                         nvmlViolationTime_t *time);
+typedef nvmlReturn_t nvml_fn_bar1_t(nvmlDevice_t device, nvmlBAR1Memory_t *bar1);
+/* value in KB/s over NVML's 20 ms sample */
+typedef nvmlReturn_t nvml_fn_pcie_throughput_t(nvmlDevice_t device, nvmlPcieUtilCounter_t counter,
+                                               unsigned int *value);
+typedef nvmlReturn_t nvml_fn_process_util_t(nvmlDevice_t device,
+                                            nvmlProcessUtilizationSample_t *samples,
+                                            unsigned int *count, unsigned long long last_seen_us);
 typedef nvmlReturn_t nvml_fn_event_set_create_t(nvmlEventSet_t *set);
 typedef nvmlReturn_t nvml_fn_register_events_t(nvmlDevice_t device, unsigned long long types,
                                                nvmlEventSet_t set);

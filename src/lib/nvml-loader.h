@@ -13,4 +13,12 @@
 int nvml_read_snapshot(struct gpuctl_ctx *ctx, unsigned flags, uint64_t want_fields,
                        struct gpuctl_snapshot **ret_snap);
 
+/* Re-reads into snap (a snapshot_copy_for_refresh() of prev, with the fields in want_fields
+ * dropped) those fields of every GPU that is not lost, and the processes when flags asks for
+ * them. A field prev asked for and NVML did not support on a GPU is not asked again. Handles
+ * come from the context's cache, filled by the last nvml_read_snapshot (looked up by index,
+ * and counted, when the cache does not fit). */
+int nvml_refresh_snapshot(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *prev,
+                          struct gpuctl_snapshot *snap, unsigned flags, uint64_t want_fields);
+
 #endif /* GPUCTL_NVML_LOADER_H */

@@ -53,6 +53,10 @@ _Static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t layout");
 _Static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t layout");
 _Static_assert(sizeof(nvmlEventData_t) == 32, "nvmlEventData_t layout");
 _Static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t layout");
+_Static_assert(sizeof(nvmlViolationTime_t) == 16, "nvmlViolationTime_t layout");
+_Static_assert(sizeof(nvmlBAR1Memory_t) == 24, "nvmlBAR1Memory_t layout");
+_Static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32,
+               "nvmlProcessUtilizationSample_t layout");
 _Static_assert(sizeof(nvmlProcessInfo_v1_t) == 16, "nvmlProcessInfo_v1_t layout");
 _Static_assert(sizeof(nvmlProcessInfo_v2_t) == 24, "nvmlProcessInfo_v2_t layout");
 _Static_assert(sizeof(nvmlProcessInfo_r530_t) == 32, "nvmlProcessInfo_r530_t layout");
@@ -131,6 +135,10 @@ _Static_assert(offsetof(nvmlProcessInfo_r530_t, computeInstanceId) ==
 	X(nvlink_remote_pci_v1, nvml_fn_nvlink_remote_pci_v1_t, false,                             \
 	  "nvmlDeviceGetNvLinkRemotePciInfo")                                                      \
 	X(field_values, nvml_fn_field_values_t, false, "nvmlDeviceGetFieldValues")                 \
+	X(violation, nvml_fn_violation_t, false, "nvmlDeviceGetViolationStatus")                   \
+	X(bar1, nvml_fn_bar1_t, false, "nvmlDeviceGetBAR1MemoryInfo")                              \
+	X(pcie_throughput, nvml_fn_pcie_throughput_t, false, "nvmlDeviceGetPcieThroughput")        \
+	X(process_util, nvml_fn_process_util_t, false, "nvmlDeviceGetProcessUtilization")          \
 	X(nvlink_error_counter, nvml_fn_nvlink_error_counter_t, false,                             \
 	  "nvmlDeviceGetNvLinkErrorCounter")                                                       \
 	X(supported_events, nvml_fn_dev_ull_t, false, "nvmlDeviceGetSupportedEventTypes")          \
@@ -160,6 +168,8 @@ struct nvml {
 	struct nvml_syms sym;   /* function table */
 	struct nvml_names name; /* names for messages */
 	size_t procs_stride;    /* bytes per entry written by sym.procs_v2 (24, or 32 on R530) */
+	nvmlDevice_t *handles;  /* per NVML index, from the last snapshot (NULL: none had one) */
+	size_t n_handles;       /* entries in handles */
 };
 
 void nvml_unload(struct nvml *nv)
@@ -170,6 +180,7 @@ void nvml_unload(struct nvml *nv)
 		(void)nv->sym.shutdown();
 	if (nv->dl)
 		(void)dlclose(nv->dl);
+	free(nv->handles);
 	free(nv->path);
 	free(nv);
 }
@@ -535,13 +546,15 @@ static void read_identity(struct reader *rd, size_t i, nvmlDevice_t dev)
 	unsigned u;
 
 	buf[0] = '\0';
-	if (CALL(rd, i, uuid, dev, buf, sizeof(buf)) && buf[0])
+	if (want(rd, GPUCTL_F_UUID) && CALL(rd, i, uuid, dev, buf, sizeof(buf)) && buf[0])
 		set_str(rd, i, GPUCTL_F_UUID, buf);
 
 	nvmlPciInfo_t pci = {0};
 	nvmlPciInfo_v1_t pci1 = {0};
 	bool have_pci = false;
-	if (rd->nv->sym.pci_info) {
+	if (!want(rd, GPUCTL_F_PCI_BUS_ID) && !want(rd, GPUCTL_F_PCI_DEVICE_ID)) {
+		/* neither asked for (a refresh) */
+	} else if (rd->nv->sym.pci_info) {
 		have_pci = CALL(rd, i, pci_info, dev, &pci);
 	} else if (CALL(rd, i, pci_info_v1, dev, &pci1)) {
 		have_pci = true;
@@ -557,7 +570,7 @@ static void read_identity(struct reader *rd, size_t i, nvmlDevice_t dev)
 	}
 
 	buf[0] = '\0';
-	if (CALL(rd, i, name, dev, buf, sizeof(buf)) && buf[0])
+	if (want(rd, GPUCTL_F_NAME) && CALL(rd, i, name, dev, buf, sizeof(buf)) && buf[0])
 		set_str(rd, i, GPUCTL_F_NAME, buf);
 	if (want(rd, GPUCTL_F_BRAND) && CALL(rd, i, brand, dev, &brand))
 		set_str(rd, i, GPUCTL_F_BRAND, brand_name(brand));
@@ -576,6 +589,47 @@ static void read_identity(struct reader *rd, size_t i, nvmlDevice_t dev)
 }
 
 static void read_field_values(struct reader *rd, size_t i, nvmlDevice_t dev);
+
+/* What only a monitor asks for: violation times (with NVML's timestamp of each reading, for
+ * the percentage over an interval), BAR1, PCIe throughput (KB/s -> bytes/s). */
+static void read_monitoring(struct reader *rd, size_t i, nvmlDevice_t dev)
+{
+	static const struct {
+		enum gpuctl_field f;
+		nvmlPerfPolicyType_t policy;
+	} viol[] = {
+	        {GPUCTL_F_VIOLATION_POWER, NVML_PERF_POLICY_POWER},
+	        {GPUCTL_F_VIOLATION_THERMAL, NVML_PERF_POLICY_THERMAL},
+	};
+	static const struct {
+		enum gpuctl_field f;
+		nvmlPcieUtilCounter_t counter;
+	} pcie[] = {
+	        {GPUCTL_F_PCIE_RX, NVML_PCIE_UTIL_RX_BYTES},
+	        {GPUCTL_F_PCIE_TX, NVML_PCIE_UTIL_TX_BYTES},
+	};
+	nvmlBAR1Memory_t bar1;
+	unsigned u;
+
+	for (size_t k = 0; k < ELEMENTSOF(viol); k++) {
+		nvmlViolationTime_t vt = {0};
+
+		if (want(rd, viol[k].f) && CALL(rd, i, violation, dev, viol[k].policy, &vt) &&
+		    vt.violationTime <= INT64_MAX) {
+			set_int(rd, i, viol[k].f, (int64_t)vt.violationTime);
+			rd->snap->gpus[i].violation_ref_us[k] = vt.referenceTime;
+		}
+	}
+	if ((want(rd, GPUCTL_F_BAR1_TOTAL) || want(rd, GPUCTL_F_BAR1_USED)) &&
+	    CALL(rd, i, bar1, dev, &bar1) && bar1.bar1Total <= INT64_MAX &&
+	    bar1.bar1Used <= bar1.bar1Total) {
+		set_int(rd, i, GPUCTL_F_BAR1_TOTAL, (int64_t)bar1.bar1Total);
+		set_int(rd, i, GPUCTL_F_BAR1_USED, (int64_t)bar1.bar1Used);
+	}
+	for (size_t k = 0; k < ELEMENTSOF(pcie); k++)
+		if (want(rd, pcie[k].f) && CALL(rd, i, pcie_throughput, dev, pcie[k].counter, &u))
+			set_int(rd, i, pcie[k].f, (int64_t)u * 1024);
+}
 
 static void read_state(struct reader *rd, size_t i, nvmlDevice_t dev)
 {
@@ -649,6 +703,7 @@ static void read_state(struct reader *rd, size_t i, nvmlDevice_t dev)
 		set_int(rd, i, GPUCTL_F_MIG_MODE, u == 1);
 		set_int(rd, i, GPUCTL_F_MIG_MODE_PENDING, u2 == 1);
 	}
+	read_monitoring(rd, i, dev);
 }
 
 static bool field_is(const struct gpuctl_gpu *g, enum gpuctl_field f, int64_t v)
@@ -1003,6 +1058,61 @@ static void read_processes(struct reader *rd, size_t i, nvmlDevice_t dev)
 	}
 }
 
+static int percent(unsigned v)
+{
+	return v > 100 ? 100 : (int)v;
+}
+
+/* Engine shares of the processes just listed: the driver keeps a buffer of samples, several
+ * per process; the newest of each PID is taken. NOT_FOUND (no sample yet) leaves them unknown. */
+static void read_process_util(struct reader *rd, size_t i, nvmlDevice_t dev)
+{
+	struct gpuctl_gpu *g = &rd->snap->gpus[i];
+	unsigned cap = PROCS_FIRST_TRY;
+
+	if (g->n_procs == 0 || !gpu_readable(rd, i))
+		return;
+	if (!rd->nv->sym.process_util) {
+		symbol_missing(rd, rd->nv->name.process_util);
+		return;
+	}
+	for (int t = 0; t < PROCS_TRIES; t++) {
+		_cleanup_free_ nvmlProcessUtilizationSample_t *v = calloc(cap, sizeof(*v));
+		unsigned count = cap;
+		nvmlReturn_t r;
+
+		if (!v) {
+			rd->oom = -ENOMEM;
+			return;
+		}
+		r = RAW(rd, process_util, dev, v, &count, 0);
+		if (r == NVML_SUCCESS) {
+			for (size_t p = 0; p < g->n_procs; p++) {
+				struct gpuctl_proc *pr = &g->procs[p];
+				unsigned long long newest = 0;
+
+				for (unsigned k = 0; k < count && k < cap; k++) {
+					if (v[k].pid != pr->pid ||
+					    (pr->has_util && v[k].timeStamp < newest))
+						continue;
+					newest = v[k].timeStamp;
+					pr->util[GPUCTL_PROC_SM] = percent(v[k].smUtil);
+					pr->util[GPUCTL_PROC_MEM] = percent(v[k].memUtil);
+					pr->util[GPUCTL_PROC_ENC] = percent(v[k].encUtil);
+					pr->util[GPUCTL_PROC_DEC] = percent(v[k].decUtil);
+					pr->has_util = true;
+				}
+			}
+			return;
+		}
+		if (r != NVML_ERROR_INSUFFICIENT_SIZE) {
+			check_result(rd, i, rd->nv->name.process_util, r, false);
+			return;
+		}
+		cap = (count > cap ? count : cap * 2) + 16;
+	}
+}
+
 /* "NVIDIA A100-SXM4-80GB MIG 3g.40gb" -> "3g.40gb"; NULL when the name has no MIG part. */
 static const char *mig_profile_of(const char *name)
 {
@@ -1272,6 +1382,8 @@ static void read_gpu(struct reader *rd, size_t i, unsigned flags)
 	read_placement(rd, i, dev);
 	if (flags & GPUCTL_SNAP_PROCESSES)
 		read_processes(rd, i, dev);
+	if (flags & GPUCTL_SNAP_PROC_UTIL)
+		read_process_util(rd, i, dev);
 	if (flags & GPUCTL_SNAP_MIG)
 		read_migs(rd, i, dev);
 }
@@ -1314,7 +1426,74 @@ int nvml_read_snapshot(struct gpuctl_ctx *ctx, unsigned flags, uint64_t want_fie
 	}
 	ctx_log(ctx, GPUCTL_LOG_DEBUG, "nvml: snapshot of %u GPUs took %u NVML calls", count,
 	        rd.calls);
+	/* Handles stay valid until nvmlShutdown: gpuctl_snapshot_refresh reuses them. */
+	free(rd.nv->handles);
+	rd.nv->handles = TAKE_PTR(handles);
+	rd.nv->n_handles = count;
 	*ret_snap = snap;
+	return 0;
+}
+
+/* The fields prev asked of GPU i and did not get although none of its calls failed: NVML
+ * said NOT_SUPPORTED (or the like) for them, which holds until the driver reloads, so a
+ * refresh does not ask again. With a failed call among them they are all asked again. */
+static uint64_t known_unavailable(const struct gpuctl_snapshot *prev, size_t i)
+{
+	const struct gpuctl_gpu *g = &prev->gpus[i];
+	uint64_t missing = 0;
+
+	if (g->nvml_errors > 0 || g->lost)
+		return 0;
+	for (size_t f = 0; f < GPUCTL__F_COUNT; f++)
+		if (!g->valid[f])
+			missing |= UINT64_C(1) << f;
+	return missing & prev->want;
+}
+
+int nvml_refresh_snapshot(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *prev,
+                          struct gpuctl_snapshot *snap, unsigned flags, uint64_t want_fields)
+{
+	struct reader rd = {
+	        .ctx = ctx, .nv = ctx->nvml, .snap = snap, .want = want_fields, .flags = flags};
+
+	if (!rd.nv)
+		return ctx_error(ctx, -EINVAL, "NVML is not loaded");
+	if (rd.nv->n_handles != snap->n_gpus) {
+		nvmlDevice_t *h = calloc(snap->n_gpus ? snap->n_gpus : 1, sizeof(*h));
+
+		if (!h)
+			return ctx_error(ctx, -ENOMEM, "out of memory");
+		for (size_t i = 0; i < snap->n_gpus; i++) {
+			nvmlReturn_t r = RAW(&rd, handle_by_index, (unsigned)i, &h[i]);
+
+			if (!check_result(&rd, i, rd.nv->name.handle_by_index, r, false))
+				h[i] = NULL;
+		}
+		free(rd.nv->handles);
+		rd.nv->handles = h;
+		rd.nv->n_handles = snap->n_gpus;
+	}
+	rd.handles = rd.nv->handles;
+	for (size_t i = 0; i < snap->n_gpus; i++) {
+		nvmlDevice_t dev = rd.handles[i];
+
+		if (!gpu_readable(&rd, i))
+			continue;
+		rd.want = want_fields & ~known_unavailable(prev, i);
+		read_identity(&rd, i, dev); /* each read only when asked for */
+		read_state(&rd, i, dev);
+		if (flags & GPUCTL_SNAP_HEALTH)
+			read_health(&rd, i, dev);
+		read_placement(&rd, i, dev);
+		if (flags & GPUCTL_SNAP_PROCESSES)
+			read_processes(&rd, i, dev);
+		if (flags & GPUCTL_SNAP_PROC_UTIL)
+			read_process_util(&rd, i, dev);
+	}
+	if (rd.oom < 0)
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+	ctx_log(ctx, GPUCTL_LOG_DEBUG, "nvml: refresh of %zu GPUs took %u NVML calls", snap->n_gpus,
+	        rd.calls);
 	return 0;
 }
 

@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -123,6 +124,29 @@ int parse_uint(const char *text, unsigned long min, unsigned long max, unsigned 
 	if (v < min || v > max)
 		return -ERANGE;
 	*ret_value = (unsigned long)v;
+	return 0;
+}
+
+int parse_seconds(const char *text, double min, double max, double *ret_seconds)
+{
+	size_t ni = strspn(text, "0123456789");
+	size_t nf = 0;
+	double v;
+
+	if (ni == 0)
+		return -EINVAL;
+	if (text[ni] == '.') {
+		nf = strspn(text + ni + 1, "0123456789");
+		if (nf == 0)
+			return -EINVAL;
+		nf++;
+	}
+	if (text[ni + nf] != '\0' || ni > 9)
+		return -EINVAL;
+	v = strtod(text, NULL); /* only digits and one '.': strtod reads all of it */
+	if (!(v >= min && v <= max))
+		return -ERANGE;
+	*ret_seconds = v;
 	return 0;
 }
 

@@ -23,6 +23,11 @@ int parse_size(const char *text, uint64_t *ret_bytes, const char **why);
 /* Parses a decimal integer in [min, max], nothing else around it. -EINVAL or -ERANGE. */
 int parse_uint(const char *text, unsigned long min, unsigned long max, unsigned long *ret_value);
 
+/* Parses a number of seconds: decimal digits (at most 9), optionally a '.' and at least one
+ * more digit ("5", "0.5"), nothing else (no sign, exponent or blank), in [min, max].
+ * -EINVAL (malformed) or -ERANGE. Used for --interval and -d. */
+int parse_seconds(const char *text, double min, double max, double *ret_seconds);
+
 /* Parses a percentage 0..100, with or without a trailing '%'. -EINVAL or -ERANGE. */
 int parse_percent(const char *text, int *ret_percent);
 

@@ -40,6 +40,8 @@ struct gpuctl_proc {
 	uint32_t gi;         /* MIG GPU instance, if has_mig */
 	uint32_t ci;         /* MIG compute instance, if has_mig */
 	bool has_mig;        /* the process runs on a MIG device */
+	int util[4];         /* by enum gpuctl_proc_engine, percent, if has_util */
+	bool has_util;       /* the driver had a utilisation sample for the process */
 };
 
 struct gpuctl_gpu {
@@ -65,10 +67,14 @@ struct gpuctl_gpu {
 	uint64_t nvlink_replay;   /* sums over those links: DL replays, */
 	uint64_t nvlink_recovery; /* DL recoveries, */
 	uint64_t nvlink_crc;      /* CRC flit + CRC data errors */
+	/* NVML's timestamps of the violation readings (power, thermal), microseconds; set with
+	 * GPUCTL_F_VIOLATION_POWER / _THERMAL */
+	uint64_t violation_ref_us[2];
 };
 
 struct gpuctl_snapshot {
 	unsigned flags;            /* enum gpuctl_snapshot_flags it was taken with */
+	uint64_t want;             /* per-GPU fields asked for (bit 1 << field), read or copied */
 	char *driver_version;      /* "550.54.15", NULL if unknown */
 	char *nvml_version;        /* "12.550.54.15", NULL if unknown */
 	int cuda_version;          /* NVML encoding (12040), if has_cuda_version */
@@ -104,6 +110,12 @@ struct gpuctl_link *snapshot_link_at(struct gpuctl_snapshot *snap, size_t a, siz
 /* Sets (a, b) and (b, a) to *link. -EINVAL for a bad pair or no topology. */
 int snapshot_set_link(struct gpuctl_snapshot *snap, size_t a, size_t b,
                       const struct gpuctl_link *link);
+
+/* A snapshot of prev's GPUs for gpuctl_snapshot_refresh: system facts, every per-GPU field
+ * except those in `drop` (bit 1 << field) and the lost marks copied; no MIG devices,
+ * processes or pair facts. NULL on allocation failure. */
+struct gpuctl_snapshot *snapshot_copy_for_refresh(const struct gpuctl_snapshot *prev,
+                                                  unsigned flags, uint64_t drop);
 
 /* topo.c: fills the bandwidth of every pair from the pair and per-GPU facts. */
 void topo_fill_bandwidth(struct gpuctl_snapshot *snap);

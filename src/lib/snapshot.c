@@ -238,6 +238,43 @@ int snapshot_set_link(struct gpuctl_snapshot *snap, size_t a, size_t b,
 	return 0;
 }
 
+struct gpuctl_snapshot *snapshot_copy_for_refresh(const struct gpuctl_snapshot *prev,
+                                                  unsigned flags, uint64_t drop)
+{
+	struct gpuctl_snapshot *snap = snapshot_new_empty(prev->n_gpus, flags);
+
+	if (!snap)
+		return NULL;
+	if (snapshot_set_system(snap, prev->driver_version, prev->nvml_version) < 0)
+		goto fail;
+	snap->cuda_version = prev->cuda_version;
+	snap->has_cuda_version = prev->has_cuda_version;
+	for (size_t i = 0; i < prev->n_gpus; i++) {
+		const struct gpuctl_gpu *from = &prev->gpus[i];
+		struct gpuctl_gpu *to = &snap->gpus[i];
+
+		to->lost = from->lost;
+		to->nvswitch_links = from->nvswitch_links;
+		to->has_nvlink_state = from->has_nvlink_state;
+		to->nvlink_present = from->nvlink_present;
+		to->nvlink_active = from->nvlink_active;
+		to->nvlink_inactive = from->nvlink_inactive;
+		for (size_t f = 0; f < GPUCTL__F_COUNT; f++) {
+			if (!from->valid[f] || (drop >> f & 1u))
+				continue;
+			if (from->strs[f] && !(to->strs[f] = strdup(from->strs[f])))
+				goto fail;
+			to->ints[f] = from->ints[f];
+			to->valid[f] = true;
+		}
+		memcpy(to->violation_ref_us, from->violation_ref_us, sizeof(to->violation_ref_us));
+	}
+	return snap;
+fail:
+	gpuctl_snapshot_free(snap);
+	return NULL;
+}
+
 /* ---- public API ---- */
 
 #define FBIT(f) (UINT64_C(1) << (f))
@@ -279,7 +316,9 @@ int gpuctl_snapshot_take_fields(struct gpuctl_ctx *ctx, unsigned flags,
 		return ctx_error(ctx, -EINVAL, "unknown snapshot flags 0x%x",
 		                 flags & ~(unsigned)GPUCTL_SNAP_ALL);
 	if (!fields) {
-		want = ~UINT64_C(0);
+		/* every field but the PCIe rates: NVML measures each over 20 ms while the caller
+		 * waits, so only a caller that shows them asks for them */
+		want = ~(FBIT(GPUCTL_F_PCIE_RX) | FBIT(GPUCTL_F_PCIE_TX));
 	} else {
 		for (size_t k = 0; k < n_fields; k++) {
 			const struct gpuctl_field_info *fi = gpuctl_field_info(fields[k]);
@@ -291,6 +330,8 @@ int gpuctl_snapshot_take_fields(struct gpuctl_ctx *ctx, unsigned flags,
 			flags |= fi->snap_flag; /* a health field needs the health reads */
 		}
 	}
+	if (flags & GPUCTL_SNAP_PROC_UTIL)
+		flags |= GPUCTL_SNAP_PROCESSES;
 	want |= implied_fields(flags);
 	r = gpuctl_nvml_load(ctx);
 	if (r < 0)
@@ -298,6 +339,50 @@ int gpuctl_snapshot_take_fields(struct gpuctl_ctx *ctx, unsigned flags,
 	r = nvml_read_snapshot(ctx, flags, want, &snap);
 	if (r < 0)
 		return r;
+	snap->want = want;
+	*ret_snap = snap;
+	return 0;
+}
+
+#define REFRESHABLE (GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_HEALTH)
+
+int gpuctl_snapshot_refresh(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *prev,
+                            unsigned flags, const enum gpuctl_field *fields, size_t n_fields,
+                            struct gpuctl_snapshot **ret_snap)
+{
+	struct gpuctl_snapshot *snap;
+	uint64_t want = 0;
+	int r;
+
+	if (!ctx || !prev || !ret_snap || (!fields && n_fields))
+		return -EINVAL;
+	if (flags & ~(unsigned)REFRESHABLE)
+		return ctx_error(ctx, -EINVAL, "snapshot flags 0x%x cannot be refreshed",
+		                 flags & ~(unsigned)REFRESHABLE);
+	if (flags & GPUCTL_SNAP_PROC_UTIL)
+		flags |= GPUCTL_SNAP_PROCESSES;
+	for (size_t k = 0; k < n_fields; k++) {
+		const struct gpuctl_field_info *fi = gpuctl_field_info(fields[k]);
+
+		if (!fi)
+			return ctx_error(ctx, -EINVAL, "unknown field id %d", (int)fields[k]);
+		want |= FBIT(fields[k]);
+		flags |= fi->snap_flag;
+	}
+	/* what the reads depend on (ECC mode, architecture), where prev did not read it */
+	want |= implied_fields(flags) & ~prev->want;
+	r = gpuctl_nvml_load(ctx);
+	if (r < 0)
+		return r;
+	snap = snapshot_copy_for_refresh(prev, flags, want);
+	if (!snap)
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+	snap->want = prev->want | want;
+	r = nvml_refresh_snapshot(ctx, prev, snap, flags, want);
+	if (r < 0) {
+		gpuctl_snapshot_free(snap);
+		return r;
+	}
 	*ret_snap = snap;
 	return 0;
 }
@@ -373,6 +458,30 @@ bool gpuctl_gpu_lost(const struct gpuctl_gpu *gpu)
 size_t gpuctl_gpu_index(const struct gpuctl_gpu *gpu)
 {
 	return gpu ? gpu->index : 0;
+}
+
+int gpuctl_gpu_violation_percent(const struct gpuctl_gpu *before, const struct gpuctl_gpu *after,
+                                 enum gpuctl_field f, double *ret_percent)
+{
+	size_t k;
+	double pct;
+
+	if (!before || !after || !ret_percent)
+		return -EINVAL;
+	if (f == GPUCTL_F_VIOLATION_POWER)
+		k = 0;
+	else if (f == GPUCTL_F_VIOLATION_THERMAL)
+		k = 1;
+	else
+		return -EINVAL;
+	if (!before->valid[f] || !after->valid[f] ||
+	    after->violation_ref_us[k] <= before->violation_ref_us[k] ||
+	    after->ints[f] < before->ints[f]) /* a counter that went back: the driver reloaded */
+		return -ENODATA;
+	pct = (double)(after->ints[f] - before->ints[f]) * 100.0 /
+	      ((double)(after->violation_ref_us[k] - before->violation_ref_us[k]) * 1000.0);
+	*ret_percent = pct > 100.0 ? 100.0 : pct;
+	return 0;
 }
 
 size_t gpuctl_gpu_mig_count(const struct gpuctl_gpu *gpu)
@@ -462,6 +571,17 @@ int gpuctl_proc_mig(const struct gpuctl_proc *proc, uint32_t *ret_gi, uint32_t *
 		return -ENODATA;
 	*ret_gi = proc->gi;
 	*ret_ci = proc->ci;
+	return 0;
+}
+
+int gpuctl_proc_util(const struct gpuctl_proc *proc, enum gpuctl_proc_engine engine,
+                     int *ret_percent)
+{
+	if (!proc || !ret_percent || (unsigned)engine > GPUCTL_PROC_DEC)
+		return -EINVAL;
+	if (!proc->has_util)
+		return -ENODATA;
+	*ret_percent = proc->util[engine];
 	return 0;
 }
 

@@ -4,7 +4,7 @@ import unittest
 
 from gpuctl_test import (EXIT_FAILURE, EXIT_NODRIVER, EXIT_USAGE, GpuctlTestCase, gpuctl, sim)
 
-COMMANDS = ("help", "info", "list", "topo")
+COMMANDS = ("help", "info", "list", "topo", "watch")
 NO_LIB = {"GPUCTL_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"}
 
 

@@ -20,6 +20,8 @@ PER_GPU_MAX = {
     "nvmlDeviceGetTemperatureThreshold": 2,
     "nvmlDeviceGetTotalEccErrors": 4,
     "nvmlDeviceGetRetiredPages": 2,
+    "nvmlDeviceGetViolationStatus": 2,  # power, thermal
+    "nvmlDeviceGetPcieThroughput": 2,  # rx, tx
 }
 TELEMETRY = ("nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetUtilizationRates",
              "nvmlDeviceGetClockInfo", "nvmlDeviceGetEnforcedPowerLimit",

@@ -22,7 +22,8 @@ static void test_header_usable(void **state)
 	assert_int_equal(link.level, 50);
 	assert_non_null(gpuctl_field_info(f));
 	assert_int_equal(GPUCTL_SNAP_ALL, GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_TOPOLOGY |
-	                                          GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH);
+	                                          GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH |
+	                                          GPUCTL_SNAP_PROC_UTIL);
 	assert_string_equal(GPUCTL_VERSION_STRING, "0.1.0");
 }
 

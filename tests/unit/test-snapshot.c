@@ -437,6 +437,10 @@ static void test_sim_not_supported_everywhere(void **state)
 	        "nvmlDeviceGetTopologyCommonAncestor",
 	        "nvmlDeviceGetP2PStatus",
 	        "nvmlDeviceGetNvLinkState",
+	        "nvmlDeviceGetViolationStatus",
+	        "nvmlDeviceGetBAR1MemoryInfo",
+	        "nvmlDeviceGetPcieThroughput",
+	        "nvmlDeviceGetProcessUtilization",
 	};
 	struct simfix f;
 	struct gpuctl_link l;
@@ -474,6 +478,147 @@ static void test_sim_not_supported_everywhere(void **state)
 	sim_done(&f);
 }
 
+/* gpuctl_snapshot_refresh: re-reads only the listed fields, copies the rest, does not ask
+ * again what NVML did not support, marks a GPU lost in between and then leaves it alone. The
+ * call counts are the rule's, from the fixture (four V100s, no memory temperature sensor). */
+static void test_sim_refresh(void **state)
+{
+	static const enum gpuctl_field first[] = {GPUCTL_F_POWER_DRAW, GPUCTL_F_TEMP,
+	                                          GPUCTL_F_TEMP_MEMORY, GPUCTL_F_ECC_MODE};
+	static const enum gpuctl_field again[] = {GPUCTL_F_TEMP, GPUCTL_F_TEMP_MEMORY};
+	struct gpuctl_snapshot *r1 = NULL, *r2 = NULL, *bad = NULL;
+	struct simfix f;
+	int64_t power0;
+
+	(void)state;
+	memset(&f, 0, sizeof(f));
+	if (sim_start(&f.sim, "", "lib-mesh.json") < 0)
+		skip();
+	assert_int_equal(gpuctl_ctx_new(&f.ctx), 0);
+	gpuctl_ctx_set_log(f.ctx, log_capture_fn, &f.logs);
+	assert_int_equal(gpuctl_snapshot_take_fields(f.ctx, GPUCTL_SNAP_BASIC, first, 4, &f.snap),
+	                 0);
+	assert_false(has_int(f.snap, 0, GPUCTL_F_TEMP_MEMORY));
+	power0 = get_int(f.snap, 0, GPUCTL_F_POWER_DRAW);
+	assert_int_equal(power0, 43000);
+
+	assert_int_equal(
+	        gpuctl_snapshot_refresh(f.ctx, f.snap, GPUCTL_SNAP_TOPOLOGY, again, 2, &bad),
+	        -EINVAL);
+	assert_int_equal(gpuctl_snapshot_refresh(f.ctx, f.snap, GPUCTL_SNAP_MIG, again, 2, &bad),
+	                 -EINVAL);
+	assert_null(bad);
+
+	assert_int_equal(
+	        sim_nvsim(&f.sim, "set", "-i", "1", "temperature=77", "power.draw=99", NULL), 0);
+	assert_int_equal(sim_nvsim(&f.sim, "set", "-i", "2", "lost=true", NULL), 0);
+	assert_int_equal(gpuctl_snapshot_refresh(f.ctx, f.snap, 0, again, 2, &r1), 0);
+	/* re-read: the new temperature; copied: power (not listed), identity, ECC mode */
+	assert_int_equal(get_int(r1, 1, GPUCTL_F_TEMP), 77);
+	assert_int_equal(get_int(r1, 1, GPUCTL_F_POWER_DRAW), 43000);
+	assert_int_equal(get_int(r1, 0, GPUCTL_F_ECC_MODE), 1);
+	assert_string_equal(gpuctl_gpu_str(gpuctl_snapshot_gpu(r1, 3), GPUCTL_F_UUID),
+	                    "GPU-0bb00003-0000-4000-8000-000000000003");
+	assert_string_equal(gpuctl_gpu_str(gpuctl_snapshot_gpu(r1, 0), GPUCTL_F_NAME),
+	                    "Tesla V100-SXM2-32GB");
+	assert_string_equal(gpuctl_snapshot_driver_version(r1), "535.161.08");
+	assert_false(has_int(r1, 0, GPUCTL_F_TEMP_MEMORY));
+	/* GPU 2 fell off between the two: marked lost, its re-read field unavailable */
+	assert_true(gpuctl_gpu_lost(gpuctl_snapshot_gpu(r1, 2)));
+	assert_false(has_int(r1, 2, GPUCTL_F_TEMP));
+	/* 4 calls: one temperature per GPU (GPU 2's answers GPU_IS_LOST); memory temperature,
+	 * unsupported on every GPU in the first snapshot, is not asked; no count, no handles */
+	assert_int_equal(log_capture_count(&f.logs, "refresh of 4 GPUs took 4 NVML calls"), 1);
+
+	assert_int_equal(gpuctl_snapshot_refresh(f.ctx, r1, 0, again, 2, &r2), 0);
+	assert_true(gpuctl_gpu_lost(gpuctl_snapshot_gpu(r2, 2)));
+	assert_int_equal(get_int(r2, 1, GPUCTL_F_TEMP), 77);
+	/* 3 calls: the lost GPU is not asked again */
+	assert_int_equal(log_capture_count(&f.logs, "refresh of 4 GPUs took 3 NVML calls"), 1);
+	gpuctl_snapshot_free(r2);
+	r2 = NULL;
+
+	/* listed now: power, copied until here, is read again; the SM clock, which no snapshot
+	 * before read, is read */
+	static const enum gpuctl_field more[] = {GPUCTL_F_POWER_DRAW, GPUCTL_F_CLOCK_SM};
+	assert_false(has_int(r1, 0, GPUCTL_F_CLOCK_SM));
+	assert_int_equal(gpuctl_snapshot_refresh(f.ctx, r1, 0, more, 2, &r2), 0);
+	assert_int_equal(get_int(r2, 1, GPUCTL_F_POWER_DRAW), 99000);
+	assert_int_equal(get_int(r2, 0, GPUCTL_F_CLOCK_SM), 135);
+	assert_int_equal(get_int(r2, 1, GPUCTL_F_TEMP), 77);
+	gpuctl_snapshot_free(r2);
+	gpuctl_snapshot_free(r1);
+	sim_done(&f);
+}
+
+/* Violation percentages over NVML's own timestamps, and per-process engine shares, on
+ * synthetic snapshots: the arithmetic of the NVML reference (d violation ns / d reference
+ * us / 1000). */
+static void test_violation_percent_and_proc_util(void **state)
+{
+	struct gpuctl_snapshot *a = snapshot_new_empty(1, GPUCTL_SNAP_PROCESSES);
+	struct gpuctl_snapshot *b = snapshot_new_empty(1, GPUCTL_SNAP_PROCESSES);
+	struct gpuctl_proc *p;
+	double pct = -1;
+	int util = -1;
+
+	(void)state;
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_int_equal(gpuctl_gpu_violation_percent(&a->gpus[0], &b->gpus[0],
+	                                              GPUCTL_F_VIOLATION_POWER, &pct),
+	                 -ENODATA);
+	assert_int_equal(snapshot_set_int(a, 0, GPUCTL_F_VIOLATION_POWER, 1000), 0);
+	a->gpus[0].violation_ref_us[0] = 10;
+	assert_int_equal(snapshot_set_int(b, 0, GPUCTL_F_VIOLATION_POWER, 6000), 0);
+	b->gpus[0].violation_ref_us[0] = 20;
+	/* 5000 ns held back in 10 us */
+	assert_int_equal(gpuctl_gpu_violation_percent(&a->gpus[0], &b->gpus[0],
+	                                              GPUCTL_F_VIOLATION_POWER, &pct),
+	                 0);
+	assert_true(pct > 49.999 && pct < 50.001);
+	assert_int_equal(gpuctl_gpu_violation_percent(&a->gpus[0], &b->gpus[0],
+	                                              GPUCTL_F_VIOLATION_THERMAL, &pct),
+	                 -ENODATA);
+	assert_int_equal(
+	        gpuctl_gpu_violation_percent(&a->gpus[0], &b->gpus[0], GPUCTL_F_TEMP, &pct),
+	        -EINVAL);
+	/* no time passed (the same reading twice), or the counter went back */
+	assert_int_equal(gpuctl_gpu_violation_percent(&b->gpus[0], &b->gpus[0],
+	                                              GPUCTL_F_VIOLATION_POWER, &pct),
+	                 -ENODATA);
+	b->gpus[0].violation_ref_us[0] = 5;
+	assert_int_equal(gpuctl_gpu_violation_percent(&a->gpus[0], &b->gpus[0],
+	                                              GPUCTL_F_VIOLATION_POWER, &pct),
+	                 -ENODATA);
+	b->gpus[0].violation_ref_us[0] = 20;
+	assert_int_equal(snapshot_set_int(b, 0, GPUCTL_F_VIOLATION_POWER, 500), 0);
+	assert_int_equal(gpuctl_gpu_violation_percent(&a->gpus[0], &b->gpus[0],
+	                                              GPUCTL_F_VIOLATION_POWER, &pct),
+	                 -ENODATA);
+	/* more than the interval (readings taken at different moments) is capped at 100 */
+	assert_int_equal(snapshot_set_int(b, 0, GPUCTL_F_VIOLATION_POWER, 1000 + 20000), 0);
+	assert_int_equal(gpuctl_gpu_violation_percent(&a->gpus[0], &b->gpus[0],
+	                                              GPUCTL_F_VIOLATION_POWER, &pct),
+	                 0);
+	assert_true(pct == 100.0);
+
+	p = snapshot_add_proc(a, 0, 42);
+	assert_non_null(p);
+	assert_int_equal(gpuctl_proc_util(p, GPUCTL_PROC_SM, &util), -ENODATA);
+	p->util[GPUCTL_PROC_SM] = 30;
+	p->util[GPUCTL_PROC_DEC] = 7;
+	p->has_util = true;
+	assert_int_equal(gpuctl_proc_util(p, GPUCTL_PROC_SM, &util), 0);
+	assert_int_equal(util, 30);
+	assert_int_equal(gpuctl_proc_util(p, GPUCTL_PROC_DEC, &util), 0);
+	assert_int_equal(util, 7);
+	assert_int_equal(gpuctl_proc_util(p, (enum gpuctl_proc_engine)4, &util), -EINVAL);
+	assert_int_equal(gpuctl_proc_util(NULL, GPUCTL_PROC_SM, &util), -EINVAL);
+	gpuctl_snapshot_free(a);
+	gpuctl_snapshot_free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -486,6 +631,8 @@ int main(void)
 	        cmocka_unit_test(test_sim_flags_limit_reads),
 	        cmocka_unit_test(test_sim_failures),
 	        cmocka_unit_test(test_sim_not_supported_everywhere),
+	        cmocka_unit_test(test_sim_refresh),
+	        cmocka_unit_test(test_violation_percent_and_proc_util),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
