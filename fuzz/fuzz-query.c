@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * fuzz-query.c: libFuzzer target for `gpuctl list`'s --query and --format parsers
- * (src/cli/query.c) and the suggestion search for unknown names.
+ * (src/cli/query.c), the suggestion search for unknown names, and `gpuctl watch`'s -s and -o.
  *
  * The input is used as one NUL-terminated argument, as it would arrive from argv. Properties
  * checked beyond "no crash, no leak": a successful parse has 1..QUERY_MAX_COLUMNS columns, each
@@ -56,6 +56,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (format_parse(text, &spec, &bad) < 0 && !bad)
 		abort();
 	free(bad);
+
+	/* gpuctl watch -s and -o: a parsed set has one bit per distinct letter of the text */
+	unsigned mask = 0xdead;
+	char bad_letter = 0;
+	if (groups_parse(text, "pucvmet", &mask, &bad_letter) == 0) {
+		if (bad_letter || mask == 0 || mask >> 7 ||
+		    (size_t)__builtin_popcount(mask) != strlen(text))
+			abort();
+	} else if (mask != 0xdead) {
+		abort();
+	}
+	bool d = false, t = false;
+	if (date_time_parse(text, &d, &t) == 0 && !d && !t)
+		abort();
 
 	free(text);
 	return 0;

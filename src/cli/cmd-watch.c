@@ -37,6 +37,7 @@
 
 #include "cmd.h"
 #include "parse.h"
+#include "query.h"
 
 #define WATCH_MIN_DELAY     0.1
 #define WATCH_MAX_DELAY     86400.0
@@ -121,39 +122,11 @@ struct watch {
 
 /* ---- options ---- */
 
-/* -s: letters of WATCH_GROUPS, each at most once. */
-static int parse_groups(const char *s, struct watch *w, char *bad)
+/* Shows the columns of the groups in mask (bit k: WATCH_GROUPS[k]). */
+static void show_groups(struct watch *w, unsigned mask)
 {
-	bool seen[128] = {false};
-
-	if (!s[0])
-		return -EINVAL;
-	for (const char *p = s; *p; p++) {
-		unsigned char c = (unsigned char)*p;
-
-		if (c >= 128 || !strchr(WATCH_GROUPS, c)) {
-			*bad = (char)c;
-			return -EINVAL;
-		}
-		if (seen[c]) {
-			*bad = (char)c;
-			return -EEXIST;
-		}
-		seen[c] = true;
-	}
 	for (size_t k = 0; k < N_COLUMNS; k++)
-		w->shown[k] = seen[(unsigned char)columns[k].group];
-	return 0;
-}
-
-/* -o: D, T, DT or TD. */
-static int parse_prefix(const char *s, struct watch *w)
-{
-	if (!s[0] || strlen(s) > 2 || strspn(s, "DT") != strlen(s) || (s[1] && s[0] == s[1]))
-		return -EINVAL;
-	w->date = strchr(s, 'D') != NULL;
-	w->time = strchr(s, 'T') != NULL;
-	return 0;
+		w->shown[k] = mask >> (strchr(WATCH_GROUPS, columns[k].group) - WATCH_GROUPS) & 1u;
 }
 
 /* ---- values ---- */
@@ -291,15 +264,34 @@ static void print_cell(const struct watch *w, bool has, int64_t v)
 		if (has)
 			printf(", %" PRId64, v);
 		else
-			fputs(", "
-			      "[N/A]",
-			      stdout);
+			fputs(", [N/A]", stdout);
 		return;
 	}
 	if (has)
 		printf(" %5" PRId64, v);
 	else
 		printf(" %5s", "-");
+}
+
+/* A process's command in a text row: control characters become '?' (a name can hold
+ * anything, and a newline would forge a row); in CSV, a name with a comma or a quote is
+ * quoted, quotes doubled. */
+static void print_command(const struct watch *w, const char *cmd)
+{
+	bool quote = w->format == WATCH_CSV && strpbrk(cmd, ",\"");
+
+	if (quote)
+		putchar('"');
+	for (const unsigned char *p = (const unsigned char *)cmd; *p; p++) {
+		if (*p < 0x20 || *p == 0x7f)
+			putchar('?');
+		else if (quote && *p == '"')
+			fputs("\"\"", stdout);
+		else
+			putchar(*p);
+	}
+	if (quote)
+		putchar('"');
 }
 
 /* A JSON line's common keys; NULL on allocation failure. */
@@ -430,10 +422,9 @@ static int print_proc_rows(const struct watch *w, const struct gpuctl_gpu *gpu, 
 			print_cell(w, has, pct);
 		}
 		print_cell(w, has_mem, mem / MIB);
-		if (w->format == WATCH_CSV)
-			printf(", %s\n", cmd ? cmd : "[N/A]");
-		else
-			printf("   %s\n", cmd ? cmd : "-");
+		fputs(w->format == WATCH_CSV ? ", " : "   ", stdout);
+		print_command(w, cmd ? cmd : w->format == WATCH_CSV ? "[N/A]" : "-");
+		putchar('\n');
 	}
 	return 0;
 }
@@ -575,11 +566,12 @@ static int cmd_watch_exec(struct cli *cli, int argc, char **argv)
 	struct gpuctl_snapshot *snap = NULL;
 	unsigned long count = 0;
 	double delay = 1.0;
-	unsigned flags = 0;
+	unsigned flags = 0, mask = 0;
 	char bad = 0;
 	int opt, r;
 
-	(void)parse_groups(WATCH_DEFAULT_GROUP, &w, &bad);
+	if (groups_parse(WATCH_DEFAULT_GROUP, WATCH_GROUPS, &mask, &bad) == 0)
+		show_groups(&w, mask);
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "+:i:d:c:s:o:h", options, NULL)) != -1) {
 		switch (opt) {
@@ -601,11 +593,11 @@ static int cmd_watch_exec(struct cli *cli, int argc, char **argv)
 			break;
 		case 's':
 			groups = optarg;
-			r = parse_groups(optarg, &w, &bad);
+			r = groups_parse(optarg, WATCH_GROUPS, &mask, &bad);
 			if (r == -EEXIST)
 				return cmd_usage_error(&cmd_watch_entry,
 				                       "-s: '%s' names '%c' twice", optarg, bad);
-			if (r < 0 && !optarg[0])
+			if (r < 0 && !bad)
 				return cmd_usage_error(&cmd_watch_entry,
 				                       "-s: no group given (letters of '%s')",
 				                       WATCH_GROUPS);
@@ -614,9 +606,10 @@ static int cmd_watch_exec(struct cli *cli, int argc, char **argv)
 				        &cmd_watch_entry,
 				        "-s: '%s': '%c' is no group (letters of '%s')", optarg, bad,
 				        WATCH_GROUPS);
+			show_groups(&w, mask);
 			break;
 		case 'o':
-			if (parse_prefix(optarg, &w) < 0)
+			if (date_time_parse(optarg, &w.date, &w.time) < 0)
 				return cmd_usage_error(&cmd_watch_entry,
 				                       "-o: '%s' is not D, T or DT", optarg);
 			break;

@@ -256,3 +256,42 @@ int format_parse(const char *text, struct format_spec *spec, char **ret_bad)
 	*spec = s;
 	return 0;
 }
+
+int groups_parse(const char *text, const char *letters, unsigned *ret_mask, char *ret_bad)
+{
+	size_t n_letters = strlen(letters);
+	unsigned mask = 0;
+
+	if (n_letters > 32)
+		return -EINVAL;
+	*ret_bad = 0;
+	if (!text[0])
+		return -EINVAL;
+	for (const char *p = text; *p; p++) {
+		const char *at = strchr(letters, *p);
+		unsigned bit;
+
+		*ret_bad = *p;
+		if (!at)
+			return -EINVAL;
+		bit = 1u << (at - letters);
+		if (mask & bit)
+			return -EEXIST;
+		mask |= bit;
+	}
+	*ret_bad = 0;
+	*ret_mask = mask;
+	return 0;
+}
+
+int date_time_parse(const char *text, bool *ret_date, bool *ret_time)
+{
+	bool d = strcmp(text, "D") == 0 || strcmp(text, "DT") == 0 || strcmp(text, "TD") == 0;
+	bool t = strcmp(text, "T") == 0 || strcmp(text, "DT") == 0 || strcmp(text, "TD") == 0;
+
+	if (!d && !t)
+		return -EINVAL;
+	*ret_date = d;
+	*ret_time = t;
+	return 0;
+}

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * query.h: pure parsers for `gpuctl list` arguments: the --query field list and the --format
- * option list. No I/O, no NVML: the fuzzer (fuzz/fuzz-query.c) links exactly this file and the
- * library's field table.
+ * query.h: pure parsers for `gpuctl list` arguments (the --query field list and the --format
+ * option list) and `gpuctl watch`'s -s and -o. No I/O, no NVML: the fuzzer (fuzz/fuzz-query.c)
+ * links exactly this file and the library's field table.
  */
 #ifndef GPUCTL_CLI_QUERY_H
 #define GPUCTL_CLI_QUERY_H
@@ -60,5 +60,16 @@ struct format_spec {
  * --noheader/--nounits given earlier survive). Two different kinds, an empty or unknown word:
  * -EINVAL with *ret_bad = the word (malloc'ed); -ENOMEM. */
 int format_parse(const char *text, struct format_spec *spec, char **ret_bad);
+
+/* Parses a set of one-letter groups (`gpuctl watch -s puc`): each letter of text must be one
+ * of letters (at most 32), at most once. Returns 0 and *ret_mask with bit k set for
+ * letters[k]; -EINVAL for an empty text (*ret_bad = 0) or a letter not in letters (*ret_bad =
+ * it); -EEXIST for a letter given twice (*ret_bad = it). Nothing is written on failure but
+ * *ret_bad. */
+int groups_parse(const char *text, const char *letters, unsigned *ret_mask, char *ret_bad);
+
+/* Parses dmon's -o value: "D", "T", "DT" or "TD". 0 and *ret_date / *ret_time, or -EINVAL
+ * (nothing written). */
+int date_time_parse(const char *text, bool *ret_date, bool *ret_time);
 
 #endif /* GPUCTL_CLI_QUERY_H */

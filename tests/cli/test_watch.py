@@ -7,6 +7,8 @@ into each GPU, utilisation is NOT_SUPPORTED with MIG enabled, ECC counters only 
 absent optional keys are NOT_SUPPORTED) and dmon's published format (two '#' header lines,
 names then units; columns right-aligned in five characters after a space; '-' for a value the
 GPU does not give)."""
+import csv
+import io
 import json
 import os
 import re
@@ -206,6 +208,24 @@ class Procs(GpuctlTestCase):
         row = json.loads(lines[5])
         self.assertEqual((row["gpu"], row["pid"], row["type"], row["sm_pct"], row["fb_mib"],
                           row["command"]), (1, pid, "C", 40, 2048, "sleep"))
+
+    def test_hostile_command_name(self):
+        # a process name can hold anything: a newline must not forge a row, a comma must not
+        # shift CSV columns
+        with tempfile.TemporaryDirectory() as d:
+            prog = os.path.join(d, 'sl,"e\np')
+            os.symlink("/bin/sleep", prog)
+            script = ('"$PROG" 60 & p=$!; "$NVSIM" proc add --pid $p -i 1 --mem 1GiB; '
+                      '"$GPUCTL" watch --procs -c 1 -i 1; '
+                      '"$GPUCTL" watch --procs -c 1 -i 1 --format csv; kill $p')
+            r = sim_sh("dgx-a100", script, env={"PROG": prog})
+        self.assertOk(r)
+        lines = r.out.splitlines()
+        self.assertEqual(len(lines), 5, r.out)
+        self.assertTrue(lines[2].endswith('  1024   sl,"e?p'), lines[2])
+        rows = list(csv.reader(io.StringIO("\n".join(lines[3:])), skipinitialspace=True))
+        self.assertEqual(len(rows[1]), 9, rows)
+        self.assertEqual(rows[1][8], 'sl,"e?p')
 
     def test_procs_rejects_groups(self):
         r = sim("dgx-a100", "watch", "--procs", "-s", "p", "-c", "1")

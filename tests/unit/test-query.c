@@ -384,6 +384,42 @@ static void test_format_bad_words(void **state)
 	assert_int_equal(format_parse(NULL, &s, NULL), -EINVAL);
 }
 
+/* gpuctl watch -s and -o (dmon's groups and date/time prefix). */
+static void test_watch_groups_and_prefix(void **state)
+{
+	unsigned mask = 0;
+	char bad = 'x';
+	bool d = false, t = false;
+
+	(void)state;
+	assert_int_equal(groups_parse("puc", "pucvmet", &mask, &bad), 0);
+	assert_int_equal(mask, 0x7);
+	assert_int_equal(bad, 0);
+	assert_int_equal(groups_parse("tempucv", "pucvmet", &mask, &bad), 0);
+	assert_int_equal(mask, 0x7f);
+	assert_int_equal(groups_parse("cp", "pucvmet", &mask, &bad), 0);
+	assert_int_equal(mask, 0x5);
+	mask = 42;
+	assert_int_equal(groups_parse("px", "pucvmet", &mask, &bad), -EINVAL);
+	assert_int_equal(bad, 'x');
+	assert_int_equal(groups_parse("pup", "pucvmet", &mask, &bad), -EEXIST);
+	assert_int_equal(bad, 'p');
+	assert_int_equal(groups_parse("", "pucvmet", &mask, &bad), -EINVAL);
+	assert_int_equal(bad, 0);
+	assert_int_equal(groups_parse("P", "pucvmet", &mask, &bad), -EINVAL);
+	assert_int_equal(mask, 42);
+
+	assert_int_equal(date_time_parse("DT", &d, &t), 0);
+	assert_true(d && t);
+	assert_int_equal(date_time_parse("T", &d, &t), 0);
+	assert_true(!d && t);
+	assert_int_equal(date_time_parse("D", &d, &t), 0);
+	assert_true(d && !t);
+	for (const char *const *b = (const char *const[]){"", "DD", "d", "DTT", "X", " D", NULL};
+	     *b; b++)
+		assert_int_equal(date_time_parse(*b, &d, &t), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -399,6 +435,7 @@ int main(void)
 	        cmocka_unit_test(test_format_combinations),
 	        cmocka_unit_test(test_format_keeps_earlier_modifiers),
 	        cmocka_unit_test(test_format_bad_words),
+	        cmocka_unit_test(test_watch_groups_and_prefix),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
