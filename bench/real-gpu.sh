@@ -10,7 +10,10 @@
 #      `nvidia-smi --query-gpu=F --format=csv` (static fields exactly, live ones within a tolerance);
 #   3. compares the `gpuctl topo` matrix, CPU affinity and NUMA affinity with `nvidia-smi topo -m`;
 #   4. checks `gpuctl info` against nvidia-smi's driver and CUDA versions;
-#   5. prints timings of both tools.
+#   5. compares `gpuctl watch -c 1 -s pucm` with `nvidia-smi dmon -c 1 -s pucm`, column by column
+#      by header name (newer dmon versions print columns gpuctl does not): the same GPUs, the
+#      same columns supported ('-' in both or in neither), live values within a tolerance;
+#   6. prints timings of both tools.
 # Exits 0 when everything matches, 1 on any mismatch (each printed as one MISMATCH line).
 # Finishes in well under 5 minutes (the build dominates). NVIDIA_SMI and GPUCTL override the
 # tools (tests use a stand-in nvidia-smi); SKIP_BUILD=1 uses an existing build.
@@ -156,12 +159,47 @@ try:
 except (ValueError, IndexError) as e:
     print(f"MISMATCH info: {e}"); bad.append("info")
 
+print("== watch vs nvidia-smi dmon")
+# Live values may move between the two reads; what must agree is which GPUs there are and which
+# columns each supports. Columns by header name: dmon adds jpg/ofa/ccpm on newer drivers.
+DMON_TOL = {"pwr": 150, "gtemp": 5, "mtemp": 5, "sm": 100, "mem": 100, "enc": 100, "dec": 100,
+            "mclk": 3000, "pclk": 3000, "fb": 1024, "bar1": 1024}
+ours, t_watch = run([gpuctl, "watch", "-c", "1", "-s", "pucm"])
+theirs, t_dmon = run([smi, "dmon", "-c", "1", "-s", "pucm"])
+
+def dmon_table(text):
+    lines = [l for l in text.splitlines() if l.strip()]
+    head = next((l for l in lines if l.startswith("#") and "gpu" in l), "")
+    names = head.lstrip("#").split()
+    return names, {r.split()[0]: dict(zip(names, r.split())) for r in lines if not r.startswith("#")}
+
+na, ra = dmon_table(ours)
+nb, rb = dmon_table(theirs)
+if ours.splitlines()[:1] != ["# gpu   pwr gtemp mtemp    sm   mem   enc   dec  mclk  pclk    fb  bar1"]:
+    print(f"MISMATCH watch header: {ours.splitlines()[:1]!r}"); bad.append("watch-header")
+if sorted(ra) != sorted(rb):
+    print(f"MISMATCH dmon GPUs: gpuctl {sorted(ra)} nvidia-smi {sorted(rb)}"); bad.append("dmon-gpus")
+for g in sorted(ra, key=int):
+    for col in na[1:]:
+        if col not in nb:
+            print(f"MISMATCH gpu{g} {col:6} not in nvidia-smi dmon's header {nb!r}"); bad.append(col)
+            continue
+        va, vb = ra[g].get(col, "<missing>"), rb.get(g, {}).get(col, "<missing>")
+        if va == "-" or vb == "-" or not (va.isdigit() and vb.isdigit()):
+            same = va == vb
+        else:
+            same = abs(int(va) - int(vb)) <= DMON_TOL[col]
+        print(f"{'ok' if same else 'MISMATCH':8} gpu{g} dmon {col:6} gpuctl={va!r:8} nvidia-smi={vb!r}")
+        if not same:
+            bad.append("dmon-" + col)
+
 print("== timings (one run each, ms)")
 _, t_list = run([gpuctl, "list"])
 _, t_smiq = run([smi])
 print(f"gpuctl list            {t_list:8.1f}    nvidia-smi           {t_smiq:8.1f}")
 print(f"gpuctl list --query    {t_ours:8.1f}    nvidia-smi --query-gpu {t_smi:6.1f}")
 print(f"gpuctl topo            {t_topo:8.1f}    nvidia-smi topo -m   {t_smitopo:8.1f}")
+print(f"gpuctl watch -c 1      {t_watch:8.1f}    nvidia-smi dmon -c 1 {t_dmon:8.1f}")
 print(f"total script time {time.time() - start:.0f} s")
 print(f"real-gpu: {'PASS' if not bad else 'FAIL: ' + str(len(bad)) + ' mismatches'}")
 sys.exit(1 if bad else 0)

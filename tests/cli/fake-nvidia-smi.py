@@ -8,6 +8,8 @@ comparison is tested against a second reading of the same machine:
   nvidia-smi -L                            one "GPU i: NAME (UUID: ...)" line per GPU
   nvidia-smi --query-gpu=F,... --format=csv[,noheader][,nounits]
   nvidia-smi topo -m                       the matrix, from tests/cli/expected/<scenario>.json
+  nvidia-smi dmon -c 1 -s pucm             dmon's layout as a newer driver prints it (with the
+                                           jpg, ofa and ccpm columns gpuctl does not show)
 FAKE_SMI_CORRUPT=FIELD makes that field wrong on GPU 0, to prove the script notices.
 """
 import json
@@ -120,6 +122,39 @@ def topo():
     print("\nLegend:\n\n  X    = Self\n  SYS  = (stand-in legend)")
 
 
+def dmon(groups):
+    """One interval of `nvidia-smi dmon -s GROUPS` (p, u, c, m only)."""
+    def cols(g):
+        mig_on = isinstance(g.get("mig"), dict) and g["mig"].get("enabled", False)
+        clocks = g.get("clocks_mhz")
+        c = []
+        if "p" in groups:
+            c += [("pwr", "W", round(g["power_draw_mw"] / 1000) if "power_draw_mw" in g else None),
+                  ("gtemp", "C", g.get("temperature_c", 35)),
+                  ("mtemp", "C", g.get("temperature_memory_c"))]
+        if "u" in groups:
+            c += [("sm", "%", None if mig_on else g.get("utilization_gpu", 0)),
+                  ("mem", "%", None if mig_on else g.get("utilization_memory", 0)),
+                  ("enc", "%", g.get("utilization_encoder")), ("dec", "%", g.get("utilization_decoder")),
+                  ("jpg", "%", None), ("ofa", "%", None)]
+        if "c" in groups:
+            c += [("mclk", "MHz", clocks["mem"] if clocks else None),
+                  ("pclk", "MHz", clocks["sm"] if clocks else None)]
+        if "m" in groups:
+            c += [("fb", "MB", g.get("memory_used_mib", 0)),
+                  ("bar1", "MB", g.get("bar1_used_mib", 0) if "bar1_total_mib" in g else None),
+                  ("ccpm", "MB", 0)]
+        return c
+    first = cols(GPUS[0])
+    print("# gpu" + "".join(f" {n:>5}" for n, _, _ in first))
+    print("# Idx" + "".join(f" {u:>5}" for _, u, _ in first))
+    for i, g in enumerate(GPUS):
+        vals = ["-" if v is None else str(v) for _, _, v in cols(g)]
+        if i == 0 and os.environ.get("FAKE_SMI_CORRUPT") == "dmon":
+            vals[0] = "-" if vals[0] != "-" else "1"
+        print(f"{i:>5}" + "".join(f" {v:>5}" for v in vals))
+
+
 def main(argv):
     if not argv:
         print(f"| NVIDIA-SMI {driver}    Driver Version: {driver}    CUDA Version: {cuda // 1000}.{cuda % 1000 // 10} |")
@@ -130,6 +165,9 @@ def main(argv):
         return 0
     if argv[:2] == ["topo", "-m"]:
         topo()
+        return 0
+    if argv[:1] == ["dmon"] and "-c" in argv and "-s" in argv:
+        dmon(argv[argv.index("-s") + 1])
         return 0
     q = [a for a in argv if a.startswith("--query-gpu=")]
     f = [a for a in argv if a.startswith("--format=")]

@@ -3,6 +3,7 @@ nvidia-smi (tests/cli/fake-nvidia-smi.py) that reads the simulated machine's sce
 own: the script must pass when gpuctl and the stand-in agree, and fail, naming the field,
 when they do not."""
 import os
+import re
 import unittest
 
 from gpuctl_test import BUILD, NVSIM, SCENARIOS, SRC, GpuctlTestCase, run
@@ -42,6 +43,19 @@ class RealGpuScriptTest(GpuctlTestCase):
         self.assertEqual(r.rc, 1, r)
         self.assertIn("MISMATCH gpu0 memory.total", r.out)
         self.assertIn("real-gpu: FAIL", r.out)
+
+    def test_compares_watch_with_dmon(self):
+        r = real_gpu("dgx-a100")
+        self.assertIn("== watch vs nvidia-smi dmon", r.out)
+        # all 8 GPUs x the 11 columns gpuctl prints for pucm, matched by name past dmon's
+        # extra ones
+        self.assertEqual(len(re.findall(r"^ok +gpu\d dmon ", r.out, re.M)), 8 * 11, r.out)
+        self.assertIn("ok       gpu7 dmon bar1   gpuctl='4'", r.out)
+
+    def test_notices_a_dmon_column_supported_on_one_side(self):
+        r = real_gpu("dgx-a100", corrupt="dmon")
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("MISMATCH gpu0 dmon pwr", r.out)
 
     def test_notices_a_wrong_uuid(self):
         r = real_gpu("hgx-h100", corrupt="uuid")
