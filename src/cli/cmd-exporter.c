@@ -19,6 +19,9 @@
  *   error answer and the connection is closed) and an idle timeout (default 10 s; the
  *   GPUCTL_EXPORTER_TIMEOUT environment variable, in seconds, exists for tests). Only GET and
  *   HEAD (405 with Allow otherwise); a request with a body is refused (413); unknown paths 404.
+ * - Memory: most of what is resident is libmicrohttpd and the GnuTLS libraries it pulls in
+ *   (about 3 MiB just to dlopen it). Of ours, one malloc arena and malloc_trim() after each
+ *   sample keep the heap from holding on to freed connection pools and old pages.
  * - The first sample is taken before serving: no driver is exit 4 at start. Later NVML
  *   failures keep the server up: the page then has only the exporter's own metrics, and
  *   gpuctl_exporter_nvml_errors_total counts them (logged once per streak of failures).
@@ -27,6 +30,9 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -491,6 +497,11 @@ static void sample_loop(struct sampler *s, double interval, const sigset_t *stop
 				cli_error("exporter: out of memory rendering the metrics (serving "
 				          "the "
 				          "previous page)");
+#ifdef __GLIBC__
+			/* give back what the sample freed (and what connections that closed
+			 * left), not only the top of the heap: about 0.1 MiB after a load */
+			malloc_trim(0);
+#endif
 			next += interval;
 			/* a sample that overran its interval does not make the next ones pile up */
 			if (next < now_s(CLOCK_MONOTONIC))
@@ -619,6 +630,13 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	sigaddset(&stop, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &stop, &old);
 	signal(SIGPIPE, SIG_IGN);
+#ifdef __GLIBC__
+	/* One malloc arena: MHD's thread would otherwise get an arena of its own, which keeps
+	 * the connections' memory pools (EXPORTER_CONN_MEMORY each) resident after they close
+	 * (measured: about 0.4 MiB more resident after 50 scrapers left). The sampler
+	 * allocates once per interval, so the two threads hardly ever contend. */
+	mallopt(M_ARENA_MAX, 1);
+#endif
 
 	daemon = mhd.start_daemon(
 	        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG, 0, NULL, NULL,
