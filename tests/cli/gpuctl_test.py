@@ -114,6 +114,20 @@ def scenario_names():
     return sorted(f[:-5] for f in os.listdir(SCENARIOS) if f.endswith(".json"))
 
 
+def scenario_gpus(name):
+    """The scenario's GPUs with its defaults applied, as the simulator applies them
+    (sim/SCENARIO.md: a GPU's own keys override, objects merge key by key)."""
+    with open(os.path.join(SCENARIOS, name + ".json")) as f:
+        doc = json.load(f)
+    out = []
+    for g in doc["gpus"]:
+        m = dict(doc.get("defaults", {}))
+        for k, v in g.items():
+            m[k] = {**m[k], **v} if isinstance(v, dict) and isinstance(m.get(k), dict) else v
+        out.append(m)
+    return out
+
+
 def load_expected(name):
     with open(os.path.join(EXPECTED, name)) as f:
         return json.load(f)

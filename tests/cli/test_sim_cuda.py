@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import unittest
 
-from gpuctl_test import BUILD, GPUCTL, NVSIM, SCENARIOS, GpuctlTestCase, run
+from gpuctl_test import BUILD, GPUCTL, NVSIM, GpuctlTestCase, run, scenario_gpus
 
 LOAD = os.path.join(BUILD, "bin", "nvsim-load")
 EXAMPLE = os.path.join(BUILD, "examples", "select-device")
@@ -23,17 +23,7 @@ SIMDIR = os.path.join(BUILD, "sim")
 MIB = 1 << 20
 
 
-def gpus(name):
-    """The scenario's GPUs with defaults applied (objects merged one level deep)."""
-    with open(os.path.join(SCENARIOS, name + ".json")) as f:
-        doc = json.load(f)
-    out = []
-    for g in doc["gpus"]:
-        m = dict(doc.get("defaults", {}))
-        for k, v in g.items():
-            m[k] = {**m[k], **v} if isinstance(v, dict) and isinstance(m.get(k), dict) else v
-        out.append(m)
-    return out
+gpus = scenario_gpus
 
 
 def bus_key(g):

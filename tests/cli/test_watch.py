@@ -19,8 +19,8 @@ import tempfile
 import time
 import unittest
 
-from gpuctl_test import (EXIT_USAGE, GPUCTL, NVSIM, SCENARIOS, GpuctlTestCase, run, scenario_names,
-                         sim, sim_sh)
+from gpuctl_test import (EXIT_USAGE, GPUCTL, NVSIM, GpuctlTestCase, run, scenario_gpus,
+                         scenario_names, sim, sim_sh)
 
 # dmon's groups, in dmon's order, with its header names and units (nvidia-smi dmon output as
 # published; docs/metrics.md "gpuctl watch").
@@ -35,21 +35,6 @@ GROUPS = {
 }
 ORDER = "pucvmet"
 MIB = 1 << 20
-
-
-def merged_gpus(scenario):
-    with open(os.path.join(SCENARIOS, scenario + ".json")) as f:
-        doc = json.load(f)
-    out = []
-    for g in doc["gpus"]:
-        m = dict(doc.get("defaults", {}))
-        for k, v in g.items():
-            if isinstance(v, dict) and isinstance(m.get(k), dict):
-                m[k] = {**m[k], **v}
-            else:
-                m[k] = v
-        out.append(m)
-    return out
 
 
 def expected_values(g, first_row=True):
@@ -93,7 +78,7 @@ def expected_dmon(scenario, groups, rows=1):
     cols = [c for grp in ORDER if grp in groups for c in GROUPS[grp]]
     lines = ["# gpu" + "".join(" %5s" % n for n, _ in cols),
              "# Idx" + "".join(" %5s" % u for _, u in cols)]
-    gpus = merged_gpus(scenario)
+    gpus = scenario_gpus(scenario)
     for r in range(rows):
         for i, g in enumerate(gpus):
             v = expected_values(g, first_row=(r == 0))
@@ -162,7 +147,7 @@ class Formats(GpuctlTestCase):
                          "mclk [MHz], pclk [MHz], pviol [%], tviol [bool], fb [MiB], bar1 [MiB], "
                          "sbecc [errs], dbecc [errs], pci [errs], rxpci [MiB/s], txpci [MiB/s]")
         names = [n for grp in ORDER for n, _ in GROUPS[grp]]
-        for i, g in enumerate(merged_gpus("dgx-a100")):
+        for i, g in enumerate(scenario_gpus("dgx-a100")):
             v = expected_values(g)
             want = [str(i)] + ["[N/A]" if v[n] is None else str(v[n]) for n in names]
             self.assertEqual(lines[1 + i].split(", "), want)
@@ -172,7 +157,7 @@ class Formats(GpuctlTestCase):
                 "-o", "D")
         self.assertOk(r)
         rows = [json.loads(l) for l in r.out.splitlines()]
-        gpus = merged_gpus("dgx-a100")
+        gpus = scenario_gpus("dgx-a100")
         self.assertEqual(len(rows), 2 * len(gpus))
         keys = {"pwr": "pwr_w", "gtemp": "gtemp_c", "mtemp": "mtemp_c", "sm": "sm_pct",
                 "mem": "mem_pct", "enc": "enc_pct", "dec": "dec_pct", "mclk": "mclk_mhz",
