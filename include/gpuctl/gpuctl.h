@@ -249,14 +249,15 @@ int gpuctl_snapshot_take_fields(struct gpuctl_ctx *ctx, unsigned flags,
                                 struct gpuctl_snapshot **ret_snap);
 
 /* Takes a snapshot of the same GPUs as prev that re-reads only the n_fields listed (and the
- * processes when flags has GPUCTL_SNAP_PROCESSES or GPUCTL_SNAP_PROC_UTIL); every other
- * per-GPU field, and the system facts, are copied from prev. It makes no device count, no
- * system call and no handle lookup (handles are kept in ctx from the snapshot before), so an
- * interval of a monitor costs exactly the reads of what it shows. A field prev asked for and
- * a GPU did not support (prev had no failed call on it) is not asked again. A GPU lost in
- * prev stays lost and is not asked again; one lost now is marked lost. flags may hold only
- * PROCESSES, PROC_UTIL and HEALTH (-EINVAL otherwise: MIG devices and pair facts are not carried).
- */
+ * processes with GPUCTL_SNAP_PROCESSES or _PROC_UTIL, the MIG devices of GPUs in MIG mode with
+ * GPUCTL_SNAP_MIG); every other per-GPU field, and the system facts, are copied from prev. It
+ * makes one device count and no system call or handle lookup (handles are kept in ctx from
+ * the snapshot before), so an interval of a monitor costs the reads of what it shows. A field
+ * prev asked for and a GPU did not support (prev had no failed call on it) is not asked
+ * again. A GPU lost in prev stays lost and is not asked again; one lost now is marked lost.
+ * -EIO when NVML cannot count the GPUs, -ESTALE when their number changed (take a snapshot),
+ * -EINVAL for flags other than PROCESSES, PROC_UTIL, HEALTH and MIG (pair facts are not
+ * refreshed). */
 int gpuctl_snapshot_refresh(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *prev,
                             unsigned flags, const enum gpuctl_field *fields, size_t n_fields,
                             struct gpuctl_snapshot **ret_snap);

@@ -22,6 +22,10 @@
  * - Memory: most of what is resident is libmicrohttpd and the GnuTLS libraries it pulls in
  *   (about 3 MiB just to dlopen it). Of ours, one malloc arena and malloc_trim() after each
  *   sample keep the heap from holding on to freed connection pools and old pages.
+ * - A sample refreshes the previous one (gpuctl_snapshot_refresh: the exported and health
+ *   fields that can change, processes, MIG devices; one device count guards it) and takes a
+ *   whole snapshot once a minute, after a failed sample, or when the refresh fails, so
+ *   identity, static facts and a changed machine are re-read within EXPORTER_FULL_EVERY.
  * - The first sample is taken before serving: no driver is exit 4 at start. Later NVML
  *   failures keep the server up: the page then has only the exporter's own metrics, and
  *   gpuctl_exporter_nvml_errors_total counts them (logged once per streak of failures).
@@ -105,10 +109,13 @@ static int mhd_load(char *buf, size_t size)
 #define EXPORTER_DEFAULT_INTERVAL 5.0
 #define EXPORTER_MIN_INTERVAL     0.1
 #define EXPORTER_MAX_INTERVAL     86400.0
-#define EXPORTER_MAX_CONNECTIONS  128
-#define EXPORTER_CONN_MEMORY      (16 * 1024)
-#define EXPORTER_DEFAULT_TIMEOUT  10
-#define EXPORTER_MAX_TIMEOUT      3600
+/* Seconds between whole snapshots; the samples between refresh the last one (identity and
+ * static facts kept, what a GPU does not support not asked again). */
+#define EXPORTER_FULL_EVERY      60.0
+#define EXPORTER_MAX_CONNECTIONS 128
+#define EXPORTER_CONN_MEMORY     (16 * 1024)
+#define EXPORTER_DEFAULT_TIMEOUT 10
+#define EXPORTER_MAX_TIMEOUT     3600
 
 enum {
 	OPT_LISTEN = 0x100,
@@ -319,6 +326,11 @@ struct sampler {
 	const char *lease_dir;        /* --lease-dir, or NULL */
 	enum gpuctl_field fields[64]; /* what the snapshot reads */
 	size_t n_fields;
+	enum gpuctl_field dynamic[64]; /* of those, what a refresh re-reads (not static_field) */
+	size_t n_dynamic;
+	struct gpuctl_snapshot *last;       /* the previous sample's snapshot (owned), NULL after a
+	                                     * failed one */
+	double last_full_s;                 /* CLOCK_MONOTONIC time of the last whole snapshot */
 	char hostname[256];                 /* the Hostname label */
 	struct metrics_stats stats;         /* the exporter's counters */
 	bool nvml_failing;                  /* the previous sample failed (log once per streak) */
@@ -329,8 +341,44 @@ struct sampler {
 	uint64_t xid_seq; /* events counted so far */
 };
 
+/* Facts that change only with a driver reload, a reboot, a GPU reset or an administrator's
+ * mode change: read by the whole snapshot every EXPORTER_FULL_EVERY seconds, not by the
+ * refreshes between. */
+static bool static_field(enum gpuctl_field f)
+{
+	switch (f) {
+	case GPUCTL_F_UUID:
+	case GPUCTL_F_PCI_BUS_ID:
+	case GPUCTL_F_PCI_DEVICE_ID:
+	case GPUCTL_F_NAME:
+	case GPUCTL_F_BRAND:
+	case GPUCTL_F_ARCHITECTURE:
+	case GPUCTL_F_COMPUTE_CAP:
+	case GPUCTL_F_SERIAL:
+	case GPUCTL_F_MINOR_NUMBER:
+	case GPUCTL_F_TEMP_SLOWDOWN:
+	case GPUCTL_F_TEMP_SHUTDOWN:
+	case GPUCTL_F_CLOCK_SM_MAX:
+	case GPUCTL_F_CLOCK_MEM_MAX:
+	case GPUCTL_F_PCIE_GEN_MAX:
+	case GPUCTL_F_PCIE_WIDTH_MAX:
+	case GPUCTL_F_ECC_MODE:
+	case GPUCTL_F_ECC_MODE_PENDING:
+	case GPUCTL_F_MIG_MODE:
+	case GPUCTL_F_MIG_MODE_PENDING:
+	case GPUCTL_F_NUMA_NODE:
+	case GPUCTL_F_GPU_NUMA_NODE:
+	case GPUCTL_F_CPU_AFFINITY:
+		return true;
+	default:
+		return false;
+	}
+}
+
 static void sampler_done(struct sampler *s)
 {
+	gpuctl_snapshot_free(s->last);
+	s->last = NULL;
 	gpuctl_xid_watch_free(s->xid_watch);
 	free(s->xids);
 	s->xid_watch = NULL;
@@ -422,9 +470,20 @@ static int sample(struct sampler *s, struct gpuctl_snapshot *snap0)
 	int r = 0;
 
 	s->stats.last_time_s = now_s(CLOCK_REALTIME);
-	if (!snap)
+	/* A refresh of the previous sample while its whole snapshot is recent; a whole snapshot
+	 * when it is not, after a failed sample, or when the refresh cannot be trusted (NVML
+	 * cannot count the GPUs, or their number changed): that snapshot then decides. */
+	if (!snap && s->last && t0 - s->last_full_s < EXPORTER_FULL_EVERY &&
+	    gpuctl_snapshot_refresh(s->cli->ctx, s->last, METRICS_SNAP_FLAGS, s->dynamic,
+	                            s->n_dynamic, &snap) < 0)
+		snap = NULL;
+	if (!snap) {
 		r = gpuctl_snapshot_take_fields(s->cli->ctx, METRICS_SNAP_FLAGS, s->fields,
 		                                s->n_fields, &snap);
+		s->last_full_s = t0;
+	} else if (snap == snap0) {
+		s->last_full_s = t0;
+	}
 	s->stats.samples++;
 	if (r < 0) {
 		s->stats.nvml_errors++;
@@ -460,7 +519,8 @@ static int sample(struct sampler *s, struct gpuctl_snapshot *snap0)
 	r = metrics_render(&in, &buf);
 	gpuctl_health_report_free(health);
 	gpuctl_lease_list_free(leases);
-	gpuctl_snapshot_free(snap);
+	gpuctl_snapshot_free(s->last);
+	s->last = snap; /* the next sample refreshes it */
 	if (r < 0) {
 		textbuf_free(&buf);
 		return r;
@@ -590,6 +650,9 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 		if (!have)
 			s.fields[s.n_fields++] = hf[i];
 	}
+	for (size_t k = 0; k < s.n_fields; k++)
+		if (!static_field(s.fields[k]))
+			s.dynamic[s.n_dynamic++] = s.fields[k];
 	if (gethostname(s.hostname, sizeof(s.hostname)) < 0)
 		s.hostname[0] = '\0';
 	s.hostname[sizeof(s.hostname) - 1] = '\0';

@@ -13,8 +13,9 @@
  *   the same integers and say "MiB" and "MiB/s", the true units.
  * - The first snapshot reads identity and static facts; every interval after it is a
  *   gpuctl_snapshot_refresh of the printed fields only, and a field NVML did not support on a
- *   GPU is not asked again. So one interval costs the NVML calls of what it prints (-v reports
- *   the count; bench/bench.py measures it with the simulator).
+ *   GPU is not asked again. So one interval costs the NVML calls of what it prints, plus one
+ *   device count (-v reports the count; bench/watch_bench.py measures it with the simulator).
+ *   NVML failing, or the number of GPUs changing, ends watch with exit 1.
  * - pviol/tviol are over the interval (NVML's violation counters and their own timestamps), so
  *   the first row, which has no interval yet, shows '-' there. tviol is dmon's "bool": 1 when
  *   temperature held the GPU back at any time during the interval.
@@ -512,8 +513,8 @@ static int watch_loop(struct cli *cli, struct watch *w, struct gpuctl_snapshot *
 	for (unsigned long k = 0; count == 0 || k < count; k++) {
 		if (k > 0) {
 			next += delay;
-			if (next <
-			    now_s()) /* an interval that overran does not make rows pile up */
+			/* an interval that overran does not make rows pile up */
+			if (next < now_s())
 				next = now_s();
 			if (!wait_until(next, &stop))
 				break;
@@ -521,7 +522,9 @@ static int watch_loop(struct cli *cli, struct watch *w, struct gpuctl_snapshot *
 			                                &snap);
 			if (r < 0) {
 				const char *msg = gpuctl_errmsg(cli->ctx);
-				cli_error("watch: NVML: %s", msg && msg[0] ? msg : strerror(-r));
+				/* -ESTALE: GPUs came or went; the rows would no longer be theirs */
+				cli_error("watch: NVML: %s%s", msg && msg[0] ? msg : strerror(-r),
+				          r == -ESTALE ? "; start watch again" : "");
 				status = CLI_EXIT_FAILURE;
 				break;
 			}

@@ -1455,17 +1455,29 @@ int nvml_refresh_snapshot(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *
 {
 	struct reader rd = {
 	        .ctx = ctx, .nv = ctx->nvml, .snap = snap, .want = want_fields, .flags = flags};
+	unsigned count = 0;
+	nvmlReturn_t r;
 
 	if (!rd.nv)
 		return ctx_error(ctx, -EINVAL, "NVML is not loaded");
+	/* One call guards everything kept: NVML still answers, and the GPUs are still those the
+	 * handles and indices were taken for. */
+	r = RAW(&rd, device_count, &count);
+	if (r != NVML_SUCCESS) {
+		const char *e = rd.nv->sym.error_string(r);
+		return ctx_error(ctx, -EIO, "%s: %s", rd.nv->name.device_count,
+		                 e ? e : "unknown error");
+	}
+	if (count != snap->n_gpus)
+		return ctx_error(ctx, -ESTALE, "the number of GPUs changed from %zu to %u",
+		                 snap->n_gpus, count);
 	if (rd.nv->n_handles != snap->n_gpus) {
 		nvmlDevice_t *h = calloc(snap->n_gpus ? snap->n_gpus : 1, sizeof(*h));
 
 		if (!h)
 			return ctx_error(ctx, -ENOMEM, "out of memory");
 		for (size_t i = 0; i < snap->n_gpus; i++) {
-			nvmlReturn_t r = RAW(&rd, handle_by_index, (unsigned)i, &h[i]);
-
+			r = RAW(&rd, handle_by_index, (unsigned)i, &h[i]);
 			if (!check_result(&rd, i, rd.nv->name.handle_by_index, r, false))
 				h[i] = NULL;
 		}
@@ -1489,6 +1501,8 @@ int nvml_refresh_snapshot(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *
 			read_processes(&rd, i, dev);
 		if (flags & GPUCTL_SNAP_PROC_UTIL)
 			read_process_util(&rd, i, dev);
+		if (flags & GPUCTL_SNAP_MIG)
+			read_migs(&rd, i, dev);
 	}
 	if (rd.oom < 0)
 		return ctx_error(ctx, -ENOMEM, "out of memory");

@@ -344,7 +344,8 @@ int gpuctl_snapshot_take_fields(struct gpuctl_ctx *ctx, unsigned flags,
 	return 0;
 }
 
-#define REFRESHABLE (GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_HEALTH)
+#define REFRESHABLE                                                                                \
+	(GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_HEALTH | GPUCTL_SNAP_MIG)
 
 int gpuctl_snapshot_refresh(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *prev,
                             unsigned flags, const enum gpuctl_field *fields, size_t n_fields,

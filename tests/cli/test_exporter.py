@@ -24,7 +24,8 @@ import urllib.request
 
 from cli_facts import Machine, MIB
 from gpuctl_test import (EMPTY_CONFIG, EXIT_FAILURE, EXIT_NODRIVER, EXIT_OK, EXIT_USAGE, GPUCTL,
-                         LEASE_DIR, NVSIM, SIMLIB, GpuctlTestCase, gpuctl, run, scenario_names)
+                         LEASE_DIR, NVSIM, SCENARIOS, SIMLIB, GpuctlTestCase, gpuctl, run,
+                         scenario_names)
 
 PROMTOOL = shutil.which("promtool")
 PROMETHEUS = shutil.which("prometheus")
@@ -424,20 +425,59 @@ class TestValues(GpuctlTestCase):
             self.assertEqual(by_gpu(m, "DCGM_FI_DEV_GPU_TEMP")[1], 30)
 
     def test_video_engines_memory_temperature_energy(self):
-        # absent from the scenario: NOT_SUPPORTED, so no series (never 0); set with nvsim:
-        # the values, in dcgm-exporter's units (%, C, mJ)
-        with Exporter("dgx-a100") as ex:
-            m = ex.wait_for(lambda m: "DCGM_FI_DEV_GPU_UTIL" in m, "first page")
-            for name in ("DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL",
-                         "DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"):
-                self.assertNotIn(name, m)
-            ex.nvsim("set", "-i", "2", "utilization.encoder=10", "utilization.decoder=20",
-                     "temperature.memory=55", "energy=123456789")
-            m = ex.wait_for(lambda m: "DCGM_FI_DEV_MEMORY_TEMP" in m, "the new values")
-            self.assertEqual(by_gpu(m, "DCGM_FI_DEV_ENC_UTIL"), {2: 10})
-            self.assertEqual(by_gpu(m, "DCGM_FI_DEV_DEC_UTIL"), {2: 20})
-            self.assertEqual(by_gpu(m, "DCGM_FI_DEV_MEMORY_TEMP"), {2: 55})
-            self.assertEqual(by_gpu(m, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"), {2: 123456789})
+        # absent from the scenario: NOT_SUPPORTED, so no series (never 0); given for GPU 2:
+        # the values, in dcgm-exporter's units (%, C, mJ), and their changes
+        with open(os.path.join(SCENARIOS, "dgx-a100.json")) as f:
+            doc = json.load(f)
+        doc["gpus"][2].update({"utilization_encoder": 10, "utilization_decoder": 20,
+                               "temperature_memory_c": 55, "energy_mj": 123456789})
+        tmp = tempfile.mkdtemp(prefix="gpuctl-exporter-scenario-")
+        path = os.path.join(tmp, "engines.json")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        try:
+            with Exporter(path) as ex:
+                m = ex.wait_for(lambda m: "DCGM_FI_DEV_GPU_UTIL" in m, "first page")
+                self.assertEqual(by_gpu(m, "DCGM_FI_DEV_ENC_UTIL"), {2: 10})
+                self.assertEqual(by_gpu(m, "DCGM_FI_DEV_DEC_UTIL"), {2: 20})
+                self.assertEqual(by_gpu(m, "DCGM_FI_DEV_MEMORY_TEMP"), {2: 55})
+                self.assertEqual(by_gpu(m, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"),
+                                 {2: 123456789})
+                ex.nvsim("set", "-i", "2", "utilization.encoder=11", "temperature.memory=60",
+                         "energy=123456999")
+                m = ex.wait_for(lambda m: by_gpu(m, "DCGM_FI_DEV_MEMORY_TEMP") == {2: 60},
+                                "the new values")
+                self.assertEqual(by_gpu(m, "DCGM_FI_DEV_ENC_UTIL"), {2: 11})
+                self.assertEqual(by_gpu(m, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"),
+                                 {2: 123456999})
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_samples_refresh_between_whole_snapshots(self):
+        """After the first sample, identity and static facts are not read again (a whole
+        snapshot comes once a minute) and a value the GPU does not support is not asked
+        again: per sample, one device count and the dynamic facts (docs/metrics.md)."""
+        tmp = tempfile.mkdtemp(prefix="gpuctl-exporter-calls-")
+        try:
+            out = os.path.join(tmp, "calls.json")
+            with Exporter("dgx-a100", calls_out=out) as ex:
+                ex.wait_for(lambda m: m["gpuctl_exporter_samples_total"][0][1] >= 5, "5 samples")
+                self.assertEqual(ex.stop(), 0)
+            with open(out) as f:
+                fns = json.load(f)["functions"]
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        samples = fns["nvmlDeviceGetCount_v2"]  # one per sample, the first snapshot's included
+        self.assertGreaterEqual(samples, 5)
+        for fn in ("nvmlDeviceGetPowerUsage", "nvmlDeviceGetTemperature",
+                   "nvmlDeviceGetRemappedRows", "nvmlDeviceGetPcieReplayCounter"):
+            self.assertEqual(fns[fn], 8 * samples, fn)
+        # identity, static facts and what dgx-a100 does not support: once per GPU
+        for fn in ("nvmlDeviceGetUUID", "nvmlDeviceGetName", "nvmlDeviceGetPciInfo_v3",
+                   "nvmlDeviceGetArchitecture", "nvmlDeviceGetEccMode", "nvmlDeviceGetMigMode",
+                   "nvmlDeviceGetMaxPcieLinkWidth", "nvmlDeviceGetEncoderUtilization",
+                   "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetFieldValues"):
+            self.assertEqual(fns.get(fn), 8, fn)
 
     def test_health_verdicts_checks_and_xids(self):
         # docs/health.md: a fence-class XID (79) is FAIL, an application one (13) WARN, a

@@ -270,6 +270,23 @@ class Stream(GpuctlTestCase):
         self.assertEqual(len(err.splitlines()), 1, err)
         self.assertRegex(err, r"^gpuctl: watch: GPU 3 \(GPU-[0-9a-f-]+\) is lost")
 
+    def test_nvml_failing_mid_stream_ends_with_one_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = self.start(d, "-i", "0", "-s", "p", "-d", "1", "-c", "5")
+            try:
+                first = self.read_lines(p, 3)
+                r = run([NVSIM, "fail", "nvmlDeviceGetCount_v2", "UNKNOWN"],
+                        env={"NVSIM_STATE_DIR": d})
+                self.assertOk(r)
+                out, err = self.finish(p)
+            finally:
+                p.kill()
+        self.assertEqual(p.returncode, 1, err)
+        self.assertEqual(first[2], "    0    61    30     -\n")
+        self.assertEqual(out, "")  # no half interval
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertRegex(err, r"^gpuctl: watch: NVML: nvmlDeviceGetCount")
+
     def test_sigint_ends_cleanly(self):
         with tempfile.TemporaryDirectory() as d:
             p = self.start(d, "-i", "0", "-s", "p", "-d", "0.2")
@@ -305,8 +322,10 @@ class Calls(GpuctlTestCase):
         per = {f: (four.get(f, 0) - one.get(f, 0)) / 3 for f in set(one) | set(four)}
         per = {f: c for f, c in per.items() if c}
         # dgx-a100 supports power, temperature, utilisation and two clocks (no HBM sensor, no
-        # video engine): 5 calls per GPU, nothing else (no count, handles, identity)
-        self.assertEqual(per, {"nvmlDeviceGetPowerUsage": 8, "nvmlDeviceGetTemperature": 8,
+        # video engine): 5 calls per GPU, and one device count that guards the kept handles;
+        # nothing else (no handles, no identity)
+        self.assertEqual(per, {"nvmlDeviceGetCount_v2": 1, "nvmlDeviceGetPowerUsage": 8,
+                               "nvmlDeviceGetTemperature": 8,
                                "nvmlDeviceGetUtilizationRates": 8, "nvmlDeviceGetClockInfo": 16})
 
 
