@@ -33,5 +33,7 @@ GPUCTL_LEASE_DIR="$tmp/leases" GPUCTL_CONFIG="$tmp/gpuctl.conf" \
 	echo "\$ gpuctl run -n 2 --pool training -- sh -c '\''echo \$CUDA_VISIBLE_DEVICES'\''"
 	"$0/gpuctl" run -n 2 --pool training -- sh -c "echo \$CUDA_VISIBLE_DEVICES"; echo
 	echo "\$ gpuctl ps"; "$0/gpuctl" ps; echo
+	echo "\$ gpuctl watch -c 2 -d 0.5 -i 0,1,2,3 -s pucm"
+	"$0/gpuctl" watch -c 2 -d 0.5 -i 0,1,2,3 -s pucm; echo
 	echo "\$ gpuctl release --all"; "$0/gpuctl" release --all
 ' "$bin"
