@@ -24,7 +24,7 @@ import urllib.request
 
 from cli_facts import Machine, MIB
 from gpuctl_test import (EMPTY_CONFIG, EXIT_FAILURE, EXIT_NODRIVER, EXIT_OK, EXIT_USAGE, GPUCTL,
-                         LEASE_DIR, NVSIM, SCENARIOS, SIMLIB, GpuctlTestCase, gpuctl, run,
+                         LEASE_DIR, NVSIM, SCENARIOS, SIMLIB, SRC, GpuctlTestCase, gpuctl, run,
                          scenario_names)
 
 PROMTOOL = shutil.which("promtool")
@@ -303,6 +303,9 @@ class TestPrometheusScrapes(GpuctlTestCase):
                 f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
                         "scrape_configs:\n  - job_name: gpuctl\n    static_configs:\n"
                         "      - targets: ['%s']\n" % target)
+                # the relabelling docs/metrics.md gives for dashboards that want `hostname`
+                f.write("  - job_name: relabelled\n    static_configs:\n"
+                        "      - targets: ['%s']\n" % target + documented_relabelling())
             log = open(os.path.join(tmp, "prometheus.log"), "w+")
             p = subprocess.Popen([PROMETHEUS, "--config.file", cfg, "--storage.tsdb.path",
                                   os.path.join(tmp, "data"), "--web.listen-address",
@@ -340,7 +343,8 @@ class TestPrometheusScrapes(GpuctlTestCase):
                 deadline = time.monotonic() + 60
                 got = None
                 while time.monotonic() < deadline:
-                    status, _, body = http(port, "/api/v1/query?query=DCGM_FI_DEV_GPU_UTIL")
+                    status, _, body = http(port, "/api/v1/query?query=DCGM_FI_DEV_GPU_UTIL"
+                                       "%7Bjob%3D%22gpuctl%22%7D")
                     if status == 200:
                         res = json.loads(body)["data"]["result"]
                         got = {int(r["metric"]["gpu"]): float(r["value"][1]) for r in res}
@@ -349,9 +353,21 @@ class TestPrometheusScrapes(GpuctlTestCase):
                     time.sleep(0.5)
                 self.assertEqual(got, values)
                 # the series carry dcgm-exporter's labels (plus Prometheus' job and instance)
-                status, _, body = http(port, "/api/v1/query?query=DCGM_FI_DEV_GPU_UTIL%7Bgpu%3D%220%22%7D")
+                status, _, body = http(port, "/api/v1/query?query=DCGM_FI_DEV_GPU_UTIL"
+                                       "%7Bgpu%3D%220%22%2Cjob%3D%22gpuctl%22%7D")
                 labels = set(json.loads(body)["data"]["result"][0]["metric"])
                 self.assertEqual(labels, DCGM_LABELS | {"__name__", "job", "instance"})
+                # the documented relabelling adds `hostname` with the host's name
+                query = "/api/v1/query?query=DCGM_FI_DEV_GPU_UTIL%7Bjob%3D%22relabelled%22%7D"
+                deadline = time.monotonic() + 30
+                res = []
+                while time.monotonic() < deadline and len(res) < 8:
+                    res = json.loads(http(port, query)[2])["data"]["result"]
+                    time.sleep(0.5)
+                self.assertEqual(len(res), 8)
+                for r in res:
+                    self.assertEqual(r["metric"]["hostname"], r["metric"]["Hostname"])
+                    self.assertTrue(r["metric"]["hostname"])
         finally:
             if prom is not None:
                 prom.terminate()
@@ -589,6 +605,16 @@ class TestValues(GpuctlTestCase):
             shutil.rmtree(tmp, ignore_errors=True)
         self.assertEqual(totals[0], totals[1])
         self.assertGreater(totals[0], 0)
+
+
+def documented_relabelling():
+    """The metric_relabel_configs block docs/metrics.md gives (the YAML after "copy the label
+    in the scrape job:"), so the test checks what the page says."""
+    with open(os.path.join(SRC, "docs", "metrics.md")) as f:
+        text = f.read()
+    m = re.search(r"copy the label in the scrape job:\n\n```yaml\n(.*?)```", text, re.S)
+    assert m, "docs/metrics.md: the relabelling example is gone"
+    return m.group(1)
 
 
 def raw(port, data, timeout=10):
