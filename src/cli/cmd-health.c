@@ -684,7 +684,11 @@ static int cmd_health_exec(struct cli *cli, int argc, char **argv)
 		free(a.state);
 		return status;
 	}
-	status = cli_snapshot(cli, GPUCTL_SNAP_HEALTH | GPUCTL_SNAP_TOPOLOGY, &snap);
+	/* the facts the checks read, and identity: nothing else is shown */
+	size_t nhf;
+	const enum gpuctl_field *hf = gpuctl_health_fields(&nhf);
+	status =
+	        cli_snapshot_fields(cli, GPUCTL_SNAP_HEALTH | GPUCTL_SNAP_TOPOLOGY, hf, nhf, &snap);
 	if (status)
 		goto out;
 	status = cli_select_gpus(cli, snap, a.ids, &a.sel, &a.nsel);

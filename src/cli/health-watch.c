@@ -241,7 +241,10 @@ int health_watch(struct cli *cli, const struct watch_args *w)
 	bool warned = false;
 	const unsigned flags = GPUCTL_SNAP_HEALTH | GPUCTL_SNAP_TOPOLOGY;
 
-	status = cli_snapshot(cli, flags, &snap);
+	/* every interval reads the facts the checks read, and identity: nothing else is shown */
+	size_t nhf;
+	const enum gpuctl_field *hf = gpuctl_health_fields(&nhf);
+	status = cli_snapshot_fields(cli, flags, hf, nhf, &snap);
 	if (status)
 		return status;
 	taken = mono_s();
@@ -310,7 +313,7 @@ int health_watch(struct cli *cli, const struct watch_args *w)
 		prev = snap;
 		prev_taken = taken;
 		snap = NULL;
-		if (gpuctl_snapshot_take(cli->ctx, flags, &snap) < 0) {
+		if (gpuctl_snapshot_take_fields(cli->ctx, flags, hf, nhf, &snap) < 0) {
 			r = -EIO;
 			break;
 		}
