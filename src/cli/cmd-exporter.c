@@ -33,7 +33,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <math.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -420,13 +419,6 @@ static int count_xids(struct sampler *s)
 	return r;
 }
 
-static double now_s(clockid_t clock)
-{
-	struct timespec ts;
-	clock_gettime(clock, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* The lease states of snap's devices, NULL when there is no lease directory or it cannot be
  * read (counted and logged once). */
 static struct gpuctl_lease_list *read_leases(struct sampler *s, const struct gpuctl_snapshot *snap)
@@ -466,10 +458,10 @@ static int sample(struct sampler *s, struct gpuctl_snapshot *snap0)
 	struct gpuctl_lease_list *leases = NULL;
 	struct gpuctl_health_report *health = NULL;
 	struct textbuf buf = {0};
-	double t0 = now_s(CLOCK_MONOTONIC);
+	double t0 = cli_now(CLOCK_MONOTONIC);
 	int r = 0;
 
-	s->stats.last_time_s = now_s(CLOCK_REALTIME);
+	s->stats.last_time_s = cli_now(CLOCK_REALTIME);
 	/* A refresh of the previous sample while its whole snapshot is recent; a whole snapshot
 	 * when it is not, after a failed sample, or when the refresh cannot be trusted (NVML
 	 * cannot count the GPUs, or their number changed): that snapshot then decides. */
@@ -508,7 +500,7 @@ static int sample(struct sampler *s, struct gpuctl_snapshot *snap0)
 	}
 	s->stats.last_ok = snap != NULL;
 	/* the duration covers the NVML and lease reads; rendering is measured by `make bench` */
-	s->stats.last_duration_s = now_s(CLOCK_MONOTONIC) - t0;
+	s->stats.last_duration_s = cli_now(CLOCK_MONOTONIC) - t0;
 	struct metrics_input in = {.snap = snap,
 	                           .leases = leases,
 	                           .hostname = s->hostname,
@@ -549,30 +541,19 @@ static int sample(struct sampler *s, struct gpuctl_snapshot *snap0)
 /* Samples every interval until SIGINT or SIGTERM (blocked in every thread, taken here). */
 static void sample_loop(struct sampler *s, double interval, const sigset_t *stop)
 {
-	double next = now_s(CLOCK_MONOTONIC) + interval;
-	for (;;) {
-		double wait = next - now_s(CLOCK_MONOTONIC);
-		if (wait <= 0) {
-			if (sample(s, NULL) < 0)
-				cli_error("exporter: out of memory rendering the metrics (serving "
-				          "the "
-				          "previous page)");
+	double next = cli_now(CLOCK_MONOTONIC) + interval;
+
+	while (cli_wait_until(next, stop) == 0) {
+		if (sample(s, NULL) < 0)
+			cli_error("exporter: out of memory rendering the metrics (serving the "
+			          "previous "
+			          "page)");
 #ifdef __GLIBC__
-			/* give back what the sample freed (and what connections that closed
-			 * left), not only the top of the heap: about 0.1 MiB after a load */
-			malloc_trim(0);
+		/* give back what the sample freed (and what connections that closed left), not
+		 * only the top of the heap: about 0.1 MiB after a load */
+		malloc_trim(0);
 #endif
-			next += interval;
-			/* a sample that overran its interval does not make the next ones pile up */
-			if (next < now_s(CLOCK_MONOTONIC))
-				next = now_s(CLOCK_MONOTONIC) + interval;
-			continue;
-		}
-		struct timespec ts = {.tv_sec = (time_t)wait,
-		                      .tv_nsec = (long)((wait - floor(wait)) * 1e9)};
-		int sig = sigtimedwait(stop, NULL, &ts);
-		if (sig == SIGINT || sig == SIGTERM)
-			return;
+		next = cli_next_tick(next, interval);
 	}
 }
 

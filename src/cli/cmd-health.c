@@ -254,14 +254,6 @@ struct probe_child {
 	size_t len;                 /* bytes in out */
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* environ with CUDA_VISIBLE_DEVICES=uuid (replacing any), malloc'ed array of borrowed strings
  * plus the one owned *ret_var. */
 static char **probe_env(const char *uuid, char **ret_var)
@@ -316,7 +308,7 @@ static void probe_finish(struct probe_child *c, struct gpuctl_probe_result *res,
 		;
 	c->out[c->len] = '\0';
 	c->out[strcspn(c->out, "\n")] = '\0';
-	res->seconds = now_s() - t0;
+	res->seconds = cli_now(CLOCK_MONOTONIC) - t0;
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && strcmp(c->out, "ok") == 0) {
 		res->status = GPUCTL_PROBE_OK;
 		return;
@@ -338,7 +330,7 @@ static void probe_finish(struct probe_child *c, struct gpuctl_probe_result *res,
 static int run_probes(const struct health_args *a, const struct gpuctl_snapshot *snap,
                       struct probe_child *kids, struct gpuctl_probe_result *res)
 {
-	double t0 = now_s(), deadline = t0 + a->probe_timeout;
+	double t0 = cli_now(CLOCK_MONOTONIC), deadline = t0 + a->probe_timeout;
 	size_t running = 0;
 	struct pollfd *pfd = calloc(a->nsel + 1, sizeof(*pfd));
 	size_t *idx = calloc(a->nsel + 1, sizeof(*idx));
@@ -370,7 +362,7 @@ static int run_probes(const struct health_args *a, const struct gpuctl_snapshot 
 	}
 	while (running > 0 && status == 0) {
 		size_t n = 0;
-		double left = deadline - now_s();
+		double left = deadline - cli_now(CLOCK_MONOTONIC);
 
 		if (left <= 0)
 			break;

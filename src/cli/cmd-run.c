@@ -638,13 +638,6 @@ static bool groups_alive(const struct run_child *kids, size_t n)
 	return false;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* ---- run --retry: watching the job's GPUs ---- */
 
 /* Why GPU g can run no job any more: the first FAIL finding of rep about it, or NULL. */
@@ -688,7 +681,7 @@ static void monitor_check(struct cli *cli, struct run_monitor *m)
 			why = "no longer at its index (the driver's list changed)";
 		if (why) {
 			m->failed = (ssize_t)i;
-			m->failed_at = now_s();
+			m->failed_at = cli_now(CLOCK_MONOTONIC);
 			snprintf(m->why, sizeof(m->why), "%s", why);
 		}
 	}
@@ -704,7 +697,7 @@ static int wait_children(struct cli *cli, struct run_child *kids, size_t n, size
 {
 	int first_failure = -1;
 	bool stopping = false, killed = false;
-	double deadline = 0, next_check = now_s();
+	double deadline = 0, next_check = cli_now(CLOCK_MONOTONIC);
 
 	while (alive > 0) {
 		siginfo_t si = {0};
@@ -715,12 +708,12 @@ static int wait_children(struct cli *cli, struct run_child *kids, size_t n, size
 			break; /* ECHILD: nothing left to wait for */
 		}
 		if (si.si_pid == 0) { /* none exited yet */
-			if (stopping && !killed && now_s() > deadline) {
+			if (stopping && !killed && cli_now(CLOCK_MONOTONIC) > deadline) {
 				signal_children(kids, n, SIGKILL);
 				killed = true;
 			}
-			if (m && !stopping && now_s() >= next_check) {
-				next_check = now_s() + RUN_HEALTH_TICK_MS / 1000.0;
+			if (m && !stopping && cli_now(CLOCK_MONOTONIC) >= next_check) {
+				next_check = cli_now(CLOCK_MONOTONIC) + RUN_HEALTH_TICK_MS / 1000.0;
 				monitor_check(cli, m);
 				if (m->failed >= 0) {
 					cli_error("run: GPU %zu (%s) failed: %s; stopping the job "
@@ -728,7 +721,7 @@ static int wait_children(struct cli *cli, struct run_child *kids, size_t n, size
 					          m->gpus[m->failed], m->uuids[m->failed], m->why,
 					          grace_s);
 					stopping = true;
-					deadline = now_s() + grace_s;
+					deadline = cli_now(CLOCK_MONOTONIC) + grace_s;
 					signal_children(kids, n, SIGTERM);
 				}
 			}
@@ -765,7 +758,7 @@ static int wait_children(struct cli *cli, struct run_child *kids, size_t n, size
 					          "(SIGTERM, SIGKILL after %d s)",
 					          k, alive, RUN_KILL_TIMEOUT_S);
 				stopping = true;
-				deadline = now_s() + RUN_KILL_TIMEOUT_S;
+				deadline = cli_now(CLOCK_MONOTONIC) + RUN_KILL_TIMEOUT_S;
 				signal_children(kids, n, SIGTERM);
 			}
 		}
@@ -773,7 +766,7 @@ static int wait_children(struct cli *cli, struct run_child *kids, size_t n, size
 	/* A failover stops the whole job: what the leaders left in their groups (and which may hold
 	 * the lease descriptors) gets the rest of the grace, then SIGKILL. */
 	while (m && m->failed >= 0 && groups_alive(kids, n)) {
-		if (now_s() > deadline) {
+		if (cli_now(CLOCK_MONOTONIC) > deadline) {
 			signal_children(kids, n, SIGKILL);
 			break;
 		}

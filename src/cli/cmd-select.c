@@ -256,22 +256,8 @@ __attribute__((noreturn)) static void holder_main(struct cli *cli, struct select
 	if (chdir("/") < 0) {
 		/* Nothing to do: the holder does not use its working directory. */
 	}
-	struct timespec end, now;
-	clock_gettime(CLOCK_MONOTONIC, &end);
-	end.tv_sec += (time_t)seconds;
-	for (;;) {
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (now.tv_sec > end.tv_sec ||
-		    (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec))
-			break;
-		struct timespec left = {end.tv_sec - now.tv_sec, end.tv_nsec - now.tv_nsec};
-		if (left.tv_nsec < 0) {
-			left.tv_sec--;
-			left.tv_nsec += 1000000000L;
-		}
-		if (sigtimedwait(&set, NULL, &left) >= 0)
-			break; /* SIGTERM or SIGINT: gpuctl release */
-	}
+	/* until the hold ends, or SIGTERM or SIGINT (gpuctl release) */
+	(void)cli_wait_until(cli_now(CLOCK_MONOTONIC) + (double)seconds, &set);
 	gpuctl_lease_free(lease);
 	gpuctl_lease_dir_free(dir);
 	_exit(0);

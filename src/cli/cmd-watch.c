@@ -459,29 +459,6 @@ static int print_interval(struct watch *w, const struct gpuctl_snapshot *snap,
 
 /* ---- the loop ---- */
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* Waits until `until` (CLOCK_MONOTONIC seconds). Returns false when SIGINT or SIGTERM came. */
-static bool wait_until(double until, const sigset_t *stop)
-{
-	for (;;) {
-		double wait = until - now_s();
-		if (wait <= 0)
-			return true;
-		struct timespec ts = {.tv_sec = (time_t)wait,
-		                      .tv_nsec = (long)((wait - floor(wait)) * 1e9)};
-		int sig = sigtimedwait(stop, NULL, &ts);
-		if (sig == SIGINT || sig == SIGTERM)
-			return false;
-	}
-}
-
 /* The fields the shown columns need. */
 static size_t watch_fields(const struct watch *w, enum gpuctl_field *out)
 {
@@ -500,7 +477,7 @@ static int watch_loop(struct cli *cli, struct watch *w, struct gpuctl_snapshot *
 	size_t n_fields = watch_fields(w, fields);
 	struct gpuctl_snapshot *prev = first, *snap = NULL;
 	sigset_t stop, old;
-	double next = now_s();
+	double next = cli_now(CLOCK_MONOTONIC);
 	int status = CLI_EXIT_OK;
 
 	/* Signals are taken only while waiting, between two whole intervals. */
@@ -512,11 +489,8 @@ static int watch_loop(struct cli *cli, struct watch *w, struct gpuctl_snapshot *
 	print_header(w);
 	for (unsigned long k = 0; count == 0 || k < count; k++) {
 		if (k > 0) {
-			next += delay;
-			/* an interval that overran does not make rows pile up */
-			if (next < now_s())
-				next = now_s();
-			if (!wait_until(next, &stop))
+			next = cli_next_tick(next, delay);
+			if (cli_wait_until(next, &stop))
 				break;
 			int r = gpuctl_snapshot_refresh(cli->ctx, prev, flags, fields, n_fields,
 			                                &snap);

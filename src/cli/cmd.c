@@ -263,3 +263,36 @@ int cli_finish_output(int status)
 	}
 	return status;
 }
+
+double cli_now(clockid_t clock)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int cli_wait_until(double until, const sigset_t *stop)
+{
+	for (;;) {
+		double wait = until - cli_now(CLOCK_MONOTONIC);
+		time_t whole = (time_t)wait;
+		struct timespec ts = {.tv_sec = whole,
+		                      .tv_nsec = (long)((wait - (double)whole) * 1e9)};
+		int sig;
+
+		if (wait <= 0)
+			return 0;
+		sig = sigtimedwait(stop, NULL, &ts);
+		if (sig > 0)
+			return sig;
+	}
+}
+
+double cli_next_tick(double tick, double interval)
+{
+	double now = cli_now(CLOCK_MONOTONIC);
+
+	tick += interval;
+	return tick < now ? now + interval : tick;
+}

@@ -13,8 +13,10 @@
 #ifndef GPUCTL_CLI_CMD_H
 #define GPUCTL_CLI_CMD_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "gpuctl/gpuctl.h"
 
@@ -100,6 +102,17 @@ int cli_snapshot_fields(struct cli *cli, unsigned flags, const enum gpuctl_field
  * in index order. Prints the error and returns CLI_EXIT_USAGE / CLI_EXIT_FAILURE on failure. */
 int cli_select_gpus(struct cli *cli, const struct gpuctl_snapshot *snap, const char *ids,
                     size_t **ret_indices, size_t *ret_count);
+
+/* Seconds on clock: CLOCK_MONOTONIC for intervals and deadlines, CLOCK_REALTIME for
+ * timestamps. */
+double cli_now(clockid_t clock);
+/* Waits until `until` (CLOCK_MONOTONIC seconds), taking a signal of stop if one comes (the
+ * caller has them blocked). Returns the signal's number, or 0 when the time came. */
+int cli_wait_until(double until, const sigset_t *stop);
+/* The tick after `tick` for a loop that runs every interval seconds (CLOCK_MONOTONIC): tick +
+ * interval, or an interval from now when that is already past, so a pass that overran does not
+ * make the next ones pile up. */
+double cli_next_tick(double tick, double interval);
 
 /* Flushes stdout and reports a write error (exit status 1) if one happened. */
 int cli_finish_output(int status);

@@ -220,14 +220,6 @@ out:
 	return r;
 }
 
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 int health_watch(struct cli *cli, const struct watch_args *w)
 {
 	struct gpuctl_snapshot *snap = NULL, *prev = NULL;
@@ -247,7 +239,7 @@ int health_watch(struct cli *cli, const struct watch_args *w)
 	status = cli_snapshot_fields(cli, flags, hf, nhf, &snap);
 	if (status)
 		return status;
-	taken = mono_s();
+	taken = cli_now(CLOCK_MONOTONIC);
 	status = cli_select_gpus(cli, snap, w->ids, &sel, &nsel);
 	if (status)
 		goto out;
@@ -287,8 +279,8 @@ int health_watch(struct cli *cli, const struct watch_args *w)
 		double next = taken + w->interval;
 		bool resnap = false;
 
-		while (!stop && mono_s() < next && !resnap) {
-			double left_ms = (next - mono_s()) * 1000;
+		while (!stop && cli_now(CLOCK_MONOTONIC) < next && !resnap) {
+			double left_ms = (next - cli_now(CLOCK_MONOTONIC)) * 1000;
 			unsigned slice = left_ms < SLICE_MS ? (unsigned)left_ms + 1 : SLICE_MS;
 
 			if (!events) {
@@ -317,7 +309,7 @@ int health_watch(struct cli *cli, const struct watch_args *w)
 			r = -EIO;
 			break;
 		}
-		taken = mono_s();
+		taken = cli_now(CLOCK_MONOTONIC);
 		if (!events) {
 			/* no NVML events: what the kernel log says now */
 			gpuctl_xid_log_free(xids);
