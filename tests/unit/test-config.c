@@ -27,21 +27,10 @@
 
 #include "gpuctl/gpuctl.h"
 #include "snapshot-internal.h"
+#include "test-fixtures.h"
 
 #define GiB (UINT64_C(1) << 30)
 #define MiB (UINT64_C(1) << 20)
-
-/* The same 8 GPUs as test-ids.c. */
-static const char *const uuids[] = {
-        "GPU-12ab0000-1111-2222-3333-444444444444", "GPU-abcdef01-1111-2222-3333-444444444444",
-        "GPU-abcdef02-1111-2222-3333-444444444444", "GPU-fedcba98-1111-2222-3333-444444444444",
-        "GPU-1234aaaa-1111-2222-3333-444444444444", "GPU-55555555-1111-2222-3333-444444444444",
-        "GPU-66666666-1111-2222-3333-444444444444", "GPU-1234bbbb-1111-2222-3333-444444444444",
-};
-static const char *const buses[] = {
-        "00000000:07:00.0", "00000000:0F:00.0", "00000000:47:00.0", "00000000:4E:00.0",
-        "00000000:87:00.0", "00000000:90:00.0", "00000001:B7:00.0", "00000000:BD:00.0",
-};
 
 static struct gpuctl_ctx *ctx;
 
@@ -57,18 +46,6 @@ static int teardown(void **state)
 	gpuctl_ctx_free(ctx);
 	ctx = NULL;
 	return 0;
-}
-
-static struct gpuctl_snapshot *snap8(void)
-{
-	struct gpuctl_snapshot *s = snapshot_new_empty(8, GPUCTL_SNAP_BASIC);
-
-	assert_non_null(s);
-	for (size_t i = 0; i < 8; i++) {
-		assert_int_equal(snapshot_set_str(s, i, GPUCTL_F_UUID, uuids[i]), 0);
-		assert_int_equal(snapshot_set_str(s, i, GPUCTL_F_PCI_BUS_ID, buses[i]), 0);
-	}
-	return s;
 }
 
 static struct gpuctl_config *parse_ok(const char *text)
@@ -174,7 +151,7 @@ static void test_full_file(void **state)
 	assert_null(groups[0]);
 	assert_int_equal(gpuctl_config_pool_get(cfg, 3, &name, NULL, NULL, NULL, NULL), -EINVAL);
 
-	struct gpuctl_snapshot *snap = snap8();
+	struct gpuctl_snapshot *snap = fixture_snap8();
 	int *map = NULL;
 	static const int want[8] = {0, 0, 0, 0, 2, 1, 1, 0};
 
@@ -201,7 +178,7 @@ static void check_defaults(const struct gpuctl_config *cfg)
 static void test_defaults(void **state)
 {
 	struct gpuctl_config *cfg = NULL;
-	struct gpuctl_snapshot *snap = snap8();
+	struct gpuctl_snapshot *snap = fixture_snap8();
 	int *map = NULL;
 
 	(void)state;
@@ -342,7 +319,7 @@ static void test_errors(void **state)
 static void map_ok(const char *text, const int *want)
 {
 	struct gpuctl_config *cfg = parse_ok(text);
-	struct gpuctl_snapshot *snap = snap8();
+	struct gpuctl_snapshot *snap = fixture_snap8();
 	int *map = NULL;
 
 	if (gpuctl_config_pool_map(ctx, cfg, snap, &map) < 0)
@@ -357,7 +334,7 @@ static void map_ok(const char *text, const int *want)
 static void map_err(const char *text, unsigned line, const char *a, const char *b)
 {
 	struct gpuctl_config *cfg = parse_ok(text);
-	struct gpuctl_snapshot *snap = snap8();
+	struct gpuctl_snapshot *snap = fixture_snap8();
 	int *map = (int *)0x1;
 	char prefix[32];
 	const char *m;

@@ -11,18 +11,7 @@
 
 #include "gpuctl/gpuctl.h"
 #include "snapshot-internal.h"
-
-/* 8 GPUs; 0, 4 and 7 share the UUID prefix "12"; 4 and 7 share "1234". */
-static const char *const uuids[] = {
-        "GPU-12ab0000-1111-2222-3333-444444444444", "GPU-abcdef01-1111-2222-3333-444444444444",
-        "GPU-abcdef02-1111-2222-3333-444444444444", "GPU-fedcba98-1111-2222-3333-444444444444",
-        "GPU-1234aaaa-1111-2222-3333-444444444444", "GPU-55555555-1111-2222-3333-444444444444",
-        "GPU-66666666-1111-2222-3333-444444444444", "GPU-1234bbbb-1111-2222-3333-444444444444",
-};
-static const char *const buses[] = {
-        "00000000:07:00.0", "00000000:0F:00.0", "00000000:47:00.0", "00000000:4E:00.0",
-        "00000000:87:00.0", "00000000:90:00.0", "00000001:B7:00.0", "00000000:BD:00.0",
-};
+#include "test-fixtures.h"
 
 struct fixture {
 	struct gpuctl_ctx *ctx;
@@ -35,12 +24,7 @@ static int setup(void **state)
 
 	assert_non_null(f);
 	assert_int_equal(gpuctl_ctx_new(&f->ctx), 0);
-	f->snap = snapshot_new_empty(8, GPUCTL_SNAP_BASIC);
-	assert_non_null(f->snap);
-	for (size_t i = 0; i < 8; i++) {
-		assert_int_equal(snapshot_set_str(f->snap, i, GPUCTL_F_UUID, uuids[i]), 0);
-		assert_int_equal(snapshot_set_str(f->snap, i, GPUCTL_F_PCI_BUS_ID, buses[i]), 0);
-	}
+	f->snap = fixture_snap8();
 	*state = f;
 	return 0;
 }
@@ -100,7 +84,7 @@ static void test_uuids(void **state)
 {
 	struct fixture *f = *state;
 
-	expect(f, uuids[3], L(3));
+	expect(f, fixture_uuids[3], L(3));
 	expect(f, "gpu-FEDCBA98-1111-2222-3333-444444444444", L(3));
 	expect(f, "fedcba98-1111-2222-3333-444444444444", L(3)); /* no GPU- */
 	expect(f, "GPU-fe", L(3));                               /* any prefix with GPU- */

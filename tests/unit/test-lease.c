@@ -32,57 +32,24 @@
 
 #include "gpuctl/gpuctl.h"
 #include "snapshot-internal.h"
+#include "test-fixtures.h"
 
 #define OTHER_UID 12345u
 
 static char base[256]; /* this test's mkdtemp directory */
 static char ldir[300]; /* base/d: the lease directory */
 
-static void rm_rf(const char *path)
-{
-	char cmd[600];
-
-	(void)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
-	assert_int_equal(system(cmd), 0);
-}
-
 static int setup(void **state)
 {
 	(void)state;
-	(void)snprintf(base, sizeof(base), "%s", "/tmp/gpuctl-lease-XXXXXX");
-	if (!mkdtemp(base))
-		return -1;
-	(void)chmod(base, 0755);
-	(void)snprintf(ldir, sizeof(ldir), "%s/d", base);
-	return 0;
+	return fixture_tmpdir("gpuctl-lease", base, sizeof(base), ldir, sizeof(ldir));
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	rm_rf(base);
+	fixture_rm_rf(base);
 	return 0;
-}
-
-static struct gpuctl_snapshot *snap_new(size_t n, unsigned flags)
-{
-	struct gpuctl_snapshot *s = snapshot_new_empty(n, flags);
-	char uuid[64];
-
-	assert_non_null(s);
-	for (size_t i = 0; i < n; i++) {
-		(void)snprintf(uuid, sizeof(uuid), "GPU-00000000-0000-0000-0000-%012zx", i);
-		assert_int_equal(snapshot_set_str(s, i, GPUCTL_F_UUID, uuid), 0);
-	}
-	return s;
-}
-
-static const char *uuid_of(size_t i)
-{
-	static char u[64];
-
-	(void)snprintf(u, sizeof(u), "GPU-00000000-0000-0000-0000-%012zx", i);
-	return u;
 }
 
 static char *pathf(const char *fmt, ...)
@@ -104,16 +71,6 @@ static mode_t mode_of(const char *path)
 
 	assert_int_equal(lstat(path, &st), 0);
 	return st.st_mode & 07777;
-}
-
-static struct gpuctl_lease_dir *open_dir(struct gpuctl_ctx *ctx)
-{
-	struct gpuctl_lease_dir *d = NULL;
-	int r = gpuctl_lease_dir_open(ctx, ldir, &d);
-
-	if (r < 0)
-		fail_msg("dir_open: %s", gpuctl_errmsg(ctx));
-	return d;
 }
 
 /* select_and_lease of count GPUs; returns r, *mask the chosen GPUs. */
@@ -178,7 +135,7 @@ static void test_dir_create(void **state)
 
 	(void)state;
 	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
-	d = open_dir(ctx);
+	d = fixture_lease_dir(ctx, ldir);
 	umask(old);
 	assert_string_equal(gpuctl_lease_dir_path(d), ldir);
 	assert_int_equal(mode_of(ldir), 0755);
@@ -213,7 +170,7 @@ static void test_dir_unsafe(void **state)
 
 	(void)state;
 	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
-	gpuctl_lease_dir_free(open_dir(ctx));
+	gpuctl_lease_dir_free(fixture_lease_dir(ctx, ldir));
 	assert_int_equal(symlink(ldir, pathf("%s/link", base)), 0);
 	expect_eperm(ctx, pathf("%s/link", base), "symlink");
 	assert_int_equal(chmod(ldir, 0775), 0);
@@ -231,7 +188,7 @@ static void test_dir_unsafe(void **state)
 	assert_int_equal(mkdir(pathf("%s/select.lock", ldir), 0755), 0);
 	expect_eperm(ctx, ldir, "not a regular file");
 	assert_int_equal(rmdir(pathf("%s/select.lock", ldir)), 0);
-	gpuctl_lease_dir_free(open_dir(ctx)); /* recreated */
+	gpuctl_lease_dir_free(fixture_lease_dir(ctx, ldir)); /* recreated */
 	if (geteuid() == 0) {
 		assert_int_equal(chown(ldir, OTHER_UID, 0), 0);
 		expect_eperm(ctx, ldir, "owned by uid 12345");
@@ -240,7 +197,7 @@ static void test_dir_unsafe(void **state)
 		expect_eperm(ctx, ldir, "writable by group or others");
 		assert_int_equal(chmod(pathf("%s/owners", ldir), 01777), 0);
 	}
-	gpuctl_lease_dir_free(open_dir(ctx));
+	gpuctl_lease_dir_free(fixture_lease_dir(ctx, ldir));
 	gpuctl_ctx_free(ctx);
 }
 
@@ -248,7 +205,7 @@ static void test_lockfile_unusable(void **state)
 {
 	struct gpuctl_ctx *ctx = NULL;
 	struct gpuctl_lease_dir *d = NULL;
-	struct gpuctl_snapshot *s = snap_new(5, GPUCTL_SNAP_BASIC);
+	struct gpuctl_snapshot *s = fixture_snap_n(5, GPUCTL_SNAP_BASIC);
 	struct gpuctl_lease_list *l = NULL;
 	struct gpuctl_lease *lease = NULL;
 	uint32_t mask = 0;
@@ -256,18 +213,21 @@ static void test_lockfile_unusable(void **state)
 
 	(void)state;
 	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
-	d = open_dir(ctx);
+	d = fixture_lease_dir(ctx, ldir);
 	assert_int_equal(gpuctl_lease_dir_init(ctx, d, s), 5);
 	assert_int_equal(gpuctl_lease_dir_init(ctx, d, s), 0);
 	/* 0: a symlink, 1: a directory, 2: two links, 3: another owner (root only) */
-	assert_int_equal(unlink(pathf("%s/locks/%s.lock", ldir, uuid_of(0))), 0);
-	assert_int_equal(symlink("../select.lock", pathf("%s/locks/%s.lock", ldir, uuid_of(0))), 0);
-	assert_int_equal(unlink(pathf("%s/locks/%s.lock", ldir, uuid_of(1))), 0);
-	assert_int_equal(mkdir(pathf("%s/locks/%s.lock", ldir, uuid_of(1)), 0755), 0);
-	assert_int_equal(link(pathf("%s/locks/%s.lock", ldir, uuid_of(2)), pathf("%s/x", ldir)), 0);
+	assert_int_equal(unlink(pathf("%s/locks/%s.lock", ldir, fixture_uuid_of(0))), 0);
+	assert_int_equal(
+	        symlink("../select.lock", pathf("%s/locks/%s.lock", ldir, fixture_uuid_of(0))), 0);
+	assert_int_equal(unlink(pathf("%s/locks/%s.lock", ldir, fixture_uuid_of(1))), 0);
+	assert_int_equal(mkdir(pathf("%s/locks/%s.lock", ldir, fixture_uuid_of(1)), 0755), 0);
+	assert_int_equal(
+	        link(pathf("%s/locks/%s.lock", ldir, fixture_uuid_of(2)), pathf("%s/x", ldir)), 0);
 	if (geteuid() == 0)
-		assert_int_equal(chown(pathf("%s/locks/%s.lock", ldir, uuid_of(3)), OTHER_UID, 0),
-		                 0);
+		assert_int_equal(
+		        chown(pathf("%s/locks/%s.lock", ldir, fixture_uuid_of(3)), OTHER_UID, 0),
+		        0);
 
 	assert_int_equal(gpuctl_lease_list(ctx, d, s, &l), 0);
 	assert_int_equal(gpuctl_lease_list_count(l), 5);
@@ -291,9 +251,9 @@ static void test_lockfile_unusable(void **state)
 	assert_int_equal(take(ctx, d, s, (unsigned)(5 - n_bad + 1), false, &mask, &lease), -ENOSPC);
 	assert_non_null(strstr(gpuctl_errmsg(ctx), "unusable"));
 	/* a missing lock file in a directory of ours is created on demand */
-	assert_int_equal(unlink(pathf("%s/locks/%s.lock", ldir, uuid_of(4))), 0);
+	assert_int_equal(unlink(pathf("%s/locks/%s.lock", ldir, fixture_uuid_of(4))), 0);
 	assert_int_equal(take(ctx, d, s, 1, false, &mask, &lease), 0);
-	assert_int_equal(mode_of(pathf("%s/locks/%s.lock", ldir, uuid_of(4))), 0644);
+	assert_int_equal(mode_of(pathf("%s/locks/%s.lock", ldir, fixture_uuid_of(4))), 0644);
 	gpuctl_lease_free(lease);
 	gpuctl_lease_dir_free(d);
 	gpuctl_snapshot_free(s);
@@ -304,14 +264,14 @@ static void test_two_requests(void **state)
 {
 	struct gpuctl_ctx *ctx = NULL;
 	struct gpuctl_lease_dir *d = NULL;
-	struct gpuctl_snapshot *s = snap_new(8, GPUCTL_SNAP_BASIC);
+	struct gpuctl_snapshot *s = fixture_snap_n(8, GPUCTL_SNAP_BASIC);
 	struct gpuctl_lease *a = NULL, *b = NULL, *c = NULL;
 	uint32_t ma = 0, mb = 0, mc = 0;
 	int fds[8];
 
 	(void)state;
 	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
-	d = open_dir(ctx);
+	d = fixture_lease_dir(ctx, ldir);
 	assert_int_equal(take(ctx, d, s, 3, false, &ma, &a), 0);
 	assert_int_equal(take(ctx, d, s, 3, false, &mb, &b), 0);
 	assert_int_equal(__builtin_popcount(ma), 3);
@@ -339,7 +299,7 @@ static void test_concurrent(void **state)
 {
 	struct gpuctl_ctx *ctx = NULL;
 	struct gpuctl_lease_dir *d = NULL;
-	struct gpuctl_snapshot *s = snap_new(8, GPUCTL_SNAP_BASIC);
+	struct gpuctl_snapshot *s = fixture_snap_n(8, GPUCTL_SNAP_BASIC);
 	int go[2], rep[2], hold[2];
 	pid_t pids[N_CHILDREN];
 	uint32_t uni = 0;
@@ -347,7 +307,8 @@ static void test_concurrent(void **state)
 
 	(void)state;
 	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
-	d = open_dir(ctx); /* shared with the children: select.lock must still exclude */
+	d = fixture_lease_dir(ctx,
+	                      ldir); /* shared with the children: select.lock must still exclude */
 	assert_int_equal(pipe(go), 0);
 	assert_int_equal(pipe(rep), 0);
 	assert_int_equal(pipe(hold), 0);
@@ -425,14 +386,14 @@ static void test_survives_parent(void **state)
 {
 	struct gpuctl_ctx *ctx = NULL;
 	struct gpuctl_lease_dir *d = NULL;
-	struct gpuctl_snapshot *s = snap_new(2, GPUCTL_SNAP_BASIC);
+	struct gpuctl_snapshot *s = fixture_snap_n(2, GPUCTL_SNAP_BASIC);
 	int p[2], st;
 	pid_t a, sleeper = 0;
 	uint32_t gpu = 0;
 
 	(void)state;
 	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
-	d = open_dir(ctx);
+	d = fixture_lease_dir(ctx, ldir);
 	assert_int_equal(pipe(p), 0);
 	a = fork();
 	assert_true(a >= 0);
@@ -506,7 +467,7 @@ static void test_records(void **state)
 {
 	struct gpuctl_ctx *ctx = NULL;
 	struct gpuctl_lease_dir *d = NULL;
-	struct gpuctl_snapshot *s = snap_new(1, GPUCTL_SNAP_BASIC);
+	struct gpuctl_snapshot *s = fixture_snap_n(1, GPUCTL_SNAP_BASIC);
 	struct gpuctl_lease *lease = NULL;
 	struct gpuctl_lease_list *l = NULL;
 	const struct gpuctl_lease_owner *o = NULL, *has = NULL;
@@ -519,7 +480,7 @@ static void test_records(void **state)
 
 	(void)state;
 	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
-	d = open_dir(ctx);
+	d = fixture_lease_dir(ctx, ldir);
 	assert_int_equal(take(ctx, d, s, 1, false, &mask, &lease), 0);
 	/* the owner fields */
 	assert_int_equal(gpuctl_lease_list(ctx, d, s, &l), 0);
@@ -540,7 +501,7 @@ static void test_records(void **state)
 	assert_int_equal(o->job_pid, (uint32_t)getpid());
 	gpuctl_lease_list_free(l);
 
-	rp = pathf("%s/owners/%u/%s.json", ldir, (unsigned)geteuid(), uuid_of(0));
+	rp = pathf("%s/owners/%u/%s.json", ldir, (unsigned)geteuid(), fixture_uuid_of(0));
 	rec = read_file(rp, &len);
 	assert_true(len < sizeof(good));
 	memcpy(good, rec, len + 1);
@@ -618,8 +579,8 @@ static void test_foreign(void **state)
 {
 	struct gpuctl_ctx *ctx = NULL;
 	struct gpuctl_lease_dir *d = NULL;
-	struct gpuctl_snapshot *s = snap_new(4, GPUCTL_SNAP_PROCESSES);
-	struct gpuctl_snapshot *noproc = snap_new(4, GPUCTL_SNAP_BASIC);
+	struct gpuctl_snapshot *s = fixture_snap_n(4, GPUCTL_SNAP_PROCESSES);
+	struct gpuctl_snapshot *noproc = fixture_snap_n(4, GPUCTL_SNAP_BASIC);
 	struct gpuctl_lease *lease = NULL, *b = NULL;
 	struct gpuctl_devset *f = NULL;
 	uint32_t mask = 0, mb = 0;
@@ -628,7 +589,7 @@ static void test_foreign(void **state)
 
 	(void)state;
 	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
-	d = open_dir(ctx);
+	d = fixture_lease_dir(ctx, ldir);
 	assert_int_equal(take(ctx, d, s, 1, true, &mask, &lease), 0);
 	leased = (size_t)__builtin_ctz(mask);
 	mine = spawn_pause();     /* a child of the lease holder (this process) */
@@ -696,7 +657,7 @@ static void test_release(void **state)
 {
 	struct gpuctl_ctx *ctx = NULL;
 	struct gpuctl_lease_dir *d = NULL;
-	struct gpuctl_snapshot *s = snap_new(4, GPUCTL_SNAP_BASIC);
+	struct gpuctl_snapshot *s = fixture_snap_n(4, GPUCTL_SNAP_BASIC);
 	struct gpuctl_lease *mine = NULL;
 	struct gpuctl_devset *set = NULL;
 	uint32_t mask = 0, mm = 0;
@@ -705,7 +666,7 @@ static void test_release(void **state)
 
 	(void)state;
 	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
-	d = open_dir(ctx);
+	d = fixture_lease_dir(ctx, ldir);
 	assert_int_equal(gpuctl_lease_dir_init(ctx, d, s), 4);
 	h = spawn_holder(s, 0, &mask);
 	assert_int_equal(gpuctl_lease_release(ctx, d, s, NULL), 1);
@@ -732,7 +693,7 @@ static void test_release(void **state)
 		len = (size_t)snprintf(text, sizeof(text),
 		                       "{\"pid\":1,\"pid_start_ticks\":%llu,\"job_pid\":0}", ticks);
 		write_file(pathf("%s/owners/%u/%s.json", ldir, (unsigned)geteuid(),
-		                 uuid_of((size_t)__builtin_ctz(mm))),
+		                 fixture_uuid_of((size_t)__builtin_ctz(mm))),
 		           text, len);
 	}
 	assert_int_equal(gpuctl_lease_release(ctx, d, s, NULL), 0);
@@ -799,7 +760,7 @@ static uint64_t declared_mib(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *d,
 static void test_share_accounting(void **state)
 {
 	struct gpuctl_ctx *ctx = NULL;
-	struct gpuctl_snapshot *s = snap_new(1, GPUCTL_SNAP_BASIC);
+	struct gpuctl_snapshot *s = fixture_snap_n(1, GPUCTL_SNAP_BASIC);
 	struct gpuctl_lease_dir *d;
 	struct gpuctl_lease *a, *b, *c, *e, *x = NULL;
 	enum gpuctl_lease_state st;
@@ -808,7 +769,7 @@ static void test_share_accounting(void **state)
 	(void)state;
 	assert_int_equal(snapshot_set_int(s, 0, GPUCTL_F_MEMORY_TOTAL, 1024ll << 20), 0);
 	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
-	d = open_dir(ctx);
+	d = fixture_lease_dir(ctx, ldir);
 	a = share(ctx, d, s, 300);
 	b = share(ctx, d, s, 300);
 	c = share(ctx, d, s, 300);
@@ -844,7 +805,7 @@ static void test_share_accounting(void **state)
 static void test_select_fields(void **state)
 {
 	struct gpuctl_ctx *ctx = NULL;
-	struct gpuctl_snapshot *s = snap_new(2, GPUCTL_SNAP_BASIC);
+	struct gpuctl_snapshot *s = fixture_snap_n(2, GPUCTL_SNAP_BASIC);
 	struct gpuctl_select_request req = GPUCTL_SELECT_REQUEST_INIT;
 	struct gpuctl_selection *sel = NULL;
 	struct gpuctl_devset *set = NULL;

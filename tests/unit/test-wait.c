@@ -27,6 +27,7 @@
 
 #include "gpuctl/gpuctl.h"
 #include "snapshot-internal.h"
+#include "test-fixtures.h"
 
 #define MAX_FDS 16
 
@@ -35,24 +36,11 @@ static char ldir[300];    /* base/d: the lease directory */
 static int held[MAX_FDS]; /* ticket locks the test holds */
 static size_t n_held;
 
-static void rm_rf(const char *path)
-{
-	char cmd[600];
-
-	(void)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
-	assert_int_equal(system(cmd), 0);
-}
-
 static int setup(void **state)
 {
 	(void)state;
-	(void)snprintf(base, sizeof(base), "%s", "/tmp/gpuctl-wait-XXXXXX");
-	if (!mkdtemp(base))
-		return -1;
-	(void)chmod(base, 0755);
-	(void)snprintf(ldir, sizeof(ldir), "%s/d", base);
 	n_held = 0;
-	return 0;
+	return fixture_tmpdir("gpuctl-wait", base, sizeof(base), ldir, sizeof(ldir));
 }
 
 static int teardown(void **state)
@@ -60,21 +48,8 @@ static int teardown(void **state)
 	(void)state;
 	for (size_t i = 0; i < n_held; i++)
 		(void)close(held[i]);
-	rm_rf(base);
+	fixture_rm_rf(base);
 	return 0;
-}
-
-static struct gpuctl_snapshot *snap_new(size_t n)
-{
-	struct gpuctl_snapshot *s = snapshot_new_empty(n, 0);
-	char uuid[64];
-
-	assert_non_null(s);
-	for (size_t i = 0; i < n; i++) {
-		(void)snprintf(uuid, sizeof(uuid), "GPU-00000000-0000-0000-0000-%012zx", i);
-		assert_int_equal(snapshot_set_str(s, i, GPUCTL_F_UUID, uuid), 0);
-	}
-	return s;
 }
 
 /* queue/<euid>/<name> with text; live: the test keeps a flock on it. */
@@ -106,14 +81,6 @@ static bool ticket_exists(const char *name)
 
 	(void)snprintf(path, sizeof(path), "%s/queue/%u/%s", ldir, (unsigned)geteuid(), name);
 	return lstat(path, &st) == 0;
-}
-
-static struct gpuctl_lease_dir *dir_open(struct gpuctl_ctx *ctx)
-{
-	struct gpuctl_lease_dir *dir = NULL;
-
-	assert_int_equal(gpuctl_lease_dir_open(ctx, ldir, &dir), 0);
-	return dir;
 }
 
 /* The chosen GPUs as a bit mask. */
@@ -165,7 +132,7 @@ static void test_list_order_and_parse(void **state)
 
 	(void)state;
 	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
-	dir = dir_open(ctx);
+	dir = fixture_lease_dir(ctx, ldir);
 	ticket("10-100", "gpuctl-wait 1\ncount 1\n", true);
 	ticket("2-300",
 	       "gpuctl-wait 1\ncount 4\nonly 0,1\nnuma 1\nmax_util 50\n"
@@ -212,13 +179,13 @@ static void test_list_order_and_parse(void **state)
 static void test_backfill(void **state)
 {
 	struct gpuctl_ctx *ctx = NULL;
-	struct gpuctl_snapshot *snap = snap_new(4);
+	struct gpuctl_snapshot *snap = fixture_snap_n(4, 0);
 	struct gpuctl_lease_dir *dir;
 	unsigned m = 0;
 
 	(void)state;
 	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
-	dir = dir_open(ctx);
+	dir = fixture_lease_dir(ctx, ldir);
 	ticket("1-100", "gpuctl-wait 1\ncount 2\nonly 0,1\n", true);
 	assert_int_equal(lease(ctx, dir, snap, 2, &m, NULL), 0);
 	assert_int_equal(m, 0xcu); /* GPUs 2 and 3: 0 and 1 are the waiter's */
@@ -241,13 +208,13 @@ static void test_backfill(void **state)
 static void test_dead_ignored(void **state)
 {
 	struct gpuctl_ctx *ctx = NULL;
-	struct gpuctl_snapshot *snap = snap_new(4);
+	struct gpuctl_snapshot *snap = fixture_snap_n(4, 0);
 	struct gpuctl_lease_dir *dir;
 	unsigned m = 0;
 
 	(void)state;
 	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
-	dir = dir_open(ctx);
+	dir = fixture_lease_dir(ctx, ldir);
 	ticket("1-100", "gpuctl-wait 1\ncount 4\n", false);
 	ticket(".new-77", "", false); /* a registration that died before its rename */
 	assert_int_equal(lease(ctx, dir, snap, 4, &m, NULL), 0);
@@ -263,20 +230,20 @@ static void test_dead_ignored(void **state)
 static void test_malformed_conservative(void **state)
 {
 	struct gpuctl_ctx *ctx = NULL;
-	struct gpuctl_snapshot *snap = snap_new(4);
+	struct gpuctl_snapshot *snap = fixture_snap_n(4, 0);
 	struct gpuctl_lease_dir *dir;
 	unsigned m = 0;
 
 	(void)state;
 	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
-	dir = dir_open(ctx);
+	dir = fixture_lease_dir(ctx, ldir);
 	ticket("1-100", "gpuctl-wait 1\ncount 1\nonly 0\n", true);
 	assert_int_equal(lease(ctx, dir, snap, 3, &m, NULL), 0);
 	assert_int_equal(m, 0xeu);
 	ticket("2-100", "gpuctl-wait 1\ncount one\n", true);
 	assert_int_equal(lease(ctx, dir, snap, 1, &m, NULL), -ENOSPC);
 	gpuctl_snapshot_free(snap);
-	snap = snap_new(8);
+	snap = fixture_snap_n(8, 0);
 	assert_int_equal(close(held[--n_held]), 0);                 /* 2-100 dies */
 	ticket("3-100", "gpuctl-wait 1\ncount 1\nonly 99\n", true); /* no GPU 99 */
 	assert_int_equal(lease(ctx, dir, snap, 1, &m, NULL), -ENOSPC);
@@ -291,7 +258,7 @@ static void test_registered_ticket(void **state)
 {
 	struct gpuctl_select_request req = GPUCTL_SELECT_REQUEST_INIT;
 	struct gpuctl_ctx *ctx = NULL;
-	struct gpuctl_snapshot *snap = snap_new(4);
+	struct gpuctl_snapshot *snap = fixture_snap_n(4, 0);
 	struct gpuctl_lease_dir *dir;
 	struct gpuctl_wait_ticket *t = NULL;
 	struct gpuctl_selection *sel = NULL;
@@ -302,7 +269,7 @@ static void test_registered_ticket(void **state)
 
 	(void)state;
 	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
-	dir = dir_open(ctx);
+	dir = fixture_lease_dir(ctx, ldir);
 	ticket("5-100", "gpuctl-wait 1\ncount 1\nonly 0\n", true);
 	assert_int_equal(lease(ctx, dir, snap, 3, &m, &hold), 0); /* 1-3 (0 is reserved) */
 	assert_int_equal(m, 0xeu);
