@@ -1204,6 +1204,11 @@ int sim_json_load(const char *buf, size_t len, json_t **ret, char *err, size_t e
 	if (!root) {
 		snprintf(err, errlen, "line %d column %d: invalid JSON: %s", je.line, je.column,
 		         je.text);
+		/* jansson quotes the offending input ("near '...'"), which can hold a newline or
+		 * any control character: the message stays one line */
+		for (char *p = err; *p; p++)
+			if ((unsigned char)*p < 0x20 || *p == 0x7f)
+				*p = '?';
 		return -EINVAL;
 	}
 	*ret = root;

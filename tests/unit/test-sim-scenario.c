@@ -113,6 +113,9 @@ static void test_errors(void **state)
 
 	(void)state;
 	expect_error("{\"schema\": 1,", "line 1 column");
+	/* jansson quotes the bad input, here a newline after an invalid escape (found by
+	 * fuzz-scenario): the message stays one line */
+	expect_error("{\"cpus\": {\"\\\\\\\n\"}}", "invalid JSON");
 	expect_error("[1, 2]", "(top level): expected an object");
 	expect_error(doc(", \"pcie\": {\"gen\": 4, \"width\": \"x16\"}", NULL),
 	             "gpus[0].pcie.width: expected an integer 1..32, got \"x16\"");
