@@ -395,6 +395,13 @@ bool gpuctl_devset_contains(const struct gpuctl_devset *set, size_t gpu, int mig
 const char *gpuctl_devset_uuid(const struct gpuctl_devset *set, const struct gpuctl_snapshot *snap,
                                size_t i);
 
+/* A device's label for people, as gpuctl prints it: its NVML index, "3" for a whole GPU (mig
+ * < 0), "3:1" for a MIG device (NVML's MIG device index on that GPU, which is what
+ * NVIDIA_VISIBLE_DEVICES=<gpu>:<mig> and CDI names mean; mig is the device's place in the
+ * snapshot). Always NUL-terminated, truncated to size. */
+void gpuctl_device_label(const struct gpuctl_snapshot *snap, size_t gpu, int mig, char *buf,
+                         size_t size);
+
 /* Parses a CUDA_VISIBLE_DEVICES value as the CUDA driver does: NULL (unset) shows every
  * device; "" none; indices, GPU- UUIDs, unique UUID prefixes, MIG- UUIDs and the legacy
  * MIG-GPU-<uuid>/<gi>/<ci> form; parsing stops at the first invalid entry; a duplicate gives no
@@ -929,6 +936,178 @@ const struct gpuctl_health_finding *gpuctl_health_finding(const struct gpuctl_he
 /* The verdict of GPU gpu (the worst severity of its findings, OK without any); -EINVAL for an
  * index out of range. */
 int gpuctl_health_verdict(const struct gpuctl_health_report *report, size_t gpu);
+
+/* ---- The site: configuration and lease directory (src/lib/site.c; docs/library.md) ---- */
+
+/* What governs requests on this machine: the configuration file (pools, busy thresholds, share
+ * margin, the lease directory's path) and the lease directory, opened and checked together,
+ * because a shared lease directory decides which configuration governs it (docs/config.md
+ * "Trust"). gpuctl_alloc() opens one itself; gpuctl ps, the exporter and programs that show
+ * the machine as gpuctl's rules see it open one with gpuctl_site_open(). */
+struct gpuctl_site;
+
+enum gpuctl_site_flags {
+	/* Create the lease directory when it is missing and the caller may (root, or a parent of
+	 * the caller's own), as taking a lease does. Without it a missing directory is not
+	 * created and means that nothing is leased (gpuctl_site_lease_dir() returns NULL). */
+	GPUCTL_SITE_CREATE = 1u << 0,
+	/* Load the configuration only; do not look at the lease directory (its path is still
+	 * resolved, for gpuctl_site_health_state_path). */
+	GPUCTL_SITE_NO_LEASES = 1u << 1,
+};
+
+/* Opens the site. config_path: the configuration file, NULL for $GPUCTL_CONFIG (when set and
+ * not empty), else GPUCTL_CONFIG_DEFAULT_PATH (a missing default file is an empty
+ * configuration). lease_dir: NULL for $GPUCTL_LEASE_DIR, else the configuration's lease_dir,
+ * else "/run/gpuctl". A lease directory that is not the caller's own (a shared one) is governed
+ * by the configuration it names (DIR/config, else the default path): that file replaces one
+ * taken from $GPUCTL_CONFIG or the default, a different file named in config_path is -EINVAL,
+ * and a governing file that others than root or the directory's owner could write is -EPERM.
+ * Errors (message on ctx, one line, naming the file or directory): -EINVAL a configuration
+ * that does not parse ("FILE:LINE: ...") or a named one that is missing; -EPERM an unsafe lease
+ * directory or configuration; -ENOENT a missing lease directory with GPUCTL_SITE_CREATE that
+ * is not ours to create (the message names `sudo gpuctl lease init` and GPUCTL_LEASE_DIR), or
+ * a configuration file a shared directory names that is missing; other -errno for I/O. */
+int gpuctl_site_open(struct gpuctl_ctx *ctx, const char *config_path, const char *lease_dir,
+                     unsigned flags, struct gpuctl_site **ret_site);
+void gpuctl_site_free(struct gpuctl_site *site);
+/* The configuration that governs the site; NULL for an empty one (every gpuctl_config_*
+ * query accepts NULL). Owned by site. */
+const struct gpuctl_config *gpuctl_site_config(const struct gpuctl_site *site);
+/* The lease directory's path, resolved as gpuctl_site_open says. Owned by site. */
+const char *gpuctl_site_lease_dir_path(const struct gpuctl_site *site);
+/* The opened lease directory; NULL when it does not exist (nothing is leased) or the site was
+ * opened with GPUCTL_SITE_NO_LEASES. Owned by site. */
+struct gpuctl_lease_dir *gpuctl_site_lease_dir(const struct gpuctl_site *site);
+/* The health state file `gpuctl health --watch` keeps (docs/health.md): $GPUCTL_HEALTH_STATE,
+ * else gpuctl-health.state beside the lease directory. Owned by site. */
+const char *gpuctl_site_health_state_path(const struct gpuctl_site *site);
+/* *lreq initialised (GPUCTL_LEASE_REQUEST_INIT's fields, lreq->struct_size kept when set) with
+ * the configuration's busy thresholds and share margin. */
+void gpuctl_site_lease_defaults(const struct gpuctl_site *site, struct gpuctl_lease_request *lreq);
+/* The health report of snap as `gpuctl health` makes it: the rules of docs/health.md over snap
+ * (take it with gpuctl_health_fields() and GPUCTL_SNAP_HEALTH), with the XIDs of the kernel log
+ * ($GPUCTL_KMSG, else /dev/kmsg) and the XIDs and counter sample of the site's health state
+ * file, each when it can be read (if not, logged at debug level: a missing source is no
+ * finding). -ENOMEM. */
+int gpuctl_site_health(struct gpuctl_ctx *ctx, const struct gpuctl_site *site,
+                       const struct gpuctl_snapshot *snap,
+                       struct gpuctl_health_report **ret_report);
+
+/* ---- The allocation call (src/lib/alloc.c; docs/library.md) ---- */
+
+/* What gpuctl_alloc() does with the devices it chooses. */
+enum gpuctl_alloc_mode {
+	/* Choose and take no lease; devices leased now (or whose lock file is unusable) are not
+	 * chosen. What `gpuctl select` prints: someone may take them before they are used. */
+	GPUCTL_ALLOC_CHOOSE = 0,
+	/* Choose as GPUCTL_ALLOC_LEASE would (devices busy with processes of no lease are not
+	 * chosen either, unless ignore_foreign) and take no lease: `gpuctl run --dry-run`. */
+	GPUCTL_ALLOC_PREVIEW = 1,
+	/* Choose and lease in one step under the lease directory's lock: `gpuctl run`,
+	 * `gpuctl select --hold`. The lease is held while the gpuctl_alloc handle lives. */
+	GPUCTL_ALLOC_LEASE = 2,
+};
+
+/* A request. Initialise with GPUCTL_ALLOC_REQUEST_INIT or gpuctl_alloc_request_init();
+ * struct_size lets it grow without breaking callers built against an older header. Strings
+ * are borrowed for the call only. */
+struct gpuctl_alloc_request {
+	size_t struct_size; /* sizeof(struct gpuctl_alloc_request) */
+	int mode;           /* enum gpuctl_alloc_mode */
+	unsigned count;     /* devices wanted; 0 is allowed (the empty set) */
+	/* filters, as struct gpuctl_select_request says */
+	uint64_t min_free_mem;   /* bytes free at least; 0: any */
+	int max_util;            /* GPU utilisation at most, percent; -1: any */
+	bool no_procs;           /* no compute process on the device */
+	const char *only;        /* GPU ids to choose among; NULL: all */
+	const char *exclude;     /* GPU ids never to choose; NULL: none */
+	int numa_node;           /* only GPUs attached to this NUMA node; -1: any */
+	const char *mig_profile; /* MIG devices of this profile; NULL: whole GPUs */
+	const char *pool;        /* the pool to draw from (docs/config.md); NULL or "default": the
+	                          * GPUs no pool lists */
+	bool allow_unhealthy;    /* also GPUs whose health verdict is FAIL, WARN ones like any
+	                          * other; without it FAIL GPUs are never chosen and WARN ones
+	                          * only when the request cannot be met without them */
+	bool ignore_outer;       /* choose among all GPUs, not within the allocation the process
+	                          * runs in (gpuctl_outer_allocation) */
+	bool ignore_foreign;     /* PREVIEW, LEASE: also devices running processes of no lease */
+	/* the lease (LEASE; share_mem also shapes CHOOSE and PREVIEW) */
+	uint64_t share_mem;  /* > 0: a shared lease declaring this many bytes on each device
+	                      * (docs/leases.md "Sharing"); 0: exclusive */
+	const char *label;   /* shown by gpuctl ps; NULL: none */
+	const char *command; /* the job's command line for the owner record; NULL: none */
+	/* waiting in line (LEASE only; docs/leases.md "Waiting") */
+	bool wait;             /* wait for the devices, first come first served */
+	double wait_timeout_s; /* at most this long; < 0: forever */
+	int cancel_fd;         /* >= 0: the wait ends (-ECANCELED) as soon as poll(2) reports
+	                        * anything on this descriptor (readable, hang-up, error); the
+	                        * library only polls it, never reads it; -1: none */
+	/* where (NULL: as gpuctl_site_open says) */
+	const char *config_path;
+	const char *lease_dir;
+	/* GPU UUIDs never to choose, beyond exclude (a failover's failed GPUs); an entry that
+	 * names no GPU of the machine is ignored */
+	const char *const *avoid;
+	size_t n_avoid;
+};
+#define GPUCTL_ALLOC_REQUEST_INIT                                                                  \
+	{                                                                                          \
+		.struct_size = sizeof(struct gpuctl_alloc_request), .count = 1, .max_util = -1,    \
+		.numa_node = -1, .wait_timeout_s = -1, .cancel_fd = -1                             \
+	}
+/* Writes GPUCTL_ALLOC_REQUEST_INIT's values into the first struct_size bytes of *req (for
+ * callers that cannot use the macro, such as bindings). -EINVAL when struct_size is smaller
+ * than the first release's struct. */
+int gpuctl_alloc_request_init(struct gpuctl_alloc_request *req, size_t struct_size);
+
+/* An allocation: the snapshot the choice was made on, the chosen devices and, in LEASE mode,
+ * the lease (held until gpuctl_alloc_free). */
+struct gpuctl_alloc;
+
+/* Does everything `gpuctl select`, `select --hold` and `run` do before they print or start a
+ * job, in this order: opens the site (configuration and lease directory, checked together);
+ * takes a snapshot of what the filters, the score and the health rules read; resolves the
+ * outer allocation (unless ignore_outer); judges health (the live verdicts, the kernel log and
+ * the health state file: FAIL never chosen, WARN only when needed, unless allow_unhealthy);
+ * applies the pool (and whether the calling user may draw from it); excludes leased devices,
+ * and in PREVIEW and LEASE mode devices busy with processes of no lease (unless
+ * ignore_foreign); chooses the best set (gpuctl_select); and in LEASE mode locks it, waiting
+ * in line when asked. On success *ret_alloc holds all of it.
+ * Errors, each with a one-line message on ctx (gpuctl_errmsg) that names the input:
+ *   -EINVAL     a bad request: a malformed or unknown id, MIG profile or pool, a configuration
+ *               that does not parse, an outer allocation that cannot be read, wait without
+ *               LEASE mode, an unknown mode;
+ *   -ENOSPC     too few devices qualify now (the message says which filter removed which
+ *               devices), or, when waiting, can never qualify ("can never be satisfied: ...");
+ *   -ETIMEDOUT  waited wait_timeout_s ("waited N s: " and why the devices are not free);
+ *   -ECANCELED  cancel_fd became ready while waiting;  -EINTR  a signal interrupted the wait;
+ *   -EACCES     the calling user may not draw from the pool;
+ *   -ENODEV     no NVIDIA driver, or NVML cannot initialise;  -ENOEXEC  not an NVML library;
+ *   -EPERM, -ENOENT  the lease directory or configuration (gpuctl_site_open);
+ *   -EIO, -ENOMEM and other -errno.
+ * Nothing stays leased after a failure. */
+int gpuctl_alloc(struct gpuctl_ctx *ctx, const struct gpuctl_alloc_request *req,
+                 struct gpuctl_alloc **ret_alloc);
+/* Frees the allocation and releases this process's hold on its lease (processes that
+ * inherited the lock descriptors, gpuctl_lease_fds, keep it). Accepts NULL. */
+void gpuctl_alloc_free(struct gpuctl_alloc *alloc);
+/* The snapshot the choice was made on (owned by alloc). */
+const struct gpuctl_snapshot *gpuctl_alloc_snapshot(const struct gpuctl_alloc *alloc);
+/* The selection (owned by alloc): scores and the runner-up, for explanations. */
+const struct gpuctl_selection *gpuctl_alloc_selection(const struct gpuctl_alloc *alloc);
+/* The chosen devices, best first (owned by alloc; indices into gpuctl_alloc_snapshot). */
+const struct gpuctl_devset *gpuctl_alloc_devices(const struct gpuctl_alloc *alloc);
+/* The CUDA_VISIBLE_DEVICES value for the chosen devices: their full UUIDs, comma-separated,
+ * "" for none (owned by alloc). Set CUDA_DEVICE_ORDER=PCI_BUS_ID too, so indices the program
+ * derives agree with CUDA's ordinals. */
+const char *gpuctl_alloc_cuda_visible_devices(const struct gpuctl_alloc *alloc);
+/* The lease (LEASE mode), else NULL. Owned by alloc: gpuctl_alloc_free releases it. */
+struct gpuctl_lease *gpuctl_alloc_lease(const struct gpuctl_alloc *alloc);
+/* The lease directory's path (as resolved), NULL when it did not exist and none was taken. */
+const char *gpuctl_alloc_lease_dir_path(const struct gpuctl_alloc *alloc);
+/* The health report the choice respected, NULL with allow_unhealthy (owned by alloc). */
+const struct gpuctl_health_report *gpuctl_alloc_health(const struct gpuctl_alloc *alloc);
 
 #ifdef __cplusplus
 }

@@ -50,7 +50,7 @@
 #include <dlfcn.h>
 #include <microhttpd.h>
 
-#include "filters.h"
+#include "cmd.h"
 #include "listen.h"
 #include "metrics.h"
 #include "parse.h"
@@ -322,7 +322,6 @@ static void exporter_done(struct exporter *ex)
 struct sampler {
 	struct cli *cli;
 	struct exporter *ex;
-	const char *lease_dir;        /* --lease-dir, or NULL */
 	enum gpuctl_field fields[64]; /* what the snapshot reads */
 	size_t n_fields;
 	enum gpuctl_field dynamic[64]; /* of those, what a refresh re-reads (not static_field) */
@@ -426,7 +425,7 @@ static struct gpuctl_lease_list *read_leases(struct sampler *s, const struct gpu
 	struct gpuctl_lease_dir *dir = NULL;
 	struct gpuctl_lease_list *list = NULL;
 	struct stat st;
-	const char *path = filters_lease_dir_path(s->cli, s->lease_dir);
+	const char *path = gpuctl_site_lease_dir_path(s->cli->site);
 	int r;
 
 	if (lstat(path, &st) < 0 && errno == ENOENT)
@@ -495,8 +494,13 @@ static int sample(struct sampler *s, struct gpuctl_snapshot *snap0)
 		 * what health --watch recorded, as gpuctl health reads them) */
 		if (count_xids(s) < 0)
 			cli_error("exporter: out of memory counting XIDs");
-		if (filters_health_report(s->cli, &cmd_exporter_entry, snap, s->lease_dir, &health))
-			health = NULL; /* said on stderr; the other metrics are served */
+		r = gpuctl_site_health(s->cli->ctx, s->cli->site, snap, &health);
+		if (r < 0) {
+			/* the other metrics are served */
+			cli_error("exporter: health check: %s", gpuctl_errmsg(s->cli->ctx));
+			health = NULL;
+			r = 0;
+		}
 	}
 	s->stats.last_ok = snap != NULL;
 	/* the duration covers the NVML and lease reads; rendering is measured by `make bench` */
@@ -609,7 +613,9 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 		                       "GPUCTL_EXPORTER_TIMEOUT: '%s' is not a number of seconds "
 		                       "from 1 to %d",
 		                       getenv("GPUCTL_EXPORTER_TIMEOUT"), EXPORTER_MAX_TIMEOUT);
-	status = filters_config(cli, &cmd_exporter_entry);
+	/* the configuration and the lease directory's path; the directory itself is read at every
+	 * sample (it may appear, or become unreadable, while the exporter runs) */
+	status = cli_site(cli, &cmd_exporter_entry, lease_dir, GPUCTL_SITE_NO_LEASES);
 	if (status)
 		return status;
 
@@ -619,7 +625,6 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 		          fd == -EHOSTUNREACH ? "the host name does not resolve" : strerror(-fd));
 		return CLI_EXIT_FAILURE;
 	}
-	s.lease_dir = lease_dir;
 	s.n_fields = metrics_fields(s.fields, sizeof(s.fields) / sizeof(s.fields[0]));
 	/* and what the health verdicts need (docs/health.md; no NVLink walk) */
 	size_t nh = 0;

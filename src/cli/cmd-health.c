@@ -35,7 +35,7 @@
 
 #include "child.h"
 #include "cmd.h"
-#include "filters.h"
+#include "cmd.h"
 #include "format.h"
 #include "health-watch.h"
 #include "parse.h"
@@ -651,7 +651,13 @@ static int cmd_health_exec(struct cli *cli, int argc, char **argv)
 		return cmd_usage_error(&cmd_health_entry,
 		                       "--watch cannot be combined with --probe or --slurm");
 	/* every usage error is behind us: from here on a.state is owned */
-	a.state = state_opt ? strdup(state_opt) : filters_health_state_path(cli, NULL);
+	if (!state_opt) {
+		status = cli_site(cli, &cmd_health_entry, NULL, GPUCTL_SITE_NO_LEASES);
+		if (status)
+			return status;
+		state_opt = gpuctl_site_health_state_path(cli->site);
+	}
+	a.state = strdup(state_opt);
 	if (!a.state) {
 		cli_error("health: out of memory");
 		return CLI_EXIT_FAILURE;

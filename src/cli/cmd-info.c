@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
-#include "filters.h"
+#include "cmd.h"
 #include "format.h"
 
 #define MIN_DRIVER_VERSION "450.80.02"
@@ -118,8 +118,8 @@ static const char *pool_of(const struct cli *cli, const struct pools *p, size_t 
 {
 	const char *name = "default";
 	if (p->map && p->map[gpu] >= 0)
-		(void)gpuctl_config_pool_get(cli->config, (size_t)p->map[gpu], &name, NULL, NULL,
-		                             NULL, NULL);
+		(void)gpuctl_config_pool_get(gpuctl_site_config(cli->site), (size_t)p->map[gpu],
+		                             &name, NULL, NULL, NULL, NULL);
 	return name;
 }
 
@@ -141,8 +141,8 @@ static void list_text(const char *const *v, char *buf, size_t size)
 static int print_pools_text(const struct cli *cli, const struct pools *p,
                             const struct gpuctl_snapshot *snap)
 {
-	size_t np = gpuctl_config_pool_count(cli->config);
-	const char *path = gpuctl_config_path(cli->config);
+	size_t np = gpuctl_config_pool_count(gpuctl_site_config(cli->site));
+	const char *path = gpuctl_config_path(gpuctl_site_config(cli->site));
 	printf("\nConfiguration:        %s\n",
 	       path ? path : "none (" GPUCTL_CONFIG_DEFAULT_PATH " not found)");
 	if (np == 0) {
@@ -162,10 +162,10 @@ static int print_pools_text(const struct cli *cli, const struct pools *p,
 		size_t n = 0;
 		int allowed = 1;
 		if (i < np) {
-			(void)gpuctl_config_pool_get(cli->config, i, &name, &desc, NULL, &users,
-			                             &groups);
-			allowed = gpuctl_config_pool_allows(cli->ctx, cli->config, i,
-			                                    (uint32_t)geteuid());
+			(void)gpuctl_config_pool_get(gpuctl_site_config(cli->site), i, &name, &desc,
+			                             NULL, &users, &groups);
+			allowed = gpuctl_config_pool_allows(cli->ctx, gpuctl_site_config(cli->site),
+			                                    i, (uint32_t)geteuid());
 		}
 		for (size_t g = 0; g < gpuctl_snapshot_gpu_count(snap) && n < sizeof(gpus); g++)
 			if (p->map[g] == (i < np ? (int)i : -1)) {
@@ -206,23 +206,23 @@ static json_t *strings_json(const char *const *v)
 static json_t *pools_json(const struct cli *cli, const struct pools *p,
                           const struct gpuctl_snapshot *snap)
 {
-	size_t np = gpuctl_config_pool_count(cli->config);
+	size_t np = gpuctl_config_pool_count(gpuctl_site_config(cli->site));
 	json_t *arr = json_array();
 	for (size_t i = 0; arr && i < np; i++) {
 		const char *name = NULL, *desc = NULL;
 		const char *const *users = NULL, *const *groups = NULL;
 		bool restricted = false;
 		json_t *o = json_object(), *gpus = json_array();
-		(void)gpuctl_config_pool_get(cli->config, i, &name, &desc, &restricted, &users,
-		                             &groups);
+		(void)gpuctl_config_pool_get(gpuctl_site_config(cli->site), i, &name, &desc,
+		                             &restricted, &users, &groups);
 		for (size_t g = 0; gpus && g < gpuctl_snapshot_gpu_count(snap); g++)
 			if (p->map[g] == (int)i &&
 			    json_array_append_new(gpus, json_integer((json_int_t)g)) < 0) {
 				json_decref(gpus);
 				gpus = NULL;
 			}
-		int allowed =
-		        gpuctl_config_pool_allows(cli->ctx, cli->config, i, (uint32_t)geteuid());
+		int allowed = gpuctl_config_pool_allows(cli->ctx, gpuctl_site_config(cli->site), i,
+		                                        (uint32_t)geteuid());
 		if (!o || json_array_append_new(arr, o) < 0 ||
 		    json_put(o, "name", json_string(name)) < 0 ||
 		    json_put(o, "description", json_string_or_null(desc)) < 0 ||
@@ -327,7 +327,9 @@ static int print_json(const struct cli *cli, const struct info *in, const struct
 			r = json_put(o, "pool", json_string(pool_of(cli, p, i)));
 	}
 	if (r >= 0)
-		r = json_put(root, "config", json_string_or_null(gpuctl_config_path(cli->config)));
+		r = json_put(
+		        root, "config",
+		        json_string_or_null(gpuctl_config_path(gpuctl_site_config(cli->site))));
 	if (r >= 0)
 		r = json_put(root, "pools", p->map ? pools_json(cli, p, snap) : json_array());
 	if (r >= 0)
@@ -394,9 +396,9 @@ static int cmd_info_exec(struct cli *cli, int argc, char **argv)
 		return status;
 	gather(&in, cli, snap);
 	struct pools p = {0};
-	status = filters_config(cli, &cmd_info_entry);
-	if (!status && gpuctl_config_pool_count(cli->config) > 0) {
-		r = gpuctl_config_pool_map(cli->ctx, cli->config, snap, &p.map);
+	status = cli_site(cli, &cmd_info_entry, NULL, GPUCTL_SITE_NO_LEASES);
+	if (!status && gpuctl_config_pool_count(gpuctl_site_config(cli->site)) > 0) {
+		r = gpuctl_config_pool_map(cli->ctx, gpuctl_site_config(cli->site), snap, &p.map);
 		if (r < 0) {
 			cli_error("info: %s", gpuctl_errmsg(cli->ctx));
 			status = r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "filters.h"
+#include "cmd.h"
 
 enum {
 	OPT_LEASE_DIR = 0x100,
@@ -32,14 +32,15 @@ static const struct option lease_options[] = {
 static int lease_init(struct cli *cli, const char *lease_dir)
 {
 	struct gpuctl_snapshot *snap = NULL;
-	struct gpuctl_lease_dir *dir = NULL;
+	struct gpuctl_lease_dir *dir;
 	static const enum gpuctl_field fields[] = {GPUCTL_F_MIG_MODE};
 	int status = cli_snapshot_fields(cli, GPUCTL_SNAP_MIG, fields, 1, &snap);
 	if (status)
 		return status;
-	status = filters_open_lease_dir(cli, &cmd_lease_entry, lease_dir, &dir);
+	status = cli_site(cli, &cmd_lease_entry, lease_dir, GPUCTL_SITE_CREATE);
 	if (status)
 		goto out;
+	dir = gpuctl_site_lease_dir(cli->site);
 	int r = gpuctl_lease_dir_init(cli->ctx, dir, snap);
 	if (r < 0) {
 		const char *msg = gpuctl_errmsg(cli->ctx);
@@ -51,7 +52,7 @@ static int lease_init(struct cli *cli, const char *lease_dir)
 	printf("created %d lock file%s in %s\n", r, r == 1 ? "" : "s", gpuctl_lease_dir_path(dir));
 	/* The configuration that governs this directory (docs/config.md "Trust"): recorded in
 	 * DIR/config when it is not the default file. */
-	const char *cfg = gpuctl_config_path(cli->config);
+	const char *cfg = gpuctl_config_path(gpuctl_site_config(cli->site));
 	char *real = cfg ? realpath(cfg, NULL) : NULL;
 	bool dflt = !cfg || (real && strcmp(real, GPUCTL_CONFIG_DEFAULT_PATH) == 0);
 	if (cfg && !real) {
@@ -70,7 +71,6 @@ static int lease_init(struct cli *cli, const char *lease_dir)
 	free(real);
 	status = cli_finish_output(CLI_EXIT_OK);
 out:
-	gpuctl_lease_dir_free(dir);
 	gpuctl_snapshot_free(snap);
 	return status;
 }

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "cmd.h"
-#include "filters.h"
+#include "cmd.h"
 #include "format.h"
 #include "query.h"
 
@@ -556,9 +556,14 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 		 * recorded */
 		struct gpuctl_health_report *rep = NULL;
 		size_t n = gpuctl_snapshot_gpu_count(snap);
-		status = filters_health_report(cli, &cmd_list_entry, snap, NULL, &rep);
+		status = cli_site(cli, &cmd_list_entry, NULL, GPUCTL_SITE_NO_LEASES);
 		if (status)
 			goto out;
+		if (gpuctl_site_health(cli->ctx, cli->site, snap, &rep) < 0) {
+			cli_error("list: health check: %s", gpuctl_errmsg(cli->ctx));
+			status = CLI_EXIT_FAILURE;
+			goto out;
+		}
 		a.verdict = calloc(n ? n : 1, sizeof(*a.verdict));
 		for (size_t g = 0; a.verdict && g < n; g++)
 			a.verdict[g] = gpuctl_health_verdict(rep, g);

@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "filters.h"
+#include "cmd.h"
 #include "format.h"
 
 enum {
@@ -85,14 +85,15 @@ static bool healthy(const struct ps_data *d, const struct ps_row *row)
 }
 
 /* Each GPU's health verdict, as gpuctl health gives it. 0, or the exit status (error printed). */
-static int verdicts_of(struct cli *cli, struct ps_data *d, const struct gpuctl_snapshot *snap,
-                       const char *lease_dir)
+static int verdicts_of(struct cli *cli, struct ps_data *d, const struct gpuctl_snapshot *snap)
 {
 	struct gpuctl_health_report *rep = NULL;
 	size_t n = gpuctl_snapshot_gpu_count(snap);
-	int status = filters_health_report(cli, &cmd_ps_entry, snap, lease_dir, &rep);
-	if (status)
-		return status;
+	int r = gpuctl_site_health(cli->ctx, cli->site, snap, &rep);
+	if (r < 0) {
+		cli_error("ps: health check: %s", gpuctl_errmsg(cli->ctx));
+		return CLI_EXIT_FAILURE;
+	}
 	d->verdict = calloc(n ? n : 1, sizeof(*d->verdict));
 	for (size_t g = 0; d->verdict && g < n; g++)
 		d->verdict[g] = gpuctl_health_verdict(rep, g);
@@ -114,10 +115,11 @@ static const char *pool_name(const struct ps_data *d, const struct ps_row *row)
 static int pools_of(struct cli *cli, struct ps_data *d, const struct gpuctl_snapshot *snap)
 {
 	size_t n = gpuctl_snapshot_gpu_count(snap);
+	const struct gpuctl_config *cfg = gpuctl_site_config(cli->site);
 	int *map = NULL;
-	if (gpuctl_config_pool_count(cli->config) == 0)
+	if (gpuctl_config_pool_count(cfg) == 0)
 		return 0;
-	int r = gpuctl_config_pool_map(cli->ctx, cli->config, snap, &map);
+	int r = gpuctl_config_pool_map(cli->ctx, cfg, snap, &map);
 	if (r < 0) {
 		cli_error("ps: %s", gpuctl_errmsg(cli->ctx));
 		return r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
@@ -126,8 +128,8 @@ static int pools_of(struct cli *cli, struct ps_data *d, const struct gpuctl_snap
 	for (size_t g = 0; d->pool_of && g < n; g++) {
 		d->pool_of[g] = "default";
 		if (map[g] >= 0)
-			(void)gpuctl_config_pool_get(cli->config, (size_t)map[g], &d->pool_of[g],
-			                             NULL, NULL, NULL, NULL);
+			(void)gpuctl_config_pool_get(cfg, (size_t)map[g], &d->pool_of[g], NULL,
+			                             NULL, NULL, NULL);
 	}
 	free(map);
 	if (!d->pool_of) {
@@ -315,7 +317,7 @@ static json_t *row_json(const struct ps_data *d, const struct gpuctl_snapshot *s
 		(void)gpuctl_mig_int(m, GPUCTL_MIG_INDEX, &midx); /* else the position on the GPU */
 		rmi = 0;
 	}
-	filters_device_label(snap, row->gpu, row->mig, label, sizeof(label));
+	gpuctl_device_label(snap, row->gpu, row->mig, label, sizeof(label));
 	json_t *o = json_object();
 	json_t *owner = row->owner ? owner_json(row->owner) : json_null();
 	json_t *shares = json_array();
@@ -458,7 +460,7 @@ static int print_table(const struct ps_data *d, const struct gpuctl_snapshot *sn
 		                   : g ? gpuctl_gpu_str(g, GPUCTL_F_UUID)
 		                       : NULL;
 		char label[48], suuid[48];
-		filters_device_label(snap, row->gpu, row->mig, label, sizeof(label));
+		gpuctl_device_label(snap, row->gpu, row->mig, label, sizeof(label));
 		format_short_uuid(uuid, suuid, sizeof(suuid));
 		/* a shared device: one line per holder (at least one, holders unknown or not) */
 		for (size_t k = 0; r >= 0 && k < (row->n_sh ? row->n_sh : 1); k++) {
@@ -666,23 +668,19 @@ static int ps_waiting(struct cli *cli, const char *lease_dir, bool json)
 {
 	struct gpuctl_lease_dir *dir = NULL;
 	struct gpuctl_wait_list *list = NULL;
-	struct stat st;
 	time_t now = time(NULL);
-	int status = filters_config(cli, &cmd_ps_entry), r = 0;
+	int status = cli_site(cli, &cmd_ps_entry, lease_dir, 0), r = 0;
 	if (status)
 		return status;
-	const char *path = filters_lease_dir_path(cli, lease_dir);
+	const char *path = gpuctl_site_lease_dir_path(cli->site);
 
-	if (!(lstat(path, &st) < 0 && errno == ENOENT)) {
-		status = filters_open_lease_dir(cli, &cmd_ps_entry, lease_dir, &dir);
-		if (status)
-			return status;
+	dir = gpuctl_site_lease_dir(cli->site);
+	if (dir) {
 		r = gpuctl_wait_list(cli->ctx, dir, &list);
 		if (r < 0) {
 			const char *msg = gpuctl_errmsg(cli->ctx);
 			cli_error("ps: lease directory %s: %s", path,
 			          msg && msg[0] ? msg : strerror(-r));
-			gpuctl_lease_dir_free(dir);
 			return CLI_EXIT_FAILURE;
 		}
 	}
@@ -734,7 +732,6 @@ static int ps_waiting(struct cli *cli, const char *lease_dir, bool json)
 		status = CLI_EXIT_FAILURE;
 	}
 	gpuctl_wait_list_free(list);
-	gpuctl_lease_dir_free(dir);
 	return cli_finish_output(status);
 }
 
@@ -799,22 +796,17 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 	                             &snap);
 	if (status)
 		return status;
-	status = filters_config(cli, &cmd_ps_entry);
+	/* the site first: a shared directory decides which configuration governs it */
+	status = cli_site(cli, &cmd_ps_entry, lease_dir, 0);
 	if (status)
 		goto out;
-	const char *path = filters_lease_dir_path(cli, lease_dir);
-	struct stat st;
-	bool exists = !(lstat(path, &st) < 0 && errno == ENOENT);
-	if (exists) {
-		/* first: a shared directory decides which configuration governs it */
-		status = filters_open_lease_dir(cli, &cmd_ps_entry, lease_dir, &dir);
-		if (status)
-			goto out;
-	}
-	filters_lease_request(cli, &(struct select_args)SELECT_ARGS_INIT, &lreq);
+	const char *path = gpuctl_site_lease_dir_path(cli->site);
+	dir = gpuctl_site_lease_dir(cli->site);
+	bool exists = dir != NULL;
+	gpuctl_site_lease_defaults(cli->site, &lreq);
 	status = pools_of(cli, &d, snap);
 	if (!status)
-		status = verdicts_of(cli, &d, snap, lease_dir);
+		status = verdicts_of(cli, &d, snap);
 	if (status)
 		goto out;
 	if (exists) {
@@ -829,9 +821,7 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 		if (r >= 0 && (lreq.busy_memory != 0 || lreq.busy_utilization >= 0))
 			r = gpuctl_lease_foreign(cli->ctx, dir, snap, &lreq, &busy);
 	} else {
-		if (cli->verbose)
-			cli_error("ps: lease directory %s does not exist: nothing is leased", path);
-		r = rows_without_dir(&d, snap);
+		r = rows_without_dir(&d, snap); /* no lease directory: nothing is leased */
 	}
 	if (r < 0) {
 		const char *msg = gpuctl_errmsg(cli->ctx);
@@ -867,7 +857,6 @@ out:
 	gpuctl_devset_free(foreign);
 	gpuctl_devset_free(busy);
 	gpuctl_lease_list_free(list);
-	gpuctl_lease_dir_free(dir);
 	gpuctl_snapshot_free(snap);
 	return status;
 }

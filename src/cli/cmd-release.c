@@ -18,7 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "filters.h"
+#include "cmd.h"
 
 enum {
 	OPT_ALL = 0x100,
@@ -78,11 +78,10 @@ static int cmd_release_exec(struct cli *cli, int argc, char **argv)
 	status = cli_snapshot_fields(cli, GPUCTL_SNAP_MIG, fields, 1, &snap);
 	if (status)
 		return status;
-	status = filters_config(cli, &cmd_release_entry);
+	status = cli_site(cli, &cmd_release_entry, lease_dir, 0);
 	if (status)
 		goto out;
-	const char *path = filters_lease_dir_path(cli, lease_dir);
-	struct stat st;
+	dir = gpuctl_site_lease_dir(cli->site);
 	if (ids) {
 		status = cli_select_gpus(cli, snap, ids, &idx, &nidx);
 		if (status)
@@ -100,15 +99,12 @@ static int cmd_release_exec(struct cli *cli, int argc, char **argv)
 			goto out;
 		}
 	}
-	if (lstat(path, &st) < 0 && errno == ENOENT) {
+	if (!dir) {
 		/* Nothing can be held in a directory that does not exist. */
 		printf("released 0 holders\n");
 		status = cli_finish_output(CLI_EXIT_OK);
 		goto out;
 	}
-	status = filters_open_lease_dir(cli, &cmd_release_entry, lease_dir, &dir);
-	if (status)
-		goto out;
 	r = gpuctl_lease_release(cli->ctx, dir, snap, set);
 	if (r < 0) {
 		const char *msg = gpuctl_errmsg(cli->ctx);
@@ -121,7 +117,6 @@ static int cmd_release_exec(struct cli *cli, int argc, char **argv)
 out:
 	free(idx);
 	gpuctl_devset_free(set);
-	gpuctl_lease_dir_free(dir);
 	gpuctl_snapshot_free(snap);
 	return status;
 }

@@ -37,7 +37,7 @@
  *   of the first failure in time, else 0.
  * - --dry-run prints, per child, the environment changes, the binding and the shell-quoted
  *   command, and starts nothing.
- * - Leases (docs/leases.md). run selects and leases atomically (gpuctl_select_and_lease) in
+ * - Leases (docs/leases.md). run selects and leases atomically (gpuctl_alloc) in
  *   the lease directory (--lease-dir, $GPUCTL_LEASE_DIR, the configuration's lease_dir,
  *   /run/gpuctl), so two concurrent runs never share a device. The lock descriptors stay open
  *   in gpuctl until every child has ended and are inherited by the children (FD_CLOEXEC
@@ -222,7 +222,7 @@ static int device_strings(const struct gpuctl_snapshot *snap, const struct gpuct
 			r = -ENODATA;
 			break;
 		}
-		filters_device_label(snap, gpu, mig, label, sizeof(label));
+		gpuctl_device_label(snap, gpu, mig, label, sizeof(label));
 		if (i > from && ((r = sb_add(&uuids, &ulen, &ucap, ",")) < 0 ||
 		                 (r = sb_add(&pairs, &plen, &pcap, ",")) < 0))
 			break;
@@ -476,10 +476,10 @@ static int plan_child(struct run_child *c, const struct run_args *a,
 		snprintf(n, sizeof(n), "%u", a->attempt);
 		r = set_env(c, "GPUCTL_RESTART_COUNT", n);
 	}
-	if (r >= 0 && a->lease_fds_text && a->sel.share) {
+	if (r >= 0 && a->lease_fds_text && a->sel.req.share_mem) {
 		/* what the job declared (bytes per device): a job can cap its allocator with it */
 		char mem[24];
-		snprintf(mem, sizeof(mem), "%" PRIu64, a->sel.share_mem);
+		snprintf(mem, sizeof(mem), "%" PRIu64, a->sel.req.share_mem);
 		r = set_env(c, "GPUCTL_SHARE_MEM", mem);
 	}
 	if (r < 0)
@@ -978,10 +978,8 @@ static int run_once(struct cli *cli, struct run_args *ap, const char *command,
                     struct run_monitor *m, bool *ret_ran)
 {
 	struct run_args a = *ap;
-	struct gpuctl_snapshot *snap = NULL;
-	struct gpuctl_selection *sel = NULL;
+	struct gpuctl_alloc *alloc = NULL;
 	struct run_child *kids = NULL;
-	struct gpuctl_lease_dir *dir = NULL;
 	struct gpuctl_lease *lease = NULL;
 	uint64_t *allowed = NULL;
 	int *fds = NULL;
@@ -990,16 +988,14 @@ static int run_once(struct cli *cli, struct run_args *ap, const char *command,
 	int status, r;
 
 	*ret_ran = false;
-	if (a.dry_run)
-		status = filters_select_lease(cli, &cmd_run_entry, &ap->sel,
-		                              FILTERS_LEASE_EXCLUDE_FOREIGN, NULL, 0, &snap, &sel,
-		                              NULL, NULL);
-	else
-		status = filters_select_lease(cli, &cmd_run_entry, &ap->sel, FILTERS_LEASE_TAKE,
-		                              command, 0, &snap, &sel, &dir, &lease);
+	status = filters_alloc(cli, &cmd_run_entry, &ap->sel,
+	                       a.dry_run ? GPUCTL_ALLOC_PREVIEW : GPUCTL_ALLOC_LEASE,
+	                       a.dry_run ? NULL : command, &alloc);
 	a.sel = ap->sel;
 	if (status)
 		goto out;
+	const struct gpuctl_snapshot *snap = gpuctl_alloc_snapshot(alloc);
+	lease = gpuctl_alloc_lease(alloc);
 	if (lease) {
 		nfds = gpuctl_lease_fds(lease, NULL, 0);
 		fds = calloc(nfds ? nfds : 1, sizeof(*fds));
@@ -1012,10 +1008,10 @@ static int run_once(struct cli *cli, struct run_args *ap, const char *command,
 		if (r < 0)
 			goto fail;
 		a.lease_fds_text = fds_text;
-		a.lease_dir = gpuctl_lease_dir_path(dir);
+		a.lease_dir = gpuctl_alloc_lease_dir_path(alloc);
 	}
 
-	const struct gpuctl_devset *set = gpuctl_selection_devices(sel);
+	const struct gpuctl_devset *set = gpuctl_alloc_devices(alloc);
 	size_t ndev = gpuctl_devset_count(set);
 	nkids = a.each ? ndev : 1;
 	kids = calloc(nkids, sizeof(*kids));
@@ -1047,12 +1043,6 @@ static int run_once(struct cli *cli, struct run_args *ap, const char *command,
 		if (r < 0)
 			goto fail;
 	}
-	/* Nothing below needs the snapshot: let the job have the machine to itself. */
-	gpuctl_selection_free(sel);
-	sel = NULL;
-	gpuctl_snapshot_free(snap);
-	snap = NULL;
-
 	if (a.dry_run) {
 		for (size_t i = 0; i < nkids; i++) {
 			if (i)
@@ -1080,11 +1070,8 @@ out:
 		child_free(&kids[i]);
 	free(kids);
 	free(allowed);
-	gpuctl_selection_free(sel);
-	gpuctl_snapshot_free(snap);
 	/* Every child has ended: the lease ends with gpuctl's descriptors. */
-	gpuctl_lease_free(lease);
-	gpuctl_lease_dir_free(dir);
+	gpuctl_alloc_free(alloc);
 	free(fds);
 	free(fds_text);
 	return status;
@@ -1148,7 +1135,7 @@ static int cmd_run_exec(struct cli *cli, int argc, char **argv)
 		return status;
 	if (optind >= argc)
 		return cmd_usage_error(&cmd_run_entry, "no command given (gpuctl run -n N -- CMD)");
-	if (a.dry_run && a.sel.wait)
+	if (a.dry_run && a.sel.req.wait)
 		return cmd_usage_error(&cmd_run_entry, "--wait and --dry-run conflict");
 	if (a.each && a.sel.req.count == 0)
 		return cmd_usage_error(&cmd_run_entry, "--each with -n 0 would start nothing");
@@ -1207,7 +1194,6 @@ static int cmd_run_exec(struct cli *cli, int argc, char **argv)
 		                      (long)((backoff - (double)(time_t)backoff) * 1e9)};
 		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 			;
-		filters_done(&a.sel); /* the next selection computes them afresh */
 	}
 	free(command);
 	filters_free(&a.sel);

@@ -4,7 +4,7 @@
  * string for CUDA, a shell, Docker, the NVIDIA container toolkit, CDI, Kubernetes or JSON.
  *
  * Decisions:
- * - The choice is the library's (gpuctl_select); the strings are the library's too
+ * - The choice is the library's (gpuctl_alloc); the strings are the library's too
  *   (gpuctl_devstr_render), so `gpuctl run` and `gpuctl select` can never disagree on either.
  * - UUIDs by default; --ids index prints NVML indices, and the forms CUDA reads then carry
  *   CUDA_DEVICE_ORDER=PCI_BUS_ID (the library adds it), never a bare index.
@@ -75,7 +75,7 @@ static void explain_set(const struct gpuctl_snapshot *snap, const struct gpuctl_
 		char label[48], uuid[32];
 		if (gpuctl_devset_get(set, i, &gpu, &mig) < 0)
 			continue;
-		filters_device_label(snap, gpu, mig, label, sizeof(label));
+		gpuctl_device_label(snap, gpu, mig, label, sizeof(label));
 		format_short_uuid(gpuctl_devset_uuid(set, snap, i), uuid, sizeof(uuid));
 		fprintf(f, "%s%s (%s)", i ? ", " : "", label, uuid);
 	}
@@ -155,33 +155,29 @@ struct select_output {
 	bool explain;
 };
 
-/* Chooses (and with mode FILTERS_LEASE_TAKE leases), renders the device string into *ret_text
- * and prints --explain to stderr. Returns 0 or the exit status (error printed). */
-static int choose(struct cli *cli, struct select_args *o, enum filters_lease_mode mode,
-                  const struct select_output *out, char **ret_text,
-                  struct gpuctl_lease_dir **ret_dir, struct gpuctl_lease **ret_lease)
+/* Chooses (and with mode GPUCTL_ALLOC_LEASE leases), renders the device string into *ret_text
+ * and prints --explain to stderr. With a lease, *ret_alloc holds it (caller frees). Returns 0
+ * or the exit status (error printed). */
+static int choose(struct cli *cli, struct select_args *o, enum gpuctl_alloc_mode mode,
+                  const struct select_output *out, char **ret_text, struct gpuctl_alloc **ret_alloc)
 {
-	struct gpuctl_snapshot *snap = NULL;
-	struct gpuctl_selection *sel = NULL;
+	struct gpuctl_alloc *alloc = NULL;
 	int status, r;
 
-	if (mode == FILTERS_LEASE_TAKE)
-		status = filters_select_lease(cli, &cmd_select_entry, o, mode,
-		                              "gpuctl select --hold", 0, &snap, &sel, ret_dir,
-		                              ret_lease);
-	else
-		status = filters_select_lease(cli, &cmd_select_entry, o, mode, NULL, 0, &snap, &sel,
-		                              NULL, NULL);
+	status = filters_alloc(cli, &cmd_select_entry, o, mode,
+	                       mode == GPUCTL_ALLOC_LEASE ? "gpuctl select --hold" : NULL, &alloc);
 	if (status)
 		return status;
-	r = gpuctl_devstr_render(cli->ctx, snap, gpuctl_selection_devices(sel), out->form,
+	const struct gpuctl_snapshot *snap = gpuctl_alloc_snapshot(alloc);
+	const struct gpuctl_selection *sel = gpuctl_alloc_selection(alloc);
+	r = gpuctl_devstr_render(cli->ctx, snap, gpuctl_alloc_devices(alloc), out->form,
 	                         out->render_flags, ret_text);
 	if (r < 0) {
 		const char *msg = gpuctl_errmsg(cli->ctx);
 		cli_error("select: cannot render the device string: %s",
 		          msg && msg[0] ? msg : strerror(-r));
 		status = CLI_EXIT_FAILURE;
-	} else if (out->explain && mode == FILTERS_LEASE_TAKE) {
+	} else if (out->explain && mode == GPUCTL_ALLOC_LEASE) {
 		/* The holder explains before it reports (its stderr then goes to /dev/null). */
 		explain(snap, sel);
 	} else if (out->explain) {
@@ -192,8 +188,10 @@ static int choose(struct cli *cli, struct select_args *o, enum filters_lease_mod
 		free(*ret_text);
 		*ret_text = NULL;
 	}
-	gpuctl_selection_free(sel);
-	gpuctl_snapshot_free(snap);
+	if (status == 0 && ret_alloc)
+		*ret_alloc = alloc;
+	else
+		gpuctl_alloc_free(alloc);
 	return status;
 }
 
@@ -217,8 +215,7 @@ __attribute__((noreturn)) static void holder_main(struct cli *cli, struct select
                                                   const struct select_output *out,
                                                   unsigned long seconds, int report_fd)
 {
-	struct gpuctl_lease_dir *dir = NULL;
-	struct gpuctl_lease *lease = NULL;
+	struct gpuctl_alloc *alloc = NULL;
 	char *text = NULL;
 	sigset_t set;
 
@@ -230,7 +227,7 @@ __attribute__((noreturn)) static void holder_main(struct cli *cli, struct select
 	sigemptyset(&ign.sa_mask);
 	sigaction(SIGHUP, &ign, NULL);
 	o->wait_hangup_fd = report_fd; /* --wait: stop when the select that started us is gone */
-	int status = choose(cli, o, FILTERS_LEASE_TAKE, out, &text, &dir, &lease);
+	int status = choose(cli, o, GPUCTL_ALLOC_LEASE, out, &text, &alloc);
 	unsigned char st = (unsigned char)status;
 	fflush(NULL);
 	write_full(report_fd, (const char *)&st, 1);
@@ -241,7 +238,7 @@ __attribute__((noreturn)) static void holder_main(struct cli *cli, struct select
 	if (status)
 		_exit(status);
 	/* Hold only the locks: release NVML (its device files on a real machine) for the hours a
-	 * hold may last. The lease holds no reference to the context. */
+	 * hold may last. The allocation holds no reference to the context. */
 	gpuctl_ctx_free(cli->ctx);
 	cli->ctx = NULL;
 
@@ -258,8 +255,7 @@ __attribute__((noreturn)) static void holder_main(struct cli *cli, struct select
 	}
 	/* until the hold ends, or SIGTERM or SIGINT (gpuctl release) */
 	(void)cli_wait_until(cli_now(CLOCK_MONOTONIC) + (double)seconds, &set);
-	gpuctl_lease_free(lease);
-	gpuctl_lease_dir_free(dir);
+	gpuctl_alloc_free(alloc);
 	_exit(0);
 }
 
@@ -394,19 +390,19 @@ static int cmd_select_exec(struct cli *cli, int argc, char **argv)
 	if (status)
 		return status;
 
-	if (o.wait && !hold_s)
+	if (o.req.wait && !hold_s)
 		return cmd_usage_error(&cmd_select_entry,
 		                       "--wait needs --hold (a plain select takes no lease)");
 	struct select_output out = {form, render_flags, want_explain};
 	if (hold_s) {
 		status = hold(cli, &o, &out, hold_s);
 	} else {
-		status = choose(cli, &o, FILTERS_LEASE_EXCLUDE, &out, &text, NULL, NULL);
+		status = choose(cli, &o, GPUCTL_ALLOC_CHOOSE, &out, &text, NULL);
 		if (status == 0 && text)
 			fputs(text, stdout);
 	}
 	free(text);
-	filters_done(&o);
+	filters_free(&o);
 	return status;
 }
 

@@ -172,7 +172,7 @@ static void log_hook(void *userdata, enum gpuctl_log_level level, const char *ms
 	fprintf(stderr, "gpuctl: %s: %s\n", what, msg ? msg : "");
 }
 
-static int report_load_error(struct cli *cli, int r)
+int cli_driver_error(struct cli *cli, int r)
 {
 	const char *msg = gpuctl_errmsg(cli->ctx);
 	if (!msg || !msg[0])
@@ -211,6 +211,23 @@ int cli_context(struct cli *cli)
 	return 0;
 }
 
+int cli_site(struct cli *cli, const struct cmd_entry *entry, const char *lease_dir, unsigned flags)
+{
+	int r = cli_context(cli);
+
+	if (r)
+		return r;
+	if (cli->site)
+		return 0;
+	r = gpuctl_site_open(cli->ctx, cli->config_path, lease_dir, flags, &cli->site);
+	if (r < 0) {
+		const char *msg = gpuctl_errmsg(cli->ctx);
+		cli_error("%s: %s", entry->name, msg && msg[0] ? msg : strerror(-r));
+		return r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
+	}
+	return 0;
+}
+
 int cli_snapshot_fields(struct cli *cli, unsigned flags, const enum gpuctl_field *fields,
                         size_t n_fields, struct gpuctl_snapshot **ret_snap)
 {
@@ -219,7 +236,7 @@ int cli_snapshot_fields(struct cli *cli, unsigned flags, const enum gpuctl_field
 		return r;
 	r = gpuctl_snapshot_take_fields(cli->ctx, flags, fields, n_fields, ret_snap);
 	if (r < 0)
-		return report_load_error(cli, r);
+		return cli_driver_error(cli, r);
 	return 0;
 }
 

@@ -32,11 +32,11 @@ enum cli_exit {
 
 /* State shared by main.c and the commands. */
 struct cli {
-	bool verbose;                 /* -v: library debug messages go to stderr */
-	struct gpuctl_ctx *ctx;       /* created on first use by cli_snapshot(); freed by main.c */
-	const char *config_path;      /* --config FILE, NULL: $GPUCTL_CONFIG or the default */
-	struct gpuctl_config *config; /* loaded on first use (filters_config); freed by main.c */
-	bool config_loaded;           /* config is what governs this run (may be NULL: none) */
+	bool verbose;             /* -v: library debug messages go to stderr */
+	struct gpuctl_ctx *ctx;   /* created on first use by cli_snapshot(); freed by main.c */
+	const char *config_path;  /* --config FILE, NULL: $GPUCTL_CONFIG or the default */
+	struct gpuctl_site *site; /* configuration and lease directory, opened on first use
+	                           * (cli_site); freed by main.c */
 };
 
 struct cmd_entry {
@@ -88,6 +88,17 @@ void cli_bad_option_text(int opt, char **argv, char *buf, size_t size);
 /* Creates the context once (with -v, the library's log goes to stderr). 0, or
  * CLI_EXIT_FAILURE after printing the error. */
 int cli_context(struct cli *cli);
+
+/* Opens the site once (gpuctl_site_open with --config and lease_dir: --lease-dir or NULL;
+ * flags as there) into cli->site, which the command then reads. On failure prints the one-line
+ * error and returns CLI_EXIT_USAGE for a bad configuration, else CLI_EXIT_FAILURE. Creates the
+ * context if needed. */
+int cli_site(struct cli *cli, const struct cmd_entry *entry, const char *lease_dir, unsigned flags);
+
+/* Prints a failure to load NVML (or to take a snapshot) as one line and returns its exit
+ * status: CLI_EXIT_NODRIVER for -ENOENT/-ENODEV ("no NVIDIA driver: ..."), else
+ * CLI_EXIT_FAILURE ("NVML: ..."). */
+int cli_driver_error(struct cli *cli, int r);
 
 /* Creates the context (once) and takes a snapshot with the given flags. On failure prints the
  * one-line error and returns the exit status (CLI_EXIT_NODRIVER for -ENOENT/-ENODEV, else

@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * filters.h: the selection options `gpuctl select` and `gpuctl run` share (-n, the filters and
- * the lease options), and the one path from those options to a gpuctl_selection: snapshot with
- * the fields the filters and the score need, outer allocation, leases (docs/leases.md),
- * gpuctl_select or gpuctl_select_and_lease, exit statuses.
+ * the lease options): their parsing, their --help, and the call of the library's one allocation
+ * function (gpuctl_alloc) with them, which does everything else (docs/library.md).
  */
 #ifndef GPUCTL_CLI_FILTERS_H
 #define GPUCTL_CLI_FILTERS_H
@@ -17,56 +16,20 @@
 #define FILTERS_MAX_COUNT 4096
 
 struct select_args {
-	struct gpuctl_select_request req; /* what is passed to gpuctl_select */
-	bool have_count;                  /* -n was given */
-	bool whole;                       /* --whole was given */
-	bool ignore_outer;                /* --ignore-outer: do not honour the outer allocation */
-	struct gpuctl_devset *within;     /* the outer allocation (owned), NULL when none */
-	const char *lease_dir;            /* --lease-dir, NULL: $GPUCTL_LEASE_DIR or default */
-	const char *label;                /* --label, NULL when none */
-	bool ignore_foreign;              /* --ignore-foreign */
-	bool share;                       /* --share: a shared lease (docs/leases.md "Sharing") */
-	const char *pool;                 /* --pool NAME, NULL: the default pool */
-	struct gpuctl_devset *pool_set;   /* the pool's GPUs (owned), NULL: no pools configured */
-	char no_room[128];                /* plain select --share: devices without room for it */
-	char **avoid;                     /* UUIDs never to choose (run --retry: GPUs that failed
-	                                   * under the job), owned; n_avoid entries */
-	size_t n_avoid;
-	const char *exclude_given;       /* --exclude as given, while avoid rewrites req.exclude */
-	char *exclude_buf;               /* req.exclude: exclude_given plus the avoided GPUs still
-	                                  * on the machine (owned) */
-	struct gpuctl_devset *unhealthy; /* health FAIL verdicts of the last snapshot (owned) */
-	struct gpuctl_devset *warned;    /* health WARN verdicts of the last snapshot (owned) */
+	struct gpuctl_alloc_request req; /* what is passed to gpuctl_alloc (mode aside) */
+	bool have_count;                 /* -n was given */
+	bool whole;                      /* --whole was given */
+	bool share;                      /* --share: a shared lease (docs/leases.md "Sharing") */
 	uint64_t share_mem;              /* --mem SIZE: the memory the job declares, 0: none */
-	struct gpuctl_devset *leased;    /* devices leased by others (owned), plain select */
-	struct gpuctl_devset *foreign;   /* devices busy without a lease (owned), plain select */
-	bool wait;                       /* --wait: wait for the devices when taking a lease */
-	long wait_s;                     /* --wait=SECONDS, -1: forever */
+	char **avoid;                    /* UUIDs never to choose (run --retry: GPUs that failed
+	                                  * under the job), owned; n_avoid entries */
+	size_t n_avoid;
 	int wait_hangup_fd; /* > 0: stop waiting (as on SIGTERM) when this pipe's reader is gone */
 };
 
-/* How filters_select treats leases. */
-enum filters_lease_mode {
-	FILTERS_LEASE_EXCLUDE, /* plain select; excludes leased devices when the directory exists */
-	FILTERS_LEASE_EXCLUDE_FOREIGN, /* the same, and devices busy without a lease unless
-	                                * --ignore-foreign (what `run` would do: `run --dry-run`) */
-	FILTERS_LEASE_TAKE,            /* select-and-lease: the caller gets the held lease */
-};
-
-/* Loads the configuration once (--config, else $GPUCTL_CONFIG, else /etc/gpuctl/gpuctl.conf;
- * docs/config.md) into cli->config. On failure prints the one-line error ("FILE:LINE: ...")
- * and returns CLI_EXIT_USAGE for a file that does not parse or a named file that is missing,
- * else CLI_EXIT_FAILURE. */
-int filters_config(struct cli *cli, const struct cmd_entry *entry);
-
-/* The lease directory's path: --lease-dir, else $GPUCTL_LEASE_DIR, else the configuration's
- * lease_dir (call filters_config first), else /run/gpuctl. */
-#define FILTERS_DEFAULT_LEASE_DIR "/run/gpuctl"
-const char *filters_lease_dir_path(const struct cli *cli, const char *option);
-
 #define SELECT_ARGS_INIT                                                                           \
 	{                                                                                          \
-		.req = GPUCTL_SELECT_REQUEST_INIT                                                  \
+		.req = GPUCTL_ALLOC_REQUEST_INIT                                                   \
 	}
 
 enum {
@@ -89,10 +52,8 @@ enum {
 	OPT_FILTER_POOL,
 };
 
-/* The most seconds --wait=SECONDS may say (a year), and how often a waiter retries without a
- * file event (telemetry filters and foreign processes change without one). */
-#define FILTERS_WAIT_MAX_S       31536000L
-#define FILTERS_WAIT_FALLBACK_MS 2000
+/* The most seconds --wait=SECONDS may say (a year). */
+#define FILTERS_WAIT_MAX_S 31536000L
 
 /* The long options of the filters, for a command's getopt_long table ("n:" goes in the short
  * option string). */
@@ -155,74 +116,25 @@ enum {
  * CLI_EXIT_USAGE after printing the error for a bad value, -1 when opt is not a filter. */
 int filters_option(const struct cmd_entry *entry, struct select_args *o, int opt, const char *arg);
 
-/* Checks the options together once parsing is done (-n given, --mig with --whole). Returns 0
- * or CLI_EXIT_USAGE (error printed). */
-int filters_check(const struct cmd_entry *entry, const struct select_args *o);
+/* Checks the options together once parsing is done (-n given, --mig with --whole, --share with
+ * --mem). Returns 0 or CLI_EXIT_USAGE (error printed). */
+int filters_check(const struct cmd_entry *entry, struct select_args *o);
 
-/* Takes the snapshot the request needs, applies the outer allocation (unless --ignore-outer;
- * under -v says which variable constrained the choice), and selects. On failure prints one
- * line and returns the exit status: CLI_EXIT_NOMATCH when too few devices qualify,
- * CLI_EXIT_USAGE for a bad request or an unreadable outer allocation, CLI_EXIT_NODRIVER,
- * CLI_EXIT_FAILURE. On success returns 0 with both out-parameters set (caller frees). */
-int filters_select(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
-                   unsigned extra_flags, struct gpuctl_snapshot **ret_snap,
-                   struct gpuctl_selection **ret_sel);
+/* gpuctl_alloc for o in mode (docs/library.md), with the job's command line for the owner
+ * record. With --wait, SIGINT and SIGTERM (and a gone reader of o->wait_hangup_fd, as SIGTERM)
+ * end the wait. On failure prints one line and returns the exit status: CLI_EXIT_USAGE for a bad
+ * request, CLI_EXIT_NOMATCH when too few devices qualify (or the wait timed out),
+ * CLI_EXIT_NODRIVER, 128+N after signal N, else CLI_EXIT_FAILURE. On success returns 0 and sets
+ * *ret_alloc (caller frees). */
+int filters_alloc(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
+                  enum gpuctl_alloc_mode mode, const char *command,
+                  struct gpuctl_alloc **ret_alloc);
 
-/* Like filters_select, with leases as mode says. With FILTERS_LEASE_TAKE, *ret_dir and
- * *ret_lease are set on success (caller frees the lease, then the directory); command is the
- * job's command line for the owner record. A lease directory that is unsafe or missing (and
- * not ours to create) is one line and CLI_EXIT_FAILURE. */
-int filters_select_lease(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
-                         enum filters_lease_mode mode, const char *command, unsigned extra_flags,
-                         struct gpuctl_snapshot **ret_snap, struct gpuctl_selection **ret_sel,
-                         struct gpuctl_lease_dir **ret_dir, struct gpuctl_lease **ret_lease);
-
-/* Loads the configuration and opens the lease directory for a command (path: the --lease-dir
- * option or NULL), printing the one-line error and returning the exit status on failure. With
- * a directory that is not the caller's own (a shared one), the configuration must be the one the
- * directory names (docs/config.md "Trust"): cli->config is replaced by it when none was named,
- * and a named other file is CLI_EXIT_USAGE; a configuration file that others could have written
- * is CLI_EXIT_FAILURE. Creates the context if needed. */
-int filters_open_lease_dir(struct cli *cli, const struct cmd_entry *entry, const char *path,
-                           struct gpuctl_lease_dir **ret_dir);
-
-/* The GPUs of the pool o draws from (--pool NAME, else the default pool) as o->pool_set, and
- * the request's pool filter; nothing when the configuration has no pools. Prints the error and
- * returns CLI_EXIT_USAGE for an unknown pool or a configuration whose GPUs do not match the
- * machine, CLI_EXIT_FAILURE when the user may not draw from the pool. */
-int filters_pool(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
-                 const struct gpuctl_snapshot *snap);
-
-/* The lease request o asks for (share, thresholds and margin from the configuration). */
-void filters_lease_request(struct cli *cli, const struct select_args *o,
-                           struct gpuctl_lease_request *ret_lreq);
-
-/* The health state file `gpuctl health --watch` keeps (docs/health.md): $GPUCTL_HEALTH_STATE,
- * else gpuctl-health.state beside the lease directory (filters_lease_dir_path with option).
- * malloc'ed; NULL when out of memory. */
-char *filters_health_state_path(const struct cli *cli, const char *option);
-
-/* The health report of snap (docs/health.md) as gpuctl health makes it: with the XIDs of the
- * kernel log ($GPUCTL_KMSG, else /dev/kmsg) and those and the counter sample of the health
- * state file (filters_health_state_path(cli, lease_dir)), each when it can be read (else said
- * under -v, as are the findings). 0, or CLI_EXIT_FAILURE after printing the error. */
-int filters_health_report(struct cli *cli, const struct cmd_entry *entry,
-                          const struct gpuctl_snapshot *snap, const char *lease_dir,
-                          struct gpuctl_health_report **ret_rep);
-
-/* Adds a GPU (by UUID) that o's selections must never choose again: it joins --exclude in
+/* Adds a GPU (by UUID) that o's allocations must never choose again: it joins --exclude in
  * every later snapshot that still lists it (a lost GPU is never chosen anyway). */
 int filters_avoid(struct select_args *o, const char *uuid);
 
-/* Frees what filters_select kept in o (the outer allocation, the lease exclusions), which the
- * next selection computes afresh. */
-void filters_done(struct select_args *o);
-/* filters_done, and what filters_avoid added: o is as parsed. */
+/* Frees what filters_avoid added. */
 void filters_free(struct select_args *o);
-
-/* Writes a device's label for people: its NVML index, "3" for a whole GPU, "3:1" for MIG
- * device 1 of GPU 3 (the <gpu>:<mig> form of NVIDIA_VISIBLE_DEVICES and CDI names). */
-void filters_device_label(const struct gpuctl_snapshot *snap, size_t gpu, int mig, char *buf,
-                          size_t size);
 
 #endif /* GPUCTL_CLI_FILTERS_H */

@@ -76,7 +76,7 @@ int main(int argc, char **argv)
 	char **cmd_argv = argv + optind;
 	optind = 0;
 	status = entry->exec(&cli, cmd_argc, cmd_argv);
-	gpuctl_config_free(cli.config);
+	gpuctl_site_free(cli.site);
 	gpuctl_ctx_free(cli.ctx);
 	return cli_finish_output(status);
 }

@@ -65,6 +65,30 @@ int ctx_error(struct gpuctl_ctx *ctx, int r, const char *fmt, ...)
 	return r;
 }
 
+int ctx_error_prefix(struct gpuctl_ctx *ctx, int r, const char *fmt, ...)
+{
+	char old[CTX_ERRMSG_MAX];
+	va_list ap;
+	int n;
+
+	if (!ctx)
+		return r;
+	(void)snprintf(old, sizeof(old), "%s", ctx->errmsg[0] ? ctx->errmsg : strerror(-r));
+	va_start(ap, fmt);
+	n = vsnprintf(ctx->errmsg, sizeof(ctx->errmsg), fmt, ap);
+	va_end(ap);
+	/* ": " and the old message, truncated to what is left */
+	if (n >= 0 && (size_t)n + 3 < sizeof(ctx->errmsg)) {
+		size_t at = (size_t)n, left = sizeof(ctx->errmsg) - at - 3, k = strlen(old);
+		memcpy(ctx->errmsg + at, ": ", 2);
+		if (k > left)
+			k = left;
+		memcpy(ctx->errmsg + at + 2, old, k);
+		ctx->errmsg[at + 2 + k] = '\0';
+	}
+	return r;
+}
+
 static void log_va(struct gpuctl_ctx *ctx, enum gpuctl_log_level level, const char *fmt, va_list ap)
         __attribute__((format(printf, 3, 0)));
 static void log_va(struct gpuctl_ctx *ctx, enum gpuctl_log_level level, const char *fmt, va_list ap)

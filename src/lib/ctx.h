@@ -36,6 +36,9 @@ struct gpuctl_ctx {
 
 /* Stores the message and returns r (a -errno). */
 int ctx_error(struct gpuctl_ctx *ctx, int r, const char *fmt, ...) _printf_(3, 4);
+/* Puts "<formatted prefix>: " before the message already on ctx (or, when there is none,
+ * before strerror(-r)) and returns r: a caller adds what it was doing to a callee's reason. */
+int ctx_error_prefix(struct gpuctl_ctx *ctx, int r, const char *fmt, ...) _printf_(3, 4);
 /* Emits one log line through the hook, if any. */
 void ctx_log(struct gpuctl_ctx *ctx, enum gpuctl_log_level level, const char *fmt, ...)
         _printf_(3, 4);

@@ -223,6 +223,20 @@ const char *gpuctl_devset_uuid(const struct gpuctl_devset *set, const struct gpu
 	return dev_uuid(snap, set->devs[i]);
 }
 
+void gpuctl_device_label(const struct gpuctl_snapshot *snap, size_t gpu, int mig, char *buf,
+                         size_t size)
+{
+	if (!buf || size == 0)
+		return;
+	if (mig >= 0 && snap)
+		(void)snprintf(buf, size, "%zu:%d", gpu,
+		               mig_nvml_index(snap, (struct dev){.gpu = gpu, .mig = mig}));
+	else if (mig >= 0)
+		(void)snprintf(buf, size, "%zu:%d", gpu, mig);
+	else
+		(void)snprintf(buf, size, "%zu", gpu);
+}
+
 /* "3" for a whole GPU, "3:1" (NVML's MIG index) for a MIG device, for messages. */
 static const char *dev_name(const struct gpuctl_snapshot *snap, struct dev d, char *buf,
                             size_t size)

@@ -147,7 +147,7 @@ class Pools(ConfigCase):
 
     def test_no_pools(self):
         r = self.g("select", "-n", "1", "--pool", "spare")
-        self.assertOneLineError(r, EXIT_USAGE, "--pool spare", "no pools")
+        self.assertOneLineError(r, EXIT_USAGE, "pool 'spare'", "no pools")
         r = self.g("select", "-n", "8", "--pool", "default")
         self.assertEqual(cuda_set(r.out), set(range(8)))
 
