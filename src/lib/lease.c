@@ -47,11 +47,10 @@
  *   inotify events filtered by a fingerprint of /proc/locks and the ticket names that opens no
  *   lock file (so checking it makes no event).
  * - Sharing (docs/leases.md "Sharing"): a device is SHARED when an exclusive probe fails and a
- *   shared one succeeds. Declared memory is one locked byte per MiB (OFD read locks on the lock
- *   file, placed under select.lock in free ranges below the capacity), counted by F_OFD_GETLK
- *   scans: kernel truth, like the lease itself. A shared request also raises min_free_mem to
- *   what it declares. Shared records are named <UUID>@<tag>.json (one per lease; tag = the
- *   creating pid), pruned by the same user's next shared lease once their holders are gone.
+ *   shared one succeeds. Declared memory is counted in lease-share.c. A shared request also
+ *   raises min_free_mem to what it declares. Shared records are named <UUID>@<tag>.json (one
+ *   per lease; tag = the creating pid), pruned by the same user's next shared lease once their
+ *   holders are gone.
  * - A zombie (state Z or X in /proc/<pid>/stat) counts as gone: it holds no descriptor, and in
  *   some containers nothing reaps it.
  * - Readers that probe (gpuctl_lease_list, gpuctl_lease_foreign, gpuctl_lease_release) hold
@@ -89,14 +88,11 @@
 #include "util.h"
 
 #define DEFAULT_LEASE_DIR "/run/gpuctl"
-#define RECORD_MAX        16384           /* bytes: a longer record is unreadable */
-#define UUID_MAX          96              /* characters of a GPU-/MIG- UUID we accept */
-#define ANCESTOR_MAX      64              /* levels of the parent walk */
-#define REASON_MAX        160             /* an UNUSABLE/UNINITIALISED reason */
-#define LOCKS_LINE_MAX    512             /* a /proc/locks line */
-#define SHARE_UNIT        (1024u * 1024u) /* bytes per locked byte of a shared lease */
-#define SHARE_RANGES_MAX  1024 /* locked ranges a scan follows; more: the device counts full */
-#define SHARE_SPACE       ((uint64_t)1 << 40) /* units a scan looks at (1 EiB of memory) */
+#define RECORD_MAX        16384 /* bytes: a longer record is unreadable */
+#define UUID_MAX          96    /* characters of a GPU-/MIG- UUID we accept */
+#define ANCESTOR_MAX      64    /* levels of the parent walk */
+#define REASON_MAX        160   /* an UNUSABLE/UNINITIALISED reason */
+#define LOCKS_LINE_MAX    512   /* a /proc/locks line */
 
 struct gpuctl_lease_dir {
 	char *path;    /* as opened (for messages), owned */
@@ -718,140 +714,6 @@ static void lease_request_copy(struct gpuctl_lease_request *dst,
 	dst->struct_size = sizeof(*dst);
 }
 
-/* ---- sharing (docs/leases.md "Sharing") ----
- *
- * A shared lease holds a shared flock on the device's lock file (so no exclusive lease can be
- * taken) and, on the same open file description, OFD read locks on byte ranges of that file:
- * byte k stands for MiB k of the device's memory, and the bytes a lease locks are the memory it
- * declared. The kernel drops both with the description, so the declared total is always the
- * live leases' own, whatever the records say. Ranges are placed under select.lock, never
- * overlapping; a scan asks F_OFD_GETLK for a write lock (which any read lock conflicts with).
- */
-
-struct share_range {
-	uint64_t start, end; /* units, [start, end) */
-};
-
-/* Appends the locked ranges of fd's file within [a, b) to v (*n entries). The kernel answers
- * with one conflicting lock at a time; the part left of it is asked again (recursion), the part
- * right of it by the loop. -E2BIG past SHARE_RANGES_MAX. */
-static int share_collect(int fd, uint64_t a, uint64_t b, struct share_range *v, size_t *n)
-{
-	while (a < b) {
-		struct flock q = {.l_type = F_WRLCK,
-		                  .l_whence = SEEK_SET,
-		                  .l_start = (off_t)a,
-		                  .l_len = (off_t)(b - a)};
-		uint64_t s, e;
-
-		if (fcntl(fd, F_OFD_GETLK, &q) < 0)
-			return -errno;
-		if (q.l_type == F_UNLCK)
-			return 0;
-		if (*n >= SHARE_RANGES_MAX)
-			return -E2BIG;
-		s = q.l_start < (off_t)a ? a : (uint64_t)q.l_start;
-		e = q.l_len <= 0 || (uint64_t)q.l_start + (uint64_t)q.l_len > b
-		            ? b
-		            : (uint64_t)q.l_start + (uint64_t)q.l_len;
-		if (e <= s)
-			return -EIO; /* a conflict always overlaps what was asked */
-		v[(*n)++] = (struct share_range){s, e};
-		if (s > a) {
-			int r = share_collect(fd, a, s, v, n);
-
-			if (r < 0)
-				return r;
-		}
-		a = e;
-	}
-	return 0;
-}
-
-static int share_range_cmp(const void *x, const void *y)
-{
-	const struct share_range *a = x, *b = y;
-
-	return a->start < b->start ? -1 : a->start > b->start;
-}
-
-/* The locked ranges of fd's file, sorted and merged (*ret_v owned by the caller), and the units
- * they cover. */
-static int share_scan(int fd, struct share_range **ret_v, size_t *ret_n, uint64_t *ret_used)
-{
-	_cleanup_free_ struct share_range *v = calloc(SHARE_RANGES_MAX, sizeof(*v));
-	size_t n = 0, m = 0;
-	uint64_t used = 0;
-	int r;
-
-	if (!v)
-		return -ENOMEM;
-	r = share_collect(fd, 0, SHARE_SPACE, v, &n);
-	if (r < 0)
-		return r;
-	qsort(v, n, sizeof(*v), share_range_cmp);
-	for (size_t i = 0; i < n; i++) {
-		if (m > 0 && v[i].start <= v[m - 1].end) {
-			if (v[i].end > v[m - 1].end)
-				v[m - 1].end = v[i].end;
-			continue;
-		}
-		v[m++] = v[i];
-	}
-	for (size_t i = 0; i < m; i++)
-		used += v[i].end - v[i].start;
-	if (ret_v)
-		*ret_v = TAKE_PTR(v);
-	if (ret_n)
-		*ret_n = m;
-	*ret_used = used;
-	return 0;
-}
-
-/* Locks need units of the free space below cap (units) on fd, lowest first. -ENOSPC when there
- * is not that much. Under select.lock: nothing else places ranges meanwhile. */
-static int share_take(int fd, uint64_t need, uint64_t cap)
-{
-	_cleanup_free_ struct share_range *v = NULL;
-	size_t n = 0;
-	uint64_t used = 0, at = 0;
-	int r = share_scan(fd, &v, &n, &used);
-
-	if (r < 0)
-		return r;
-	for (size_t i = 0; need > 0 && at < cap && i <= n; i++) {
-		uint64_t gap_end = i < n ? v[i].start : cap;
-		uint64_t len;
-		struct flock l = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
-
-		if (gap_end > cap)
-			gap_end = cap;
-		if (gap_end > at) {
-			len = gap_end - at < need ? gap_end - at : need;
-			l.l_start = (off_t)at;
-			l.l_len = (off_t)len;
-			if (fcntl(fd, F_OFD_SETLK, &l) < 0)
-				return -errno;
-			need -= len;
-		}
-		if (i < n && v[i].end > at)
-			at = v[i].end;
-	}
-	return need > 0 ? -ENOSPC : 0;
-}
-
-/* A device's total memory in bytes (0 when unknown: nothing can be shared on it). */
-static uint64_t device_memory(const struct gpuctl_snapshot *snap, size_t g, int mig)
-{
-	int64_t v = 0;
-
-	if (mig < 0)
-		(void)gpuctl_gpu_int(&snap->gpus[g], GPUCTL_F_MEMORY_TOTAL, &v);
-	else if (snap->gpus[g].migs[mig].valid[GPUCTL_MIG_MEMORY_TOTAL])
-		v = snap->gpus[g].migs[mig].ints[GPUCTL_MIG_MEMORY_TOTAL];
-	return v > 0 ? (uint64_t)v : 0;
-}
-
 /* "10 GiB", "512 MiB" or "1234 B": the largest binary unit that divides bytes exactly. */
 static const char *size_text_of(uint64_t bytes, char *buf, size_t size)
 {
@@ -864,23 +726,6 @@ static const char *size_text_of(uint64_t bytes, char *buf, size_t size)
 	}
 	(void)snprintf(buf, size, "%" PRIu64 " %s", bytes, units[u]);
 	return buf;
-}
-
-/* Units of a device of total bytes that shared leases may declare: total less the margin. */
-static uint64_t share_capacity(uint64_t total, const struct gpuctl_lease_request *lr)
-{
-	uint64_t margin;
-
-	if (!lr->share_margin_is_pct)
-		margin = lr->share_margin;
-	else if (lr->share_margin >= 100)
-		margin = total;
-	else if (total <= UINT64_MAX / 100)
-		margin = (total * lr->share_margin + 99) / 100; /* rounded up: the safe side */
-	else
-		margin = total / 100 * lr->share_margin + total / 100;
-
-	return margin >= total ? 0 : (total - margin) / SHARE_UNIT;
 }
 
 /* Probes a device: a non-blocking exclusive flock on a fresh description (dropped at once);
@@ -899,7 +744,7 @@ static int probe_used(const struct gpuctl_lease_dir *dir, const char *uuid, bool
 	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
 		return GPUCTL_LEASE_FREE; /* closing fd drops it */
 	if (errno == EWOULDBLOCK && flock(fd, LOCK_SH | LOCK_NB) == 0) {
-		if (ret_used && share_scan(fd, NULL, NULL, ret_used) < 0)
+		if (ret_used && lease_share_used(fd, ret_used) < 0)
 			*ret_used = UINT64_MAX;
 		return GPUCTL_LEASE_SHARED;
 	}
@@ -1705,7 +1550,7 @@ uint64_t gpuctl_lease_list_room(const struct gpuctl_lease_list *list, size_t i,
 	    e->gpu >= snap->n_gpus || (e->mig >= 0 && (size_t)e->mig >= snap->gpus[e->gpu].n_migs))
 		return 0;
 	lease_request_copy(&lr, lreq);
-	cap = share_capacity(device_memory(snap, e->gpu, e->mig), &lr);
+	cap = lease_share_capacity(snap, e->gpu, e->mig, &lr);
 	used = e->declared / SHARE_UNIT;
 	return used >= cap ? 0 : (cap - used) * SHARE_UNIT;
 }
@@ -2980,7 +2825,7 @@ static int select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir
 			if (s == GPUCTL_LEASE_FREE && !share)
 				continue;
 			if (share && (s == GPUCTL_LEASE_FREE || s == GPUCTL_LEASE_SHARED)) {
-				uint64_t cap = share_capacity(device_memory(snap, g, m), &lr);
+				uint64_t cap = lease_share_capacity(snap, g, m, &lr);
 
 				if (used <= cap && need <= cap - used)
 					continue;
@@ -3087,8 +2932,8 @@ static int select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir
 			                 errno == EWOULDBLOCK ? "held by another process"
 			                                      : strerror(errno));
 		if (share) {
-			r = share_take(d->fd, need,
-			               share_capacity(device_memory(snap, d->gpu, d->mig), &lr));
+			r = lease_share_take(d->fd, need,
+			                     lease_share_capacity(snap, d->gpu, d->mig, &lr));
 			if (r < 0)
 				return ctx_error(ctx, -EBUSY, "cannot share %s: locks/%s.lock: %s",
 				                 u, u,
