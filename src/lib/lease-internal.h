@@ -8,11 +8,93 @@
 #ifndef GPUCTL_LEASE_INTERNAL_H
 #define GPUCTL_LEASE_INTERNAL_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 
 #include "gpuctl/gpuctl.h"
+#include "snapshot-internal.h"
+
+/* ---- lease-dir.c: the lock store (DIR, its config file, lock files, probes, select.lock) ---- */
+
+#define UUID_MAX   96  /* characters of a GPU-/MIG- UUID we accept */
+#define REASON_MAX 160 /* an UNUSABLE/UNINITIALISED reason */
+
+struct gpuctl_lease_dir {
+	char *path;    /* as opened (for messages), owned */
+	int fd;        /* DIR, O_DIRECTORY */
+	int locks_fd;  /* DIR/locks, -1 when missing and not ours to create */
+	int owners_fd; /* DIR/owners, -1 when missing (no records then) */
+	int queue_fd;  /* DIR/queue, -1 when missing (no waiters then) */
+	uid_t owner;   /* DIR's owner: root (shared) or the caller (personal) */
+	bool ours;     /* owner == euid: we create lock files */
+};
+
+/* A GPU-/MIG- UUID made of hex digits and dashes only: never a path. */
+bool lease_uuid_ok(const char *u);
+
+/* Reads at most max bytes of fd; -EFBIG when there is more. *ret is NUL-terminated. */
+int lease_read_all(int fd, size_t max, char **ret, size_t *ret_len);
+
+/* Writes all len bytes of p to fd: 0 or -errno. */
+int lease_write_all(int fd, const char *p, size_t len);
+
+/* Checks an opened directory entry: type, owner (want_uid, or root/euid when (uid_t)-1), and
+ * no group/other write (unless sticky_ok and the sticky bit is set). */
+int lease_check_fd(struct gpuctl_ctx *ctx, int fd, const char *path, bool want_dir, uid_t want_uid,
+                   bool sticky_ok, struct stat *ret_st);
+
+/* Opens name under dfd (a directory, or a regular file) with O_NOFOLLOW; creates it with mode
+ * when create (fchmod after, umask-independent). -ENOENT when missing and not created. */
+int lease_open_at(struct gpuctl_ctx *ctx, int dfd, const char *name, const char *path, bool dir,
+                  bool create, mode_t mode, int *ret_fd);
+
+/* Opens dfd's directory afresh for reading (own offset) as a DIR. */
+DIR *lease_dir_reopen(int dfd);
+
+/* Opens locks/<uuid>.lock (created when create and the directory is ours) and checks it.
+ * Returns FREE with *ret_fd >= 0 (usable; not locked yet), FREE with *ret_fd == -1 (missing in
+ * our directory: nobody can hold it), UNUSABLE or UNINITIALISED with the reason; -ENOMEM. */
+int lease_lock_open(const struct gpuctl_lease_dir *dir, const char *uuid, bool create, int *ret_fd,
+                    struct stat *ret_st, char *reason, size_t rsize);
+
+/* Probes a device: a non-blocking exclusive flock on a fresh description (dropped at once);
+ * when that fails, a shared one tells SHARED from HELD. For SHARED, *ret_used (when asked)
+ * gets the units its shared leases declare (UINT64_MAX when they cannot be counted). */
+int lease_probe(const struct gpuctl_lease_dir *dir, const char *uuid, bool create,
+                struct stat *ret_st, uint64_t *ret_used, char *reason, size_t rsize);
+
+/* Opens select.lock and takes it (blocking). */
+int lease_select_lock_take(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, int *ret_fd,
+                           ino_t *ret_ino);
+
+/* A shared lock on select.lock for readers that probe lock files (list, foreign, ps): probes
+ * take flocks themselves, and one taken while a select-and-lease runs could make it see a free
+ * device as leased. Returns the descriptor to close, or -1 when select.lock is missing or
+ * unsafe (then probe without it: a reader's result is a moment's view anyway). */
+int lease_select_lock_shared(const struct gpuctl_lease_dir *dir);
+
+/* Whether a probed state means some lease holds the device. */
+static inline bool lease_held(int state)
+{
+	return state == GPUCTL_LEASE_HELD || state == GPUCTL_LEASE_SHARED;
+}
+
+/* The UUID of device (g, mig) of snap (mig -1: the whole GPU), NULL when unknown. */
+static inline const char *lease_dev_uuid(const struct gpuctl_snapshot *snap, size_t g, int mig)
+{
+	return mig < 0 ? gpuctl_gpu_str(&snap->gpus[g], GPUCTL_F_UUID)
+	               : snap->gpus[g].migs[mig].uuid;
+}
+
+static inline void closedirp(DIR **d)
+{
+	if (*d)
+		(void)closedir(*d);
+}
 
 /* ---- lease-share.c: the memory shared leases declare ---- */
 

@@ -5,18 +5,6 @@
  * Tests: tests/unit/test-lease.c, tests/cli/test_leases.py, test_wait.py, test_share.py.
  *
  * Decisions:
- * - Everything below the lease directory is reached with *at() calls relative to directory
- *   descriptors opened with O_NOFOLLOW and checked with fstat() on the descriptor (what was
- *   opened, not the path: no check-then-use race). Components above DIR may be symlinks
- *   (/var/run -> /run); DIR itself may not. Only DIR's last component is ever created.
- * - Who may create: DIR when we are root or own its parent; locks/, owners/, select.lock and
- *   lock files only when DIR is ours (owner == euid). Modes are set with fchmod() after
- *   creation, so the umask does not matter. locks/ and select.lock must belong to DIR's owner
- *   (stricter than "root or us": a locks/ of another user could have its files unlinked).
- * - A missing lock file in a directory of ours reads as FREE (nobody can hold a lock on a file
- *   that does not exist; select-and-lease creates it); in someone else's, UNINITIALISED.
- * - select.lock is opened afresh for every select-and-lease, never kept in the handle: a
- *   forked child sharing the parent's open file description would not be excluded by it.
  * - MIG and whole GPUs: a whole GPU counts as leased when any of its MIG devices is leased,
  *   and a MIG device when its GPU is (select.c's filter spreads each marked device that way).
  *   An UNUSABLE or UNINITIALISED device is excluded the same way (it is put in the "leased"
@@ -47,10 +35,10 @@
  *   inotify events filtered by a fingerprint of /proc/locks and the ticket names that opens no
  *   lock file (so checking it makes no event).
  * - Sharing (docs/leases.md "Sharing"): a device is SHARED when an exclusive probe fails and a
- *   shared one succeeds. Declared memory is counted in lease-share.c. A shared request also
- *   raises min_free_mem to what it declares. Shared records are named <UUID>@<tag>.json (one
- *   per lease; tag = the creating pid), pruned by the same user's next shared lease once their
- *   holders are gone.
+ *   shared one succeeds (lease-dir.c); declared memory is counted in lease-share.c. A shared
+ *   request also raises min_free_mem to what it declares. Shared records are named
+ * <UUID>@<tag>.json (one per lease; tag = the creating pid), pruned by the same user's next shared
+ * lease once their holders are gone.
  * - A zombie (state Z or X in /proc/<pid>/stat) counts as gone: it holds no descriptor, and in
  *   some containers nothing reaps it.
  * - Readers that probe (gpuctl_lease_list, gpuctl_lease_foreign, gpuctl_lease_release) hold
@@ -87,22 +75,9 @@
 #include "snapshot-internal.h"
 #include "util.h"
 
-#define DEFAULT_LEASE_DIR "/run/gpuctl"
-#define RECORD_MAX        16384 /* bytes: a longer record is unreadable */
-#define UUID_MAX          96    /* characters of a GPU-/MIG- UUID we accept */
-#define ANCESTOR_MAX      64    /* levels of the parent walk */
-#define REASON_MAX        160   /* an UNUSABLE/UNINITIALISED reason */
-#define LOCKS_LINE_MAX    512   /* a /proc/locks line */
-
-struct gpuctl_lease_dir {
-	char *path;    /* as opened (for messages), owned */
-	int fd;        /* DIR, O_DIRECTORY */
-	int locks_fd;  /* DIR/locks, -1 when missing and not ours to create */
-	int owners_fd; /* DIR/owners, -1 when missing (no records then) */
-	int queue_fd;  /* DIR/queue, -1 when missing (no waiters then) */
-	uid_t owner;   /* DIR's owner: root (shared) or the caller (personal) */
-	bool ours;     /* owner == euid: we create lock files */
-};
+#define RECORD_MAX     16384 /* bytes: a longer record is unreadable */
+#define ANCESTOR_MAX   64    /* levels of the parent walk */
+#define LOCKS_LINE_MAX 512   /* a /proc/locks line */
 
 /* An owner record as read back (strings owned). */
 struct record {
@@ -176,19 +151,6 @@ static void records_free(struct record *r, size_t n)
 	free(r);
 }
 
-/* A GPU-/MIG- UUID made of hex digits and dashes only: never a path. */
-static bool uuid_ok(const char *u)
-{
-	size_t n;
-
-	if (!u || (strncmp(u, "GPU-", 4) != 0 && strncmp(u, "MIG-", 4) != 0))
-		return false;
-	n = strlen(u);
-	if (n <= 4 || n > UUID_MAX)
-		return false;
-	return strspn(u + 4, "0123456789abcdefABCDEF-") == n - 4;
-}
-
 /* Strict decimal (no sign, no blanks) of exactly len characters. */
 static bool parse_u64(const char *s, size_t len, uint64_t *ret)
 {
@@ -223,48 +185,6 @@ static char *next_tok(char **s)
 		*p++ = '\0';
 	*s = p;
 	return t;
-}
-
-/* Reads at most max bytes of fd; -EFBIG when there is more. *ret is NUL-terminated. */
-static int read_all(int fd, size_t max, char **ret, size_t *ret_len)
-{
-	_cleanup_free_ char *b = malloc(max + 2);
-	size_t len = 0;
-
-	if (!b)
-		return -ENOMEM;
-	for (;;) {
-		ssize_t k = read(fd, b + len, max + 1 - len);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -errno;
-		if (k == 0)
-			break;
-		len += (size_t)k;
-		if (len > max)
-			return -EFBIG;
-	}
-	b[len] = '\0';
-	*ret_len = len;
-	*ret = TAKE_PTR(b);
-	return 0;
-}
-
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len > 0) {
-		ssize_t k = write(fd, p, len);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -errno;
-		p += k;
-		len -= (size_t)k;
-	}
-	return 0;
 }
 
 /* /proc/<pid>/stat: parent and start time (field 22, clock ticks since boot). */
@@ -416,293 +336,6 @@ static pid_t lock_holder(dev_t dev, ino_t ino)
 	return ino_only;
 }
 
-/* ---- the directory ---- */
-
-/* Checks an opened directory entry: type, owner (want_uid, or root/euid when (uid_t)-1), and
- * no group/other write (unless sticky_ok and the sticky bit is set). */
-static int check_fd(struct gpuctl_ctx *ctx, int fd, const char *path, bool want_dir, uid_t want_uid,
-                    bool sticky_ok, struct stat *ret_st)
-{
-	struct stat st;
-
-	if (fstat(fd, &st) < 0)
-		return ctx_error(ctx, -errno, "lease directory '%s': %s", path, strerror(errno));
-	if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
-		return ctx_error(ctx, -EPERM, "lease directory '%s': not a %s", path,
-		                 want_dir ? "directory" : "regular file");
-	if (want_uid == (uid_t)-1 ? (st.st_uid != 0 && st.st_uid != geteuid())
-	                          : st.st_uid != want_uid)
-		return ctx_error(ctx, -EPERM, "lease directory '%s': owned by uid %u, not by %s",
-		                 path, (unsigned)st.st_uid,
-		                 want_uid == (uid_t)-1 ? "root or you" : "the directory's owner");
-	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(sticky_ok && (st.st_mode & S_ISVTX)))
-		return ctx_error(ctx, -EPERM,
-		                 "lease directory '%s': writable by group or others (mode %04o)",
-		                 path, (unsigned)(st.st_mode & 07777));
-	if (ret_st)
-		*ret_st = st;
-	return 0;
-}
-
-/* Opens name under dfd (a directory, or a regular file) with O_NOFOLLOW; creates it with mode
- * when create (fchmod after, umask-independent). -ENOENT when missing and not created. */
-static int open_at(struct gpuctl_ctx *ctx, int dfd, const char *name, const char *path, bool dir,
-                   bool create, mode_t mode, int *ret_fd)
-{
-	int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (dir ? O_DIRECTORY : O_NONBLOCK);
-	_cleanup_close_ int fd = -1;
-	bool created = false;
-
-	fd = openat(dfd, name, flags);
-	if (fd < 0 && errno == ENOENT && create) {
-		if (dir) {
-			if (mkdirat(dfd, name, 0700) < 0 && errno != EEXIST)
-				return ctx_error(ctx, -errno,
-				                 "lease directory '%s': cannot create: %s", path,
-				                 strerror(errno));
-			created = errno != EEXIST;
-			fd = openat(dfd, name, flags);
-		} else {
-			fd = openat(dfd, name, flags | O_CREAT | O_EXCL, 0600);
-			created = fd >= 0;
-			if (fd < 0 && errno == EEXIST)
-				fd = openat(dfd, name, flags);
-		}
-	}
-	if (fd < 0) {
-		int e = errno;
-
-		if (e == ENOENT)
-			return -ENOENT;
-		if (e == ELOOP || e == ENOTDIR) {
-			struct stat lst; /* for the message only: the open refused it already */
-			bool link =
-			        e == ELOOP || (fstatat(dfd, name, &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
-			                       S_ISLNK(lst.st_mode));
-
-			return ctx_error(ctx, -EPERM, "lease directory '%s': %s", path,
-			                 link ? "is a symlink" : "not a directory");
-		}
-		return ctx_error(ctx, -e, "lease directory '%s': %s", path, strerror(e));
-	}
-	if (created && fchmod(fd, mode) < 0)
-		return ctx_error(ctx, -errno, "lease directory '%s': chmod: %s", path,
-		                 strerror(errno));
-	*ret_fd = TAKE_FD(fd);
-	return 0;
-}
-
-void gpuctl_lease_dir_free(struct gpuctl_lease_dir *dir)
-{
-	if (!dir)
-		return;
-	closep(&dir->fd);
-	closep(&dir->locks_fd);
-	closep(&dir->owners_fd);
-	closep(&dir->queue_fd);
-	free(dir->path);
-	free(dir);
-}
-
-const char *gpuctl_lease_dir_path(const struct gpuctl_lease_dir *dir)
-{
-	return dir ? dir->path : NULL;
-}
-
-/* Opens DIR itself, creating its last component when we may (root, or the parent is ours). */
-static int open_top(struct gpuctl_ctx *ctx, const char *path, int *ret_fd)
-{
-	_cleanup_free_ char *parent = NULL;
-	_cleanup_close_ int pfd = -1;
-	const char *base;
-	struct stat pst;
-	size_t len = strlen(path);
-	char *slash;
-	int r;
-
-	r = open_at(ctx, AT_FDCWD, path, path, true, false, 0, ret_fd);
-	if (r != -ENOENT)
-		return r;
-	while (len > 1 && path[len - 1] == '/')
-		len--;
-	parent = strndup(path, len);
-	if (!parent)
-		return ctx_error(ctx, -ENOMEM, "out of memory");
-	slash = strrchr(parent, '/');
-	if (slash) {
-		*slash = '\0';
-		base = slash + 1;
-	} else {
-		base = parent;
-	}
-	if (!*base || streq(base, ".") || streq(base, ".."))
-		return ctx_error(ctx, -EINVAL, "lease directory '%s': not a usable name", path);
-	pfd = open(slash ? (*parent ? parent : "/") : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (pfd < 0 || fstat(pfd, &pst) < 0 || (geteuid() != 0 && pst.st_uid != geteuid()))
-		return ctx_error(
-		        ctx, -ENOENT,
-		        "lease directory '%s': missing (run `sudo gpuctl lease init`, or set "
-		        "GPUCTL_LEASE_DIR to a directory of your own)",
-		        path);
-	return open_at(ctx, pfd, base, path, true, true, 0755, ret_fd);
-}
-
-int gpuctl_lease_dir_open(struct gpuctl_ctx *ctx, const char *path,
-                          struct gpuctl_lease_dir **ret_dir)
-{
-	_cleanup_(gpuctl_lease_dir_freep) struct gpuctl_lease_dir *dir = NULL;
-	_cleanup_close_ int sfd = -1;
-	struct stat st;
-	char sub[4096];
-	int r;
-
-	if (!ret_dir)
-		return ctx_error(ctx, -EINVAL, "invalid arguments");
-	if (!path || !*path)
-		path = getenv("GPUCTL_LEASE_DIR");
-	if (!path || !*path)
-		path = DEFAULT_LEASE_DIR;
-	dir = calloc(1, sizeof(*dir));
-	if (!dir)
-		return ctx_error(ctx, -ENOMEM, "out of memory");
-	dir->fd = dir->locks_fd = dir->owners_fd = dir->queue_fd = -1;
-	dir->path = strdup(path);
-	if (!dir->path)
-		return ctx_error(ctx, -ENOMEM, "out of memory");
-
-	r = open_top(ctx, path, &dir->fd);
-	if (r < 0)
-		return r;
-	r = check_fd(ctx, dir->fd, path, true, (uid_t)-1, false, &st);
-	if (r < 0)
-		return r;
-	dir->owner = st.st_uid;
-	dir->ours = st.st_uid == geteuid();
-
-	(void)snprintf(sub, sizeof(sub), "%s/locks", path);
-	r = open_at(ctx, dir->fd, "locks", sub, true, dir->ours, 0755, &dir->locks_fd);
-	if (r < 0 && r != -ENOENT)
-		return r;
-	if (r == 0) {
-		r = check_fd(ctx, dir->locks_fd, sub, true, dir->owner, false, NULL);
-		if (r < 0)
-			return r;
-	}
-
-	(void)snprintf(sub, sizeof(sub), "%s/select.lock", path);
-	r = open_at(ctx, dir->fd, "select.lock", sub, false, dir->ours, 0644, &sfd);
-	if (r == -ENOENT)
-		return ctx_error(
-		        ctx, -ENOENT,
-		        "lease directory '%s': no select.lock (run `sudo gpuctl lease init`, "
-		        "or set GPUCTL_LEASE_DIR to a directory of your own)",
-		        path);
-	if (r < 0)
-		return r;
-	r = check_fd(ctx, sfd, sub, false, dir->owner, false, NULL);
-	if (r < 0)
-		return r;
-
-	/* owners/: 1777 in a shared (root's) directory, 0755 in a personal one */
-	(void)snprintf(sub, sizeof(sub), "%s/owners", path);
-	r = open_at(ctx, dir->fd, "owners", sub, true, dir->ours,
-	            dir->owner == 0 ? (S_ISVTX | 0777) : 0755, &dir->owners_fd);
-	if (r < 0 && r != -ENOENT)
-		return r;
-	if (r == 0) {
-		r = check_fd(ctx, dir->owners_fd, sub, true, dir->owner, dir->owner == 0, NULL);
-		if (r < 0)
-			return r;
-	}
-
-	/* queue/: the waiters' tickets, made like owners/ */
-	(void)snprintf(sub, sizeof(sub), "%s/queue", path);
-	r = open_at(ctx, dir->fd, "queue", sub, true, dir->ours,
-	            dir->owner == 0 ? (S_ISVTX | 0777) : 0755, &dir->queue_fd);
-	if (r < 0 && r != -ENOENT)
-		return r;
-	if (r == 0) {
-		r = check_fd(ctx, dir->queue_fd, sub, true, dir->owner, dir->owner == 0, NULL);
-		if (r < 0)
-			return r;
-	}
-	*ret_dir = TAKE_PTR(dir);
-	return 0;
-}
-
-/* ---- lock files ---- */
-
-/* Opens locks/<uuid>.lock (created when create and the directory is ours) and checks it.
- * Returns FREE with *ret_fd >= 0 (usable; not locked yet), FREE with *ret_fd == -1 (missing in
- * our directory: nobody can hold it), UNUSABLE or UNINITIALISED with the reason; -ENOMEM. */
-static int lock_open(const struct gpuctl_lease_dir *dir, const char *uuid, bool create, int *ret_fd,
-                     struct stat *ret_st, char *reason, size_t rsize)
-{
-	char name[UUID_MAX + 8];
-	_cleanup_close_ int fd = -1;
-	int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
-	struct stat st;
-
-	*ret_fd = -1;
-	if (!uuid_ok(uuid)) {
-		(void)snprintf(reason, rsize, "%s UUID, not usable as a lock file name",
-		               uuid ? "unusual" : "no");
-		return GPUCTL_LEASE_UNUSABLE;
-	}
-	if (dir->locks_fd < 0) {
-		(void)snprintf(reason, rsize, "no %s/locks (run `sudo gpuctl lease init`)",
-		               dir->path);
-		return GPUCTL_LEASE_UNINITIALISED;
-	}
-	(void)snprintf(name, sizeof(name), "%s.lock", uuid);
-	fd = openat(dir->locks_fd, name, flags);
-	if (fd < 0 && errno == ENOENT && create && dir->ours) {
-		fd = openat(dir->locks_fd, name, flags | O_CREAT | O_EXCL, 0600);
-		if (fd >= 0 && fchmod(fd, 0644) < 0) {
-			(void)snprintf(reason, rsize, "locks/%s: chmod: %s", name, strerror(errno));
-			return GPUCTL_LEASE_UNUSABLE;
-		}
-		if (fd < 0 && errno == EEXIST)
-			fd = openat(dir->locks_fd, name, flags);
-	}
-	if (fd < 0) {
-		if (errno == ENOENT && dir->ours)
-			return GPUCTL_LEASE_FREE;
-		if (errno == ENOENT) {
-			(void)snprintf(reason, rsize,
-			               "no lock file locks/%s (run `sudo gpuctl lease init`)",
-			               name);
-			return GPUCTL_LEASE_UNINITIALISED;
-		}
-		(void)snprintf(reason, rsize, "locks/%s: %s", name,
-		               errno == ELOOP ? "is a symlink" : strerror(errno));
-		return GPUCTL_LEASE_UNUSABLE;
-	}
-	if (fstat(fd, &st) < 0) {
-		(void)snprintf(reason, rsize, "locks/%s: %s", name, strerror(errno));
-		return GPUCTL_LEASE_UNUSABLE;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		(void)snprintf(reason, rsize, "locks/%s: not a regular file", name);
-		return GPUCTL_LEASE_UNUSABLE;
-	}
-	if (st.st_uid != dir->owner) {
-		(void)snprintf(reason, rsize,
-		               "locks/%s: owned by uid %u, not the directory's owner", name,
-		               (unsigned)st.st_uid);
-		return GPUCTL_LEASE_UNUSABLE;
-	}
-	if (st.st_nlink != 1) {
-		(void)snprintf(reason, rsize, "locks/%s: has %ju links", name,
-		               (uintmax_t)st.st_nlink);
-		return GPUCTL_LEASE_UNUSABLE;
-	}
-	if (ret_st)
-		*ret_st = st;
-	*ret_fd = TAKE_FD(fd);
-	return GPUCTL_LEASE_FREE;
-}
-
 /* The lease request's fields as this library knows them (a caller built against an older header
  * passes a smaller struct: the rest keep their defaults). */
 static void lease_request_copy(struct gpuctl_lease_request *dst,
@@ -726,190 +359,6 @@ static const char *size_text_of(uint64_t bytes, char *buf, size_t size)
 	}
 	(void)snprintf(buf, size, "%" PRIu64 " %s", bytes, units[u]);
 	return buf;
-}
-
-/* Probes a device: a non-blocking exclusive flock on a fresh description (dropped at once);
- * when that fails, a shared one tells SHARED from HELD. For SHARED, *ret_used (when asked)
- * gets the units its shared leases declare (UINT64_MAX when they cannot be counted). */
-static int probe_used(const struct gpuctl_lease_dir *dir, const char *uuid, bool create,
-                      struct stat *ret_st, uint64_t *ret_used, char *reason, size_t rsize)
-{
-	_cleanup_close_ int fd = -1;
-	int s = lock_open(dir, uuid, create, &fd, ret_st, reason, rsize);
-
-	if (ret_used)
-		*ret_used = 0;
-	if (s != GPUCTL_LEASE_FREE || fd < 0)
-		return s;
-	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-		return GPUCTL_LEASE_FREE; /* closing fd drops it */
-	if (errno == EWOULDBLOCK && flock(fd, LOCK_SH | LOCK_NB) == 0) {
-		if (ret_used && lease_share_used(fd, ret_used) < 0)
-			*ret_used = UINT64_MAX;
-		return GPUCTL_LEASE_SHARED;
-	}
-	if (errno == EWOULDBLOCK)
-		return GPUCTL_LEASE_HELD;
-	(void)snprintf(reason, rsize, "locks/%s.lock: flock: %s", uuid, strerror(errno));
-	return GPUCTL_LEASE_UNUSABLE;
-}
-
-static int probe(const struct gpuctl_lease_dir *dir, const char *uuid, bool create,
-                 struct stat *ret_st, char *reason, size_t rsize)
-{
-	return probe_used(dir, uuid, create, ret_st, NULL, reason, rsize);
-}
-
-static bool held(int state)
-{
-	return state == GPUCTL_LEASE_HELD || state == GPUCTL_LEASE_SHARED;
-}
-
-/* A shared lock on select.lock for readers that probe lock files (list, foreign, ps): probes
- * take flocks themselves, and one taken while a select-and-lease runs could make it see a free
- * device as leased. Returns the descriptor to close, or -1 when select.lock is missing or
- * unsafe (then probe without it: a reader's result is a moment's view anyway). */
-static int select_lock_shared(const struct gpuctl_lease_dir *dir)
-{
-	_cleanup_close_ int fd =
-	        openat(dir->fd, "select.lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-	struct stat st;
-
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != dir->owner ||
-	    (st.st_mode & (S_IWGRP | S_IWOTH)))
-		return -1;
-	while (flock(fd, LOCK_SH) < 0)
-		if (errno != EINTR)
-			return -1;
-	return TAKE_FD(fd);
-}
-
-static const char *dev_uuid(const struct gpuctl_snapshot *snap, size_t g, int mig)
-{
-	return mig < 0 ? gpuctl_gpu_str(&snap->gpus[g], GPUCTL_F_UUID)
-	               : snap->gpus[g].migs[mig].uuid;
-}
-
-uint32_t gpuctl_lease_dir_owner(const struct gpuctl_lease_dir *dir)
-{
-	return dir ? (uint32_t)dir->owner : 0;
-}
-
-#define CONFIG_PIN_MAX 4096 /* bytes of DIR/config */
-
-int gpuctl_lease_dir_config(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
-                            char **ret_path)
-{
-	_cleanup_close_ int fd = -1;
-	_cleanup_free_ char *text = NULL;
-	struct stat st;
-	size_t len = 0;
-	int r;
-
-	if (!dir || !ret_path)
-		return ctx_error(ctx, -EINVAL, "invalid arguments");
-	*ret_path = NULL;
-	fd = openat(dir->fd, "config", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0 && errno == ENOENT)
-		return 0;
-	if (fd < 0)
-		return ctx_error(ctx, -errno, "'%s/config': %s", dir->path,
-		                 errno == ELOOP ? "is a symlink" : strerror(errno));
-	if (fstat(fd, &st) < 0)
-		return ctx_error(ctx, -errno, "'%s/config': %s", dir->path, strerror(errno));
-	if (!S_ISREG(st.st_mode) || st.st_uid != dir->owner || st.st_nlink != 1 ||
-	    (st.st_mode & (S_IWGRP | S_IWOTH)))
-		return ctx_error(
-		        ctx, -EPERM,
-		        "'%s/config': not a regular file of the directory's owner that only "
-		        "it may write",
-		        dir->path);
-	r = read_all(fd, CONFIG_PIN_MAX, &text, &len);
-	if (r < 0)
-		return ctx_error(ctx, r, "'%s/config': %s", dir->path, strerror(-r));
-	while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' '))
-		text[--len] = '\0';
-	if (len == 0 || text[0] != '/' || memchr(text, '\0', len) || strchr(text, '\n'))
-		return ctx_error(
-		        ctx, -EINVAL,
-		        "'%s/config': not one absolute path (written by `gpuctl lease init`)",
-		        dir->path);
-	*ret_path = TAKE_PTR(text);
-	return 0;
-}
-
-int gpuctl_lease_dir_set_config(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
-                                const char *path)
-{
-	char tmp[32];
-	_cleanup_close_ int fd = -1;
-	int r = 0;
-
-	if (!dir ||
-	    (path && (path[0] != '/' || strchr(path, '\n') || strlen(path) >= CONFIG_PIN_MAX)))
-		return ctx_error(ctx, -EINVAL, "invalid arguments");
-	if (!dir->ours)
-		return ctx_error(ctx, -EPERM,
-		                 "lease directory '%s': only its owner (uid %u) may name its "
-		                 "configuration",
-		                 dir->path, (unsigned)dir->owner);
-	if (!path) {
-		if (unlinkat(dir->fd, "config", 0) < 0 && errno != ENOENT)
-			return ctx_error(ctx, -errno, "'%s/config': %s", dir->path,
-			                 strerror(errno));
-		return 0;
-	}
-	(void)snprintf(tmp, sizeof(tmp), ".config-%d", (int)getpid());
-	(void)unlinkat(dir->fd, tmp, 0);
-	fd = openat(dir->fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0 || fchmod(fd, 0644) < 0)
-		r = -errno;
-	if (r == 0)
-		r = write_all(fd, path, strlen(path));
-	if (r == 0)
-		r = write_all(fd, "\n", 1);
-	if (r == 0 && fsync(fd) < 0)
-		r = -errno;
-	if (r == 0 && renameat(dir->fd, tmp, dir->fd, "config") < 0)
-		r = -errno;
-	if (r < 0) {
-		(void)unlinkat(dir->fd, tmp, 0);
-		return ctx_error(ctx, r, "'%s/config': %s", dir->path, strerror(-r));
-	}
-	return 0;
-}
-
-int gpuctl_lease_dir_init(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
-                          const struct gpuctl_snapshot *snap)
-{
-	int created = 0;
-
-	if (!dir || !snap)
-		return ctx_error(ctx, -EINVAL, "invalid arguments");
-	if (!dir->ours || dir->locks_fd < 0)
-		return ctx_error(
-		        ctx, -EPERM,
-		        "lease directory '%s': only its owner (uid %u) may create lock files",
-		        dir->path, (unsigned)dir->owner);
-	for (size_t g = 0; g < snap->n_gpus; g++)
-		for (int m = -1; m < (int)snap->gpus[g].n_migs; m++) {
-			const char *u = dev_uuid(snap, g, m);
-			char name[UUID_MAX + 8];
-			_cleanup_close_ int fd = -1;
-
-			if (!uuid_ok(u))
-				continue;
-			(void)snprintf(name, sizeof(name), "%s.lock", u);
-			fd = openat(dir->locks_fd, name,
-			            O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-			if (fd < 0 && errno == EEXIST)
-				continue;
-			if (fd < 0 || fchmod(fd, 0644) < 0)
-				return ctx_error(ctx, -errno, "lease directory '%s': locks/%s: %s",
-				                 dir->path, name, strerror(errno));
-			created++;
-		}
-	return created;
 }
 
 /* ---- owner records: writing ---- */
@@ -986,10 +435,10 @@ static int user_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *
 		return -ENOENT;
 	(void)snprintf(name, sizeof(name), "%u", (unsigned)geteuid());
 	(void)snprintf(path, sizeof(path), "%s/owners/%s", dir->path, name);
-	r = open_at(ctx, dir->owners_fd, name, path, true, create, 0755, &fd);
+	r = lease_open_at(ctx, dir->owners_fd, name, path, true, create, 0755, &fd);
 	if (r < 0)
 		return r;
-	r = check_fd(ctx, fd, path, true, geteuid(), false, NULL);
+	r = lease_check_fd(ctx, fd, path, true, geteuid(), false, NULL);
 	if (r < 0)
 		return r;
 	*ret_fd = TAKE_FD(fd);
@@ -1018,7 +467,7 @@ static int record_write(int ufd, const char *name, const char *text, size_t len)
 		return -EEXIST;
 	r = fchmod(fd, 0644) < 0 ? -errno : 0;
 	if (r == 0)
-		r = write_all(fd, text, len);
+		r = lease_write_all(fd, text, len);
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
 	if (r == 0 && renameat(ufd, tmp, ufd, name) < 0)
@@ -1302,7 +751,7 @@ static int record_read(int ufd, uid_t uid, const char *file, const char *uuid, s
 		return -EPERM;
 	if (st.st_size > RECORD_MAX)
 		return -EFBIG;
-	rr = read_all(fd, RECORD_MAX, &text, &len);
+	rr = lease_read_all(fd, RECORD_MAX, &text, &len);
 	if (rr < 0)
 		return rr;
 	if (memchr(text, '\0', len))
@@ -1317,12 +766,6 @@ static int record_read(int ufd, uid_t uid, const char *file, const char *uuid, s
 	r->pid_alive = proc_matches(r->pid, r->pid_start_ticks, uid);
 	r->job_alive = r->job_pid > 0 && proc_matches(r->job_pid, r->job_start_ticks, uid);
 	return 0;
-}
-
-static void closedirp(DIR **d)
-{
-	if (*d)
-		(void)closedir(*d);
 }
 
 /* A record's file name: "<UUID>.json" (an exclusive lease's) or "<UUID>@<tag>.json" (a shared
@@ -1351,21 +794,7 @@ static bool record_name_parse(const char *name, char *uuid, bool *ret_shared)
 		return false;
 	memcpy(uuid, name, base);
 	uuid[base] = '\0';
-	return uuid_ok(uuid);
-}
-
-/* Opens dfd's directory afresh for reading (own offset) as a DIR. */
-static DIR *dir_reopen(int dfd)
-{
-	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d;
-
-	if (fd < 0)
-		return NULL;
-	d = fdopendir(fd);
-	if (!d)
-		(void)close(fd);
-	return d;
+	return lease_uuid_ok(uuid);
 }
 
 /* The records that may count: readable, from trusted owners/<uid>/ directories, their holder or
@@ -1383,7 +812,7 @@ static int records_load(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *d
 	*ret_n = 0;
 	if (dir->owners_fd < 0)
 		return 0;
-	od = dir_reopen(dir->owners_fd);
+	od = lease_dir_reopen(dir->owners_fd);
 	if (!od)
 		return 0;
 	while ((de = readdir(od))) {
@@ -1404,7 +833,7 @@ static int records_load(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *d
 			        de->d_name);
 			continue;
 		}
-		ud = dir_reopen(ufd);
+		ud = lease_dir_reopen(ufd);
 		while (ud && (fe = readdir(ud))) {
 			char uuid[UUID_MAX + 1];
 			struct record rec = {0};
@@ -1453,7 +882,7 @@ static int records_load(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *d
  * lease has a record name of its own, so no later lease replaces them. */
 static void records_prune_shared(int ufd)
 {
-	_cleanup_(closedirp) DIR *d = dir_reopen(ufd);
+	_cleanup_(closedirp) DIR *d = lease_dir_reopen(ufd);
 	struct dirent *de;
 
 	while (d && (de = readdir(d))) {
@@ -1626,7 +1055,7 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 
 	if (!dir || !snap || !ret_list)
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
-	sfd = select_lock_shared(dir);
+	sfd = lease_select_lock_shared(dir);
 	for (size_t g = 0; g < snap->n_gpus; g++)
 		total += 1 + snap->gpus[g].n_migs;
 	l = calloc(1, sizeof(*l));
@@ -1638,7 +1067,7 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	for (size_t g = 0; g < snap->n_gpus; g++)
 		for (int m = -1; m < (int)snap->gpus[g].n_migs; m++) {
 			struct list_entry *e = &l->e[l->n++];
-			const char *u = dev_uuid(snap, g, m);
+			const char *u = lease_dev_uuid(snap, g, m);
 			char reason[REASON_MAX] = "";
 			struct stat st;
 			uint64_t used = 0;
@@ -1646,8 +1075,8 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 
 			e->gpu = g;
 			e->mig = m;
-			e->state = (enum gpuctl_lease_state)probe_used(dir, u, false, &st, &used,
-			                                               reason, sizeof(reason));
+			e->state = (enum gpuctl_lease_state)lease_probe(dir, u, false, &st, &used,
+			                                                reason, sizeof(reason));
 			if (e->state == GPUCTL_LEASE_UNUSABLE ||
 			    e->state == GPUCTL_LEASE_UNINITIALISED) {
 				e->reason = strdup(reason);
@@ -1690,16 +1119,16 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
  * whole GPU, one of its MIG devices. */
 static bool record_concerns(const struct gpuctl_snapshot *snap, const char *uuid, size_t g, int mig)
 {
-	const char *u = dev_uuid(snap, g, -1);
+	const char *u = lease_dev_uuid(snap, g, -1);
 
 	if (u && streq(u, uuid))
 		return true;
 	if (mig >= 0) {
-		u = dev_uuid(snap, g, mig);
+		u = lease_dev_uuid(snap, g, mig);
 		return u && streq(u, uuid);
 	}
 	for (size_t m = 0; m < snap->gpus[g].n_migs; m++) {
-		u = dev_uuid(snap, g, (int)m);
+		u = lease_dev_uuid(snap, g, (int)m);
 		if (u && streq(u, uuid))
 			return true;
 	}
@@ -1784,7 +1213,8 @@ static int lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	for (size_t i = 0; i < n_recs; i++) {
 		char reason[REASON_MAX];
 
-		held_rec[i] = held(probe(dir, recs[i].uuid, false, NULL, reason, sizeof(reason)));
+		held_rec[i] = lease_held(
+		        lease_probe(dir, recs[i].uuid, false, NULL, NULL, reason, sizeof(reason)));
 	}
 	for (size_t g = 0, base = 0; g < snap->n_gpus; base += 1 + snap->gpus[g].n_migs, g++) {
 		const struct gpuctl_gpu *gp = &snap->gpus[g];
@@ -1842,7 +1272,7 @@ int gpuctl_lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	if (!dir || !snap || !ret_set)
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
 	lease_request_copy(&lr, lreq);
-	sfd = select_lock_shared(dir);
+	sfd = lease_select_lock_shared(dir);
 	return lease_foreign(ctx, dir, snap, &lr, ret_set);
 }
 
@@ -2139,7 +1569,7 @@ static int queue_scan(const struct gpuctl_lease_dir *dir, bool cleanup, bool con
 		*ret_n = 0;
 	if (dir->queue_fd < 0)
 		goto done;
-	qd = dir_reopen(dir->queue_fd);
+	qd = lease_dir_reopen(dir->queue_fd);
 	if (!qd)
 		return -errno;
 	while ((de = readdir(qd))) {
@@ -2153,7 +1583,7 @@ static int queue_scan(const struct gpuctl_lease_dir *dir, bool cleanup, bool con
 		ufd = queue_user_open(dir, de->d_name, &uid);
 		if (ufd < 0)
 			continue;
-		ud = dir_reopen(ufd);
+		ud = lease_dir_reopen(ufd);
 		if (!ud)
 			continue;
 		while ((te = readdir(ud))) {
@@ -2196,7 +1626,7 @@ static int queue_scan(const struct gpuctl_lease_dir *dir, bool cleanup, bool con
 			t.uid = uid;
 			t.since = (int64_t)st.st_ctime;
 			if (content && st.st_size <= TICKET_MAX &&
-			    read_all(fd, TICKET_MAX, &text, &len) == 0 && strlen(text) == len)
+			    lease_read_all(fd, TICKET_MAX, &text, &len) == 0 && strlen(text) == len)
 				(void)ticket_parse(text, &t);
 			if (n == cap) {
 				size_t nc = cap ? cap * 2 : 16;
@@ -2270,33 +1700,6 @@ static uint64_t state_fp(const struct gpuctl_lease_dir *dir, ino_t skip_ino)
 	return h ^ (names * 0xff51afd7ed558ccdull);
 }
 
-/* Opens select.lock and takes it (blocking). */
-static int select_lock_take(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, int *ret_fd,
-                            ino_t *ret_ino)
-{
-	char path[4096];
-	_cleanup_close_ int sfd = -1;
-	struct stat st;
-	int r;
-
-	(void)snprintf(path, sizeof(path), "%s/select.lock", dir->path);
-	r = open_at(ctx, dir->fd, "select.lock", path, false, false, 0, &sfd);
-	if (r == -ENOENT)
-		return ctx_error(ctx, -ENOENT, "lease directory '%s': no select.lock", dir->path);
-	if (r < 0)
-		return r;
-	r = check_fd(ctx, sfd, path, false, dir->owner, false, &st);
-	if (r < 0)
-		return r;
-	while (flock(sfd, LOCK_EX) < 0)
-		if (errno != EINTR)
-			return ctx_error(ctx, -errno, "'%s': flock: %s", path, strerror(errno));
-	if (ret_ino)
-		*ret_ino = st.st_ino;
-	*ret_fd = TAKE_FD(sfd);
-	return 0;
-}
-
 /* The devices of snap named by a comma-separated list of UUIDs (unknown ones are skipped). */
 static int uuids_to_set(const struct gpuctl_snapshot *snap, const char *list,
                         struct gpuctl_devset **ret)
@@ -2314,7 +1717,7 @@ static int uuids_to_set(const struct gpuctl_snapshot *snap, const char *list,
 			*comma = '\0';
 		for (size_t g = 0; g < snap->n_gpus; g++)
 			for (int m = -1; m < (int)snap->gpus[g].n_migs; m++) {
-				const char *u = dev_uuid(snap, g, m);
+				const char *u = lease_dev_uuid(snap, g, m);
 
 				if (u && streq(u, cur) && gpuctl_devset_add(set, g, m) == -ENOMEM)
 					return -ENOMEM;
@@ -2478,7 +1881,7 @@ static void sb_uuids(struct sbuf *b, const char *key, const struct gpuctl_devset
 	for (size_t i = 0; i < gpuctl_devset_count(set); i++) {
 		const char *u = gpuctl_devset_uuid(set, snap, i);
 
-		if (u && uuid_ok(u))
+		if (u && lease_uuid_ok(u))
 			sb_add(b, "%s%s", i ? "," : "", u);
 	}
 	sb_add(b, "\n");
@@ -2513,7 +1916,7 @@ static void ticket_watch(struct gpuctl_wait_ticket *t, const struct gpuctl_lease
 	                                IN_ONLYDIR | IN_DONT_FOLLOW);
 	(void)snprintf(path, sizeof(path), "%s/queue", t->dir_path);
 	(void)inotify_add_watch(t->ifd, path, IN_CREATE | IN_DELETE | IN_ONLYDIR | IN_DONT_FOLLOW);
-	if (!dir || dir->queue_fd < 0 || !(qd = dir_reopen(dir->queue_fd)))
+	if (!dir || dir->queue_fd < 0 || !(qd = lease_dir_reopen(dir->queue_fd)))
 		return;
 	while ((de = readdir(qd))) {
 		uint64_t uid;
@@ -2572,15 +1975,15 @@ int gpuctl_wait_ticket_new(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	if (!t->dir_path)
 		return ctx_error(ctx, -ENOMEM, "out of memory");
 
-	r = select_lock_take(ctx, dir, &sfd, NULL);
+	r = lease_select_lock_take(ctx, dir, &sfd, NULL);
 	if (r < 0)
 		return r;
 	(void)snprintf(uname, sizeof(uname), "%u", (unsigned)geteuid());
 	(void)snprintf(path, sizeof(path), "%s/queue/%s", dir->path, uname);
-	r = open_at(ctx, dir->queue_fd, uname, path, true, true, 0755, &t->qfd);
+	r = lease_open_at(ctx, dir->queue_fd, uname, path, true, true, 0755, &t->qfd);
 	if (r < 0)
 		return r;
-	r = check_fd(ctx, t->qfd, path, true, geteuid(), false, NULL);
+	r = lease_check_fd(ctx, t->qfd, path, true, geteuid(), false, NULL);
 	if (r < 0)
 		return r;
 	r = queue_scan(dir, false, false, NULL, NULL, &max, NULL);
@@ -2629,7 +2032,7 @@ int gpuctl_wait_ticket_new(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	if (fchmod(fd, 0644) < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
 		r = -errno;
 	if (r == 0)
-		r = write_all(fd, b.p, b.len);
+		r = lease_write_all(fd, b.p, b.len);
 	free(b.p);
 	if (r == 0 && renameat(t->qfd, tmp, t->qfd, t->name) < 0)
 		r = -errno;
@@ -2676,7 +2079,7 @@ int gpuctl_wait_ticket_changed(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
 	if (!t->have_fp)
 		return 1;
-	r = select_lock_take(ctx, dir, &sfd, &ino);
+	r = lease_select_lock_take(ctx, dir, &sfd, &ino);
 	if (r < 0)
 		return r;
 	return state_fp(dir, ino) != t->fp;
@@ -2802,7 +2205,7 @@ static int select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir
 		sreq.min_free_mem = lr.share_mem; /* what the job declared must be free now, too */
 
 	/* 1. select.lock, blocking (held for milliseconds) */
-	r = select_lock_take(ctx, dir, &sfd, &sino);
+	r = lease_select_lock_take(ctx, dir, &sfd, &sino);
 	if (r < 0)
 		return r;
 	if (ticket)
@@ -2814,14 +2217,14 @@ static int select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir
 	for (size_t g = 0; g < snap->n_gpus; g++)
 		for (int m = -1; m < (int)snap->gpus[g].n_migs; m++) {
 			char reason[REASON_MAX] = "";
-			const char *u = dev_uuid(snap, g, m);
+			const char *u = lease_dev_uuid(snap, g, m);
 			uint64_t used = 0;
 			int s;
 
 			if (m < 0 && (!u || snap->gpus[g].lost))
 				continue; /* never chosen anyway ("lost or unidentified") */
-			s = probe_used(dir, u, false, NULL, share ? &used : NULL, reason,
-			               sizeof(reason));
+			s = lease_probe(dir, u, false, NULL, share ? &used : NULL, reason,
+			                sizeof(reason));
 			if (s == GPUCTL_LEASE_FREE && !share)
 				continue;
 			if (share && (s == GPUCTL_LEASE_FREE || s == GPUCTL_LEASE_SHARED)) {
@@ -2920,8 +2323,8 @@ static int select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir
 		d->fd = -1;
 		if (gpuctl_devset_get(chosen, i, &d->gpu, &d->mig) < 0)
 			return ctx_error(ctx, -EIO, "selection out of range");
-		u = dev_uuid(snap, d->gpu, d->mig);
-		s = lock_open(dir, u, true, &d->fd, NULL, reason, sizeof(reason));
+		u = lease_dev_uuid(snap, d->gpu, d->mig);
+		s = lease_lock_open(dir, u, true, &d->fd, NULL, reason, sizeof(reason));
 		if (s != GPUCTL_LEASE_FREE || d->fd < 0)
 			return ctx_error(ctx, -EBUSY, "cannot lease %s: %s", u ? u : "?",
 			                 *reason ? reason : "no lock file");
@@ -3020,7 +2423,7 @@ int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 
 	if (!dir || !snap)
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
-	sfd = select_lock_shared(dir); /* its probes must not disturb a select-and-lease */
+	sfd = lease_select_lock_shared(dir); /* its probes must not disturb a select-and-lease */
 	r = records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
 	if (r < 0)
 		return r;
@@ -3036,7 +2439,8 @@ int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 		bool mine = false;
 		ssize_t other = -1;
 
-		if (!u || !held(probe(dir, u, false, NULL, reason, sizeof(reason))))
+		if (!u ||
+		    !lease_held(lease_probe(dir, u, false, NULL, NULL, reason, sizeof(reason))))
 			continue;
 		for (size_t k = 0; k < n_recs; k++) {
 			if (!streq(recs[k].uuid, u))
@@ -3069,7 +2473,8 @@ int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 
 			in_set |= u && streq(u, rc->uuid);
 		}
-		if (!in_set || !held(probe(dir, rc->uuid, false, NULL, reason, sizeof(reason))))
+		if (!in_set || !lease_held(lease_probe(dir, rc->uuid, false, NULL, NULL, reason,
+		                                       sizeof(reason))))
 			continue;
 		for (size_t i = 0; i < n_done; i++)
 			seen |= done[i] == (pid_t)rc->pid;
