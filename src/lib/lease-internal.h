@@ -17,6 +17,7 @@
 
 #include "gpuctl/gpuctl.h"
 #include "snapshot-internal.h"
+#include "util.h"
 
 /* ---- lease-dir.c: the lock store (DIR, its config file, lock files, probes, select.lock) ---- */
 
@@ -95,6 +96,105 @@ static inline void closedirp(DIR **d)
 	if (*d)
 		(void)closedir(*d);
 }
+
+/* ---- lease-record.c: owner records, and the /proc facts they rest on ---- */
+
+#define LOCKS_LINE_MAX 512 /* a /proc/locks line */
+
+/* An owner record as read back (strings owned). */
+struct record {
+	uid_t uid;                /* from the file system: owners/<uid>/ */
+	char uuid[UUID_MAX + 1];  /* the device, from the file name */
+	uint32_t pid;             /* holder */
+	uint64_t pid_start_ticks; /* holder's start, clock ticks since boot */
+	uint32_t job_pid;         /* job, 0 if none */
+	uint64_t job_start_ticks; /* job's start, ticks since boot */
+	uint64_t start_time;      /* holder's start, seconds since the epoch */
+	char *user;               /* user name, or NULL */
+	char *command;            /* command line, or NULL */
+	char *label;              /* label, or NULL */
+	uint64_t share_mem;       /* bytes a shared lease declared; 0: exclusive */
+	bool shared;              /* a shared lease's record (<UUID>@<tag>.json) */
+	bool pid_alive;           /* pid is alive with that start time and owner */
+	bool job_alive;           /* job_pid likewise */
+};
+
+/* A text being built (an owner record, a ticket). */
+struct sbuf {
+	char *p;    /* text, NUL-terminated, owned */
+	size_t len; /* bytes used */
+	size_t cap; /* bytes allocated */
+	bool oom;   /* an append failed */
+};
+
+/* Appends printf-style text to b; on failure (or past 64 KiB) sets b->oom, and then every
+ * later append does nothing. */
+void lease_sb_add(struct sbuf *b, const char *fmt, ...) _printf_(2, 3);
+
+/* Strict decimal (no sign, no blanks) of exactly len characters. */
+bool lease_parse_u64(const char *s, size_t len, uint64_t *ret);
+
+/* The next blank-separated token of *s (NUL-terminated in place), NULL at the end. */
+char *lease_next_tok(char **s);
+
+/* /proc/<pid>/stat: parent and start time (field 22, clock ticks since boot). */
+int lease_proc_stat(pid_t pid, pid_t *ret_ppid, uint64_t *ret_start);
+
+/* Whether pid lives, started at start_ticks and belongs to uid. */
+bool lease_proc_matches(uint32_t pid, uint64_t start_ticks, uid_t uid);
+
+/* Clock ticks since boot as seconds since the epoch (0 when the boot time is unknown). */
+uint64_t lease_ticks_to_epoch(uint64_t ticks);
+
+/* The name of user uid (malloc'ed), NULL when unknown or out of memory. */
+char *lease_user_name(uid_t uid);
+
+/* Opens (creating when create) owners/<euid>/, checked: a real directory of euid, 0755. */
+int lease_user_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, bool create,
+                        int *ret_fd);
+
+/* Writes the records of every device of lease naming pid/job_pid. */
+int lease_records_write(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, pid_t pid,
+                        pid_t job_pid);
+
+/* Frees r's strings (r itself stays); lease_records_free frees n records and the array. */
+void lease_record_clear(struct record *r);
+
+void lease_records_free(struct record *r, size_t n);
+
+/* The records that may count: readable, from trusted owners/<uid>/ directories, their holder or
+ * job alive (only_uid: that user only, (uid_t)-1 all; only_uuid: that device only, NULL all).
+ * Unreadable ones are logged at debug level and skipped. */
+int lease_records_load(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, uid_t only_uid,
+                       const char *only_uuid, struct record **ret, size_t *ret_n);
+
+/* Removes the caller's shared-lease records whose holder and job are both gone: each shared
+ * lease has a record name of its own, so no later lease replaces them. */
+void lease_records_prune_shared(int ufd);
+
+/* Picks the record of a HELD device (the decision in lease-record.c); -1 if none. */
+ssize_t lease_record_pick(const struct record *v, size_t n, const char *uuid,
+                          const struct stat *st);
+
+/* ---- lease.c: the lease handle (lease-record.c writes its records) ---- */
+
+/* One leased device. */
+struct lease_dev {
+	int fd;                  /* the locked description, O_CLOEXEC */
+	size_t gpu;              /* snapshot index */
+	int mig;                 /* MIG index, -1 for the whole GPU */
+	char uuid[UUID_MAX + 1]; /* its UUID */
+};
+
+struct gpuctl_lease {
+	struct lease_dev *devs; /* the leased devices, owned */
+	size_t n;               /* entries in devs */
+	uint64_t share_mem;     /* bytes declared per device; 0: exclusive */
+	uint32_t tag;           /* a shared lease's record names: <UUID>@<tag>.json (creator pid) */
+	int user_fd;            /* owners/<euid>/, -1 when records cannot be written */
+	char *command;          /* for the records, owned, may be NULL */
+	char *label;            /* for the records, owned, may be NULL */
+};
 
 /* ---- lease-share.c: the memory shared leases declare ---- */
 

@@ -12,15 +12,8 @@
  *   lock-file problem, and it becomes -ENOENT (with `sudo gpuctl lease init`) when a missing
  *   lock file was among the causes. Every device of the snapshot is probed, whatever the
  *   request, so the rule holds in both directions.
- * - Owner records are display only. A record counts when it comes from owners/<uid>/ that is a
- *   real directory owned by <uid> (and not writable by others), parses, its device is HELD and
- *   its pid or job_pid is alive, has the recorded start time (/proc/<pid>/stat field 22) and is
- *   owned by <uid>. Records are not removed when a lease ends: the next lease of that user and
- *   device replaces it, and a stale one never counts (its holder is dead or the lock is free).
  * - Failing to write a record does not fail select-and-lease (the lock is the lease); it is
  *   logged. gpuctl_lease_set_owner does report the failure.
- * - The record of a held device: the one whose pid or job_pid holds the lock per /proc/locks;
- *   when /proc/locks does not name the holder, the only counting record, if exactly one.
  * - Foreign processes: a compute process on a device is a lease's only when its pid or an
  *   ancestor (up to ANCESTOR_MAX levels) is the pid or job_pid of a counting record for that
  *   same device (or its whole GPU, or, for a whole GPU, one of its MIG devices). Stricter than
@@ -36,18 +29,11 @@
  *   lock file (so checking it makes no event).
  * - Sharing (docs/leases.md "Sharing"): a device is SHARED when an exclusive probe fails and a
  *   shared one succeeds (lease-dir.c); declared memory is counted in lease-share.c. A shared
- *   request also raises min_free_mem to what it declares. Shared records are named
- * <UUID>@<tag>.json (one per lease; tag = the creating pid), pruned by the same user's next shared
- * lease once their holders are gone.
- * - A zombie (state Z or X in /proc/<pid>/stat) counts as gone: it holds no descriptor, and in
- *   some containers nothing reaps it.
+ *   request also raises min_free_mem to what it declares. Shared records: lease-record.c.
  * - Readers that probe (gpuctl_lease_list, gpuctl_lease_foreign, gpuctl_lease_release) hold
  *   select.lock shared while they do, so their momentary flocks never make a select-and-lease
  *   see a free device as held. Inside select-and-lease (select.lock already exclusive) the
  *   internal lease_foreign is used.
- * - Record format: one JSON object (docs/leases.md), written by hand with escaping; read back by
- *   a small strict parser (RECORD_MAX bytes at most; strings, non-negative integers and null;
- *   anything else makes the record unreadable). Control characters in strings become '?'.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -75,44 +61,7 @@
 #include "snapshot-internal.h"
 #include "util.h"
 
-#define RECORD_MAX     16384 /* bytes: a longer record is unreadable */
-#define ANCESTOR_MAX   64    /* levels of the parent walk */
-#define LOCKS_LINE_MAX 512   /* a /proc/locks line */
-
-/* An owner record as read back (strings owned). */
-struct record {
-	uid_t uid;                /* from the file system: owners/<uid>/ */
-	char uuid[UUID_MAX + 1];  /* the device, from the file name */
-	uint32_t pid;             /* holder */
-	uint64_t pid_start_ticks; /* holder's start, clock ticks since boot */
-	uint32_t job_pid;         /* job, 0 if none */
-	uint64_t job_start_ticks; /* job's start, ticks since boot */
-	uint64_t start_time;      /* holder's start, seconds since the epoch */
-	char *user;               /* user name, or NULL */
-	char *command;            /* command line, or NULL */
-	char *label;              /* label, or NULL */
-	uint64_t share_mem;       /* bytes a shared lease declared; 0: exclusive */
-	bool shared;              /* a shared lease's record (<UUID>@<tag>.json) */
-	bool pid_alive;           /* pid is alive with that start time and owner */
-	bool job_alive;           /* job_pid likewise */
-};
-
-struct lease_dev {
-	int fd;                  /* the locked description, O_CLOEXEC */
-	size_t gpu;              /* snapshot index */
-	int mig;                 /* MIG index, -1 for the whole GPU */
-	char uuid[UUID_MAX + 1]; /* its UUID */
-};
-
-struct gpuctl_lease {
-	struct lease_dev *devs; /* the leased devices, owned */
-	size_t n;               /* entries in devs */
-	uint64_t share_mem;     /* bytes declared per device; 0: exclusive */
-	uint32_t tag;           /* a shared lease's record names: <UUID>@<tag>.json (creator pid) */
-	int user_fd;            /* owners/<euid>/, -1 when records cannot be written */
-	char *command;          /* for the records, owned, may be NULL */
-	char *label;            /* for the records, owned, may be NULL */
-};
+#define ANCESTOR_MAX 64 /* levels of the parent walk */
 
 struct list_entry {
 	size_t gpu;                           /* snapshot index */
@@ -133,208 +82,6 @@ struct gpuctl_lease_list {
 	struct list_entry *e; /* GPUs, each followed by its MIG devices; owned */
 	size_t n;             /* entries in e */
 };
-
-/* ---- small helpers ---- */
-
-static void record_clear(struct record *r)
-{
-	free(r->user);
-	free(r->command);
-	free(r->label);
-	r->user = r->command = r->label = NULL;
-}
-
-static void records_free(struct record *r, size_t n)
-{
-	for (size_t i = 0; r && i < n; i++)
-		record_clear(&r[i]);
-	free(r);
-}
-
-/* Strict decimal (no sign, no blanks) of exactly len characters. */
-static bool parse_u64(const char *s, size_t len, uint64_t *ret)
-{
-	uint64_t v = 0;
-
-	if (len == 0 || len > 20)
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-		if (v > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
-			return false;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-	}
-	*ret = v;
-	return true;
-}
-
-/* The next blank-separated token of *s (NUL-terminated in place), NULL at the end. */
-static char *next_tok(char **s)
-{
-	char *p = *s, *t;
-
-	while (*p == ' ' || *p == '\n')
-		p++;
-	if (!*p)
-		return NULL;
-	t = p;
-	while (*p && *p != ' ' && *p != '\n')
-		p++;
-	if (*p)
-		*p++ = '\0';
-	*s = p;
-	return t;
-}
-
-/* /proc/<pid>/stat: parent and start time (field 22, clock ticks since boot). */
-static int proc_stat(pid_t pid, pid_t *ret_ppid, uint64_t *ret_start)
-{
-	char path[64], buf[1024];
-	_cleanup_close_ int fd = -1;
-	ssize_t k;
-	char *p, *cur;
-	uint64_t v;
-	int field = 2;
-
-	if (pid <= 0)
-		return -ESRCH;
-	(void)snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? -ESRCH : -errno;
-	k = read(fd, buf, sizeof(buf) - 1);
-	if (k <= 0)
-		return -EIO;
-	buf[k] = '\0';
-	p = strrchr(buf, ')'); /* comm may hold anything, even ')': the last one ends it */
-	if (!p)
-		return -EIO;
-	cur = p + 1;
-	for (char *t = next_tok(&cur); t; t = next_tok(&cur)) {
-		field++;
-		/* a zombie has ended: it holds no descriptor, so no lease (no init reaps it in
-		 * some containers) */
-		if (field == 3 && (t[0] == 'Z' || t[0] == 'X'))
-			return -ESRCH;
-		if (field == 4 && ret_ppid) {
-			if (!parse_u64(t, strlen(t), &v) || v > INT32_MAX)
-				return -EIO;
-			*ret_ppid = (pid_t)v;
-		}
-		if (field == 22) {
-			if (!parse_u64(t, strlen(t), &v))
-				return -EIO;
-			if (ret_start)
-				*ret_start = v;
-			return 0;
-		}
-	}
-	return -EIO;
-}
-
-/* The owner of a process (its effective uid, as /proc/<pid> shows it). */
-static int proc_uid(pid_t pid, uid_t *ret_uid)
-{
-	char path[64];
-	struct stat st;
-
-	(void)snprintf(path, sizeof(path), "/proc/%d", (int)pid);
-	if (stat(path, &st) < 0)
-		return -errno;
-	*ret_uid = st.st_uid;
-	return 0;
-}
-
-/* Whether pid lives, started at start_ticks and belongs to uid. */
-static bool proc_matches(uint32_t pid, uint64_t start_ticks, uid_t uid)
-{
-	uint64_t st = 0;
-	uid_t u = (uid_t)-1;
-
-	if (pid <= 1 || pid > INT32_MAX)
-		return false;
-	if (proc_stat((pid_t)pid, NULL, &st) < 0 || st != start_ticks)
-		return false;
-	return proc_uid((pid_t)pid, &u) == 0 && u == uid;
-}
-
-/* Boot time, seconds since the epoch (/proc/stat btime); 0 if unknown. */
-static uint64_t boot_time(void)
-{
-	_cleanup_fclose_ FILE *f = fopen("/proc/stat", "re");
-	char line[256];
-	uint64_t v;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, "btime ", 6) == 0 &&
-		    parse_u64(line + 6, strcspn(line + 6, "\n"), &v))
-			return v;
-	return 0;
-}
-
-static uint64_t ticks_to_epoch(uint64_t ticks)
-{
-	long hz = sysconf(_SC_CLK_TCK);
-	uint64_t b = boot_time();
-
-	if (hz <= 0 || b == 0)
-		return 0;
-	return b + ticks / (uint64_t)hz;
-}
-
-static char *user_name(uid_t uid)
-{
-	struct passwd pw, *res = NULL;
-	char buf[4096];
-
-	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || !res || !res->pw_name)
-		return NULL;
-	return strdup(res->pw_name);
-}
-
-/* The pid that took the flock on (dev, ino) per /proc/locks; 0 if unknown. Pids of lines
- * that match the inode but not the device count only when no line matches both (overlay
- * file systems report another device). */
-static pid_t lock_holder(dev_t dev, ino_t ino)
-{
-	_cleanup_fclose_ FILE *f = fopen("/proc/locks", "re");
-	char line[LOCKS_LINE_MAX];
-	pid_t ino_only = 0;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		char *cur = line, *tok[8];
-		size_t n = 0;
-		uint64_t pid, inode;
-		unsigned maj, min;
-		char *colon;
-
-		if (strstr(line, "->") || !strstr(line, "FLOCK"))
-			continue;
-		for (char *t = next_tok(&cur); t && n < ELEMENTSOF(tok); t = next_tok(&cur))
-			tok[n++] = t;
-		/* "1:" "FLOCK" "ADVISORY" "WRITE" pid "maj:min:ino" start end */
-		if (n < 6 || !streq(tok[1], "FLOCK") || !streq(tok[3], "WRITE"))
-			continue;
-		if (!parse_u64(tok[4], strlen(tok[4]), &pid) || pid > INT32_MAX)
-			continue;
-		colon = strrchr(tok[5], ':');
-		if (!colon || !parse_u64(colon + 1, strlen(colon + 1), &inode) ||
-		    inode != (uint64_t)ino)
-			continue;
-		*colon = '\0';
-		if (sscanf(tok[5], "%x:%x", &maj, &min) == 2 && maj == major(dev) &&
-		    min == minor(dev))
-			return (pid_t)pid;
-		if (!ino_only)
-			ino_only = (pid_t)pid;
-	}
-	return ino_only;
-}
 
 /* The lease request's fields as this library knows them (a caller built against an older header
  * passes a smaller struct: the rest keep their defaults). */
@@ -361,548 +108,6 @@ static const char *size_text_of(uint64_t bytes, char *buf, size_t size)
 	return buf;
 }
 
-/* ---- owner records: writing ---- */
-
-struct sbuf {
-	char *p;    /* text, NUL-terminated, owned */
-	size_t len; /* bytes used */
-	size_t cap; /* bytes allocated */
-	bool oom;   /* an append failed */
-};
-
-static void sb_add(struct sbuf *b, const char *fmt, ...) _printf_(2, 3);
-static void sb_add(struct sbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int w;
-
-	if (b->oom)
-		return;
-	va_start(ap, fmt);
-	w = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (w < 0 || b->len + (size_t)w + 1 > RECORD_MAX * 4) {
-		b->oom = true;
-		return;
-	}
-	if (b->len + (size_t)w + 1 > b->cap) {
-		size_t cap = (b->len + (size_t)w + 1) * 2;
-		char *p = realloc(b->p, cap);
-
-		if (!p) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	va_start(ap, fmt);
-	(void)vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)w;
-}
-
-/* A JSON string (or null), at most max input bytes (longer text is cut). */
-static void sb_str(struct sbuf *b, const char *s, size_t max)
-{
-	if (!s) {
-		sb_add(b, "null");
-		return;
-	}
-	sb_add(b, "\"");
-	for (size_t i = 0; s[i] && i < max; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c == '"' || c == '\\')
-			sb_add(b, "\\%c", c);
-		else if (c < 0x20 || c == 0x7f)
-			sb_add(b, "\\u%04x", c);
-		else
-			sb_add(b, "%c", c);
-	}
-	sb_add(b, "\"");
-}
-
-/* Opens (creating when create) owners/<euid>/, checked: a real directory of euid, 0755. */
-static int user_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, bool create,
-                         int *ret_fd)
-{
-	char name[32], path[4096];
-	_cleanup_close_ int fd = -1;
-	int r;
-
-	if (dir->owners_fd < 0)
-		return -ENOENT;
-	(void)snprintf(name, sizeof(name), "%u", (unsigned)geteuid());
-	(void)snprintf(path, sizeof(path), "%s/owners/%s", dir->path, name);
-	r = lease_open_at(ctx, dir->owners_fd, name, path, true, create, 0755, &fd);
-	if (r < 0)
-		return r;
-	r = lease_check_fd(ctx, fd, path, true, geteuid(), false, NULL);
-	if (r < 0)
-		return r;
-	*ret_fd = TAKE_FD(fd);
-	return 0;
-}
-
-/* Writes owners/<euid>/<name> atomically: a temporary file of a random name, fsync, renameat. */
-static int record_write(int ufd, const char *name, const char *text, size_t len)
-{
-	char tmp[64];
-	_cleanup_close_ int fd = -1;
-	int r;
-
-	for (int tries = 0; fd < 0 && tries < 16; tries++) {
-		uint64_t rnd = 0;
-
-		if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
-			rnd = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^
-			      ((uint64_t)tries * 0x9e3779b97f4a7c15ull);
-		(void)snprintf(tmp, sizeof(tmp), ".tmp-%016" PRIx64, rnd);
-		fd = openat(ufd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd < 0 && errno != EEXIST)
-			return -errno;
-	}
-	if (fd < 0)
-		return -EEXIST;
-	r = fchmod(fd, 0644) < 0 ? -errno : 0;
-	if (r == 0)
-		r = lease_write_all(fd, text, len);
-	if (r == 0 && fsync(fd) < 0)
-		r = -errno;
-	if (r == 0 && renameat(ufd, tmp, ufd, name) < 0)
-		r = -errno;
-	if (r < 0)
-		(void)unlinkat(ufd, tmp, 0);
-	return r;
-}
-
-/* Writes the records of every device of lease naming pid/job_pid. */
-static int lease_write_records(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, pid_t pid,
-                               pid_t job_pid)
-{
-	uint64_t pst = 0, jst = 0;
-	_cleanup_free_ char *user = user_name(geteuid());
-	struct sbuf b = {0};
-	int r;
-
-	if (lease->user_fd < 0)
-		return ctx_error(ctx, -ENOENT, "no owner records directory (owners/%u)",
-		                 (unsigned)geteuid());
-	r = proc_stat(pid, NULL, &pst);
-	if (r < 0)
-		return ctx_error(ctx, r, "pid %d: cannot read its start time: %s", (int)pid,
-		                 strerror(-r));
-	if (job_pid > 0) {
-		r = proc_stat(job_pid, NULL, &jst);
-		if (r < 0)
-			return ctx_error(ctx, r, "pid %d: cannot read its start time: %s",
-			                 (int)job_pid, strerror(-r));
-	}
-	for (size_t i = 0; i < lease->n; i++) {
-		char name[UUID_MAX + 24];
-
-		if (lease->share_mem > 0)
-			(void)snprintf(name, sizeof(name), "%s@%" PRIu32 ".json",
-			               lease->devs[i].uuid, lease->tag);
-		else
-			(void)snprintf(name, sizeof(name), "%s.json", lease->devs[i].uuid);
-		b.len = 0;
-		sb_add(&b,
-		       "{\"version\":1,\"device\":\"%s\",\"pid\":%d,\"pid_start_ticks\":%" PRIu64
-		       ",\"start_time\":%" PRIu64 ",\"job_pid\":%d,\"job_start_ticks\":%" PRIu64
-		       ",\"uid\":%u,\"user\":",
-		       lease->devs[i].uuid, (int)pid, pst, ticks_to_epoch(pst), (int)job_pid, jst,
-		       (unsigned)geteuid());
-		sb_str(&b, user, 256);
-		sb_add(&b, ",\"command\":");
-		sb_str(&b, lease->command, 4096);
-		sb_add(&b, ",\"label\":");
-		sb_str(&b, lease->label, 1024);
-		if (lease->share_mem > 0)
-			sb_add(&b, ",\"share_mem\":%" PRIu64, lease->share_mem);
-		sb_add(&b, ",\"created\":%" PRIu64 "}\n", (uint64_t)time(NULL));
-		if (b.oom) {
-			free(b.p);
-			return ctx_error(ctx, -ENOMEM, "out of memory");
-		}
-		r = record_write(lease->user_fd, name, b.p, b.len);
-		if (r < 0) {
-			free(b.p);
-			return ctx_error(ctx, r, "owner record owners/%u/%s: %s",
-			                 (unsigned)geteuid(), name, strerror(-r));
-		}
-	}
-	free(b.p);
-	return 0;
-}
-
-/* ---- owner records: reading (strict, bounded) ---- */
-
-struct jp {
-	const char *s; /* cursor */
-	const char *e; /* end */
-};
-
-static void jp_ws(struct jp *p)
-{
-	while (p->s < p->e && (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' || *p->s == '\r'))
-		p->s++;
-}
-
-/* A JSON string into *ret (malloc'ed); control characters become '?'. */
-static int jp_str(struct jp *p, char **ret)
-{
-	_cleanup_free_ char *out = NULL;
-	size_t n = 0;
-
-	if (p->s >= p->e || *p->s != '"')
-		return -EINVAL;
-	out = malloc((size_t)(p->e - p->s) * 3 + 1); /* \uXXXX (6) -> at most 3 bytes */
-	if (!out)
-		return -ENOMEM;
-	for (p->s++; p->s < p->e && *p->s != '"'; p->s++) {
-		unsigned char c = (unsigned char)*p->s;
-
-		if (c < 0x20)
-			return -EINVAL;
-		if (c != '\\') {
-			out[n++] = (char)(c == 0x7f ? '?' : c);
-			continue;
-		}
-		if (++p->s >= p->e)
-			return -EINVAL;
-		switch (*p->s) {
-		case '"':
-		case '\\':
-		case '/':
-			out[n++] = *p->s;
-			break;
-		case 'b':
-		case 'f':
-		case 'n':
-		case 'r':
-		case 't':
-			out[n++] = '?';
-			break;
-		case 'u': {
-			unsigned v = 0;
-
-			if (p->e - p->s < 5)
-				return -EINVAL;
-			for (int i = 1; i <= 4; i++) {
-				char h = p->s[i];
-
-				v <<= 4;
-				if (h >= '0' && h <= '9')
-					v |= (unsigned)(h - '0');
-				else if (h >= 'a' && h <= 'f')
-					v |= (unsigned)(h - 'a' + 10);
-				else if (h >= 'A' && h <= 'F')
-					v |= (unsigned)(h - 'A' + 10);
-				else
-					return -EINVAL;
-			}
-			p->s += 4;
-			if (v >= 0xd800 && v <= 0xdfff)
-				return -EINVAL; /* no surrogates: we never write them */
-			if (v < 0x20 || v == 0x7f) {
-				out[n++] = '?';
-			} else if (v < 0x80) {
-				out[n++] = (char)v;
-			} else if (v < 0x800) {
-				out[n++] = (char)(0xc0 | (v >> 6));
-				out[n++] = (char)(0x80 | (v & 0x3f));
-			} else {
-				out[n++] = (char)(0xe0 | (v >> 12));
-				out[n++] = (char)(0x80 | ((v >> 6) & 0x3f));
-				out[n++] = (char)(0x80 | (v & 0x3f));
-			}
-			break;
-		}
-		default:
-			return -EINVAL;
-		}
-	}
-	if (p->s >= p->e)
-		return -EINVAL;
-	p->s++;
-	out[n] = '\0';
-	*ret = TAKE_PTR(out);
-	return 0;
-}
-
-/* Parses a record. Keys: known ones are checked for type and may appear once; others must be a
- * string, a non-negative integer or null. pid and pid_start_ticks are required. */
-static int record_parse(const char *text, size_t len, struct record *r)
-{
-	static const char *const keys[] = {
-	        "version",    "device", "pid",  "pid_start_ticks", "job_pid", "job_start_ticks",
-	        "start_time", "uid",    "user", "command",         "label",   "created",
-	        "share_mem"};
-	bool seen[ELEMENTSOF(keys)] = {0};
-	struct jp p = {text, text + len};
-	int rr;
-
-	jp_ws(&p);
-	if (p.s >= p.e || *p.s++ != '{')
-		return -EINVAL;
-	jp_ws(&p);
-	if (p.s < p.e && *p.s == '}')
-		return -EINVAL;
-	for (;;) {
-		_cleanup_free_ char *key = NULL, *sval = NULL;
-		uint64_t num = 0;
-		bool is_num = false, is_null = false;
-		size_t k;
-
-		jp_ws(&p);
-		rr = jp_str(&p, &key);
-		if (rr < 0)
-			return rr;
-		jp_ws(&p);
-		if (p.s >= p.e || *p.s++ != ':')
-			return -EINVAL;
-		jp_ws(&p);
-		if (p.s < p.e && *p.s == '"') {
-			rr = jp_str(&p, &sval);
-			if (rr < 0)
-				return rr;
-		} else if (p.e - p.s >= 4 && memcmp(p.s, "null", 4) == 0) {
-			p.s += 4;
-			is_null = true;
-		} else {
-			size_t d = 0;
-
-			while (p.s + d < p.e && p.s[d] >= '0' && p.s[d] <= '9')
-				d++;
-			if (d == 0 || (d > 1 && p.s[0] == '0') || !parse_u64(p.s, d, &num))
-				return -EINVAL;
-			p.s += d;
-			is_num = true;
-		}
-		for (k = 0; k < ELEMENTSOF(keys); k++)
-			if (streq(key, keys[k]))
-				break;
-		if (k < ELEMENTSOF(keys)) {
-			bool want_str = streq(key, "device") || streq(key, "user") ||
-			                streq(key, "command") || streq(key, "label");
-
-			if (seen[k])
-				return -EINVAL;
-			seen[k] = true;
-			if (want_str ? is_num : !is_num)
-				return -EINVAL;
-			if ((streq(key, "pid") || streq(key, "job_pid")) && num > INT32_MAX)
-				return -EINVAL;
-			if (streq(key, "pid"))
-				r->pid = (uint32_t)num;
-			else if (streq(key, "pid_start_ticks"))
-				r->pid_start_ticks = num;
-			else if (streq(key, "job_pid"))
-				r->job_pid = (uint32_t)num;
-			else if (streq(key, "job_start_ticks"))
-				r->job_start_ticks = num;
-			else if (streq(key, "start_time"))
-				r->start_time = num;
-			else if (streq(key, "user"))
-				r->user = TAKE_PTR(sval);
-			else if (streq(key, "command"))
-				r->command = TAKE_PTR(sval);
-			else if (streq(key, "label"))
-				r->label = TAKE_PTR(sval);
-			else if (streq(key, "share_mem"))
-				r->share_mem = num;
-			else if (streq(key, "device") && !is_null && !streq(sval, r->uuid))
-				return -EINVAL; /* a record copied under another name */
-		}
-		jp_ws(&p);
-		if (p.s >= p.e)
-			return -EINVAL;
-		if (*p.s == ',') {
-			p.s++;
-			continue;
-		}
-		if (*p.s++ != '}')
-			return -EINVAL;
-		break;
-	}
-	jp_ws(&p);
-	if (p.s != p.e || !seen[2] || !seen[3])
-		return -EINVAL;
-	return 0;
-}
-
-/* Reads one record file under a trusted owners/<uid>/ descriptor. */
-static int record_read(int ufd, uid_t uid, const char *file, const char *uuid, struct record *r)
-{
-	_cleanup_close_ int fd = -1;
-	_cleanup_free_ char *text = NULL;
-	struct stat st;
-	size_t len = 0;
-	int rr;
-
-	fd = openat(ufd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode) || st.st_uid != uid || st.st_nlink != 1)
-		return -EPERM;
-	if (st.st_size > RECORD_MAX)
-		return -EFBIG;
-	rr = lease_read_all(fd, RECORD_MAX, &text, &len);
-	if (rr < 0)
-		return rr;
-	if (memchr(text, '\0', len))
-		return -EINVAL;
-	*r = (struct record){.uid = uid};
-	strscpy(r->uuid, sizeof(r->uuid), uuid);
-	rr = record_parse(text, len, r);
-	if (rr < 0) {
-		record_clear(r);
-		return rr;
-	}
-	r->pid_alive = proc_matches(r->pid, r->pid_start_ticks, uid);
-	r->job_alive = r->job_pid > 0 && proc_matches(r->job_pid, r->job_start_ticks, uid);
-	return 0;
-}
-
-/* A record's file name: "<UUID>.json" (an exclusive lease's) or "<UUID>@<tag>.json" (a shared
- * lease's; tag: 1 to 10 digits). Writes the UUID to uuid[UUID_MAX + 1]. */
-static bool record_name_parse(const char *name, char *uuid, bool *ret_shared)
-{
-	size_t l = strlen(name), base;
-	const char *at;
-
-	if (l <= 5 || !streq(name + l - 5, ".json"))
-		return false;
-	base = l - 5;
-	at = memchr(name, '@', base);
-	*ret_shared = at != NULL;
-	if (at) {
-		size_t digits = base - (size_t)(at - name) - 1;
-
-		if (digits < 1 || digits > 10)
-			return false;
-		for (size_t i = 1; i <= digits; i++)
-			if (at[i] < '0' || at[i] > '9')
-				return false;
-		base = (size_t)(at - name);
-	}
-	if (base > UUID_MAX)
-		return false;
-	memcpy(uuid, name, base);
-	uuid[base] = '\0';
-	return lease_uuid_ok(uuid);
-}
-
-/* The records that may count: readable, from trusted owners/<uid>/ directories, their holder or
- * job alive (only_uid: that user only, (uid_t)-1 all; only_uuid: that device only, NULL all).
- * Unreadable ones are logged at debug level and skipped. */
-static int records_load(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, uid_t only_uid,
-                        const char *only_uuid, struct record **ret, size_t *ret_n)
-{
-	_cleanup_(closedirp) DIR *od = NULL;
-	struct record *v = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *de;
-
-	*ret = NULL;
-	*ret_n = 0;
-	if (dir->owners_fd < 0)
-		return 0;
-	od = lease_dir_reopen(dir->owners_fd);
-	if (!od)
-		return 0;
-	while ((de = readdir(od))) {
-		_cleanup_close_ int ufd = -1;
-		_cleanup_(closedirp) DIR *ud = NULL;
-		struct dirent *fe;
-		struct stat st;
-		uint64_t uid;
-
-		if (!parse_u64(de->d_name, strlen(de->d_name), &uid) || uid >= UINT32_MAX ||
-		    (only_uid != (uid_t)-1 && uid != only_uid))
-			continue;
-		ufd = openat(dir->owners_fd, de->d_name,
-		             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (ufd < 0 || fstat(ufd, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != uid ||
-		    (st.st_mode & (S_IWGRP | S_IWOTH))) {
-			ctx_log(ctx, GPUCTL_LOG_DEBUG, "owners/%s: not a trusted records directory",
-			        de->d_name);
-			continue;
-		}
-		ud = lease_dir_reopen(ufd);
-		while (ud && (fe = readdir(ud))) {
-			char uuid[UUID_MAX + 1];
-			struct record rec = {0};
-			bool shared;
-			int r;
-
-			if (!record_name_parse(fe->d_name, uuid, &shared) ||
-			    (only_uuid && !streq(uuid, only_uuid)))
-				continue;
-			r = record_read(ufd, (uid_t)uid, fe->d_name, uuid, &rec);
-			rec.shared = shared;
-			if (r == -ENOMEM) {
-				records_free(v, n);
-				return ctx_error(ctx, -ENOMEM, "out of memory");
-			}
-			if (r < 0) {
-				ctx_log(ctx, GPUCTL_LOG_DEBUG, "owners/%s/%s: unreadable (%s)",
-				        de->d_name, fe->d_name, strerror(-r));
-				continue;
-			}
-			if (!rec.pid_alive && !rec.job_alive) {
-				record_clear(&rec);
-				continue;
-			}
-			if (n == cap) {
-				size_t nc = cap ? cap * 2 : 8;
-				struct record *nv = realloc(v, nc * sizeof(*v));
-
-				if (!nv) {
-					record_clear(&rec);
-					records_free(v, n);
-					return ctx_error(ctx, -ENOMEM, "out of memory");
-				}
-				v = nv;
-				cap = nc;
-			}
-			v[n++] = rec;
-		}
-	}
-	*ret = v;
-	*ret_n = n;
-	return 0;
-}
-
-/* Removes the caller's shared-lease records whose holder and job are both gone: each shared
- * lease has a record name of its own, so no later lease replaces them. */
-static void records_prune_shared(int ufd)
-{
-	_cleanup_(closedirp) DIR *d = lease_dir_reopen(ufd);
-	struct dirent *de;
-
-	while (d && (de = readdir(d))) {
-		char uuid[UUID_MAX + 1];
-		struct record rec = {0};
-		bool shared = false, live;
-		int r;
-
-		if (!record_name_parse(de->d_name, uuid, &shared) || !shared)
-			continue;
-		r = record_read(ufd, geteuid(), de->d_name, uuid, &rec);
-		if (r == -ENOMEM)
-			return;
-		live = r == 0 && (rec.pid_alive || rec.job_alive);
-		record_clear(&rec);
-		if (!live)
-			(void)unlinkat(ufd, de->d_name, 0);
-	}
-}
-
 /* ---- list ---- */
 
 void gpuctl_lease_list_free(struct gpuctl_lease_list *list)
@@ -911,8 +116,8 @@ void gpuctl_lease_list_free(struct gpuctl_lease_list *list)
 		return;
 	for (size_t i = 0; i < list->n; i++) {
 		free(list->e[i].reason);
-		record_clear(&list->e[i].rec);
-		records_free(list->e[i].sh_recs, list->e[i].n_sh);
+		lease_record_clear(&list->e[i].rec);
+		lease_records_free(list->e[i].sh_recs, list->e[i].n_sh);
 		free(list->e[i].sh_owners);
 		free(list->e[i].sh_ptrs);
 	}
@@ -1024,26 +229,6 @@ static int list_take_shares(struct list_entry *e, struct record *v, size_t n, co
 	return 0;
 }
 
-/* Picks the record of a HELD device (see the file-top decision); -1 if none. */
-static ssize_t pick_record(const struct record *v, size_t n, const char *uuid,
-                           const struct stat *st)
-{
-	pid_t holder = st ? lock_holder(st->st_dev, st->st_ino) : 0;
-	ssize_t only = -1;
-	size_t count = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		if (v[i].shared || !streq(v[i].uuid, uuid))
-			continue;
-		if (holder > 0 && ((v[i].pid_alive || v[i].job_alive) &&
-		                   ((pid_t)v[i].pid == holder || (pid_t)v[i].job_pid == holder)))
-			return (ssize_t)i;
-		count++;
-		only = (ssize_t)i;
-	}
-	return holder <= 0 && count == 1 ? only : -1;
-}
-
 int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                       const struct gpuctl_snapshot *snap, struct gpuctl_lease_list **ret_list)
 {
@@ -1061,7 +246,7 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	l = calloc(1, sizeof(*l));
 	if (!l || !(l->e = calloc(total ? total : 1, sizeof(*l->e))))
 		return ctx_error(ctx, -ENOMEM, "out of memory");
-	r = records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
+	r = lease_records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
 	if (r < 0)
 		return r;
 	for (size_t g = 0; g < snap->n_gpus; g++)
@@ -1081,7 +266,7 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 			    e->state == GPUCTL_LEASE_UNINITIALISED) {
 				e->reason = strdup(reason);
 				if (!e->reason) {
-					records_free(recs, n_recs);
+					lease_records_free(recs, n_recs);
 					return ctx_error(ctx, -ENOMEM, "out of memory");
 				}
 			}
@@ -1089,7 +274,7 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 				e->declared = used > UINT64_MAX / SHARE_UNIT ? UINT64_MAX
 				                                             : used * SHARE_UNIT;
 				if (list_take_shares(e, recs, n_recs, u) < 0) {
-					records_free(recs, n_recs);
+					lease_records_free(recs, n_recs);
 					return ctx_error(ctx, -ENOMEM, "out of memory");
 				}
 				if (e->n_sh > 0) {
@@ -1100,7 +285,7 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 			}
 			if (e->state != GPUCTL_LEASE_HELD)
 				continue;
-			k = pick_record(recs, n_recs, u, &st);
+			k = lease_record_pick(recs, n_recs, u, &st);
 			if (k < 0)
 				continue;
 			e->rec = recs[k];
@@ -1108,7 +293,7 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 			e->has_owner = true;
 			e->owner = owner_of(&e->rec);
 		}
-	records_free(recs, n_recs);
+	lease_records_free(recs, n_recs);
 	*ret_list = TAKE_PTR(l);
 	return 0;
 }
@@ -1152,7 +337,7 @@ static bool belongs(const struct gpuctl_snapshot *snap, const struct record *v, 
 			    (v[i].job_alive && (pid_t)v[i].job_pid == p))
 				return true;
 		}
-		if (proc_stat(p, &pp, NULL) < 0)
+		if (lease_proc_stat(p, &pp, NULL) < 0)
 			return false;
 		p = pp;
 	}
@@ -1196,7 +381,7 @@ static int lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 		*ret_set = set;
 		return 0;
 	}
-	r = records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
+	r = lease_records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
 	if (r < 0) {
 		gpuctl_devset_free(set);
 		return r;
@@ -1206,7 +391,7 @@ static int lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 		n_dev += 1 + snap->gpus[g].n_migs;
 	use = calloc(n_dev ? n_dev : 1, sizeof(*use));
 	if (!held_rec || !use) {
-		records_free(recs, n_recs);
+		lease_records_free(recs, n_recs);
 		gpuctl_devset_free(set);
 		return ctx_error(ctx, -ENOMEM, "out of memory");
 	}
@@ -1251,13 +436,13 @@ static int lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 				continue;
 			r = gpuctl_devset_add(set, g, m);
 			if (r < 0 && r != -EEXIST) {
-				records_free(recs, n_recs);
+				lease_records_free(recs, n_recs);
 				gpuctl_devset_free(set);
 				return ctx_error(ctx, r, "out of memory");
 			}
 		}
 	}
-	records_free(recs, n_recs);
+	lease_records_free(recs, n_recs);
 	*ret_set = set;
 	return 0;
 }
@@ -1305,7 +490,7 @@ int gpuctl_lease_set_owner(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, u
 {
 	if (!lease || pid > INT32_MAX || job_pid > INT32_MAX)
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
-	return lease_write_records(ctx, lease, pid ? (pid_t)pid : getpid(), (pid_t)job_pid);
+	return lease_records_write(ctx, lease, pid ? (pid_t)pid : getpid(), (pid_t)job_pid);
 }
 
 static int devset_merge(struct gpuctl_devset *dst, const struct gpuctl_devset *src)
@@ -1402,8 +587,8 @@ static bool ticket_name_parse(const char *name, uint64_t *ret_arrival, uint32_t 
 	const char *dash = strchr(name, '-');
 	uint64_t a, p;
 
-	if (!dash || !parse_u64(name, (size_t)(dash - name), &a) ||
-	    !parse_u64(dash + 1, strlen(dash + 1), &p) || p == 0 || p > INT32_MAX)
+	if (!dash || !lease_parse_u64(name, (size_t)(dash - name), &a) ||
+	    !lease_parse_u64(dash + 1, strlen(dash + 1), &p) || p == 0 || p > INT32_MAX)
 		return false;
 	*ret_arrival = a;
 	*ret_pid = (uint32_t)p;
@@ -1433,7 +618,7 @@ static bool parse_opt_int(const char *s, uint64_t max, int *ret)
 		*ret = -1;
 		return true;
 	}
-	if (!parse_u64(s, strlen(s), &v) || v > max)
+	if (!lease_parse_u64(s, strlen(s), &v) || v > max)
 		return false;
 	*ret = (int)v;
 	return true;
@@ -1468,11 +653,11 @@ static bool ticket_parse(char *text, struct qticket *t)
 		}
 		*val++ = '\0';
 		if (streq(line, "count")) {
-			ok = !have_count && parse_u64(val, strlen(val), &v) && v <= 4096;
+			ok = !have_count && lease_parse_u64(val, strlen(val), &v) && v <= 4096;
 			q.count = (unsigned)v;
 			have_count = true;
 		} else if (streq(line, "min_free_mem")) {
-			ok = parse_u64(val, strlen(val), &q.min_free_mem);
+			ok = lease_parse_u64(val, strlen(val), &q.min_free_mem);
 		} else if (streq(line, "max_util")) {
 			ok = parse_opt_int(val, 100, &q.max_util);
 		} else if (streq(line, "numa")) {
@@ -1538,7 +723,7 @@ static int queue_user_open(const struct gpuctl_lease_dir *dir, const char *name,
 	uint64_t uid;
 	struct stat st;
 
-	if (!parse_u64(name, strlen(name), &uid) || uid > UINT32_MAX - 1)
+	if (!lease_parse_u64(name, strlen(name), &uid) || uid > UINT32_MAX - 1)
 		return -EINVAL;
 	fd = openat(dir->queue_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
@@ -1682,12 +867,13 @@ static uint64_t state_fp(const struct gpuctl_lease_dir *dir, ino_t skip_ino)
 
 		if (strstr(line, "->") || !strstr(line, "FLOCK"))
 			continue;
-		for (char *t = next_tok(&cur); t && n < ELEMENTSOF(tok); t = next_tok(&cur))
+		for (char *t = lease_next_tok(&cur); t && n < ELEMENTSOF(tok);
+		     t = lease_next_tok(&cur))
 			tok[n++] = t;
 		if (n < 6 || !streq(tok[1], "FLOCK"))
 			continue;
 		colon = strrchr(tok[5], ':');
-		if (!colon || !parse_u64(colon + 1, strlen(colon + 1), &ino) ||
+		if (!colon || !lease_parse_u64(colon + 1, strlen(colon + 1), &ino) ||
 		    ino == (uint64_t)skip_ino)
 			continue;
 		*colon = '\0';
@@ -1877,14 +1063,14 @@ static void sb_uuids(struct sbuf *b, const char *key, const struct gpuctl_devset
 {
 	if (!set)
 		return;
-	sb_add(b, "%s ", key);
+	lease_sb_add(b, "%s ", key);
 	for (size_t i = 0; i < gpuctl_devset_count(set); i++) {
 		const char *u = gpuctl_devset_uuid(set, snap, i);
 
 		if (u && lease_uuid_ok(u))
-			sb_add(b, "%s%s", i ? "," : "", u);
+			lease_sb_add(b, "%s%s", i ? "," : "", u);
 	}
-	sb_add(b, "\n");
+	lease_sb_add(b, "\n");
 }
 
 /* Values of a ticket line: control characters become '?'. */
@@ -1892,13 +1078,13 @@ static void sb_val(struct sbuf *b, const char *key, const char *s)
 {
 	if (!s)
 		return;
-	sb_add(b, "%s ", key);
+	lease_sb_add(b, "%s ", key);
 	for (size_t i = 0; s[i] && i < 1024; i++) {
 		unsigned char c = (unsigned char)s[i];
 
-		sb_add(b, "%c", c < 0x20 || c == 0x7f ? '?' : (char)c);
+		lease_sb_add(b, "%c", c < 0x20 || c == 0x7f ? '?' : (char)c);
 	}
-	sb_add(b, "\n");
+	lease_sb_add(b, "\n");
 }
 
 /* Adds inotify watches: locks/, queue/ and every queue/<uid>/ (again: it is cheap). */
@@ -1921,7 +1107,7 @@ static void ticket_watch(struct gpuctl_wait_ticket *t, const struct gpuctl_lease
 	while ((de = readdir(qd))) {
 		uint64_t uid;
 
-		if (de->d_name[0] == '.' || !parse_u64(de->d_name, strlen(de->d_name), &uid))
+		if (de->d_name[0] == '.' || !lease_parse_u64(de->d_name, strlen(de->d_name), &uid))
 			continue;
 		(void)snprintf(path, sizeof(path), "%s/queue/%s", t->dir_path, de->d_name);
 		(void)inotify_add_watch(t->ifd, path,
@@ -1993,12 +1179,12 @@ int gpuctl_wait_ticket_new(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	(void)snprintf(t->name, sizeof(t->name), "%" PRIu64 "-%u", t->arrival, t->pid);
 
 	/* the content: what decides which devices the request could use */
-	(void)proc_stat(getpid(), NULL, &start);
-	sb_add(&b, "gpuctl-wait 1\npid %u\nstart_time %" PRIu64 "\ncount %u\n", t->pid,
-	       ticks_to_epoch(start), req->count);
-	sb_add(&b, "min_free_mem %" PRIu64 "\nmax_util %d\nnuma %d\nno_procs %d\n",
-	       req->min_free_mem, req->max_util < 0 ? -1 : req->max_util,
-	       req->numa_node < 0 ? -1 : req->numa_node, req->no_procs ? 1 : 0);
+	(void)lease_proc_stat(getpid(), NULL, &start);
+	lease_sb_add(&b, "gpuctl-wait 1\npid %u\nstart_time %" PRIu64 "\ncount %u\n", t->pid,
+	             lease_ticks_to_epoch(start), req->count);
+	lease_sb_add(&b, "min_free_mem %" PRIu64 "\nmax_util %d\nnuma %d\nno_procs %d\n",
+	             req->min_free_mem, req->max_util < 0 ? -1 : req->max_util,
+	             req->numa_node < 0 ? -1 : req->numa_node, req->no_procs ? 1 : 0);
 	sb_val(&b, "mig", req->mig_profile);
 	sb_val(&b, "only", req->only);
 	sb_val(&b, "exclude", req->exclude);
@@ -2122,7 +1308,7 @@ int gpuctl_wait_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	for (size_t i = 0; i < l->n; i++) {
 		const struct qticket *t = &l->t[i];
 
-		l->users[i] = user_name(t->uid);
+		l->users[i] = lease_user_name(t->uid);
 		l->e[i] = (struct gpuctl_wait_entry){
 		        .arrival = t->arrival,
 		        .pid = t->pid,
@@ -2345,11 +1531,11 @@ static int select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir
 	}
 
 	/* 5. owner records (display only: a failure is logged, the lock is the lease) */
-	r = user_dir_open(ctx, dir, true, &lease->user_fd);
+	r = lease_user_dir_open(ctx, dir, true, &lease->user_fd);
 	if (r == 0 && share)
-		records_prune_shared(lease->user_fd);
+		lease_records_prune_shared(lease->user_fd);
 	if (r == 0)
-		r = lease_write_records(ctx, lease, getpid(), 0);
+		r = lease_records_write(ctx, lease, getpid(), 0);
 	if (r < 0)
 		ctx_log(ctx, GPUCTL_LOG_WARNING, "leases: no owner record: %s", gpuctl_errmsg(ctx));
 
@@ -2397,7 +1583,7 @@ static int signal_holder(pid_t pid, uint64_t start_ticks, uid_t uid)
 		int r = 0;
 
 		/* checked after the pidfd pins the process: no recycled pid in between */
-		if (!proc_matches((uint32_t)pid, start_ticks, uid))
+		if (!lease_proc_matches((uint32_t)pid, start_ticks, uid))
 			r = -ESRCH;
 		else if (syscall(SYS_pidfd_send_signal, pfd, SIGTERM, NULL, 0) < 0)
 			r = -errno;
@@ -2405,7 +1591,7 @@ static int signal_holder(pid_t pid, uint64_t start_ticks, uid_t uid)
 		return r;
 	}
 #endif
-	if (!proc_matches((uint32_t)pid, start_ticks, uid))
+	if (!lease_proc_matches((uint32_t)pid, start_ticks, uid))
 		return -ESRCH;
 	return kill(pid, SIGTERM) < 0 ? -errno : 0;
 }
@@ -2424,12 +1610,12 @@ int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	if (!dir || !snap)
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
 	sfd = lease_select_lock_shared(dir); /* its probes must not disturb a select-and-lease */
-	r = records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
+	r = lease_records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
 	if (r < 0)
 		return r;
 	done = calloc(n_recs + 1, sizeof(*done));
 	if (!done) {
-		records_free(recs, n_recs);
+		lease_records_free(recs, n_recs);
 		return ctx_error(ctx, -ENOMEM, "out of memory");
 	}
 	/* first: is any device of set held by another user's (counting) record? */
@@ -2454,7 +1640,7 @@ int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 			r = ctx_error(ctx, -EPERM, "%s is held by uid %u (%s, pid %u): not yours",
 			              u, (unsigned)recs[other].uid,
 			              recs[other].user ? recs[other].user : "?", recs[other].pid);
-			records_free(recs, n_recs);
+			lease_records_free(recs, n_recs);
 			return r;
 		}
 	}
@@ -2485,24 +1671,11 @@ int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 			count++;
 		}
 	}
-	records_free(recs, n_recs);
+	lease_records_free(recs, n_recs);
 	return count;
 }
 
 /* ---- the parsers, for the fuzzers (lease-internal.h) ---- */
-
-int lease_record_parse_text(const char *text, size_t len, const char *uuid)
-{
-	struct record r = {0};
-	int rr;
-
-	if (!text || !uuid || memchr(text, '\0', len))
-		return -EINVAL;
-	strscpy(r.uuid, sizeof(r.uuid), uuid);
-	rr = record_parse(text, len, &r);
-	record_clear(&r);
-	return rr;
-}
 
 bool lease_ticket_parse_text(const char *text, size_t len)
 {
@@ -2515,9 +1688,4 @@ bool lease_ticket_parse_text(const char *text, size_t len)
 	ok = ticket_parse(copy, &t);
 	qticket_clear(&t);
 	return ok;
-}
-
-bool lease_record_name_parse(const char *name, char *uuid, bool *ret_shared)
-{
-	return record_name_parse(name, uuid, ret_shared);
 }
