@@ -9,6 +9,7 @@
 #define GPUCTL_LEASE_INTERNAL_H
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -175,6 +176,48 @@ void lease_records_prune_shared(int ufd);
 /* Picks the record of a HELD device (the decision in lease-record.c); -1 if none. */
 ssize_t lease_record_pick(const struct record *v, size_t n, const char *uuid,
                           const struct stat *st);
+
+/* ---- lease-queue.c: the wait queue ---- */
+
+/* The lease state that decides a waiter's fate, as a number: the flocks of /proc/locks on the
+ * lease directory's file system (but select.lock's, skip_ino) and the names in the queue.
+ * Reading it opens no lock file, so it makes no inotify event. A /proc/locks that cannot be
+ * read gives a new value every time; one that names another device (overlay file systems)
+ * shows no lock change, and the waiter relies on queue changes and its fallback timeout. */
+uint64_t lease_queue_fingerprint(const struct gpuctl_lease_dir *dir, ino_t skip_ino);
+
+/* The devices that the live tickets older than ticket (all of them when ticket is NULL) could
+ * use, merged into reserved; *ret_ahead counts those tickets. Removes dead tickets of ours. */
+int lease_queue_reserved(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
+                         const struct gpuctl_snapshot *snap, struct gpuctl_wait_ticket *ticket,
+                         struct gpuctl_devset *reserved, size_t *ret_ahead);
+
+/* Whether t is a ticket still in the queue (not NULL, not yet left). */
+bool lease_ticket_queued(const struct gpuctl_wait_ticket *t);
+
+/* Notes that a select-and-lease as t found nothing, having seen the state fingerprint fp:
+ * gpuctl_wait_ticket_changed compares the state with it. */
+void lease_ticket_failed(struct gpuctl_wait_ticket *t, uint64_t fp);
+
+/* Leaves the queue (removes and unlocks t's ticket) when t is still in it: a waiter that got
+ * its lease does so while select.lock still orders everyone. */
+void lease_ticket_leave(struct gpuctl_wait_ticket *t);
+
+/* Adds the devices of src (NULL: none) to dst: 0 or -ENOMEM. */
+static inline int lease_devset_merge(struct gpuctl_devset *dst, const struct gpuctl_devset *src)
+{
+	for (size_t i = 0; src && i < gpuctl_devset_count(src); i++) {
+		size_t g;
+		int m, r;
+
+		if (gpuctl_devset_get(src, i, &g, &m) < 0)
+			continue;
+		r = gpuctl_devset_add(dst, g, m);
+		if (r < 0 && r != -EEXIST)
+			return r;
+	}
+	return 0;
+}
 
 /* ---- lease.c: the lease handle (lease-record.c writes its records) ---- */
 
