@@ -4,6 +4,15 @@
  * that fuzz/fuzz-lease.c drives. Not part of the public API (and not exported from
  * libgpuctl.so: the version script keeps only gpuctl_*); every function declared here is named
  * lease_*, so that the static library cannot collide with a user's symbol.
+ *
+ * The lease files, one job each, in the order they build on each other (docs/ARCHITECTURE.md):
+ *   lease-share.c    the memory shared leases declare: OFD byte-range locks on a lock file
+ *   lease-dir.c      the lock store: the lease directory, DIR/config, lock files, the probe of
+ *                    a device's state, select.lock
+ *   lease-record.c   owner records (written, read strictly) and the /proc facts they rest on
+ *   lease-queue.c    the wait queue: tickets, queue scans, the fingerprint, inotify
+ *   lease-foreign.c  foreign processes: compute processes that belong to no lease
+ *   lease.c          the leases: select-and-lease, the lease handle, the list, release
  */
 #ifndef GPUCTL_LEASE_INTERNAL_H
 #define GPUCTL_LEASE_INTERNAL_H
@@ -13,12 +22,73 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
 #include "gpuctl/gpuctl.h"
 #include "snapshot-internal.h"
 #include "util.h"
+
+/* ---- small helpers of several lease files (inline: no symbol) ---- */
+
+/* Closes *d when it is open: _cleanup_(closedirp) DIR *d. */
+static inline void closedirp(DIR **d)
+{
+	if (*d)
+		(void)closedir(*d);
+}
+
+/* The UUID of device (g, mig) of snap (mig -1: the whole GPU), NULL when unknown. */
+static inline const char *lease_dev_uuid(const struct gpuctl_snapshot *snap, size_t g, int mig)
+{
+	return mig < 0 ? gpuctl_gpu_str(&snap->gpus[g], GPUCTL_F_UUID)
+	               : snap->gpus[g].migs[mig].uuid;
+}
+
+/* Adds the devices of src (NULL: none) to dst: 0, or gpuctl_devset_add's error (-ENOMEM). */
+static inline int lease_devset_merge(struct gpuctl_devset *dst, const struct gpuctl_devset *src)
+{
+	for (size_t i = 0; src && i < gpuctl_devset_count(src); i++) {
+		size_t g;
+		int m, r;
+
+		if (gpuctl_devset_get(src, i, &g, &m) < 0)
+			continue;
+		r = gpuctl_devset_add(dst, g, m);
+		if (r < 0 && r != -EEXIST)
+			return r;
+	}
+	return 0;
+}
+
+/* The lease request's fields as this library knows them (a caller built against an older header
+ * passes a smaller struct: the rest keep their defaults). */
+static inline void lease_request_copy(struct gpuctl_lease_request *dst,
+                                      const struct gpuctl_lease_request *src)
+{
+	*dst = (struct gpuctl_lease_request)GPUCTL_LEASE_REQUEST_INIT;
+	if (src)
+		memcpy(dst, src, src->struct_size < sizeof(*dst) ? src->struct_size : sizeof(*dst));
+	dst->struct_size = sizeof(*dst);
+}
+
+/* ---- lease-share.c: the memory shared leases declare ---- */
+
+#define SHARE_UNIT (1024u * 1024u) /* bytes per locked byte of a shared lease */
+
+/* The units (SHARE_UNIT bytes each) that the shared leases on fd's lock file declare, counted
+ * from the kernel's OFD locks: 0, or -errno (-E2BIG: too many ranges to follow). */
+int lease_share_used(int fd, uint64_t *ret_used);
+
+/* Locks need units of the free space below cap (units) on fd, lowest first: 0, -ENOSPC when
+ * there is not that much, or -errno. Under select.lock: nothing else places ranges meanwhile. */
+int lease_share_take(int fd, uint64_t need, uint64_t cap);
+
+/* The units of device (g, mig) of snap that shared leases may declare: its memory less lr's
+ * margin (0 when its memory is unknown: nothing can be shared on it). */
+uint64_t lease_share_capacity(const struct gpuctl_snapshot *snap, size_t g, int mig,
+                              const struct gpuctl_lease_request *lr);
 
 /* ---- lease-dir.c: the lock store (DIR, its config file, lock files, probes, select.lock) ---- */
 
@@ -85,19 +155,6 @@ static inline bool lease_held(int state)
 	return state == GPUCTL_LEASE_HELD || state == GPUCTL_LEASE_SHARED;
 }
 
-/* The UUID of device (g, mig) of snap (mig -1: the whole GPU), NULL when unknown. */
-static inline const char *lease_dev_uuid(const struct gpuctl_snapshot *snap, size_t g, int mig)
-{
-	return mig < 0 ? gpuctl_gpu_str(&snap->gpus[g], GPUCTL_F_UUID)
-	               : snap->gpus[g].migs[mig].uuid;
-}
-
-static inline void closedirp(DIR **d)
-{
-	if (*d)
-		(void)closedir(*d);
-}
-
 /* ---- lease-record.c: owner records, and the /proc facts they rest on ---- */
 
 #define LOCKS_LINE_MAX 512 /* a /proc/locks line */
@@ -160,7 +217,6 @@ int lease_records_write(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, pid_
 
 /* Frees r's strings (r itself stays); lease_records_free frees n records and the array. */
 void lease_record_clear(struct record *r);
-
 void lease_records_free(struct record *r, size_t n);
 
 /* The records that may count: readable, from trusted owners/<uid>/ directories, their holder or
@@ -203,21 +259,14 @@ void lease_ticket_failed(struct gpuctl_wait_ticket *t, uint64_t fp);
  * its lease does so while select.lock still orders everyone. */
 void lease_ticket_leave(struct gpuctl_wait_ticket *t);
 
-/* Adds the devices of src (NULL: none) to dst: 0 or -ENOMEM. */
-static inline int lease_devset_merge(struct gpuctl_devset *dst, const struct gpuctl_devset *src)
-{
-	for (size_t i = 0; src && i < gpuctl_devset_count(src); i++) {
-		size_t g;
-		int m, r;
+/* ---- lease-foreign.c: foreign processes ---- */
 
-		if (gpuctl_devset_get(src, i, &g, &m) < 0)
-			continue;
-		r = gpuctl_devset_add(dst, g, m);
-		if (r < 0 && r != -EEXIST)
-			return r;
-	}
-	return 0;
-}
+/* The devices of snap (a snapshot with processes; without, none) that compute processes of no
+ * lease make busy by lr's thresholds, as a new set in *ret_set. The caller holds select.lock,
+ * shared or exclusive (lease-dir.c). */
+int lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                  const struct gpuctl_snapshot *snap, const struct gpuctl_lease_request *lr,
+                  struct gpuctl_devset **ret_set);
 
 /* ---- lease.c: the lease handle (lease-record.c writes its records) ---- */
 
@@ -238,23 +287,6 @@ struct gpuctl_lease {
 	char *command;          /* for the records, owned, may be NULL */
 	char *label;            /* for the records, owned, may be NULL */
 };
-
-/* ---- lease-share.c: the memory shared leases declare ---- */
-
-#define SHARE_UNIT (1024u * 1024u) /* bytes per locked byte of a shared lease */
-
-/* The units (SHARE_UNIT bytes each) that the shared leases on fd's lock file declare, counted
- * from the kernel's OFD locks: 0, or -errno (-E2BIG: too many ranges to follow). */
-int lease_share_used(int fd, uint64_t *ret_used);
-
-/* Locks need units of the free space below cap (units) on fd, lowest first: 0, -ENOSPC when
- * there is not that much, or -errno. Under select.lock: nothing else places ranges meanwhile. */
-int lease_share_take(int fd, uint64_t need, uint64_t cap);
-
-/* The units of device (g, mig) of snap that shared leases may declare: its memory less lr's
- * margin (0 when its memory is unknown: nothing can be shared on it). */
-uint64_t lease_share_capacity(const struct gpuctl_snapshot *snap, size_t g, int mig,
-                              const struct gpuctl_lease_request *lr);
 
 /* ---- the parsers, for fuzz/fuzz-lease.c ---- */
 

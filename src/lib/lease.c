@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * lease.c: leases, i.e. exclusive flock(2)s on DIR/locks/<UUID>.lock, and shared leases (a
- * shared flock plus OFD read locks that declare memory) (docs/leases.md, design.md §2.4, §7).
+ * lease.c: the leases themselves (docs/leases.md, design.md §2.4, §7): select-and-lease, i.e.
+ * exclusive flock(2)s on DIR/locks/<UUID>.lock, or shared leases (a shared flock plus OFD read
+ * locks that declare memory); the lease handle; gpuctl_lease_list (each device's state and
+ * owner, for `gpuctl ps`); and release. It composes the files below it: the lock store
+ * (lease-dir.c), owner records (lease-record.c), the wait queue (lease-queue.c), shared-memory
+ * accounting (lease-share.c) and foreign processes (lease-foreign.c).
  * Tests: tests/unit/test-lease.c, tests/cli/test_leases.py, test_wait.py, test_share.py.
  *
  * Decisions:
@@ -14,48 +18,34 @@
  *   request, so the rule holds in both directions.
  * - Failing to write a record does not fail select-and-lease (the lock is the lease); it is
  *   logged. gpuctl_lease_set_owner does report the failure.
- * - Foreign processes: a compute process on a device is a lease's only when its pid or an
- *   ancestor (up to ANCESTOR_MAX levels) is the pid or job_pid of a counting record for that
- *   same device (or its whole GPU, or, for a whole GPU, one of its MIG devices). Stricter than
- *   "any lease": a job that wanders onto a GPU it did not lease makes that GPU busy. A process
- *   on a MIG device that cannot be matched to one by GI/CI marks its whole GPU.
  * - Release signals through a pidfd when the kernel has pidfd_open (start time and owner are
  *   checked after opening it, so the pid cannot be recycled in between); else kill().
- * - Sharing (docs/leases.md "Sharing"): a device is SHARED when an exclusive probe fails and a
- *   shared one succeeds (lease-dir.c); declared memory is counted in lease-share.c. A shared
- *   request also raises min_free_mem to what it declares. Shared records: lease-record.c.
+ * - Sharing (docs/leases.md "Sharing"): a shared request also raises min_free_mem to what it
+ *   declares. (A device is SHARED per the probe of lease-dir.c; declared memory is counted by
+ *   lease-share.c; shared leases' records are named by lease-record.c.)
  * - Readers that probe (gpuctl_lease_list, gpuctl_lease_foreign, gpuctl_lease_release) hold
  *   select.lock shared while they do, so their momentary flocks never make a select-and-lease
  *   see a free device as held. Inside select-and-lease (select.lock already exclusive) the
  *   internal lease_foreign is used.
  */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <pwd.h>
 #include <signal.h>
-#include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/inotify.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/sysmacros.h>
 #include <sys/types.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ctx.h"
 #include "lease-internal.h"
 #include "snapshot-internal.h"
 #include "util.h"
-
-#define ANCESTOR_MAX 64 /* levels of the parent walk */
 
 struct list_entry {
 	size_t gpu;                           /* snapshot index */
@@ -76,31 +66,6 @@ struct gpuctl_lease_list {
 	struct list_entry *e; /* GPUs, each followed by its MIG devices; owned */
 	size_t n;             /* entries in e */
 };
-
-/* The lease request's fields as this library knows them (a caller built against an older header
- * passes a smaller struct: the rest keep their defaults). */
-static void lease_request_copy(struct gpuctl_lease_request *dst,
-                               const struct gpuctl_lease_request *src)
-{
-	*dst = (struct gpuctl_lease_request)GPUCTL_LEASE_REQUEST_INIT;
-	if (src)
-		memcpy(dst, src, src->struct_size < sizeof(*dst) ? src->struct_size : sizeof(*dst));
-	dst->struct_size = sizeof(*dst);
-}
-
-/* "10 GiB", "512 MiB" or "1234 B": the largest binary unit that divides bytes exactly. */
-static const char *size_text_of(uint64_t bytes, char *buf, size_t size)
-{
-	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-	size_t u = 0;
-
-	while (u + 1 < ELEMENTSOF(units) && bytes >= 1024 && bytes % 1024 == 0) {
-		bytes /= 1024;
-		u++;
-	}
-	(void)snprintf(buf, size, "%" PRIu64 " %s", bytes, units[u]);
-	return buf;
-}
 
 /* ---- list ---- */
 
@@ -292,169 +257,6 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	return 0;
 }
 
-/* ---- foreign processes ---- */
-
-/* Whether a record for uuid concerns device (g, mig): the device itself, its whole GPU, or, for a
- * whole GPU, one of its MIG devices. */
-static bool record_concerns(const struct gpuctl_snapshot *snap, const char *uuid, size_t g, int mig)
-{
-	const char *u = lease_dev_uuid(snap, g, -1);
-
-	if (u && streq(u, uuid))
-		return true;
-	if (mig >= 0) {
-		u = lease_dev_uuid(snap, g, mig);
-		return u && streq(u, uuid);
-	}
-	for (size_t m = 0; m < snap->gpus[g].n_migs; m++) {
-		u = lease_dev_uuid(snap, g, (int)m);
-		if (u && streq(u, uuid))
-			return true;
-	}
-	return false;
-}
-
-/* Whether pid or one of its ancestors is the holder or job of a counting record (held_rec[i])
- * that concerns device (g, mig). */
-static bool belongs(const struct gpuctl_snapshot *snap, const struct record *v, size_t n,
-                    const bool *held_rec, size_t g, int mig, pid_t pid)
-{
-	pid_t p = pid;
-
-	for (int depth = 0; p > 1 && depth < ANCESTOR_MAX; depth++) {
-		pid_t pp = 0;
-
-		for (size_t i = 0; i < n; i++) {
-			if (!held_rec[i] || !record_concerns(snap, v[i].uuid, g, mig))
-				continue;
-			if ((v[i].pid_alive && (pid_t)v[i].pid == p) ||
-			    (v[i].job_alive && (pid_t)v[i].job_pid == p))
-				return true;
-		}
-		if (lease_proc_stat(p, &pp, NULL) < 0)
-			return false;
-		p = pp;
-	}
-	return false;
-}
-
-/* A device's foreign processes: how many, and their memory (UINT64_MAX when one does not say). */
-struct foreign_use {
-	size_t n;
-	uint64_t mem;
-};
-
-/* Whether a device with foreign use u and GPU utilisation util (-1: unknown) counts as busy. */
-static bool foreign_busy(const struct foreign_use *u, int util,
-                         const struct gpuctl_lease_request *lr)
-{
-	if (u->n == 0)
-		return false;
-	if (lr->busy_memory == 0 || u->mem > lr->busy_memory)
-		return true;
-	return lr->busy_utilization >= 0 && util > lr->busy_utilization;
-}
-
-static int lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
-                         const struct gpuctl_snapshot *snap, const struct gpuctl_lease_request *lr,
-                         struct gpuctl_devset **ret_set)
-{
-	struct gpuctl_devset *set = NULL;
-	struct record *recs = NULL;
-	_cleanup_free_ bool *held_rec = NULL;
-	_cleanup_free_ struct foreign_use *use = NULL;
-	size_t n_recs = 0, n_dev = 0;
-	int r;
-
-	r = gpuctl_devset_new(&set);
-	if (r < 0)
-		return ctx_error(ctx, r, "out of memory");
-	if (!(snap->flags & GPUCTL_SNAP_PROCESSES)) {
-		ctx_log(ctx, GPUCTL_LOG_DEBUG,
-		        "leases: snapshot without processes, no foreign process detection");
-		*ret_set = set;
-		return 0;
-	}
-	r = lease_records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
-	if (r < 0) {
-		gpuctl_devset_free(set);
-		return r;
-	}
-	held_rec = calloc(n_recs ? n_recs : 1, sizeof(*held_rec));
-	for (size_t g = 0; g < snap->n_gpus; g++)
-		n_dev += 1 + snap->gpus[g].n_migs;
-	use = calloc(n_dev ? n_dev : 1, sizeof(*use));
-	if (!held_rec || !use) {
-		lease_records_free(recs, n_recs);
-		gpuctl_devset_free(set);
-		return ctx_error(ctx, -ENOMEM, "out of memory");
-	}
-	for (size_t i = 0; i < n_recs; i++) {
-		char reason[REASON_MAX];
-
-		held_rec[i] = lease_held(
-		        lease_probe(dir, recs[i].uuid, false, NULL, NULL, reason, sizeof(reason)));
-	}
-	for (size_t g = 0, base = 0; g < snap->n_gpus; base += 1 + snap->gpus[g].n_migs, g++) {
-		const struct gpuctl_gpu *gp = &snap->gpus[g];
-		int64_t util = -1;
-
-		for (size_t i = 0; i < gp->n_procs; i++) {
-			const struct gpuctl_proc *pr = &gp->procs[i];
-			int mig = -1;
-
-			if (pr->has_mig)
-				for (size_t m = 0; m < gp->n_migs; m++) {
-					const struct gpuctl_mig *mg = &gp->migs[m];
-
-					if (mg->valid[GPUCTL_MIG_GI] && mg->valid[GPUCTL_MIG_CI] &&
-					    pr->gi == (uint64_t)mg->ints[GPUCTL_MIG_GI] &&
-					    pr->ci == (uint64_t)mg->ints[GPUCTL_MIG_CI])
-						mig = (int)m;
-				}
-			struct foreign_use *u = &use[base + 1 + (size_t)mig];
-
-			if (belongs(snap, recs, n_recs, held_rec, g, mig, (pid_t)pr->pid))
-				continue;
-			u->n++;
-			if (!pr->has_memory || pr->used_memory < 0 ||
-			    u->mem > UINT64_MAX - (uint64_t)pr->used_memory)
-				u->mem = UINT64_MAX;
-			else
-				u->mem += (uint64_t)pr->used_memory;
-		}
-		(void)gpuctl_gpu_int(gp, GPUCTL_F_UTIL_GPU, &util);
-		for (int m = -1; m < (int)gp->n_migs; m++) {
-			/* a MIG device's utilisation is not known: memory decides */
-			if (!foreign_busy(&use[base + 1 + (size_t)m], m < 0 ? (int)util : -1, lr))
-				continue;
-			r = gpuctl_devset_add(set, g, m);
-			if (r < 0 && r != -EEXIST) {
-				lease_records_free(recs, n_recs);
-				gpuctl_devset_free(set);
-				return ctx_error(ctx, r, "out of memory");
-			}
-		}
-	}
-	lease_records_free(recs, n_recs);
-	*ret_set = set;
-	return 0;
-}
-
-int gpuctl_lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
-                         const struct gpuctl_snapshot *snap,
-                         const struct gpuctl_lease_request *lreq, struct gpuctl_devset **ret_set)
-{
-	struct gpuctl_lease_request lr;
-	_cleanup_close_ int sfd = -1;
-
-	if (!dir || !snap || !ret_set)
-		return ctx_error(ctx, -EINVAL, "invalid arguments");
-	lease_request_copy(&lr, lreq);
-	sfd = lease_select_lock_shared(dir);
-	return lease_foreign(ctx, dir, snap, &lr, ret_set);
-}
-
 /* ---- select-and-lease ---- */
 
 void gpuctl_lease_free(struct gpuctl_lease *lease)
@@ -485,6 +287,20 @@ int gpuctl_lease_set_owner(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, u
 	if (!lease || pid > INT32_MAX || job_pid > INT32_MAX)
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
 	return lease_records_write(ctx, lease, pid ? (pid_t)pid : getpid(), (pid_t)job_pid);
+}
+
+/* "10 GiB", "512 MiB" or "1234 B": the largest binary unit that divides bytes exactly. */
+static const char *size_text_of(uint64_t bytes, char *buf, size_t size)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	size_t u = 0;
+
+	while (u + 1 < ELEMENTSOF(units) && bytes >= 1024 && bytes % 1024 == 0) {
+		bytes /= 1024;
+		u++;
+	}
+	(void)snprintf(buf, size, "%" PRIu64 " %s", bytes, units[u]);
+	return buf;
 }
 
 /* Select-and-lease; with ticket, as that waiter (only older waiters are ahead), else as the
