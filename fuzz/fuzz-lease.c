@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * fuzz-lease.c: libFuzzer target for the parsers of src/lib/lease.c that read what other users
- * wrote (docs/leases.md): owner records, waiters' tickets and record file names.
+ * fuzz-lease.c: libFuzzer target for the lease parsers that read what other users wrote
+ * (docs/leases.md): owner records and record file names (src/lib/lease-record.c) and waiters'
+ * tickets (src/lib/lease-queue.c).
  *
  * The first byte chooses the parser (mod 3), the rest is its input. Properties checked beyond
  * "no crash, no leak": a record name that parses yields a UUID that is a prefix of the name,

@@ -1,13 +1,294 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lease-internal.h: the parsers of src/lib/lease.c, for fuzz/fuzz-lease.c. Not part of the
- * public API (and not exported from libgpuctl.so: the version script keeps only gpuctl_*).
+ * lease-internal.h: what the lease files of src/lib share, and the parsers of other users' files
+ * that fuzz/fuzz-lease.c drives. Not part of the public API (and not exported from
+ * libgpuctl.so: the version script keeps only gpuctl_*); every function declared here is named
+ * lease_*, so that the static library cannot collide with a user's symbol.
+ *
+ * The lease files, one job each, in the order they build on each other (docs/ARCHITECTURE.md):
+ *   lease-share.c    the memory shared leases declare: OFD byte-range locks on a lock file
+ *   lease-dir.c      the lock store: the lease directory, DIR/config, lock files, the probe of
+ *                    a device's state, select.lock
+ *   lease-record.c   owner records (written, read strictly) and the /proc facts they rest on
+ *   lease-queue.c    the wait queue: tickets, queue scans, the fingerprint, inotify
+ *   lease-foreign.c  foreign processes: compute processes that belong to no lease
+ *   lease.c          the leases: select-and-lease, the lease handle, the list, release
  */
 #ifndef GPUCTL_LEASE_INTERNAL_H
 #define GPUCTL_LEASE_INTERNAL_H
 
+#include <dirent.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "gpuctl/gpuctl.h"
+#include "snapshot-internal.h"
+#include "util.h"
+
+/* ---- small helpers of several lease files (inline: no symbol) ---- */
+
+/* Closes *d when it is open: _cleanup_(closedirp) DIR *d. */
+static inline void closedirp(DIR **d)
+{
+	if (*d)
+		(void)closedir(*d);
+}
+
+/* The UUID of device (g, mig) of snap (mig -1: the whole GPU), NULL when unknown. */
+static inline const char *lease_dev_uuid(const struct gpuctl_snapshot *snap, size_t g, int mig)
+{
+	return mig < 0 ? gpuctl_gpu_str(&snap->gpus[g], GPUCTL_F_UUID)
+	               : snap->gpus[g].migs[mig].uuid;
+}
+
+/* Adds the devices of src (NULL: none) to dst: 0, or gpuctl_devset_add's error (-ENOMEM). */
+static inline int lease_devset_merge(struct gpuctl_devset *dst, const struct gpuctl_devset *src)
+{
+	for (size_t i = 0; src && i < gpuctl_devset_count(src); i++) {
+		size_t g;
+		int m, r;
+
+		if (gpuctl_devset_get(src, i, &g, &m) < 0)
+			continue;
+		r = gpuctl_devset_add(dst, g, m);
+		if (r < 0 && r != -EEXIST)
+			return r;
+	}
+	return 0;
+}
+
+/* The lease request's fields as this library knows them (a caller built against an older header
+ * passes a smaller struct: the rest keep their defaults). */
+static inline void lease_request_copy(struct gpuctl_lease_request *dst,
+                                      const struct gpuctl_lease_request *src)
+{
+	*dst = (struct gpuctl_lease_request)GPUCTL_LEASE_REQUEST_INIT;
+	if (src)
+		memcpy(dst, src, src->struct_size < sizeof(*dst) ? src->struct_size : sizeof(*dst));
+	dst->struct_size = sizeof(*dst);
+}
+
+/* ---- lease-share.c: the memory shared leases declare ---- */
+
+#define SHARE_UNIT (1024u * 1024u) /* bytes per locked byte of a shared lease */
+
+/* The units (SHARE_UNIT bytes each) that the shared leases on fd's lock file declare, counted
+ * from the kernel's OFD locks: 0, or -errno (-E2BIG: too many ranges to follow). */
+int lease_share_used(int fd, uint64_t *ret_used);
+
+/* Locks need units of the free space below cap (units) on fd, lowest first: 0, -ENOSPC when
+ * there is not that much, or -errno. Under select.lock: nothing else places ranges meanwhile. */
+int lease_share_take(int fd, uint64_t need, uint64_t cap);
+
+/* The units of device (g, mig) of snap that shared leases may declare: its memory less lr's
+ * margin (0 when its memory is unknown: nothing can be shared on it). */
+uint64_t lease_share_capacity(const struct gpuctl_snapshot *snap, size_t g, int mig,
+                              const struct gpuctl_lease_request *lr);
+
+/* ---- lease-dir.c: the lock store (DIR, its config file, lock files, probes, select.lock) ---- */
+
+#define UUID_MAX   96  /* characters of a GPU-/MIG- UUID we accept */
+#define REASON_MAX 160 /* an UNUSABLE/UNINITIALISED reason */
+
+struct gpuctl_lease_dir {
+	char *path;    /* as opened (for messages), owned */
+	int fd;        /* DIR, O_DIRECTORY */
+	int locks_fd;  /* DIR/locks, -1 when missing and not ours to create */
+	int owners_fd; /* DIR/owners, -1 when missing (no records then) */
+	int queue_fd;  /* DIR/queue, -1 when missing (no waiters then) */
+	uid_t owner;   /* DIR's owner: root (shared) or the caller (personal) */
+	bool ours;     /* owner == euid: we create lock files */
+};
+
+/* A GPU-/MIG- UUID made of hex digits and dashes only: never a path. */
+bool lease_uuid_ok(const char *u);
+
+/* Reads at most max bytes of fd; -EFBIG when there is more. *ret is NUL-terminated. */
+int lease_read_all(int fd, size_t max, char **ret, size_t *ret_len);
+
+/* Writes all len bytes of p to fd: 0 or -errno. */
+int lease_write_all(int fd, const char *p, size_t len);
+
+/* Checks an opened directory entry: type, owner (want_uid, or root/euid when (uid_t)-1), and
+ * no group/other write (unless sticky_ok and the sticky bit is set). */
+int lease_check_fd(struct gpuctl_ctx *ctx, int fd, const char *path, bool want_dir, uid_t want_uid,
+                   bool sticky_ok, struct stat *ret_st);
+
+/* Opens name under dfd (a directory, or a regular file) with O_NOFOLLOW; creates it with mode
+ * when create (fchmod after, umask-independent). -ENOENT when missing and not created. */
+int lease_open_at(struct gpuctl_ctx *ctx, int dfd, const char *name, const char *path, bool dir,
+                  bool create, mode_t mode, int *ret_fd);
+
+/* Opens dfd's directory afresh for reading (own offset) as a DIR. */
+DIR *lease_dir_reopen(int dfd);
+
+/* Opens locks/<uuid>.lock (created when create and the directory is ours) and checks it.
+ * Returns FREE with *ret_fd >= 0 (usable; not locked yet), FREE with *ret_fd == -1 (missing in
+ * our directory: nobody can hold it), UNUSABLE or UNINITIALISED with the reason; -ENOMEM. */
+int lease_lock_open(const struct gpuctl_lease_dir *dir, const char *uuid, bool create, int *ret_fd,
+                    struct stat *ret_st, char *reason, size_t rsize);
+
+/* Probes a device: a non-blocking exclusive flock on a fresh description (dropped at once);
+ * when that fails, a shared one tells SHARED from HELD. For SHARED, *ret_used (when asked)
+ * gets the units its shared leases declare (UINT64_MAX when they cannot be counted). */
+int lease_probe(const struct gpuctl_lease_dir *dir, const char *uuid, bool create,
+                struct stat *ret_st, uint64_t *ret_used, char *reason, size_t rsize);
+
+/* Opens select.lock and takes it (blocking). */
+int lease_select_lock_take(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, int *ret_fd,
+                           ino_t *ret_ino);
+
+/* A shared lock on select.lock for readers that probe lock files (list, foreign, ps): probes
+ * take flocks themselves, and one taken while a select-and-lease runs could make it see a free
+ * device as leased. Returns the descriptor to close, or -1 when select.lock is missing or
+ * unsafe (then probe without it: a reader's result is a moment's view anyway). */
+int lease_select_lock_shared(const struct gpuctl_lease_dir *dir);
+
+/* Whether a probed state means some lease holds the device. */
+static inline bool lease_held(int state)
+{
+	return state == GPUCTL_LEASE_HELD || state == GPUCTL_LEASE_SHARED;
+}
+
+/* ---- lease-record.c: owner records, and the /proc facts they rest on ---- */
+
+#define LOCKS_LINE_MAX 512 /* a /proc/locks line */
+
+/* An owner record as read back (strings owned). */
+struct record {
+	uid_t uid;                /* from the file system: owners/<uid>/ */
+	char uuid[UUID_MAX + 1];  /* the device, from the file name */
+	uint32_t pid;             /* holder */
+	uint64_t pid_start_ticks; /* holder's start, clock ticks since boot */
+	uint32_t job_pid;         /* job, 0 if none */
+	uint64_t job_start_ticks; /* job's start, ticks since boot */
+	uint64_t start_time;      /* holder's start, seconds since the epoch */
+	char *user;               /* user name, or NULL */
+	char *command;            /* command line, or NULL */
+	char *label;              /* label, or NULL */
+	uint64_t share_mem;       /* bytes a shared lease declared; 0: exclusive */
+	bool shared;              /* a shared lease's record (<UUID>@<tag>.json) */
+	bool pid_alive;           /* pid is alive with that start time and owner */
+	bool job_alive;           /* job_pid likewise */
+};
+
+/* A text being built (an owner record, a ticket). */
+struct sbuf {
+	char *p;    /* text, NUL-terminated, owned */
+	size_t len; /* bytes used */
+	size_t cap; /* bytes allocated */
+	bool oom;   /* an append failed */
+};
+
+/* Appends printf-style text to b; on failure (or past 64 KiB) sets b->oom, and then every
+ * later append does nothing. */
+void lease_sb_add(struct sbuf *b, const char *fmt, ...) _printf_(2, 3);
+
+/* Strict decimal (no sign, no blanks) of exactly len characters. */
+bool lease_parse_u64(const char *s, size_t len, uint64_t *ret);
+
+/* The next blank-separated token of *s (NUL-terminated in place), NULL at the end. */
+char *lease_next_tok(char **s);
+
+/* /proc/<pid>/stat: parent and start time (field 22, clock ticks since boot). */
+int lease_proc_stat(pid_t pid, pid_t *ret_ppid, uint64_t *ret_start);
+
+/* Whether pid lives, started at start_ticks and belongs to uid. */
+bool lease_proc_matches(uint32_t pid, uint64_t start_ticks, uid_t uid);
+
+/* Clock ticks since boot as seconds since the epoch (0 when the boot time is unknown). */
+uint64_t lease_ticks_to_epoch(uint64_t ticks);
+
+/* The name of user uid (malloc'ed), NULL when unknown or out of memory. */
+char *lease_user_name(uid_t uid);
+
+/* Opens (creating when create) owners/<euid>/, checked: a real directory of euid, 0755. */
+int lease_user_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, bool create,
+                        int *ret_fd);
+
+/* Writes the records of every device of lease naming pid/job_pid. */
+int lease_records_write(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, pid_t pid,
+                        pid_t job_pid);
+
+/* Frees r's strings (r itself stays); lease_records_free frees n records and the array. */
+void lease_record_clear(struct record *r);
+void lease_records_free(struct record *r, size_t n);
+
+/* The records that may count: readable, from trusted owners/<uid>/ directories, their holder or
+ * job alive (only_uid: that user only, (uid_t)-1 all; only_uuid: that device only, NULL all).
+ * Unreadable ones are logged at debug level and skipped. */
+int lease_records_load(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, uid_t only_uid,
+                       const char *only_uuid, struct record **ret, size_t *ret_n);
+
+/* Removes the caller's shared-lease records whose holder and job are both gone: each shared
+ * lease has a record name of its own, so no later lease replaces them. */
+void lease_records_prune_shared(int ufd);
+
+/* Picks the record of a HELD device (the decision in lease-record.c); -1 if none. */
+ssize_t lease_record_pick(const struct record *v, size_t n, const char *uuid,
+                          const struct stat *st);
+
+/* ---- lease-queue.c: the wait queue ---- */
+
+/* The lease state that decides a waiter's fate, as a number: the flocks of /proc/locks on the
+ * lease directory's file system (but select.lock's, skip_ino) and the names in the queue.
+ * Reading it opens no lock file, so it makes no inotify event. A /proc/locks that cannot be
+ * read gives a new value every time; one that names another device (overlay file systems)
+ * shows no lock change, and the waiter relies on queue changes and its fallback timeout. */
+uint64_t lease_queue_fingerprint(const struct gpuctl_lease_dir *dir, ino_t skip_ino);
+
+/* The devices that the live tickets older than ticket (all of them when ticket is NULL) could
+ * use, merged into reserved; *ret_ahead counts those tickets. Removes dead tickets of ours. */
+int lease_queue_reserved(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
+                         const struct gpuctl_snapshot *snap, struct gpuctl_wait_ticket *ticket,
+                         struct gpuctl_devset *reserved, size_t *ret_ahead);
+
+/* Whether t is a ticket still in the queue (not NULL, not yet left). */
+bool lease_ticket_queued(const struct gpuctl_wait_ticket *t);
+
+/* Notes that a select-and-lease as t found nothing, having seen the state fingerprint fp:
+ * gpuctl_wait_ticket_changed compares the state with it. */
+void lease_ticket_failed(struct gpuctl_wait_ticket *t, uint64_t fp);
+
+/* Leaves the queue (removes and unlocks t's ticket) when t is still in it: a waiter that got
+ * its lease does so while select.lock still orders everyone. */
+void lease_ticket_leave(struct gpuctl_wait_ticket *t);
+
+/* ---- lease-foreign.c: foreign processes ---- */
+
+/* The devices of snap (a snapshot with processes; without, none) that compute processes of no
+ * lease make busy by lr's thresholds, as a new set in *ret_set. The caller holds select.lock,
+ * shared or exclusive (lease-dir.c). */
+int lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                  const struct gpuctl_snapshot *snap, const struct gpuctl_lease_request *lr,
+                  struct gpuctl_devset **ret_set);
+
+/* ---- lease.c: the lease handle (lease-record.c writes its records) ---- */
+
+/* One leased device. */
+struct lease_dev {
+	int fd;                  /* the locked description, O_CLOEXEC */
+	size_t gpu;              /* snapshot index */
+	int mig;                 /* MIG index, -1 for the whole GPU */
+	char uuid[UUID_MAX + 1]; /* its UUID */
+};
+
+struct gpuctl_lease {
+	struct lease_dev *devs; /* the leased devices, owned */
+	size_t n;               /* entries in devs */
+	uint64_t share_mem;     /* bytes declared per device; 0: exclusive */
+	uint32_t tag;           /* a shared lease's record names: <UUID>@<tag>.json (creator pid) */
+	int user_fd;            /* owners/<euid>/, -1 when records cannot be written */
+	char *command;          /* for the records, owned, may be NULL */
+	char *label;            /* for the records, owned, may be NULL */
+};
+
+/* ---- the parsers, for fuzz/fuzz-lease.c ---- */
 
 /* Parses an owner record of len bytes as the record of device uuid (docs/leases.md): 0, or
  * -EINVAL for anything the reader refuses. */

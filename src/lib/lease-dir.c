@@ -1,0 +1,581 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lease-dir.c: the lock store (docs/leases.md, design.md §2.4, §7): the lease directory DIR
+ * (opened, checked, created, its config file), one lock file per device in DIR/locks/, the probe
+ * that tells a device's state from its lock file, and DIR/select.lock, which orders every
+ * select-and-lease. Nothing here decides who gets a device; lease.c does, on these states.
+ * Tests: tests/unit/test-lease.c (directory creation and checks, unusable lock files),
+ * tests/cli/test_leases.py.
+ *
+ * Decisions:
+ * - Everything below the lease directory is reached with *at() calls relative to directory
+ *   descriptors opened with O_NOFOLLOW and checked with fstat() on the descriptor (what was
+ *   opened, not the path: no check-then-use race). Components above DIR may be symlinks
+ *   (/var/run -> /run); DIR itself may not. Only DIR's last component is ever created.
+ * - Who may create: DIR when we are root or own its parent; locks/, owners/, select.lock and
+ *   lock files only when DIR is ours (owner == euid). Modes are set with fchmod() after
+ *   creation, so the umask does not matter. locks/ and select.lock must belong to DIR's owner
+ *   (stricter than "root or us": a locks/ of another user could have its files unlinked).
+ * - A missing lock file in a directory of ours reads as FREE (nobody can hold a lock on a file
+ *   that does not exist; select-and-lease creates it); in someone else's, UNINITIALISED.
+ * - select.lock is opened afresh for every select-and-lease, never kept in the handle: a
+ *   forked child sharing the parent's open file description would not be excluded by it.
+ * - Sharing (docs/leases.md "Sharing"): a device is SHARED when an exclusive probe fails and a
+ *   shared one succeeds; then the probe counts what its shared leases declare (lease-share.c).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ctx.h"
+#include "lease-internal.h"
+#include "snapshot-internal.h"
+#include "util.h"
+
+#define DEFAULT_LEASE_DIR "/run/gpuctl"
+#define CONFIG_PIN_MAX    4096 /* bytes of DIR/config */
+
+/* ---- reaching files below DIR ---- */
+
+bool lease_uuid_ok(const char *u)
+{
+	size_t n;
+
+	if (!u || (strncmp(u, "GPU-", 4) != 0 && strncmp(u, "MIG-", 4) != 0))
+		return false;
+	n = strlen(u);
+	if (n <= 4 || n > UUID_MAX)
+		return false;
+	return strspn(u + 4, "0123456789abcdefABCDEF-") == n - 4;
+}
+
+int lease_read_all(int fd, size_t max, char **ret, size_t *ret_len)
+{
+	_cleanup_free_ char *b = malloc(max + 2);
+	size_t len = 0;
+
+	if (!b)
+		return -ENOMEM;
+	for (;;) {
+		ssize_t k = read(fd, b + len, max + 1 - len);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		if (k == 0)
+			break;
+		len += (size_t)k;
+		if (len > max)
+			return -EFBIG;
+	}
+	b[len] = '\0';
+	*ret_len = len;
+	*ret = TAKE_PTR(b);
+	return 0;
+}
+
+int lease_write_all(int fd, const char *p, size_t len)
+{
+	while (len > 0) {
+		ssize_t k = write(fd, p, len);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		p += k;
+		len -= (size_t)k;
+	}
+	return 0;
+}
+
+int lease_check_fd(struct gpuctl_ctx *ctx, int fd, const char *path, bool want_dir, uid_t want_uid,
+                   bool sticky_ok, struct stat *ret_st)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return ctx_error(ctx, -errno, "lease directory '%s': %s", path, strerror(errno));
+	if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+		return ctx_error(ctx, -EPERM, "lease directory '%s': not a %s", path,
+		                 want_dir ? "directory" : "regular file");
+	if (want_uid == (uid_t)-1 ? (st.st_uid != 0 && st.st_uid != geteuid())
+	                          : st.st_uid != want_uid)
+		return ctx_error(ctx, -EPERM, "lease directory '%s': owned by uid %u, not by %s",
+		                 path, (unsigned)st.st_uid,
+		                 want_uid == (uid_t)-1 ? "root or you" : "the directory's owner");
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(sticky_ok && (st.st_mode & S_ISVTX)))
+		return ctx_error(ctx, -EPERM,
+		                 "lease directory '%s': writable by group or others (mode %04o)",
+		                 path, (unsigned)(st.st_mode & 07777));
+	if (ret_st)
+		*ret_st = st;
+	return 0;
+}
+
+int lease_open_at(struct gpuctl_ctx *ctx, int dfd, const char *name, const char *path, bool dir,
+                  bool create, mode_t mode, int *ret_fd)
+{
+	int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (dir ? O_DIRECTORY : O_NONBLOCK);
+	_cleanup_close_ int fd = -1;
+	bool created = false;
+
+	fd = openat(dfd, name, flags);
+	if (fd < 0 && errno == ENOENT && create) {
+		if (dir) {
+			if (mkdirat(dfd, name, 0700) < 0 && errno != EEXIST)
+				return ctx_error(ctx, -errno,
+				                 "lease directory '%s': cannot create: %s", path,
+				                 strerror(errno));
+			created = errno != EEXIST;
+			fd = openat(dfd, name, flags);
+		} else {
+			fd = openat(dfd, name, flags | O_CREAT | O_EXCL, 0600);
+			created = fd >= 0;
+			if (fd < 0 && errno == EEXIST)
+				fd = openat(dfd, name, flags);
+		}
+	}
+	if (fd < 0) {
+		int e = errno;
+
+		if (e == ENOENT)
+			return -ENOENT;
+		if (e == ELOOP || e == ENOTDIR) {
+			struct stat lst; /* for the message only: the open refused it already */
+			bool link =
+			        e == ELOOP || (fstatat(dfd, name, &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
+			                       S_ISLNK(lst.st_mode));
+
+			return ctx_error(ctx, -EPERM, "lease directory '%s': %s", path,
+			                 link ? "is a symlink" : "not a directory");
+		}
+		return ctx_error(ctx, -e, "lease directory '%s': %s", path, strerror(e));
+	}
+	if (created && fchmod(fd, mode) < 0)
+		return ctx_error(ctx, -errno, "lease directory '%s': chmod: %s", path,
+		                 strerror(errno));
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+DIR *lease_dir_reopen(int dfd)
+{
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d;
+
+	if (fd < 0)
+		return NULL;
+	d = fdopendir(fd);
+	if (!d)
+		(void)close(fd);
+	return d;
+}
+
+/* ---- the directory ---- */
+
+void gpuctl_lease_dir_free(struct gpuctl_lease_dir *dir)
+{
+	if (!dir)
+		return;
+	closep(&dir->fd);
+	closep(&dir->locks_fd);
+	closep(&dir->owners_fd);
+	closep(&dir->queue_fd);
+	free(dir->path);
+	free(dir);
+}
+
+const char *gpuctl_lease_dir_path(const struct gpuctl_lease_dir *dir)
+{
+	return dir ? dir->path : NULL;
+}
+
+uint32_t gpuctl_lease_dir_owner(const struct gpuctl_lease_dir *dir)
+{
+	return dir ? (uint32_t)dir->owner : 0;
+}
+
+/* Opens DIR itself, creating its last component when we may (root, or the parent is ours). */
+static int open_top(struct gpuctl_ctx *ctx, const char *path, int *ret_fd)
+{
+	_cleanup_free_ char *parent = NULL;
+	_cleanup_close_ int pfd = -1;
+	const char *base;
+	struct stat pst;
+	size_t len = strlen(path);
+	char *slash;
+	int r;
+
+	r = lease_open_at(ctx, AT_FDCWD, path, path, true, false, 0, ret_fd);
+	if (r != -ENOENT)
+		return r;
+	while (len > 1 && path[len - 1] == '/')
+		len--;
+	parent = strndup(path, len);
+	if (!parent)
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+	slash = strrchr(parent, '/');
+	if (slash) {
+		*slash = '\0';
+		base = slash + 1;
+	} else {
+		base = parent;
+	}
+	if (!*base || streq(base, ".") || streq(base, ".."))
+		return ctx_error(ctx, -EINVAL, "lease directory '%s': not a usable name", path);
+	pfd = open(slash ? (*parent ? parent : "/") : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pfd < 0 || fstat(pfd, &pst) < 0 || (geteuid() != 0 && pst.st_uid != geteuid()))
+		return ctx_error(
+		        ctx, -ENOENT,
+		        "lease directory '%s': missing (run `sudo gpuctl lease init`, or set "
+		        "GPUCTL_LEASE_DIR to a directory of your own)",
+		        path);
+	return lease_open_at(ctx, pfd, base, path, true, true, 0755, ret_fd);
+}
+
+int gpuctl_lease_dir_open(struct gpuctl_ctx *ctx, const char *path,
+                          struct gpuctl_lease_dir **ret_dir)
+{
+	_cleanup_(gpuctl_lease_dir_freep) struct gpuctl_lease_dir *dir = NULL;
+	_cleanup_close_ int sfd = -1;
+	struct stat st;
+	char sub[4096];
+	int r;
+
+	if (!ret_dir)
+		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	if (!path || !*path)
+		path = getenv("GPUCTL_LEASE_DIR");
+	if (!path || !*path)
+		path = DEFAULT_LEASE_DIR;
+	dir = calloc(1, sizeof(*dir));
+	if (!dir)
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+	dir->fd = dir->locks_fd = dir->owners_fd = dir->queue_fd = -1;
+	dir->path = strdup(path);
+	if (!dir->path)
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+
+	r = open_top(ctx, path, &dir->fd);
+	if (r < 0)
+		return r;
+	r = lease_check_fd(ctx, dir->fd, path, true, (uid_t)-1, false, &st);
+	if (r < 0)
+		return r;
+	dir->owner = st.st_uid;
+	dir->ours = st.st_uid == geteuid();
+
+	(void)snprintf(sub, sizeof(sub), "%s/locks", path);
+	r = lease_open_at(ctx, dir->fd, "locks", sub, true, dir->ours, 0755, &dir->locks_fd);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	if (r == 0) {
+		r = lease_check_fd(ctx, dir->locks_fd, sub, true, dir->owner, false, NULL);
+		if (r < 0)
+			return r;
+	}
+
+	(void)snprintf(sub, sizeof(sub), "%s/select.lock", path);
+	r = lease_open_at(ctx, dir->fd, "select.lock", sub, false, dir->ours, 0644, &sfd);
+	if (r == -ENOENT)
+		return ctx_error(
+		        ctx, -ENOENT,
+		        "lease directory '%s': no select.lock (run `sudo gpuctl lease init`, "
+		        "or set GPUCTL_LEASE_DIR to a directory of your own)",
+		        path);
+	if (r < 0)
+		return r;
+	r = lease_check_fd(ctx, sfd, sub, false, dir->owner, false, NULL);
+	if (r < 0)
+		return r;
+
+	/* owners/: 1777 in a shared (root's) directory, 0755 in a personal one */
+	(void)snprintf(sub, sizeof(sub), "%s/owners", path);
+	r = lease_open_at(ctx, dir->fd, "owners", sub, true, dir->ours,
+	                  dir->owner == 0 ? (S_ISVTX | 0777) : 0755, &dir->owners_fd);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	if (r == 0) {
+		r = lease_check_fd(ctx, dir->owners_fd, sub, true, dir->owner, dir->owner == 0,
+		                   NULL);
+		if (r < 0)
+			return r;
+	}
+
+	/* queue/: the waiters' tickets, made like owners/ */
+	(void)snprintf(sub, sizeof(sub), "%s/queue", path);
+	r = lease_open_at(ctx, dir->fd, "queue", sub, true, dir->ours,
+	                  dir->owner == 0 ? (S_ISVTX | 0777) : 0755, &dir->queue_fd);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	if (r == 0) {
+		r = lease_check_fd(ctx, dir->queue_fd, sub, true, dir->owner, dir->owner == 0,
+		                   NULL);
+		if (r < 0)
+			return r;
+	}
+	*ret_dir = TAKE_PTR(dir);
+	return 0;
+}
+
+/* ---- DIR/config: which configuration file governs the directory ---- */
+
+int gpuctl_lease_dir_config(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
+                            char **ret_path)
+{
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *text = NULL;
+	struct stat st;
+	size_t len = 0;
+	int r;
+
+	if (!dir || !ret_path)
+		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	*ret_path = NULL;
+	fd = openat(dir->fd, "config", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0)
+		return ctx_error(ctx, -errno, "'%s/config': %s", dir->path,
+		                 errno == ELOOP ? "is a symlink" : strerror(errno));
+	if (fstat(fd, &st) < 0)
+		return ctx_error(ctx, -errno, "'%s/config': %s", dir->path, strerror(errno));
+	if (!S_ISREG(st.st_mode) || st.st_uid != dir->owner || st.st_nlink != 1 ||
+	    (st.st_mode & (S_IWGRP | S_IWOTH)))
+		return ctx_error(
+		        ctx, -EPERM,
+		        "'%s/config': not a regular file of the directory's owner that only "
+		        "it may write",
+		        dir->path);
+	r = lease_read_all(fd, CONFIG_PIN_MAX, &text, &len);
+	if (r < 0)
+		return ctx_error(ctx, r, "'%s/config': %s", dir->path, strerror(-r));
+	while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' '))
+		text[--len] = '\0';
+	if (len == 0 || text[0] != '/' || memchr(text, '\0', len) || strchr(text, '\n'))
+		return ctx_error(
+		        ctx, -EINVAL,
+		        "'%s/config': not one absolute path (written by `gpuctl lease init`)",
+		        dir->path);
+	*ret_path = TAKE_PTR(text);
+	return 0;
+}
+
+int gpuctl_lease_dir_set_config(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                                const char *path)
+{
+	char tmp[32];
+	_cleanup_close_ int fd = -1;
+	int r = 0;
+
+	if (!dir ||
+	    (path && (path[0] != '/' || strchr(path, '\n') || strlen(path) >= CONFIG_PIN_MAX)))
+		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	if (!dir->ours)
+		return ctx_error(ctx, -EPERM,
+		                 "lease directory '%s': only its owner (uid %u) may name its "
+		                 "configuration",
+		                 dir->path, (unsigned)dir->owner);
+	if (!path) {
+		if (unlinkat(dir->fd, "config", 0) < 0 && errno != ENOENT)
+			return ctx_error(ctx, -errno, "'%s/config': %s", dir->path,
+			                 strerror(errno));
+		return 0;
+	}
+	(void)snprintf(tmp, sizeof(tmp), ".config-%d", (int)getpid());
+	(void)unlinkat(dir->fd, tmp, 0);
+	fd = openat(dir->fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || fchmod(fd, 0644) < 0)
+		r = -errno;
+	if (r == 0)
+		r = lease_write_all(fd, path, strlen(path));
+	if (r == 0)
+		r = lease_write_all(fd, "\n", 1);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (r == 0 && renameat(dir->fd, tmp, dir->fd, "config") < 0)
+		r = -errno;
+	if (r < 0) {
+		(void)unlinkat(dir->fd, tmp, 0);
+		return ctx_error(ctx, r, "'%s/config': %s", dir->path, strerror(-r));
+	}
+	return 0;
+}
+
+/* ---- lock files ---- */
+
+int lease_lock_open(const struct gpuctl_lease_dir *dir, const char *uuid, bool create, int *ret_fd,
+                    struct stat *ret_st, char *reason, size_t rsize)
+{
+	char name[UUID_MAX + 8];
+	_cleanup_close_ int fd = -1;
+	int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
+	struct stat st;
+
+	*ret_fd = -1;
+	if (!lease_uuid_ok(uuid)) {
+		(void)snprintf(reason, rsize, "%s UUID, not usable as a lock file name",
+		               uuid ? "unusual" : "no");
+		return GPUCTL_LEASE_UNUSABLE;
+	}
+	if (dir->locks_fd < 0) {
+		(void)snprintf(reason, rsize, "no %s/locks (run `sudo gpuctl lease init`)",
+		               dir->path);
+		return GPUCTL_LEASE_UNINITIALISED;
+	}
+	(void)snprintf(name, sizeof(name), "%s.lock", uuid);
+	fd = openat(dir->locks_fd, name, flags);
+	if (fd < 0 && errno == ENOENT && create && dir->ours) {
+		fd = openat(dir->locks_fd, name, flags | O_CREAT | O_EXCL, 0600);
+		if (fd >= 0 && fchmod(fd, 0644) < 0) {
+			(void)snprintf(reason, rsize, "locks/%s: chmod: %s", name, strerror(errno));
+			return GPUCTL_LEASE_UNUSABLE;
+		}
+		if (fd < 0 && errno == EEXIST)
+			fd = openat(dir->locks_fd, name, flags);
+	}
+	if (fd < 0) {
+		if (errno == ENOENT && dir->ours)
+			return GPUCTL_LEASE_FREE;
+		if (errno == ENOENT) {
+			(void)snprintf(reason, rsize,
+			               "no lock file locks/%s (run `sudo gpuctl lease init`)",
+			               name);
+			return GPUCTL_LEASE_UNINITIALISED;
+		}
+		(void)snprintf(reason, rsize, "locks/%s: %s", name,
+		               errno == ELOOP ? "is a symlink" : strerror(errno));
+		return GPUCTL_LEASE_UNUSABLE;
+	}
+	if (fstat(fd, &st) < 0) {
+		(void)snprintf(reason, rsize, "locks/%s: %s", name, strerror(errno));
+		return GPUCTL_LEASE_UNUSABLE;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		(void)snprintf(reason, rsize, "locks/%s: not a regular file", name);
+		return GPUCTL_LEASE_UNUSABLE;
+	}
+	if (st.st_uid != dir->owner) {
+		(void)snprintf(reason, rsize,
+		               "locks/%s: owned by uid %u, not the directory's owner", name,
+		               (unsigned)st.st_uid);
+		return GPUCTL_LEASE_UNUSABLE;
+	}
+	if (st.st_nlink != 1) {
+		(void)snprintf(reason, rsize, "locks/%s: has %ju links", name,
+		               (uintmax_t)st.st_nlink);
+		return GPUCTL_LEASE_UNUSABLE;
+	}
+	if (ret_st)
+		*ret_st = st;
+	*ret_fd = TAKE_FD(fd);
+	return GPUCTL_LEASE_FREE;
+}
+
+int gpuctl_lease_dir_init(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                          const struct gpuctl_snapshot *snap)
+{
+	int created = 0;
+
+	if (!dir || !snap)
+		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	if (!dir->ours || dir->locks_fd < 0)
+		return ctx_error(
+		        ctx, -EPERM,
+		        "lease directory '%s': only its owner (uid %u) may create lock files",
+		        dir->path, (unsigned)dir->owner);
+	for (size_t g = 0; g < snap->n_gpus; g++)
+		for (int m = -1; m < (int)snap->gpus[g].n_migs; m++) {
+			const char *u = lease_dev_uuid(snap, g, m);
+			char name[UUID_MAX + 8];
+			_cleanup_close_ int fd = -1;
+
+			if (!lease_uuid_ok(u))
+				continue;
+			(void)snprintf(name, sizeof(name), "%s.lock", u);
+			fd = openat(dir->locks_fd, name,
+			            O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+			if (fd < 0 && errno == EEXIST)
+				continue;
+			if (fd < 0 || fchmod(fd, 0644) < 0)
+				return ctx_error(ctx, -errno, "lease directory '%s': locks/%s: %s",
+				                 dir->path, name, strerror(errno));
+			created++;
+		}
+	return created;
+}
+
+int lease_probe(const struct gpuctl_lease_dir *dir, const char *uuid, bool create,
+                struct stat *ret_st, uint64_t *ret_used, char *reason, size_t rsize)
+{
+	_cleanup_close_ int fd = -1;
+	int s = lease_lock_open(dir, uuid, create, &fd, ret_st, reason, rsize);
+
+	if (ret_used)
+		*ret_used = 0;
+	if (s != GPUCTL_LEASE_FREE || fd < 0)
+		return s;
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+		return GPUCTL_LEASE_FREE; /* closing fd drops it */
+	if (errno == EWOULDBLOCK && flock(fd, LOCK_SH | LOCK_NB) == 0) {
+		if (ret_used && lease_share_used(fd, ret_used) < 0)
+			*ret_used = UINT64_MAX;
+		return GPUCTL_LEASE_SHARED;
+	}
+	if (errno == EWOULDBLOCK)
+		return GPUCTL_LEASE_HELD;
+	(void)snprintf(reason, rsize, "locks/%s.lock: flock: %s", uuid, strerror(errno));
+	return GPUCTL_LEASE_UNUSABLE;
+}
+
+/* ---- select.lock ---- */
+
+int lease_select_lock_take(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, int *ret_fd,
+                           ino_t *ret_ino)
+{
+	char path[4096];
+	_cleanup_close_ int sfd = -1;
+	struct stat st;
+	int r;
+
+	(void)snprintf(path, sizeof(path), "%s/select.lock", dir->path);
+	r = lease_open_at(ctx, dir->fd, "select.lock", path, false, false, 0, &sfd);
+	if (r == -ENOENT)
+		return ctx_error(ctx, -ENOENT, "lease directory '%s': no select.lock", dir->path);
+	if (r < 0)
+		return r;
+	r = lease_check_fd(ctx, sfd, path, false, dir->owner, false, &st);
+	if (r < 0)
+		return r;
+	while (flock(sfd, LOCK_EX) < 0)
+		if (errno != EINTR)
+			return ctx_error(ctx, -errno, "'%s': flock: %s", path, strerror(errno));
+	if (ret_ino)
+		*ret_ino = st.st_ino;
+	*ret_fd = TAKE_FD(sfd);
+	return 0;
+}
+
+int lease_select_lock_shared(const struct gpuctl_lease_dir *dir)
+{
+	_cleanup_close_ int fd =
+	        openat(dir->fd, "select.lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	struct stat st;
+
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != dir->owner ||
+	    (st.st_mode & (S_IWGRP | S_IWOTH)))
+		return -1;
+	while (flock(fd, LOCK_SH) < 0)
+		if (errno != EINTR)
+			return -1;
+	return TAKE_FD(fd);
+}

@@ -1,0 +1,805 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lease-record.c: owner records (docs/leases.md): who holds a lease, written per user under
+ * DIR/owners/<uid>/ for `gpuctl ps`, read back by a strict bounded parser, and the /proc facts
+ * that decide whether a record counts (a pid's start time, parent and owner; who holds a flock).
+ * Records never decide who holds what: the lock files do (lease-dir.c).
+ * Tests: tests/unit/test-lease.c (owner records), tests/cli/test_leases.py; the parsers are
+ * fuzzed by fuzz/fuzz-lease.c.
+ *
+ * Decisions:
+ * - Owner records are display only. A record counts when it comes from owners/<uid>/ that is a
+ *   real directory owned by <uid> (and not writable by others), parses, its device is HELD and
+ *   its pid or job_pid is alive, has the recorded start time (/proc/<pid>/stat field 22) and is
+ *   owned by <uid>. Records are not removed when a lease ends: the next lease of that user and
+ *   device replaces it, and a stale one never counts (its holder is dead or the lock is free).
+ * - The record of a held device: the one whose pid or job_pid holds the lock per /proc/locks;
+ *   when /proc/locks does not name the holder, the only counting record, if exactly one.
+ * - Shared leases' records are named <UUID>@<tag>.json (one per lease; tag = the creating pid),
+ *   pruned by the same user's next shared lease once their holders are gone.
+ * - A zombie (state Z or X in /proc/<pid>/stat) counts as gone: it holds no descriptor, and in
+ *   some containers nothing reaps it.
+ * - Record format: one JSON object (docs/leases.md), written by hand with escaping; read back by
+ *   a small strict parser (RECORD_MAX bytes at most; strings, non-negative integers and null;
+ *   anything else makes the record unreadable). Control characters in strings become '?'.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctx.h"
+#include "lease-internal.h"
+#include "util.h"
+
+#define RECORD_MAX 16384 /* bytes: a longer record is unreadable */
+
+/* ---- strict text ---- */
+
+bool lease_parse_u64(const char *s, size_t len, uint64_t *ret)
+{
+	uint64_t v = 0;
+
+	if (len == 0 || len > 20)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		if (v > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
+			return false;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	*ret = v;
+	return true;
+}
+
+char *lease_next_tok(char **s)
+{
+	char *p = *s, *t;
+
+	while (*p == ' ' || *p == '\n')
+		p++;
+	if (!*p)
+		return NULL;
+	t = p;
+	while (*p && *p != ' ' && *p != '\n')
+		p++;
+	if (*p)
+		*p++ = '\0';
+	*s = p;
+	return t;
+}
+
+/* ---- /proc: who a process is ---- */
+
+int lease_proc_stat(pid_t pid, pid_t *ret_ppid, uint64_t *ret_start)
+{
+	char path[64], buf[1024];
+	_cleanup_close_ int fd = -1;
+	ssize_t k;
+	char *p, *cur;
+	uint64_t v;
+	int field = 2;
+
+	if (pid <= 0)
+		return -ESRCH;
+	(void)snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	k = read(fd, buf, sizeof(buf) - 1);
+	if (k <= 0)
+		return -EIO;
+	buf[k] = '\0';
+	p = strrchr(buf, ')'); /* comm may hold anything, even ')': the last one ends it */
+	if (!p)
+		return -EIO;
+	cur = p + 1;
+	for (char *t = lease_next_tok(&cur); t; t = lease_next_tok(&cur)) {
+		field++;
+		/* a zombie has ended: it holds no descriptor, so no lease (no init reaps it in
+		 * some containers) */
+		if (field == 3 && (t[0] == 'Z' || t[0] == 'X'))
+			return -ESRCH;
+		if (field == 4 && ret_ppid) {
+			if (!lease_parse_u64(t, strlen(t), &v) || v > INT32_MAX)
+				return -EIO;
+			*ret_ppid = (pid_t)v;
+		}
+		if (field == 22) {
+			if (!lease_parse_u64(t, strlen(t), &v))
+				return -EIO;
+			if (ret_start)
+				*ret_start = v;
+			return 0;
+		}
+	}
+	return -EIO;
+}
+
+/* The owner of a process (its effective uid, as /proc/<pid> shows it). */
+static int proc_uid(pid_t pid, uid_t *ret_uid)
+{
+	char path[64];
+	struct stat st;
+
+	(void)snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (stat(path, &st) < 0)
+		return -errno;
+	*ret_uid = st.st_uid;
+	return 0;
+}
+
+bool lease_proc_matches(uint32_t pid, uint64_t start_ticks, uid_t uid)
+{
+	uint64_t st = 0;
+	uid_t u = (uid_t)-1;
+
+	if (pid <= 1 || pid > INT32_MAX)
+		return false;
+	if (lease_proc_stat((pid_t)pid, NULL, &st) < 0 || st != start_ticks)
+		return false;
+	return proc_uid((pid_t)pid, &u) == 0 && u == uid;
+}
+
+/* Boot time, seconds since the epoch (/proc/stat btime); 0 if unknown. */
+static uint64_t boot_time(void)
+{
+	_cleanup_fclose_ FILE *f = fopen("/proc/stat", "re");
+	char line[256];
+	uint64_t v;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "btime ", 6) == 0 &&
+		    lease_parse_u64(line + 6, strcspn(line + 6, "\n"), &v))
+			return v;
+	return 0;
+}
+
+uint64_t lease_ticks_to_epoch(uint64_t ticks)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+	uint64_t b = boot_time();
+
+	if (hz <= 0 || b == 0)
+		return 0;
+	return b + ticks / (uint64_t)hz;
+}
+
+char *lease_user_name(uid_t uid)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || !res || !res->pw_name)
+		return NULL;
+	return strdup(res->pw_name);
+}
+
+/* The pid that took the flock on (dev, ino) per /proc/locks; 0 if unknown. Pids of lines
+ * that match the inode but not the device count only when no line matches both (overlay
+ * file systems report another device). */
+static pid_t lock_holder(dev_t dev, ino_t ino)
+{
+	_cleanup_fclose_ FILE *f = fopen("/proc/locks", "re");
+	char line[LOCKS_LINE_MAX];
+	pid_t ino_only = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *cur = line, *tok[8];
+		size_t n = 0;
+		uint64_t pid, inode;
+		unsigned maj, min;
+		char *colon;
+
+		if (strstr(line, "->") || !strstr(line, "FLOCK"))
+			continue;
+		for (char *t = lease_next_tok(&cur); t && n < ELEMENTSOF(tok);
+		     t = lease_next_tok(&cur))
+			tok[n++] = t;
+		/* "1:" "FLOCK" "ADVISORY" "WRITE" pid "maj:min:ino" start end */
+		if (n < 6 || !streq(tok[1], "FLOCK") || !streq(tok[3], "WRITE"))
+			continue;
+		if (!lease_parse_u64(tok[4], strlen(tok[4]), &pid) || pid > INT32_MAX)
+			continue;
+		colon = strrchr(tok[5], ':');
+		if (!colon || !lease_parse_u64(colon + 1, strlen(colon + 1), &inode) ||
+		    inode != (uint64_t)ino)
+			continue;
+		*colon = '\0';
+		if (sscanf(tok[5], "%x:%x", &maj, &min) == 2 && maj == major(dev) &&
+		    min == minor(dev))
+			return (pid_t)pid;
+		if (!ino_only)
+			ino_only = (pid_t)pid;
+	}
+	return ino_only;
+}
+
+/* ---- writing ---- */
+
+void lease_sb_add(struct sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int w;
+
+	if (b->oom)
+		return;
+	va_start(ap, fmt);
+	w = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (w < 0 || b->len + (size_t)w + 1 > RECORD_MAX * 4) {
+		b->oom = true;
+		return;
+	}
+	if (b->len + (size_t)w + 1 > b->cap) {
+		size_t cap = (b->len + (size_t)w + 1) * 2;
+		char *p = realloc(b->p, cap);
+
+		if (!p) {
+			b->oom = true;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	va_start(ap, fmt);
+	(void)vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)w;
+}
+
+/* A JSON string (or null), at most max input bytes (longer text is cut). */
+static void sb_str(struct sbuf *b, const char *s, size_t max)
+{
+	if (!s) {
+		lease_sb_add(b, "null");
+		return;
+	}
+	lease_sb_add(b, "\"");
+	for (size_t i = 0; s[i] && i < max; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '"' || c == '\\')
+			lease_sb_add(b, "\\%c", c);
+		else if (c < 0x20 || c == 0x7f)
+			lease_sb_add(b, "\\u%04x", c);
+		else
+			lease_sb_add(b, "%c", c);
+	}
+	lease_sb_add(b, "\"");
+}
+
+int lease_user_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, bool create,
+                        int *ret_fd)
+{
+	char name[32], path[4096];
+	_cleanup_close_ int fd = -1;
+	int r;
+
+	if (dir->owners_fd < 0)
+		return -ENOENT;
+	(void)snprintf(name, sizeof(name), "%u", (unsigned)geteuid());
+	(void)snprintf(path, sizeof(path), "%s/owners/%s", dir->path, name);
+	r = lease_open_at(ctx, dir->owners_fd, name, path, true, create, 0755, &fd);
+	if (r < 0)
+		return r;
+	r = lease_check_fd(ctx, fd, path, true, geteuid(), false, NULL);
+	if (r < 0)
+		return r;
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+/* Writes owners/<euid>/<name> atomically: a temporary file of a random name, fsync, renameat. */
+static int record_write(int ufd, const char *name, const char *text, size_t len)
+{
+	char tmp[64];
+	_cleanup_close_ int fd = -1;
+	int r;
+
+	for (int tries = 0; fd < 0 && tries < 16; tries++) {
+		uint64_t rnd = 0;
+
+		if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
+			rnd = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^
+			      ((uint64_t)tries * 0x9e3779b97f4a7c15ull);
+		(void)snprintf(tmp, sizeof(tmp), ".tmp-%016" PRIx64, rnd);
+		fd = openat(ufd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0 && errno != EEXIST)
+			return -errno;
+	}
+	if (fd < 0)
+		return -EEXIST;
+	r = fchmod(fd, 0644) < 0 ? -errno : 0;
+	if (r == 0)
+		r = lease_write_all(fd, text, len);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (r == 0 && renameat(ufd, tmp, ufd, name) < 0)
+		r = -errno;
+	if (r < 0)
+		(void)unlinkat(ufd, tmp, 0);
+	return r;
+}
+
+int lease_records_write(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, pid_t pid,
+                        pid_t job_pid)
+{
+	uint64_t pst = 0, jst = 0;
+	_cleanup_free_ char *user = lease_user_name(geteuid());
+	struct sbuf b = {0};
+	int r;
+
+	if (lease->user_fd < 0)
+		return ctx_error(ctx, -ENOENT, "no owner records directory (owners/%u)",
+		                 (unsigned)geteuid());
+	r = lease_proc_stat(pid, NULL, &pst);
+	if (r < 0)
+		return ctx_error(ctx, r, "pid %d: cannot read its start time: %s", (int)pid,
+		                 strerror(-r));
+	if (job_pid > 0) {
+		r = lease_proc_stat(job_pid, NULL, &jst);
+		if (r < 0)
+			return ctx_error(ctx, r, "pid %d: cannot read its start time: %s",
+			                 (int)job_pid, strerror(-r));
+	}
+	for (size_t i = 0; i < lease->n; i++) {
+		char name[UUID_MAX + 24];
+
+		if (lease->share_mem > 0)
+			(void)snprintf(name, sizeof(name), "%s@%" PRIu32 ".json",
+			               lease->devs[i].uuid, lease->tag);
+		else
+			(void)snprintf(name, sizeof(name), "%s.json", lease->devs[i].uuid);
+		b.len = 0;
+		lease_sb_add(
+		        &b,
+		        "{\"version\":1,\"device\":\"%s\",\"pid\":%d,\"pid_start_ticks\":%" PRIu64
+		        ",\"start_time\":%" PRIu64 ",\"job_pid\":%d,\"job_start_ticks\":%" PRIu64
+		        ",\"uid\":%u,\"user\":",
+		        lease->devs[i].uuid, (int)pid, pst, lease_ticks_to_epoch(pst), (int)job_pid,
+		        jst, (unsigned)geteuid());
+		sb_str(&b, user, 256);
+		lease_sb_add(&b, ",\"command\":");
+		sb_str(&b, lease->command, 4096);
+		lease_sb_add(&b, ",\"label\":");
+		sb_str(&b, lease->label, 1024);
+		if (lease->share_mem > 0)
+			lease_sb_add(&b, ",\"share_mem\":%" PRIu64, lease->share_mem);
+		lease_sb_add(&b, ",\"created\":%" PRIu64 "}\n", (uint64_t)time(NULL));
+		if (b.oom) {
+			free(b.p);
+			return ctx_error(ctx, -ENOMEM, "out of memory");
+		}
+		r = record_write(lease->user_fd, name, b.p, b.len);
+		if (r < 0) {
+			free(b.p);
+			return ctx_error(ctx, r, "owner record owners/%u/%s: %s",
+			                 (unsigned)geteuid(), name, strerror(-r));
+		}
+	}
+	free(b.p);
+	return 0;
+}
+
+/* ---- reading (strict, bounded) ---- */
+
+void lease_record_clear(struct record *r)
+{
+	free(r->user);
+	free(r->command);
+	free(r->label);
+	r->user = r->command = r->label = NULL;
+}
+
+void lease_records_free(struct record *r, size_t n)
+{
+	for (size_t i = 0; r && i < n; i++)
+		lease_record_clear(&r[i]);
+	free(r);
+}
+
+struct jp {
+	const char *s; /* cursor */
+	const char *e; /* end */
+};
+
+static void jp_ws(struct jp *p)
+{
+	while (p->s < p->e && (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' || *p->s == '\r'))
+		p->s++;
+}
+
+/* A JSON string into *ret (malloc'ed); control characters become '?'. */
+static int jp_str(struct jp *p, char **ret)
+{
+	_cleanup_free_ char *out = NULL;
+	size_t n = 0;
+
+	if (p->s >= p->e || *p->s != '"')
+		return -EINVAL;
+	out = malloc((size_t)(p->e - p->s) * 3 + 1); /* \uXXXX (6) -> at most 3 bytes */
+	if (!out)
+		return -ENOMEM;
+	for (p->s++; p->s < p->e && *p->s != '"'; p->s++) {
+		unsigned char c = (unsigned char)*p->s;
+
+		if (c < 0x20)
+			return -EINVAL;
+		if (c != '\\') {
+			out[n++] = (char)(c == 0x7f ? '?' : c);
+			continue;
+		}
+		if (++p->s >= p->e)
+			return -EINVAL;
+		switch (*p->s) {
+		case '"':
+		case '\\':
+		case '/':
+			out[n++] = *p->s;
+			break;
+		case 'b':
+		case 'f':
+		case 'n':
+		case 'r':
+		case 't':
+			out[n++] = '?';
+			break;
+		case 'u': {
+			unsigned v = 0;
+
+			if (p->e - p->s < 5)
+				return -EINVAL;
+			for (int i = 1; i <= 4; i++) {
+				char h = p->s[i];
+
+				v <<= 4;
+				if (h >= '0' && h <= '9')
+					v |= (unsigned)(h - '0');
+				else if (h >= 'a' && h <= 'f')
+					v |= (unsigned)(h - 'a' + 10);
+				else if (h >= 'A' && h <= 'F')
+					v |= (unsigned)(h - 'A' + 10);
+				else
+					return -EINVAL;
+			}
+			p->s += 4;
+			if (v >= 0xd800 && v <= 0xdfff)
+				return -EINVAL; /* no surrogates: we never write them */
+			if (v < 0x20 || v == 0x7f) {
+				out[n++] = '?';
+			} else if (v < 0x80) {
+				out[n++] = (char)v;
+			} else if (v < 0x800) {
+				out[n++] = (char)(0xc0 | (v >> 6));
+				out[n++] = (char)(0x80 | (v & 0x3f));
+			} else {
+				out[n++] = (char)(0xe0 | (v >> 12));
+				out[n++] = (char)(0x80 | ((v >> 6) & 0x3f));
+				out[n++] = (char)(0x80 | (v & 0x3f));
+			}
+			break;
+		}
+		default:
+			return -EINVAL;
+		}
+	}
+	if (p->s >= p->e)
+		return -EINVAL;
+	p->s++;
+	out[n] = '\0';
+	*ret = TAKE_PTR(out);
+	return 0;
+}
+
+/* Parses a record. Keys: known ones are checked for type and may appear once; others must be a
+ * string, a non-negative integer or null. pid and pid_start_ticks are required. */
+static int record_parse(const char *text, size_t len, struct record *r)
+{
+	static const char *const keys[] = {
+	        "version",    "device", "pid",  "pid_start_ticks", "job_pid", "job_start_ticks",
+	        "start_time", "uid",    "user", "command",         "label",   "created",
+	        "share_mem"};
+	bool seen[ELEMENTSOF(keys)] = {0};
+	struct jp p = {text, text + len};
+	int rr;
+
+	jp_ws(&p);
+	if (p.s >= p.e || *p.s++ != '{')
+		return -EINVAL;
+	jp_ws(&p);
+	if (p.s < p.e && *p.s == '}')
+		return -EINVAL;
+	for (;;) {
+		_cleanup_free_ char *key = NULL, *sval = NULL;
+		uint64_t num = 0;
+		bool is_num = false, is_null = false;
+		size_t k;
+
+		jp_ws(&p);
+		rr = jp_str(&p, &key);
+		if (rr < 0)
+			return rr;
+		jp_ws(&p);
+		if (p.s >= p.e || *p.s++ != ':')
+			return -EINVAL;
+		jp_ws(&p);
+		if (p.s < p.e && *p.s == '"') {
+			rr = jp_str(&p, &sval);
+			if (rr < 0)
+				return rr;
+		} else if (p.e - p.s >= 4 && memcmp(p.s, "null", 4) == 0) {
+			p.s += 4;
+			is_null = true;
+		} else {
+			size_t d = 0;
+
+			while (p.s + d < p.e && p.s[d] >= '0' && p.s[d] <= '9')
+				d++;
+			if (d == 0 || (d > 1 && p.s[0] == '0') || !lease_parse_u64(p.s, d, &num))
+				return -EINVAL;
+			p.s += d;
+			is_num = true;
+		}
+		for (k = 0; k < ELEMENTSOF(keys); k++)
+			if (streq(key, keys[k]))
+				break;
+		if (k < ELEMENTSOF(keys)) {
+			bool want_str = streq(key, "device") || streq(key, "user") ||
+			                streq(key, "command") || streq(key, "label");
+
+			if (seen[k])
+				return -EINVAL;
+			seen[k] = true;
+			if (want_str ? is_num : !is_num)
+				return -EINVAL;
+			if ((streq(key, "pid") || streq(key, "job_pid")) && num > INT32_MAX)
+				return -EINVAL;
+			if (streq(key, "pid"))
+				r->pid = (uint32_t)num;
+			else if (streq(key, "pid_start_ticks"))
+				r->pid_start_ticks = num;
+			else if (streq(key, "job_pid"))
+				r->job_pid = (uint32_t)num;
+			else if (streq(key, "job_start_ticks"))
+				r->job_start_ticks = num;
+			else if (streq(key, "start_time"))
+				r->start_time = num;
+			else if (streq(key, "user"))
+				r->user = TAKE_PTR(sval);
+			else if (streq(key, "command"))
+				r->command = TAKE_PTR(sval);
+			else if (streq(key, "label"))
+				r->label = TAKE_PTR(sval);
+			else if (streq(key, "share_mem"))
+				r->share_mem = num;
+			else if (streq(key, "device") && !is_null && !streq(sval, r->uuid))
+				return -EINVAL; /* a record copied under another name */
+		}
+		jp_ws(&p);
+		if (p.s >= p.e)
+			return -EINVAL;
+		if (*p.s == ',') {
+			p.s++;
+			continue;
+		}
+		if (*p.s++ != '}')
+			return -EINVAL;
+		break;
+	}
+	jp_ws(&p);
+	if (p.s != p.e || !seen[2] || !seen[3])
+		return -EINVAL;
+	return 0;
+}
+
+/* Reads one record file under a trusted owners/<uid>/ descriptor. */
+static int record_read(int ufd, uid_t uid, const char *file, const char *uuid, struct record *r)
+{
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *text = NULL;
+	struct stat st;
+	size_t len = 0;
+	int rr;
+
+	fd = openat(ufd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || st.st_uid != uid || st.st_nlink != 1)
+		return -EPERM;
+	if (st.st_size > RECORD_MAX)
+		return -EFBIG;
+	rr = lease_read_all(fd, RECORD_MAX, &text, &len);
+	if (rr < 0)
+		return rr;
+	if (memchr(text, '\0', len))
+		return -EINVAL;
+	*r = (struct record){.uid = uid};
+	strscpy(r->uuid, sizeof(r->uuid), uuid);
+	rr = record_parse(text, len, r);
+	if (rr < 0) {
+		lease_record_clear(r);
+		return rr;
+	}
+	r->pid_alive = lease_proc_matches(r->pid, r->pid_start_ticks, uid);
+	r->job_alive = r->job_pid > 0 && lease_proc_matches(r->job_pid, r->job_start_ticks, uid);
+	return 0;
+}
+
+bool lease_record_name_parse(const char *name, char *uuid, bool *ret_shared)
+{
+	size_t l = strlen(name), base;
+	const char *at;
+
+	if (l <= 5 || !streq(name + l - 5, ".json"))
+		return false;
+	base = l - 5;
+	at = memchr(name, '@', base);
+	*ret_shared = at != NULL;
+	if (at) {
+		size_t digits = base - (size_t)(at - name) - 1;
+
+		if (digits < 1 || digits > 10)
+			return false;
+		for (size_t i = 1; i <= digits; i++)
+			if (at[i] < '0' || at[i] > '9')
+				return false;
+		base = (size_t)(at - name);
+	}
+	if (base > UUID_MAX)
+		return false;
+	memcpy(uuid, name, base);
+	uuid[base] = '\0';
+	return lease_uuid_ok(uuid);
+}
+
+int lease_records_load(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, uid_t only_uid,
+                       const char *only_uuid, struct record **ret, size_t *ret_n)
+{
+	_cleanup_(closedirp) DIR *od = NULL;
+	struct record *v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (dir->owners_fd < 0)
+		return 0;
+	od = lease_dir_reopen(dir->owners_fd);
+	if (!od)
+		return 0;
+	while ((de = readdir(od))) {
+		_cleanup_close_ int ufd = -1;
+		_cleanup_(closedirp) DIR *ud = NULL;
+		struct dirent *fe;
+		struct stat st;
+		uint64_t uid;
+
+		if (!lease_parse_u64(de->d_name, strlen(de->d_name), &uid) || uid >= UINT32_MAX ||
+		    (only_uid != (uid_t)-1 && uid != only_uid))
+			continue;
+		ufd = openat(dir->owners_fd, de->d_name,
+		             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (ufd < 0 || fstat(ufd, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != uid ||
+		    (st.st_mode & (S_IWGRP | S_IWOTH))) {
+			ctx_log(ctx, GPUCTL_LOG_DEBUG, "owners/%s: not a trusted records directory",
+			        de->d_name);
+			continue;
+		}
+		ud = lease_dir_reopen(ufd);
+		while (ud && (fe = readdir(ud))) {
+			char uuid[UUID_MAX + 1];
+			struct record rec = {0};
+			bool shared;
+			int r;
+
+			if (!lease_record_name_parse(fe->d_name, uuid, &shared) ||
+			    (only_uuid && !streq(uuid, only_uuid)))
+				continue;
+			r = record_read(ufd, (uid_t)uid, fe->d_name, uuid, &rec);
+			rec.shared = shared;
+			if (r == -ENOMEM) {
+				lease_records_free(v, n);
+				return ctx_error(ctx, -ENOMEM, "out of memory");
+			}
+			if (r < 0) {
+				ctx_log(ctx, GPUCTL_LOG_DEBUG, "owners/%s/%s: unreadable (%s)",
+				        de->d_name, fe->d_name, strerror(-r));
+				continue;
+			}
+			if (!rec.pid_alive && !rec.job_alive) {
+				lease_record_clear(&rec);
+				continue;
+			}
+			if (n == cap) {
+				size_t nc = cap ? cap * 2 : 8;
+				struct record *nv = realloc(v, nc * sizeof(*v));
+
+				if (!nv) {
+					lease_record_clear(&rec);
+					lease_records_free(v, n);
+					return ctx_error(ctx, -ENOMEM, "out of memory");
+				}
+				v = nv;
+				cap = nc;
+			}
+			v[n++] = rec;
+		}
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+void lease_records_prune_shared(int ufd)
+{
+	_cleanup_(closedirp) DIR *d = lease_dir_reopen(ufd);
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		char uuid[UUID_MAX + 1];
+		struct record rec = {0};
+		bool shared = false, live;
+		int r;
+
+		if (!lease_record_name_parse(de->d_name, uuid, &shared) || !shared)
+			continue;
+		r = record_read(ufd, geteuid(), de->d_name, uuid, &rec);
+		if (r == -ENOMEM)
+			return;
+		live = r == 0 && (rec.pid_alive || rec.job_alive);
+		lease_record_clear(&rec);
+		if (!live)
+			(void)unlinkat(ufd, de->d_name, 0);
+	}
+}
+
+ssize_t lease_record_pick(const struct record *v, size_t n, const char *uuid, const struct stat *st)
+{
+	pid_t holder = st ? lock_holder(st->st_dev, st->st_ino) : 0;
+	ssize_t only = -1;
+	size_t count = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].shared || !streq(v[i].uuid, uuid))
+			continue;
+		if (holder > 0 && ((v[i].pid_alive || v[i].job_alive) &&
+		                   ((pid_t)v[i].pid == holder || (pid_t)v[i].job_pid == holder)))
+			return (ssize_t)i;
+		count++;
+		only = (ssize_t)i;
+	}
+	return holder <= 0 && count == 1 ? only : -1;
+}
+
+int lease_record_parse_text(const char *text, size_t len, const char *uuid)
+{
+	struct record r = {0};
+	int rr;
+
+	if (!text || !uuid || memchr(text, '\0', len))
+		return -EINVAL;
+	strscpy(r.uuid, sizeof(r.uuid), uuid);
+	rr = record_parse(text, len, &r);
+	lease_record_clear(&r);
+	return rr;
+}
