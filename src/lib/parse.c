@@ -234,6 +234,10 @@ size_t format_cpulist(const uint64_t *bits, size_t nbits, char *buf, size_t size
 	if (size)
 		buf[0] = '\0';
 	for (size_t i = 0; i < nbits; i++) {
+		if (i % 64 == 0 && bits[i / 64] == 0) {
+			i += 63; /* a whole empty word (65,536 CPUs are 1,024 words) */
+			continue;
+		}
 		if (!bit(bits, i))
 			continue;
 		size_t j = i;

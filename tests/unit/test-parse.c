@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
  * test-parse.c: the pure argument parsers of src/lib/parse.c that have no other unit test:
- * seconds (gpuctl exporter --interval, gpuctl watch -d). Sizes, counts, percentages and
- * cpulists are checked end to end (tests/cli) and by fuzz/fuzz-size.c.
+ * seconds (gpuctl exporter --interval, gpuctl watch -d), and writing a cpulist back (gpuctl run's
+ * binding, over 65,536 CPUs, where whole empty words are skipped). Sizes, counts, percentages
+ * and parsing cpulists are checked end to end (tests/cli) and by fuzz/fuzz-size.c.
  */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "parse.h"
@@ -44,10 +46,51 @@ static void test_seconds(void **state)
 	}
 }
 
+/* Bits set from a list of [first, last] ranges, written back: the kernel's cpulist form. */
+static void test_format_cpulist(void **state)
+{
+	static const struct {
+		unsigned ranges[4][2];
+		size_t n;
+		const char *want;
+	} cases[] = {
+	        {{{0, 0}}, 1, "0"},
+	        {{{0, 3}, {8, 8}, {64, 65}}, 3, "0-3,8,64-65"},
+	        {{{63, 64}}, 1, "63-64"},   /* a range across a word boundary */
+	        {{{64, 127}}, 1, "64-127"}, /* exactly one whole word */
+	        {{{60, 200}}, 1, "60-200"}, /* through a full word */
+	        {{{127, 127}, {129, 129}}, 2, "127,129"},
+	        {{{65535, 65535}}, 1, "65535"}, /* the last CPU */
+	        {{{65472, 65535}}, 1, "65472-65535"},
+	        {{{5, 5}, {40000, 40002}}, 2, "5,40000-40002"},
+	        {{{0, 0}}, 0, ""},
+	};
+	static uint64_t bits[65536 / 64];
+	char buf[64];
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		memset(bits, 0, sizeof(bits));
+		for (size_t r = 0; r < cases[k].n; r++)
+			for (unsigned c = cases[k].ranges[r][0]; c <= cases[k].ranges[r][1]; c++)
+				bits[c / 64] |= UINT64_C(1) << (c % 64);
+		size_t len = format_cpulist(bits, 65536, buf, sizeof(buf));
+		assert_string_equal(buf, cases[k].want);
+		assert_int_equal(len, strlen(cases[k].want));
+	}
+	/* fewer bits than the array holds: what lies beyond nbits is not read */
+	memset(bits, 0, sizeof(bits));
+	bits[1] = UINT64_C(1) << 4; /* CPU 68 */
+	bits[0] = UINT64_C(1) << 63;
+	format_cpulist(bits, 68, buf, sizeof(buf));
+	assert_string_equal(buf, "63");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_seconds),
+	        cmocka_unit_test(test_format_cpulist),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
