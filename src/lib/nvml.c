@@ -27,6 +27,9 @@
  *   Without nvmlDeviceGetNvLinkRemoteDeviceType a link to a bus id that is no GPU of ours is
  *   taken as a switch link (the only NVLink peers besides GPUs are NVSwitches and IBM NPUs,
  *   and NVLink-to-CPU POWER systems predate neither call).
+ * - The loader reads and returns: it fills a snapshot with the facts NVML gives (through
+ *   snapshot-internal.h's setters) and calls nothing that interprets them. What is derived from
+ *   the facts (the pair bandwidth, topo.c) is filled by whoever assembles the snapshot.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -1364,7 +1367,6 @@ static void read_topology(struct reader *rd)
 			}
 			(void)snapshot_set_link(rd->snap, a, b, &l);
 		}
-	topo_fill_bandwidth(rd->snap);
 }
 
 static void read_gpu(struct reader *rd, size_t i, unsigned flags)

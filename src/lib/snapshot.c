@@ -339,6 +339,8 @@ int gpuctl_snapshot_take_fields(struct gpuctl_ctx *ctx, unsigned flags,
 	r = nvml_read_snapshot(ctx, flags, want, &snap);
 	if (r < 0)
 		return r;
+	/* the loader reads facts; what the model derives from them is filled here */
+	topo_fill_bandwidth(snap);
 	snap->want = want;
 	*ret_snap = snap;
 	return 0;
@@ -379,6 +381,8 @@ int gpuctl_snapshot_refresh(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot
 	if (!snap)
 		return ctx_error(ctx, -ENOMEM, "out of memory");
 	snap->want = prev->want | want;
+	/* no pair facts (REFRESHABLE has no GPUCTL_SNAP_TOPOLOGY, the copy no pair matrix), so
+	 * no bandwidth to derive after this read */
 	r = nvml_refresh_snapshot(ctx, prev, snap, flags, want);
 	if (r < 0) {
 		gpuctl_snapshot_free(snap);
