@@ -34,7 +34,7 @@ struct gpuctl_ctx {
 	size_t cap_once;             /* entries allocated in once */
 };
 
-/* Stores the message and returns r (a -errno). */
+/* ctx-log.c: stores the message and returns r (a -errno). */
 int ctx_error(struct gpuctl_ctx *ctx, int r, const char *fmt, ...) _printf_(3, 4);
 /* Emits one log line through the hook, if any. */
 void ctx_log(struct gpuctl_ctx *ctx, enum gpuctl_log_level level, const char *fmt, ...)
