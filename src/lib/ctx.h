@@ -34,7 +34,7 @@ struct gpuctl_ctx {
 	size_t cap_once;             /* entries allocated in once */
 };
 
-/* Stores the message and returns r (a -errno). */
+/* ctx-log.c: stores the message and returns r (a -errno). */
 int ctx_error(struct gpuctl_ctx *ctx, int r, const char *fmt, ...) _printf_(3, 4);
 /* Puts "<formatted prefix>: " before the message already on ctx (or, when there is none,
  * before strerror(-r)) and returns r: a caller adds what it was doing to a callee's reason. */

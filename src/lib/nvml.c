@@ -27,6 +27,11 @@
  *   Without nvmlDeviceGetNvLinkRemoteDeviceType a link to a bus id that is no GPU of ours is
  *   taken as a switch link (the only NVLink peers besides GPUs are NVSwitches and IBM NPUs,
  *   and NVLink-to-CPU POWER systems predate neither call).
+ * - The loader reads and returns: it fills a snapshot with the facts NVML gives (through
+ *   snapshot-internal.h's setters) and calls nothing that interprets them. What is derived from
+ *   the facts (the pair bandwidth, topo.c) is filled by whoever assembles the snapshot
+ *   (snapshot-take.c); XID events are returned raw (snapshot index, eventData) for xid-watch.c
+ *   to decode into the XID list.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -1364,7 +1369,6 @@ static void read_topology(struct reader *rd)
 			}
 			(void)snapshot_set_link(rd->snap, a, b, &l);
 		}
-	topo_fill_bandwidth(rd->snap);
 }
 
 static void read_gpu(struct reader *rd, size_t i, unsigned flags)
@@ -1511,39 +1515,36 @@ int nvml_refresh_snapshot(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *
 	return 0;
 }
 
-/* ---- XID events (gpuctl_xid_watch_*) ----
+/* ---- XID events (nvml_xid_events_*, decoded by xid-watch.c) ----
  *
  * Decisions:
  * - One event set for the snapshot's GPUs; each registers XID events where it supports them
  *   (mask & nvmlDeviceGetSupportedEventTypes). NOT_SUPPORTED on a GPU leaves the set usable; a
  *   set no GPU could join is -EOPNOTSUPP, so the caller falls back to the kernel log.
  * - The snapshot index of an event is found by comparing its device handle with the handles
- *   taken here (NVML index == snapshot index).
+ *   taken here (NVML index == snapshot index); an event of a device not in the set, or of
+ *   another type, is no event of this set (0).
+ * - eventData is returned as NVML gave it: what it means is xid-watch.c's business.
  * - GPU_IS_LOST from the wait is reported as -ENODEV: the caller takes a snapshot, which marks
  *   the one lost GPU (instead of fencing every GPU as Kubernetes' device plugin does).
  */
-struct gpuctl_xid_watch {
+struct nvml_xid_events {
 	struct nvml *nv;       /* the context's NVML (borrowed) */
 	nvmlEventSet_t set;    /* owned */
 	nvmlDevice_t *handles; /* per snapshot index, NULL when not registered */
 	size_t n;              /* entries in handles */
 };
 
-int gpuctl_xid_watch_new(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
-                         struct gpuctl_xid_watch **ret_watch)
+int nvml_xid_events_new(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
+                        struct nvml_xid_events **ret_events)
 {
-	struct gpuctl_xid_watch *w;
-	struct nvml *nv;
+	struct nvml_xid_events *w;
+	struct nvml *nv = ctx->nvml;
 	size_t joined = 0;
 	nvmlReturn_t r;
-	int e;
 
-	if (!snap)
-		return ctx_error(ctx, -EINVAL, "no snapshot");
-	e = gpuctl_nvml_load(ctx);
-	if (e < 0)
-		return e;
-	nv = ctx->nvml;
+	if (!nv)
+		return ctx_error(ctx, -EINVAL, "NVML is not loaded");
 	if (!nv->sym.event_set_create || !nv->sym.register_events || !nv->sym.event_set_wait ||
 	    !nv->sym.event_set_free)
 		return ctx_error(ctx, -EOPNOTSUPP, "this NVML library has no event API");
@@ -1557,7 +1558,7 @@ int gpuctl_xid_watch_new(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *s
 	r = nv->sym.event_set_create(&w->set);
 	if (r != NVML_SUCCESS) {
 		const char *s = nv->sym.error_string(r);
-		gpuctl_xid_watch_free(w);
+		nvml_xid_events_free(w);
 		return ctx_error(ctx, r == NVML_ERROR_NOT_SUPPORTED ? -EOPNOTSUPP : -EIO,
 		                 "nvmlEventSetCreate: %s", s ? s : "unknown error");
 	}
@@ -1585,48 +1586,43 @@ int gpuctl_xid_watch_new(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *s
 		}
 	}
 	if (joined == 0) {
-		gpuctl_xid_watch_free(w);
+		nvml_xid_events_free(w);
 		return ctx_error(ctx, -EOPNOTSUPP, "no GPU delivers XID events through NVML");
 	}
-	*ret_watch = w;
+	*ret_events = w;
 	return 0;
 }
 
-void gpuctl_xid_watch_free(struct gpuctl_xid_watch *watch)
+void nvml_xid_events_free(struct nvml_xid_events *events)
 {
-	if (!watch)
+	if (!events)
 		return;
-	if (watch->set && watch->nv->sym.event_set_free)
-		(void)watch->nv->sym.event_set_free(watch->set);
-	free(watch->handles);
-	free(watch);
+	if (events->set && events->nv->sym.event_set_free)
+		(void)events->nv->sym.event_set_free(events->set);
+	free(events->handles);
+	free(events);
 }
 
-int gpuctl_xid_watch_wait(struct gpuctl_ctx *ctx, struct gpuctl_xid_watch *watch,
-                          unsigned timeout_ms, struct gpuctl_xid_log *log)
+int nvml_xid_events_wait(struct gpuctl_ctx *ctx, struct nvml_xid_events *events,
+                         unsigned timeout_ms, struct nvml_xid_event *ret_event)
 {
 	nvmlEventData_t data = {0};
 	nvmlReturn_t r;
 
-	if (!watch || !log)
-		return ctx_error(ctx, -EINVAL, "no watch or no log");
-	r = watch->nv->sym.event_set_wait(watch->set, &data, timeout_ms);
+	r = events->nv->sym.event_set_wait(events->set, &data, timeout_ms);
 	if (r == NVML_ERROR_TIMEOUT)
 		return 0;
 	if (r == NVML_ERROR_GPU_IS_LOST)
 		return ctx_error(ctx, -ENODEV, "nvmlEventSetWait_v2: a GPU is lost");
 	if (r != NVML_SUCCESS) {
-		const char *s = watch->nv->sym.error_string(r);
+		const char *s = events->nv->sym.error_string(r);
 		return ctx_error(ctx, -EIO, "nvmlEventSetWait_v2: %s", s ? s : "unknown error");
 	}
 	if (!(data.eventType & NVML_EVENT_TYPE_XID_CRITICAL_ERROR))
 		return 0;
-	for (size_t i = 0; i < watch->n; i++)
-		if (watch->handles[i] && watch->handles[i] == data.device) {
-			unsigned xid = data.eventData > 99999 ? 999 : (unsigned)data.eventData;
-			int e = gpuctl_xid_log_add(log, i, xid, "NVML event");
-			if (e < 0)
-				return ctx_error(ctx, e, "out of memory");
+	for (size_t i = 0; i < events->n; i++)
+		if (events->handles[i] && events->handles[i] == data.device) {
+			*ret_event = (struct nvml_xid_event){.gpu = i, .data = data.eventData};
 			return 1;
 		}
 	return 0;

@@ -9,7 +9,9 @@
  * - Strings are copied in; the snapshot owns everything it points to, and one
  *   gpuctl_snapshot_free() releases it all.
  * - The pair matrix is n x n, symmetric, allocated only for GPUCTL_SNAP_TOPOLOGY snapshots.
- *   Bandwidth is filled by topo_fill_bandwidth() from the other pair and per-GPU facts.
+ *   Bandwidth is derived, not read: topo_fill_bandwidth() fills it from the other pair and
+ *   per-GPU facts once they are read (gpuctl_snapshot_take_fields, after the loader); code that
+ *   builds a snapshot with setters calls it itself.
  */
 #ifndef GPUCTL_SNAPSHOT_INTERNAL_H
 #define GPUCTL_SNAPSHOT_INTERNAL_H

@@ -3,8 +3,9 @@
  * snapshot.c: the snapshot model: construction, setters, accessors, free.
  *
  * Decisions:
- * - gpuctl_snapshot_take() is the only entry point that touches NVML, through nvml.c; all
- *   accessors are pure reads of the struct and accept NULL where a pointer is read.
+ * - No I/O and no calls up: the NVML loader (nvml.c) fills a snapshot through the setters here,
+ *   and taking one (asking the loader) is snapshot-take.c's job, so the model sits below the
+ *   loader. All accessors are pure reads of the struct and accept NULL where a pointer is read.
  * - A field of a lost GPU, a field not requested by the snapshot flags, and a field NVML could
  *   not give all read the same: -ENODATA / NULL.
  */
@@ -13,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nvml-loader.h"
 #include "snapshot-internal.h"
 #include "util.h"
 
@@ -276,122 +276,6 @@ fail:
 }
 
 /* ---- public API ---- */
-
-#define FBIT(f) (UINT64_C(1) << (f))
-_Static_assert(GPUCTL__F_COUNT <= 64, "the field set is one 64-bit mask");
-
-/* The per-GPU fields every snapshot reads: they identify a GPU to people, to -i and to the
- * pair matching of NVLink peers. */
-#define ALWAYS_READ                                                                                \
-	(FBIT(GPUCTL_F_INDEX) | FBIT(GPUCTL_F_UUID) | FBIT(GPUCTL_F_PCI_BUS_ID) |                  \
-	 FBIT(GPUCTL_F_NAME))
-
-/* Fields a group of reads depends on: health rules need the ECC mode and the architecture;
- * the bandwidth model needs the architecture and the PCIe maximums; MIG needs the mode. */
-static uint64_t implied_fields(unsigned flags)
-{
-	uint64_t m = ALWAYS_READ;
-
-	if (flags & GPUCTL_SNAP_HEALTH)
-		m |= FBIT(GPUCTL_F_ECC_MODE) | FBIT(GPUCTL_F_ARCHITECTURE);
-	if (flags & GPUCTL_SNAP_TOPOLOGY)
-		m |= FBIT(GPUCTL_F_ARCHITECTURE) | FBIT(GPUCTL_F_COMPUTE_CAP) |
-		     FBIT(GPUCTL_F_PCIE_GEN_MAX) | FBIT(GPUCTL_F_PCIE_WIDTH_MAX);
-	if (flags & GPUCTL_SNAP_MIG)
-		m |= FBIT(GPUCTL_F_MIG_MODE);
-	return m;
-}
-
-int gpuctl_snapshot_take_fields(struct gpuctl_ctx *ctx, unsigned flags,
-                                const enum gpuctl_field *fields, size_t n_fields,
-                                struct gpuctl_snapshot **ret_snap)
-{
-	struct gpuctl_snapshot *snap = NULL;
-	uint64_t want = 0;
-	int r;
-
-	if (!ctx || !ret_snap || (!fields && n_fields))
-		return -EINVAL;
-	if (flags & ~(unsigned)GPUCTL_SNAP_ALL)
-		return ctx_error(ctx, -EINVAL, "unknown snapshot flags 0x%x",
-		                 flags & ~(unsigned)GPUCTL_SNAP_ALL);
-	if (!fields) {
-		/* every field but the PCIe rates: NVML measures each over 20 ms while the caller
-		 * waits, so only a caller that shows them asks for them */
-		want = ~(FBIT(GPUCTL_F_PCIE_RX) | FBIT(GPUCTL_F_PCIE_TX));
-	} else {
-		for (size_t k = 0; k < n_fields; k++) {
-			const struct gpuctl_field_info *fi = gpuctl_field_info(fields[k]);
-
-			if (!fi)
-				return ctx_error(ctx, -EINVAL, "unknown field id %d",
-				                 (int)fields[k]);
-			want |= FBIT(fields[k]);
-			flags |= fi->snap_flag; /* a health field needs the health reads */
-		}
-	}
-	if (flags & GPUCTL_SNAP_PROC_UTIL)
-		flags |= GPUCTL_SNAP_PROCESSES;
-	want |= implied_fields(flags);
-	r = gpuctl_nvml_load(ctx);
-	if (r < 0)
-		return r;
-	r = nvml_read_snapshot(ctx, flags, want, &snap);
-	if (r < 0)
-		return r;
-	snap->want = want;
-	*ret_snap = snap;
-	return 0;
-}
-
-#define REFRESHABLE                                                                                \
-	(GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_HEALTH | GPUCTL_SNAP_MIG)
-
-int gpuctl_snapshot_refresh(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *prev,
-                            unsigned flags, const enum gpuctl_field *fields, size_t n_fields,
-                            struct gpuctl_snapshot **ret_snap)
-{
-	struct gpuctl_snapshot *snap;
-	uint64_t want = 0;
-	int r;
-
-	if (!ctx || !prev || !ret_snap || (!fields && n_fields))
-		return -EINVAL;
-	if (flags & ~(unsigned)REFRESHABLE)
-		return ctx_error(ctx, -EINVAL, "snapshot flags 0x%x cannot be refreshed",
-		                 flags & ~(unsigned)REFRESHABLE);
-	if (flags & GPUCTL_SNAP_PROC_UTIL)
-		flags |= GPUCTL_SNAP_PROCESSES;
-	for (size_t k = 0; k < n_fields; k++) {
-		const struct gpuctl_field_info *fi = gpuctl_field_info(fields[k]);
-
-		if (!fi)
-			return ctx_error(ctx, -EINVAL, "unknown field id %d", (int)fields[k]);
-		want |= FBIT(fields[k]);
-		flags |= fi->snap_flag;
-	}
-	/* what the reads depend on (ECC mode, architecture), where prev did not read it */
-	want |= implied_fields(flags) & ~prev->want;
-	r = gpuctl_nvml_load(ctx);
-	if (r < 0)
-		return r;
-	snap = snapshot_copy_for_refresh(prev, flags, want);
-	if (!snap)
-		return ctx_error(ctx, -ENOMEM, "out of memory");
-	snap->want = prev->want | want;
-	r = nvml_refresh_snapshot(ctx, prev, snap, flags, want);
-	if (r < 0) {
-		gpuctl_snapshot_free(snap);
-		return r;
-	}
-	*ret_snap = snap;
-	return 0;
-}
-
-int gpuctl_snapshot_take(struct gpuctl_ctx *ctx, unsigned flags, struct gpuctl_snapshot **ret_snap)
-{
-	return gpuctl_snapshot_take_fields(ctx, flags, NULL, 0, ret_snap);
-}
 
 const char *gpuctl_snapshot_driver_version(const struct gpuctl_snapshot *snap)
 {
