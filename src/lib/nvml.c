@@ -885,6 +885,10 @@ static bool mask_to_list(const unsigned long *mask, size_t words, char *buf, siz
 		size_t e;
 		int w;
 
+		if (b % LONG_BITS == 0 && mask[b / LONG_BITS] == 0) {
+			b += LONG_BITS - 1; /* a whole empty word: most of the 4,096 CPUs */
+			continue;
+		}
 		if (!(mask[b / LONG_BITS] >> (b % LONG_BITS) & 1ul))
 			continue;
 		for (e = b;
