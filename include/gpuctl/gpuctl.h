@@ -598,6 +598,29 @@ int gpuctl_lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                          const struct gpuctl_snapshot *snap,
                          const struct gpuctl_lease_request *lreq, struct gpuctl_devset **ret_set);
 
+/* Every compute process of a snapshot, classified by the rule select-and-lease applies
+ * (docs/leases.md, "Foreign processes"): a process belongs to a lease when it or an ancestor is
+ * the holder or the job of a lease of its device (or of its whole GPU, or for a whole GPU of one
+ * of its MIG devices); the others are foreign, and a device is busy when its foreign processes
+ * pass lreq's thresholds (gpuctl_lease_foreign). For programs that show them (gpuctl ps). */
+struct gpuctl_foreign;
+/* Classifies snap's processes (snap taken with GPUCTL_SNAP_PROCESSES, else -EINVAL) against the
+ * leases of dir; dir NULL (no lease directory): every process is foreign. lreq: the busy
+ * thresholds (NULL: any foreign process makes its device busy). -ENOMEM, lease-file errors. */
+int gpuctl_foreign_scan(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                        const struct gpuctl_snapshot *snap, const struct gpuctl_lease_request *lreq,
+                        struct gpuctl_foreign **ret);
+void gpuctl_foreign_free(struct gpuctl_foreign *foreign);
+/* Whether process k of GPU gpu (gpuctl_gpu_proc(gpuctl_snapshot_gpu(snap, gpu), k)) belongs to
+ * no lease; false for indices out of range. */
+bool gpuctl_foreign_proc(const struct gpuctl_foreign *foreign, size_t gpu, size_t k);
+/* Whether device (gpu, mig; mig -1 for the whole GPU) runs foreign processes: a process on a
+ * MIG device counts for that MIG device, one that matches none for the whole GPU. */
+bool gpuctl_foreign_device(const struct gpuctl_foreign *foreign, size_t gpu, int mig);
+/* Whether those processes make the device busy by the thresholds (the devices
+ * gpuctl_lease_foreign returns). */
+bool gpuctl_foreign_busy(const struct gpuctl_foreign *foreign, size_t gpu, int mig);
+
 /* Held leases on a set of devices. */
 struct gpuctl_lease;
 

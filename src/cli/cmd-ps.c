@@ -10,9 +10,10 @@
  *   library trusts it ("unknown" owner otherwise).
  * - ps only reads: a missing lease directory means nothing is leased (it is not created, not
  *   even as root); an unsafe one is one line and exit 1, like every other command.
- * - Foreign processes are listed as user:pid(memory): the processes on the device that are
- *   neither a lease record's holder or job nor a descendant of one (from /proc/<pid>/stat),
- *   on the devices the library reports busy without a lease (gpuctl_lease_foreign).
+ * - Foreign processes are listed as user:pid(memory): the processes the library classifies as
+ *   belonging to no lease of their device (gpuctl_foreign_scan, the rule select-and-lease
+ *   applies, so ps never names a process the allocation call would not, or the reverse); a
+ *   device is "busy" when they pass the configuration's thresholds.
  * - JSON (docs/json.md) has the same rows with every value, unavailable ones as null.
  */
 #include <errno.h>
@@ -46,9 +47,6 @@ static const struct option ps_options[] = {
         {NULL, 0, NULL, 0},
 };
 
-/* The deepest ancestry walk of the foreign-process check. */
-#define PS_MAX_DEPTH 64
-
 struct ps_row {
 	size_t gpu;
 	int mig;
@@ -66,8 +64,7 @@ struct ps_row {
 struct ps_data {
 	struct ps_row *rows;
 	size_t nrows;
-	uint32_t *owner_pids; /* holders and jobs of the records, for the foreign check */
-	size_t nowner_pids;
+	struct gpuctl_foreign *foreign; /* every process classified (gpuctl_foreign_scan), owned */
 	const char **pool_of; /* each GPU's pool name (docs/config.md); NULL: no pools configured */
 	int *verdict;         /* each GPU's health verdict (docs/health.md) */
 };
@@ -156,42 +153,6 @@ static const char *state_name(const struct ps_row *row)
 	return "unknown";
 }
 
-/* The parent of pid from /proc/<pid>/stat; 0 when unknown. */
-static uint32_t parent_of(uint32_t pid)
-{
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	/* "pid (comm) state ppid ...": comm may hold spaces and parentheses; skip to the last ')'.
-	 */
-	char *p = strrchr(buf, ')');
-	if (!p || p[1] != ' ' || !p[2] || p[3] != ' ')
-		return 0;
-	char *end;
-	unsigned long ppid = strtoul(p + 4, &end, 10);
-	if (end == p + 4 || ppid > UINT32_MAX)
-		return 0;
-	return (uint32_t)ppid;
-}
-
-static bool belongs_to_lease(const struct ps_data *d, uint32_t pid)
-{
-	for (int depth = 0; pid > 1 && depth < PS_MAX_DEPTH; depth++) {
-		for (size_t i = 0; i < d->nowner_pids; i++)
-			if (d->owner_pids[i] == pid)
-				return true;
-		pid = parent_of(pid);
-	}
-	return false;
-}
-
 /* Whether process proc of GPU gpu runs on device (gpu, mig). */
 static bool proc_on(const struct gpuctl_gpu *g, const struct gpuctl_proc *proc, int mig)
 {
@@ -233,7 +194,7 @@ static void foreign_text(const struct ps_data *d, const struct gpuctl_snapshot *
 	size_t used = strlen(buf);
 	for (size_t i = 0; g && i < gpuctl_gpu_proc_count(g); i++) {
 		const struct gpuctl_proc *p = gpuctl_gpu_proc(g, i);
-		if (!proc_on(g, p, row->mig) || belongs_to_lease(d, gpuctl_proc_pid(p)))
+		if (!proc_on(g, p, row->mig) || !gpuctl_foreign_proc(d->foreign, row->gpu, i))
 			continue;
 		const char *user = gpuctl_proc_user(p);
 		int64_t mem;
@@ -257,7 +218,7 @@ static json_t *foreign_json(const struct ps_data *d, const struct gpuctl_snapsho
 		return NULL;
 	for (size_t i = 0; g && i < gpuctl_gpu_proc_count(g); i++) {
 		const struct gpuctl_proc *p = gpuctl_gpu_proc(g, i);
-		if (!proc_on(g, p, row->mig) || belongs_to_lease(d, gpuctl_proc_pid(p)))
+		if (!proc_on(g, p, row->mig) || !gpuctl_foreign_proc(d->foreign, row->gpu, i))
 			continue;
 		uint32_t uid = 0;
 		int64_t mem = 0;
@@ -561,14 +522,7 @@ static int rows_from_list(struct ps_data *d, const struct gpuctl_lease_list *lis
 {
 	size_t n = gpuctl_lease_list_count(list);
 	d->rows = calloc(n ? n : 1, sizeof(*d->rows));
-	size_t npids = 0;
-	for (size_t i = 0; i < n; i++) {
-		size_t k = 0;
-		(void)gpuctl_lease_list_shares(list, i, NULL, NULL, &k);
-		npids += 2 * (k + 1);
-	}
-	d->owner_pids = calloc(npids ? npids : 1, sizeof(*d->owner_pids));
-	if (!d->rows || !d->owner_pids)
+	if (!d->rows)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
 		struct ps_row *row = &d->rows[d->nrows];
@@ -581,14 +535,6 @@ static int rows_from_list(struct ps_data *d, const struct gpuctl_lease_list *lis
 		if (row->state == GPUCTL_LEASE_SHARED)
 			row->room = gpuctl_lease_list_room(list, i, snap, lreq);
 		d->nrows++;
-		for (size_t k = 0; k < (row->n_sh ? row->n_sh : 1); k++) {
-			const struct gpuctl_lease_owner *w = row->n_sh ? row->sh[k] : row->owner;
-			if (!w)
-				continue;
-			d->owner_pids[d->nowner_pids++] = w->pid;
-			if (w->job_pid)
-				d->owner_pids[d->nowner_pids++] = w->job_pid;
-		}
 	}
 	return 0;
 }
@@ -742,7 +688,6 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 	struct gpuctl_snapshot *snap = NULL;
 	struct gpuctl_lease_dir *dir = NULL;
 	struct gpuctl_lease_list *list = NULL;
-	struct gpuctl_devset *foreign = NULL, *busy = NULL;
 	struct gpuctl_lease_request lreq = GPUCTL_LEASE_REQUEST_INIT;
 	struct ps_data d = {0};
 	int opt, status, r;
@@ -813,16 +758,13 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 		r = gpuctl_lease_list(cli->ctx, dir, snap, &list);
 		if (r >= 0)
 			r = rows_from_list(&d, list, snap, &lreq);
-		/* every foreign process is shown; the thresholds say which make a device busy */
-		if (r >= 0)
-			r = gpuctl_lease_foreign(cli->ctx, dir, snap, NULL, &foreign);
-		/* with the default thresholds every foreign process makes its device busy: the
-		 * same set, not a second pass over the records and lock files */
-		if (r >= 0 && (lreq.busy_memory != 0 || lreq.busy_utilization >= 0))
-			r = gpuctl_lease_foreign(cli->ctx, dir, snap, &lreq, &busy);
 	} else {
 		r = rows_without_dir(&d, snap); /* no lease directory: nothing is leased */
 	}
+	/* every foreign process is shown (by the rule leases follow; without a lease directory
+	 * every process is foreign); the thresholds say which make a device busy */
+	if (r >= 0)
+		r = gpuctl_foreign_scan(cli->ctx, dir, snap, &lreq, &d.foreign);
 	if (r < 0) {
 		const char *msg = gpuctl_errmsg(cli->ctx);
 		cli_error("ps: lease directory %s: %s", path, msg && msg[0] ? msg : strerror(-r));
@@ -831,17 +773,8 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 	}
 	for (size_t i = 0; i < d.nrows; i++) {
 		struct ps_row *row = &d.rows[i];
-		if (foreign) {
-			row->foreign = gpuctl_devset_contains(foreign, row->gpu, row->mig);
-			row->busy =
-			        gpuctl_devset_contains(busy ? busy : foreign, row->gpu, row->mig);
-		} else if (!exists) {
-			/* No lease directory: every compute process belongs to no lease. */
-			const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, row->gpu);
-			for (size_t k = 0; g && k < gpuctl_gpu_proc_count(g); k++)
-				row->foreign |= proc_on(g, gpuctl_gpu_proc(g, k), row->mig);
-			row->busy = row->foreign;
-		}
+		row->foreign = gpuctl_foreign_device(d.foreign, row->gpu, row->mig);
+		row->busy = gpuctl_foreign_busy(d.foreign, row->gpu, row->mig);
 	}
 	r = json ? print_json(&d, snap, path, exists, all) : print_table(&d, snap, all);
 	if (r < 0 && r != -EIO) {
@@ -851,11 +784,9 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 	status = cli_finish_output(status);
 out:
 	free(d.rows);
-	free(d.owner_pids);
+	gpuctl_foreign_free(d.foreign);
 	free(d.pool_of);
 	free(d.verdict);
-	gpuctl_devset_free(foreign);
-	gpuctl_devset_free(busy);
 	gpuctl_lease_list_free(list);
 	gpuctl_snapshot_free(snap);
 	return status;

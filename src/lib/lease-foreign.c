@@ -3,7 +3,8 @@
  * lease-foreign.c: foreign processes (docs/leases.md): the compute processes a snapshot shows
  * on a device that no lease accounts for, and whether they make the device busy by the lease
  * request's thresholds. Select-and-lease (lease.c) excludes those devices; gpuctl_lease_foreign
- * names them for `gpuctl select` and `gpuctl ps`.
+ * names them for gpuctl_alloc (run --dry-run), and gpuctl_foreign_scan classifies every process
+ * for `gpuctl ps` by the very same rule.
  * Tests: tests/unit/test-lease.c (foreign processes), tests/cli/test_leases.py.
  *
  * Decisions:
@@ -15,6 +16,7 @@
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/types.h>
@@ -76,6 +78,31 @@ struct foreign_use {
 	uint64_t mem;
 };
 
+/* Every process of a snapshot classified, and each device's foreign use. */
+struct gpuctl_foreign {
+	size_t n_gpus;
+	size_t n_procs;          /* entries in foreign[] */
+	size_t n_dev;            /* entries in use[] and busy[] */
+	size_t *proc_base;       /* per GPU: the index of its first process in foreign[] */
+	bool *foreign;           /* per process, GPU by GPU */
+	size_t *dev_base;        /* per GPU: its whole-GPU entry in use[]; MIG m at +1+m */
+	struct foreign_use *use; /* per device */
+	bool *busy;              /* per device: busy by the thresholds */
+};
+
+void gpuctl_foreign_free(struct gpuctl_foreign *f)
+{
+	if (!f)
+		return;
+	free(f->proc_base);
+	free(f->foreign);
+	free(f->dev_base);
+	free(f->use);
+	free(f->busy);
+	free(f);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_foreign *, gpuctl_foreign_free)
+
 /* Whether a device with foreign use u and GPU utilisation util (-1: unknown) counts as busy. */
 static bool foreign_busy(const struct foreign_use *u, int util,
                          const struct gpuctl_lease_request *lr)
@@ -87,15 +114,108 @@ static bool foreign_busy(const struct foreign_use *u, int util,
 	return lr->busy_utilization >= 0 && util > lr->busy_utilization;
 }
 
+/* The MIG device (its place on GPU gp) a process runs on, by GI/CI; -1: the whole GPU (or no
+ * MIG device matches, which marks the whole GPU). */
+static int proc_mig(const struct gpuctl_gpu *gp, const struct gpuctl_proc *pr)
+{
+	int mig = -1;
+
+	if (pr->has_mig)
+		for (size_t m = 0; m < gp->n_migs; m++) {
+			const struct gpuctl_mig *mg = &gp->migs[m];
+
+			if (mg->valid[GPUCTL_MIG_GI] && mg->valid[GPUCTL_MIG_CI] &&
+			    pr->gi == (uint64_t)mg->ints[GPUCTL_MIG_GI] &&
+			    pr->ci == (uint64_t)mg->ints[GPUCTL_MIG_CI])
+				mig = (int)m;
+		}
+	return mig;
+}
+
+/* Classifies every process of snap against the records of dir (NULL: none, every process is
+ * foreign) and judges each device by lr's thresholds. */
+static int foreign_scan(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                        const struct gpuctl_snapshot *snap, const struct gpuctl_lease_request *lr,
+                        struct gpuctl_foreign **ret)
+{
+	_cleanup_(gpuctl_foreign_freep) struct gpuctl_foreign *f = NULL;
+	struct record *recs = NULL;
+	_cleanup_free_ bool *held_rec = NULL;
+	size_t n_recs = 0, n_dev = 0, n_procs = 0;
+	int r;
+
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+	f->n_gpus = snap->n_gpus;
+	for (size_t g = 0; g < snap->n_gpus; g++) {
+		n_dev += 1 + snap->gpus[g].n_migs;
+		n_procs += snap->gpus[g].n_procs;
+	}
+	f->n_dev = n_dev;
+	f->n_procs = n_procs;
+	f->proc_base = calloc(snap->n_gpus ? snap->n_gpus : 1, sizeof(*f->proc_base));
+	f->dev_base = calloc(snap->n_gpus ? snap->n_gpus : 1, sizeof(*f->dev_base));
+	f->foreign = calloc(n_procs ? n_procs : 1, sizeof(*f->foreign));
+	f->use = calloc(n_dev ? n_dev : 1, sizeof(*f->use));
+	f->busy = calloc(n_dev ? n_dev : 1, sizeof(*f->busy));
+	if (!f->proc_base || !f->dev_base || !f->foreign || !f->use || !f->busy)
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+	if (dir) {
+		r = lease_records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
+		if (r < 0)
+			return r;
+		held_rec = calloc(n_recs ? n_recs : 1, sizeof(*held_rec));
+		if (!held_rec) {
+			lease_records_free(recs, n_recs);
+			return ctx_error(ctx, -ENOMEM, "out of memory");
+		}
+		for (size_t i = 0; i < n_recs; i++) {
+			char reason[REASON_MAX];
+
+			held_rec[i] = lease_held(lease_probe(dir, recs[i].uuid, false, NULL, NULL,
+			                                     reason, sizeof(reason)));
+		}
+	}
+	for (size_t g = 0, dev = 0, proc = 0; g < snap->n_gpus; g++) {
+		const struct gpuctl_gpu *gp = &snap->gpus[g];
+		int64_t util = -1;
+
+		f->proc_base[g] = proc;
+		f->dev_base[g] = dev;
+		for (size_t i = 0; i < gp->n_procs; i++, proc++) {
+			const struct gpuctl_proc *pr = &gp->procs[i];
+			int mig = proc_mig(gp, pr);
+			struct foreign_use *u = &f->use[dev + 1 + (size_t)mig];
+
+			if (n_recs && belongs(snap, recs, n_recs, held_rec, g, mig, (pid_t)pr->pid))
+				continue;
+			f->foreign[proc] = true;
+			u->n++;
+			if (!pr->has_memory || pr->used_memory < 0 ||
+			    u->mem > UINT64_MAX - (uint64_t)pr->used_memory)
+				u->mem = UINT64_MAX;
+			else
+				u->mem += (uint64_t)pr->used_memory;
+		}
+		(void)gpuctl_gpu_int(gp, GPUCTL_F_UTIL_GPU, &util);
+		/* a MIG device's utilisation is not known: memory decides */
+		for (int m = -1; m < (int)gp->n_migs; m++)
+			f->busy[dev + 1 + (size_t)m] = foreign_busy(&f->use[dev + 1 + (size_t)m],
+			                                            m < 0 ? (int)util : -1, lr);
+		dev += 1 + gp->n_migs;
+	}
+	lease_records_free(recs, n_recs);
+	*ret = TAKE_PTR(f);
+	return 0;
+}
+
 int lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                   const struct gpuctl_snapshot *snap, const struct gpuctl_lease_request *lr,
                   struct gpuctl_devset **ret_set)
 {
+	_cleanup_(gpuctl_foreign_freep) struct gpuctl_foreign *f = NULL;
 	struct gpuctl_devset *set = NULL;
-	struct record *recs = NULL;
-	_cleanup_free_ bool *held_rec = NULL;
-	_cleanup_free_ struct foreign_use *use = NULL;
-	size_t n_recs = 0, n_dev = 0;
 	int r;
 
 	r = gpuctl_devset_new(&set);
@@ -107,68 +227,18 @@ int lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 		*ret_set = set;
 		return 0;
 	}
-	r = lease_records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
+	r = foreign_scan(ctx, dir, snap, lr, &f);
+	for (size_t g = 0; r >= 0 && g < snap->n_gpus; g++)
+		for (int m = -1; r >= 0 && m < (int)snap->gpus[g].n_migs; m++)
+			if (f->busy[f->dev_base[g] + 1 + (size_t)m]) {
+				r = gpuctl_devset_add(set, g, m);
+				if (r < 0)
+					r = ctx_error(ctx, r, "out of memory");
+			}
 	if (r < 0) {
 		gpuctl_devset_free(set);
 		return r;
 	}
-	held_rec = calloc(n_recs ? n_recs : 1, sizeof(*held_rec));
-	for (size_t g = 0; g < snap->n_gpus; g++)
-		n_dev += 1 + snap->gpus[g].n_migs;
-	use = calloc(n_dev ? n_dev : 1, sizeof(*use));
-	if (!held_rec || !use) {
-		lease_records_free(recs, n_recs);
-		gpuctl_devset_free(set);
-		return ctx_error(ctx, -ENOMEM, "out of memory");
-	}
-	for (size_t i = 0; i < n_recs; i++) {
-		char reason[REASON_MAX];
-
-		held_rec[i] = lease_held(
-		        lease_probe(dir, recs[i].uuid, false, NULL, NULL, reason, sizeof(reason)));
-	}
-	for (size_t g = 0, base = 0; g < snap->n_gpus; base += 1 + snap->gpus[g].n_migs, g++) {
-		const struct gpuctl_gpu *gp = &snap->gpus[g];
-		int64_t util = -1;
-
-		for (size_t i = 0; i < gp->n_procs; i++) {
-			const struct gpuctl_proc *pr = &gp->procs[i];
-			int mig = -1;
-
-			if (pr->has_mig)
-				for (size_t m = 0; m < gp->n_migs; m++) {
-					const struct gpuctl_mig *mg = &gp->migs[m];
-
-					if (mg->valid[GPUCTL_MIG_GI] && mg->valid[GPUCTL_MIG_CI] &&
-					    pr->gi == (uint64_t)mg->ints[GPUCTL_MIG_GI] &&
-					    pr->ci == (uint64_t)mg->ints[GPUCTL_MIG_CI])
-						mig = (int)m;
-				}
-			struct foreign_use *u = &use[base + 1 + (size_t)mig];
-
-			if (belongs(snap, recs, n_recs, held_rec, g, mig, (pid_t)pr->pid))
-				continue;
-			u->n++;
-			if (!pr->has_memory || pr->used_memory < 0 ||
-			    u->mem > UINT64_MAX - (uint64_t)pr->used_memory)
-				u->mem = UINT64_MAX;
-			else
-				u->mem += (uint64_t)pr->used_memory;
-		}
-		(void)gpuctl_gpu_int(gp, GPUCTL_F_UTIL_GPU, &util);
-		for (int m = -1; m < (int)gp->n_migs; m++) {
-			/* a MIG device's utilisation is not known: memory decides */
-			if (!foreign_busy(&use[base + 1 + (size_t)m], m < 0 ? (int)util : -1, lr))
-				continue;
-			r = gpuctl_devset_add(set, g, m);
-			if (r < 0 && r != -EEXIST) {
-				lease_records_free(recs, n_recs);
-				gpuctl_devset_free(set);
-				return ctx_error(ctx, r, "out of memory");
-			}
-		}
-	}
-	lease_records_free(recs, n_recs);
 	*ret_set = set;
 	return 0;
 }
@@ -185,4 +255,58 @@ int gpuctl_lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	lease_request_copy(&lr, lreq);
 	sfd = lease_select_lock_shared(dir);
 	return lease_foreign(ctx, dir, snap, &lr, ret_set);
+}
+
+int gpuctl_foreign_scan(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                        const struct gpuctl_snapshot *snap, const struct gpuctl_lease_request *lreq,
+                        struct gpuctl_foreign **ret)
+{
+	struct gpuctl_lease_request lr;
+	_cleanup_close_ int sfd = -1;
+
+	if (!snap || !ret)
+		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	if (!(snap->flags & GPUCTL_SNAP_PROCESSES))
+		return ctx_error(ctx, -EINVAL, "the snapshot was taken without its processes");
+	lease_request_copy(&lr, lreq);
+	if (dir)
+		sfd = lease_select_lock_shared(dir);
+	return foreign_scan(ctx, dir, snap, &lr, ret);
+}
+
+bool gpuctl_foreign_proc(const struct gpuctl_foreign *f, size_t gpu, size_t k)
+{
+	size_t end;
+
+	if (!f || gpu >= f->n_gpus)
+		return false;
+	end = gpu + 1 < f->n_gpus ? f->proc_base[gpu + 1] : f->n_procs;
+	return f->proc_base[gpu] + k < end && f->foreign[f->proc_base[gpu] + k];
+}
+
+/* The use[] entry of device (gpu, mig), or SIZE_MAX when there is none. */
+static size_t dev_entry(const struct gpuctl_foreign *f, size_t gpu, int mig)
+{
+	size_t next;
+
+	if (!f || gpu >= f->n_gpus || mig < -1)
+		return SIZE_MAX;
+	next = gpu + 1 < f->n_gpus ? f->dev_base[gpu + 1] : f->n_dev;
+	if (f->dev_base[gpu] + 1 + (size_t)mig >= next)
+		return SIZE_MAX;
+	return f->dev_base[gpu] + 1 + (size_t)mig;
+}
+
+bool gpuctl_foreign_device(const struct gpuctl_foreign *f, size_t gpu, int mig)
+{
+	size_t e = dev_entry(f, gpu, mig);
+
+	return e != SIZE_MAX && f->use[e].n > 0;
+}
+
+bool gpuctl_foreign_busy(const struct gpuctl_foreign *f, size_t gpu, int mig)
+{
+	size_t e = dev_entry(f, gpu, mig);
+
+	return e != SIZE_MAX && f->busy[e];
 }

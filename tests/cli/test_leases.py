@@ -422,6 +422,54 @@ class Ps(LeaseCase):
         self.assertIn("rc=%d" % EXIT_NOMATCH, rest)
         self.assertIn("rc=0", rest)
 
+    def test_job_wandering_onto_another_gpu(self):
+        # The job of a lease on GPU 0 also uses GPU 1, which it did not lease (docs/leases.md,
+        # "Foreign processes": a lease's processes are its own only on its own devices). ps
+        # must name that process on GPU 1, as the allocation call judges it: GPU 1 is busy,
+        # and run --dry-run avoids it.
+        script = ("$GPUCTL run -n 1 --only 0 -- sh -c "
+                  "'$NVSIM proc add --pid $$ -i 1 --mem 1GiB; echo ready; exec sleep 30' &\n"
+                  "R=$!\n"
+                  "for i in $(seq 100); do $GPUCTL ps --format json | grep -q '\"busy\"' && "
+                  "break; sleep 0.1; done\n"
+                  "$GPUCTL ps --format json; echo DRY\n"
+                  "$GPUCTL run -n 7 --dry-run -- true 2>&1 && echo rc=0 || echo rc=$?\n"
+                  "$GPUCTL run -n 6 --only 1-7 --dry-run -- true | head -1\n"
+                  "pkill -P $R; kill $R; wait\n")
+        r = sim_sh("dgx-a100", script, env={"GPUCTL_LEASE_DIR": self.dir})
+        self.assertEqual(r.rc, 0, r)
+        js, dry = r.out.split("ready\n", 1)[1].split("DRY\n", 1)
+        devs = {d["index"]: d for d in json.loads(js)["devices"]}
+        self.assertEqual(devs[0]["state"], "leased", js)
+        self.assertEqual(devs[0]["foreign"], [], js)
+        self.assertEqual(devs[1]["state"], "busy", js)
+        self.assertEqual(len(devs[1]["foreign"]), 1, js)
+        job = devs[0]["owner"]["job_pid"]
+        # the registered process is the job's own shell (exec'd into sleep), yet foreign on 1
+        self.assertEqual(devs[1]["foreign"][0]["pid"], job, js)
+        self.assertIn("in use without a lease", dry)
+        self.assertIn("rc=%d" % EXIT_NOMATCH, dry)
+        self.assertNotIn(UUIDS[1], dry.split("rc=")[1])
+
+    def test_foreign_without_lease_directory(self):
+        # No lease directory: nothing is leased, so every compute process is foreign; the
+        # configuration's busy_memory decides which make their device busy.
+        conf = os.path.join(self.tmp, "busy.conf")
+        with open(conf, "w") as f:
+            f.write("busy_memory = 2GiB\n")
+        script = ("sleep 30 & P=$!\nsleep 30 & Q=$!\n"
+                  "$NVSIM proc add --pid $P -i 2 --mem 1GiB\n"
+                  "$NVSIM proc add --pid $Q -i 3 --mem 3GiB\n"
+                  "$GPUCTL ps --all --format json\nkill $P $Q\n")
+        r = sim_sh("dgx-a100", script, env={"GPUCTL_LEASE_DIR": self.dir, "GPUCTL_CONFIG": conf})
+        self.assertEqual(r.rc, 0, r)
+        doc = json.loads(r.out)
+        self.assertFalse(doc["lease_dir_exists"])
+        devs = {d["index"]: d for d in doc["devices"]}
+        self.assertEqual((devs[2]["state"], len(devs[2]["foreign"])), ("free", 1), r.out)
+        self.assertEqual((devs[3]["state"], len(devs[3]["foreign"])), ("busy", 1), r.out)
+        self.assertEqual(devs[4]["foreign"], [], r.out)
+
     def test_usage(self):
         self.assertOneLineError(self.g("ps", "--format", "csv"), EXIT_USAGE, "csv")
         self.assertOneLineError(self.g("ps", "extra"), EXIT_USAGE, "extra")

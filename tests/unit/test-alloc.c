@@ -497,6 +497,46 @@ static void test_site(void **state)
 	gpuctl_site_free(NULL);
 }
 
+/* gpuctl_foreign_scan without a lease directory: every process is foreign; the thresholds say
+ * which devices are busy; indices out of range answer false. */
+static void test_foreign_scan(void **state)
+{
+	struct fixture *f = *state;
+	struct gpuctl_lease_request lreq = GPUCTL_LEASE_REQUEST_INIT;
+	struct gpuctl_snapshot *snap = NULL, *bare = NULL;
+	struct gpuctl_foreign *fs = NULL;
+	char pid[24];
+
+	(void)snprintf(pid, sizeof(pid), "%ld", (long)getpid());
+	assert_int_equal(
+	        sim_nvsim(&f->sim, "proc", "add", "--pid", pid, "-i", "2", "--mem", "1GiB", NULL),
+	        0);
+	assert_int_equal(gpuctl_snapshot_take(f->ctx, GPUCTL_SNAP_PROCESSES, &snap), 0);
+	assert_int_equal(gpuctl_gpu_proc_count(gpuctl_snapshot_gpu(snap, 2)), 1);
+	assert_int_equal(gpuctl_foreign_scan(f->ctx, NULL, snap, NULL, &fs), 0);
+	assert_true(gpuctl_foreign_proc(fs, 2, 0));
+	assert_true(gpuctl_foreign_device(fs, 2, -1));
+	assert_true(gpuctl_foreign_busy(fs, 2, -1));
+	assert_false(gpuctl_foreign_device(fs, 3, -1));
+	assert_false(gpuctl_foreign_proc(fs, 2, 1));
+	assert_false(gpuctl_foreign_proc(fs, 7, 0));
+	assert_false(gpuctl_foreign_proc(fs, 8, 0));
+	assert_false(gpuctl_foreign_device(fs, 2, 0)); /* GPU 2 has no MIG device */
+	assert_false(gpuctl_foreign_busy(fs, 99, -1));
+	gpuctl_foreign_free(fs);
+	/* 1 GiB is under a 2 GiB threshold: foreign, not busy */
+	lreq.busy_memory = 2ull << 30;
+	assert_int_equal(gpuctl_foreign_scan(f->ctx, NULL, snap, &lreq, &fs), 0);
+	assert_true(gpuctl_foreign_device(fs, 2, -1));
+	assert_false(gpuctl_foreign_busy(fs, 2, -1));
+	gpuctl_foreign_free(fs);
+	gpuctl_foreign_free(NULL);
+	assert_int_equal(gpuctl_snapshot_take(f->ctx, GPUCTL_SNAP_BASIC, &bare), 0);
+	assert_int_equal(gpuctl_foreign_scan(f->ctx, NULL, bare, NULL, &fs), -EINVAL);
+	gpuctl_snapshot_free(bare);
+	gpuctl_snapshot_free(snap);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -511,6 +551,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_wait_ends, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_pool_refused, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_site, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_foreign_scan, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
