@@ -604,7 +604,8 @@ uint64_t gpuctl_lease_list_room(const struct gpuctl_lease_list *list, size_t i,
                                 const struct gpuctl_lease_request *lreq);
 /* The devices of snap that run compute processes belonging to no lease holder (nor to a
  * descendant of one) and that count as busy by lreq's thresholds (busy_memory,
- * busy_utilization; lreq NULL: any such process makes its device busy). */
+ * busy_utilization; lreq NULL: any such process makes its device busy). dir NULL: there is no
+ * lease directory (yet), so no process belongs to a lease. */
 int gpuctl_lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                          const struct gpuctl_snapshot *snap,
                          const struct gpuctl_lease_request *lreq, struct gpuctl_devset **ret_set);

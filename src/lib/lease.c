@@ -1922,7 +1922,8 @@ static int lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 		*ret_set = set;
 		return 0;
 	}
-	r = records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
+	/* no lease directory: no records, and no process belongs to a lease */
+	r = dir ? records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs) : 0;
 	if (r < 0) {
 		gpuctl_devset_free(set);
 		return r;
@@ -1994,10 +1995,11 @@ int gpuctl_lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	struct gpuctl_lease_request lr;
 	_cleanup_close_ int sfd = -1;
 
-	if (!dir || !snap || !ret_set)
+	if (!snap || !ret_set)
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
 	lease_request_copy(&lr, lreq);
-	sfd = select_lock_shared(dir);
+	if (dir)
+		sfd = select_lock_shared(dir);
 	return lease_foreign(ctx, dir, snap, &lr, ret_set);
 }
 

@@ -422,6 +422,24 @@ class Ps(LeaseCase):
         self.assertIn("rc=%d" % EXIT_NOMATCH, rest)
         self.assertIn("rc=0", rest)
 
+    def test_dry_run_sees_foreign_processes_before_any_lease(self):
+        # No lease directory yet: run --dry-run still chooses as run would, leaving out the
+        # GPU a process of no lease uses (it once counted nothing as busy without the
+        # directory), and creates nothing.
+        script = ("sleep 30 & P=$!\n"
+                  "$NVSIM proc add --pid $P -i 2 --mem 1GiB\n"
+                  "$GPUCTL run -n 8 --dry-run -- true 2>&1 && echo rc=0 || echo rc=$?\n"
+                  "$GPUCTL run -n 7 --dry-run -- true | head -1\n"
+                  "kill $P\n")
+        r = sim_sh("dgx-a100", script, env={"GPUCTL_LEASE_DIR": self.dir})
+        self.assertEqual(r.rc, 0, r)
+        first, rest = r.out.split("\n", 1)
+        self.assertEqual(first, "gpuctl: run: need 8 GPUs, 7 qualify: in use without a lease: 2")
+        self.assertTrue(rest.startswith("rc=%d\n" % EXIT_NOMATCH), r)
+        got = rest.split("CUDA_VISIBLE_DEVICES=", 1)[1].split()[0].split(",")
+        self.assertEqual(sorted(got), sorted(u for i, u in enumerate(UUIDS) if i != 2))
+        self.assertFalse(os.path.exists(self.dir), "a dry run created the lease directory")
+
     def test_usage(self):
         self.assertOneLineError(self.g("ps", "--format", "csv"), EXIT_USAGE, "csv")
         self.assertOneLineError(self.g("ps", "extra"), EXIT_USAGE, "extra")
