@@ -14,9 +14,11 @@ Decisions:
   (prctl PR_SET_PDEATHSIG through libc, Linux) and exits if the parent is already gone. The
   kernel sends that signal when the thread that started the rank ends, and each() waits in that
   thread, so this only fires when this process dies (a SIGKILL, which also ends the lease).
+- Each rank leads a process group of its own (as `run --retry` children do), so stopping a rank
+  stops what it started too (a data loader, a tool it runs).
 - torchrun's failure policy, as `run --each`: the first rank to fail (an exception, a non-zero
   exit, a signal) stops the others with SIGTERM, then SIGKILL after `grace` seconds (30, as
-  run's), and its failure is raised: the rank's own exception when it pickles (with the rank's
+  run's), each to the rank's process group, and its failure is raised: the rank's own exception when it pickles (with the rank's
   traceback added as a note), else ChildProcessError. KeyboardInterrupt stops them the same way.
 """
 from __future__ import annotations
@@ -38,6 +40,7 @@ def _rank_main(fn, args, rank: int, env: dict, parent: int, conn) -> None:
     """A rank: dies with its parent, sees only its device, runs fn, sends the outcome."""
     import ctypes
     import traceback
+    os.setpgid(0, 0)  # a group of its own: stopping the rank stops what it started
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # the parent died before prctl: nobody holds the lease
@@ -92,17 +95,30 @@ def _start(proc, env: dict) -> None:
                     os.environ[k] = v
 
 
+def _signal(p, sig: int) -> None:
+    """sig to rank p's process group (the rank and what it started), else to the rank alone
+    (it may not have made its group yet)."""
+    try:
+        os.killpg(p.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(p.pid, sig)
+        except ProcessLookupError:
+            pass
+
+
 def _stop(procs: list, grace: float) -> None:
-    """SIGTERM to the ranks still running, SIGKILL to those left after grace seconds."""
+    """SIGTERM to the ranks still running (with their process groups), SIGKILL to those left
+    after grace seconds."""
     alive = [p for p in procs if p.is_alive()]
     for p in alive:
-        p.terminate()
+        _signal(p, signal.SIGTERM)
     deadline = time.monotonic() + grace
     for p in alive:
         p.join(max(0.0, deadline - time.monotonic()))
     for p in alive:
         if p.is_alive():
-            p.kill()
+            _signal(p, signal.SIGKILL)
             p.join()
 
 

@@ -155,11 +155,12 @@ def _allocate(mode: int, n: object, filters: dict, *, share_mem: object = None,
     req = request.req
     deadline = None if wait_s is None or wait_s < 0 else time.monotonic() + wait_s
     L = _lib.lib()
+    resumed = False
     while True:
         if wait_s is not None:
             req.wait = True
-            req.wait_timeout_s = -1.0 if deadline is None else max(0.0,
-                                                                  deadline - time.monotonic())
+            req.wait_timeout_s = wait_s if not resumed or deadline is None else max(
+                0.0, deadline - time.monotonic())
         with _lib.Context() as c:
             out = ctypes.c_void_p()
             try:
@@ -173,9 +174,13 @@ def _allocate(mode: int, n: object, filters: dict, *, share_mem: object = None,
                         wake.drain()
                     if r in (-errno.EINTR, -errno.ECANCELED):
                         _run_signal_handlers()  # raises KeyboardInterrupt for Ctrl-C
-                        continue                # a handler returned: wait on
+                        resumed = True          # a handler returned: wait on
+                        continue
                     if r >= 0:
                         _run_signal_handlers()  # a signal came with the devices: it wins
+                    if r == -errno.ETIMEDOUT and resumed:
+                        # say the whole wait, not the rest after the last interruption
+                        raise NoDeviceError(errno.ETIMEDOUT, _whole_wait(c.message(), wait_s))
                 c.check(r)  # gpuctl_alloc: no driver is -ENODEV, -ENOENT the lease dir
                 a = out.value
                 devices = _model.devset(L, L.gpuctl_alloc_snapshot(a), L.gpuctl_alloc_devices(a),
@@ -189,6 +194,13 @@ def _allocate(mode: int, n: object, filters: dict, *, share_mem: object = None,
             finally:
                 if out is not None and out.value:
                     L.gpuctl_alloc_free(out.value)
+
+
+def _whole_wait(message: str, wait_s: float) -> str:
+    """The library's "waited N s: why" with N the wait asked for."""
+    if message.startswith("waited ") and " s: " in message:
+        return "waited %g s: %s" % (wait_s, message.split(" s: ", 1)[1])
+    return message
 
 
 def _lease_once(n, filters, share_mem, wait, label, avoid) -> Lease:

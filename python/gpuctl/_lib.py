@@ -49,6 +49,8 @@ SNAP_HEALTH = 1 << 3
 
 FT_INT = 0
 FT_STR = 1
+FU_BOOL = 6   # enum gpuctl_field_unit: shown Enabled/Disabled
+FU_YESNO = 7  # ... and Yes/No: both are booleans
 
 MIG_INDEX, MIG_GI, MIG_CI, MIG_MEMORY_TOTAL, MIG_MEMORY_USED = 0, 1, 2, 3, 4
 

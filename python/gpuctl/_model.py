@@ -54,9 +54,6 @@ def field_table() -> list[tuple[int, str, int, int]]:
     return _field_table
 
 
-_FU_BOOL, _FU_YESNO = 6, 7  # enum gpuctl_field_unit
-
-
 def _int(L, gpu, key: str) -> int | None:
     v = ctypes.c_int64()
     return v.value if L.gpuctl_gpu_int(gpu, field_id(key), ctypes.byref(v)) == 0 else None
@@ -69,7 +66,7 @@ def _fields(L, gpu) -> dict:
         if ftype == _lib.FT_STR:
             out[key] = text(L.gpuctl_gpu_str(gpu, fid))
         elif L.gpuctl_gpu_int(gpu, fid, ctypes.byref(v)) == 0:
-            out[key] = bool(v.value) if unit in (_FU_BOOL, _FU_YESNO) else v.value
+            out[key] = bool(v.value) if unit in (_lib.FU_BOOL, _lib.FU_YESNO) else v.value
         else:
             out[key] = None
     return out
