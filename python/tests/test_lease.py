@@ -215,6 +215,7 @@ WAITER = """
         print("KeyboardInterrupt", flush=True)
         sys.exit(130)
     print(held.cuda_visible_devices, flush=True)
+    sys.stdin.readline()
 """
 
 
