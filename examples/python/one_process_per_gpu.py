@@ -8,7 +8,8 @@ gpuctl.each() leases N GPUs (default 2) and starts one "spawn" process per GPU w
 CUDA_VISIBLE_DEVICES set to that GPU alone and LOCAL_RANK, RANK, WORLD_SIZE set as torchrun
 (and `gpuctl run --each`) sets them; it returns the results in rank order, and stops every
 rank when one fails. In a real job the worker would call
-torch.distributed.init_process_group("nccl") and use cuda:0. Here it asks the CUDA driver
+torch.distributed.init_process_group("nccl") (with MASTER_ADDR and MASTER_PORT set in the
+parent's environment, which torchrun would set) and use cuda:0. Here it asks the CUDA driver
 itself (libcuda.so.1, through ctypes) which GPU it sees, so it runs without a framework.
 """
 import ctypes

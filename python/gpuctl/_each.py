@@ -18,8 +18,9 @@ Decisions:
   stops what it started too (a data loader, a tool it runs).
 - torchrun's failure policy, as `run --each`: the first rank to fail (an exception, a non-zero
   exit, a signal) stops the others with SIGTERM, then SIGKILL after `grace` seconds (30, as
-  run's), each to the rank's process group, and its failure is raised: the rank's own exception when it pickles (with the rank's
-  traceback added as a note), else ChildProcessError. KeyboardInterrupt stops them the same way.
+  run's), each to the rank's process group, and its failure is raised: the rank's own
+  exception when it pickles (with the rank's traceback added as a note), else
+  ChildProcessError. KeyboardInterrupt stops them the same way.
 """
 from __future__ import annotations
 
@@ -66,10 +67,8 @@ def _rank_main(fn, args, rank: int, env: dict, parent: int, conn) -> None:
 
 
 def _rank_env(rank: int, world: int, device) -> dict:
-    parent = getattr(device, "parent", None)
-    index = ("%d:%d" % (parent.index, device.index)) if parent is not None else str(device.index)
     env = {"CUDA_VISIBLE_DEVICES": device.uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-           "GPUCTL_GPUS": "%s:%s" % (index, device.uuid), "LOCAL_RANK": str(rank),
+           "GPUCTL_GPUS": "%s:%s" % (device.label, device.uuid), "LOCAL_RANK": str(rank),
            "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world)}
     if "NVIDIA_VISIBLE_DEVICES" in os.environ:
         env["NVIDIA_VISIBLE_DEVICES"] = device.uuid

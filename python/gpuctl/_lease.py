@@ -141,7 +141,10 @@ class _Wakeup:
 def _run_signal_handlers() -> None:
     """Runs Python's handlers of the signals that came (KeyboardInterrupt for SIGINT), raising
     what they raise. ctypes.pythonapi calls hold the GIL and raise a set exception."""
-    ctypes.pythonapi.PyErr_CheckSignals()
+    check = ctypes.pythonapi.PyErr_CheckSignals
+    check.argtypes = []
+    check.restype = ctypes.c_int
+    check()
 
 
 def _allocate(mode: int, n: object, filters: dict, *, share_mem: object = None,

@@ -193,6 +193,7 @@ FUNCTIONS = {
     "gpuctl_devset_count": (c_size_t, [c_void_p]),
     "gpuctl_devset_get": (c_int, [c_void_p, c_size_t, P(c_size_t), P(c_int)]),
     "gpuctl_devset_uuid": (c_char_p, [c_void_p, c_void_p, c_size_t]),
+    "gpuctl_device_label": (None, [c_void_p, c_size_t, c_int, c_char_p, c_size_t]),
     # the site and health
     "gpuctl_site_open": (c_int, [c_void_p, c_char_p, c_char_p, c_uint, P(c_void_p)]),
     "gpuctl_site_free": (None, [c_void_p]),

@@ -107,13 +107,14 @@ class Device:
     """One GPU as a snapshot saw it. Values the GPU does not report (or the call did not read)
     are None. Compares and hashes by UUID.
 
-    Attributes: index (NVML's, PCI bus order: for people, not for CUDA), uuid (what CUDA is
-    given), pci_bus_id, name, memory_total / memory_used / memory_free (bytes), utilization
-    (percent), temperature (C), power (W), numa_node (the CPU NUMA node it is attached to),
-    health ("OK", "WARN", "FAIL" as `gpuctl health` judges it; None when not judged), lost
-    (fell off the bus), processes (Process), mig_devices (MigDevice), fields (every field read,
-    by the library's keys, in its units)."""
-    __slots__ = ("index", "uuid", "pci_bus_id", "name", "memory_total", "memory_used",
+    Attributes: index (NVML's, PCI bus order: for people, not for CUDA), label (the index as
+    gpuctl prints it, "3"), uuid (what CUDA is given), pci_bus_id, name, memory_total /
+    memory_used / memory_free (bytes), utilization (percent), temperature (C), power (W),
+    numa_node (the CPU NUMA node it is attached to), health ("OK", "WARN", "FAIL" as
+    `gpuctl health` judges it; None when not judged), lost (fell off the bus), processes
+    (Process), mig_devices (MigDevice), fields (every field read, by the library's keys, in its
+    units)."""
+    __slots__ = ("index", "label", "uuid", "pci_bus_id", "name", "memory_total", "memory_used",
                  "memory_free", "utilization", "temperature", "power", "numa_node", "health",
                  "lost", "processes", "mig_devices", "fields")
 
@@ -134,8 +135,10 @@ class Device:
 
 class MigDevice:
     """A MIG device: a slice of a GPU in MIG mode, with its own UUID ("MIG-...") that CUDA
-    accepts in CUDA_VISIBLE_DEVICES. parent is its GPU (a Device)."""
-    __slots__ = ("index", "uuid", "profile", "gpu_instance_id", "compute_instance_id",
+    accepts in CUDA_VISIBLE_DEVICES. parent is its GPU (a Device); index its place among the
+    GPU's MIG devices (as `gpuctl list --format json`); label "GPU:MIG" with NVML's MIG index,
+    as gpuctl prints it and NVIDIA_VISIBLE_DEVICES reads it."""
+    __slots__ = ("index", "label", "uuid", "profile", "gpu_instance_id", "compute_instance_id",
                  "memory_total", "memory_used", "parent")
 
     def __init__(self, **kw) -> None:
@@ -153,14 +156,22 @@ class MigDevice:
             self.uuid, self.profile, self.parent.index if self.parent else None)
 
 
-def _mig(L, gpu, m: int, parent: Device | None) -> MigDevice:
+def label(L, snap, gpu: int, mig: int) -> str:
+    """A device's label for people, from the library: "3", or "3:1" for a MIG device."""
+    buf = ctypes.create_string_buffer(48)
+    L.gpuctl_device_label(snap, gpu, mig, buf, len(buf))
+    return text(buf.value)
+
+
+def _mig(L, snap, gpu, m: int, parent: Device) -> MigDevice:
     mig = L.gpuctl_gpu_mig(gpu, m)
     v = ctypes.c_int64()
 
     def get(f: int) -> int | None:
         return v.value if L.gpuctl_mig_int(mig, f, ctypes.byref(v)) == 0 else None
 
-    return MigDevice(index=m, uuid=text(L.gpuctl_mig_uuid(mig)),
+    return MigDevice(index=m, label=label(L, snap, parent.index, m),
+                     uuid=text(L.gpuctl_mig_uuid(mig)),
                      profile=text(L.gpuctl_mig_profile(mig)), gpu_instance_id=get(_lib.MIG_GI),
                      compute_instance_id=get(_lib.MIG_CI),
                      memory_total=get(_lib.MIG_MEMORY_TOTAL),
@@ -172,7 +183,7 @@ def device(L, snap, i: int, verdicts: list | None) -> Device:
     gpu = L.gpuctl_snapshot_gpu(snap, i)
     f = _fields(L, gpu)
     power = f.get("power_draw")
-    d = Device(index=L.gpuctl_gpu_index(gpu), uuid=f.get("uuid"),
+    d = Device(index=L.gpuctl_gpu_index(gpu), label=label(L, snap, i, -1), uuid=f.get("uuid"),
                pci_bus_id=f.get("pci_bus_id"), name=f.get("name"),
                memory_total=f.get("memory_total"), memory_used=f.get("memory_used"),
                memory_free=f.get("memory_free"), utilization=f.get("utilization_gpu"),
@@ -181,7 +192,7 @@ def device(L, snap, i: int, verdicts: list | None) -> Device:
                numa_node=f.get("numa_node"), lost=bool(L.gpuctl_gpu_lost(gpu)),
                health=verdicts[i] if verdicts else None, processes=_processes(L, gpu),
                fields=f)
-    d.mig_devices = tuple(_mig(L, gpu, m, d) for m in range(L.gpuctl_gpu_mig_count(gpu)))
+    d.mig_devices = tuple(_mig(L, snap, gpu, m, d) for m in range(L.gpuctl_gpu_mig_count(gpu)))
     return d
 
 

@@ -11,7 +11,7 @@ import pytest
 
 import gpuctl
 
-from conftest import NVSIM_LOAD, wait_until
+from conftest import NVSIM_LOAD, scenario, wait_until
 
 import each_workers
 
@@ -48,6 +48,22 @@ def test_each_rank_lands_on_its_gpu(sim):
     # the lease ended with each()
     m.gpuctl("release", "--all")
     assert m.held() == {}
+
+
+def test_each_on_mig_devices_sets_what_run_each_sets(sim):
+    m = sim("a100-mig")
+    r = m.gpuctl("run", "-n", "3", "--mig", "1g.5gb", "--each", "--dry-run", "--", "true")
+    assert r.returncode == 0, r.stderr
+    want = [dict(w.split("=", 1) for w in line.split())
+            for line in r.stdout.splitlines() if line.startswith("CUDA_VISIBLE_DEVICES=")]
+    results = gpuctl.each(each_workers.run_load, 3, args=(NVSIM_LOAD,), mig="1g.5gb")
+    assert [{k: v for k, v in res.items() if k != "pid"} for res in results] == want
+    # what the simulated CUDA opened: the MIG devices of the scenario, one per rank
+    inst = [x["uuid"] for g in scenario("a100-mig")
+            for x in (g.get("mig") or {}).get("instances", [])]
+    runs = by_rank(m.ledger())
+    assert [r["devices"][0]["uuid"] for r in runs] == [w["CUDA_VISIBLE_DEVICES"] for w in want]
+    assert all(r["devices"][0]["uuid"] in inst for r in runs)
 
 
 def test_a_failing_rank_stops_the_others(sim):

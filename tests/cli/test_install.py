@@ -137,7 +137,11 @@ class PythonInstallTest(GpuctlTestCase):
                 dest = os.path.join(self.tmp, prefix.strip("/").replace("/", "-"))
                 self.install(prefix, dest)
                 pkg = dest + site_dir(prefix) + "/gpuctl"
-                self.assertEqual(sorted(os.listdir(pkg)), sorted(self.PACKAGE))
+                self.assertEqual(sorted(os.listdir(pkg)), sorted(self.PACKAGE + ("__pycache__",)))
+                # byte-compiled at install (users cannot write __pycache__ there)
+                tag = "cpython-%s" % python_minor().replace(".", "")
+                self.assertEqual(sorted(os.listdir(os.path.join(pkg, "__pycache__"))),
+                                 sorted(m[:-3] + "." + tag + ".pyc" for m in self.PACKAGE))
                 (lib,) = self.libdir(dest + prefix)
                 ns = {}
                 with open(os.path.join(pkg, "_install.py")) as f:
