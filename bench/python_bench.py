@@ -5,6 +5,7 @@ counts); then where a Python run's time goes: the interpreter's own start (`pyth
 `import gpuctl` (the same -c with only the import), and the select call inside one process
 (loading the library on the first call, then repeated calls). Aim: import plus select under
 30 ms at 8 GPUs. Used by bench.py; runnable alone: python3 bench/python_bench.py [BUILD]."""
+import datetime
 import json
 import os
 import statistics
@@ -113,9 +114,12 @@ def section(build, repeat=30):
                       f"cpu {t['cpu_ms']:6.2f} ms  calls {calls:6.0f}", flush=True)
             inner[sc] = in_process(build, sc, repeat, env)
             print(f"python: {sc:14} in-process: {inner[sc]}", flush=True)
+    sys.path.insert(0, HERE)
+    from bench import machine
     lines = ["", "## Python", "",
              f"Command: `make bench` (bench/python_bench.py, {repeat} runs per row inside one "
-             "`nvsim exec`, NVML at 0 us per call).",
+             "`nvsim exec`, NVML at 0 us per call).  ",
+             f"Machine: {machine()}, {datetime.date.today().isoformat()}  ",
              "The package (python/gpuctl, Debian's /usr/bin/python3) against the command line,",
              "both on the same site: an empty configuration, no lease directory. Median ms per",
              "run; NVML calls per run, counted by the simulator. Aim: import plus select under",
