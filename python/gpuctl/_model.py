@@ -72,6 +72,26 @@ def _fields(L, gpu) -> dict:
     return out
 
 
+class _Record:
+    """A plain record: its __slots__ given as keywords (missing ones None)."""
+    __slots__ = ()
+
+    def __init__(self, **kw) -> None:
+        for k in self.__slots__:
+            setattr(self, k, kw.get(k))
+
+
+class _Identified(_Record):
+    """A device: the same device (UUID) read twice compares equal."""
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.uuid == self.uuid
+
+    def __hash__(self) -> int:
+        return hash(self.uuid)
+
+
 class Process:
     """A compute process on a GPU (or MIG device), as NVML reports it."""
     __slots__ = ("pid", "used_memory", "uid", "user", "command")
@@ -103,7 +123,7 @@ def _processes(L, gpu) -> tuple:
     return tuple(out)
 
 
-class Device:
+class Device(_Identified):
     """One GPU as a snapshot saw it. Values the GPU does not report (or the call did not read)
     are None. Compares and hashes by UUID.
 
@@ -118,38 +138,18 @@ class Device:
                  "memory_free", "utilization", "temperature", "power", "numa_node", "health",
                  "lost", "processes", "mig_devices", "fields")
 
-    def __init__(self, **kw) -> None:
-        for k in self.__slots__:
-            setattr(self, k, kw.get(k))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Device) and other.uuid == self.uuid
-
-    def __hash__(self) -> int:
-        return hash(self.uuid)
-
     def __repr__(self) -> str:
         return "Device(index=%r, uuid=%r, name=%r, health=%r)" % (
             self.index, self.uuid, self.name, self.health)
 
 
-class MigDevice:
+class MigDevice(_Identified):
     """A MIG device: a slice of a GPU in MIG mode, with its own UUID ("MIG-...") that CUDA
     accepts in CUDA_VISIBLE_DEVICES. parent is its GPU (a Device); index its place among the
     GPU's MIG devices (as `gpuctl list --format json`); label "GPU:MIG" with NVML's MIG index,
     as gpuctl prints it and NVIDIA_VISIBLE_DEVICES reads it."""
     __slots__ = ("index", "label", "uuid", "profile", "gpu_instance_id", "compute_instance_id",
                  "memory_total", "memory_used", "parent")
-
-    def __init__(self, **kw) -> None:
-        for k in self.__slots__:
-            setattr(self, k, kw.get(k))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, MigDevice) and other.uuid == self.uuid
-
-    def __hash__(self) -> int:
-        return hash(self.uuid)
 
     def __repr__(self) -> str:
         return "MigDevice(uuid=%r, profile=%r, parent=%r)" % (
@@ -223,7 +223,7 @@ def devset(L, snap, dset, report) -> list:
     return out
 
 
-class Link:
+class Link(_Record):
     """The facts about one pair of GPUs, as `gpuctl topo --format json` gives them: level
     (nvidia-smi topo's PCIe code: "PIX", "PXB", "PHB", "NODE", "SYS"; None if unknown) and
     level_value (NVML's number), nvlinks (NVLinks between them; for an NVSwitch fabric, the
@@ -231,10 +231,6 @@ class Link:
     "TNS", "DR", "NS", "U"), bandwidth (modelled GB/s per direction, docs/topology.md)."""
     __slots__ = ("a", "b", "a_uuid", "b_uuid", "level", "level_value", "nvlinks", "nvswitch",
                  "p2p", "bandwidth")
-
-    def __init__(self, **kw) -> None:
-        for k in self.__slots__:
-            setattr(self, k, kw.get(k))
 
     def __repr__(self) -> str:
         return "Link(a=%d, b=%d, level=%r, nvlinks=%r, nvswitch=%r, p2p=%r, bandwidth=%r)" % (
@@ -260,29 +256,21 @@ def links(L, snap) -> list:
     return out
 
 
-class Finding:
+class Finding(_Record):
     """One health finding: check (its id in docs/health.md, e.g. "xid", "ecc-dbe"), severity
     ("OK", "WARN", "FAIL"), message (what was seen, with the numbers), action (what to do),
     xid and xid_class ("fence", "application", "info", "unknown") for an XID, else None."""
     __slots__ = ("check", "severity", "message", "action", "xid", "xid_class")
-
-    def __init__(self, **kw) -> None:
-        for k in self.__slots__:
-            setattr(self, k, kw.get(k))
 
     def __repr__(self) -> str:
         return "Finding(check=%r, severity=%r, message=%r)" % (
             self.check, self.severity, self.message)
 
 
-class GpuHealth:
+class GpuHealth(_Record):
     """One GPU's health: index, uuid, pci_bus_id, name, lost, verdict ("OK", "WARN", "FAIL"),
     findings (Finding, worst first)."""
     __slots__ = ("index", "uuid", "pci_bus_id", "name", "lost", "verdict", "findings")
-
-    def __init__(self, **kw) -> None:
-        for k in self.__slots__:
-            setattr(self, k, kw.get(k))
 
     def __repr__(self) -> str:
         return "GpuHealth(index=%r, uuid=%r, verdict=%r, findings=%d)" % (

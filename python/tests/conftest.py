@@ -44,6 +44,12 @@ TIMEOUT = 60
 OUTER = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "SLURM_JOB_GPUS",
          "SLURM_STEP_GPUS")
 
+# The scenario reader the end-to-end tests use (sim/SCENARIO.md's defaults applied). Importing
+# gpuctl_test also points GPUCTL_LEASE_DIR, GPUCTL_CONFIG and GPUCTL_HEALTH_STATE at private
+# places for this process; every test then points them at its own machine's.
+sys.path.insert(0, os.path.join(SRC, "tests", "cli"))
+from gpuctl_test import scenario_gpus as scenario  # noqa: E402
+
 # The package and the library of this build, for this process and every Python it starts.
 os.environ.setdefault("GPUCTL_LIBRARY", os.path.join(BUILD, "lib", "libgpuctl.so.0"))
 if PYDIR not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
@@ -61,20 +67,6 @@ def pytest_runtest_makereport(item, call):
     if rep.skipped and not hasattr(rep, "wasxfail"):
         rep.outcome = "failed"
         rep.longrepr = "skipped, which this suite counts as a failure: %r" % (rep.longrepr,)
-
-
-def scenario(name):
-    """The scenario's GPUs with its defaults applied (sim/SCENARIO.md: a GPU's own keys
-    override, objects merge key by key)."""
-    with open(os.path.join(SCENARIOS, name + ".json")) as f:
-        doc = json.load(f)
-    out = []
-    for g in doc["gpus"]:
-        m = dict(doc.get("defaults", {}))
-        for k, v in g.items():
-            m[k] = {**m[k], **v} if isinstance(v, dict) and isinstance(m.get(k), dict) else v
-        out.append(m)
-    return out
 
 
 def uuids(name):

@@ -86,26 +86,29 @@ int main(int argc, char **argv)
 		req.mode = GPUCTL_ALLOC_LEASE;
 	else
 		return usage("unknown mode");
+	const struct {
+		const char *name;
+		bool *flag;
+	} flags[] = {
+	        {"--no-procs", &req.no_procs},
+	        {"--allow-unhealthy", &req.allow_unhealthy},
+	        {"--ignore-outer", &req.ignore_outer},
+	        {"--ignore-foreign", &req.ignore_foreign},
+	};
+
 	if (!number(argv[2], 4096, &v))
 		return usage("N is not a number of devices");
 	req.count = (unsigned)v;
 	for (int i = 3; i < argc; i++) {
 		const char *o = argv[i], *arg = i + 1 < argc ? argv[i + 1] : NULL;
 
-		if (strcmp(o, "--no-procs") == 0) {
-			req.no_procs = true;
-			continue;
-		}
-		if (strcmp(o, "--allow-unhealthy") == 0) {
-			req.allow_unhealthy = true;
-			continue;
-		}
-		if (strcmp(o, "--ignore-outer") == 0) {
-			req.ignore_outer = true;
-			continue;
-		}
-		if (strcmp(o, "--ignore-foreign") == 0) {
-			req.ignore_foreign = true;
+		bool *flag = NULL;
+
+		for (size_t k = 0; k < sizeof(flags) / sizeof(flags[0]); k++)
+			if (strcmp(o, flags[k].name) == 0)
+				flag = flags[k].flag;
+		if (flag) {
+			*flag = true;
 			continue;
 		}
 		if (!arg)
