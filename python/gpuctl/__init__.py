@@ -166,7 +166,7 @@ def select(n: int = 1, *, min_free_mem: int | str | None = None, max_util: int |
                "ignore_foreign": ignore_foreign, "config": config, "lease_dir": lease_dir}
     from ._lease import _allocate
     mode = _lib.ALLOC_PREVIEW if preview else _lib.ALLOC_CHOOSE
-    return _allocate(mode, n, filters, share_mem=share_mem)[0]
+    return _allocate(mode, n, filters, share_mem=share_mem)
 
 
 def each(fn: Callable, n: int, *, args: tuple = (), grace: float = 30.0,

@@ -22,6 +22,7 @@ Decisions:
 """
 from __future__ import annotations
 
+import _thread
 import ctypes
 import errno
 import os
@@ -57,6 +58,7 @@ class Lease:
     def __init__(self, alloc: int, devices: list, cuda_visible: str, lease_dir: str | None,
                  share_mem: int | None) -> None:
         self._alloc = alloc
+        self._lock = _thread.allocate_lock()  # release() from two threads frees once
         self.devices = devices
         self.cuda_visible_devices = cuda_visible
         self.lease_dir = lease_dir
@@ -85,7 +87,8 @@ class Lease:
 
     def release(self) -> None:
         """Ends this process's hold on the devices (a forked child's hold stays). Idempotent."""
-        a, self._alloc = self._alloc, None
+        with self._lock:
+            a, self._alloc = self._alloc, None
         if a:
             _lib.lib().gpuctl_alloc_free(a)
 
@@ -149,8 +152,9 @@ def _run_signal_handlers() -> None:
 
 def _allocate(mode: int, n: object, filters: dict, *, share_mem: object = None,
               wait: object = None, label: object = None, avoid: list | tuple = ()):
-    """gpuctl_alloc, waiting as asked. Returns (devices, CUDA_VISIBLE_DEVICES, lease dir,
-    alloc pointer); with mode other than LEASE the allocation is freed and the pointer None."""
+    """gpuctl_alloc, waiting as asked. Returns the Lease in LEASE mode, else the devices
+    chosen (the allocation freed). The allocation is freed on every way out but the Lease's,
+    so an exception anywhere (KeyboardInterrupt included) leaves nothing leased."""
     wait_s = wait_seconds(wait)
     if wait_s is not None and mode != _lib.ALLOC_LEASE:
         raise TypeError("wait: only a lease waits")
@@ -188,12 +192,13 @@ def _allocate(mode: int, n: object, filters: dict, *, share_mem: object = None,
                 a = out.value
                 devices = _model.devset(L, L.gpuctl_alloc_snapshot(a), L.gpuctl_alloc_devices(a),
                                         L.gpuctl_alloc_health(a))
-                cuda = _lib.text(L.gpuctl_alloc_cuda_visible_devices(a))
-                where = _lib.text(L.gpuctl_alloc_lease_dir_path(a))
-                if mode == _lib.ALLOC_LEASE:
-                    out = None  # the caller owns it now
-                    return devices, cuda, where, a
-                return devices, cuda, where, None
+                if mode != _lib.ALLOC_LEASE:
+                    return devices
+                held = Lease(a, devices, _lib.text(L.gpuctl_alloc_cuda_visible_devices(a)),
+                             _lib.text(L.gpuctl_alloc_lease_dir_path(a)),
+                             req.share_mem or None)
+                out = None  # the Lease owns it now
+                return held
             finally:
                 if out is not None and out.value:
                     L.gpuctl_alloc_free(out.value)
@@ -207,21 +212,8 @@ def _whole_wait(message: str, wait_s: float) -> str:
 
 
 def _lease_once(n, filters, share_mem, wait, label, avoid) -> Lease:
-    devices, cuda, where, a = _allocate(_lib.ALLOC_LEASE, n, filters, share_mem=share_mem,
-                                        wait=wait, label=label, avoid=avoid)
-    shared = _request_size(share_mem)
-    try:
-        return Lease(a, devices, cuda, where, shared)
-    except BaseException:
-        _lib.lib().gpuctl_alloc_free(a)
-        raise
-
-
-def _request_size(share_mem: object) -> int | None:
-    if share_mem is None:
-        return None
-    from ._request import size
-    return size("share_mem", share_mem)
+    return _allocate(_lib.ALLOC_LEASE, n, filters, share_mem=share_mem, wait=wait, label=label,
+                     avoid=avoid)
 
 
 def lease(n: int = 1, *, share_mem: int | str | None = None, wait: bool | float | None = None,

@@ -243,6 +243,24 @@ def test_a_waiter_gets_the_device_a_holder_releases(sim):
         finish(p)
 
 
+def test_waiting_in_another_thread(sim):
+    # no signal.set_wakeup_fd outside the main thread: the wait still ends when a holder
+    # releases, and other threads run meanwhile (ctypes releases the GIL)
+    import threading
+    m = sim("dgx-a100")
+    (held_uuid,) = m.hold("-n", "1", "--only", "4")
+    m.hold("-n", "7", "--exclude", "4")
+    got = []
+    t = threading.Thread(target=lambda: got.append(gpuctl.lease(1, wait=60)))
+    t.start()
+    wait_until(lambda: in_line(m, os.getpid()), what="the thread in line")
+    assert m.gpuctl("release", "-i", "4").returncode == 0
+    t.join(60)
+    assert not t.is_alive() and got[0].uuids == [held_uuid]
+    assert m.held()[held_uuid] == [os.getpid()]
+    got[0].release()
+
+
 def test_ctrl_c_while_waiting(sim):
     m = sim("dgx-a100")
     m.hold("-n", "8")
