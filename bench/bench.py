@@ -198,6 +198,13 @@ def main():
         import health_bench
         lines += health_bench.section(build)
 
+    # The Python package: import plus select against gpuctl select, on 8 and 64 GPUs
+    # (bench/python_bench.py).
+    if not a.scenario:
+        sys.path.insert(0, HERE)
+        import python_bench
+        lines += python_bench.section(build)
+
     # The hand-written reading of the numbers below the table survives a new run.
     notes = ""
     if os.path.exists(a.out):

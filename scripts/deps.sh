@@ -5,7 +5,7 @@
 set -eu
 
 build_pkgs="gcc make cmake pkg-config libjansson-dev libnuma-dev libmicrohttpd-dev"
-test_pkgs="libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 prometheus"
+test_pkgs="libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest prometheus"
 # wrk: the HTTP load generator of the exporter benchmark (50 concurrent scrapers)
 bench_pkgs="python3 wrk"
 

@@ -363,6 +363,17 @@ int gpuctl_snapshot_link(const struct gpuctl_snapshot *snap, size_t a, size_t b,
 /* The nvidia-smi topo -m code of a level ("PIX", "SYS", ...); "X" for self is the caller's. */
 const char *gpuctl_topo_level_code(int level);
 
+/* ---- Sizes ---- */
+
+/* Parses a size as `gpuctl select --min-free-mem` and `--mem` read it: a decimal number
+ * (integer or with a fraction, "1.5") and a binary unit B, KiB, MiB, GiB, TiB or K, M, G, T
+ * (case-insensitive), no blanks; a bare number only for 0; a fraction of a byte rounded up.
+ * Returns 0 and writes *ret_bytes, or -EINVAL (malformed, unknown unit, no unit, NULL text) or
+ * -ERANGE (more than 2^64-1 bytes); then *why (when why is not NULL) says what is wrong, in
+ * words to print after the input ("'10GB': unknown unit ..."; a static string). For bindings
+ * (the Python package) that must accept exactly what the command line accepts. */
+int gpuctl_size_parse(const char *text, uint64_t *ret_bytes, const char **why);
+
 /* ---- Choosing GPUs by id ---- */
 
 /* Resolves a comma-separated list of GPU ids against a snapshot: an index, a full UUID, a unique
@@ -593,7 +604,8 @@ uint64_t gpuctl_lease_list_room(const struct gpuctl_lease_list *list, size_t i,
                                 const struct gpuctl_lease_request *lreq);
 /* The devices of snap that run compute processes belonging to no lease holder (nor to a
  * descendant of one) and that count as busy by lreq's thresholds (busy_memory,
- * busy_utilization; lreq NULL: any such process makes its device busy). */
+ * busy_utilization; lreq NULL: any such process makes its device busy). dir NULL: there is no
+ * lease directory (yet), so no process belongs to a lease. */
 int gpuctl_lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                          const struct gpuctl_snapshot *snap,
                          const struct gpuctl_lease_request *lreq, struct gpuctl_devset **ret_set);

@@ -19,7 +19,9 @@
  *   guessing would hand the job GPUs it was not given.
  * - CHOOSE and PREVIEW take no lease and only exclude what is leased now: they read the lease
  *   directory when it exists and never create it. Devices whose lock file is unusable are
- *   excluded too (a lease never grants them). LEASE is gpuctl_select_and_lease, atomic under
+ *   excluded too (a lease never grants them). PREVIEW leaves out devices busy with processes
+ *   of no lease also when the directory does not exist yet (every process is of no lease
+ *   then), as the LEASE that would create it does. LEASE is gpuctl_select_and_lease, atomic under
  *   DIR/select.lock.
  * - Waiting (LEASE with wait; docs/leases.md "Waiting"): first fails at once when no lease could
  *   ever satisfy the request (the static filters alone leave too few devices); else registers a
@@ -402,8 +404,17 @@ static int plan_exclude_leased(struct plan *p)
 	size_t n_room = 0;
 	int r;
 
-	if (!dir)
-		return 0; /* no lease directory: nothing is leased */
+	if (!dir) {
+		/* no lease directory: nothing is leased, and every process is of no lease (the
+		 * directory LEASE mode would create holds no record yet) */
+		if (p->in.mode != GPUCTL_ALLOC_PREVIEW || p->in.ignore_foreign)
+			return 0;
+		r = gpuctl_lease_foreign(p->ctx, NULL, p->snap, &p->lreq, &p->foreign);
+		if (r < 0)
+			return r;
+		p->req.foreign = p->foreign;
+		return 0;
+	}
 	r = gpuctl_lease_list(p->ctx, dir, p->snap, &list);
 	if (r >= 0)
 		r = gpuctl_devset_new(&p->leased);

@@ -250,10 +250,11 @@ int gpuctl_lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	struct gpuctl_lease_request lr;
 	_cleanup_close_ int sfd = -1;
 
-	if (!dir || !snap || !ret_set)
+	if (!snap || !ret_set)
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
 	lease_request_copy(&lr, lreq);
-	sfd = lease_select_lock_shared(dir);
+	if (dir)
+		sfd = lease_select_lock_shared(dir);
 	return lease_foreign(ctx, dir, snap, &lr, ret_set);
 }
 

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * parse.c: pure parsers for `gpuctl select` / `gpuctl run` arguments, the configuration file's
- * sizes and percentages (config.c), and cpulists. In libgpuctl, not exported (libgpuctl.sym).
+ * sizes and percentages (config.c), and cpulists. In libgpuctl, not exported (libgpuctl.sym),
+ * except the size parser's public face gpuctl_size_parse, so that bindings (python/gpuctl)
+ * accept exactly the sizes the command line accepts instead of a second grammar.
  *
  * Decisions:
  * - Sizes are binary (KiB = 1024 B), as nvidia-smi and NVML report memory in MiB; the short
@@ -17,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include <gpuctl/gpuctl.h>
 
 #include "parse.h"
 
@@ -253,4 +257,20 @@ size_t format_cpulist(const uint64_t *bits, size_t nbits, char *buf, size_t size
 		i = j;
 	}
 	return len;
+}
+
+int gpuctl_size_parse(const char *text, uint64_t *ret_bytes, const char **why)
+{
+	const char *w = "no size given";
+	uint64_t v;
+	int r = text ? parse_size(text, &v, &w) : -EINVAL;
+
+	if (r < 0) {
+		if (why)
+			*why = w;
+		return r;
+	}
+	if (ret_bytes)
+		*ret_bytes = v;
+	return 0;
 }

@@ -91,6 +91,26 @@ def run(argv, env=None, input=None, timeout=TIMEOUT):
     return Result(p)
 
 
+# The Python package (python/gpuctl) and the library of this build, for tests that run it. In the
+# sanitizer build Debian's python3 must preload the ASan and UBSan runtimes to load the
+# instrumented library (tests/cli/CMakeLists.txt), and CPython's objects alive at exit are no leak.
+PYTHON = "/usr/bin/python3"
+PYDIR = os.path.join(SRC, "python")
+LIBGPUCTL = os.path.join(BUILD, "lib", "libgpuctl.so.0")
+
+
+def python_env(env=None):
+    """The variables a python3 running the package needs, beyond the test's: env, plus the
+    sanitizer runtimes when the build has them."""
+    e = {"PYTHONDONTWRITEBYTECODE": "1"}
+    if os.environ.get("GPUCTL_PYTHON_PRELOAD"):
+        e["LD_PRELOAD"] = os.environ["GPUCTL_PYTHON_PRELOAD"]
+        e["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=1"
+    if env:
+        e.update(env)
+    return e
+
+
 def gpuctl(*args, env=None, **kw):
     """Runs gpuctl directly (no simulator unless env says so)."""
     return run([GPUCTL, *args], env=env, **kw)

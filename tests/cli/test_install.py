@@ -1,7 +1,9 @@
 """make install's result is usable: `cmake --install` into a staging DESTDIR puts the program,
-the man page, the headers, both libraries and the pkg-config file where PREFIX says; a C
-program built with `pkg-config --cflags --libs libgpuctl` against that tree (the README's
-example) runs on a simulated machine and prints what the scenario holds."""
+the man page, the headers, both libraries, the pkg-config file and the Python package where
+PREFIX says; a C program built with `pkg-config --cflags --libs libgpuctl` against that tree
+(the README's example) runs on a simulated machine and prints what the scenario holds; the
+installed Python package, with nothing but the install tree (no GPUCTL_LIBRARY, no source
+tree on its path), finds the installed library and chooses what the installed gpuctl does."""
 import json
 import os
 import shutil
@@ -9,9 +11,22 @@ import subprocess
 import tempfile
 import unittest
 
-from gpuctl_test import BUILD, NVSIM, SCENARIOS, GpuctlTestCase, run
+from gpuctl_test import BUILD, NVSIM, PYTHON, SCENARIOS, GpuctlTestCase, python_env, run
 
 PREFIX = "/opt/gpuctl-test"
+
+
+def python_minor():
+    return subprocess.run([PYTHON, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def site_dir(prefix):
+    """Where Debian's python3 looks for packages under prefix: /usr/lib/python3/dist-packages,
+    else PREFIX/lib/python3.MINOR/dist-packages (/usr/local's, in python3's sys.path)."""
+    if prefix == "/usr":
+        return "/usr/lib/python3/dist-packages"
+    return "%s/lib/python%s/dist-packages" % (prefix, python_minor())
 
 EXAMPLE = r"""
 #include <stdio.h>
@@ -92,6 +107,81 @@ class InstallTest(GpuctlTestCase):
         mem = s["defaults"].get("memory_total_mib")
         want = [f"{g['uuid']} {g.get('memory_total_mib', mem)}" for g in s["gpus"]]
         self.assertEqual(r.out.split("\n")[:-1], want)
+
+
+class PythonInstallTest(GpuctlTestCase):
+    PACKAGE = ("__init__.py", "_each.py", "_errors.py", "_install.py", "_lease.py", "_lib.py",
+               "_model.py", "_probe.py", "_request.py")
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="gpuctl-pyinstall-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def install(self, prefix, destdir=None):
+        env = dict(os.environ)
+        env.pop("DESTDIR", None)
+        if destdir:
+            env["DESTDIR"] = destdir
+        p = subprocess.run(["cmake", "--install", BUILD, "--prefix", prefix], env=env,
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def libdir(self, root):
+        return [d for d in ("lib", "lib64", "lib/x86_64-linux-gnu")
+                if os.path.exists(os.path.join(root, d, "libgpuctl.so.0"))]
+
+    def test_where_debians_python_looks(self):
+        # staged with DESTDIR: the files under DESTDIR, _install.py naming the final place
+        for prefix in ("/usr", "/usr/local", PREFIX):
+            with self.subTest(prefix=prefix):
+                dest = os.path.join(self.tmp, prefix.strip("/").replace("/", "-"))
+                self.install(prefix, dest)
+                pkg = dest + site_dir(prefix) + "/gpuctl"
+                self.assertEqual(sorted(os.listdir(pkg)), sorted(self.PACKAGE + ("__pycache__",)))
+                # byte-compiled at install (users cannot write __pycache__ there)
+                tag = "cpython-%s" % python_minor().replace(".", "")
+                self.assertEqual(sorted(os.listdir(os.path.join(pkg, "__pycache__"))),
+                                 sorted(m[:-3] + "." + tag + ".pyc" for m in self.PACKAGE))
+                (lib,) = self.libdir(dest + prefix)
+                ns = {}
+                with open(os.path.join(pkg, "_install.py")) as f:
+                    exec(f.read(), ns)
+                self.assertEqual(ns["LIBDIR"], os.path.join(prefix, lib))
+        # the dist-packages of /usr and /usr/local are on Debian's python3's path
+        path = subprocess.run([PYTHON, "-c", "import sys; print(sys.path)"], cwd="/",
+                              capture_output=True, text=True, check=True).stdout
+        self.assertIn("'%s'" % site_dir("/usr"), path)
+        self.assertIn("'%s'" % site_dir("/usr/local"), path)
+
+    def test_installed_package_finds_the_installed_library(self):
+        prefix = os.path.join(self.tmp, "prefix")
+        self.install(prefix)
+        (lib,) = self.libdir(prefix)
+        site = site_dir(prefix)
+        self.assertTrue(os.path.isfile(os.path.join(site, "gpuctl", "__init__.py")))
+        code = ("import gpuctl, gpuctl._lib as lib\n"
+                "print(gpuctl.__file__)\n"
+                "print(lib.library_path())\n"
+                "print('CUDA_VISIBLE_DEVICES=' + ','.join(d.uuid for d in gpuctl.select(2)))\n")
+        # nothing of the source or build tree: no GPUCTL_LIBRARY, only dist-packages on the
+        # path, run from / (so no python/ directory is found by accident)
+        env = dict(os.environ)
+        for k in ("GPUCTL_LIBRARY", "PYTHONPATH", "LD_LIBRARY_PATH"):
+            env.pop(k, None)
+        env.update(python_env({"PYTHONPATH": site}))
+        p = subprocess.run([NVSIM, "exec", "dgx-a100", "--", PYTHON, "-c", code], env=env,
+                           cwd="/", capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        module, path, chosen = p.stdout.splitlines()
+        self.assertEqual(module, os.path.join(site, "gpuctl", "__init__.py"))
+        self.assertEqual(path, os.path.join(prefix, lib, "libgpuctl.so.0"))
+        want = run([NVSIM, "exec", "dgx-a100", "--", os.path.join(prefix, "bin", "gpuctl"),
+                    "select", "-n", "2"])
+        self.assertEqual(want.rc, 0, want)
+        self.assertEqual(chosen, want.out.strip())
+        with open(os.path.join(SCENARIOS, "dgx-a100.json")) as f:
+            uuids = [g["uuid"] for g in json.load(f)["gpus"]]
+        self.assertTrue(set(chosen.split("=")[1].split(",")) <= set(uuids))
 
 
 if __name__ == "__main__":

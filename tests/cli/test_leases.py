@@ -392,17 +392,21 @@ class Ps(LeaseCase):
                 want.append((i, True, inst["uuid"]))
         self.assertEqual(got, want)
 
+    def with_foreign_process(self, commands):
+        """Runs the shell commands while a compute process of no lease (a sleep registered with
+        the simulator, $P) uses 1 GiB on GPU 2."""
+        script = ("sleep 30 & P=$!\n"
+                  "$NVSIM proc add --pid $P -i 2 --mem 1GiB\n" + commands + "kill $P\n")
+        return sim_sh("dgx-a100", script, env={"GPUCTL_LEASE_DIR": self.dir})
+
     def test_foreign_process(self):
         # A compute process of no lease (registered with the simulator): "busy", listed as
         # user:pid(memory); run avoids it unless --ignore-foreign.
-        script = ("sleep 30 & P=$!\n"
-                  "$NVSIM proc add --pid $P -i 2 --mem 1GiB\n"
-                  "echo P=$P\n"
-                  "$GPUCTL ps --format json; echo TABLE; $GPUCTL ps\n"
-                  "$GPUCTL run -n 8 -- true 2>&1 && echo rc=0 || echo rc=$?\n"
-                  "$GPUCTL run -n 8 --ignore-foreign -- true && echo rc=0 || echo rc=$?\n"
-                  "kill $P\n")
-        r = sim_sh("dgx-a100", script, env={"GPUCTL_LEASE_DIR": self.dir})
+        r = self.with_foreign_process(
+            "echo P=$P\n"
+            "$GPUCTL ps --format json; echo TABLE; $GPUCTL ps\n"
+            "$GPUCTL run -n 8 -- true 2>&1 && echo rc=0 || echo rc=$?\n"
+            "$GPUCTL run -n 8 --ignore-foreign -- true && echo rc=0 || echo rc=$?\n")
         self.assertEqual(r.rc, 0, r)
         out = r.out
         pid = int(out.split("P=", 1)[1].split()[0])
@@ -469,6 +473,21 @@ class Ps(LeaseCase):
         self.assertEqual((devs[2]["state"], len(devs[2]["foreign"])), ("free", 1), r.out)
         self.assertEqual((devs[3]["state"], len(devs[3]["foreign"])), ("busy", 1), r.out)
         self.assertEqual(devs[4]["foreign"], [], r.out)
+
+    def test_dry_run_sees_foreign_processes_before_any_lease(self):
+        # No lease directory yet: run --dry-run still chooses as run would, leaving out the
+        # GPU a process of no lease uses (it once counted nothing as busy without the
+        # directory), and creates nothing.
+        r = self.with_foreign_process(
+            "$GPUCTL run -n 8 --dry-run -- true 2>&1 && echo rc=0 || echo rc=$?\n"
+            "$GPUCTL run -n 7 --dry-run -- true | head -1\n")
+        self.assertEqual(r.rc, 0, r)
+        first, rest = r.out.split("\n", 1)
+        self.assertEqual(first, "gpuctl: run: need 8 GPUs, 7 qualify: in use without a lease: 2")
+        self.assertTrue(rest.startswith("rc=%d\n" % EXIT_NOMATCH), r)
+        got = rest.split("CUDA_VISIBLE_DEVICES=", 1)[1].split()[0].split(",")
+        self.assertEqual(sorted(got), sorted(u for i, u in enumerate(UUIDS) if i != 2))
+        self.assertFalse(os.path.exists(self.dir), "a dry run created the lease directory")
 
     def test_usage(self):
         self.assertOneLineError(self.g("ps", "--format", "csv"), EXIT_USAGE, "csv")

@@ -600,6 +600,12 @@ static void test_foreign(void **state)
 	assert_int_equal(gpuctl_devset_count(f), 1);
 	assert_true(gpuctl_devset_contains(f, (leased + 1) % 4, -1));
 	gpuctl_devset_free(f);
+	/* without a lease directory no process belongs to a lease: both devices are busy */
+	assert_int_equal(gpuctl_lease_foreign(ctx, NULL, s, NULL, &f), 0);
+	assert_int_equal(gpuctl_devset_count(f), 2);
+	assert_true(gpuctl_devset_contains(f, leased, -1));
+	assert_true(gpuctl_devset_contains(f, (leased + 1) % 4, -1));
+	gpuctl_devset_free(f);
 	/* without processes in the snapshot: an empty set */
 	assert_int_equal(gpuctl_lease_foreign(ctx, d, noproc, NULL, &f), 0);
 	assert_int_equal(gpuctl_devset_count(f), 0);

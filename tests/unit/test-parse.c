@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * test-parse.c: the pure argument parsers of src/lib/parse.c that have no other unit test:
- * seconds (gpuctl exporter --interval, gpuctl watch -d), and writing a cpulist back (gpuctl run's
- * binding, over 65,536 CPUs, where whole empty words are skipped). Sizes, counts, percentages
- * and parsing cpulists are checked end to end (tests/cli) and by fuzz/fuzz-size.c.
+ * seconds (gpuctl exporter --interval, gpuctl watch -d), writing a cpulist back (gpuctl run's
+ * binding, over 65,536 CPUs, where whole empty words are skipped), and gpuctl_size_parse, the
+ * exported face of the size parser (python/gpuctl reads min_free_mem and share_mem with it).
+ * Sizes, counts, percentages and parsing cpulists are also checked end to end (tests/cli) and
+ * by fuzz/fuzz-size.c.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -12,6 +14,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
+
+#include <gpuctl/gpuctl.h>
 
 #include "parse.h"
 
@@ -86,11 +90,56 @@ static void test_format_cpulist(void **state)
 	assert_string_equal(buf, "63");
 }
 
+/* The public size parser: the values and refusals of docs/gpuctl.1 (--min-free-mem), with the
+ * reason words the command line prints, and nothing written on failure. */
+static void test_size_parse(void **state)
+{
+	static const struct {
+		const char *text;
+		int r;
+		uint64_t v;
+		const char *why; /* a word the reason must contain */
+	} cases[] = {
+	        {"10GiB", 0, 10ull << 30, NULL},
+	        {"512MiB", 0, 512ull << 20, NULL},
+	        {"1.5G", 0, 3ull << 29, NULL},
+	        {"1t", 0, 1ull << 40, NULL},
+	        {"7B", 0, 7, NULL},
+	        {"0.5B", 0, 1, NULL}, /* rounded up: "at least" */
+	        {"0", 0, 0, NULL},
+	        {"10", -EINVAL, 0, "needs a unit"},
+	        {"10GB", -EINVAL, 0, "unknown unit"},
+	        {"", -EINVAL, 0, "not a size"},
+	        {" 1G", -EINVAL, 0, "not a size"},
+	        {"-1G", -EINVAL, 0, "not a size"},
+	        {"99999999999TiB", -ERANGE, 0, "too large"},
+	        {NULL, -EINVAL, 0, "no size"},
+	};
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		uint64_t v = 7;
+		const char *why = NULL;
+		int r = gpuctl_size_parse(cases[k].text, &v, &why);
+
+		if (r != cases[k].r)
+			fail_msg("'%s': %d, expected %d", cases[k].text, r, cases[k].r);
+		if (r == 0 && (v != cases[k].v || why))
+			fail_msg("'%s': %llu", cases[k].text, (unsigned long long)v);
+		if (r < 0 && (v != 7 || !why || !strstr(why, cases[k].why)))
+			fail_msg("'%s': value written or reason '%s'", cases[k].text,
+			         why ? why : "");
+	}
+	assert_int_equal(gpuctl_size_parse("1G", NULL, NULL), 0);
+	assert_int_equal(gpuctl_size_parse("1", NULL, NULL), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_seconds),
 	        cmocka_unit_test(test_format_cpulist),
+	        cmocka_unit_test(test_size_parse),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,35 @@
+"""The exceptions of the gpuctl package (docs/library.md, "Errors", has the table).
+
+Each carries the library's one-line message as its text: the same words `gpuctl select` prints
+after "gpuctl: select: ", naming the input and what is wrong.
+"""
+from __future__ import annotations
+
+
+class Error(Exception):
+    """A gpuctl failure. .errno is the library's error code (errno.ENOSPC, errno.EACCES, ...);
+    str(e) is its one-line message."""
+
+    def __init__(self, errno: int, message: str) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+    def __reduce__(self):  # pickled as it was made (each() sends errors between processes)
+        return (type(self), (self.errno, str(self)))
+
+
+class NoDeviceError(Error):
+    """Too few devices satisfy the request now (errno.ENOSPC), or a wait ended without them
+    (errno.ETIMEDOUT). The message says which filter removed which GPUs, e.g.
+    "need 2 GPUs, 1 qualify: leased: 0,1,2,3,4,5,6"."""
+
+
+class DriverError(Error):
+    """No NVIDIA driver, NVML cannot initialise (errno.ENODEV, or ENOENT when the NVML library
+    is missing), or the library loaded is not NVML (errno.ENOEXEC)."""
+
+
+class RequestError(Error, ValueError):
+    """A bad request (errno.EINVAL): an unknown or malformed GPU id, MIG profile, pool or size,
+    a value out of range, an unknown keyword, a configuration file that does not parse, an
+    outer allocation (CUDA_VISIBLE_DEVICES, Slurm) that cannot be read. A ValueError."""

@@ -1,0 +1,348 @@
+"""libgpuctl.so.0 through ctypes: finding the library, the C declarations this package uses, one
+context per call, and the library's -errno codes as exceptions.
+
+Decisions:
+- The library is found at $GPUCTL_LIBRARY when it is set (that file only, as
+  GPUCTL_NVML_LIBRARY is for NVML), else in the directory `make install` wrote into
+  gpuctl/_install.py, else by its soname through the dynamic linker. It is loaded at the first
+  call, not at import, so `import gpuctl` is cheap and never fails.
+- Every function used has its argtypes and restype declared here, in one table; opaque handles
+  are c_void_p. Structures mirror include/gpuctl/gpuctl.h field by field (python/tests/
+  test_abi.py compares every offset and size with a C program compiled against the header).
+  Requests are filled by gpuctl_alloc_request_init(req, sizeof(req)), never by defaults
+  written here, and the first load checks that the defaults landed where this mirror expects.
+- A context is made for each public call and freed at its end: a context belongs to one thread
+  at a time (gpuctl.h), and allocations, snapshots and reports outlive it, so nothing is shared
+  between threads or kept between calls.
+- ctypes releases the GIL around every foreign call, so a waiting gpuctl_alloc never blocks
+  other Python threads.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import _thread
+
+from ._errors import DriverError, Error, NoDeviceError, RequestError
+
+SONAME = "libgpuctl.so.0"
+
+c_void_p = ctypes.c_void_p
+c_char_p = ctypes.c_char_p
+c_int = ctypes.c_int
+c_uint = ctypes.c_uint
+c_bool = ctypes.c_bool
+c_size_t = ctypes.c_size_t
+c_int64 = ctypes.c_int64
+c_uint32 = ctypes.c_uint32
+c_uint64 = ctypes.c_uint64
+c_double = ctypes.c_double
+P = ctypes.POINTER
+
+# ---- constants of the C ABI (include/gpuctl/gpuctl.h; test_abi.py checks each) ----
+
+SNAP_PROCESSES = 1 << 0
+SNAP_TOPOLOGY = 1 << 1
+SNAP_MIG = 1 << 2
+SNAP_HEALTH = 1 << 3
+
+FT_INT = 0
+FT_STR = 1
+FU_BOOL = 6   # enum gpuctl_field_unit: shown Enabled/Disabled
+FU_YESNO = 7  # ... and Yes/No: both are booleans
+
+MIG_INDEX, MIG_GI, MIG_CI, MIG_MEMORY_TOTAL, MIG_MEMORY_USED = 0, 1, 2, 3, 4
+
+SITE_CREATE = 1 << 0
+SITE_NO_LEASES = 1 << 1
+
+ALLOC_CHOOSE = 0
+ALLOC_PREVIEW = 1
+ALLOC_LEASE = 2
+
+HEALTH_OK, HEALTH_WARN, HEALTH_FAIL = 0, 1, 2
+
+# nvidia-smi topo -p2p's abbreviations of NVML's P2P status values (as `gpuctl topo` prints).
+P2P_CODES = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DR", 5: "NS"}
+
+
+# ---- structures (field for field as in gpuctl.h) ----
+
+class AllocRequest(ctypes.Structure):
+    """struct gpuctl_alloc_request."""
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("mode", c_int),
+        ("count", c_uint),
+        ("min_free_mem", c_uint64),
+        ("max_util", c_int),
+        ("no_procs", c_bool),
+        ("only", c_char_p),
+        ("exclude", c_char_p),
+        ("numa_node", c_int),
+        ("mig_profile", c_char_p),
+        ("pool", c_char_p),
+        ("allow_unhealthy", c_bool),
+        ("ignore_outer", c_bool),
+        ("ignore_foreign", c_bool),
+        ("share_mem", c_uint64),
+        ("label", c_char_p),
+        ("command", c_char_p),
+        ("wait", c_bool),
+        ("wait_timeout_s", c_double),
+        ("cancel_fd", c_int),
+        ("config_path", c_char_p),
+        ("lease_dir", c_char_p),
+        ("avoid", P(c_char_p)),
+        ("n_avoid", c_size_t),
+    ]
+
+
+class Link(ctypes.Structure):
+    """struct gpuctl_link."""
+    _fields_ = [
+        ("level", c_int),
+        ("nvlinks", c_int),
+        ("nvswitch", c_bool),
+        ("p2p", c_int),
+        ("bandwidth", c_double),
+    ]
+
+
+class HealthFinding(ctypes.Structure):
+    """struct gpuctl_health_finding."""
+    _fields_ = [
+        ("check", c_char_p),
+        ("gpu", c_size_t),
+        ("severity", c_int),
+        ("message", c_char_p),
+        ("action", c_char_p),
+        ("xid", c_uint),
+    ]
+
+
+class XidInfo(ctypes.Structure):
+    """struct gpuctl_xid_info."""
+    _fields_ = [
+        ("code", c_uint),
+        ("class_", c_int),
+        ("meaning", c_char_p),
+        ("action", c_char_p),
+    ]
+
+
+class FieldInfo(ctypes.Structure):
+    """struct gpuctl_field_info."""
+    _fields_ = [
+        ("id", c_int),
+        ("key", c_char_p),
+        ("smi_name", c_char_p),
+        ("csv_unit", c_char_p),
+        ("type", c_int),
+        ("unit", c_int),
+        ("snap_flag", c_uint),
+        ("doc", c_char_p),
+    ]
+
+
+STRUCTS = {
+    "gpuctl_alloc_request": AllocRequest,
+    "gpuctl_link": Link,
+    "gpuctl_health_finding": HealthFinding,
+    "gpuctl_xid_info": XidInfo,
+    "gpuctl_field_info": FieldInfo,
+}
+
+# ---- the functions used: name -> (restype, argtypes) ----
+
+FUNCTIONS = {
+    "gpuctl_ctx_new": (c_int, [P(c_void_p)]),
+    "gpuctl_ctx_free": (None, [c_void_p]),
+    "gpuctl_errmsg": (c_char_p, [c_void_p]),
+    "gpuctl_size_parse": (c_int, [c_char_p, P(c_uint64), P(c_char_p)]),
+    # snapshots and fields
+    "gpuctl_snapshot_take_fields": (c_int, [c_void_p, c_uint, P(c_int), c_size_t, P(c_void_p)]),
+    "gpuctl_snapshot_free": (None, [c_void_p]),
+    "gpuctl_snapshot_gpu_count": (c_size_t, [c_void_p]),
+    "gpuctl_snapshot_gpu": (c_void_p, [c_void_p, c_size_t]),
+    "gpuctl_field_info": (P(FieldInfo), [c_int]),
+    "gpuctl_field_lookup": (c_int, [c_char_p]),
+    "gpuctl_gpu_int": (c_int, [c_void_p, c_int, P(c_int64)]),
+    "gpuctl_gpu_str": (c_char_p, [c_void_p, c_int]),
+    "gpuctl_gpu_lost": (c_bool, [c_void_p]),
+    "gpuctl_gpu_index": (c_size_t, [c_void_p]),
+    # MIG devices
+    "gpuctl_gpu_mig_count": (c_size_t, [c_void_p]),
+    "gpuctl_gpu_mig": (c_void_p, [c_void_p, c_size_t]),
+    "gpuctl_mig_uuid": (c_char_p, [c_void_p]),
+    "gpuctl_mig_profile": (c_char_p, [c_void_p]),
+    "gpuctl_mig_int": (c_int, [c_void_p, c_int, P(c_int64)]),
+    # processes
+    "gpuctl_gpu_proc_count": (c_size_t, [c_void_p]),
+    "gpuctl_gpu_proc": (c_void_p, [c_void_p, c_size_t]),
+    "gpuctl_proc_pid": (c_uint32, [c_void_p]),
+    "gpuctl_proc_used_memory": (c_int, [c_void_p, P(c_int64)]),
+    "gpuctl_proc_uid": (c_int, [c_void_p, P(c_uint32)]),
+    "gpuctl_proc_user": (c_char_p, [c_void_p]),
+    "gpuctl_proc_command": (c_char_p, [c_void_p]),
+    # pair facts
+    "gpuctl_snapshot_link": (c_int, [c_void_p, c_size_t, c_size_t, P(Link)]),
+    "gpuctl_topo_level_code": (c_char_p, [c_int]),
+    # device sets
+    "gpuctl_devset_count": (c_size_t, [c_void_p]),
+    "gpuctl_devset_get": (c_int, [c_void_p, c_size_t, P(c_size_t), P(c_int)]),
+    "gpuctl_devset_uuid": (c_char_p, [c_void_p, c_void_p, c_size_t]),
+    "gpuctl_device_label": (None, [c_void_p, c_size_t, c_int, c_char_p, c_size_t]),
+    # the site and health
+    "gpuctl_site_open": (c_int, [c_void_p, c_char_p, c_char_p, c_uint, P(c_void_p)]),
+    "gpuctl_site_free": (None, [c_void_p]),
+    "gpuctl_site_health": (c_int, [c_void_p, c_void_p, c_void_p, P(c_void_p)]),
+    "gpuctl_health_fields": (P(c_int), [P(c_size_t)]),
+    "gpuctl_health_report_free": (None, [c_void_p]),
+    "gpuctl_health_finding_count": (c_size_t, [c_void_p]),
+    "gpuctl_health_finding": (P(HealthFinding), [c_void_p, c_size_t]),
+    "gpuctl_health_verdict": (c_int, [c_void_p, c_size_t]),
+    "gpuctl_health_severity_name": (c_char_p, [c_int]),
+    "gpuctl_xid_lookup": (None, [c_uint, P(XidInfo)]),
+    "gpuctl_xid_class_name": (c_char_p, [c_int]),
+    # the allocation call
+    "gpuctl_alloc_request_init": (c_int, [P(AllocRequest), c_size_t]),
+    "gpuctl_alloc": (c_int, [c_void_p, P(AllocRequest), P(c_void_p)]),
+    "gpuctl_alloc_free": (None, [c_void_p]),
+    "gpuctl_alloc_snapshot": (c_void_p, [c_void_p]),
+    "gpuctl_alloc_devices": (c_void_p, [c_void_p]),
+    "gpuctl_alloc_cuda_visible_devices": (c_char_p, [c_void_p]),
+    "gpuctl_alloc_lease": (c_void_p, [c_void_p]),
+    "gpuctl_alloc_lease_dir_path": (c_char_p, [c_void_p]),
+    "gpuctl_alloc_health": (c_void_p, [c_void_p]),
+    "gpuctl_lease_fds": (c_size_t, [c_void_p, P(c_int), c_size_t]),
+    # the CUDA probe (run in a child process: gpuctl._probe)
+    "gpuctl_cuda_probe_here": (c_int, [c_void_p, c_size_t]),
+}
+
+_lib = None
+_path = None
+_load_lock = _thread.allocate_lock()  # not threading: its import costs more than ours
+
+
+def _candidates() -> list[str]:
+    """Where to look for the library, in order (see the module's docstring)."""
+    env = os.environ.get("GPUCTL_LIBRARY")
+    if env:
+        return [env]
+    out = []
+    try:
+        from . import _install  # written by `make install` (python/CMakeLists.txt)
+        out.append(os.path.join(_install.LIBDIR, SONAME))
+    except ImportError:
+        pass
+    out.append(SONAME)
+    return out
+
+
+def _check_defaults(lib: ctypes.CDLL) -> None:
+    """Fills a request with the library's defaults and checks that they landed in the fields
+    this mirror expects: a layout that drifted from the header fails here, loudly, instead of
+    sending the library a request it reads differently."""
+    req = AllocRequest()
+    r = lib.gpuctl_alloc_request_init(ctypes.byref(req), ctypes.sizeof(req))
+    got = (req.struct_size, req.count, req.max_util, req.numa_node, req.wait_timeout_s,
+           req.cancel_fd, req.mode, bool(req.wait))
+    want = (ctypes.sizeof(req), 1, -1, -1, -1.0, -1, ALLOC_CHOOSE, False)
+    if r != 0 or got != want:
+        raise Error(errno.EPROTO, "%s: struct gpuctl_alloc_request does not match this "
+                    "package (init returned %d, defaults %r)" % (_path, r, got))
+
+
+def lib() -> ctypes.CDLL:
+    """The loaded library, loading it on first use. Raises Error (ENOENT) when it cannot be
+    found or lacks a function this package needs."""
+    global _lib, _path
+    if _lib is not None:
+        return _lib
+    with _load_lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        handle = None
+        for c in _candidates():
+            if os.sep in c and not os.path.exists(c) and not os.environ.get("GPUCTL_LIBRARY"):
+                continue  # an install directory that is gone: try the next place
+            try:
+                handle = ctypes.CDLL(c)
+                _path = c
+                break
+            except OSError as e:
+                tried.append(str(e))
+        if handle is None:
+            src = "GPUCTL_LIBRARY" if os.environ.get("GPUCTL_LIBRARY") else "the install"
+            raise Error(errno.ENOENT, "cannot load libgpuctl (from %s): %s; install gpuctl "
+                        "(make install) or set GPUCTL_LIBRARY to libgpuctl.so.0"
+                        % (src, "; ".join(tried) or SONAME + " not found"))
+        for name, (res, args) in FUNCTIONS.items():
+            try:
+                f = getattr(handle, name)
+            except AttributeError:
+                raise Error(errno.ENOENT, "%s lacks %s: an older libgpuctl than this package"
+                            % (_path, name)) from None
+            f.restype = res
+            f.argtypes = args
+        _check_defaults(handle)
+        _lib = handle
+        return _lib
+
+
+def library_path() -> str:
+    """The file (or soname) the library was loaded from."""
+    lib()
+    return _path
+
+
+def text(b: bytes | None) -> str | None:
+    """A C string as str (None for NULL). Invalid UTF-8 (a command name) is replaced."""
+    return None if b is None else b.decode("utf-8", "replace")
+
+
+def error(code: int, message: str, nvml: bool = False) -> Error:
+    """The exception for a library failure: -code with its one-line message. nvml: the call
+    loaded NVML, so ENOENT means no driver (gpuctl_nvml_load), not a missing lease directory."""
+    if not message:
+        message = os.strerror(code)
+    if code == errno.EINVAL:
+        return RequestError(code, message)
+    if code in (errno.ENOSPC, errno.ETIMEDOUT):
+        return NoDeviceError(code, message)
+    if code in (errno.ENODEV, errno.ENOEXEC) or (nvml and code == errno.ENOENT):
+        if code != errno.ENOEXEC and not message.startswith("no NVIDIA driver"):
+            message = "no NVIDIA driver: " + message  # as the command line says it
+        return DriverError(code, message)
+    if code == errno.ENOMEM:
+        return MemoryError(message)
+    return Error(code, message)
+
+
+class Context:
+    """One gpuctl_ctx for the length of a with block (one public call)."""
+    __slots__ = ("lib", "ctx")
+
+    def __enter__(self) -> "Context":
+        self.lib = lib()
+        p = c_void_p()
+        if self.lib.gpuctl_ctx_new(ctypes.byref(p)) < 0:
+            raise MemoryError("gpuctl: out of memory")
+        self.ctx = p.value
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.lib.gpuctl_ctx_free(self.ctx)
+        self.ctx = None
+
+    def message(self) -> str:
+        return text(self.lib.gpuctl_errmsg(self.ctx)) or ""
+
+    def check(self, r: int, nvml: bool = False) -> int:
+        """r, or the exception for -r with the context's message."""
+        if r < 0:
+            raise error(-r, self.message(), nvml)
+        return r
