@@ -25,7 +25,24 @@
 extern "C" {
 #endif
 
-#define GPUCTL_VERSION_STRING "0.1.0"
+/* ---- Version ---- */
+
+/* The version of this header: the libgpuctl the program is compiled against. They equal
+ * CMakeLists.txt's project(gpuctl VERSION ...); the library does not build when they differ.
+ * GPUCTL_VERSION_NUMBER is 0xMMmmpp (one byte each, as LIBCURL_VERSION_NUM), so versions compare
+ * as numbers: #if GPUCTL_VERSION_NUMBER >= GPUCTL_VERSION_ENCODE(0, 2, 0). */
+#define GPUCTL_VERSION_MAJOR                       0
+#define GPUCTL_VERSION_MINOR                       1
+#define GPUCTL_VERSION_PATCH                       0
+#define GPUCTL_VERSION_STRING                      "0.1.0"
+#define GPUCTL_VERSION_ENCODE(major, minor, patch) (((major) << 16) | ((minor) << 8) | (patch))
+#define GPUCTL_VERSION_NUMBER                                                                      \
+	GPUCTL_VERSION_ENCODE(GPUCTL_VERSION_MAJOR, GPUCTL_VERSION_MINOR, GPUCTL_VERSION_PATCH)
+
+/* The version of the libgpuctl the program runs with, as that library was built: with a shared
+ * library it may be newer than the header the program was compiled with. Writes each ret_* that
+ * is not NULL and returns "MAJOR.MINOR.PATCH" (static storage). Never fails; any thread. */
+const char *gpuctl_version(unsigned *ret_major, unsigned *ret_minor, unsigned *ret_patch);
 
 /* ---- Context: the loaded NVML library, the last error message, the log hook ---- */
 
