@@ -11,6 +11,13 @@
  *   field id (enum gpuctl_field), so renderers (table, CSV, JSON, --query, the exporter) are
  *   data-driven and a fact that NVML could not give is simply "unavailable" (-ENODATA), never 0.
  * - A GPU's identity is its UUID; indices are NVML's (PCI bus order), for people.
+ * - Structs can grow at their end without breaking programs built against an older header.
+ *   Those the caller allocates (requests, options, and what gpuctl_snapshot_link,
+ *   gpuctl_selection_score and gpuctl_xid_lookup fill) start with size_t struct_size, set by
+ *   their _INIT macro: the library reads and writes only the first struct_size bytes. Those the
+ *   library owns and hands out by pointer (struct gpuctl_field_info, _health_finding,
+ *   _lease_owner, _wait_entry, _config_settings) are only read through that pointer: never
+ *   allocate one, step through an array of them or rely on their size.
  *
  * This header is C and C++ clean and compiles on its own (tests/unit/test-headers.c checks).
  */
@@ -238,6 +245,7 @@ enum gpuctl_field_unit {
 	GPUCTL_FU_ENUM,  /* a name from the field's own table (compute mode) */
 };
 
+/* Library-owned (static), read through gpuctl_field_info(); grows at its end. */
 struct gpuctl_field_info {
 	enum gpuctl_field id;
 	const char *key;      /* JSON key and gpuctl --query name, e.g. "memory_used" */
@@ -362,18 +370,26 @@ enum gpuctl_p2p_status {
 	GPUCTL_P2P_NOT_SUPPORTED = 5,
 };
 
-/* The facts about one pair of GPUs (by snapshot index). */
+/* The facts about one pair of GPUs (by snapshot index). The caller allocates it: initialise with
+ * GPUCTL_LINK_INIT (struct_size lets it grow: the library writes only the first struct_size
+ * bytes, so a program built against an older header gets the fields it knows). */
 struct gpuctl_link {
-	int level;        /* enum gpuctl_topo_level */
-	int nvlinks;      /* active NVLinks between the two: direct links, or for an NVSwitch
-	                   * fabric the links each GPU has into it (the smaller of the two) */
-	bool nvswitch;    /* true when the NVLinks go through NVSwitches (all-to-all) */
-	int p2p;          /* enum gpuctl_p2p_status, for P2P reads */
-	double bandwidth; /* modelled GB/s per direction, see docs/topology.md */
+	size_t struct_size; /* sizeof(struct gpuctl_link) */
+	int level;          /* enum gpuctl_topo_level */
+	int nvlinks;        /* active NVLinks between the two: direct links, or for an NVSwitch
+	                     * fabric the links each GPU has into it (the smaller of the two) */
+	bool nvswitch;      /* true when the NVLinks go through NVSwitches (all-to-all) */
+	int p2p;            /* enum gpuctl_p2p_status, for P2P reads */
+	double bandwidth;   /* modelled GB/s per direction, see docs/topology.md */
 };
+#define GPUCTL_LINK_INIT                                                                           \
+	{                                                                                          \
+		.struct_size = sizeof(struct gpuctl_link)                                          \
+	}
 
-/* Fills *ret_link for GPUs a and b (a != b). -EINVAL for a bad index, -ENODATA if the snapshot
- * was taken without GPUCTL_SNAP_TOPOLOGY. */
+/* Fills *ret_link for GPUs a and b (a != b): the first ret_link->struct_size bytes. -EINVAL for a
+ * bad index or a struct_size that does not cover level, -ENODATA if the snapshot was taken
+ * without GPUCTL_SNAP_TOPOLOGY. */
 int gpuctl_snapshot_link(const struct gpuctl_snapshot *snap, size_t a, size_t b,
                          struct gpuctl_link *ret_link);
 
@@ -519,8 +535,11 @@ const struct gpuctl_devset *gpuctl_selection_devices(const struct gpuctl_selecti
 /* The runner-up set (the best set that differs), NULL when there is none. */
 const struct gpuctl_devset *gpuctl_selection_runner_up(const struct gpuctl_selection *sel);
 
-/* A set's score, compared field by field in this order (docs/selection.md). */
+/* A set's score, compared field by field in this order (docs/selection.md). The caller allocates
+ * it: initialise with GPUCTL_SELECT_SCORE_INIT (the library writes only the first struct_size
+ * bytes, as for struct gpuctl_link). */
 struct gpuctl_select_score {
+	size_t struct_size;     /* sizeof(struct gpuctl_select_score) */
 	double ring_bandwidth;  /* GB/s: bottleneck link of the best ring through the set */
 	double total_bandwidth; /* GB/s: sum over the set's pairs */
 	unsigned numa_nodes;    /* NUMA nodes the set spans (fewer is better) */
@@ -528,7 +547,13 @@ struct gpuctl_select_score {
 	double leftover;        /* quality of what the choice leaves free (higher is better) */
 	double load;            /* utilisation and memory in use (lower is better) */
 };
-/* Score of the chosen set (runner_up false) or of the runner-up; -ENODATA if there is none. */
+#define GPUCTL_SELECT_SCORE_INIT                                                                   \
+	{                                                                                          \
+		.struct_size = sizeof(struct gpuctl_select_score)                                  \
+	}
+/* Score of the chosen set (runner_up false) or of the runner-up: the first
+ * ret_score->struct_size bytes. -ENODATA if there is none, -EINVAL for a struct_size that does
+ * not cover ring_bandwidth. */
 int gpuctl_selection_score(const struct gpuctl_selection *sel, bool runner_up,
                            struct gpuctl_select_score *ret_score);
 
@@ -570,7 +595,8 @@ enum gpuctl_lease_state {
 	GPUCTL_LEASE_SHARED,        /* held by shared (--share) leases only */
 };
 
-/* What the holder wrote about itself (display only: the kernel lock decides). */
+/* What the holder wrote about itself (display only: the kernel lock decides). Library-owned,
+ * read through the pointers the lease list hands out; grows at its end. */
 struct gpuctl_lease_owner {
 	uint32_t uid;        /* the record's owner (from the file system, not the record) */
 	const char *user;    /* user name, or NULL */
@@ -722,7 +748,8 @@ int gpuctl_select_and_lease_queued(struct gpuctl_ctx *ctx, struct gpuctl_lease_d
                                    struct gpuctl_selection **ret_sel,
                                    struct gpuctl_lease **ret_lease);
 
-/* One live waiter, as its ticket says (display only: another user's ticket is not trusted). */
+/* One live waiter, as its ticket says (display only: another user's ticket is not trusted).
+ * Library-owned, read through gpuctl_wait_list_get(); grows at its end. */
 struct gpuctl_wait_entry {
 	uint64_t arrival; /* order of arrival (from the file name) */
 	uint32_t pid;     /* the waiting gpuctl (from the file name) */
@@ -776,7 +803,8 @@ int gpuctl_config_file_owner(const struct gpuctl_config *cfg, uint32_t *ret_uid,
  * was read from, so a path swapped after reading does not match), else 0. */
 int gpuctl_config_is_file(const struct gpuctl_config *cfg, const char *path);
 
-/* The global settings; every field has its default when the file does not set it. */
+/* The global settings; every field has its default when the file does not set it. Library-owned,
+ * read through gpuctl_config_settings(); grows at its end. */
 struct gpuctl_config_settings {
 	const char *lease_dir;    /* absolute path; NULL: not set */
 	uint64_t busy_memory;     /* bytes; 0 (default): any foreign process makes a GPU busy */
@@ -836,16 +864,23 @@ enum gpuctl_xid_class {
 	GPUCTL_XID_APPLICATION = 2, /* restart the job; the GPU stays usable: WARN */
 	GPUCTL_XID_INFO = 3,        /* count only: an OK finding */
 };
-/* What gpuctl knows about one XID code. Strings are static. */
+/* What gpuctl knows about one XID code. Strings are static. The caller allocates it: initialise
+ * with GPUCTL_XID_INFO_INIT (the library writes only the first struct_size bytes). */
 struct gpuctl_xid_info {
+	size_t struct_size;           /* sizeof(struct gpuctl_xid_info) */
 	unsigned code;                /* the XID */
 	enum gpuctl_xid_class class_; /* how gpuctl acts on it */
 	const char *meaning;          /* short meaning, after NVIDIA's catalog */
 	const char *action;           /* the recommended action */
 };
-/* Fills *ret_info for code; for a code outside the table, class UNKNOWN with a generic meaning
- * and action. Never fails. */
-void gpuctl_xid_lookup(unsigned code, struct gpuctl_xid_info *ret_info);
+#define GPUCTL_XID_INFO_INIT                                                                       \
+	{                                                                                          \
+		.struct_size = sizeof(struct gpuctl_xid_info)                                      \
+	}
+/* Fills *ret_info (its first struct_size bytes) for code; for a code outside the table, class
+ * UNKNOWN with a generic meaning and action. 0, or -EINVAL only for a NULL ret_info or a
+ * struct_size that does not cover code. */
+int gpuctl_xid_lookup(unsigned code, struct gpuctl_xid_info *ret_info);
 /* "fence", "application", "unknown", "info"; NULL for a value out of range. */
 const char *gpuctl_xid_class_name(int class_);
 
@@ -900,7 +935,10 @@ int gpuctl_xid_watch_wait(struct gpuctl_ctx *ctx, struct gpuctl_xid_watch *watch
  * health --probe does). */
 int gpuctl_cuda_probe_here(struct gpuctl_ctx *ctx, size_t bytes);
 
-/* The outcome of one GPU's probe, for gpuctl_health_opts.probes. */
+/* The outcome of one GPU's probe, for gpuctl_health_opts.probes. Initialise each with
+ * GPUCTL_PROBE_RESULT_INIT: the library steps through the array by its first entry's struct_size
+ * (every entry must have the same) and reads only the fields that size covers, so an array built
+ * against an older header still reads right. */
 enum gpuctl_probe_status {
 	GPUCTL_PROBE_NOT_RUN = 0, /* no finding */
 	GPUCTL_PROBE_OK = 1,      /* no finding */
@@ -908,10 +946,15 @@ enum gpuctl_probe_status {
 	GPUCTL_PROBE_HUNG = 3,    /* FAIL: the probe did not finish within its timeout */
 };
 struct gpuctl_probe_result {
+	size_t struct_size; /* sizeof(struct gpuctl_probe_result) */
 	int status;         /* enum gpuctl_probe_status */
 	const char *detail; /* the failure ("cuMemAlloc: CUDA_ERROR_UNKNOWN (999)"), or NULL */
 	double seconds;     /* how long it ran (the timeout for HUNG) */
 };
+#define GPUCTL_PROBE_RESULT_INIT                                                                   \
+	{                                                                                          \
+		.struct_size = sizeof(struct gpuctl_probe_result)                                  \
+	}
 
 /* The health state file `gpuctl health --watch` keeps (docs/health.md, "State file"): the XIDs it
  * saw and its last sample of the rate counters, by GPU UUID, for one-shot checks to use.
@@ -937,7 +980,8 @@ struct gpuctl_health_opts {
 	 * the checked one, for the rate checks (PCIe replays); NULL: no rate checks. */
 	const struct gpuctl_snapshot *prev;
 	double prev_age_s;
-	/* CUDA probe outcomes by snapshot index (n_probes entries; NULL: not probed). */
+	/* CUDA probe outcomes by snapshot index (n_probes entries; NULL: not probed). -EINVAL when
+	 * their struct_size differ or do not cover status. */
 	const struct gpuctl_probe_result *probes;
 	size_t n_probes;
 };
@@ -946,7 +990,8 @@ struct gpuctl_health_opts {
 		.struct_size = sizeof(struct gpuctl_health_opts)                                   \
 	}
 
-/* One finding about one GPU. Strings are owned by the report. */
+/* One finding about one GPU. Library-owned (the report), read through gpuctl_health_finding();
+ * grows at its end. Strings are owned by the report. */
 struct gpuctl_health_finding {
 	const char *check;   /* check id, e.g. "ecc-dbe", "xid" (docs/health.md) */
 	size_t gpu;          /* snapshot index */
