@@ -32,6 +32,13 @@
 extern "C" {
 #endif
 
+/* What this header declares is libgpuctl's whole ABI: the library is compiled with
+ * -fvisibility=hidden, so these declarations alone decide what libgpuctl.so exports and what
+ * stays global in the installed libgpuctl.a (docs/ARCHITECTURE.md, "Exported names"). */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 /* ---- Version ---- */
 
 /* The version of this header: the libgpuctl the program is compiled against. They equal
@@ -1193,6 +1200,10 @@ struct gpuctl_lease *gpuctl_alloc_lease(const struct gpuctl_alloc *alloc);
 const char *gpuctl_alloc_lease_dir_path(const struct gpuctl_alloc *alloc);
 /* The health report the choice respected, NULL with allow_unhealthy (owned by alloc). */
 const struct gpuctl_health_report *gpuctl_alloc_health(const struct gpuctl_alloc *alloc);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
 the man page, the headers, both libraries and the pkg-config file where PREFIX says; a C
 program built with `pkg-config --cflags --libs libgpuctl` against that tree (the README's
 example) runs on a simulated machine and prints what the scenario holds."""
+import filecmp
 import json
 import os
 import shutil
@@ -62,6 +63,11 @@ class InstallTest(GpuctlTestCase):
         self.assertEqual(len(libdirs), 1, os.listdir(self.root))
         lib = os.path.join(self.root, libdirs[0])
         self.assertTrue(os.path.exists(os.path.join(lib, "libgpuctl.so")))
+        # the static library installed is the public one, with only gpuctl.h's names global
+        # (tests/cli/test_exports.py checks build/lib/libgpuctl.a); the internal one stays here
+        self.assertTrue(filecmp.cmp(os.path.join(lib, "libgpuctl.a"),
+                                    os.path.join(BUILD, "lib", "libgpuctl.a"), shallow=False))
+        self.assertFalse(os.path.exists(os.path.join(lib, "libgpuctl-internal.a")))
         self.assertTrue(os.path.isfile(os.path.join(lib, "pkgconfig", "libgpuctl.pc")))
         # nothing of the simulator is installed: it is never part of the product
         for dirpath, _, files in os.walk(self.dest):
