@@ -58,8 +58,47 @@ extern "C" {
  * is not NULL and returns "MAJOR.MINOR.PATCH" (static storage). Never fails; any thread. */
 const char *gpuctl_version(unsigned *ret_major, unsigned *ret_minor, unsigned *ret_patch);
 
+/* ---- Thread safety and lifetimes ----
+ *
+ * The library takes no lock and keeps no state outside the objects it hands out (one atomic
+ * counter aside), so threads use it at once under these rules, like libcurl's easy handles and
+ * libgit2's repositories; tests/unit/test-threads.c checks them.
+ *
+ * - A context is used by one thread at a time: every call that takes it may change it (the
+ *   message gpuctl_errmsg() returns, the log-once set, the NVML handles kept for
+ *   gpuctl_snapshot_refresh). Give each thread its own context (cheap: NVML counts its own
+ *   initialisations and is thread-safe), or hold one lock around each call and the
+ *   gpuctl_errmsg() that reads its failure. The log hook runs in the thread of the call that
+ *   logs and must not use that context.
+ * - Any other object: what takes it const only reads it, so any number of threads may do that
+ *   at once, each with its own context; what takes it non-const needs it to itself. Snapshots,
+ *   selections, health reports, configurations, lease and wait lists, foreign-process scans,
+ *   sites and allocations never change once made; device sets, XID logs and leases change
+ *   only through the functions that take them non-const; a context, an XID watch and a wait
+ *   ticket are one thread's at a time; a lease directory never changes once opened (see there
+ *   for sharing).
+ * - Functions that take no object (gpuctl_version, gpuctl_field_info, gpuctl_field_lookup,
+ *   gpuctl_xid_lookup, the _name and _lookup functions, gpuctl_library_locate) may be called
+ *   from any thread at any time.
+ * - What an object hands out by pointer (a struct gpuctl_gpu, a string, a selection's device
+ *   set, a lease list's owner) is borrowed: valid while that object lives, unchanged.
+ * - No object keeps a pointer into the context it was made with (only the strings
+ *   gpuctl_errmsg and gpuctl_nvml_library_path return are the context's): a snapshot, and
+ *   whatever is made from one, outlives its context and can be used with another (a snapshot
+ *   one context took is a valid prev for another's gpuctl_snapshot_refresh). The exception is
+ *   an XID watch, which uses its context's NVML library: free it before that context.
+ * - Device sets, selections, lease lists, health reports and XID logs name devices by snapshot
+ *   index and keep no pointer to the snapshot: they outlive it, but their indices mean
+ *   something only for it (or for a refresh of it).
+ * - The process: the library reads the environment (GPUCTL_*, CUDA_VISIBLE_DEVICES & co.) with
+ *   getenv(), so no thread may change it (setenv, putenv) during a call; it installs no signal
+ *   handler and changes no signal mask, umask, working directory or locale. A lease's lock
+ *   descriptors are inherited across fork() (that is how a job keeps its lease).
+ */
+
 /* ---- Context: the loaded NVML library, the last error message, the log hook ---- */
 
+/* One thread at a time; whatever it makes outlives it (see "Thread safety and lifetimes"). */
 struct gpuctl_ctx;
 
 /* Log levels passed to the log hook. The library itself never writes to stderr. */
@@ -101,6 +140,9 @@ int gpuctl_library_locate(const char *soname, char **ret_path);
 
 /* ---- Snapshot ---- */
 
+/* Never changes once taken: any number of threads may read one at once. It keeps nothing of its
+ * context (the NVML handles stay in the context), so it outlives it. The GPUs, MIG devices,
+ * processes and strings it hands out live as long as it does. */
 struct gpuctl_snapshot;
 struct gpuctl_gpu;
 struct gpuctl_mig;
@@ -419,7 +461,8 @@ int gpuctl_ids_resolve(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *sna
 /* ---- Device sets and device strings (src/lib/devstr.c; rules: docs/device-strings.md) ---- */
 
 /* An ordered list of devices: each a whole GPU or one MIG device of a GPU, named by snapshot
- * index (and MIG index on that GPU). A set refers to the snapshot it was made against. */
+ * index (and MIG index on that GPU). A set refers to the snapshot it was made against, but
+ * keeps no pointer to it. gpuctl_devset_add needs the set to itself; the rest only read it. */
 struct gpuctl_devset;
 
 int gpuctl_devset_new(struct gpuctl_devset **ret_set);
@@ -529,6 +572,8 @@ struct gpuctl_select_request {
 		.numa_node = -1                                                                    \
 	}
 
+/* Never changes once made; keeps no pointer to its context or snapshot (its devices are that
+ * snapshot's indices). */
 struct gpuctl_selection;
 
 /* Chooses devices for req. -ENOSPC when fewer than req->count devices pass the filters, with a
@@ -566,7 +611,12 @@ int gpuctl_selection_score(const struct gpuctl_selection *sel, bool runner_up,
 
 /* ---- Leases (src/lib/lease.c; docs/leases.md) ---- */
 
-/* An opened and checked lease directory. */
+/* An opened and checked lease directory. Nothing in the handle changes once it is open, and
+ * every call opens what it reads afresh, so threads may share one, each with its own context:
+ * select-and-lease is one critical section between threads as between processes (each call
+ * locks its own open file description of DIR/select.lock), so two threads never get one
+ * device. Waiting (wait tickets), shared leases and gpuctl_lease_dir_set_config name their
+ * files after the process id: do those from one thread of a process at a time. */
 struct gpuctl_lease_dir;
 
 /* Opens the lease directory: path, else $GPUCTL_LEASE_DIR, else /run/gpuctl; creates it when
@@ -616,7 +666,8 @@ struct gpuctl_lease_owner {
 };
 
 /* The lease state of every device of snap (GPUs, then each GPU's MIG devices). Probes under a
- * shared lock on DIR/select.lock, so it never disturbs a select-and-lease. */
+ * shared lock on DIR/select.lock, so it never disturbs a select-and-lease. The list never
+ * changes once made and outlives its context and lease directory. */
 struct gpuctl_lease_list;
 int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                       const struct gpuctl_snapshot *snap, struct gpuctl_lease_list **ret_list);
@@ -652,7 +703,9 @@ int gpuctl_lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
  * (docs/leases.md, "Foreign processes"): a process belongs to a lease when it or an ancestor is
  * the holder or the job of a lease of its device (or of its whole GPU, or for a whole GPU of one
  * of its MIG devices); the others are foreign, and a device is busy when its foreign processes
- * pass lreq's thresholds (gpuctl_lease_foreign). For programs that show them (gpuctl ps). */
+ * pass lreq's thresholds (gpuctl_lease_foreign). For programs that show them (gpuctl ps). Never
+ * changes once made; keeps no pointer to its context, lease directory or snapshot (it answers by
+ * that snapshot's indices). */
 struct gpuctl_foreign;
 /* Classifies snap's processes (snap taken with GPUCTL_SNAP_PROCESSES, else -EINVAL) against the
  * leases of dir; dir NULL (no lease directory): every process is foreign. lreq: the busy
@@ -671,7 +724,10 @@ bool gpuctl_foreign_device(const struct gpuctl_foreign *foreign, size_t gpu, int
  * gpuctl_lease_foreign returns). */
 bool gpuctl_foreign_busy(const struct gpuctl_foreign *foreign, size_t gpu, int mig);
 
-/* Held leases on a set of devices. */
+/* Held leases on a set of devices. A lease is its lock descriptors: it outlives the context,
+ * the lease directory handle and the snapshot it was taken with, and the kernel holds it while
+ * any of them is open, here or in a child that inherited them. gpuctl_lease_set_owner needs
+ * it to itself; gpuctl_lease_fds only reads it. */
 struct gpuctl_lease;
 
 /* Who asks, for the owner records. */
@@ -725,7 +781,8 @@ int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 
 /* A waiter's ticket, DIR/queue/<uid>/<arrival>-<pid>, locked while it waits. Every
  * select-and-lease gives the devices older live waiters could use to them first; plain
- * gpuctl_select_and_lease is the youngest of all. */
+ * gpuctl_select_and_lease is the youngest of all. One thread's at a time (one waiting thread
+ * per process: the lease directory says why); it holds its own descriptors, not its context. */
 struct gpuctl_wait_ticket;
 /* Registers a ticket for req (under select.lock: its arrival is the highest present + 1) and
  * sets up the inotify watches. -ENOENT when DIR has no queue/ (message names `lease init`). */
@@ -772,6 +829,7 @@ struct gpuctl_wait_entry {
 	bool no_procs;
 	const char *pool; /* the pool it draws from (docs/config.md), NULL when none was named */
 };
+/* Never changes once made; outlives its context and lease directory. */
 struct gpuctl_wait_list;
 /* The live tickets of DIR, first in line first. */
 int gpuctl_wait_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
@@ -785,7 +843,8 @@ const struct gpuctl_wait_entry *gpuctl_wait_list_get(const struct gpuctl_wait_li
 #define GPUCTL_CONFIG_DEFAULT_PATH "/etc/gpuctl/gpuctl.conf"
 
 /* A parsed configuration file: settings and GPU pools. The query functions below accept NULL
- * and answer for an empty configuration then. */
+ * and answer for an empty configuration then. Never changes once made (share it between
+ * threads); outlives its context. */
 struct gpuctl_config;
 
 /* Loads the configuration: path, else $GPUCTL_CONFIG (when set and not empty), else
@@ -892,7 +951,7 @@ int gpuctl_xid_lookup(unsigned code, struct gpuctl_xid_info *ret_info);
 const char *gpuctl_xid_class_name(int class_);
 
 /* XID events recorded for a snapshot's GPUs: parsed from the kernel log, or added one by one
- * (NVML events). */
+ * (NVML events). Adding, parsing and reading need the log to itself; count and get only read. */
 struct gpuctl_xid_log;
 int gpuctl_xid_log_new(struct gpuctl_xid_log **ret_log);
 void gpuctl_xid_log_free(struct gpuctl_xid_log *log);
@@ -918,7 +977,8 @@ int gpuctl_xid_log_get(const struct gpuctl_xid_log *log, size_t i, size_t *ret_g
                        unsigned *ret_xid, const char **ret_text);
 
 /* XID events from NVML as they happen (nvmlEventSetCreate / nvmlDeviceRegisterEvents /
- * nvmlEventSetWait_v2): only events after gpuctl_xid_watch_new count. */
+ * nvmlEventSetWait_v2): only events after gpuctl_xid_watch_new count. One thread's at a time.
+ * It uses the NVML library of the context it was made with: free it before that context. */
 struct gpuctl_xid_watch;
 /* Registers XID events of snap's readable GPUs (loads NVML if needed). -EOPNOTSUPP when the
  * NVML library has no event API or no GPU delivers XID events (the kernel log is then the only
@@ -1008,6 +1068,7 @@ struct gpuctl_health_finding {
 	unsigned xid;        /* for check "xid": the code, else 0 */
 };
 
+/* Never changes once made; keeps no pointer to its context or snapshot. */
 struct gpuctl_health_report;
 /* Checks every GPU of snap (which should have GPUCTL_SNAP_HEALTH and GPUCTL_SNAP_TOPOLOGY; a
  * fact the snapshot lacks is a check skipped, never a finding) against the rules of
@@ -1035,7 +1096,8 @@ int gpuctl_health_verdict(const struct gpuctl_health_report *report, size_t gpu)
  * margin, the lease directory's path) and the lease directory, opened and checked together,
  * because a shared lease directory decides which configuration governs it (docs/config.md
  * "Trust"). gpuctl_alloc() opens one itself; gpuctl ps, the exporter and programs that show
- * the machine as gpuctl's rules see it open one with gpuctl_site_open(). */
+ * the machine as gpuctl's rules see it open one with gpuctl_site_open(). Never changes once
+ * open (its lease directory is shared as a lease directory is); outlives its context. */
 struct gpuctl_site;
 
 enum gpuctl_site_flags {
@@ -1154,7 +1216,9 @@ struct gpuctl_alloc_request {
 int gpuctl_alloc_request_init(struct gpuctl_alloc_request *req, size_t struct_size);
 
 /* An allocation: the snapshot the choice was made on, the chosen devices and, in LEASE mode,
- * the lease (held until gpuctl_alloc_free). */
+ * the lease (held until gpuctl_alloc_free). Never changes once made; outlives its context.
+ * Threads may call gpuctl_alloc at once, each with its own context; with wait or share_mem only
+ * one thread of a process at a time (see struct gpuctl_lease_dir). */
 struct gpuctl_alloc;
 
 /* Does everything `gpuctl select`, `select --hold` and `run` do before they print or start a
