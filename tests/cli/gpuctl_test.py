@@ -117,6 +117,16 @@ def sim_sh(scenario, script, nvsim_args=(), env=None, **kw):
     return run([NVSIM, "exec", *nvsim_args, scenario, "--", "sh", "-ec", script], env=e, **kw)
 
 
+def readme_example():
+    """The C program of README.md's "Using the library": the fenced block after the marker
+    <!-- test: readme-example -->, exactly as shown."""
+    with open(os.path.join(SRC, "README.md")) as f:
+        text = f.read()
+    marker = text.index("<!-- test: readme-example -->")
+    start = text.index("```c\n", marker) + len("```c\n")
+    return text[start:text.index("```\n", start)]
+
+
 def scenario_names():
     return sorted(f[:-5] for f in os.listdir(SCENARIOS) if f.endswith(".json"))
 
