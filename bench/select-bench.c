@@ -68,7 +68,7 @@ static int run_one(const struct gpuctl_snapshot *snap, unsigned n, const struct 
 {
 	struct gpuctl_select_request req = GPUCTL_SELECT_REQUEST_INIT;
 	struct gpuctl_selection *sel = NULL;
-	struct gpuctl_select_score s;
+	struct gpuctl_select_score s = GPUCTL_SELECT_SCORE_INIT;
 	struct gpuctl_ctx *ctx = NULL;
 	double t0;
 	int r;
@@ -133,7 +133,7 @@ static double ring_upper_bound(const struct gpuctl_snapshot *snap, size_t n)
 	}
 	for (size_t a = 0; a < m; a++)
 		for (size_t b = 0; b < m; b++) {
-			struct gpuctl_link l;
+			struct gpuctl_link l = GPUCTL_LINK_INIT;
 
 			if (a != b && use[a] && use[b] &&
 			    gpuctl_snapshot_link(snap, a, b, &l) == 0) {

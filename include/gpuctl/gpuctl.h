@@ -11,6 +11,13 @@
  *   field id (enum gpuctl_field), so renderers (table, CSV, JSON, --query, the exporter) are
  *   data-driven and a fact that NVML could not give is simply "unavailable" (-ENODATA), never 0.
  * - A GPU's identity is its UUID; indices are NVML's (PCI bus order), for people.
+ * - Structs can grow at their end without breaking programs built against an older header.
+ *   Those the caller allocates (requests, options, and what gpuctl_snapshot_link,
+ *   gpuctl_selection_score and gpuctl_xid_lookup fill) start with size_t struct_size, set by
+ *   their _INIT macro: the library reads and writes only the first struct_size bytes. Those the
+ *   library owns and hands out by pointer (struct gpuctl_field_info, _health_finding,
+ *   _lease_owner, _wait_entry, _config_settings) are only read through that pointer: never
+ *   allocate one, step through an array of them or rely on their size.
  *
  * This header is C and C++ clean and compiles on its own (tests/unit/test-headers.c checks).
  */
@@ -25,10 +32,73 @@
 extern "C" {
 #endif
 
-#define GPUCTL_VERSION_STRING "0.1.0"
+/* What this header declares is libgpuctl's whole ABI: the library is compiled with
+ * -fvisibility=hidden, so these declarations alone decide what libgpuctl.so exports and what
+ * stays global in the installed libgpuctl.a (docs/ARCHITECTURE.md, "Exported names"). */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+/* ---- Version ---- */
+
+/* The version of this header: the libgpuctl the program is compiled against. They equal
+ * CMakeLists.txt's project(gpuctl VERSION ...); the library does not build when they differ.
+ * GPUCTL_VERSION_NUMBER is 0xMMmmpp (one byte each, as LIBCURL_VERSION_NUM), so versions compare
+ * as numbers: #if GPUCTL_VERSION_NUMBER >= GPUCTL_VERSION_ENCODE(0, 2, 0). */
+#define GPUCTL_VERSION_MAJOR                       0
+#define GPUCTL_VERSION_MINOR                       1
+#define GPUCTL_VERSION_PATCH                       0
+#define GPUCTL_VERSION_STRING                      "0.1.0"
+#define GPUCTL_VERSION_ENCODE(major, minor, patch) (((major) << 16) | ((minor) << 8) | (patch))
+#define GPUCTL_VERSION_NUMBER                                                                      \
+	GPUCTL_VERSION_ENCODE(GPUCTL_VERSION_MAJOR, GPUCTL_VERSION_MINOR, GPUCTL_VERSION_PATCH)
+
+/* The version of the libgpuctl the program runs with, as that library was built: with a shared
+ * library it may be newer than the header the program was compiled with. Writes each ret_* that
+ * is not NULL and returns "MAJOR.MINOR.PATCH" (static storage). Never fails; any thread. */
+const char *gpuctl_version(unsigned *ret_major, unsigned *ret_minor, unsigned *ret_patch);
+
+/* ---- Thread safety and lifetimes ----
+ *
+ * The library takes no lock and keeps no state outside the objects it hands out (one atomic
+ * counter aside), so threads use it at once under these rules, like libcurl's easy handles and
+ * libgit2's repositories; tests/unit/test-threads.c checks them.
+ *
+ * - A context is used by one thread at a time: every call that takes it may change it (the
+ *   message gpuctl_errmsg() returns, the log-once set, the NVML handles kept for
+ *   gpuctl_snapshot_refresh). Give each thread its own context (cheap: NVML counts its own
+ *   initialisations and is thread-safe), or hold one lock around each call and the
+ *   gpuctl_errmsg() that reads its failure. The log hook runs in the thread of the call that
+ *   logs and must not use that context.
+ * - Any other object: what takes it const only reads it, so any number of threads may do that
+ *   at once, each with its own context; what takes it non-const needs it to itself. Snapshots,
+ *   selections, health reports, configurations, lease and wait lists, foreign-process scans,
+ *   sites and allocations never change once made; device sets, XID logs and leases change
+ *   only through the functions that take them non-const; a context, an XID watch and a wait
+ *   ticket are one thread's at a time; a lease directory never changes once opened (see there
+ *   for sharing).
+ * - Functions that take no object (gpuctl_version, gpuctl_field_info, gpuctl_field_lookup,
+ *   gpuctl_xid_lookup, the _name and _lookup functions, gpuctl_library_locate) may be called
+ *   from any thread at any time.
+ * - What an object hands out by pointer (a struct gpuctl_gpu, a string, a selection's device
+ *   set, a lease list's owner) is borrowed: valid while that object lives, unchanged.
+ * - No object keeps a pointer into the context it was made with (only the strings
+ *   gpuctl_errmsg and gpuctl_nvml_library_path return are the context's): a snapshot, and
+ *   whatever is made from one, outlives its context and can be used with another (a snapshot
+ *   one context took is a valid prev for another's gpuctl_snapshot_refresh). The exception is
+ *   an XID watch, which uses its context's NVML library: free it before that context.
+ * - Device sets, selections, lease lists, health reports and XID logs name devices by snapshot
+ *   index and keep no pointer to the snapshot: they outlive it, but their indices mean
+ *   something only for it (or for a refresh of it).
+ * - The process: the library reads the environment (GPUCTL_*, CUDA_VISIBLE_DEVICES & co.) with
+ *   getenv(), so no thread may change it (setenv, putenv) during a call; it installs no signal
+ *   handler and changes no signal mask, umask, working directory or locale. A lease's lock
+ *   descriptors are inherited across fork() (that is how a job keeps its lease).
+ */
 
 /* ---- Context: the loaded NVML library, the last error message, the log hook ---- */
 
+/* One thread at a time; whatever it makes outlives it (see "Thread safety and lifetimes"). */
 struct gpuctl_ctx;
 
 /* Log levels passed to the log hook. The library itself never writes to stderr. */
@@ -70,6 +140,9 @@ int gpuctl_library_locate(const char *soname, char **ret_path);
 
 /* ---- Snapshot ---- */
 
+/* Never changes once taken: any number of threads may read one at once. It keeps nothing of its
+ * context (the NVML handles stay in the context), so it outlives it. The GPUs, MIG devices,
+ * processes and strings it hands out live as long as it does. */
 struct gpuctl_snapshot;
 struct gpuctl_gpu;
 struct gpuctl_mig;
@@ -221,6 +294,7 @@ enum gpuctl_field_unit {
 	GPUCTL_FU_ENUM,  /* a name from the field's own table (compute mode) */
 };
 
+/* Library-owned (static), read through gpuctl_field_info(); grows at its end. */
 struct gpuctl_field_info {
 	enum gpuctl_field id;
 	const char *key;      /* JSON key and gpuctl --query name, e.g. "memory_used" */
@@ -345,18 +419,26 @@ enum gpuctl_p2p_status {
 	GPUCTL_P2P_NOT_SUPPORTED = 5,
 };
 
-/* The facts about one pair of GPUs (by snapshot index). */
+/* The facts about one pair of GPUs (by snapshot index). The caller allocates it: initialise with
+ * GPUCTL_LINK_INIT (struct_size lets it grow: the library writes only the first struct_size
+ * bytes, so a program built against an older header gets the fields it knows). */
 struct gpuctl_link {
-	int level;        /* enum gpuctl_topo_level */
-	int nvlinks;      /* active NVLinks between the two: direct links, or for an NVSwitch
-	                   * fabric the links each GPU has into it (the smaller of the two) */
-	bool nvswitch;    /* true when the NVLinks go through NVSwitches (all-to-all) */
-	int p2p;          /* enum gpuctl_p2p_status, for P2P reads */
-	double bandwidth; /* modelled GB/s per direction, see docs/topology.md */
+	size_t struct_size; /* sizeof(struct gpuctl_link) */
+	int level;          /* enum gpuctl_topo_level */
+	int nvlinks;        /* active NVLinks between the two: direct links, or for an NVSwitch
+	                     * fabric the links each GPU has into it (the smaller of the two) */
+	bool nvswitch;      /* true when the NVLinks go through NVSwitches (all-to-all) */
+	int p2p;            /* enum gpuctl_p2p_status, for P2P reads */
+	double bandwidth;   /* modelled GB/s per direction, see docs/topology.md */
 };
+#define GPUCTL_LINK_INIT                                                                           \
+	{                                                                                          \
+		.struct_size = sizeof(struct gpuctl_link)                                          \
+	}
 
-/* Fills *ret_link for GPUs a and b (a != b). -EINVAL for a bad index, -ENODATA if the snapshot
- * was taken without GPUCTL_SNAP_TOPOLOGY. */
+/* Fills *ret_link for GPUs a and b (a != b): the first ret_link->struct_size bytes. -EINVAL for a
+ * bad index or a struct_size that does not cover level, -ENODATA if the snapshot was taken
+ * without GPUCTL_SNAP_TOPOLOGY. */
 int gpuctl_snapshot_link(const struct gpuctl_snapshot *snap, size_t a, size_t b,
                          struct gpuctl_link *ret_link);
 
@@ -390,7 +472,8 @@ int gpuctl_ids_resolve(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *sna
 /* ---- Device sets and device strings (src/lib/devstr.c; rules: docs/device-strings.md) ---- */
 
 /* An ordered list of devices: each a whole GPU or one MIG device of a GPU, named by snapshot
- * index (and MIG index on that GPU). A set refers to the snapshot it was made against. */
+ * index (and MIG index on that GPU). A set refers to the snapshot it was made against, but
+ * keeps no pointer to it. gpuctl_devset_add needs the set to itself; the rest only read it. */
 struct gpuctl_devset;
 
 int gpuctl_devset_new(struct gpuctl_devset **ret_set);
@@ -500,6 +583,8 @@ struct gpuctl_select_request {
 		.numa_node = -1                                                                    \
 	}
 
+/* Never changes once made; keeps no pointer to its context or snapshot (its devices are that
+ * snapshot's indices). */
 struct gpuctl_selection;
 
 /* Chooses devices for req. -ENOSPC when fewer than req->count devices pass the filters, with a
@@ -513,8 +598,11 @@ const struct gpuctl_devset *gpuctl_selection_devices(const struct gpuctl_selecti
 /* The runner-up set (the best set that differs), NULL when there is none. */
 const struct gpuctl_devset *gpuctl_selection_runner_up(const struct gpuctl_selection *sel);
 
-/* A set's score, compared field by field in this order (docs/selection.md). */
+/* A set's score, compared field by field in this order (docs/selection.md). The caller allocates
+ * it: initialise with GPUCTL_SELECT_SCORE_INIT (the library writes only the first struct_size
+ * bytes, as for struct gpuctl_link). */
 struct gpuctl_select_score {
+	size_t struct_size;     /* sizeof(struct gpuctl_select_score) */
 	double ring_bandwidth;  /* GB/s: bottleneck link of the best ring through the set */
 	double total_bandwidth; /* GB/s: sum over the set's pairs */
 	unsigned numa_nodes;    /* NUMA nodes the set spans (fewer is better) */
@@ -522,13 +610,24 @@ struct gpuctl_select_score {
 	double leftover;        /* quality of what the choice leaves free (higher is better) */
 	double load;            /* utilisation and memory in use (lower is better) */
 };
-/* Score of the chosen set (runner_up false) or of the runner-up; -ENODATA if there is none. */
+#define GPUCTL_SELECT_SCORE_INIT                                                                   \
+	{                                                                                          \
+		.struct_size = sizeof(struct gpuctl_select_score)                                  \
+	}
+/* Score of the chosen set (runner_up false) or of the runner-up: the first
+ * ret_score->struct_size bytes. -ENODATA if there is none, -EINVAL for a struct_size that does
+ * not cover ring_bandwidth. */
 int gpuctl_selection_score(const struct gpuctl_selection *sel, bool runner_up,
                            struct gpuctl_select_score *ret_score);
 
 /* ---- Leases (src/lib/lease.c; docs/leases.md) ---- */
 
-/* An opened and checked lease directory. */
+/* An opened and checked lease directory. Nothing in the handle changes once it is open, and
+ * every call opens what it reads afresh, so threads may share one, each with its own context:
+ * select-and-lease is one critical section between threads as between processes (each call
+ * locks its own open file description of DIR/select.lock), so two threads never get one
+ * device. Waiting (wait tickets), shared leases and gpuctl_lease_dir_set_config name their
+ * files after the process id: do those from one thread of a process at a time. */
 struct gpuctl_lease_dir;
 
 /* Opens the lease directory: path, else $GPUCTL_LEASE_DIR, else /run/gpuctl; creates it when
@@ -564,7 +663,8 @@ enum gpuctl_lease_state {
 	GPUCTL_LEASE_SHARED,        /* held by shared (--share) leases only */
 };
 
-/* What the holder wrote about itself (display only: the kernel lock decides). */
+/* What the holder wrote about itself (display only: the kernel lock decides). Library-owned,
+ * read through the pointers the lease list hands out; grows at its end. */
 struct gpuctl_lease_owner {
 	uint32_t uid;        /* the record's owner (from the file system, not the record) */
 	const char *user;    /* user name, or NULL */
@@ -577,7 +677,8 @@ struct gpuctl_lease_owner {
 };
 
 /* The lease state of every device of snap (GPUs, then each GPU's MIG devices). Probes under a
- * shared lock on DIR/select.lock, so it never disturbs a select-and-lease. */
+ * shared lock on DIR/select.lock, so it never disturbs a select-and-lease. The list never
+ * changes once made and outlives its context and lease directory. */
 struct gpuctl_lease_list;
 int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                       const struct gpuctl_snapshot *snap, struct gpuctl_lease_list **ret_list);
@@ -614,7 +715,9 @@ int gpuctl_lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
  * (docs/leases.md, "Foreign processes"): a process belongs to a lease when it or an ancestor is
  * the holder or the job of a lease of its device (or of its whole GPU, or for a whole GPU of one
  * of its MIG devices); the others are foreign, and a device is busy when its foreign processes
- * pass lreq's thresholds (gpuctl_lease_foreign). For programs that show them (gpuctl ps). */
+ * pass lreq's thresholds (gpuctl_lease_foreign). For programs that show them (gpuctl ps). Never
+ * changes once made; keeps no pointer to its context, lease directory or snapshot (it answers by
+ * that snapshot's indices). */
 struct gpuctl_foreign;
 /* Classifies snap's processes (snap taken with GPUCTL_SNAP_PROCESSES, else -EINVAL) against the
  * leases of dir; dir NULL (no lease directory): every process is foreign. lreq: the busy
@@ -633,7 +736,10 @@ bool gpuctl_foreign_device(const struct gpuctl_foreign *foreign, size_t gpu, int
  * gpuctl_lease_foreign returns). */
 bool gpuctl_foreign_busy(const struct gpuctl_foreign *foreign, size_t gpu, int mig);
 
-/* Held leases on a set of devices. */
+/* Held leases on a set of devices. A lease is its lock descriptors: it outlives the context,
+ * the lease directory handle and the snapshot it was taken with, and the kernel holds it while
+ * any of them is open, here or in a child that inherited them. gpuctl_lease_set_owner needs
+ * it to itself; gpuctl_lease_fds only reads it. */
 struct gpuctl_lease;
 
 /* Who asks, for the owner records. */
@@ -687,7 +793,8 @@ int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 
 /* A waiter's ticket, DIR/queue/<uid>/<arrival>-<pid>, locked while it waits. Every
  * select-and-lease gives the devices older live waiters could use to them first; plain
- * gpuctl_select_and_lease is the youngest of all. */
+ * gpuctl_select_and_lease is the youngest of all. One thread's at a time (one waiting thread
+ * per process: the lease directory says why); it holds its own descriptors, not its context. */
 struct gpuctl_wait_ticket;
 /* Registers a ticket for req (under select.lock: its arrival is the highest present + 1) and
  * sets up the inotify watches. -ENOENT when DIR has no queue/ (message names `lease init`). */
@@ -717,7 +824,8 @@ int gpuctl_select_and_lease_queued(struct gpuctl_ctx *ctx, struct gpuctl_lease_d
                                    struct gpuctl_selection **ret_sel,
                                    struct gpuctl_lease **ret_lease);
 
-/* One live waiter, as its ticket says (display only: another user's ticket is not trusted). */
+/* One live waiter, as its ticket says (display only: another user's ticket is not trusted).
+ * Library-owned, read through gpuctl_wait_list_get(); grows at its end. */
 struct gpuctl_wait_entry {
 	uint64_t arrival; /* order of arrival (from the file name) */
 	uint32_t pid;     /* the waiting gpuctl (from the file name) */
@@ -733,6 +841,7 @@ struct gpuctl_wait_entry {
 	bool no_procs;
 	const char *pool; /* the pool it draws from (docs/config.md), NULL when none was named */
 };
+/* Never changes once made; outlives its context and lease directory. */
 struct gpuctl_wait_list;
 /* The live tickets of DIR, first in line first. */
 int gpuctl_wait_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
@@ -746,7 +855,8 @@ const struct gpuctl_wait_entry *gpuctl_wait_list_get(const struct gpuctl_wait_li
 #define GPUCTL_CONFIG_DEFAULT_PATH "/etc/gpuctl/gpuctl.conf"
 
 /* A parsed configuration file: settings and GPU pools. The query functions below accept NULL
- * and answer for an empty configuration then. */
+ * and answer for an empty configuration then. Never changes once made (share it between
+ * threads); outlives its context. */
 struct gpuctl_config;
 
 /* Loads the configuration: path, else $GPUCTL_CONFIG (when set and not empty), else
@@ -771,7 +881,8 @@ int gpuctl_config_file_owner(const struct gpuctl_config *cfg, uint32_t *ret_uid,
  * was read from, so a path swapped after reading does not match), else 0. */
 int gpuctl_config_is_file(const struct gpuctl_config *cfg, const char *path);
 
-/* The global settings; every field has its default when the file does not set it. */
+/* The global settings; every field has its default when the file does not set it. Library-owned,
+ * read through gpuctl_config_settings(); grows at its end. */
 struct gpuctl_config_settings {
 	const char *lease_dir;    /* absolute path; NULL: not set */
 	uint64_t busy_memory;     /* bytes; 0 (default): any foreign process makes a GPU busy */
@@ -831,21 +942,28 @@ enum gpuctl_xid_class {
 	GPUCTL_XID_APPLICATION = 2, /* restart the job; the GPU stays usable: WARN */
 	GPUCTL_XID_INFO = 3,        /* count only: an OK finding */
 };
-/* What gpuctl knows about one XID code. Strings are static. */
+/* What gpuctl knows about one XID code. Strings are static. The caller allocates it: initialise
+ * with GPUCTL_XID_INFO_INIT (the library writes only the first struct_size bytes). */
 struct gpuctl_xid_info {
+	size_t struct_size;           /* sizeof(struct gpuctl_xid_info) */
 	unsigned code;                /* the XID */
 	enum gpuctl_xid_class class_; /* how gpuctl acts on it */
 	const char *meaning;          /* short meaning, after NVIDIA's catalog */
 	const char *action;           /* the recommended action */
 };
-/* Fills *ret_info for code; for a code outside the table, class UNKNOWN with a generic meaning
- * and action. Never fails. */
-void gpuctl_xid_lookup(unsigned code, struct gpuctl_xid_info *ret_info);
+#define GPUCTL_XID_INFO_INIT                                                                       \
+	{                                                                                          \
+		.struct_size = sizeof(struct gpuctl_xid_info)                                      \
+	}
+/* Fills *ret_info (its first struct_size bytes) for code; for a code outside the table, class
+ * UNKNOWN with a generic meaning and action. 0, or -EINVAL only for a NULL ret_info or a
+ * struct_size that does not cover code. */
+int gpuctl_xid_lookup(unsigned code, struct gpuctl_xid_info *ret_info);
 /* "fence", "application", "unknown", "info"; NULL for a value out of range. */
 const char *gpuctl_xid_class_name(int class_);
 
 /* XID events recorded for a snapshot's GPUs: parsed from the kernel log, or added one by one
- * (NVML events). */
+ * (NVML events). Adding, parsing and reading need the log to itself; count and get only read. */
 struct gpuctl_xid_log;
 int gpuctl_xid_log_new(struct gpuctl_xid_log **ret_log);
 void gpuctl_xid_log_free(struct gpuctl_xid_log *log);
@@ -871,7 +989,8 @@ int gpuctl_xid_log_get(const struct gpuctl_xid_log *log, size_t i, size_t *ret_g
                        unsigned *ret_xid, const char **ret_text);
 
 /* XID events from NVML as they happen (nvmlEventSetCreate / nvmlDeviceRegisterEvents /
- * nvmlEventSetWait_v2): only events after gpuctl_xid_watch_new count. */
+ * nvmlEventSetWait_v2): only events after gpuctl_xid_watch_new count. One thread's at a time.
+ * It uses the NVML library of the context it was made with: free it before that context. */
 struct gpuctl_xid_watch;
 /* Registers XID events of snap's readable GPUs (loads NVML if needed). -EOPNOTSUPP when the
  * NVML library has no event API or no GPU delivers XID events (the kernel log is then the only
@@ -895,7 +1014,10 @@ int gpuctl_xid_watch_wait(struct gpuctl_ctx *ctx, struct gpuctl_xid_watch *watch
  * health --probe does). */
 int gpuctl_cuda_probe_here(struct gpuctl_ctx *ctx, size_t bytes);
 
-/* The outcome of one GPU's probe, for gpuctl_health_opts.probes. */
+/* The outcome of one GPU's probe, for gpuctl_health_opts.probes. Initialise each with
+ * GPUCTL_PROBE_RESULT_INIT: the library steps through the array by its first entry's struct_size
+ * (every entry must have the same) and reads only the fields that size covers, so an array built
+ * against an older header still reads right. */
 enum gpuctl_probe_status {
 	GPUCTL_PROBE_NOT_RUN = 0, /* no finding */
 	GPUCTL_PROBE_OK = 1,      /* no finding */
@@ -903,10 +1025,15 @@ enum gpuctl_probe_status {
 	GPUCTL_PROBE_HUNG = 3,    /* FAIL: the probe did not finish within its timeout */
 };
 struct gpuctl_probe_result {
+	size_t struct_size; /* sizeof(struct gpuctl_probe_result) */
 	int status;         /* enum gpuctl_probe_status */
 	const char *detail; /* the failure ("cuMemAlloc: CUDA_ERROR_UNKNOWN (999)"), or NULL */
 	double seconds;     /* how long it ran (the timeout for HUNG) */
 };
+#define GPUCTL_PROBE_RESULT_INIT                                                                   \
+	{                                                                                          \
+		.struct_size = sizeof(struct gpuctl_probe_result)                                  \
+	}
 
 /* The health state file `gpuctl health --watch` keeps (docs/health.md, "State file"): the XIDs it
  * saw and its last sample of the rate counters, by GPU UUID, for one-shot checks to use.
@@ -932,7 +1059,8 @@ struct gpuctl_health_opts {
 	 * the checked one, for the rate checks (PCIe replays); NULL: no rate checks. */
 	const struct gpuctl_snapshot *prev;
 	double prev_age_s;
-	/* CUDA probe outcomes by snapshot index (n_probes entries; NULL: not probed). */
+	/* CUDA probe outcomes by snapshot index (n_probes entries; NULL: not probed). -EINVAL when
+	 * their struct_size differ or do not cover status. */
 	const struct gpuctl_probe_result *probes;
 	size_t n_probes;
 };
@@ -941,7 +1069,8 @@ struct gpuctl_health_opts {
 		.struct_size = sizeof(struct gpuctl_health_opts)                                   \
 	}
 
-/* One finding about one GPU. Strings are owned by the report. */
+/* One finding about one GPU. Library-owned (the report), read through gpuctl_health_finding();
+ * grows at its end. Strings are owned by the report. */
 struct gpuctl_health_finding {
 	const char *check;   /* check id, e.g. "ecc-dbe", "xid" (docs/health.md) */
 	size_t gpu;          /* snapshot index */
@@ -951,6 +1080,7 @@ struct gpuctl_health_finding {
 	unsigned xid;        /* for check "xid": the code, else 0 */
 };
 
+/* Never changes once made; keeps no pointer to its context or snapshot. */
 struct gpuctl_health_report;
 /* Checks every GPU of snap (which should have GPUCTL_SNAP_HEALTH and GPUCTL_SNAP_TOPOLOGY; a
  * fact the snapshot lacks is a check skipped, never a finding) against the rules of
@@ -978,7 +1108,8 @@ int gpuctl_health_verdict(const struct gpuctl_health_report *report, size_t gpu)
  * margin, the lease directory's path) and the lease directory, opened and checked together,
  * because a shared lease directory decides which configuration governs it (docs/config.md
  * "Trust"). gpuctl_alloc() opens one itself; gpuctl ps, the exporter and programs that show
- * the machine as gpuctl's rules see it open one with gpuctl_site_open(). */
+ * the machine as gpuctl's rules see it open one with gpuctl_site_open(). Never changes once
+ * open (its lease directory is shared as a lease directory is); outlives its context. */
 struct gpuctl_site;
 
 enum gpuctl_site_flags {
@@ -1097,7 +1228,9 @@ struct gpuctl_alloc_request {
 int gpuctl_alloc_request_init(struct gpuctl_alloc_request *req, size_t struct_size);
 
 /* An allocation: the snapshot the choice was made on, the chosen devices and, in LEASE mode,
- * the lease (held until gpuctl_alloc_free). */
+ * the lease (held until gpuctl_alloc_free). Never changes once made; outlives its context.
+ * Threads may call gpuctl_alloc at once, each with its own context; with wait or share_mem only
+ * one thread of a process at a time (see struct gpuctl_lease_dir). */
 struct gpuctl_alloc;
 
 /* Does everything `gpuctl select`, `select --hold` and `run` do before they print or start a
@@ -1143,6 +1276,10 @@ struct gpuctl_lease *gpuctl_alloc_lease(const struct gpuctl_alloc *alloc);
 const char *gpuctl_alloc_lease_dir_path(const struct gpuctl_alloc *alloc);
 /* The health report the choice respected, NULL with allow_unhealthy (owned by alloc). */
 const struct gpuctl_health_report *gpuctl_alloc_health(const struct gpuctl_alloc *alloc);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

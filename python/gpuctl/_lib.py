@@ -100,8 +100,9 @@ class AllocRequest(ctypes.Structure):
 
 
 class Link(ctypes.Structure):
-    """struct gpuctl_link."""
+    """struct gpuctl_link (struct_size: set it to ctypes.sizeof before the call)."""
     _fields_ = [
+        ("struct_size", c_size_t),
         ("level", c_int),
         ("nvlinks", c_int),
         ("nvswitch", c_bool),
@@ -123,8 +124,9 @@ class HealthFinding(ctypes.Structure):
 
 
 class XidInfo(ctypes.Structure):
-    """struct gpuctl_xid_info."""
+    """struct gpuctl_xid_info (struct_size: set it to ctypes.sizeof before the call)."""
     _fields_ = [
+        ("struct_size", c_size_t),
         ("code", c_uint),
         ("class_", c_int),
         ("meaning", c_char_p),
@@ -204,7 +206,7 @@ FUNCTIONS = {
     "gpuctl_health_finding": (P(HealthFinding), [c_void_p, c_size_t]),
     "gpuctl_health_verdict": (c_int, [c_void_p, c_size_t]),
     "gpuctl_health_severity_name": (c_char_p, [c_int]),
-    "gpuctl_xid_lookup": (None, [c_uint, P(XidInfo)]),
+    "gpuctl_xid_lookup": (c_int, [c_uint, P(XidInfo)]),
     "gpuctl_xid_class_name": (c_char_p, [c_int]),
     # the allocation call
     "gpuctl_alloc_request_init": (c_int, [P(AllocRequest), c_size_t]),

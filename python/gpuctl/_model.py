@@ -242,7 +242,7 @@ def links(L, snap) -> list:
     uuids = [text(L.gpuctl_gpu_str(L.gpuctl_snapshot_gpu(snap, i), field_id("uuid")))
              for i in range(n)]
     out = []
-    link = _lib.Link()
+    link = _lib.Link(struct_size=ctypes.sizeof(_lib.Link))
     for a in range(n):
         for b in range(a + 1, n):
             ok = L.gpuctl_snapshot_link(snap, a, b, ctypes.byref(link)) >= 0
@@ -288,14 +288,14 @@ def health(L, snap, report) -> list:
                              pci_bus_id=text(L.gpuctl_gpu_str(gpu, field_id("pci_bus_id"))),
                              name=text(L.gpuctl_gpu_str(gpu, field_id("name"))),
                              lost=bool(L.gpuctl_gpu_lost(gpu)), verdict=names[i], findings=[]))
-    info = _lib.XidInfo()
+    info = _lib.XidInfo(struct_size=ctypes.sizeof(_lib.XidInfo))
     for k in range(L.gpuctl_health_finding_count(report)):
         f = L.gpuctl_health_finding(report, k).contents
         xid = xid_class = None
         if f.xid:
             xid = f.xid
-            L.gpuctl_xid_lookup(f.xid, ctypes.byref(info))
-            xid_class = text(L.gpuctl_xid_class_name(info.class_))
+            if L.gpuctl_xid_lookup(f.xid, ctypes.byref(info)) >= 0:
+                xid_class = text(L.gpuctl_xid_class_name(info.class_))
         out[f.gpu].findings.append(Finding(
             check=text(f.check), severity=text(L.gpuctl_health_severity_name(f.severity)),
             message=text(f.message), action=text(f.action), xid=xid, xid_class=xid_class))

@@ -148,10 +148,10 @@ static void print_table(const struct health_args *a, const struct gpuctl_snapsho
 static json_t *finding_json(const struct gpuctl_health_finding *f)
 {
 	json_t *o = json_object();
-	struct gpuctl_xid_info info;
+	struct gpuctl_xid_info info = GPUCTL_XID_INFO_INIT;
 
 	if (f->xid)
-		gpuctl_xid_lookup(f->xid, &info);
+		(void)gpuctl_xid_lookup(f->xid, &info);
 	if (json_put(o, "check", json_string(f->check)) < 0 ||
 	    json_put(o, "severity", json_string(gpuctl_health_severity_name(f->severity))) < 0 ||
 	    json_put(o, "message", json_string(f->message)) < 0 ||
@@ -406,7 +406,8 @@ static int run_probes(const struct health_args *a, const struct gpuctl_snapshot 
 			;
 		close(c->fd);
 		c->fd = -1;
-		res[c->gpu] = (struct gpuctl_probe_result){.status = GPUCTL_PROBE_HUNG,
+		res[c->gpu] = (struct gpuctl_probe_result){.struct_size = sizeof(res[c->gpu]),
+		                                           .status = GPUCTL_PROBE_HUNG,
 		                                           .seconds = a->probe_timeout};
 	}
 out:
@@ -713,6 +714,8 @@ static int cmd_health_exec(struct cli *cli, int argc, char **argv)
 			status = CLI_EXIT_FAILURE;
 			goto out;
 		}
+		for (size_t i = 0; i <= gpuctl_snapshot_gpu_count(snap); i++)
+			probes[i] = (struct gpuctl_probe_result)GPUCTL_PROBE_RESULT_INIT;
 		status = run_probes(&a, snap, kids, probes);
 		if (status)
 			goto out;

@@ -126,7 +126,8 @@ static void explain_decider(const struct gpuctl_select_score *a,
 
 static void explain(const struct gpuctl_snapshot *snap, const struct gpuctl_selection *sel)
 {
-	struct gpuctl_select_score chosen, runner;
+	struct gpuctl_select_score chosen = GPUCTL_SELECT_SCORE_INIT,
+	                           runner = GPUCTL_SELECT_SCORE_INIT;
 	const struct gpuctl_devset *ru = gpuctl_selection_runner_up(sel);
 	FILE *f = stderr;
 

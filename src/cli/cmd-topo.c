@@ -78,7 +78,7 @@ static void bandwidth_text(double gbps, char *buf, size_t size)
 static void link_cell(const struct gpuctl_snapshot *snap, size_t a, size_t b, bool bandwidth,
                       char *buf, size_t size)
 {
-	struct gpuctl_link l;
+	struct gpuctl_link l = GPUCTL_LINK_INIT;
 	if (a == b) {
 		snprintf(buf, size, " X ");
 		return;
@@ -160,7 +160,7 @@ static json_t *gpu_json(const struct gpuctl_gpu *gpu)
 
 static json_t *link_json(const struct gpuctl_snapshot *snap, size_t a, size_t b)
 {
-	struct gpuctl_link l;
+	struct gpuctl_link l = GPUCTL_LINK_INIT;
 	json_t *o = json_object();
 	if (!o)
 		return NULL;

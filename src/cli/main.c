@@ -47,7 +47,7 @@ int main(int argc, char **argv)
 			cli.config_path = optarg;
 			break;
 		case OPT_VERSION:
-			printf("gpuctl %s\n", GPUCTL_VERSION_STRING);
+			printf("gpuctl %s\n", gpuctl_version(NULL, NULL, NULL));
 			return cli_finish_output(CLI_EXIT_OK);
 		case 'h':
 			cli_usage(stdout);

@@ -627,11 +627,11 @@ static void render_health(struct textbuf *b, const struct metrics_input *in,
 	bool started = false;
 	for (size_t k = 0; k < in->n_xids; k++) {
 		const struct metrics_xid *x = &in->xids[k];
-		struct gpuctl_xid_info xi;
+		struct gpuctl_xid_info xi = GPUCTL_XID_INFO_INIT;
 		char code[16];
 		if (x->gpu >= ngpu)
 			continue;
-		gpuctl_xid_lookup(x->code, &xi);
+		(void)gpuctl_xid_lookup(x->code, &xi);
 		snprintf(code, sizeof(code), "%u", x->code);
 		if (!started)
 			family(b, "gpuctl_gpu_xid_total", "counter",

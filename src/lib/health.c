@@ -218,14 +218,47 @@ static void check_recovery(struct gpuctl_health_report *rep, const struct gpuctl
 	}
 }
 
+/* The caller's probe entry i. Entries may be smaller than ours (built against an older header),
+ * so the array is stepped by the first entry's struct_size, which probes_check() checked. */
+static const void *probe_at(const struct gpuctl_health_opts *opts, size_t i)
+{
+	return (const char *)opts->probes + i * opts->probes[0].struct_size;
+}
+
+/* Every entry has the first one's struct_size, which covers status and keeps entries aligned
+ * (a real struct's size is a multiple of its alignment). */
+static int probes_check(struct gpuctl_ctx *ctx, const struct gpuctl_health_opts *opts)
+{
+	size_t stride;
+
+	if (!opts->probes || !opts->n_probes)
+		return 0;
+	stride = opts->probes[0].struct_size;
+	if (stride < STRUCT_SIZE_MIN(struct gpuctl_probe_result, status) ||
+	    stride % _Alignof(struct gpuctl_probe_result) != 0)
+		return ctx_error(ctx, -EINVAL, "probe results: bad struct_size %zu", stride);
+	for (size_t i = 1; i < opts->n_probes; i++) {
+		size_t size;
+
+		memcpy(&size, probe_at(opts, i), sizeof(size));
+		if (size != stride)
+			return ctx_error(
+			        ctx, -EINVAL,
+			        "probe results: entry %zu has struct_size %zu, entry 0 %zu", i,
+			        size, stride);
+	}
+	return 0;
+}
+
 static void check_probe(struct gpuctl_health_report *rep, const struct gpuctl_gpu *g,
                         const struct gpuctl_health_opts *opts)
 {
-	const struct gpuctl_probe_result *p;
+	struct gpuctl_probe_result res = GPUCTL_PROBE_RESULT_INIT;
+	const struct gpuctl_probe_result *p = &res;
 
 	if (!opts->probes || g->index >= opts->n_probes)
 		return;
-	p = &opts->probes[g->index];
+	struct_read(&res, sizeof(res), probe_at(opts, g->index));
 	if (p->status == GPUCTL_PROBE_FAILED)
 		add(rep, g->index, CHECK_PROBE, GPUCTL_HEALTH_FAIL,
 		    "drain the GPU; check the kernel log for XIDs; reset the GPU or reboot",
@@ -493,7 +526,7 @@ static void check_xids(struct gpuctl_health_report *rep, const struct gpuctl_sna
 	qsort(keys, n, 3 * sizeof(*keys), cmp_xid_entry);
 	for (size_t i = 0; i < n;) {
 		size_t j = i, last = i;
-		struct gpuctl_xid_info info;
+		struct gpuctl_xid_info info = GPUCTL_XID_INFO_INIT;
 		const char *text = NULL;
 		int sev;
 
@@ -507,7 +540,7 @@ static void check_xids(struct gpuctl_health_report *rep, const struct gpuctl_sna
 			continue;
 		}
 		(void)gpuctl_xid_log_get(xids, keys[3 * last + 2], NULL, NULL, &text);
-		gpuctl_xid_lookup(keys[3 * i + 1], &info);
+		(void)gpuctl_xid_lookup(keys[3 * i + 1], &info);
 		sev = info.class_ == GPUCTL_XID_FENCE  ? GPUCTL_HEALTH_FAIL
 		      : info.class_ == GPUCTL_XID_INFO ? GPUCTL_HEALTH_OK
 		                                       : GPUCTL_HEALTH_WARN;
@@ -574,6 +607,7 @@ int gpuctl_health_check(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *sn
 {
 	struct gpuctl_health_opts o = GPUCTL_HEALTH_OPTS_INIT;
 	struct gpuctl_health_report *rep;
+	int r;
 
 	if (!snap)
 		return ctx_error(ctx, -EINVAL, "no snapshot to check");
@@ -584,6 +618,9 @@ int gpuctl_health_check(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *sn
 		memcpy(&o, opts, opts->struct_size < sizeof(o) ? opts->struct_size : sizeof(o));
 		o.struct_size = sizeof(o);
 	}
+	r = probes_check(ctx, &o);
+	if (r < 0)
+		return r;
 	rep = calloc(1, sizeof(*rep));
 	if (!rep)
 		return ctx_error(ctx, -ENOMEM, "out of memory");

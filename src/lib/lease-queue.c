@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -375,14 +376,14 @@ done:
 
 uint64_t lease_queue_fingerprint(const struct gpuctl_lease_dir *dir, ino_t skip_ino)
 {
-	static uint64_t unreadable;
+	static _Atomic uint64_t unreadable; /* the library's one global: atomic, any thread */
 	_cleanup_fclose_ FILE *f = fopen("/proc/locks", "re");
 	char line[LOCKS_LINE_MAX];
 	uint64_t h = 0, names = 0;
 	struct stat st;
 
 	if (!f || fstat(dir->fd, &st) < 0)
-		return ++unreadable * 0x9e3779b97f4a7c15ull;
+		return (atomic_fetch_add(&unreadable, 1) + 1) * 0x9e3779b97f4a7c15ull;
 	while (fgets(line, sizeof(line), f)) {
 		char *cur = line, *tok[8], *colon;
 		size_t n = 0;

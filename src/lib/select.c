@@ -1296,10 +1296,12 @@ const struct gpuctl_devset *gpuctl_selection_runner_up(const struct gpuctl_selec
 int gpuctl_selection_score(const struct gpuctl_selection *sel, bool runner_up,
                            struct gpuctl_select_score *ret_score)
 {
-	if (!sel || !ret_score)
+	if (!sel || !ret_score ||
+	    ret_score->struct_size < STRUCT_SIZE_MIN(struct gpuctl_select_score, ring_bandwidth))
 		return -EINVAL;
 	if (runner_up && !sel->runner_up)
 		return -ENODATA;
-	*ret_score = runner_up ? sel->runner_score : sel->best_score;
+	struct_fill(ret_score, runner_up ? &sel->runner_score : &sel->best_score,
+	            sizeof(*ret_score));
 	return 0;
 }

@@ -473,10 +473,11 @@ int gpuctl_proc_util(const struct gpuctl_proc *proc, enum gpuctl_proc_engine eng
 int gpuctl_snapshot_link(const struct gpuctl_snapshot *snap, size_t a, size_t b,
                          struct gpuctl_link *ret_link)
 {
-	if (!snap || !ret_link || a >= snap->n_gpus || b >= snap->n_gpus || a == b)
+	if (!snap || !ret_link || a >= snap->n_gpus || b >= snap->n_gpus || a == b ||
+	    ret_link->struct_size < STRUCT_SIZE_MIN(struct gpuctl_link, level))
 		return -EINVAL;
 	if (!snap->links)
 		return -ENODATA;
-	*ret_link = snap->links[a * snap->n_gpus + b];
+	struct_fill(ret_link, &snap->links[a * snap->n_gpus + b], sizeof(*ret_link));
 	return 0;
 }

@@ -109,6 +109,34 @@ static inline void quote_text(char *dst, size_t size, const char *s, size_t len,
 	dst[n] = '\0';
 }
 
+/* Structs a caller allocates start with size_t struct_size, so that they can grow (gpuctl.h):
+ * the smallest struct_size accepted covers the first field after it. */
+#define STRUCT_SIZE_MIN(type, first) (offsetof(type, first) + sizeof(((type *)NULL)->first))
+
+/* Fills a caller's growable struct dst from the library's whole one (src, size bytes): only the
+ * first struct_size bytes of dst (the caller's), which keeps its struct_size, so a program built
+ * against an older, smaller struct gets the fields it knows and nothing past them is written.
+ * The caller has checked struct_size against STRUCT_SIZE_MIN. */
+static inline void struct_fill(void *dst, const void *src, size_t size)
+{
+	size_t have;
+
+	memcpy(&have, dst, sizeof(have));
+	memcpy(dst, src, have < size ? have : size);
+	memcpy(dst, &have, sizeof(have));
+}
+
+/* The reverse: reads a caller's growable struct src into dst (size bytes, initialised with the
+ * defaults of the fields an older caller does not have); dst's struct_size becomes size. */
+static inline void struct_read(void *dst, size_t size, const void *src)
+{
+	size_t have;
+
+	memcpy(&have, src, sizeof(have));
+	memcpy(dst, src, have < size ? have : size);
+	memcpy(dst, &size, sizeof(size));
+}
+
 /* Cleanup functions of the public handles, one definition for all of src/lib:
  * _cleanup_(gpuctl_devset_freep) and so on. */
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_devset *, gpuctl_devset_free)

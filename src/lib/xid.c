@@ -31,15 +31,15 @@
 
 #define FENCE(c, m, a)                                                                             \
 	{                                                                                          \
-		c, GPUCTL_XID_FENCE, m, a                                                          \
+		.code = (c), .class_ = GPUCTL_XID_FENCE, .meaning = (m), .action = (a)             \
 	}
 #define APP(c, m, a)                                                                               \
 	{                                                                                          \
-		c, GPUCTL_XID_APPLICATION, m, a                                                    \
+		.code = (c), .class_ = GPUCTL_XID_APPLICATION, .meaning = (m), .action = (a)       \
 	}
 #define INFO(c, m, a)                                                                              \
 	{                                                                                          \
-		c, GPUCTL_XID_INFO, m, a                                                           \
+		.code = (c), .class_ = GPUCTL_XID_INFO, .meaning = (m), .action = (a)              \
 	}
 
 /* Actions shared by several codes. */
@@ -108,16 +108,11 @@ static int cmp_code(const void *key, const void *elem)
 	return k < c ? -1 : k > c ? 1 : 0;
 }
 
-void gpuctl_xid_lookup(unsigned code, struct gpuctl_xid_info *ret_info)
+int gpuctl_xid_lookup(unsigned code, struct gpuctl_xid_info *ret_info)
 {
 	const struct gpuctl_xid_info *e =
 	        bsearch(&code, table, ELEMENTSOF(table), sizeof(table[0]), cmp_code);
-
-	if (e) {
-		*ret_info = *e;
-		return;
-	}
-	*ret_info = (struct gpuctl_xid_info){
+	struct gpuctl_xid_info unknown = {
 	        .code = code,
 	        .class_ = GPUCTL_XID_UNKNOWN,
 	        .meaning = code == 999 ? "unknown XID (NVML could not name it)"
@@ -125,6 +120,11 @@ void gpuctl_xid_lookup(unsigned code, struct gpuctl_xid_info *ret_info)
 	        .action = "look the XID up in NVIDIA's XID catalog and the kernel log; the GPU "
 	                  "stays usable",
 	};
+
+	if (!ret_info || ret_info->struct_size < STRUCT_SIZE_MIN(struct gpuctl_xid_info, code))
+		return -EINVAL;
+	struct_fill(ret_info, e ? e : &unknown, sizeof(*ret_info));
+	return 0;
 }
 
 const char *gpuctl_xid_class_name(int class_)

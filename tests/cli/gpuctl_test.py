@@ -32,6 +32,13 @@ EXIT_NODRIVER = 4
 
 TIMEOUT = 60
 
+# Programs compiled against the built library (the README's example, the export checks) use the
+# build's compiler, and its sanitizer flags when the library has them (tests/cli/CMakeLists.txt).
+CC = os.environ.get("GPUCTL_CC") or "cc"
+NM = os.environ.get("GPUCTL_NM") or "nm"
+SANITIZE_FLAGS = (["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+                  if os.environ.get("GPUCTL_SANITIZE") == "1" else [])
+
 # gpuctl run (and select --hold) take leases in $GPUCTL_LEASE_DIR, else /run/gpuctl. A test must
 # never touch the machine's real lease directory: every test process gets a private one
 # (personal: owned by us, mode 0700), created once at import and removed at exit, and exports it
@@ -128,6 +135,16 @@ def sim_sh(scenario, script, nvsim_args=(), env=None, **kw):
     if env:
         e.update(env)
     return run([NVSIM, "exec", *nvsim_args, scenario, "--", "sh", "-ec", script], env=e, **kw)
+
+
+def readme_example():
+    """The C program of README.md's "Using the library": the fenced block after the marker
+    <!-- test: readme-example -->, exactly as shown."""
+    with open(os.path.join(SRC, "README.md")) as f:
+        text = f.read()
+    marker = text.index("<!-- test: readme-example -->")
+    start = text.index("```c\n", marker) + len("```c\n")
+    return text[start:text.index("```\n", start)]
 
 
 def scenario_names():

@@ -438,8 +438,8 @@ class Ps(LeaseCase):
                   "break; sleep 0.1; done\n"
                   "$GPUCTL ps --format json; echo DRY\n"
                   "$GPUCTL run -n 7 --dry-run -- true 2>&1 && echo rc=0 || echo rc=$?\n"
-                  "$GPUCTL run -n 6 --only 1-7 --dry-run -- true | head -1\n"
-                  "pkill -P $R; kill $R; wait\n")
+                  "$GPUCTL run -n 6 --exclude 0 --dry-run -- true | head -1\n"
+                  "kill $(pgrep -P $R) $R 2>/dev/null || true\nwait\n")
         r = sim_sh("dgx-a100", script, env={"GPUCTL_LEASE_DIR": self.dir})
         self.assertEqual(r.rc, 0, r)
         js, dry = r.out.split("ready\n", 1)[1].split("DRY\n", 1)
@@ -453,7 +453,9 @@ class Ps(LeaseCase):
         self.assertEqual(devs[1]["foreign"][0]["pid"], job, js)
         self.assertIn("in use without a lease", dry)
         self.assertIn("rc=%d" % EXIT_NOMATCH, dry)
-        self.assertNotIn(UUIDS[1], dry.split("rc=")[1])
+        # with GPU 0 excluded and GPU 1 busy, six GPUs remain: exactly 2-7
+        chosen = dry.split("CUDA_VISIBLE_DEVICES=", 1)[1].split()[0].split(",")
+        self.assertEqual(sorted(chosen), sorted(UUIDS[2:]))
 
     def test_foreign_without_lease_directory(self):
         # No lease directory: nothing is leased, so every compute process is foreign; the

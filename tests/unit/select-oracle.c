@@ -51,7 +51,7 @@ int oracle_prepare(const struct gpuctl_snapshot *snap, const bool *busy, struct 
 			                         &na) == 0;
 
 			for (size_t b = 0; b < n; b++) {
-				struct gpuctl_link l;
+				struct gpuctl_link l = GPUCTL_LINK_INIT;
 				bool kb, join = false;
 
 				if (b == a || comp[b] >= 0)
@@ -100,7 +100,7 @@ int oracle_prepare(const struct gpuctl_snapshot *snap, const bool *busy, struct 
 	}
 	for (size_t a = 0; a < in->m; a++)
 		for (size_t b = 0; b < in->m; b++) {
-			struct gpuctl_link l;
+			struct gpuctl_link l = GPUCTL_LINK_INIT;
 
 			in->bw[a][b] = 0.0;
 			if (a != b && gpuctl_snapshot_link(snap, in->gpu[a], in->gpu[b], &l) == 0)

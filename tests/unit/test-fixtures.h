@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "gpuctl/gpuctl.h"
@@ -59,6 +60,29 @@ static FIXTURE_UNUSED struct gpuctl_snapshot *fixture_snap_n(size_t n, unsigned 
 	for (size_t i = 0; i < n; i++)
 		assert_int_equal(snapshot_set_str(s, i, GPUCTL_F_UUID, fixture_uuid_of(i)), 0);
 	return s;
+}
+
+/* Growable structs (a leading struct_size, gpuctl.h): a caller's struct in a buffer of size bytes
+ * filled with FIXTURE_CANARY but for its struct_size; after the call, every byte from `from` on
+ * must still be the canary (the library wrote nothing past what the caller said it has). */
+#define FIXTURE_CANARY 0xA5
+/* A caller's struct of that type with room past its end, for the canary to fill. */
+#define FIXTURE_ROOMY(type)                                                                        \
+	union {                                                                                    \
+		type s;                                                                            \
+		unsigned char bytes[sizeof(type) + 32];                                            \
+	}
+static FIXTURE_UNUSED void fixture_canary_fill(void *buf, size_t size, size_t struct_size)
+{
+	memset(buf, FIXTURE_CANARY, size);
+	memcpy(buf, &struct_size, sizeof(struct_size));
+}
+
+static FIXTURE_UNUSED void fixture_assert_canary(const void *buf, size_t from, size_t size)
+{
+	for (size_t i = from; i < size; i++)
+		if (((const unsigned char *)buf)[i] != FIXTURE_CANARY)
+			fail_msg("byte %zu written, past the caller's struct_size %zu", i, from);
 }
 
 /* A scratch directory /tmp/PREFIX-XXXXXX (mode 0755, so the lease code's checks of its parent

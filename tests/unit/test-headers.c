@@ -13,7 +13,7 @@
 
 static void test_header_usable(void **state)
 {
-	struct gpuctl_link link = {GPUCTL_TOPO_SYSTEM, 0, false, GPUCTL_P2P_OK, 0.0};
+	struct gpuctl_link link = {sizeof(link), GPUCTL_TOPO_SYSTEM, 0, false, GPUCTL_P2P_OK, 0.0};
 	enum gpuctl_field f = GPUCTL_F_UUID;
 	gpuctl_log_fn fn = NULL;
 

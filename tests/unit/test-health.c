@@ -22,6 +22,7 @@
 
 #include "gpuctl/gpuctl.h"
 #include "snapshot-internal.h"
+#include "test-fixtures.h"
 
 #define A100 "NVIDIA A100-SXM4-80GB"
 
@@ -596,10 +597,12 @@ static void test_probe(void **state)
 {
 	struct gpuctl_health_opts opts = GPUCTL_HEALTH_OPTS_INIT;
 	struct gpuctl_probe_result probes[4] = {
-	        {.status = GPUCTL_PROBE_OK, .seconds = 0.2},
-	        {.status = GPUCTL_PROBE_FAILED, .detail = "cuMemAlloc: CUDA_ERROR_UNKNOWN (999)"},
-	        {.status = GPUCTL_PROBE_HUNG, .seconds = 10},
-	        {.status = GPUCTL_PROBE_NOT_RUN},
+	        {.struct_size = sizeof(probes[0]), .status = GPUCTL_PROBE_OK, .seconds = 0.2},
+	        {.struct_size = sizeof(probes[0]),
+	         .status = GPUCTL_PROBE_FAILED,
+	         .detail = "cuMemAlloc: CUDA_ERROR_UNKNOWN (999)"},
+	        {.struct_size = sizeof(probes[0]), .status = GPUCTL_PROBE_HUNG, .seconds = 10},
+	        {.struct_size = sizeof(probes[0]), .status = GPUCTL_PROBE_NOT_RUN},
 	};
 	struct gpuctl_snapshot *s = healthy(4);
 	struct gpuctl_health_report *rep;
@@ -621,6 +624,56 @@ static void test_probe(void **state)
 	assert_int_equal(gpuctl_health_verdict(rep, 0), GPUCTL_HEALTH_OK);
 	assert_int_equal(gpuctl_health_verdict(rep, 3), GPUCTL_HEALTH_OK);
 	gpuctl_health_report_free(rep);
+	gpuctl_snapshot_free(s);
+}
+
+/* Probe results built against an older header: entries without `seconds` (a smaller
+ * struct_size) are read at their own stride, and a missing field reads as its default. */
+static void test_probe_struct_size(void **state)
+{
+	struct old_probe {
+		size_t struct_size;
+		int status;
+		const char *detail;
+	} old[3] = {
+	        {sizeof(struct old_probe), GPUCTL_PROBE_OK, NULL},
+	        {sizeof(struct old_probe), GPUCTL_PROBE_HUNG, NULL},
+	        {sizeof(struct old_probe), GPUCTL_PROBE_FAILED,
+	         "cuInit: CUDA_ERROR_NO_DEVICE (100)"},
+	};
+	struct gpuctl_health_opts opts = GPUCTL_HEALTH_OPTS_INIT;
+	struct gpuctl_snapshot *s = healthy(3);
+	struct gpuctl_health_report *rep = NULL;
+	const struct gpuctl_health_finding *f;
+	struct gpuctl_ctx *ctx = NULL;
+
+	(void)state;
+	_Static_assert(sizeof(struct old_probe) < sizeof(struct gpuctl_probe_result),
+	               "the old entry is smaller");
+	opts.probes = (const struct gpuctl_probe_result *)(const void *)old;
+	opts.n_probes = 3;
+	rep = check_opts(s, NULL, &opts);
+	assert_int_equal(gpuctl_health_finding_count(rep), 2);
+	f = find(rep, 1, "cuda-probe");
+	assert_non_null(strstr(f->message, "hung: no answer within 0 s")); /* seconds: default */
+	f = find(rep, 2, "cuda-probe");
+	assert_non_null(strstr(f->message, "cuInit: CUDA_ERROR_NO_DEVICE (100)"));
+	gpuctl_health_report_free(rep);
+	rep = NULL;
+
+	/* entries of different sizes, too small or misaligned strides, uninitialised: refused */
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	old[2].struct_size = sizeof(struct gpuctl_probe_result);
+	assert_int_equal(gpuctl_health_check(ctx, s, NULL, &opts, &rep), -EINVAL);
+	assert_non_null(strstr(gpuctl_errmsg(ctx), "entry 2"));
+	old[0].struct_size = offsetof(struct old_probe, status);
+	assert_int_equal(gpuctl_health_check(ctx, s, NULL, &opts, &rep), -EINVAL);
+	old[0].struct_size = offsetof(struct old_probe, detail) + 4;
+	assert_int_equal(gpuctl_health_check(ctx, s, NULL, &opts, &rep), -EINVAL);
+	old[0].struct_size = 0;
+	assert_int_equal(gpuctl_health_check(ctx, s, NULL, &opts, &rep), -EINVAL);
+	assert_null(rep);
+	gpuctl_ctx_free(ctx);
 	gpuctl_snapshot_free(s);
 }
 
@@ -659,11 +712,11 @@ static int xid_severity(unsigned xid)
 
 static void test_xid_classes(void **state)
 {
-	struct gpuctl_xid_info info;
+	struct gpuctl_xid_info info = GPUCTL_XID_INFO_INIT;
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(fence_xids) / sizeof(fence_xids[0]); i++) {
-		gpuctl_xid_lookup(fence_xids[i], &info);
+		assert_int_equal(gpuctl_xid_lookup(fence_xids[i], &info), 0);
 		assert_int_equal(info.code, fence_xids[i]);
 		assert_int_equal(info.class_, GPUCTL_XID_FENCE);
 		assert_non_null(info.meaning);
@@ -671,26 +724,54 @@ static void test_xid_classes(void **state)
 		assert_int_equal(xid_severity(fence_xids[i]), GPUCTL_HEALTH_FAIL);
 	}
 	for (size_t i = 0; i < sizeof(app_xids) / sizeof(app_xids[0]); i++) {
-		gpuctl_xid_lookup(app_xids[i], &info);
+		assert_int_equal(gpuctl_xid_lookup(app_xids[i], &info), 0);
 		assert_int_equal(info.class_, GPUCTL_XID_APPLICATION);
 		assert_non_null(strstr(info.action, "restart the job"));
 		assert_int_equal(xid_severity(app_xids[i]), GPUCTL_HEALTH_WARN);
 	}
 	for (size_t i = 0; i < sizeof(info_xids) / sizeof(info_xids[0]); i++) {
-		gpuctl_xid_lookup(info_xids[i], &info);
+		assert_int_equal(gpuctl_xid_lookup(info_xids[i], &info), 0);
 		assert_int_equal(info.class_, GPUCTL_XID_INFO);
 		assert_int_equal(xid_severity(info_xids[i]), GPUCTL_HEALTH_OK);
 	}
 	for (size_t i = 0; i < sizeof(unknown_xids) / sizeof(unknown_xids[0]); i++) {
-		gpuctl_xid_lookup(unknown_xids[i], &info);
+		assert_int_equal(gpuctl_xid_lookup(unknown_xids[i], &info), 0);
 		assert_int_equal(info.code, unknown_xids[i]);
 		assert_int_equal(info.class_, GPUCTL_XID_UNKNOWN);
 		assert_non_null(info.meaning);
 		assert_non_null(info.action);
 		assert_int_equal(xid_severity(unknown_xids[i]), GPUCTL_HEALTH_WARN);
 	}
-	gpuctl_xid_lookup(999, &info);
+	assert_int_equal(gpuctl_xid_lookup(999, &info), 0);
 	assert_non_null(strstr(info.meaning, "unknown"));
+}
+
+/* struct gpuctl_xid_info can grow (struct_size): an older caller's smaller struct gets the
+ * fields it has and nothing past them. */
+static void test_xid_info_struct_size(void **state)
+{
+	FIXTURE_ROOMY(struct gpuctl_xid_info) u;
+	size_t old = offsetof(struct gpuctl_xid_info, meaning); /* code and class */
+
+	(void)state;
+	fixture_canary_fill(&u, sizeof(u), old);
+	assert_int_equal(gpuctl_xid_lookup(79, &u.s), 0);
+	assert_int_equal(u.s.struct_size, old);
+	assert_int_equal(u.s.code, 79);
+	assert_int_equal(u.s.class_, GPUCTL_XID_FENCE);
+	fixture_assert_canary(&u, old, sizeof(u));
+
+	fixture_canary_fill(&u, sizeof(u), sizeof(u)); /* newer: all of ours, nothing past */
+	assert_int_equal(gpuctl_xid_lookup(12345, &u.s), 0);
+	assert_int_equal(u.s.struct_size, sizeof(u));
+	assert_int_equal(u.s.code, 12345);
+	assert_non_null(strstr(u.s.action, "XID catalog"));
+	fixture_assert_canary(&u, sizeof(struct gpuctl_xid_info), sizeof(u));
+
+	fixture_canary_fill(&u, sizeof(u), 0); /* never initialised */
+	assert_int_equal(gpuctl_xid_lookup(79, &u.s), -EINVAL);
+	fixture_assert_canary(&u, sizeof(size_t), sizeof(u));
+	assert_int_equal(gpuctl_xid_lookup(79, NULL), -EINVAL);
 }
 
 static void test_xid_aggregation(void **state)
@@ -1026,7 +1107,9 @@ int main(void)
 	        cmocka_unit_test(test_order_and_verdict),
 	        cmocka_unit_test(test_bad_args),
 	        cmocka_unit_test(test_probe),
+	        cmocka_unit_test(test_probe_struct_size),
 	        cmocka_unit_test(test_xid_classes),
+	        cmocka_unit_test(test_xid_info_struct_size),
 	        cmocka_unit_test(test_xid_aggregation),
 	        cmocka_unit_test(test_kmsg_forms),
 	        cmocka_unit_test(test_kmsg_malformed),

@@ -27,6 +27,7 @@
 #include "select-oracle.h"
 #include "select.h"
 #include "snapshot-internal.h"
+#include "test-fixtures.h"
 
 static const char *const small_scenarios[] = {
         "a100-mig",          "dgx-a100", "dgx1-p100", "dgx1-v100",           "dgx2",
@@ -108,7 +109,7 @@ static void check_state(const char *name, struct gpuctl_snapshot *snap, const bo
 {
 	struct gpuctl_select_request req = GPUCTL_SELECT_REQUEST_INIT;
 	struct gpuctl_selection *sel = NULL;
-	struct gpuctl_select_score s;
+	struct gpuctl_select_score s = GPUCTL_SELECT_SCORE_INIT;
 	struct gpuctl_ctx *ctx = NULL;
 	struct oracle_in in;
 	struct oracle_out out;
@@ -309,7 +310,7 @@ static void test_anchor_rtx4090(void **state)
 {
 	struct gpuctl_snapshot *snap = load("rtx4090-8"), *syn;
 	struct gpuctl_select_request req = GPUCTL_SELECT_REQUEST_INIT;
-	struct gpuctl_select_score sc;
+	struct gpuctl_select_score sc = GPUCTL_SELECT_SCORE_INIT;
 	size_t got[8];
 
 	(void)state;
@@ -356,7 +357,7 @@ static size_t best_pairs(const struct gpuctl_snapshot *snap, uint32_t mask, doub
 	mask &= ~(1u << low);
 	most = best_pairs(snap, mask, best);
 	for (unsigned j = 0; j < 32; j++) {
-		struct gpuctl_link l;
+		struct gpuctl_link l = GPUCTL_LINK_INIT;
 
 		if (!(mask & (1u << j)) || gpuctl_snapshot_link(snap, low, j, &l) < 0 ||
 		    l.bandwidth < best - 1e-9)
@@ -386,7 +387,7 @@ static void sequence(const char *scen, const size_t *want)
 	freem = (1u << m) - 1;
 	for (size_t a = 0; a < m; a++)
 		for (size_t b = a + 1; b < m; b++) {
-			struct gpuctl_link l;
+			struct gpuctl_link l = GPUCTL_LINK_INIT;
 
 			assert_int_equal(gpuctl_snapshot_link(snap, a, b, &l), 0);
 			if (l.bandwidth > best)
@@ -477,7 +478,8 @@ static void test_health_sets(void **state)
 	struct gpuctl_snapshot *snap = snapshot_new_empty(4, GPUCTL_SNAP_ALL), *v100;
 	struct gpuctl_select_request req = GPUCTL_SELECT_REQUEST_INIT;
 	struct gpuctl_devset *warned = NULL, *unhealthy = NULL;
-	struct gpuctl_select_score best, avoid;
+	struct gpuctl_select_score best = GPUCTL_SELECT_SCORE_INIT,
+	                           avoid = GPUCTL_SELECT_SCORE_INIT;
 	size_t got[8];
 	char err[512];
 
@@ -580,7 +582,8 @@ static void test_heuristic_small(void **state)
 			struct gpuctl_select_request req = GPUCTL_SELECT_REQUEST_INIT;
 			struct select_opts heur = {.force_heuristic = true};
 			struct gpuctl_selection *a = NULL, *b = NULL;
-			struct gpuctl_select_score sa, sb;
+			struct gpuctl_select_score sa = GPUCTL_SELECT_SCORE_INIT,
+			                           sb = GPUCTL_SELECT_SCORE_INIT;
 			struct gpuctl_ctx *ctx = NULL;
 
 			req.count = n;
@@ -635,6 +638,60 @@ static void test_unnamed_gpu_never_chosen(void **state)
 	gpuctl_snapshot_free(snap);
 }
 
+/* struct gpuctl_select_score can grow (struct_size): an older caller's smaller struct gets the
+ * fields it has and nothing past them; a newer caller's larger one every field there is. */
+static void test_score_struct_size(void **state)
+{
+	struct gpuctl_snapshot *snap = snapshot_new_empty(4, GPUCTL_SNAP_ALL);
+	struct gpuctl_select_request req = GPUCTL_SELECT_REQUEST_INIT;
+	struct gpuctl_select_score full = GPUCTL_SELECT_SCORE_INIT;
+	struct gpuctl_selection *sel = NULL;
+	struct gpuctl_ctx *ctx = NULL;
+	FIXTURE_ROOMY(struct gpuctl_select_score) u;
+	size_t old = offsetof(struct gpuctl_select_score, numa_nodes); /* the two bandwidths */
+
+	(void)state;
+	assert_non_null(snap);
+	name_gpus(snap, 4);
+	for (size_t i = 0; i < 4; i++) {
+		assert_int_equal(snapshot_set_int(snap, i, GPUCTL_F_NUMA_NODE, i < 2 ? 0 : 1), 0);
+		for (size_t j = i + 1; j < 4; j++) {
+			struct gpuctl_link l = {
+			        .level = GPUCTL_TOPO_SYSTEM, .nvlinks = 2, .p2p = GPUCTL_P2P_OK};
+
+			assert_int_equal(snapshot_set_link(snap, i, j, &l), 0);
+		}
+	}
+	topo_fill_bandwidth(snap);
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	req.count = 2;
+	assert_int_equal(gpuctl_select(ctx, snap, &req, &sel), 0);
+	assert_int_equal(gpuctl_selection_score(sel, false, &full), 0);
+	assert_true(full.ring_bandwidth > 0 && full.total_bandwidth > 0);
+	assert_int_equal(full.numa_nodes, 1);
+
+	fixture_canary_fill(&u, sizeof(u), old);
+	assert_int_equal(gpuctl_selection_score(sel, false, &u.s), 0);
+	assert_int_equal(u.s.struct_size, old);
+	assert_float_equal(u.s.ring_bandwidth, full.ring_bandwidth, 0);
+	assert_float_equal(u.s.total_bandwidth, full.total_bandwidth, 0);
+	fixture_assert_canary(&u, old, sizeof(u));
+
+	fixture_canary_fill(&u, sizeof(u), sizeof(u));
+	assert_int_equal(gpuctl_selection_score(sel, false, &u.s), 0);
+	assert_int_equal(u.s.struct_size, sizeof(u));
+	assert_int_equal(u.s.numa_nodes, full.numa_nodes);
+	assert_float_equal(u.s.load, full.load, 0);
+	fixture_assert_canary(&u, sizeof(struct gpuctl_select_score), sizeof(u));
+
+	fixture_canary_fill(&u, sizeof(u), 0); /* never initialised */
+	assert_int_equal(gpuctl_selection_score(sel, false, &u.s), -EINVAL);
+	fixture_assert_canary(&u, sizeof(size_t), sizeof(u));
+	gpuctl_selection_free(sel);
+	gpuctl_ctx_free(ctx);
+	gpuctl_snapshot_free(snap);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -649,6 +706,7 @@ int main(void)
 	        cmocka_unit_test(test_unnamed_gpu_never_chosen),
 	        cmocka_unit_test(test_mig),
 	        cmocka_unit_test(test_heuristic_small),
+	        cmocka_unit_test(test_score_struct_size),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

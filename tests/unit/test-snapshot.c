@@ -194,7 +194,7 @@ static bool has_int(const struct gpuctl_snapshot *s, size_t i, enum gpuctl_field
 
 static struct gpuctl_link link_of(const struct gpuctl_snapshot *s, size_t a, size_t b)
 {
-	struct gpuctl_link l;
+	struct gpuctl_link l = GPUCTL_LINK_INIT;
 
 	assert_int_equal(gpuctl_snapshot_link(s, a, b, &l), 0);
 	return l;
@@ -204,7 +204,7 @@ static void test_sim_mesh(void **state)
 {
 	struct simfix f;
 	const struct gpuctl_gpu *g;
-	struct gpuctl_link l;
+	struct gpuctl_link l = GPUCTL_LINK_INIT;
 	int cuda;
 
 	(void)state;
@@ -281,7 +281,7 @@ static void test_sim_switch_mig(void **state)
 	struct simfix f;
 	const struct gpuctl_gpu *g;
 	const struct gpuctl_mig *m;
-	struct gpuctl_link l;
+	struct gpuctl_link l = GPUCTL_LINK_INIT;
 	int64_t v;
 
 	(void)state;
@@ -337,7 +337,7 @@ static void test_sim_switch_mig(void **state)
 static void test_sim_flags_limit_reads(void **state)
 {
 	struct simfix f;
-	struct gpuctl_link l;
+	struct gpuctl_link l = GPUCTL_LINK_INIT;
 
 	(void)state;
 	if (sim_take(&f, "lib-switch.json", GPUCTL_SNAP_BASIC) == -ENOENT)
@@ -356,7 +356,7 @@ static void test_sim_failures(void **state)
 {
 	struct simfix f;
 	struct gpuctl_snapshot *again = NULL;
-	struct gpuctl_link l;
+	struct gpuctl_link l = GPUCTL_LINK_INIT;
 
 	(void)state;
 	memset(&f, 0, sizeof(f));
@@ -456,7 +456,7 @@ static void test_sim_not_supported_everywhere(void **state)
 	        "nvmlDeviceGetProcessUtilization",
 	};
 	struct simfix f;
-	struct gpuctl_link l;
+	struct gpuctl_link l = GPUCTL_LINK_INIT;
 	int cuda;
 
 	(void)state;

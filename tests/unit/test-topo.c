@@ -13,6 +13,7 @@
 
 #include "gpuctl/gpuctl.h"
 #include "snapshot-internal.h"
+#include "test-fixtures.h"
 #include "topo.h"
 
 #define assert_gbps(got, want) assert_true(fabs((got) - (want)) < 1e-9)
@@ -129,7 +130,7 @@ static void test_pcie_without_p2p(void **state)
 static void test_fill_snapshot(void **state)
 {
 	struct gpuctl_snapshot *s = snapshot_new_empty(3, GPUCTL_SNAP_TOPOLOGY);
-	struct gpuctl_link l, got;
+	struct gpuctl_link l, got = GPUCTL_LINK_INIT;
 
 	(void)state;
 	assert_non_null(s);
@@ -163,6 +164,44 @@ static void test_fill_snapshot(void **state)
 	gpuctl_snapshot_free(s);
 }
 
+/* struct gpuctl_link can grow (struct_size): an older caller's smaller struct gets its fields
+ * and nothing past them, a newer caller's larger one gets every field the library has. */
+static void test_link_struct_size(void **state)
+{
+	struct gpuctl_snapshot *s = snapshot_new_empty(2, GPUCTL_SNAP_TOPOLOGY);
+	struct gpuctl_link l = {.level = GPUCTL_TOPO_NODE, .nvlinks = 4, .p2p = GPUCTL_P2P_OK};
+	FIXTURE_ROOMY(struct gpuctl_link) u;
+	size_t old = offsetof(struct gpuctl_link, nvswitch); /* struct_size, level, nvlinks */
+
+	(void)state;
+	assert_non_null(s);
+	assert_int_equal(snapshot_set_link(s, 0, 1, &l), 0);
+
+	fixture_canary_fill(&u, sizeof(u), old);
+	assert_int_equal(gpuctl_snapshot_link(s, 0, 1, &u.s), 0);
+	assert_int_equal(u.s.struct_size, old);
+	assert_int_equal(u.s.level, GPUCTL_TOPO_NODE);
+	assert_int_equal(u.s.nvlinks, 4);
+	fixture_assert_canary(&u, old, sizeof(u));
+
+	/* a newer caller: everything written, its own struct_size kept, nothing past sizeof */
+	fixture_canary_fill(&u, sizeof(u), sizeof(u));
+	assert_int_equal(gpuctl_snapshot_link(s, 0, 1, &u.s), 0);
+	assert_int_equal(u.s.struct_size, sizeof(u));
+	assert_int_equal(u.s.p2p, GPUCTL_P2P_OK);
+	assert_false(u.s.nvswitch);
+	fixture_assert_canary(&u, sizeof(struct gpuctl_link), sizeof(u));
+
+	/* one that does not even cover level, or was never initialised: refused, nothing written */
+	fixture_canary_fill(&u, sizeof(u), offsetof(struct gpuctl_link, level));
+	assert_int_equal(gpuctl_snapshot_link(s, 0, 1, &u.s), -EINVAL);
+	fixture_assert_canary(&u, sizeof(size_t), sizeof(u));
+	fixture_canary_fill(&u, sizeof(u), 0);
+	assert_int_equal(gpuctl_snapshot_link(s, 0, 1, &u.s), -EINVAL);
+	fixture_assert_canary(&u, sizeof(size_t), sizeof(u));
+	gpuctl_snapshot_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -173,6 +212,7 @@ int main(void)
 	        cmocka_unit_test(test_pcie_paths),
 	        cmocka_unit_test(test_pcie_without_p2p),
 	        cmocka_unit_test(test_fill_snapshot),
+	        cmocka_unit_test(test_link_struct_size),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
