@@ -17,6 +17,8 @@ JOBS         ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS ?= 60
 SMOKE_SECONDS ?= 10
 CTEST_FLAGS  ?= --output-on-failure
+# Debian's python3, never one that comes earlier on PATH
+PYTHON       ?= /usr/bin/python3
 
 CMAKE_COMMON = -DGPUCTL_WERROR=ON -DCMAKE_INSTALL_PREFIX=$(PREFIX)
 
@@ -66,7 +68,7 @@ fuzz: $(FUZZ_BUILD)/.configured
 
 bench: build
 	@scripts/deps.sh bench
-	@python3 bench/bench.py --build $(BUILD) --out bench/RESULTS.md
+	@$(PYTHON) bench/bench.py --build $(BUILD) --out bench/RESULTS.md
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
