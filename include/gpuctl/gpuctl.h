@@ -158,6 +158,11 @@ enum gpuctl_snapshot_flags {
 	GPUCTL_SNAP_PROC_UTIL = 1u << 4, /* processes with their engine utilisation (implies
 	                                  * GPUCTL_SNAP_PROCESSES; one more NVML call per GPU) */
 	GPUCTL_SNAP_ALL = 0x1fu,
+	/* A modifier, not a read: with GPUCTL_SNAP_HEALTH and _TOPOLOGY, leave out the NVLink
+	 * error counters, which only a rate check between two samples uses (4 NVML calls per
+	 * active link: 384 on a DGX A100). For a one-shot check with no earlier sample to
+	 * compare with; gpuctl_alloc sets it when no health state file exists. */
+	GPUCTL_SNAP_NO_RATE_COUNTERS = 1u << 5,
 };
 
 /* Takes a snapshot (loads NVML first if needed). A GPU that is lost does not fail the

@@ -32,6 +32,8 @@
  *   KeyboardInterrupt) runs at once. Nothing stays leased and the ticket is gone after any
  *   failure.
  * - NVML's "no driver" (-ENOENT) becomes -ENODEV, so -ENOENT keeps its lease-directory meaning.
+ * - The NVLink error counters (4 NVML calls per active link) serve only the rate check against
+ *   the health state file's earlier sample: without that file they are not read.
  * - The library only logs (debug and info): which outer allocation constrained the choice, how
  *   many devices are leased, every health finding that is not OK, each failed try of a waiter.
  */
@@ -637,6 +639,10 @@ int gpuctl_alloc(struct gpuctl_ctx *ctx, const struct gpuctl_alloc_request *req,
 	                     p.in.mode == GPUCTL_ALLOC_LEASE ? GPUCTL_SITE_CREATE : 0, &p.site);
 	if (r < 0)
 		goto out;
+	/* no health state file: no earlier sample, so no NVLink error rate can be judged and its
+	 * counters (4 NVML calls per link) need not be read */
+	if (!p.in.allow_unhealthy && access(gpuctl_site_health_state_path(p.site), F_OK) < 0)
+		p.flags |= GPUCTL_SNAP_NO_RATE_COUNTERS;
 	p.lreq.struct_size = sizeof(p.lreq);
 	gpuctl_site_lease_defaults(p.site, &p.lreq);
 	p.lreq.label = p.in.label;

@@ -1274,7 +1274,7 @@ static void read_nvlinks(struct reader *rd, size_t i, nvmlDevice_t dev, int *dir
 			continue;
 		}
 		g->nvlink_active++;
-		if (rd->flags & GPUCTL_SNAP_HEALTH)
+		if ((rd->flags & GPUCTL_SNAP_HEALTH) && !(rd->flags & GPUCTL_SNAP_NO_RATE_COUNTERS))
 			read_nvlink_errors(rd, i, dev, link);
 		if (rd->nv->sym.nvlink_remote_type &&
 		    !CALL(rd, i, nvlink_remote_type, dev, link, &type))

@@ -55,9 +55,10 @@ int gpuctl_snapshot_take_fields(struct gpuctl_ctx *ctx, unsigned flags,
 
 	if (!ctx || !ret_snap || (!fields && n_fields))
 		return -EINVAL;
-	if (flags & ~(unsigned)GPUCTL_SNAP_ALL)
-		return ctx_error(ctx, -EINVAL, "unknown snapshot flags 0x%x",
-		                 flags & ~(unsigned)GPUCTL_SNAP_ALL);
+	if (flags & ~(unsigned)(GPUCTL_SNAP_ALL | GPUCTL_SNAP_NO_RATE_COUNTERS))
+		return ctx_error(
+		        ctx, -EINVAL, "unknown snapshot flags 0x%x",
+		        flags & ~(unsigned)(GPUCTL_SNAP_ALL | GPUCTL_SNAP_NO_RATE_COUNTERS));
 	if (!fields) {
 		/* every field but the PCIe rates: NVML measures each over 20 ms while the caller
 		 * waits, so only a caller that shows them asks for them */

@@ -56,6 +56,27 @@ class HealthSelect(GpuctlTestCase):
                          {0: "OK", 1: "WARN", 2: "OK", 3: "FAIL", 4: "OK", 5: "OK", 6: "OK",
                           7: "OK"})
 
+    def test_nvlink_errors_since_the_recorded_sample(self):
+        # select reads the NVLink error counters when a state file holds an earlier sample
+        # (and only then: tests/cli/test_nvml_calls.py), and judges their rate by DCGM's rule:
+        # CRC errors at 100 a second or more are FAIL (docs/health.md), so the GPU is left out.
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            state = os.path.join(tmp, "health.state")
+            script = ('$GPUCTL health --watch --interval 1 --state "$STATE" >/dev/null &\n'
+                      'W=$!\n'
+                      'for i in $(seq 100); do grep -q nvlink "$STATE" 2>/dev/null && break; '
+                      'sleep 0.1; done\n'
+                      'kill $W; wait $W 2>/dev/null || true\n'
+                      '$NVSIM set -i 2 nvlink.3.crc_flit=10000000\n'
+                      '$GPUCTL select -n 8 || echo rc=$?\n'
+                      '$GPUCTL select -n 7\n')
+            r = sim_sh("dgx-a100", script, env={"STATE": state, "GPUCTL_HEALTH_STATE": state})
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("rc=%d" % EXIT_NOMATCH, r.out, r)
+        self.assertIn("unhealthy: 2", r.err)
+        self.assertEqual(chosen(r.out), set(range(8)) - {2})
+
     def test_select_honours_what_health_watch_recorded(self):
         # `health --watch` sees an XID through NVML's events and records it in its state file;
         # a later select that cannot read the kernel log (GPUCTL_KMSG an empty file) still keeps

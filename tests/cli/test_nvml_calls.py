@@ -32,10 +32,10 @@ TOPOLOGY = ("nvmlDeviceGetNvLinkState", "nvmlDeviceGetNvLinkRemoteDeviceType",
             "nvmlDeviceGetP2PStatus")
 
 
-def calls(scenario, *args):
+def calls(scenario, *args, env=None):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "calls.json")
-        r = run([NVSIM, "exec", "--calls-out", out, scenario, "--", GPUCTL, *args])
+        r = run([NVSIM, "exec", "--calls-out", out, scenario, "--", GPUCTL, *args], env=env)
         assert r.rc == 0, r
         with open(out) as f:
             return json.load(f)["functions"]
@@ -96,6 +96,20 @@ class NvmlCallsTest(GpuctlTestCase):
         # NVLink: each of the 12 links per GPU read once (state, remote type), stopping at
         # the first link past the GPU's last.
         self.assertLessEqual(fns.get("nvmlDeviceGetNvLinkState", 0), self.N * 13)
+
+    def test_select_reads_nvlink_error_counters_only_to_compare(self):
+        # The NVLink error counters serve one health check: their rate since the sample that
+        # `gpuctl health --watch` recorded in its state file. Without that file select reads
+        # none; with it, all four (replay, recovery, CRC flit, CRC data) of each active link:
+        # 12 NVLinks per A100 SXM4, 8 GPUs.
+        with tempfile.TemporaryDirectory() as d:
+            state = os.path.join(d, "gpuctl-health.state")
+            fns = calls("dgx-a100", "select", "-n", "1", env={"GPUCTL_HEALTH_STATE": state})
+            self.assertNotIn("nvmlDeviceGetNvLinkErrorCounter", fns)
+            self.assertAtMostOncePerFact(fns)
+            open(state, "w").close()
+            fns = calls("dgx-a100", "select", "-n", "1", env={"GPUCTL_HEALTH_STATE": state})
+            self.assertEqual(fns.get("nvmlDeviceGetNvLinkErrorCounter"), 4 * 12 * self.N)
 
     def test_info_reads_modes_only(self):
         fns = calls("dgx-a100", "info")
