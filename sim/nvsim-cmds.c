@@ -567,6 +567,8 @@ int cmd_proc(int argc, char **argv)
 			if (unlink(path) < 0)
 				r = nvsim_err(EXIT_FAILURE, "proc rm %s: %s", argv[2],
 				              errno == ENOENT ? "not registered" : strerror(errno));
+			else
+				(void)sim_gen_bump(st.dir);
 		}
 		nvstate_close(&st);
 		return r;
@@ -609,6 +611,8 @@ int cmd_proc(int argc, char **argv)
 		r = j ? sim_write_json_atomic(path, j) : -ENOMEM;
 		if (r < 0)
 			r = nvsim_err(EXIT_FAILURE, "%s: %s", path, strerror(-r));
+		else
+			(void)sim_gen_bump(st.dir);
 	}
 out:
 	nvstate_close(&st);

@@ -140,6 +140,7 @@ int nvstate_save(struct nvstate *st)
 	r = sim_write_json_atomic(path, st->state);
 	if (r < 0)
 		return nvsim_err(EXIT_FAILURE, "%s: %s", path, strerror(-r));
+	(void)sim_gen_bump(st->dir); /* running simulated NVMLs re-read it at their next call */
 	return 0;
 }
 
@@ -296,6 +297,8 @@ static int make_state_dir(char *dir, const char *scenario, size_t len, long long
 	}
 	if (r < 0)
 		return nvsim_err(EXIT_FAILURE, "%s: %s", path, strerror(-r));
+	if ((r = sim_gen_bump(dir)) < 0)
+		return nvsim_err(EXIT_FAILURE, "%s/generation: %s", dir, strerror(-r));
 	return 0;
 }
 

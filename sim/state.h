@@ -75,6 +75,15 @@ int sim_state_merge(json_t *scenario, json_t *state, json_t **ret);
 extern const char *const sim_nvlink_counter_names[4];
 int sim_dyn_from_json(json_t *state, unsigned int n_gpus, struct sim_dyn *ret, char *err,
                       size_t errlen);
+/* STATE_DIR/generation: a 64-bit counter that every writer of state.json and procs/ bumps after
+ * its write, so the simulated NVML sees a change by reading shared memory instead of making two
+ * stat() calls per NVML call. Bumps it (creating the file, mode 0666, when missing); -errno when
+ * it cannot (the readers' periodic stat() still sees the change). */
+int sim_gen_bump(const char *state_dir);
+/* Maps the counter read-only (creating it when missing and the directory allows); NULL when it
+ * cannot (then re-read by stat() on every call, as before). */
+const uint64_t *sim_gen_map(const char *state_dir);
+
 /* Registered processes whose PID is alive. */
 int sim_procs_load(const char *dir, struct sim_proc **ret, size_t *ret_n);
 bool sim_pid_alive(pid_t pid);

@@ -99,8 +99,8 @@ static void register_process(void)
 	}
 	registration_path(path, sizeof(path), pid);
 	if (json_array_size(devices) == 0) {
-		if (registered_by == pid)
-			(void)unlink(path);
+		if (registered_by == pid && unlink(path) == 0)
+			(void)sim_gen_bump(sim_cu.state_dir);
 		registered_by = 0;
 		return;
 	}
@@ -110,8 +110,10 @@ static void register_process(void)
 	snprintf(path, sizeof(path), "%s/procs", sim_cu.state_dir);
 	(void)sim_mkdir_p(path);
 	registration_path(path, sizeof(path), pid);
-	if (sim_write_json_atomic(path, doc) == 0)
+	if (sim_write_json_atomic(path, doc) == 0) {
 		registered_by = pid;
+		(void)sim_gen_bump(sim_cu.state_dir); /* the simulated NVML re-reads procs/ */
+	}
 }
 
 __attribute__((destructor)) static void unregister_at_exit(void)
@@ -120,7 +122,8 @@ __attribute__((destructor)) static void unregister_at_exit(void)
 
 	if (registered_by && registered_by == getpid()) {
 		registration_path(path, sizeof(path), registered_by);
-		(void)unlink(path);
+		if (unlink(path) == 0)
+			(void)sim_gen_bump(sim_cu.state_dir);
 	}
 }
 

@@ -9,13 +9,19 @@
  * - Latency is a busy-wait on CLOCK_MONOTONIC: nanosleep overshoots by ~50-100 us, which
  *   would swamp the 10-100 us figures the benchmarks want.
  * - state.json and procs/ are re-read when stat() says inode, size or mtime changed; nvsim
- *   replaces them by rename, so the inode changes on every write.
+ *   replaces them by rename, so the inode changes on every write. stat() is not called on
+ *   every call: every writer (nvsim, the simulated CUDA) bumps STATE_DIR/generation after its
+ *   write, and a call compares that mapped counter with the one last seen (a memory read), so
+ *   a change is seen at the next call as before; without a bump (a file edited by hand) the
+ *   stat() check still runs every SIM_RESTAT_US. Two stat() calls per NVML call cost more than
+ *   much of what gpuctl does (1,700 system calls for a `gpuctl run` on 8 GPUs).
  * - A broken scenario makes nvmlInit fail with UNKNOWN and print one "nvsim: " line on
  *   stderr (the simulator may print; the product must not). A missing one is
  *   DRIVER_NOT_LOADED, silently, like a machine without the driver. */
 #include "internal.h"
 #include "../util.h"
 
+#include <sys/mman.h>
 #include <time.h>
 
 struct sim_lib sim_lib = {.lock = PTHREAD_MUTEX_INITIALIZER, .env_latency_us = -1};
@@ -156,6 +162,39 @@ static void refresh(void)
 	}
 }
 
+/* How often stat() checks state.json and procs/ when the generation counter says nothing
+ * changed: a file edited without nvsim is seen within this long. */
+#define SIM_RESTAT_US 100000ULL
+
+static unsigned long long coarse_us(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &now); /* the vDSO: no system call */
+	return (unsigned long long)now.tv_sec * 1000000ULL +
+	       (unsigned long long)now.tv_nsec / 1000ULL;
+}
+
+/* refresh() when a writer bumped the generation since the last one, when SIM_RESTAT_US passed,
+ * or on every call when the counter could not be mapped. */
+static void maybe_refresh(void)
+{
+	unsigned long long now;
+	uint64_t g;
+
+	if (!sim_lib.gen) {
+		refresh();
+		return;
+	}
+	g = __atomic_load_n(sim_lib.gen, __ATOMIC_ACQUIRE);
+	now = coarse_us();
+	if (g == sim_lib.gen_seen && now - sim_lib.restat_us < SIM_RESTAT_US)
+		return;
+	sim_lib.gen_seen = g;
+	sim_lib.restat_us = now;
+	refresh();
+}
+
 static long long latency_us(void)
 {
 	if (sim_lib.init_count && sim_lib.dyn.latency_us >= 0)
@@ -182,7 +221,7 @@ static void enter(enum sim_fn fn)
 	__atomic_fetch_add(&counts[fn], 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&sim_lib.lock);
 	if (sim_lib.init_count)
-		refresh();
+		maybe_refresh();
 	busy_wait_us(latency_us());
 }
 
@@ -306,6 +345,9 @@ static void unload(void)
 	sim_lib.procs = NULL;
 	sim_lib.n_procs = 0;
 	sim_lib.n_gpus = 0;
+	if (sim_lib.gen)
+		munmap((void *)sim_lib.gen, 8);
+	sim_lib.gen = NULL;
 	memset(&sim_lib.state_st, 0, sizeof(sim_lib.state_st));
 	memset(&sim_lib.procs_st, 0, sizeof(sim_lib.procs_st));
 	memset(&sim_lib.dyn, 0, sizeof(sim_lib.dyn));
@@ -326,6 +368,7 @@ static nvmlReturn_t load(void)
 		if (sim_strlcpy(sim_lib.state_dir, dir, sizeof(sim_lib.state_dir)) < 0)
 			return NVML_ERROR_DRIVER_NOT_LOADED;
 		snprintf(path, sizeof(path), "%s/scenario.json", dir);
+		sim_lib.gen = sim_gen_map(dir); /* unmapped by unload() */
 	} else if (file && *file) {
 		sim_lib.state_dir[0] = '\0';
 		if (sim_strlcpy(path, file, sizeof(path)) < 0)
@@ -381,6 +424,9 @@ static nvmlReturn_t do_init(enum sim_fn fn)
 	if (r != NVML_SUCCESS)
 		return sim_end(r);
 	sim_lib.init_count = 1;
+	if (sim_lib.gen)
+		sim_lib.gen_seen = __atomic_load_n(sim_lib.gen, __ATOMIC_ACQUIRE);
+	sim_lib.restat_us = coarse_us();
 	refresh();
 	busy_wait_us(latency_us());
 	r = injected(fn, -1);

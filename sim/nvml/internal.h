@@ -33,9 +33,12 @@ struct sim_lib {
 	struct sim_dyn dyn;            /* state.json's lost/latency/fail facts */
 	struct nvmlDevice_st *handles; /* n_gpus * (1 + SIM_MAX_MIG) */
 	unsigned int n_gpus;
-	struct stat state_st;   /* last state.json seen (st_ino 0 = none) */
-	struct stat procs_st;   /* last procs/ directory seen */
-	struct sim_proc *procs; /* registrations (liveness re-checked per use) */
+	const uint64_t *gen;          /* STATE_DIR/generation, mapped (NULL: stat on every call) */
+	uint64_t gen_seen;            /* its value at the last re-read */
+	unsigned long long restat_us; /* CLOCK_MONOTONIC_COARSE of the last stat() check */
+	struct stat state_st;         /* last state.json seen (st_ino 0 = none) */
+	struct stat procs_st;         /* last procs/ directory seen */
+	struct sim_proc *procs;       /* registrations (liveness re-checked per use) */
 	size_t n_procs;
 	long long env_latency_us;              /* NVSIM_LATENCY_US, -1 = unset */
 	long long lost_left[SIM_MAX_GPUS];     /* calls left before lost, -1 = not armed */

@@ -135,6 +135,8 @@ static void write_state(const char *text)
 
 	snprintf(p, sizeof(p), "%s/state.json", state_dir);
 	assert_int_equal(sim_write_atomic(p, text, strlen(text)), 0);
+	/* as nvsim and the simulated CUDA do after a write: running libraries re-read at once */
+	assert_int_equal(sim_gen_bump(state_dir), 0);
 }
 
 /* "GPU-aaaa0000-0000-..." → 32 hex digits, no prefix or dashes (what CUuuid holds). */

@@ -58,6 +58,8 @@ static void write_file(const char *name, const char *text)
 
 	snprintf(p, sizeof(p), "%s/%s", state_dir, name);
 	assert_int_equal(sim_write_atomic(p, text, strlen(text)), 0);
+	/* as nvsim and the simulated CUDA do after a write: running libraries re-read at once */
+	assert_int_equal(sim_gen_bump(state_dir), 0);
 }
 
 static void copy_fixture(const char *fixture)
@@ -396,6 +398,34 @@ static void test_topology(void **state)
 		assert_int_equal(cpus[0], 0xffff0000UL);
 	assert_int_equal(F(nvmlDeviceGetMemoryAffinity)(dev(2), 1, nodes, 0), NVML_SUCCESS);
 	assert_int_equal(nodes[0], 2);
+	assert_int_equal(F(nvmlShutdown)(), NVML_SUCCESS);
+}
+
+/* state.json edited without nvsim (no generation bump): the library's periodic stat() finds the
+ * change all the same, within its 100 ms (allowing 2 s here for a loaded machine). */
+static void test_state_edited_by_hand(void **state)
+{
+	nvmlUtilization_t u = {0};
+	char p[512];
+	struct timespec t0 = {0}, t = {0}, ten_ms = {0, 10 * 1000 * 1000};
+
+	(void)state;
+	assert_int_equal(F(nvmlInit_v2)(), NVML_SUCCESS);
+	snprintf(p, sizeof(p), "%s/state.json", state_dir);
+	assert_int_equal(
+	        sim_write_atomic(
+	                p, "{\"gpus\": {\"0\": {\"set\": {\"utilization_gpu\": 42}}}}",
+	                strlen("{\"gpus\": {\"0\": {\"set\": {\"utilization_gpu\": 42}}}}")),
+	        0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		assert_int_equal(F(nvmlDeviceGetUtilizationRates)(dev(0), &u), NVML_SUCCESS);
+		if (u.gpu == 42)
+			break;
+		nanosleep(&ten_ms, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while (t.tv_sec - t0.tv_sec < 2);
+	assert_int_equal(u.gpu, 42);
 	assert_int_equal(F(nvmlShutdown)(), NVML_SUCCESS);
 }
 
@@ -934,6 +964,7 @@ int main(void)
 	        cmocka_unit_test(test_mig),
 	        cmocka_unit_test(test_topology),
 	        cmocka_unit_test(test_state_changes),
+	        cmocka_unit_test(test_state_edited_by_hand),
 	        cmocka_unit_test(test_call_counts_and_latency),
 	        cmocka_unit_test(test_nvswitch),
 	        cmocka_unit_test(test_new_struct_sizes),
