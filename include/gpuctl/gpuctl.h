@@ -625,7 +625,7 @@ struct gpuctl_select_score {
 int gpuctl_selection_score(const struct gpuctl_selection *sel, bool runner_up,
                            struct gpuctl_select_score *ret_score);
 
-/* ---- Leases (src/lib/lease.c; docs/leases.md) ---- */
+/* ---- Leases (src/lib/lease*.c; docs/leases.md) ---- */
 
 /* An opened and checked lease directory. Nothing in the handle changes once it is open, and
  * every call opens what it reads afresh, so threads may share one, each with its own context:
@@ -794,7 +794,7 @@ int gpuctl_lease_set_owner(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, u
 int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                          const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set);
 
-/* ---- Waiting for leases (src/lib/lease.c; docs/leases.md "Waiting") ---- */
+/* ---- Waiting for leases (src/lib/lease-queue.c; docs/leases.md "Waiting") ---- */
 
 /* A waiter's ticket, DIR/queue/<uid>/<arrival>-<pid>, locked while it waits. Every
  * select-and-lease gives the devices older live waiters could use to them first; plain
