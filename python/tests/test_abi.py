@@ -109,3 +109,12 @@ def test_every_declared_function_is_in_the_header():
 
 def test_library_path_is_the_one_asked_for():
     assert gpuctl._lib.library_path() == os.environ["GPUCTL_LIBRARY"]
+
+
+def test_version_is_the_librarys():
+    # gpuctl.__version__ is a constant (importing gpuctl loads no library); it must be the
+    # version of the libgpuctl it wraps, which CMake's project() gives (tests/unit/test-version.c)
+    f = _lib.lib().gpuctl_version
+    f.restype = ctypes.c_char_p
+    f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    assert gpuctl.__version__ == f(None, None, None).decode()
