@@ -2,9 +2,11 @@
  *
  *   select-device [--min-free-mem SIZE_MIB] [--mem SIZE_MIB] [--hold SECONDS]
  *
- * 1. takes a snapshot of the machine and asks gpuctl_select for one GPU (with at least
- *    --min-free-mem MiB free), within the allocation the program runs in
- *    (CUDA_VISIBLE_DEVICES & co., gpuctl_outer_allocation);
+ * 1. leases one GPU with at least --min-free-mem MiB free through gpuctl_alloc, the call
+ *    `gpuctl run` makes: within the allocation the program runs in (CUDA_VISIBLE_DEVICES &
+ *    co.), never a GPU gpuctl health calls FAIL, one leased by someone else or running
+ *    processes of no lease, from the pool the configuration gives the user; the lease is held
+ *    until the program ends (a plain gpuctl_select would skip all of that: docs/library.md);
  * 2. maps the choice to the CUDA ordinal this process must use, with
  *    gpuctl_devset_cuda_ordinals and this process's own CUDA_VISIBLE_DEVICES/CUDA_DEVICE_ORDER
  *    (NVML indices and CUDA ordinals differ: FASTEST_FIRST, remapped visible lists);
@@ -129,39 +131,34 @@ static int parse(int argc, char **argv, struct opts *o)
 	return 0;
 }
 
-/* Steps 1 and 2: the chosen device's UUID (copied to uuid) and its CUDA ordinal here. */
-static int choose(const struct opts *o, char *uuid, size_t len, int *ret_ordinal)
+/* Steps 1 and 2: the leased device's UUID (copied to uuid) and its CUDA ordinal here. On
+ * success *ret_alloc holds the lease (gpuctl_alloc_free ends it). */
+static int choose(const struct opts *o, char *uuid, size_t len, int *ret_ordinal,
+                  struct gpuctl_alloc **ret_alloc)
 {
-	struct gpuctl_select_request req = GPUCTL_SELECT_REQUEST_INIT;
+	struct gpuctl_alloc_request req = GPUCTL_ALLOC_REQUEST_INIT;
 	struct gpuctl_ctx *ctx = NULL;
-	struct gpuctl_snapshot *snap = NULL;
-	struct gpuctl_devset *outer = NULL;
-	struct gpuctl_selection *sel = NULL;
+	struct gpuctl_alloc *alloc = NULL;
+	const struct gpuctl_snapshot *snap;
 	const struct gpuctl_devset *set;
-	const char *source = NULL, *u;
+	const char *u;
 	int ordinal = -1, r, rc = 1;
 
 	if ((r = gpuctl_ctx_new(&ctx)) < 0)
 		return fail("gpuctl", strerror(-r));
-	if ((r = gpuctl_snapshot_take(ctx, GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG, &snap)) < 0) {
-		fail("snapshot", gpuctl_errmsg(ctx));
-		goto out;
-	}
-	if ((r = gpuctl_outer_allocation(ctx, snap, &outer, &source)) < 0) {
-		fail("allocation", gpuctl_errmsg(ctx));
-		goto out;
-	}
+	req.mode = GPUCTL_ALLOC_LEASE;
 	req.count = 1;
 	req.min_free_mem = o->min_free_mib << 20;
-	req.within = outer;
-	if ((r = gpuctl_select(ctx, snap, &req, &sel)) < 0) {
-		fail("select", gpuctl_errmsg(ctx));
+	req.label = "select-device";
+	if ((r = gpuctl_alloc(ctx, &req, &alloc)) < 0) {
+		fail("allocation", gpuctl_errmsg(ctx)); /* the reason, naming every filter */
 		goto out;
 	}
-	set = gpuctl_selection_devices(sel);
+	snap = gpuctl_alloc_snapshot(alloc);
+	set = gpuctl_alloc_devices(alloc);
 	u = gpuctl_devset_uuid(set, snap, 0);
 	if (!u || snprintf(uuid, len, "%s", u) >= (int)len) {
-		fail("select", "no UUID for the chosen device");
+		fail("allocation", "no UUID for the chosen device");
 		goto out;
 	}
 	if ((r = gpuctl_devset_cuda_ordinals(ctx, snap, set, getenv("CUDA_VISIBLE_DEVICES"),
@@ -174,31 +171,27 @@ static int choose(const struct opts *o, char *uuid, size_t len, int *ret_ordinal
 		goto out;
 	}
 	*ret_ordinal = ordinal;
+	*ret_alloc = alloc; /* the allocation outlives the context */
+	alloc = NULL;
 	rc = 0;
 out:
-	gpuctl_selection_free(sel);
-	gpuctl_devset_free(outer);
-	gpuctl_snapshot_free(snap);
+	gpuctl_alloc_free(alloc);
 	gpuctl_ctx_free(ctx);
 	return rc;
 }
 
-int main(int argc, char **argv)
+/* Step 3: opens the ordinal, makes sure it is the GPU gpuctl chose, uses it. */
+static int use_gpu(const struct opts *o, const char *uuid, int ordinal)
 {
-	struct opts o = {.mem_mib = 64};
-	char uuid[96];
-	int ordinal = -1, r;
 	CUdevice dev;
 	CUuuid u;
 	CUcontext cctx;
 	CUdeviceptr ptr = 0;
 	struct timespec hold;
+	int r;
 
-	if ((r = parse(argc, argv, &o)) != 0)
+	if ((r = load_cuda()) != 0)
 		return r;
-	if ((r = choose(&o, uuid, sizeof(uuid), &ordinal)) != 0 || (r = load_cuda()) != 0)
-		return r;
-	/* Step 3: open the ordinal and make sure it is the GPU gpuctl chose. */
 	if ((r = cu.init(0)) != 0)
 		return cuda_fail("cuInit", r);
 	if ((r = cu.device_get(&dev, ordinal)) != 0)
@@ -209,15 +202,34 @@ int main(int argc, char **argv)
 		return fail(uuid, "CUDA ordinal names a different device");
 	if ((r = cu.ctx_create(&cctx, 0, dev)) != 0)
 		return cuda_fail("cuCtxCreate", r);
-	if (o.mem_mib && (r = cu.mem_alloc(&ptr, (size_t)(o.mem_mib << 20))) != 0)
+	if (o->mem_mib && (r = cu.mem_alloc(&ptr, (size_t)(o->mem_mib << 20))) != 0) {
+		(void)cu.ctx_destroy(cctx);
 		return cuda_fail("cuMemAlloc", r);
+	}
 	printf("chosen %s ordinal %d\n", uuid, ordinal);
 	fflush(stdout);
-	hold = (struct timespec){(time_t)o.hold_s, 0};
+	hold = (struct timespec){(time_t)o->hold_s, 0};
 	while (nanosleep(&hold, &hold) < 0 && errno == EINTR)
 		;
 	if (ptr)
 		(void)cu.mem_free(ptr);
 	(void)cu.ctx_destroy(cctx);
 	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {.mem_mib = 64};
+	struct gpuctl_alloc *lease = NULL;
+	char uuid[96];
+	int ordinal = -1, r;
+
+	if ((r = parse(argc, argv, &o)) != 0)
+		return r;
+	if ((r = choose(&o, uuid, sizeof(uuid), &ordinal, &lease)) != 0)
+		return r;
+	/* the GPU is ours until the lease is freed (or the process ends, even by kill -9) */
+	r = use_gpu(&o, uuid, ordinal);
+	gpuctl_alloc_free(lease);
+	return r;
 }

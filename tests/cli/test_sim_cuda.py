@@ -289,6 +289,31 @@ class ExampleTest(GpuctlTestCase):
                 with self.subTest(cvd=cvd, order=order):
                     self.land("workstation-mixed", cvd, order)
 
+    def test_leases_and_follows_the_health_rules(self):
+        # The example chooses through gpuctl_alloc, as gpuctl run does: a GPU that gpuctl
+        # health calls FAIL (XID 79, docs/health.md) is never chosen, the chosen GPU is leased
+        # (gpuctl ps names the example's label) while it runs, and a second instance gets
+        # the other GPU of the two left in its outer allocation.
+        uuids = [x["uuid"] for x in gpus("dgx-a100")]
+        body = r"""
+"$EXAMPLE" --hold 0 --mem 10 > "$out.2" || echo "=== second rc $?"
+echo "=== second"; cat "$out.2"
+echo "=== ps"; "$GPUCTL" ps --format json; wait $pid; echo "=== rc $?"
+"""
+        script = '"$NVSIM" xid -i 0 79\n' + BACKGROUND.format(
+            cmd='"$EXAMPLE" --hold 2 --mem 100', body=body)
+        r = sh("dgx-a100", script, env={"CUDA_VISIBLE_DEVICES": ",".join(uuids[:3]),
+                                        "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+        self.assertOk(r)
+        self.assertNotIn("=== second rc", r.out, r)
+        first = r.out.split("=== started ", 1)[1].splitlines()[1].split()[1]
+        second = r.out.split("=== second\n", 1)[1].split()[1]
+        self.assertEqual(sorted((first, second)), sorted(uuids[1:3]), r)  # never GPU 0
+        doc = json.loads(r.out.split("=== ps\n", 1)[1].split("=== rc ")[0])
+        held = {d["uuid"]: d["owner"]["label"] for d in doc["devices"] if d["owner"]}
+        self.assertEqual(held, {first: "select-device"}, r)
+        self.assertIn("=== rc 0", r.out)
+
     def test_dgx_a100(self):
         g = gpus("dgx-a100")
         for cvd, order in ((None, None), ("5,2,7", None), ("6,1", "PCI_BUS_ID"),
