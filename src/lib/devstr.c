@@ -237,14 +237,11 @@ void gpuctl_device_label(const struct gpuctl_snapshot *snap, size_t gpu, int mig
 		(void)snprintf(buf, size, "%zu", gpu);
 }
 
-/* "3" for a whole GPU, "3:1" (NVML's MIG index) for a MIG device, for messages. */
+/* gpuctl_device_label of d, for messages. */
 static const char *dev_name(const struct gpuctl_snapshot *snap, struct dev d, char *buf,
                             size_t size)
 {
-	if (d.mig >= 0)
-		(void)snprintf(buf, size, "%zu:%d", d.gpu, mig_nvml_index(snap, d));
-	else
-		(void)snprintf(buf, size, "%zu", d.gpu);
+	gpuctl_device_label(snap, d.gpu, d.mig, buf, size);
 	return buf;
 }
 
@@ -1114,9 +1111,9 @@ static int device_id(struct render *rc, size_t i, enum id_kind kind, char *buf, 
 		if (d.mig >= 0)
 			return ctx_error(
 			        rc->ctx, -EINVAL,
-			        "MIG device %zu:%d has no CUDA index (CUDA reaches MIG devices "
+			        "MIG device %s has no CUDA index (CUDA reaches MIG devices "
 			        "only by UUID): render without indices",
-			        d.gpu, mig_nvml_index(rc->snap, d));
+			        dev_name(rc->snap, d, name, sizeof(name)));
 		if ((r = cuda_candidates(rc->snap, true, &cand, &n)) < 0)
 			return ctx_error(rc->ctx, r, "out of memory");
 		for (size_t k = 0; k < n; k++)
@@ -1127,10 +1124,7 @@ static int device_id(struct render *rc, size_t i, enum id_kind kind, char *buf, 
 		return ctx_error(rc->ctx, -EINVAL, "GPU %zu has no CUDA index", d.gpu);
 	}
 	if (rc->indices) {
-		if (d.mig >= 0)
-			(void)snprintf(buf, size, "%zu:%d", d.gpu, mig_nvml_index(rc->snap, d));
-		else
-			(void)snprintf(buf, size, "%zu", d.gpu);
+		gpuctl_device_label(rc->snap, d.gpu, d.mig, buf, size);
 		return 0;
 	}
 	u = dev_uuid(rc->snap, d);
@@ -1271,13 +1265,15 @@ static int render_k8s(struct render *rc)
 		size_t k;
 
 		if (d.mig >= 0) {
+			char name[48];
+
 			prof = gpuctl_mig_profile(dev_mig(rc->snap, d));
 			if (!prof || !is_safe_token(prof))
 				return ctx_error(
 				        rc->ctx, -EINVAL,
-				        "MIG device %zu:%d: its profile is unknown, so there is "
+				        "MIG device %s: its profile is unknown, so there is "
 				        "no Kubernetes resource name for it",
-				        d.gpu, d.mig);
+				        dev_name(rc->snap, d, name, sizeof(name)));
 		}
 		for (k = 0; k < n_names; k++)
 			if ((!names[k] && !prof) || (names[k] && prof && streq(names[k], prof)))

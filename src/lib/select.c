@@ -1063,16 +1063,10 @@ static int no_space(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
 			} else {
 				msg_add(msg, sizeof(msg), &len, ",");
 			}
-			int64_t mi;
-			if (dev[i].mig >= 0 &&
-			    gpuctl_mig_int(&snap->gpus[dev[i].gpu].migs[dev[i].mig],
-			                   GPUCTL_MIG_INDEX, &mi) == 0)
-				/* NVML's MIG index, as "<gpu>:<mig>" strings spell it */
-				msg_add(msg, sizeof(msg), &len, "%zu:%" PRId64, dev[i].gpu, mi);
-			else if (dev[i].mig >= 0)
-				msg_add(msg, sizeof(msg), &len, "%zu:%d", dev[i].gpu, dev[i].mig);
-			else
-				msg_add(msg, sizeof(msg), &len, "%zu", dev[i].gpu);
+			/* NVML's MIG index, as "<gpu>:<mig>" strings spell it */
+			char name[48];
+			gpuctl_device_label(snap, dev[i].gpu, dev[i].mig, name, sizeof(name));
+			msg_add(msg, sizeof(msg), &len, "%s", name);
 		}
 	}
 	return ctx_error(ctx, -ENOSPC, "%s", msg);
