@@ -1153,9 +1153,10 @@ struct gpuctl_lease_dir *gpuctl_site_lease_dir(const struct gpuctl_site *site);
 /* The health state file `gpuctl health --watch` keeps (docs/health.md): $GPUCTL_HEALTH_STATE,
  * else gpuctl-health.state beside the lease directory. Owned by site. */
 const char *gpuctl_site_health_state_path(const struct gpuctl_site *site);
-/* *lreq initialised (GPUCTL_LEASE_REQUEST_INIT's fields, lreq->struct_size kept when set) with
- * the configuration's busy thresholds and share margin. */
-void gpuctl_site_lease_defaults(const struct gpuctl_site *site, struct gpuctl_lease_request *lreq);
+/* Fills *lreq with GPUCTL_LEASE_REQUEST_INIT's values and the configuration's busy thresholds
+ * and share margin, writing only the first lreq->struct_size bytes (set struct_size first, e.g.
+ * with GPUCTL_LEASE_REQUEST_INIT). -EINVAL for a struct_size smaller than the first release's. */
+int gpuctl_site_lease_defaults(const struct gpuctl_site *site, struct gpuctl_lease_request *lreq);
 /* The health report of snap as `gpuctl health` makes it: the rules of docs/health.md over snap
  * (take it with gpuctl_health_fields() and GPUCTL_SNAP_HEALTH), with the XIDs of the kernel log
  * ($GPUCTL_KMSG, else /dev/kmsg) and the XIDs and counter sample of the site's health state

@@ -748,7 +748,7 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 	const char *path = gpuctl_site_lease_dir_path(cli->site);
 	dir = gpuctl_site_lease_dir(cli->site);
 	bool exists = dir != NULL;
-	gpuctl_site_lease_defaults(cli->site, &lreq);
+	(void)gpuctl_site_lease_defaults(cli->site, &lreq); /* GPUCTL_LEASE_REQUEST_INIT'ed */
 	status = pools_of(cli, &d, snap);
 	if (!status)
 		status = verdicts_of(cli, &d, snap);

@@ -16,7 +16,6 @@
  *   closed): both sources are joined in one epoll descriptor.
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,8 +214,6 @@ int filters_alloc(struct cli *cli, const struct cmd_entry *entry, struct select_
 	req.config_path = cli->config_path;
 	req.avoid = (const char *const *)o->avoid;
 	req.n_avoid = o->n_avoid;
-	if (mode != GPUCTL_ALLOC_LEASE)
-		req.wait = false;
 	if (req.wait) {
 		sigemptyset(&set);
 		sigaddset(&set, SIGINT);

@@ -644,7 +644,7 @@ int gpuctl_alloc(struct gpuctl_ctx *ctx, const struct gpuctl_alloc_request *req,
 	if (!p.in.allow_unhealthy && access(gpuctl_site_health_state_path(p.site), F_OK) < 0)
 		p.flags |= GPUCTL_SNAP_NO_RATE_COUNTERS;
 	p.lreq.struct_size = sizeof(p.lreq);
-	gpuctl_site_lease_defaults(p.site, &p.lreq);
+	(void)gpuctl_site_lease_defaults(p.site, &p.lreq); /* a whole struct: cannot fail */
 	p.lreq.label = p.in.label;
 	p.lreq.command = p.in.command;
 	p.lreq.ignore_foreign = p.in.ignore_foreign;

@@ -24,6 +24,7 @@
  *   debug level and is no finding (the kernel log is root's on most machines).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,18 +76,24 @@ const char *gpuctl_site_health_state_path(const struct gpuctl_site *site)
 	return site ? site->health_state_path : NULL;
 }
 
-void gpuctl_site_lease_defaults(const struct gpuctl_site *site, struct gpuctl_lease_request *lreq)
+int gpuctl_site_lease_defaults(const struct gpuctl_site *site, struct gpuctl_lease_request *lreq)
 {
 	const struct gpuctl_config_settings *set = gpuctl_config_settings(gpuctl_site_config(site));
-	size_t size = lreq->struct_size;
+	struct gpuctl_lease_request d = GPUCTL_LEASE_REQUEST_INIT;
+	size_t size;
 
-	*lreq = (struct gpuctl_lease_request)GPUCTL_LEASE_REQUEST_INIT;
-	if (size)
-		lreq->struct_size = size;
-	lreq->busy_memory = set->busy_memory;
-	lreq->busy_utilization = set->busy_utilization;
-	lreq->share_margin = set->share_margin;
-	lreq->share_margin_is_pct = set->share_margin_is_pct;
+	/* the first release's struct ends after ignore_foreign: an older caller's smaller struct
+	 * gets its own fields only */
+	if (!lreq || lreq->struct_size < offsetof(struct gpuctl_lease_request, share_mem))
+		return -EINVAL;
+	size = lreq->struct_size < sizeof(d) ? lreq->struct_size : sizeof(d);
+	d.struct_size = lreq->struct_size;
+	d.busy_memory = set->busy_memory;
+	d.busy_utilization = set->busy_utilization;
+	d.share_margin = set->share_margin;
+	d.share_margin_is_pct = set->share_margin_is_pct;
+	memcpy(lreq, &d, size);
+	return 0;
 }
 
 /* Loads the configuration from path (NULL: $GPUCTL_CONFIG, else the default). */

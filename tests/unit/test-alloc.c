@@ -141,7 +141,12 @@ static void test_request_init(void **state)
 	assert_true(got.wait_timeout_s < 0);
 	assert_int_equal(got.mode, GPUCTL_ALLOC_CHOOSE);
 	assert_null(got.only);
-	assert_memory_equal(&got.count, &want.count, sizeof(want.count));
+	/* the macro and the call agree, field by field (padding is unspecified) */
+	assert_int_equal(got.count, want.count);
+	assert_int_equal(got.max_util, want.max_util);
+	assert_int_equal(got.numa_node, want.numa_node);
+	assert_int_equal(got.cancel_fd, want.cancel_fd);
+	assert_true(got.wait_timeout_s == want.wait_timeout_s);
 	/* a newer caller's larger struct: what this library does not know is zeroed */
 	memset(big, 0xa5, sizeof(big));
 	assert_int_equal(gpuctl_alloc_request_init((void *)big, sizeof(big)), 0);
@@ -497,6 +502,40 @@ static void test_site(void **state)
 	gpuctl_site_free(NULL);
 }
 
+/* gpuctl_site_lease_defaults: the configuration's thresholds, and only the caller's bytes. */
+static void test_site_lease_defaults(void **state)
+{
+	struct fixture *f = *state;
+	struct gpuctl_site *site = NULL;
+	struct gpuctl_lease_request lreq = GPUCTL_LEASE_REQUEST_INIT;
+	unsigned char buf[sizeof(struct gpuctl_lease_request) + 16];
+	struct gpuctl_lease_request *old = (void *)buf;
+	size_t v1 = offsetof(struct gpuctl_lease_request, share_mem);
+
+	write_file(scratch(f, "busy.conf"), "busy_memory = 2GiB\nbusy_utilization = 30\n"
+	                                    "share_margin = 1GiB\n");
+	assert_int_equal(gpuctl_site_open(f->ctx, scratch(f, "busy.conf"), NULL,
+	                                  GPUCTL_SITE_NO_LEASES, &site),
+	                 0);
+	assert_int_equal(gpuctl_site_lease_defaults(site, &lreq), 0);
+	assert_int_equal(lreq.struct_size, sizeof(lreq));
+	assert_int_equal(lreq.busy_memory, 2ull << 30);
+	assert_int_equal(lreq.busy_utilization, 30);
+	assert_int_equal(lreq.share_margin, 1ull << 30);
+	assert_false(lreq.share_margin_is_pct);
+	/* a caller built against the first release: nothing past its struct is written */
+	memset(buf, 0xa5, sizeof(buf));
+	old->struct_size = v1;
+	assert_int_equal(gpuctl_site_lease_defaults(site, old), 0);
+	assert_int_equal(old->struct_size, v1);
+	assert_false(old->ignore_foreign);
+	for (size_t i = v1; i < sizeof(buf); i++)
+		assert_int_equal(buf[i], 0xa5);
+	old->struct_size = v1 - 1;
+	assert_int_equal(gpuctl_site_lease_defaults(site, old), -EINVAL);
+	gpuctl_site_free(site);
+}
+
 /* gpuctl_foreign_scan without a lease directory: every process is foreign; the thresholds say
  * which devices are busy; indices out of range answer false. */
 static void test_foreign_scan(void **state)
@@ -551,6 +590,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_wait_ends, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_pool_refused, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_site, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_site_lease_defaults, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_foreign_scan, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
