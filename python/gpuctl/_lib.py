@@ -1,5 +1,5 @@
 """libgpuctl.so.0 through ctypes: finding the library, the C declarations this package uses, one
-context per call, and the library's -errno codes as exceptions.
+context per thread, and the library's -errno codes as exceptions.
 
 Decisions:
 - The library is found at $GPUCTL_LIBRARY when it is set (that file only, as
@@ -11,9 +11,13 @@ Decisions:
   test_abi.py compares every offset and size with a C program compiled against the header).
   Requests are filled by gpuctl_alloc_request_init(req, sizeof(req)), never by defaults
   written here, and the first load checks that the defaults landed where this mirror expects.
-- A context is made for each public call and freed at its end: a context belongs to one thread
-  at a time (gpuctl.h), and allocations, snapshots and reports outlive it, so nothing is shared
-  between threads or kept between calls.
+- One context per thread, made at its first call and kept (freed when the thread ends): a
+  context belongs to one thread at a time (gpuctl.h), and it holds the loaded NVML, whose
+  initialisation costs a real driver milliseconds or more, so a program that calls devices()
+  and then lease() loads NVML once, not twice. Everything else is read afresh at every call
+  (configuration, lease directory, outer allocation: gpuctl_alloc reads them). A changed
+  $GPUCTL_NVML_LIBRARY makes a new context; a child made by fork() makes its own and never
+  frees the parent's (NVML is not fork-safe). reset() drops this thread's context.
 - ctypes releases the GIL around every foreign call, so a waiting gpuctl_alloc never blocks
   other Python threads.
 """
@@ -226,6 +230,26 @@ FUNCTIONS = {
 _lib = None
 _path = None
 _load_lock = _thread.allocate_lock()  # not threading: its import costs more than ours
+_local = _thread._local()             # this thread's context (threading.local, without import)
+
+
+class _Owned:
+    """A gpuctl_ctx of this thread, freed with the thread's storage (when the thread ends), in
+    the process that made it only."""
+    __slots__ = ("ctx", "pid", "key")
+
+    def __init__(self, ctx: int, key: str | None) -> None:
+        self.ctx, self.pid, self.key = ctx, os.getpid(), key
+
+    def __del__(self) -> None:
+        if self.ctx and self.pid == os.getpid() and _lib is not None:
+            _lib.gpuctl_ctx_free(self.ctx)
+            self.ctx = None
+
+
+def reset() -> None:
+    """Drops this thread's context: the next call makes a new one and loads NVML again."""
+    _local.__dict__.pop("owned", None)
 
 
 def _candidates() -> list[str]:
@@ -325,20 +349,23 @@ def error(code: int, message: str, nvml: bool = False) -> Error:
 
 
 class Context:
-    """One gpuctl_ctx for the length of a with block (one public call)."""
+    """This thread's gpuctl_ctx for the length of a with block (one public call)."""
     __slots__ = ("lib", "ctx")
 
     def __enter__(self) -> "Context":
         self.lib = lib()
-        p = c_void_p()
-        if self.lib.gpuctl_ctx_new(ctypes.byref(p)) < 0:
-            raise MemoryError("gpuctl: out of memory")
-        self.ctx = p.value
+        key = os.environ.get("GPUCTL_NVML_LIBRARY")
+        owned = getattr(_local, "owned", None)
+        if owned is None or owned.pid != os.getpid() or owned.key != key:
+            p = c_void_p()
+            if self.lib.gpuctl_ctx_new(ctypes.byref(p)) < 0:
+                raise MemoryError("gpuctl: out of memory")
+            owned = _local.owned = _Owned(p.value, key)
+        self.ctx = owned.ctx
         return self
 
     def __exit__(self, *exc) -> None:
-        self.lib.gpuctl_ctx_free(self.ctx)
-        self.ctx = None
+        self.ctx = None  # kept for the thread's next call
 
     def message(self) -> str:
         return text(self.lib.gpuctl_errmsg(self.ctx)) or ""

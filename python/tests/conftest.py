@@ -9,8 +9,10 @@ or simply `ctest --test-dir build -R python/test_select`.
 Hermetic, as tests/cli/gpuctl_test.py: every test gets its own simulated machine (a state
 directory made by `nvsim exec --state-dir`), an empty configuration file, a lease directory
 and a health state file of its own, and no inherited CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_
-DEVICES or Slurm variables. The package reads the environment at every call (a fresh library
-context each time), so pointing os.environ at the machine is all it takes, for this process
+DEVICES or Slurm variables. The package reads the environment at every call, but keeps its NVML
+session per thread (python/gpuctl/_lib.py), as a real driver would be one machine for the whole
+process: a new simulated machine per test means a new session, so each test starts with
+gpuctl._lib.reset(); pointing os.environ at the machine is then all it takes, for this process
 and for every child it starts.
 
 Expected values come from the scenario files (sim/scenarios/*.json), nvsim-load's ledger (what
@@ -57,6 +59,7 @@ if PYDIR not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
         p for p in (PYDIR, os.environ.get("PYTHONPATH")) if p)
 if PYDIR not in sys.path:
     sys.path.insert(0, PYDIR)
+from gpuctl import _lib  # noqa: E402
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -124,6 +127,7 @@ class Machine:
             monkeypatch.delenv(k, raising=False)
         for k, v in self.env.items():
             monkeypatch.setenv(k, v)
+        _lib.reset()  # the simulated driver reads its machine when NVML initialises
 
     def nvsim(self, *args):
         r = subprocess.run([NVSIM, *args], env=tool_env(), capture_output=True, text=True,

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -182,3 +183,34 @@ def test_lost_gpu_is_listed(sim):
     assert devs[4].uuid is None
     assert [d.uuid for i, d in enumerate(devs) if i != 4] == \
         [g["uuid"] for i, g in enumerate(scenario("rtx4090-8")) if i != 4]
+
+
+ONE_SESSION = """
+import os, threading, gpuctl
+gpuctl.devices(); gpuctl.select(1); gpuctl.health(); gpuctl.topology()
+with gpuctl.lease(1):
+    pass
+t = threading.Thread(target=gpuctl.devices)
+t.start(); t.join()
+pid = os.fork()
+if pid == 0:  # a forked child makes its own context and never frees the parent's
+    ok = len(gpuctl.devices()) == 8
+    gpuctl._lib.reset()
+    os._exit(0 if ok else 1)  # _exit: the simulator's counts of the child are not written
+_, status = os.waitpid(pid, 0)
+assert status == 0, status
+assert len(gpuctl.devices()) == 8  # the parent's session survived the child
+"""
+
+
+def test_one_nvml_session_per_thread(sim):
+    # NVML's initialisation is the costly part of a call on a real driver: the package opens
+    # it once per thread (and per forked process), not once per call. The simulator counts
+    # nvmlInit in the process: the main thread and the second thread, 2 for 7 calls.
+    m = sim("dgx-a100")
+    m.nvsim("calls", "--reset")
+    r = subprocess.run([sys.executable, "-c", ONE_SESSION], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    calls = json.loads(m.nvsim("calls", "--json"))["functions"]
+    assert calls.get("nvmlInit_v2") == 2, calls
