@@ -388,6 +388,10 @@ const char *gpuctl_proc_user(const struct gpuctl_proc *proc);
 const char *gpuctl_proc_command(const struct gpuctl_proc *proc);
 /* For a process on a MIG device: its GPU / compute instance ids; -ENODATA otherwise. */
 int gpuctl_proc_mig(const struct gpuctl_proc *proc, uint32_t *ret_gi, uint32_t *ret_ci);
+/* The MIG device of gpu (its place, gpuctl_gpu_mig) that process proc of gpu runs on, matched
+ * by GPU and compute instance ids; -1 for a process on the whole GPU, or on a MIG device the
+ * snapshot does not list (which counts for the whole GPU). */
+int gpuctl_proc_mig_device(const struct gpuctl_gpu *gpu, const struct gpuctl_proc *proc);
 /* A process's share of an engine in the driver's newest sample (GPUCTL_SNAP_PROC_UTIL). */
 enum gpuctl_proc_engine {
 	GPUCTL_PROC_SM,  /* percent of the SMs' time */

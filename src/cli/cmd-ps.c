@@ -153,19 +153,12 @@ static const char *state_name(const struct ps_row *row)
 	return "unknown";
 }
 
-/* Whether process proc of GPU gpu runs on device (gpu, mig). */
+/* Whether process proc of GPU g is listed on device row (g, mig): every process of the GPU on
+ * its whole-GPU row, a MIG device's own on its row (gpuctl_proc_mig_device, the rule leases
+ * and foreign processes follow). */
 static bool proc_on(const struct gpuctl_gpu *g, const struct gpuctl_proc *proc, int mig)
 {
-	uint32_t gi, ci;
-	if (mig < 0)
-		return true;
-	const struct gpuctl_mig *m = gpuctl_gpu_mig(g, (size_t)mig);
-	int64_t mgi, mci;
-	if (!m || gpuctl_proc_mig(proc, &gi, &ci) < 0 ||
-	    gpuctl_mig_int(m, GPUCTL_MIG_GI, &mgi) < 0 ||
-	    gpuctl_mig_int(m, GPUCTL_MIG_CI, &mci) < 0)
-		return false;
-	return (int64_t)gi == mgi && (int64_t)ci == mci;
+	return mig < 0 || gpuctl_proc_mig_device(g, proc) == mig;
 }
 
 static void format_age(uint64_t start, char *buf, size_t size)

@@ -114,24 +114,6 @@ static bool foreign_busy(const struct foreign_use *u, int util,
 	return lr->busy_utilization >= 0 && util > lr->busy_utilization;
 }
 
-/* The MIG device (its place on GPU gp) a process runs on, by GI/CI; -1: the whole GPU (or no
- * MIG device matches, which marks the whole GPU). */
-static int proc_mig(const struct gpuctl_gpu *gp, const struct gpuctl_proc *pr)
-{
-	int mig = -1;
-
-	if (pr->has_mig)
-		for (size_t m = 0; m < gp->n_migs; m++) {
-			const struct gpuctl_mig *mg = &gp->migs[m];
-
-			if (mg->valid[GPUCTL_MIG_GI] && mg->valid[GPUCTL_MIG_CI] &&
-			    pr->gi == (uint64_t)mg->ints[GPUCTL_MIG_GI] &&
-			    pr->ci == (uint64_t)mg->ints[GPUCTL_MIG_CI])
-				mig = (int)m;
-		}
-	return mig;
-}
-
 /* Classifies every process of snap against the records of dir (NULL: none, every process is
  * foreign) and judges each device by lr's thresholds. */
 static int foreign_scan(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
@@ -185,7 +167,7 @@ static int foreign_scan(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 		f->dev_base[g] = dev;
 		for (size_t i = 0; i < gp->n_procs; i++, proc++) {
 			const struct gpuctl_proc *pr = &gp->procs[i];
-			int mig = proc_mig(gp, pr);
+			int mig = gpuctl_proc_mig_device(gp, pr);
 			struct foreign_use *u = &f->use[dev + 1 + (size_t)mig];
 
 			if (n_recs && belongs(snap, recs, n_recs, held_rec, g, mig, (pid_t)pr->pid))

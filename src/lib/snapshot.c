@@ -459,6 +459,23 @@ int gpuctl_proc_mig(const struct gpuctl_proc *proc, uint32_t *ret_gi, uint32_t *
 	return 0;
 }
 
+int gpuctl_proc_mig_device(const struct gpuctl_gpu *gpu, const struct gpuctl_proc *proc)
+{
+	int mig = -1;
+
+	if (!gpu || !proc || !proc->has_mig)
+		return -1;
+	for (size_t m = 0; m < gpu->n_migs; m++) {
+		const struct gpuctl_mig *mg = &gpu->migs[m];
+
+		if (mg->valid[GPUCTL_MIG_GI] && mg->valid[GPUCTL_MIG_CI] &&
+		    proc->gi == (uint64_t)mg->ints[GPUCTL_MIG_GI] &&
+		    proc->ci == (uint64_t)mg->ints[GPUCTL_MIG_CI])
+			mig = (int)m;
+	}
+	return mig;
+}
+
 int gpuctl_proc_util(const struct gpuctl_proc *proc, enum gpuctl_proc_engine engine,
                      int *ret_percent)
 {

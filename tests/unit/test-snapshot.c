@@ -13,6 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "gpuctl/gpuctl.h"
@@ -334,6 +337,54 @@ static void test_sim_switch_mig(void **state)
 	sim_done(&f);
 }
 
+/* gpuctl_proc_mig_device: a process registered on a MIG device (by its UUID, which the
+ * fixture gives GI 1 / CI 0) is on that MIG device; one on the whole GPU is on none. */
+static void test_sim_proc_mig_device(void **state)
+{
+	struct simfix f;
+	struct gpuctl_snapshot *snap = NULL;
+	const struct gpuctl_gpu *g;
+	char me[24], other[24];
+	pid_t child;
+	int on_mig = 0, on_whole = 0;
+
+	(void)state;
+	if (sim_take(&f, "lib-switch.json", GPUCTL_SNAP_BASIC) == -ENOENT)
+		skip();
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	(void)snprintf(me, sizeof(me), "%ld", (long)getpid());
+	(void)snprintf(other, sizeof(other), "%ld", (long)child);
+	assert_int_equal(sim_nvsim(&f.sim, "proc", "add", "--pid", me, "-i",
+	                           "MIG-2dd00000-0000-5000-8000-000000000000", NULL),
+	                 0);
+	assert_int_equal(sim_nvsim(&f.sim, "proc", "add", "--pid", other, "-i", "2", NULL), 0);
+	assert_int_equal(
+	        gpuctl_snapshot_take(f.ctx, GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG, &snap), 0);
+	g = gpuctl_snapshot_gpu(snap, 2);
+	for (size_t k = 0; k < gpuctl_gpu_proc_count(g); k++) {
+		const struct gpuctl_proc *p = gpuctl_gpu_proc(g, k);
+		if (gpuctl_proc_pid(p) == (uint32_t)getpid()) {
+			assert_int_equal(gpuctl_proc_mig_device(g, p), 0);
+			on_mig++;
+		} else if (gpuctl_proc_pid(p) == (uint32_t)child) {
+			assert_int_equal(gpuctl_proc_mig_device(g, p), -1);
+			on_whole++;
+		}
+	}
+	assert_int_equal(on_mig, 1);
+	assert_int_equal(on_whole, 1);
+	assert_int_equal(gpuctl_proc_mig_device(NULL, NULL), -1);
+	kill(child, SIGKILL);
+	(void)waitpid(child, NULL, 0);
+	gpuctl_snapshot_free(snap);
+	sim_done(&f);
+}
+
 static void test_sim_flags_limit_reads(void **state)
 {
 	struct simfix f;
@@ -645,6 +696,7 @@ int main(void)
 	        cmocka_unit_test(test_bad_flags),
 	        cmocka_unit_test(test_sim_mesh),
 	        cmocka_unit_test(test_sim_switch_mig),
+	        cmocka_unit_test(test_sim_proc_mig_device),
 	        cmocka_unit_test(test_sim_flags_limit_reads),
 	        cmocka_unit_test(test_sim_failures),
 	        cmocka_unit_test(test_sim_not_supported_everywhere),
