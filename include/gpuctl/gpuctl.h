@@ -793,8 +793,10 @@ size_t gpuctl_lease_fds(const struct gpuctl_lease *lease, int *fds, size_t max);
 int gpuctl_lease_set_owner(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, uint32_t pid,
                            uint32_t job_pid);
 /* Ends the --hold holders of the calling user that hold any device of set (NULL: all of the
- * user's holders): SIGTERM after checking the pid's owner and start time. Returns how many were
- * signalled; -EPERM if set names a device held by another user's holder. */
+ * user's holders): SIGTERM after checking the pid's owner and start time, then waits until they
+ * have exited (at most 10 s; a holder still running then is a logged warning), so their devices
+ * are free when it returns. Returns how many were signalled; -EPERM if set names a device held
+ * by another user's holder. */
 int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                          const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set);
 

@@ -133,8 +133,10 @@ const struct cmd_entry cmd_release_entry = {
                 "                   configuration's lease_dir, else /run/gpuctl)\n"
                 "  -h, --help       print this help\n"
                 "\n"
-                "Sends SIGTERM to your holders (checked by owner and start time) and prints how\n"
-                "many were ended. A named device held by another user's holder is exit 1 and\n"
+                "Sends SIGTERM to your holders (checked by owner and start time), waits until\n"
+                "they have exited (at most 10 s), so the GPUs are free when it returns, and\n"
+                "prints how many were ended. A named device held by another user's holder is exit "
+                "1 and\n"
                 "nothing is signalled. Leases taken by gpuctl run end with their command.\n",
         .exec = cmd_release_exec,
 };

@@ -479,14 +479,6 @@ static int no_space_with_room(struct plan *p, int r)
 	                 p->no_room);
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Whether no lease could ever satisfy the request: too few devices pass the static filters
  * (outer allocation, only, exclude, NUMA node, MIG profile or whole GPUs, pool; lost GPUs),
  * leases, telemetry and health aside. 0, or -ENOSPC with "can never be satisfied: ...". */
@@ -517,7 +509,7 @@ static int wait_lease(struct plan *p, struct gpuctl_selection **ret_sel,
 	struct gpuctl_lease_dir *dir = gpuctl_site_lease_dir(p->site);
 	struct gpuctl_wait_ticket *ticket = NULL;
 	double t = p->in.wait_timeout_s;
-	int64_t deadline = t < 0 || t > 1e12 ? INT64_MAX : now_ms() + (int64_t)(t * 1000.0);
+	int64_t deadline = t < 0 || t > 1e12 ? INT64_MAX : monotonic_ms() + (int64_t)(t * 1000.0);
 	char last[sizeof(p->ctx->errmsg)] = "";
 	int r;
 
@@ -541,7 +533,8 @@ static int wait_lease(struct plan *p, struct gpuctl_selection **ret_sel,
 			struct pollfd pfd[2] = {
 			        {.fd = p->in.cancel_fd, .events = POLLIN},
 			        {.fd = gpuctl_wait_ticket_fd(ticket), .events = POLLIN}};
-			int64_t left = deadline == INT64_MAX ? INT64_MAX : deadline - now_ms();
+			int64_t left =
+			        deadline == INT64_MAX ? INT64_MAX : deadline - monotonic_ms();
 			int timeout = left < ALLOC_WAIT_FALLBACK_MS ? (int)(left < 0 ? 0 : left)
 			                                            : ALLOC_WAIT_FALLBACK_MS;
 			int k;

@@ -30,6 +30,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -532,8 +533,21 @@ int gpuctl_select_and_lease_queued(struct gpuctl_ctx *ctx, struct gpuctl_lease_d
 
 /* ---- release ---- */
 
-static int signal_holder(pid_t pid, uint64_t start_ticks, uid_t uid)
+/* How long release waits for the holders it signalled to exit (they exit at once on SIGTERM;
+ * the bound is against a holder stopped by a debugger or SIGSTOP). */
+#define RELEASE_WAIT_MS 10000
+
+struct signalled {
+	pid_t pid;
+	uint64_t start_ticks;
+	int pidfd; /* -1: no pidfd (an older kernel); polled through /proc */
+};
+
+/* SIGTERM to pid once it is checked to be uid's process started at start_ticks. On success
+ * *pidfd is a descriptor that becomes readable when the process exits, or -1. */
+static int signal_holder(pid_t pid, uint64_t start_ticks, uid_t uid, int *pidfd)
 {
+	*pidfd = -1;
 #ifdef SYS_pidfd_open
 	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
 
@@ -545,7 +559,10 @@ static int signal_holder(pid_t pid, uint64_t start_ticks, uid_t uid)
 			r = -ESRCH;
 		else if (syscall(SYS_pidfd_send_signal, pfd, SIGTERM, NULL, 0) < 0)
 			r = -errno;
-		(void)close(pfd);
+		if (r < 0)
+			(void)close(pfd);
+		else
+			*pidfd = pfd;
 		return r;
 	}
 #endif
@@ -554,14 +571,68 @@ static int signal_holder(pid_t pid, uint64_t start_ticks, uid_t uid)
 	return kill(pid, SIGTERM) < 0 ? -errno : 0;
 }
 
+/* Waits until every signalled holder has exited (its descriptors, and so its locks, are closed
+ * by then), at most RELEASE_WAIT_MS; returns how many still live. Closes the pidfds. */
+static size_t wait_holders(struct signalled *s, size_t n, uid_t uid)
+{
+	int64_t deadline = monotonic_ms() + RELEASE_WAIT_MS;
+	size_t alive;
+
+	for (;;) {
+		struct pollfd pfds[64];
+		size_t np = 0;
+		bool polled_proc = false;
+
+		alive = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (s[i].pid == 0)
+				continue;
+			if (s[i].pidfd < 0) {
+				if (!lease_proc_matches((uint32_t)s[i].pid, s[i].start_ticks,
+				                        uid)) {
+					s[i].pid = 0;
+					continue;
+				}
+				polled_proc = true;
+			} else if (np < ELEMENTSOF(pfds)) {
+				pfds[np++] = (struct pollfd){.fd = s[i].pidfd, .events = POLLIN};
+			}
+			alive++;
+		}
+		int64_t now = monotonic_ms();
+		if (alive == 0 || now >= deadline)
+			break;
+		int timeout = (int)(deadline - now);
+		if (polled_proc || np < alive)
+			timeout = timeout < 10 ? timeout : 10;
+		if (poll(pfds, (nfds_t)np, timeout) < 0 && errno != EINTR)
+			break;
+		for (size_t k = 0; k < np; k++) {
+			if (!(pfds[k].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)))
+				continue;
+			for (size_t i = 0; i < n; i++) {
+				if (s[i].pidfd == pfds[k].fd) {
+					(void)close(s[i].pidfd);
+					s[i].pidfd = -1;
+					s[i].pid = 0;
+				}
+			}
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		if (s[i].pidfd >= 0)
+			(void)close(s[i].pidfd);
+	return alive;
+}
+
 int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                          const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set)
 {
 	struct record *recs = NULL;
 	size_t n_recs = 0;
-	_cleanup_free_ pid_t *done = NULL;
+	_cleanup_free_ struct signalled *done = NULL;
 	_cleanup_close_ int sfd = -1;
-	size_t n_done = 0;
+	size_t n_done = 0, alive;
 	uid_t me = geteuid();
 	int r, count = 0;
 
@@ -621,14 +692,26 @@ int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 		                                       sizeof(reason))))
 			continue;
 		for (size_t i = 0; i < n_done; i++)
-			seen |= done[i] == (pid_t)rc->pid;
+			seen |= done[i].pid == (pid_t)rc->pid;
 		if (seen)
 			continue;
-		if (signal_holder((pid_t)rc->pid, rc->pid_start_ticks, me) == 0) {
-			done[n_done++] = (pid_t)rc->pid;
+		done[n_done] = (struct signalled){.pid = (pid_t)rc->pid,
+		                                  .start_ticks = rc->pid_start_ticks};
+		if (signal_holder((pid_t)rc->pid, rc->pid_start_ticks, me, &done[n_done].pidfd) ==
+		    0) {
+			n_done++;
 			count++;
 		}
 	}
 	lease_records_free(recs, n_recs);
+	/* Not before the holders have gone: `release && select` must find the devices free. The
+	 * shared select.lock is dropped first so a holder's exit path is never blocked on it. */
+	if (sfd >= 0)
+		(void)close(TAKE_FD(sfd));
+	alive = wait_holders(done, n_done, me);
+	if (alive)
+		ctx_log(ctx, GPUCTL_LOG_WARNING,
+		        "release: %zu holder%s still running %d s after SIGTERM (stopped?)", alive,
+		        alive == 1 ? " is" : "s are", RELEASE_WAIT_MS / 1000);
 	return count;
 }

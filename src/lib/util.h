@@ -17,7 +17,9 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gpuctl/gpuctl.h"
@@ -44,6 +46,15 @@
 		(fd) = -1;                                                                         \
 		take_fd_tmp_;                                                                      \
 	})
+
+/* CLOCK_MONOTONIC in milliseconds. */
+static inline int64_t monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static inline void freep(void *p)
 {

@@ -59,6 +59,17 @@ def alive(pid):
         return False
 
 
+def pending_signals(pid):
+    """The signals pending on process pid (its own and its thread group's), from
+    /proc/PID/status (proc(5): SigPnd and ShdPnd, hexadecimal masks, bit n-1 for signal n)."""
+    mask = 0
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(("SigPnd:", "ShdPnd:")):
+                mask |= int(line.split()[1], 16)
+    return {s for s in signal.Signals if mask >> (s - 1) & 1}
+
+
 def wait_until(pred, timeout=15.0, step=0.02):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -283,9 +294,10 @@ class HoldRelease(LeaseCase):
         r = self.g("release", "-i", str(UUIDS.index(uuid)))
         self.assertEqual(r.rc, 0, r)
         self.assertEqual(r.out.strip(), "released 1 holder")
-        self.assertTrue(wait_until(lambda: not alive(holder)), "holder still alive")
-        self.assertTrue(wait_until(lambda: not self.leased()))
+        # release returns once the holder has gone: `release && run` finds the GPU free.
         self.assertEqual(self.g("run", "-n", "8", "--", "true").rc, 0)
+        self.assertFalse(self.leased())
+        self.assertTrue(wait_until(lambda: not alive(holder)), "holder still alive")
         r = self.g("release", "--all")
         self.assertEqual((r.rc, r.out.strip()), (0, "released 0 holders"), r)
 
@@ -296,7 +308,27 @@ class HoldRelease(LeaseCase):
         self.assertEqual(set(self.leased()), set(a) | set(b))
         r = self.g("release", "--all")
         self.assertEqual((r.rc, r.out.strip()), (0, "released 2 holders"), r)
-        self.assertTrue(wait_until(lambda: not self.leased()))
+        self.assertEqual(self.leased(), {})
+
+    def test_release_waits_for_the_holder_to_go(self):
+        (uuid,) = self.hold("-n", "1", "--hold", "60")
+        holder = self.leased()[uuid]["owner"]["pid"]
+        self.pids.append(holder)
+        os.kill(holder, signal.SIGSTOP)  # SIGTERM stays pending until SIGCONT
+        try:
+            p = subprocess.Popen([GPUCTL, "release", "--all"], env=self.env, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            # the SIGTERM has been sent (pending on the stopped holder) and release still waits
+            self.assertTrue(wait_until(lambda: signal.SIGTERM in pending_signals(holder)),
+                            "release never signalled the holder")
+            self.assertIsNone(p.poll(), "release returned while the holder still held the GPU")
+            self.assertIn(uuid, self.leased())
+        finally:
+            os.kill(holder, signal.SIGCONT)
+        out, err = p.communicate(timeout=20)
+        self.assertEqual((p.returncode, out.strip(), err), (0, "released 1 holder", ""))
+        self.assertFalse(alive(holder))
+        self.assertEqual(self.leased(), {})
 
     def test_release_never_ends_a_running_job(self):
         # release ends --hold holders only; a job's lease ends when the job does.
