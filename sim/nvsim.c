@@ -346,8 +346,8 @@ static int cmd_exec(int argc, char **argv)
 	const char *state_dir = NULL, *calls_out = NULL, *scenario_arg;
 	_cleanup_free_ char *buf = NULL;
 	struct sim_scenario *sc = NULL;
-	char dir[4096], lib[4096], kmsg[4200];
-	bool keep = false;
+	char dir[4096], lib[4096], kmsg[4200], sysfs[4200];
+	bool keep = false, sysfs_too = false;
 	long long latency = -1;
 	size_t len;
 	int i, r, rc;
@@ -355,6 +355,8 @@ static int cmd_exec(int argc, char **argv)
 	for (i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--keep") == 0) {
 			keep = true;
+		} else if (strcmp(argv[i], "--sysfs") == 0) {
+			sysfs_too = true;
 		} else if (strcmp(argv[i], "--state-dir") == 0 && i + 1 < argc) {
 			state_dir = argv[++i];
 		} else if (strcmp(argv[i], "--calls-out") == 0 && i + 1 < argc) {
@@ -369,7 +371,7 @@ static int cmd_exec(int argc, char **argv)
 			latency = (long long)v;
 		} else if (strcmp(argv[i], "--help") == 0) {
 			puts("usage: nvsim exec [--keep] [--state-dir DIR] [--latency-us N] "
-			     "[--calls-out FILE] SCENARIO -- CMD ARGS...");
+			     "[--calls-out FILE] [--sysfs] SCENARIO -- CMD ARGS...");
 			return 0;
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			return nvsim_err(EXIT_USAGE, "exec: unknown option \"%s\"", argv[i]);
@@ -383,20 +385,35 @@ static int cmd_exec(int argc, char **argv)
 	scenario_arg = argv[i];
 	if ((r = nvsim_load_scenario(scenario_arg, &buf, &len, &sc)) != 0)
 		return r;
-	sim_scenario_free(sc);
-	if ((r = find_library(lib, sizeof(lib))) < 0)
+	if ((r = find_library(lib, sizeof(lib))) < 0) {
+		sim_scenario_free(sc);
 		return nvsim_err(EXIT_FAILURE, "libnvidia-ml.so.1 next to nvsim: %s", strerror(-r));
+	}
 	if (state_dir) {
-		if (sim_strlcpy(dir, state_dir, sizeof(dir)) < 0 || (r = sim_mkdir_p(dir)) < 0)
+		if (sim_strlcpy(dir, state_dir, sizeof(dir)) < 0 || (r = sim_mkdir_p(dir)) < 0) {
+			sim_scenario_free(sc);
 			return nvsim_err(EXIT_FAILURE, "%s: cannot create", state_dir);
+		}
 	} else {
 		const char *tmp = getenv("TMPDIR");
 		snprintf(dir, sizeof(dir), "%s/nvsim.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-		if (!mkdtemp(dir))
+		if (!mkdtemp(dir)) {
+			sim_scenario_free(sc);
 			return nvsim_err(EXIT_FAILURE, "%s: %s", dir, strerror(errno));
+		}
 	}
 	if ((rc = make_state_dir(dir, buf, len, latency)) != 0)
 		goto out;
+	/* --sysfs: the scenario's CPU topology, as sysfs shows it (gpuctl slurm gres; hwloc with
+	 * HWLOC_FSROOT=DIR/root). Thousands of small files: only when asked. */
+	if (sysfs_too) {
+		snprintf(sysfs, sizeof(sysfs), "%s/root/sys", dir);
+		if ((r = sim_sysfs_write(sc, sysfs)) < 0) {
+			rc = nvsim_err(EXIT_FAILURE, "%s: %s", sysfs, strerror(-r));
+			goto out;
+		}
+		setenv("GPUCTL_SYSFS", sysfs, 1);
+	}
 	setenv("NVSIM_STATE_DIR", dir, 1);
 	setenv("GPUCTL_NVML_LIBRARY", lib, 1);
 	/* gpuctl health reads the simulated kernel log instead of /dev/kmsg */
@@ -416,6 +433,7 @@ static int cmd_exec(int argc, char **argv)
 			rc = nvsim_err(EXIT_FAILURE, "%s: cannot write call counts", calls_out);
 	}
 out:
+	sim_scenario_free(sc);
 	if (!keep && !state_dir)
 		(void)sim_rm_rf(dir);
 	else if (keep && !state_dir)

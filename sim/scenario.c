@@ -1057,18 +1057,22 @@ static int parse_nvlink(struct pctx *c, json_t *root, struct sim_scenario *s)
 
 static int parse_cpus(struct pctx *c, json_t *root, struct sim_scenario *s)
 {
-	static const char *const keys[] = {"numa_nodes", NULL};
+	static const char *const keys[] = {"numa_nodes", "threads_per_core", NULL};
 	static const char *const nkeys[] = {"node", "socket", "cpus", NULL};
 	json_t *cpus = json_object_get(root, "cpus"), *arr, *el;
+	long long tpc = 1;
 	char p[256];
 	size_t i;
 	int r;
 
+	s->threads_per_core = 1;
 	if (!cpus)
 		return 0;
 	if ((r = want_object(c, cpus, "cpus")) < 0 || (r = check_keys(c, cpus, "cpus", keys)) < 0 ||
-	    (r = require(c, cpus, "cpus", "numa_nodes")) < 0)
+	    (r = require(c, cpus, "cpus", "numa_nodes")) < 0 ||
+	    (r = get_int(c, cpus, "cpus", "threads_per_core", 1, 8, &tpc, NULL)) < 0)
 		return r;
+	s->threads_per_core = (unsigned int)tpc;
 	arr = json_object_get(cpus, "numa_nodes");
 	if (!json_is_array(arr) || json_array_size(arr) < 1 || json_array_size(arr) > 256)
 		return fail(c, "cpus.numa_nodes", "expected an array of 1..256 nodes");
@@ -1105,6 +1109,21 @@ static int parse_cpus(struct pctx *c, json_t *root, struct sim_scenario *s)
 			return fail(c, q, "expected a cpulist such as \"0-63,128-191\", got \"%s\"",
 			            list);
 		}
+	}
+	/* every socket's CPUs split evenly into cores of threads_per_core threads */
+	for (i = 0; i < s->n_nodes; i++) {
+		size_t n = 0;
+
+		for (size_t j = 0; j < s->n_nodes; j++) {
+			if (s->nodes[j].socket != s->nodes[i].socket)
+				continue;
+			for (size_t w = 0; w < s->cpu_words && s->node_cpus[j]; w++)
+				n += (size_t)__builtin_popcountl(s->node_cpus[j][w]);
+		}
+		if (n % s->threads_per_core)
+			return fail(c, "cpus.threads_per_core",
+			            "socket %d has %zu CPUs, not a multiple of %u threads per core",
+			            s->nodes[i].socket, n, s->threads_per_core);
 	}
 	return 0;
 }

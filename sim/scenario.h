@@ -133,6 +133,7 @@ struct sim_scenario {
 	size_t n_nodes;
 	unsigned long **node_cpus; /* per node, bitmask of cpu_words longs */
 	size_t cpu_words;
+	unsigned int threads_per_core; /* cpus.threads_per_core (1 when absent) */
 	struct sim_gpu *gpus;
 	unsigned int n_gpus;
 	bool nvswitch;
@@ -166,5 +167,10 @@ int sim_brand_from_name(const char *name);
 int sim_arch_from_name(const char *name);
 const char *sim_arch_name(unsigned int arch);
 int sim_cpulist_parse(const char *s, unsigned long **ret, size_t *ret_words);
+
+/* Writes the scenario's CPU topology as Linux's sysfs shows it under root (root/devices/system/cpu
+ * and root/bus/cpu/devices), for `nvsim exec` (GPUCTL_SYSFS) and for hwloc (HWLOC_FSROOT on the
+ * directory above root). sim/sysfs.c; docs in sim/SCENARIO.md "cpus". */
+int sim_sysfs_write(const struct sim_scenario *s, const char *root);
 
 #endif

@@ -86,7 +86,7 @@ def synthetic_64():
             "GPU facts from the NVIDIA H100 NVL product brief (nvidia.com): 94 GB HBM3 (95830 MiB in nvidia-smi), 400 W, PCIe Gen5 x16, NVLink bridge pairs at 600 GB/s (12 links); compute capability 9.0",
         ],
         "system": {"driver_version": "550.54.15", "nvml_version": "12.550.54.15", "cuda_driver_version": 12040},
-        "cpus": {"numa_nodes": cpus},
+        "cpus": {"threads_per_core": 2, "numa_nodes": cpus},
         "defaults": {"name": "NVIDIA H100 NVL", "brand": "nvidia", "architecture": "hopper",
                      "compute_capability": "9.0", "pci_device_id": "0x232110DE",
                      "memory_total_mib": 95830, "temperature_c": 33,

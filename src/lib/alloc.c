@@ -197,6 +197,10 @@ static int plan_init(struct plan *p, struct gpuctl_ctx *ctx, const struct gpuctl
 	}
 	if (r->mig_profile || (!r->ignore_outer && outer_names_mig()))
 		p->flags |= GPUCTL_SNAP_MIG;
+	/* Slurm's GPU numbers map to devices by their device files' minor numbers */
+	if (!r->ignore_outer &&
+	    (secure_getenv("SLURM_STEP_GPUS") || secure_getenv("SLURM_JOB_GPUS")))
+		p->fields[p->n_fields++] = GPUCTL_F_MINOR_NUMBER;
 	return 0;
 }
 

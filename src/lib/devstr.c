@@ -51,13 +51,14 @@
  *   Duplicates are merged. Stricter than the toolkit in corners sscanf lets through (trailing
  *   junk after a bus id, a nonzero function), never laxer.
  * - SLURM_STEP_GPUS / SLURM_JOB_GPUS: Slurm writes them as "%d" joined with ','
- *   (src/plugins/gres/common/gres_common.c, common_gres_set_env: no ranges), GPU indices in
- *   PCI bus order (https://slurm.schedmd.com/gres.html), which are NVML's. Old Slurm writes
- *   "NoDevFiles" when gres.conf names no device files: -EINVAL (the allocation is unknown).
- *   Under cgroup ConstrainDevices NVML sees only the job's GPUs, renumbered from 0, while the
- *   variables keep host indices: when an index is out of range and the list names exactly as
- *   many GPUs as NVML sees, the allocation is every GPU NVML sees. The same reading applies to
- *   an all-index NVIDIA_VISIBLE_DEVICES inside a container (host indices, container view).
+ *   (src/plugins/gres/common/gres_common.c, common_gres_set_env: no ranges). They are places in
+ *   the node's GRES list, mapped to GPUs through gres.conf and the device files' minor numbers
+ *   (read_slurm_list below). Old Slurm writes "NoDevFiles" when gres.conf names no device
+ *   files: -EINVAL (the allocation is unknown). A CUDA_VISIBLE_DEVICES that restates the Slurm
+ *   list (the same places, or 0..n-1) is Slurm's and read as such (cuda_is_slurms).
+ * - Inside a container NVML sees only the allocated GPUs, renumbered from 0, while an
+ *   all-index NVIDIA_VISIBLE_DEVICES keeps host indices: when an index is out of range and the
+ *   list names exactly as many GPUs as NVML sees, the allocation is every GPU NVML sees.
  * - Rendering is one table of forms (render_forms[]); every device string is built from full
  *   UUIDs, or with GPUCTL_RENDER_INDICES from indices: NVML's for the container forms, CUDA's
  *   PCI_BUS_ID ordinal (the position among the candidates in bus order, which is the NVML index
@@ -74,8 +75,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "ctx.h"
+#include "gres.h"
 #include "snapshot-internal.h"
 #include "util.h"
 
@@ -874,6 +879,147 @@ static int read_index_list(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot 
 	return 0;
 }
 
+/* Where slurmd and Slurm's tools find gres.conf: beside slurm.conf, which is $SLURM_CONF, else
+ * /etc/slurm/slurm.conf (Debian's and SchedMD's default; src/common/read_config.c,
+ * get_extra_conf_path). */
+static void gres_conf_path(char *buf, size_t size)
+{
+	const char *conf = secure_getenv("SLURM_CONF");
+	const char *slash = conf ? strrchr(conf, '/') : NULL;
+
+	if (conf && *conf && slash)
+		(void)snprintf(buf, size, "%.*s/gres.conf", (int)(slash - conf), conf);
+	else if (conf && *conf)
+		(void)snprintf(buf, size, "gres.conf");
+	else
+		(void)snprintf(buf, size, "/etc/slurm/gres.conf");
+}
+
+/* Slurm's node name: $SLURMD_NODENAME (slurmd sets it for jobs and its programs), else the short
+ * host name. */
+static void slurm_node_name(char *buf, size_t size)
+{
+	const char *n = secure_getenv("SLURMD_NODENAME");
+
+	if (n && *n) {
+		(void)snprintf(buf, size, "%s", n);
+		return;
+	}
+	if (gethostname(buf, size) < 0)
+		buf[0] = '\0';
+	buf[size - 1] = '\0';
+	buf[strcspn(buf, ".")] = '\0';
+}
+
+/* The GPU whose device file has this minor number, or SIZE_MAX. */
+static size_t gpu_by_minor(const struct gpuctl_snapshot *snap, unsigned int minor)
+{
+	for (size_t g = 0; g < snap->n_gpus; g++) {
+		int64_t v;
+
+		if (gpuctl_gpu_int(&snap->gpus[g], GPUCTL_F_MINOR_NUMBER, &v) == 0 &&
+		    v == (int64_t)minor)
+			return g;
+	}
+	return SIZE_MAX;
+}
+
+/* Slurm's GPU numbers (SLURM_STEP_GPUS, SLURM_JOB_GPUS) are positions in the node's GRES list,
+ * not NVML indices: position i is the i-th device file of the node's gres.conf gpu records, and
+ * that file's minor number is the GPU's (nvmlDeviceGetMinorNumber), which holds in a job's
+ * cgroup-renumbered view too. With AutoDetect on, Slurm orders the GPUs it finds as NVML
+ * enumerates them (gres_gpu.c, _merge_system_gres_conf: "a stand-in for PCI bus ID order"), so
+ * positions are NVML indices. Anything else is -EINVAL: never a guess. docs/slurm.md. */
+static int read_slurm_list(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
+                           const char *var, const char *value, struct gpuctl_devset **ret_set)
+{
+	_cleanup_devset_ struct gpuctl_devset *set = NULL;
+	_cleanup_free_ char *text = NULL;
+	struct gres_gpus gres = {0};
+	char path[4096], node[256], why[256] = "", q[QUOTE_MAX + 4];
+	const char *p;
+	size_t len = 0;
+	int r;
+
+	if (streq(value, "NoDevFiles"))
+		return ctx_error(ctx, -EINVAL,
+		                 "%s: 'NoDevFiles': Slurm allocated GPUs but cannot say which "
+		                 "(gres.conf names no device files)",
+		                 var);
+	gres_conf_path(path, sizeof(path));
+	slurm_node_name(node, sizeof(node));
+	r = gres_read_file(path, 1 << 20, &text, &len);
+	if (r < 0)
+		return ctx_error(ctx, -EINVAL,
+		                 "%s: cannot map Slurm's GPU numbers to devices: %s: %s (Slurm "
+		                 "numbers GPUs by their place in gres.conf; set SLURM_CONF)",
+		                 var, path, strerror(-r));
+	r = gres_conf_parse(text, len, node, &gres, why, sizeof(why));
+	if (r == -ENOMEM)
+		return ctx_error(ctx, r, "out of memory");
+	if (r < 0)
+		return ctx_error(ctx, -EINVAL, "%s: cannot map Slurm's GPU numbers: %s: %s", var,
+		                 path, why);
+	if (gres.multiple_files || (!gres.autodetect && (gres.no_file || gres.n == 0))) {
+		r = ctx_error(ctx, -EINVAL,
+		              "%s: cannot map Slurm's GPU numbers: %s has %s for node %s", var,
+		              path,
+		              gres.multiple_files ? "MIG records (MultipleFiles=)"
+		                                  : "no gpu device files (File=)",
+		              node);
+		gres_gpus_free(&gres);
+		return r;
+	}
+	if ((r = gpuctl_devset_new(&set)) < 0) {
+		gres_gpus_free(&gres);
+		return ctx_error(ctx, r, "out of memory");
+	}
+	for (p = value; p && *value && r >= 0;) {
+		const char *s;
+		size_t n, pos, g = SIZE_MAX;
+		struct stat st;
+
+		next_entry(&p, &s, &n);
+		quote_text(q, sizeof(q), s, n, QUOTE_MAX);
+		if (!all_digits(s, n) || !digits_value(s, n, SIZE_MAX, &pos)) {
+			r = ctx_error(ctx, -EINVAL, "%s: '%s': not a GPU index", var, q);
+			break;
+		}
+		if (gres.autodetect && gres.n == 0) {
+			if (pos >= snap->n_gpus)
+				r = ctx_error(ctx, -EINVAL,
+				              "%s: '%s': Slurm's GPU %zu is not among the %zu GPUs "
+				              "NVML sees (AutoDetect in %s)",
+				              var, q, pos, snap->n_gpus, path);
+			g = pos;
+		} else if (pos >= gres.n) {
+			r = ctx_error(ctx, -EINVAL, "%s: '%s': %s lists %zu GPU%s for node %s", var,
+			              q, path, gres.n, gres.n == 1 ? "" : "s", node);
+		} else if (stat(gres.files[pos], &st) < 0 || !S_ISCHR(st.st_mode)) {
+			r = ctx_error(ctx, -EINVAL,
+			              "%s: '%s': %s (Slurm's GPU %zu): not a character device", var,
+			              q, gres.files[pos], pos);
+		} else if ((g = gpu_by_minor(snap, minor(st.st_rdev))) == SIZE_MAX) {
+			r = ctx_error(
+			        ctx, -EINVAL,
+			        "%s: '%s': %s (Slurm's GPU %zu, minor %u) is no GPU NVML sees", var,
+			        q, gres.files[pos], pos, minor(st.st_rdev));
+		}
+		if (r >= 0) {
+			r = gpuctl_devset_add(set, g, -1);
+			if (r == -EEXIST) /* listed twice: once is enough */
+				r = 0;
+			else if (r < 0)
+				r = ctx_error(ctx, r, "out of memory");
+		}
+	}
+	gres_gpus_free(&gres);
+	if (r < 0)
+		return r;
+	*ret_set = TAKE_PTR(set);
+	return 0;
+}
+
 static int read_source(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap, int src,
                        const char *value, struct gpuctl_devset **ret_set)
 {
@@ -904,8 +1050,36 @@ static int read_source(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *sna
 		}
 		return r;
 	default:
-		return read_index_list(ctx, snap, src_var[src], value, ret_set);
+		return read_slurm_list(ctx, snap, src_var[src], value, ret_set);
 	}
+}
+
+/* Whether CUDA_VISIBLE_DEVICES is Slurm's own restatement of its GPU list: what slurmstepd
+ * writes beside SLURM_STEP_GPUS/SLURM_JOB_GPUS (gres_common.c common_gres_set_env: the same
+ * positions, or 0..n-1 when devices are constrained). Then it is read as Slurm's numbers, not
+ * CUDA's: a gres.conf out of PCI order makes the two differ. */
+static bool cuda_is_slurms(const char *cuda, const char *slurm)
+{
+	const char *a = cuda, *b = slurm;
+	size_t k = 0;
+	bool same = true, local = true;
+
+	for (;;) {
+		const char *s1, *s2;
+		size_t l1, l2;
+
+		if (!a != !b)
+			return false;
+		if (!a)
+			break;
+		next_entry(&a, &s1, &l1);
+		next_entry(&b, &s2, &l2);
+		same = same && l1 == l2 && memcmp(s1, s2, l1) == 0;
+		char want[INT_TEXT];
+		int wl = snprintf(want, sizeof(want), "%zu", k++);
+		local = local && (size_t)wl == l1 && memcmp(s1, want, l1) == 0;
+	}
+	return same || local;
 }
 
 int gpuctl_outer_allocation(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
@@ -918,11 +1092,20 @@ int gpuctl_outer_allocation(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot
 
 	if (!snap || !ret_set || !ret_source)
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	const char *slurm = secure_getenv(src_var[SRC_SLURM_STEP]);
+
+	if (!slurm)
+		slurm = secure_getenv(src_var[SRC_SLURM_JOB]);
 	for (int i = 0; i < SRC__COUNT; i++) {
 		const char *v = secure_getenv(src_var[i]);
 
 		if (!v)
 			continue;
+		if (i == SRC_CUDA && slurm && cuda_is_slurms(v, slurm)) {
+			ctx_log(ctx, GPUCTL_LOG_DEBUG,
+			        "CUDA_VISIBLE_DEVICES=%s is Slurm's: read as its GPU numbers", v);
+			continue;
+		}
 		r = read_source(ctx, snap, i, v, &sets[i]);
 		if (r < 0)
 			goto free_sets;

@@ -67,6 +67,18 @@ with open(EMPTY_CONFIG, "w"):
 os.chmod(EMPTY_CONFIG, 0o644)
 os.environ["GPUCTL_CONFIG"] = EMPTY_CONFIG
 
+# Slurm's GPU numbers map to devices through the node's gres.conf (docs/slurm.md), found beside
+# $SLURM_CONF: every test process gets a private Slurm configuration directory whose gres.conf
+# says AutoDetect=nvml, under which Slurm numbers GPUs as NVML does (readable by the throwaway
+# users too). Tests of the gres.conf mapping point SLURM_CONF at their own.
+SLURM_DIR = tempfile.mkdtemp(prefix="gpuctl-test-slurm-")
+atexit.register(shutil.rmtree, SLURM_DIR, True)
+os.chmod(SLURM_DIR, 0o755)
+with open(os.path.join(SLURM_DIR, "gres.conf"), "w") as f:
+    f.write("AutoDetect=nvml\n")
+os.chmod(os.path.join(SLURM_DIR, "gres.conf"), 0o644)
+os.environ["SLURM_CONF"] = os.path.join(SLURM_DIR, "slurm.conf")
+
 
 class Result:
     def __init__(self, proc):

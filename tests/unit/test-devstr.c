@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "gpuctl/gpuctl.h"
@@ -102,9 +103,12 @@ static struct gpuctl_snapshot *make_eight(void)
 	struct gpuctl_snapshot *s = snapshot_new_empty(8, GPUCTL_SNAP_MIG);
 
 	assert_non_null(s);
-	for (size_t i = 0; i < 8; i++)
+	for (size_t i = 0; i < 8; i++) {
 		gpu(s, i, eight_uuids[i], eight_buses[i], "NVIDIA A100-SXM4-80GB", "8.0", 1410,
 		    80 * GIB);
+		/* /dev/nvidiaN's minor number: N for GPU N here */
+		assert_int_equal(snapshot_set_int(s, i, GPUCTL_F_MINOR_NUMBER, (int64_t)i), 0);
+	}
 	return s;
 }
 
@@ -159,9 +163,25 @@ static struct gpuctl_snapshot *make_mig(void)
 	return s;
 }
 
-static const char *const env_vars[] = {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+static const char *const env_vars[] = {"CUDA_VISIBLE_DEVICES",   "CUDA_DEVICE_ORDER",
                                        "NVIDIA_VISIBLE_DEVICES", "SLURM_STEP_GPUS",
-                                       "SLURM_JOB_GPUS"};
+                                       "SLURM_JOB_GPUS",         "SLURMD_NODENAME"};
+
+/* A scratch Slurm configuration directory: SLURM_CONF names slurm.conf there, and gres.conf
+ * beside it is what write_gres wrote. */
+static char slurm_dir[64];
+
+static void write_gres(const char *text)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/gres.conf", slurm_dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	assert_true(fputs(text, f) >= 0);
+	assert_int_equal(fclose(f), 0);
+}
 
 static void clear_env(void)
 {
@@ -192,6 +212,13 @@ static int group_setup(void **state)
 	machines[MIXED] = make_mixed();
 	machines[MIG] = make_mig();
 	clear_env();
+	snprintf(slurm_dir, sizeof(slurm_dir), "/tmp/gpuctl-test-slurm-XXXXXX");
+	assert_non_null(mkdtemp(slurm_dir));
+	char conf[128];
+	snprintf(conf, sizeof(conf), "%s/slurm.conf", slurm_dir);
+	assert_int_equal(setenv("SLURM_CONF", conf, 1), 0);
+	/* AutoDetect: Slurm's GPU numbers are NVML's (docs/slurm.md) */
+	write_gres("AutoDetect=nvml\n");
 	return 0;
 }
 
@@ -202,6 +229,10 @@ static int group_teardown(void **state)
 		gpuctl_snapshot_free(machines[i]);
 	gpuctl_ctx_free(ctx);
 	clear_env();
+	char path[128];
+	snprintf(path, sizeof(path), "%s/gres.conf", slurm_dir);
+	(void)unlink(path);
+	(void)rmdir(slurm_dir);
 	return 0;
 }
 
@@ -1034,11 +1065,85 @@ static void test_outer_single(void **state)
 	set_env("SLURM_JOB_GPUS", "NoDevFiles");
 	expect_outer(EIGHT, NULL, "SLURM_JOB_GPUS: 'NoDevFiles'");
 	set_env("SLURM_JOB_GPUS", "9");
-	expect_outer(EIGHT, NULL, "SLURM_JOB_GPUS: '9': names a GPU index NVML does not have");
-	set_env("SLURM_STEP_GPUS", "5,7"); /* cgroup-renumbered: NVML sees the job's 2 GPUs */
-	expect_outer(WORK, W(G(0), G(1)), "SLURM_STEP_GPUS");
-	set_env("SLURM_STEP_GPUS", "7");
-	expect_outer(WORK, NULL, "SLURM_STEP_GPUS");
+	expect_outer(EIGHT, NULL, "SLURM_JOB_GPUS: '9': Slurm's GPU 9 is not among the 8 GPUs");
+	/* cgroup-renumbered under AutoDetect: which of the node's GPUs NVML shows is unknown */
+	set_env("SLURM_STEP_GPUS", "5,7");
+	expect_outer(WORK, NULL, "SLURM_STEP_GPUS: '5': Slurm's GPU 5 is not among the 2 GPUs");
+}
+
+/* Slurm's GPU numbers are places in the node's gres.conf; the device file's minor number names
+ * the GPU. Linux's fixed character devices stand in for /dev/nvidiaN: /dev/null is 1:3,
+ * /dev/zero 1:5, /dev/full 1:7 (Documentation/admin-guide/devices.txt), so the GPUs whose
+ * minor numbers are 3, 5 and 7. */
+static void test_outer_slurm_gres(void **state)
+{
+	char conf[128];
+
+	(void)state;
+	clear_env();
+	write_gres("# a node whose gres.conf lists three GPUs out of PCI order\n"
+	           "NodeName=gpu[01-04] Name=gpu Type=a100 File=/dev/full Cores=0-1\n"
+	           "NodeName=gpu[01-04] Name=gpu Type=a100 File=/dev/null \\\n"
+	           "    Links=0,-1\n"
+	           "nodename=gpu[01-04] name=gpu type=a100 file=/dev/zero\n"
+	           "NodeName=other Name=gpu File=/dev/tty\n");
+	/* (expect_outer clears the variables after each reading) */
+	set_env("SLURMD_NODENAME", "gpu02");
+	set_env("SLURM_STEP_GPUS", "0,2");
+	expect_outer(EIGHT, W(G(7), G(5)), "SLURM_STEP_GPUS");
+	/* Slurm's CUDA_VISIBLE_DEVICES beside it is Slurm's numbering, not CUDA's */
+	set_env("SLURMD_NODENAME", "gpu02");
+	set_env("SLURM_STEP_GPUS", "0,2");
+	set_env("CUDA_VISIBLE_DEVICES", "0,2");
+	expect_outer(EIGHT, W(G(7), G(5)), "SLURM_STEP_GPUS");
+	set_env("SLURMD_NODENAME", "gpu02");
+	set_env("SLURM_STEP_GPUS", "0,2");
+	set_env("CUDA_VISIBLE_DEVICES", "0,1"); /* devices constrained: Slurm writes 0..n-1 */
+	expect_outer(EIGHT, W(G(7), G(5)), "SLURM_STEP_GPUS");
+	set_env("SLURMD_NODENAME", "gpu02");
+	set_env("SLURM_JOB_GPUS", "0,2");
+	set_env("CUDA_VISIBLE_DEVICES", "3"); /* the user's own choice: CUDA's numbering */
+	expect_outer(EIGHT, NONE, "CUDA_VISIBLE_DEVICES+SLURM_JOB_GPUS");
+	set_env("SLURMD_NODENAME", "gpu02");
+	set_env("SLURM_JOB_GPUS", "0,2");
+	set_env("CUDA_VISIBLE_DEVICES", "7,5,3");
+	expect_outer(EIGHT, W(G(7), G(5)), "CUDA_VISIBLE_DEVICES+SLURM_JOB_GPUS");
+	set_env("SLURMD_NODENAME", "gpu02");
+	set_env("SLURM_STEP_GPUS", "1");
+	expect_outer(EIGHT, W(G(3)), "SLURM_STEP_GPUS");
+	set_env("SLURMD_NODENAME", "gpu02");
+	set_env("SLURM_STEP_GPUS", "3");
+	expect_outer(EIGHT, NULL, "SLURM_STEP_GPUS: '3': ");
+	set_env("SLURMD_NODENAME", "gpu02");
+	set_env("SLURM_STEP_GPUS", "3");
+	expect_outer(EIGHT, NULL, "lists 3 GPUs for node gpu02");
+
+	/* another node's records only: nothing to map with */
+	set_env("SLURMD_NODENAME", "gpu05");
+	set_env("SLURM_STEP_GPUS", "0");
+	expect_outer(EIGHT, NULL, "has no gpu device files (File=) for node gpu05");
+	/* a device file that is no character device */
+	write_gres("Name=gpu File=/etc/hostname\n");
+	set_env("SLURM_STEP_GPUS", "0");
+	expect_outer(EIGHT, NULL, "/etc/hostname (Slurm's GPU 0): not a character device");
+	/* MIG records cannot be mapped */
+	write_gres("Name=gpu MultipleFiles=/dev/null,/dev/zero\n");
+	set_env("SLURM_STEP_GPUS", "0");
+	expect_outer(EIGHT, NULL, "MIG records (MultipleFiles=)");
+	/* a minor number no GPU has (/dev/random is 1:8) */
+	write_gres("Name=gpu File=/dev/random\n");
+	set_env("SLURM_STEP_GPUS", "0");
+	expect_outer(EIGHT, NULL, "(Slurm's GPU 0, minor 8) is no GPU NVML sees");
+	/* what cannot be read is refused, never guessed */
+	write_gres("Include /etc/slurm/more.conf\n");
+	set_env("SLURM_STEP_GPUS", "0");
+	expect_outer(EIGHT, NULL, "cannot map Slurm's GPU numbers");
+	set_env("SLURM_CONF", "/nonexistent/slurm.conf");
+	set_env("SLURM_STEP_GPUS", "0");
+	expect_outer(EIGHT, NULL, "/nonexistent/gres.conf");
+	snprintf(conf, sizeof(conf), "%s/slurm.conf", slurm_dir);
+	set_env("SLURM_CONF", conf);
+	write_gres("AutoDetect=nvml\n");
 }
 
 static void test_outer_combined(void **state)
@@ -1104,6 +1209,7 @@ int main(void)
 	        cmocka_unit_test(test_ordinals),
 	        cmocka_unit_test(test_outer_single),
 	        cmocka_unit_test(test_outer_combined),
+	        cmocka_unit_test(test_outer_slurm_gres),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
