@@ -30,6 +30,7 @@ const struct cmd_entry *const cmd_table[] = {
         &cmd_release_entry,
         &cmd_run_entry,
         &cmd_select_entry,
+        &cmd_slurm_entry,
         &cmd_topo_entry,
         &cmd_watch_entry,
         NULL,

@@ -1,0 +1,386 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cmd-slurm.c: `gpuctl slurm gres`: this node's gres.conf for Slurm, with the topology Slurm's
+ * own autodetection leaves out (docs/slurm.md).
+ *
+ * Decisions:
+ * - One line per GPU in PCI bus order: NodeName=<node> Name=gpu Type=<short model>
+ *   File=<dev-dir>/nvidia<NVML minor number> Cores=<Slurm's abstract cores> Links=<...>, after a
+ *   node-local `NodeName=<node> AutoDetect=off` line, so the node's lines can be concatenated
+ *   into a cluster's gres.conf.
+ * - Links: Slurm's ordered list (gres.conf(5)): position j is the GPU of line j, -1 for the GPU
+ *   itself, else the number of NVLinks that are up between the two (gpuctl_link.nvlinks). For
+ *   an NVSwitch fabric every pair is connected with the links each GPU has into the fabric (the
+ *   smaller of the two), where Slurm's autodetection writes 0. PCIe-only pairs are 0.
+ * - Cores: the GPU's CPU affinity (NVML) in Slurm's abstract core numbering (gres.h:
+ *   cpu_topology_read), which is what slurmd -C's Sockets x CoresPerSocket count; a core counts
+ *   when any of its threads is in the affinity.
+ * - Refusals (exit 1, one line): a GPU in MIG mode (Slurm 22.05 needs its MIG devices as
+ *   MultipleFiles= records with the nvidia-caps device files, which gpuctl does not write: use
+ *   AutoDetect=nvml for such nodes); a GPU without a minor number; an affinity naming a CPU the
+ *   node's topology does not list. Never a line slurmd would reject.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "format.h"
+#include "gres.h"
+#include "parse.h"
+
+#define TYPE_MAX   32
+#define LINE_MAX_G 8192
+
+enum {
+	OPT_FORMAT = 0x100,
+	OPT_NODE,
+	OPT_DEV_DIR,
+};
+
+static const struct option slurm_options[] = {
+        {"format", required_argument, NULL, OPT_FORMAT},
+        {"node", required_argument, NULL, OPT_NODE},
+        {"dev-dir", required_argument, NULL, OPT_DEV_DIR},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+};
+
+struct gres_line {
+	size_t gpu;             /* snapshot index */
+	char type[TYPE_MAX];    /* Type= */
+	char file[4200];        /* File= */
+	char cores[LINE_MAX_G]; /* Cores=, "" when unknown */
+	int *links;             /* Links=, one per line; owned */
+};
+
+static int cmp_bus(const void *a, const void *b, void *snap)
+{
+	const struct gres_line *x = a, *y = b;
+	const char *bx = gpuctl_gpu_str(gpuctl_snapshot_gpu(snap, x->gpu), GPUCTL_F_PCI_BUS_ID);
+	const char *by = gpuctl_gpu_str(gpuctl_snapshot_gpu(snap, y->gpu), GPUCTL_F_PCI_BUS_ID);
+
+	return strcasecmp(bx ? bx : "", by ? by : "");
+}
+
+/* The GPU's CPU affinity as abstract cores ("0-15,64-79"); 0, or -1 after printing why. */
+static int affinity_cores(const struct gpuctl_gpu *g, size_t index,
+                          const struct cpu_topology *topo, char *buf, size_t size)
+{
+	const char *aff = gpuctl_gpu_str(g, GPUCTL_F_CPU_AFFINITY);
+	size_t nbits = PARSE_CPULIST_MAX_CPU + 1;
+	uint64_t *cpus = NULL, *cores = NULL;
+	int r = 0;
+
+	buf[0] = '\0';
+	if (!aff || !aff[0])
+		return 0; /* NVML does not say: no Cores= (slurmd accepts that) */
+	cpus = calloc(nbits / 64, sizeof(*cpus));
+	cores = calloc(nbits / 64, sizeof(*cores));
+	if (!cpus || !cores || parse_cpulist(aff, cpus, nbits) < 0) {
+		cli_error("slurm gres: GPU %zu: cannot read its CPU affinity '%s'", index, aff);
+		r = -1;
+		goto out;
+	}
+	for (size_t c = 0; c < nbits && r == 0; c++) {
+		if (!(cpus[c / 64] >> (c % 64) & 1))
+			continue;
+		if (c >= topo->n_cpus || topo->core_of[c] < 0) {
+			cli_error("slurm gres: GPU %zu: its CPU affinity names CPU %zu, which this "
+			          "node's CPU topology does not list (is NVML from another machine? "
+			          "under nvsim, use nvsim exec --sysfs)",
+			          index, c);
+			r = -1;
+			break;
+		}
+		cores[topo->core_of[c] / 64] |= UINT64_C(1) << (topo->core_of[c] % 64);
+	}
+	if (r == 0)
+		(void)format_cpulist(cores, nbits, buf, size);
+out:
+	free(cpus);
+	free(cores);
+	return r;
+}
+
+static void short_host(char *buf, size_t size)
+{
+	if (gethostname(buf, size) < 0)
+		(void)snprintf(buf, size, "localhost");
+	buf[size - 1] = '\0';
+	buf[strcspn(buf, ".")] = '\0';
+}
+
+static void print_links(FILE *f, const struct gres_line *l, size_t n)
+{
+	for (size_t j = 0; j < n; j++)
+		fprintf(f, "%s%d", j ? "," : "", l->links[j]);
+}
+
+static int print_text(const char *node, const struct gres_line *lines, size_t n,
+                      const struct cpu_topology *topo, const char *gres)
+{
+	unsigned cps = topo->sockets ? topo->cores / topo->sockets : 0;
+
+	printf("# gres.conf lines for node %s (gpuctl slurm gres): GPUs in PCI bus order.\n", node);
+	printf("# Links: NVLinks to the GPU of each line in turn (-1: itself; through NVSwitches,\n"
+	       "# the links each GPU has into the fabric).\n");
+	printf("# Cores: Slurm's abstract core numbers. The node's slurm.conf line:\n");
+	printf("#   NodeName=%s CPUs=%u Sockets=%u CoresPerSocket=%u ThreadsPerCore=%u Gres=%s\n",
+	       node, topo->cores * topo->threads_per_core, topo->sockets, cps,
+	       topo->threads_per_core, gres);
+	printf("NodeName=%s AutoDetect=off\n", node);
+	for (size_t i = 0; i < n; i++) {
+		printf("NodeName=%s Name=gpu Type=%s File=%s", node, lines[i].type, lines[i].file);
+		if (lines[i].cores[0])
+			printf(" Cores=%s", lines[i].cores);
+		printf(" Links=");
+		print_links(stdout, &lines[i], n);
+		printf("\n");
+	}
+	return cli_finish_output(CLI_EXIT_OK);
+}
+
+static int print_json_out(const struct gpuctl_snapshot *snap, const char *node,
+                          const struct gres_line *lines, size_t n,
+                          const struct cpu_topology *topo, const char *gres)
+{
+	json_t *root = json_object(), *gpus = json_array(), *cpus = json_object();
+	int r = 0;
+
+	if (!root || !gpus || !cpus)
+		r = -ENOMEM;
+	for (size_t i = 0; i < n && r == 0; i++) {
+		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, lines[i].gpu);
+		json_t *o = json_object(), *links = json_array();
+
+		for (size_t j = 0; j < n && links; j++)
+			if (json_array_append_new(links, json_integer(lines[i].links[j])) < 0)
+				r = -ENOMEM;
+		if (!o || !links || r < 0 ||
+		    json_put(o, "index", json_integer((json_int_t)lines[i].gpu)) < 0 ||
+		    json_put(o, "uuid", json_string_or_null(gpuctl_gpu_str(g, GPUCTL_F_UUID))) < 0 ||
+		    json_put(o, "type", json_string(lines[i].type)) < 0 ||
+		    json_put(o, "file", json_string(lines[i].file)) < 0 ||
+		    json_put(o, "cores",
+		             lines[i].cores[0] ? json_string(lines[i].cores) : json_null()) < 0 ||
+		    json_put(o, "links", links) < 0 || json_array_append_new(gpus, o) < 0) {
+			json_decref(links);
+			json_decref(o);
+			r = -ENOMEM;
+		}
+	}
+	if (r == 0 &&
+	    (json_put(cpus, "cpus",
+	              json_integer((json_int_t)topo->cores * topo->threads_per_core)) < 0 ||
+	     json_put(cpus, "sockets", json_integer(topo->sockets)) < 0 ||
+	     json_put(cpus, "cores_per_socket",
+	              json_integer(topo->sockets ? topo->cores / topo->sockets : 0)) < 0 ||
+	     json_put(cpus, "threads_per_core", json_integer(topo->threads_per_core)) < 0 ||
+	     json_put(root, "node", json_string(node)) < 0 ||
+	     json_put(root, "gres", json_string(gres)) < 0 || json_put(root, "cpus", cpus) < 0 ||
+	     json_put(root, "gpus", gpus) < 0))
+		r = -ENOMEM;
+	if (r == 0)
+		r = json_print(root);
+	json_decref(gpus);
+	json_decref(cpus);
+	json_decref(root);
+	if (r < 0) {
+		cli_error("slurm gres: cannot write the output: %s", strerror(-r));
+		return CLI_EXIT_FAILURE;
+	}
+	return cli_finish_output(CLI_EXIT_OK);
+}
+
+/* "gpu:a100:8" or "gpu:rtx4090:1,gpu:rtxa6000:1": each type once, in line order. */
+static void gres_string(const struct gres_line *lines, size_t n, char *buf, size_t size)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		size_t count = 0;
+		bool seen = false;
+
+		for (size_t k = 0; k < i; k++)
+			seen |= strcmp(lines[k].type, lines[i].type) == 0;
+		if (seen)
+			continue;
+		for (size_t k = i; k < n; k++)
+			count += strcmp(lines[k].type, lines[i].type) == 0;
+		len += (size_t)snprintf(buf + len, len < size ? size - len : 0, "%sgpu:%s:%zu",
+		                        len ? "," : "", lines[i].type, count);
+	}
+	if (n == 0)
+		(void)snprintf(buf, size, "gpu:0");
+}
+
+static int gres_exec(struct cli *cli, bool json, const char *node_opt, const char *dev_dir)
+{
+	static const enum gpuctl_field fields[] = {
+	        GPUCTL_F_NAME,         GPUCTL_F_MINOR_NUMBER, GPUCTL_F_CPU_AFFINITY,
+	        GPUCTL_F_MIG_MODE,     GPUCTL_F_PCI_BUS_ID,
+	};
+	struct gpuctl_snapshot *snap = NULL;
+	struct cpu_topology topo = {0};
+	struct gres_line *lines = NULL;
+	char node[256], why[512] = "", gres[1024];
+	size_t n = 0;
+	int status, r;
+
+	status = cli_snapshot_fields(cli, GPUCTL_SNAP_TOPOLOGY | GPUCTL_SNAP_MIG, fields,
+	                             sizeof(fields) / sizeof(fields[0]), &snap);
+	if (status)
+		return status;
+	if (node_opt)
+		(void)snprintf(node, sizeof(node), "%s", node_opt);
+	else
+		short_host(node, sizeof(node));
+	r = cpu_topology_read(NULL, &topo, why, sizeof(why));
+	if (r < 0) {
+		cli_error("slurm gres: cannot read this node's CPU topology: %s", why);
+		status = CLI_EXIT_FAILURE;
+		goto out;
+	}
+	n = gpuctl_snapshot_gpu_count(snap);
+	lines = calloc(n ? n : 1, sizeof(*lines));
+	if (!lines) {
+		cli_error("slurm gres: out of memory");
+		status = CLI_EXIT_FAILURE;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		lines[i].gpu = i;
+	qsort_r(lines, n, sizeof(*lines), cmp_bus, snap);
+	for (size_t i = 0; i < n && status == 0; i++) {
+		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, lines[i].gpu);
+		int64_t minor = -1, mig = 0;
+
+		if (gpuctl_gpu_int(g, GPUCTL_F_MIG_MODE, &mig) == 0 && mig) {
+			cli_error("slurm gres: GPU %zu is in MIG mode: Slurm 22.05 takes MIG devices "
+			          "as MultipleFiles= records, which gpuctl does not write (use "
+			          "AutoDetect=nvml on this node; docs/slurm.md)",
+			          lines[i].gpu);
+			status = CLI_EXIT_FAILURE;
+			break;
+		}
+		if (gpuctl_gpu_int(g, GPUCTL_F_MINOR_NUMBER, &minor) < 0 || minor < 0) {
+			cli_error("slurm gres: GPU %zu: NVML gives no minor number, so no device file",
+			          lines[i].gpu);
+			status = CLI_EXIT_FAILURE;
+			break;
+		}
+		gres_gpu_type(gpuctl_gpu_str(g, GPUCTL_F_NAME), lines[i].type,
+		              sizeof(lines[i].type));
+		(void)snprintf(lines[i].file, sizeof(lines[i].file), "%s/nvidia%lld", dev_dir,
+		               (long long)minor);
+		if (affinity_cores(g, lines[i].gpu, &topo, lines[i].cores,
+		                   sizeof(lines[i].cores)) < 0) {
+			status = CLI_EXIT_FAILURE;
+			break;
+		}
+		lines[i].links = calloc(n, sizeof(int));
+		if (!lines[i].links) {
+			cli_error("slurm gres: out of memory");
+			status = CLI_EXIT_FAILURE;
+			break;
+		}
+		for (size_t j = 0; j < n; j++) {
+			struct gpuctl_link l = GPUCTL_LINK_INIT;
+
+			if (j == i)
+				lines[i].links[j] = -1;
+			else if (gpuctl_snapshot_link(snap, lines[i].gpu, lines[j].gpu, &l) == 0)
+				lines[i].links[j] = l.nvlinks > 0 ? l.nvlinks : 0;
+		}
+	}
+	if (status)
+		goto out;
+	gres_string(lines, n, gres, sizeof(gres));
+	status = json ? print_json_out(snap, node, lines, n, &topo, gres)
+	              : print_text(node, lines, n, &topo, gres);
+out:
+	for (size_t i = 0; lines && i < n; i++)
+		free(lines[i].links);
+	free(lines);
+	cpu_topology_free(&topo);
+	gpuctl_snapshot_free(snap);
+	return status;
+}
+
+static int cmd_slurm_exec(struct cli *cli, int argc, char **argv)
+{
+	const char *node = NULL, *dev_dir = "/dev";
+	bool json = false;
+	int opt;
+
+	/* gpuctl slurm gres [options]: the options belong to the subcommand */
+	if (argc > 1 && strcmp(argv[1], "gres") == 0) {
+		argc--;
+		argv++;
+	} else if (argc > 1 && argv[1][0] != '-') {
+		return cmd_usage_error(&cmd_slurm_entry, "unknown subcommand '%s' (gres)", argv[1]);
+	} else if (argc == 1) {
+		return cmd_usage_error(&cmd_slurm_entry, "say what: gres");
+	}
+	while ((opt = getopt_long(argc, argv, "+:h", slurm_options, NULL)) != -1) {
+		switch (opt) {
+		case OPT_FORMAT:
+			if (strcmp(optarg, "text") == 0)
+				json = false;
+			else if (strcmp(optarg, "json") == 0)
+				json = true;
+			else
+				return cmd_usage_error(&cmd_slurm_entry,
+				                       "--format: unknown format '%s' (text or json)",
+				                       optarg);
+			break;
+		case OPT_NODE:
+			if (!optarg[0] || strpbrk(optarg, " \t\n=,[]#"))
+				return cmd_usage_error(&cmd_slurm_entry,
+				                       "--node: '%s' is not a Slurm node name", optarg);
+			node = optarg;
+			break;
+		case OPT_DEV_DIR:
+			if (optarg[0] != '/' || strpbrk(optarg, " \t\n=,[]#"))
+				return cmd_usage_error(&cmd_slurm_entry,
+				                       "--dev-dir: '%s' is not an absolute path without "
+				                       "blanks, '=', ',', brackets or '#'",
+				                       optarg);
+			dev_dir = optarg;
+			break;
+		case 'h':
+			cmd_usage(&cmd_slurm_entry, stdout);
+			return CLI_EXIT_OK;
+		default:
+			return cmd_bad_option(&cmd_slurm_entry, opt, argv);
+		}
+	}
+	if (optind < argc)
+		return cmd_usage_error(&cmd_slurm_entry, "unexpected argument '%s'", argv[optind]);
+	if (strcmp(argv[0], "gres") != 0)
+		return cmd_usage_error(&cmd_slurm_entry, "say what: gres");
+	return gres_exec(cli, json, node, dev_dir);
+}
+
+const struct cmd_entry cmd_slurm_entry = {
+        .name = "slurm",
+        .usage = "gres [--format text|json] [--node NAME] [--dev-dir DIR]",
+        .summary = "print this node's gres.conf for Slurm, with NVLink and CPU topology",
+        .options =
+                "  --format FORMAT  text (default: gres.conf lines) or json\n"
+                "  --node NAME      the Slurm node name (default: the short host name)\n"
+                "  --dev-dir DIR    where the GPUs' device files are (default /dev)\n"
+                "  -h, --help       print this help\n"
+                "\n"
+                "One line per GPU in PCI bus order, for a gres.conf with AutoDetect=off:\n"
+                "Type (short model), File (/dev/nvidia<minor>), Cores (Slurm's abstract core\n"
+                "numbers of the GPU's CPU affinity) and Links (NVLinks to each GPU, in line\n"
+                "order; through NVSwitches every pair is connected). A comment gives the\n"
+                "node's slurm.conf line with its Gres=. A GPU in MIG mode is refused (exit 1).\n",
+        .exec = cmd_slurm_exec,
+};
