@@ -5,7 +5,9 @@
 set -eu
 
 build_pkgs="gcc make cmake pkg-config libjansson-dev libnuma-dev libmicrohttpd-dev"
-test_pkgs="libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest prometheus"
+# slurmctld slurmd slurm-client munge: the real Slurm of tests/cli/test_slurm.py (the packages
+# start no daemon; the test runs its own in a scratch directory)
+test_pkgs="libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest prometheus slurmctld slurmd slurm-client munge"
 # wrk: the HTTP load generator of the exporter benchmark (50 concurrent scrapers)
 bench_pkgs="python3 wrk"
 

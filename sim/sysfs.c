@@ -160,7 +160,8 @@ int sim_sysfs_write(const struct sim_scenario *s, const char *root)
 		return r;
 
 	for (size_t b = 0; b < ncpus; b++) {
-		unsigned long core[SIM_MAX_CPUS / LONG_BITS] = {0}, pkg[SIM_MAX_CPUS / LONG_BITS] = {0};
+		unsigned long core[SIM_MAX_CPUS / LONG_BITS] = {0},
+		                                  pkg[SIM_MAX_CPUS / LONG_BITS] = {0};
 		char num[32], link[4200], target[64];
 
 		if (sock_of[b] < 0)

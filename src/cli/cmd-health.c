@@ -60,6 +60,8 @@ enum {
 	OPT_PROBE_TIMEOUT,
 	OPT_PROBE_CHILD,
 	OPT_SLURM,
+	OPT_SLURM_CONF,
+	OPT_SCONTROL,
 	OPT_WATCH,
 	OPT_INTERVAL,
 	OPT_STATE,
@@ -74,6 +76,8 @@ static const struct option health_options[] = {
         {"probe-timeout", required_argument, NULL, OPT_PROBE_TIMEOUT},
         {"probe-child", no_argument, NULL, OPT_PROBE_CHILD}, /* internal: one probe, here */
         {"slurm", no_argument, NULL, OPT_SLURM},
+        {"slurm-conf", required_argument, NULL, OPT_SLURM_CONF},
+        {"scontrol", required_argument, NULL, OPT_SCONTROL},
         {"watch", no_argument, NULL, OPT_WATCH},
         {"interval", required_argument, NULL, OPT_INTERVAL},
         {"state", required_argument, NULL, OPT_STATE},
@@ -90,6 +94,8 @@ struct health_args {
 	bool probe;             /* --probe */
 	unsigned probe_timeout; /* --probe-timeout, seconds */
 	bool slurm;             /* --slurm */
+	const char *scontrol;   /* --scontrol, else "scontrol" searched in $PATH (or, with no
+	                         * PATH, in /bin:/usr/bin, as execvp(3) does) */
 	bool watch;             /* --watch */
 	unsigned interval;      /* --interval, seconds */
 	char *state;            /* the health state file (owned) */
@@ -530,8 +536,8 @@ static int do_slurm(const struct health_args *a, const struct gpuctl_health_repo
 		return CLI_EXIT_FAILURE;
 	}
 	slurm_reason(a, rep, res->reason, sizeof(res->reason));
-	r = slurm_apply(res->node, worst == GPUCTL_HEALTH_FAIL, res->reason, &res->action, err,
-	                sizeof(err));
+	r = slurm_apply(a->scontrol, res->node, worst == GPUCTL_HEALTH_FAIL, res->reason,
+	                &res->action, err, sizeof(err));
 	if (r < 0) {
 		cli_error("health: --slurm: %s", err);
 		return CLI_EXIT_FAILURE;
@@ -570,7 +576,7 @@ static int cmd_health_exec(struct cli *cli, int argc, char **argv)
 	struct slurm_result sres = {0};
 	struct gpuctl_snapshot *prev = NULL;
 	bool kmsg_read = false, child = false, state_read = false;
-	const char *state_opt = NULL;
+	const char *state_opt = NULL, *slurm_conf = NULL;
 	unsigned long ul;
 	int opt, status, r, worst = GPUCTL_HEALTH_OK;
 
@@ -619,6 +625,18 @@ static int cmd_health_exec(struct cli *cli, int argc, char **argv)
 		case OPT_SLURM:
 			a.slurm = true;
 			break;
+		case OPT_SLURM_CONF:
+			if (!optarg[0])
+				return cmd_usage_error(&cmd_health_entry,
+				                       "--slurm-conf: empty file name");
+			slurm_conf = optarg;
+			break;
+		case OPT_SCONTROL:
+			if (!optarg[0])
+				return cmd_usage_error(&cmd_health_entry,
+				                       "--scontrol: empty file name");
+			a.scontrol = optarg;
+			break;
 		case OPT_WATCH:
 			a.watch = true;
 			break;
@@ -651,6 +669,15 @@ static int cmd_health_exec(struct cli *cli, int argc, char **argv)
 	if (a.watch && (a.probe || a.slurm))
 		return cmd_usage_error(&cmd_health_entry,
 		                       "--watch cannot be combined with --probe or --slurm");
+	if ((slurm_conf || a.scontrol) && !a.slurm)
+		return cmd_usage_error(&cmd_health_entry, "--%s goes with --slurm",
+		                       slurm_conf ? "slurm-conf" : "scontrol");
+	/* scontrol (and gpuctl's own reading of gres.conf) find Slurm's configuration here, as
+	 * Slurm's tools do: a HealthCheckProgram runs without SLURM_CONF */
+	if (slurm_conf && setenv("SLURM_CONF", slurm_conf, 1) < 0) {
+		cli_error("health: --slurm-conf: %s", strerror(errno));
+		return CLI_EXIT_FAILURE;
+	}
 	/* every usage error is behind us: from here on a.state is owned */
 	if (!state_opt) {
 		status = cli_site(cli, &cmd_health_entry, NULL, GPUCTL_SITE_NO_LEASES);
@@ -771,7 +798,8 @@ out:
 const struct cmd_entry cmd_health_entry = {
         .name = "health",
         .usage = "[-i IDS] [--format table|json] [--strict] [--kmsg FILE] [--probe "
-                 "[--probe-timeout SECONDS]] [--slurm] [--watch [--interval SECONDS]] "
+                 "[--probe-timeout SECONDS]] [--slurm [--slurm-conf FILE] [--scontrol PATH]] "
+                 "[--watch [--interval SECONDS]] "
                  "[--state FILE]",
         .summary = "check each GPU's health: OK, WARN or FAIL with findings and actions",
         .options =
@@ -788,6 +816,11 @@ const struct cmd_entry cmd_health_entry = {
                 "                   GPU FAILs (default 10)\n"
                 "  --slurm          as Slurm's HealthCheckProgram: drain this node when a GPU\n"
                 "                   FAILs, resume it when healthy if gpuctl drained it\n"
+                "  --slurm-conf FILE\n"
+                "                   Slurm's slurm.conf for scontrol (a HealthCheckProgram runs\n"
+                "                   without SLURM_CONF; default: $SLURM_CONF, else Slurm's own)\n"
+                "  --scontrol PATH  the scontrol to run (default: scontrol in $PATH, or in\n"
+                "                   /bin:/usr/bin when PATH is unset, as slurmd leaves it)\n"
                 "  --watch          keep checking: print each finding when it appears or clears\n"
                 "                   (XIDs through NVML events at once), until interrupted\n"
                 "  --interval SECONDS\n"

@@ -67,8 +67,8 @@ static int cmp_bus(const void *a, const void *b, void *snap)
 }
 
 /* The GPU's CPU affinity as abstract cores ("0-15,64-79"); 0, or -1 after printing why. */
-static int affinity_cores(const struct gpuctl_gpu *g, size_t index,
-                          const struct cpu_topology *topo, char *buf, size_t size)
+static int affinity_cores(const struct gpuctl_gpu *g, size_t index, const struct cpu_topology *topo,
+                          char *buf, size_t size)
 {
 	const char *aff = gpuctl_gpu_str(g, GPUCTL_F_CPU_AFFINITY);
 	size_t nbits = PARSE_CPULIST_MAX_CPU + 1;
@@ -89,10 +89,11 @@ static int affinity_cores(const struct gpuctl_gpu *g, size_t index,
 		if (!(cpus[c / 64] >> (c % 64) & 1))
 			continue;
 		if (c >= topo->n_cpus || topo->core_of[c] < 0) {
-			cli_error("slurm gres: GPU %zu: its CPU affinity names CPU %zu, which this "
-			          "node's CPU topology does not list (is NVML from another machine? "
-			          "under nvsim, use nvsim exec --sysfs)",
-			          index, c);
+			cli_error(
+			        "slurm gres: GPU %zu: its CPU affinity names CPU %zu, which this "
+			        "node's CPU topology does not list (is NVML from another machine? "
+			        "under nvsim, use nvsim exec --sysfs)",
+			        index, c);
 			r = -1;
 			break;
 		}
@@ -145,8 +146,8 @@ static int print_text(const char *node, const struct gres_line *lines, size_t n,
 }
 
 static int print_json_out(const struct gpuctl_snapshot *snap, const char *node,
-                          const struct gres_line *lines, size_t n,
-                          const struct cpu_topology *topo, const char *gres)
+                          const struct gres_line *lines, size_t n, const struct cpu_topology *topo,
+                          const char *gres)
 {
 	json_t *root = json_object(), *gpus = json_array(), *cpus = json_object();
 	int r = 0;
@@ -162,7 +163,8 @@ static int print_json_out(const struct gpuctl_snapshot *snap, const char *node,
 				r = -ENOMEM;
 		if (!o || !links || r < 0 ||
 		    json_put(o, "index", json_integer((json_int_t)lines[i].gpu)) < 0 ||
-		    json_put(o, "uuid", json_string_or_null(gpuctl_gpu_str(g, GPUCTL_F_UUID))) < 0 ||
+		    json_put(o, "uuid", json_string_or_null(gpuctl_gpu_str(g, GPUCTL_F_UUID))) <
+		            0 ||
 		    json_put(o, "type", json_string(lines[i].type)) < 0 ||
 		    json_put(o, "file", json_string(lines[i].file)) < 0 ||
 		    json_put(o, "cores",
@@ -222,8 +224,8 @@ static void gres_string(const struct gres_line *lines, size_t n, char *buf, size
 static int gres_exec(struct cli *cli, bool json, const char *node_opt, const char *dev_dir)
 {
 	static const enum gpuctl_field fields[] = {
-	        GPUCTL_F_NAME,         GPUCTL_F_MINOR_NUMBER, GPUCTL_F_CPU_AFFINITY,
-	        GPUCTL_F_MIG_MODE,     GPUCTL_F_PCI_BUS_ID,
+	        GPUCTL_F_NAME,     GPUCTL_F_MINOR_NUMBER, GPUCTL_F_CPU_AFFINITY,
+	        GPUCTL_F_MIG_MODE, GPUCTL_F_PCI_BUS_ID,
 	};
 	struct gpuctl_snapshot *snap = NULL;
 	struct cpu_topology topo = {0};
@@ -261,15 +263,17 @@ static int gres_exec(struct cli *cli, bool json, const char *node_opt, const cha
 		int64_t minor = -1, mig = 0;
 
 		if (gpuctl_gpu_int(g, GPUCTL_F_MIG_MODE, &mig) == 0 && mig) {
-			cli_error("slurm gres: GPU %zu is in MIG mode: Slurm 22.05 takes MIG devices "
-			          "as MultipleFiles= records, which gpuctl does not write (use "
-			          "AutoDetect=nvml on this node; docs/slurm.md)",
-			          lines[i].gpu);
+			cli_error(
+			        "slurm gres: GPU %zu is in MIG mode: Slurm 22.05 takes MIG devices "
+			        "as MultipleFiles= records, which gpuctl does not write (use "
+			        "AutoDetect=nvml on this node; docs/slurm.md)",
+			        lines[i].gpu);
 			status = CLI_EXIT_FAILURE;
 			break;
 		}
 		if (gpuctl_gpu_int(g, GPUCTL_F_MINOR_NUMBER, &minor) < 0 || minor < 0) {
-			cli_error("slurm gres: GPU %zu: NVML gives no minor number, so no device file",
+			cli_error("slurm gres: GPU %zu: NVML gives no minor number, so no device "
+			          "file",
 			          lines[i].gpu);
 			status = CLI_EXIT_FAILURE;
 			break;
@@ -278,8 +282,8 @@ static int gres_exec(struct cli *cli, bool json, const char *node_opt, const cha
 		              sizeof(lines[i].type));
 		(void)snprintf(lines[i].file, sizeof(lines[i].file), "%s/nvidia%lld", dev_dir,
 		               (long long)minor);
-		if (affinity_cores(g, lines[i].gpu, &topo, lines[i].cores,
-		                   sizeof(lines[i].cores)) < 0) {
+		if (affinity_cores(g, lines[i].gpu, &topo, lines[i].cores, sizeof(lines[i].cores)) <
+		    0) {
 			status = CLI_EXIT_FAILURE;
 			break;
 		}
@@ -335,22 +339,24 @@ static int cmd_slurm_exec(struct cli *cli, int argc, char **argv)
 			else if (strcmp(optarg, "json") == 0)
 				json = true;
 			else
-				return cmd_usage_error(&cmd_slurm_entry,
-				                       "--format: unknown format '%s' (text or json)",
-				                       optarg);
+				return cmd_usage_error(
+				        &cmd_slurm_entry,
+				        "--format: unknown format '%s' (text or json)", optarg);
 			break;
 		case OPT_NODE:
 			if (!optarg[0] || strpbrk(optarg, " \t\n=,[]#"))
 				return cmd_usage_error(&cmd_slurm_entry,
-				                       "--node: '%s' is not a Slurm node name", optarg);
+				                       "--node: '%s' is not a Slurm node name",
+				                       optarg);
 			node = optarg;
 			break;
 		case OPT_DEV_DIR:
 			if (optarg[0] != '/' || strpbrk(optarg, " \t\n=,[]#"))
-				return cmd_usage_error(&cmd_slurm_entry,
-				                       "--dev-dir: '%s' is not an absolute path without "
-				                       "blanks, '=', ',', brackets or '#'",
-				                       optarg);
+				return cmd_usage_error(
+				        &cmd_slurm_entry,
+				        "--dev-dir: '%s' is not an absolute path without "
+				        "blanks, '=', ',', brackets or '#'",
+				        optarg);
 			dev_dir = optarg;
 			break;
 		case 'h':

@@ -129,16 +129,18 @@ static int scontrol(char *const argv[], char *out, size_t size, char *err, size_
 	return 0;
 }
 
-int slurm_apply(const char *node, bool fail, const char *reason, enum slurm_action *ret_action,
-                char *err, size_t err_size)
+int slurm_apply(const char *scontrol_path, const char *node, bool fail, const char *reason,
+                enum slurm_action *ret_action, char *err, size_t err_size)
 {
 	char out[16384], name_arg[512], reason_arg[SLURM_REASON_MAX + 16];
-	static char sc[] = "scontrol", show[] = "show", nodekw[] = "node", update[] = "update";
+	static char show[] = "show", nodekw[] = "node", update[] = "update";
+	char sc[4096];
 	static char drain[] = "State=DRAIN", resume[] = "State=RESUME";
 	struct slurm_node info;
 	enum slurm_action action;
 	int r;
 
+	(void)snprintf(sc, sizeof(sc), "%s", scontrol_path ? scontrol_path : "scontrol");
 	(void)snprintf(name_arg, sizeof(name_arg), "%s", node);
 	char *const show_argv[] = {sc, show, nodekw, name_arg, NULL};
 	r = scontrol(show_argv, out, sizeof(out), err, err_size);

@@ -39,10 +39,10 @@ enum slurm_action slurm_decide(const struct slurm_node *node, bool fail);
 /* This node's Slurm name: $SLURMD_NODENAME, else the host name up to its first dot. */
 int slurm_node_name(char *buf, size_t size);
 
-/* Runs scontrol: show node, then update as decided. reason: ours ("gpuctl: ..."), for a
- * drain. On success *ret_action says what was done. -errno / -ETIME / -EIO (scontrol failed:
- * message in err). */
-int slurm_apply(const char *node, bool fail, const char *reason, enum slurm_action *ret_action,
-                char *err, size_t err_size);
+/* Runs scontrol (scontrol_path, NULL: "scontrol" from $PATH): show node, then update as decided.
+ * reason: ours ("gpuctl: ..."), for a drain. On success *ret_action says what was done. -errno /
+ * -ETIME / -EIO (scontrol failed: message in err). */
+int slurm_apply(const char *scontrol_path, const char *node, bool fail, const char *reason,
+                enum slurm_action *ret_action, char *err, size_t err_size);
 
 #endif

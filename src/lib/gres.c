@@ -38,9 +38,9 @@
 #include "parse.h"
 #include "util.h"
 
-#define WORD_MAX   4096 /* longest Key=Value word */
-#define NAME_MAX_  256  /* longest expanded hostlist name */
-#define LINE_MAX_  (64 * 1024)
+#define WORD_MAX  4096 /* longest Key=Value word */
+#define NAME_MAX_ 256  /* longest expanded hostlist name */
+#define LINE_MAX_ (64 * 1024)
 
 _printf_(3, 4) static int fail(char *why, size_t whylen, const char *fmt, ...)
 {
@@ -108,10 +108,11 @@ static int expand_entry(const char *s, size_t len, size_t max, char ***names, si
 	close = memchr(open, ']', len - (size_t)(open - s));
 	if (!close || memchr(close + 1, '[', len - (size_t)(close + 1 - s)) ||
 	    memchr(close + 1, ']', len - (size_t)(close + 1 - s)) ||
-	    memchr(s, ']', (size_t)(open - s)))
+	    memchr(s, ']', (size_t)(open - s)) || close == open + 1)
 		return -EINVAL;
 	for (p = open + 1; p < close;) {
-		const char *comma = memchr(p, ',', (size_t)(close - p)), *end = comma ? comma : close;
+		const char *comma = memchr(p, ',', (size_t)(close - p)),
+		           *end = comma ? comma : close;
 		const char *dash = memchr(p, '-', (size_t)(end - p));
 		unsigned long lo, hi;
 		int width = 0;
@@ -125,8 +126,8 @@ static int expand_entry(const char *s, size_t len, size_t max, char ***names, si
 		if (*p == '0' && (dash ? dash : end) - p > 1)
 			width = (int)((dash ? dash : end) - p);
 		for (unsigned long v = lo; v <= hi; v++) {
-			int k = snprintf(buf, sizeof(buf), "%.*s%0*lu%.*s", (int)(open - s), s, width,
-			                 v, (int)(len - (size_t)(close + 1 - s)), close + 1);
+			int k = snprintf(buf, sizeof(buf), "%.*s%0*lu%.*s", (int)(open - s), s,
+			                 width, v, (int)(len - (size_t)(close + 1 - s)), close + 1);
 
 			if (k < 0 || (size_t)k >= sizeof(buf))
 				return -EINVAL;
@@ -158,8 +159,8 @@ int gres_hostlist_expand(const char *expr, size_t max, char ***ret_names)
 			break;
 		}
 		if ((*p == ',' && depth == 0) || *p == '\0') {
-			if (p == start || (r = expand_entry(start, (size_t)(p - start), max, &names,
-			                                    &n)) < 0) {
+			if (p == start ||
+			    (r = expand_entry(start, (size_t)(p - start), max, &names, &n)) < 0) {
 				r = r ? r : -EINVAL;
 				break;
 			}
@@ -290,7 +291,8 @@ static int add_record(const struct word *w, size_t nw, struct gres_gpus *g, bool
 	if (n == -ENOMEM)
 		return n;
 	if (n < 0)
-		return fail(why, whylen, "line %u: File=%.60s: not a device file list", lineno, file);
+		return fail(why, whylen, "line %u: File=%.60s: not a device file list", lineno,
+		            file);
 	char **nf = realloc(g->files, (g->n + (size_t)n) * sizeof(*nf));
 	if (!nf) {
 		free_names(names, (size_t)n);
@@ -366,8 +368,10 @@ int gres_conf_parse(const char *text, size_t len, const char *node, struct gres_
 		} else if (strcasecmp(w[0].key, "AutoDetect") == 0 && nw == 1) {
 			global_auto = autodetect_on(w[0].value);
 		} else {
-			r = fail(why, whylen, "line %u: '%s=' cannot start a record (NodeName=, Name= "
-			         "or AutoDetect=)", lineno, w[0].key);
+			r = fail(why, whylen,
+			         "line %u: '%s=' cannot start a record (NodeName=, Name= "
+			         "or AutoDetect=)",
+			         lineno, w[0].key);
 		}
 	}
 	if (r < 0) {
@@ -488,8 +492,9 @@ int cpu_topology_read(const char *sysfs_root, struct cpu_topology *ret, char *wh
 		for (int k = 0; k < 2; k++) {
 			char *end;
 
-			(void)snprintf(path, sizeof(path), "%s/devices/system/cpu/cpu%zu/topology/%s",
-			               root, c, names[k]);
+			(void)snprintf(path, sizeof(path),
+			               "%s/devices/system/cpu/cpu%zu/topology/%s", root, c,
+			               names[k]);
 			if ((r = read_text(path, text, sizeof(text))) < 0) {
 				(void)snprintf(why, whylen, "%s: %s", path, strerror(-r));
 				return r;

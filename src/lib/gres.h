@@ -49,18 +49,17 @@ int gres_hostlist_expand(const char *expr, size_t max, char ***ret_names);
  * socket by their lowest CPU, sockets ordered by their lowest CPU (hwloc's logical order, which
  * slurmd's xcpuinfo uses). */
 struct cpu_topology {
-	int *core_of;             /* per CPU number: its abstract core, -1 if not online; owned */
-	size_t n_cpus;            /* entries in core_of (highest online CPU + 1) */
-	unsigned sockets;         /* packages */
-	unsigned cores;           /* cores in all */
+	int *core_of;              /* per CPU number: its abstract core, -1 if not online; owned */
+	size_t n_cpus;             /* entries in core_of (highest online CPU + 1) */
+	unsigned sockets;          /* packages */
+	unsigned cores;            /* cores in all */
 	unsigned threads_per_core; /* the most threads any core has */
 };
 
 /* Reads sysfs_root/devices/system/cpu (online, cpuN/topology/physical_package_id and core_id).
  * sysfs_root NULL: $GPUCTL_SYSFS, else /sys. Returns 0, -ENOMEM, or another -errno with why[]
  * naming the file. */
-int cpu_topology_read(const char *sysfs_root, struct cpu_topology *ret, char *why,
-                      size_t whylen);
+int cpu_topology_read(const char *sysfs_root, struct cpu_topology *ret, char *why, size_t whylen);
 void cpu_topology_free(struct cpu_topology *t);
 
 /* Slurm's short GPU type for an NVML product name: "NVIDIA A100-SXM4-80GB" -> "a100",
