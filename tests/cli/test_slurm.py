@@ -15,7 +15,7 @@ import tempfile
 import time
 import unittest
 
-from gpuctl_test import GPUCTL, scenario_gpus
+from gpuctl_test import BUILD, GPUCTL, SRC, scenario_gpus
 from slurm_cluster import HWLOC_ENV, NVSIM_LOAD, Cluster, Machine, wait_for
 
 # (sockets, cores per socket, threads per core) as published (scenario sources)
@@ -160,6 +160,48 @@ class JobsLand(SlurmCase):
             self.assertEqual(len(rows), 1, rows)
             self.assertEqual({d["uuid"] for d in rows[0]["devices"]}, want,
                              "Slurm allotted %s" % slurm)
+
+    def test_each_ranks_follow_the_steps_gpus(self):
+        before = len(self.ledger())
+        r = self.c.srun("--gres=gpu:3", "/bin/sh", "-c",
+                        'echo "$SLURM_STEP_GPUS"; exec %s run -n 3 --each -- %s --seconds 0 '
+                        '--ledger %s' % (GPUCTL, NVSIM_LOAD, self.m.ledger))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        slurm = [int(x) for x in r.stdout.splitlines()[0].split(",")]
+        rows = self.ledger()[before:]
+        self.assertEqual(len(rows), 3, rows)
+        got = [d["uuid"] for row in rows for d in row["devices"]]
+        self.assertEqual(sorted(got), sorted(self.uuids[self.order[p]] for p in slurm))
+
+    def test_select_and_python_inside_srun_choose_within_the_step(self):
+        # the CLI and the Python package (one allocation call in libgpuctl) see the same GPUs
+        py = ("import gpuctl, os; print(os.environ['SLURM_STEP_GPUS']); "
+              "print(','.join(sorted(d.uuid for d in gpuctl.select(2))))")
+        pyenv = {"PYTHONPATH": os.path.join(SRC, "python"),
+                 "GPUCTL_LIBRARY": os.path.join(BUILD, "lib", "libgpuctl.so.0")}
+        if os.environ.get("GPUCTL_PYTHON_PRELOAD"):
+            pyenv["LD_PRELOAD"] = os.environ["GPUCTL_PYTHON_PRELOAD"]
+            pyenv["ASAN_OPTIONS"] = "detect_leaks=0"
+        r = self.c.run(["srun", "-N1", "-n1", "--gres=gpu:2", "/usr/bin/python3", "-c", py],
+                       env=pyenv, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        slurm, chosen = r.stdout.splitlines()[:2]
+        want = sorted(self.uuids[self.order[int(p)]] for p in slurm.split(","))
+        self.assertEqual(chosen.split(","), want)
+        r = self.c.srun("--gres=gpu:2", "/bin/sh", "-c",
+                        'echo "$SLURM_STEP_GPUS"; exec %s select -n 2' % GPUCTL)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        slurm, line = r.stdout.splitlines()[:2]
+        want = sorted(self.uuids[self.order[int(p)]] for p in slurm.split(","))
+        self.assertEqual(sorted(line.split("=", 1)[1].split(",")), want)
+        # asking for more than the step has is refused: everything else is outside
+        r = self.c.srun("--gres=gpu:2", "/bin/sh", "-c",
+                        'echo "$SLURM_STEP_GPUS"; exec %s select -n 3' % GPUCTL)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        inside = {self.order[int(p)] for p in r.stdout.split()[0].split(",")}
+        outside = ",".join(str(i) for i in range(8) if i not in inside)
+        self.assertIn("need 3 GPUs, 2 qualify: outside the allocation: %s\n" % outside,
+                      r.stderr)
 
     def test_concurrent_steps_stay_disjoint(self):
         script = ('echo "$SLURM_STEP_GPUS"; exec %s run -n 2 -- %s --seconds 3 --ledger %s'
