@@ -21,6 +21,8 @@ CTEST_FLAGS  ?= --output-on-failure
 PYTHON       ?= /usr/bin/python3
 
 CMAKE_COMMON = -DGPUCTL_WERROR=ON -DCMAKE_INSTALL_PREFIX=$(PREFIX)
+# no "make[3]: Entering directory" lines from the build tool's own make
+MAKEFLAGS += --no-print-directory
 
 .PHONY: all build demo test test-normal test-asan fuzz fuzz-smoke bench install format \
 	format-check deps deps-build clean
@@ -37,18 +39,25 @@ build: deps-build
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_COMMON) >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 
-demo: build
+# The demo shows gpuctl's output, not the build's: the build goes to $(BUILD)/build.log, shown
+# only when it fails.
+demo: deps-build
+	@echo "building gpuctl (output in $(BUILD)/build.log) ..."
+	@mkdir -p $(BUILD)
+	@{ cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_COMMON) && \
+	   cmake --build $(BUILD) -j$(JOBS); } >$(BUILD)/build.log 2>&1 || \
+	   { tail -n 40 $(BUILD)/build.log; echo "gpuctl: the build failed: $(BUILD)/build.log"; exit 1; }
 	@scripts/demo.sh $(BUILD)
 
 test: deps format-check test-normal test-asan fuzz-smoke
 
 test-normal: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_COMMON) >/dev/null
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUCTL_TESTS=ON $(CMAKE_COMMON) >/dev/null
 	cmake --build $(BUILD) -j$(JOBS)
 	ctest --test-dir $(BUILD) -j$(JOBS) $(CTEST_FLAGS)
 
 test-asan: deps
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DGPUCTL_SANITIZE=ON $(CMAKE_COMMON) >/dev/null
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DGPUCTL_SANITIZE=ON -DGPUCTL_TESTS=ON $(CMAKE_COMMON) >/dev/null
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --test-dir $(ASAN_BUILD) -j$(JOBS) $(CTEST_FLAGS)

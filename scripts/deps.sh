@@ -32,7 +32,12 @@ done
 
 if [ "$(id -u)" -ne 0 ]; then
 	echo "gpuctl: missing Debian packages:$missing" >&2
-	echo "gpuctl: run: sudo apt-get install -y$missing" >&2
+	# a fresh machine (a container, debootstrap) has empty package lists: update first
+	if ls /var/lib/apt/lists/*_Packages >/dev/null 2>&1; then
+		echo "gpuctl: run: sudo apt-get install -y$missing" >&2
+	else
+		echo "gpuctl: run: sudo apt-get update && sudo apt-get install -y$missing" >&2
+	fi
 	exit 1
 fi
 echo "gpuctl: installing Debian packages:$missing" >&2

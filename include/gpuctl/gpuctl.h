@@ -457,11 +457,12 @@ const char *gpuctl_topo_level_code(int level);
 /* ---- Sizes ---- */
 
 /* Parses a size as `gpuctl select --min-free-mem` and `--mem` read it: a decimal number
- * (integer or with a fraction, "1.5") and a binary unit B, KiB, MiB, GiB, TiB or K, M, G, T
- * (case-insensitive), no blanks; a bare number only for 0; a fraction of a byte rounded up.
+ * (integer or with a fraction, "1.5") and a binary unit: B, or K, M, G, T (either case) alone,
+ * with "iB" (GiB) or with "B"/"b" (GB, read as GiB as docker and Slurm read it); no blanks; a
+ * bare number only for 0; a fraction of a byte rounded up. "10Gib" and "10Gi" are refused.
  * Returns 0 and writes *ret_bytes, or -EINVAL (malformed, unknown unit, no unit, NULL text) or
  * -ERANGE (more than 2^64-1 bytes); then *why (when why is not NULL) says what is wrong, in
- * words to print after the input ("'10GB': unknown unit ..."; a static string). For bindings
+ * words to print after the input ("'10PB': unknown unit ..."; a static string). For bindings
  * (the Python package) that must accept exactly what the command line accepts. */
 int gpuctl_size_parse(const char *text, uint64_t *ret_bytes, const char **why);
 

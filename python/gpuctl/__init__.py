@@ -145,7 +145,7 @@ def select(n: int = 1, *, min_free_mem: int | str | None = None, max_util: int |
     they are used (gpuctl.lease() chooses and leases in one step).
 
     min_free_mem: bytes free at least, an int or a size such as "10GiB" (B, KiB, MiB, GiB, TiB
-    or K, M, G, T; binary). max_util: GPU utilisation at most, percent. no_procs: no compute
+    or K, M, G, T, alone or as KB, MB, GB, TB; all binary: GB is GiB). max_util: GPU utilisation at most, percent. no_procs: no compute
     process on the device. only / exclude: GPU ids (indices, UUIDs or their prefixes, PCI bus
     ids) as a comma-separated string or a list. numa: only GPUs attached to this NUMA node.
     mig: MIG devices of this profile ("1g.10gb") instead of whole GPUs (MigDevice). pool: a

@@ -90,7 +90,7 @@ def test_bad_values_are_value_errors(sim):
         (dict(n=-1), "n: -1"), (dict(n=4097), "n: 4097"),
         (dict(max_util=101), "max_util: 101"), (dict(max_util=-1), "max_util: -1"),
         (dict(numa=-2), "numa: -2"),
-        (dict(min_free_mem="10GB"), "min_free_mem: '10GB': unknown unit"),
+        (dict(min_free_mem="10Gib"), "min_free_mem: '10Gib': unknown unit"),
         (dict(min_free_mem="10"), "min_free_mem: '10': needs a unit"),
         (dict(min_free_mem="ten"), "min_free_mem: 'ten'"),
         (dict(min_free_mem=-5), "min_free_mem: -5"),
@@ -106,8 +106,8 @@ def test_bad_values_are_value_errors(sim):
         assert isinstance(e.value, gpuctl.RequestError) and e.value.errno == errno.EINVAL
         assert needle in str(e.value), kw
     # the command line refuses the same sizes with the same words
-    assert "'10GB': unknown unit" in m.gpuctl("select", "-n", "1", "--min-free-mem",
-                                              "10GB").stderr
+    assert "'10Gib': unknown unit" in m.gpuctl("select", "-n", "1", "--min-free-mem",
+                                               "10Gib").stderr
     for kw in (dict(n="2"), dict(n=2.0), dict(n=True), dict(max_util="50"),
                dict(min_free_mem=1.5), dict(only={1.5}), dict(no_procs=1), dict(numa="0"),
                dict(preview="yes")):

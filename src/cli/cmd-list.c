@@ -439,24 +439,31 @@ static int print_json(const struct list_args *a, const struct gpuctl_snapshot *s
 static int parse_query(const char *text, struct query **ret)
 {
 	char *bad = NULL;
-	int r = query_parse(text, ret, &bad);
+	int status = 0, r = query_parse(text, ret, &bad);
+
+	/* usage errors name the command and point at its help, as every other option's do */
 	if (r == -EINVAL && bad && !bad[0]) {
-		cli_error("--query: empty field name in '%s'", text);
+		status =
+		        cmd_usage_error(&cmd_list_entry, "--query: empty field name in '%s'", text);
 	} else if (r == -EINVAL) {
 		char near[256];
 		if (bad && query_suggest(bad, near, sizeof(near)) > 0)
-			cli_error("--query: unknown field '%s' (did you mean: %s?)", bad, near);
+			status = cmd_usage_error(&cmd_list_entry,
+			                         "--query: unknown field '%s' (did you mean: %s?)",
+			                         bad, near);
 		else
-			cli_error("--query: unknown field '%s'", bad ? bad : text);
+			status = cmd_usage_error(&cmd_list_entry, "--query: unknown field '%s'",
+			                         bad ? bad : text);
 	} else if (r == -E2BIG) {
-		cli_error("--query: too many or too long field names in '%.64s'", text);
+		status = cmd_usage_error(&cmd_list_entry,
+		                         "--query: too many or too long field names in '%.64s'",
+		                         text);
 	} else if (r < 0) {
-		cli_error("--query: %s", strerror(-r));
+		cli_error("list: --query: %s", strerror(-r));
+		status = CLI_EXIT_FAILURE;
 	}
 	free(bad);
-	if (r == -ENOMEM)
-		return CLI_EXIT_FAILURE;
-	return r < 0 ? CLI_EXIT_USAGE : 0;
+	return status;
 }
 
 static int cmd_list_exec(struct cli *cli, int argc, char **argv)
@@ -474,9 +481,18 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 			break;
 		case OPT_FORMAT:
 			if (format_parse(optarg, &a.fmt, &bad) < 0) {
-				status = cmd_usage_error(&cmd_list_entry,
-				                         "--format: unknown format '%s' in '%s'",
-				                         bad ? bad : "", optarg);
+				if (bad && strcmp(bad, optarg) != 0)
+					status = cmd_usage_error(&cmd_list_entry,
+					                         "--format: unknown format '%s' in "
+					                         "'%s' (table, csv, json, "
+					                         "noheader, nounits)",
+					                         bad, optarg);
+				else
+					status = cmd_usage_error(
+					        &cmd_list_entry,
+					        "--format: unknown format '%s' (table, "
+					        "csv, json, noheader, nounits)",
+					        optarg);
 				free(bad);
 				return status;
 			}

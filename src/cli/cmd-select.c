@@ -394,6 +394,13 @@ static int cmd_select_exec(struct cli *cli, int argc, char **argv)
 	if (o.req.wait && !hold_s)
 		return cmd_usage_error(&cmd_select_entry,
 		                       "--wait needs --hold (a plain select takes no lease)");
+	/* CUDA reaches MIG devices only by UUID: indices in a CUDA form cannot name them */
+	if (o.req.mig_profile && (render_flags & GPUCTL_RENDER_INDICES) &&
+	    (form == GPUCTL_RENDER_CUDA || form == GPUCTL_RENDER_ENV))
+		return cmd_usage_error(
+		        &cmd_select_entry,
+		        "--mig with --ids index: CUDA names MIG devices only by UUID "
+		        "(use --ids uuid, or --format nvidia)");
 	struct select_output out = {form, render_flags, want_explain};
 	if (hold_s) {
 		status = hold(cli, &o, &out, hold_s);

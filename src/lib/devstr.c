@@ -1378,8 +1378,11 @@ static int render_env(struct render *rc)
 }
 
 /* docker/cli opts/gpus.go reads --gpus as one CSV record: the inner double quotes keep
- * "device=a,b" one field; the outer single quotes keep them from the shell. A count of 0 is
- * the daemon's "void" (moby daemon/nvidia_linux.go, setNvidiaGPUs). */
+ * "device=a,b" one field; the outer single quotes keep them from the shell. No device is
+ * -e NVIDIA_VISIBLE_DEVICES=void, not --gpus 0: moby 20.10's daemon/nvidia_linux.go
+ * (setNvidiaGPUs; Debian 12's docker.io) sets nothing for a count of 0, so a CUDA image's own
+ * NVIDIA_VISIBLE_DEVICES=all would expose every GPU; later moby writes void, and an explicit
+ * -e overrides the image's value on both. */
 static int render_docker(struct render *rc)
 {
 	_cleanup_free_ char *list = NULL;
@@ -1388,7 +1391,7 @@ static int render_docker(struct render *rc)
 	if (r < 0)
 		return r;
 	if (rc->set->n == 0) {
-		sb_puts(&rc->out, "--gpus 0\n");
+		sb_puts(&rc->out, "-e NVIDIA_VISIBLE_DEVICES=void\n");
 		return 0;
 	}
 	sb_puts(&rc->out, "--gpus '\"device=");

@@ -14,6 +14,7 @@
  *   option asks for "at least" this much.
  * - Numbers are parsed digit by digit (no strtoul: it accepts blanks, signs and "0x").
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include <gpuctl/gpuctl.h>
 
 #include "parse.h"
+#include "util.h"
 
 __extension__ typedef unsigned __int128 u128;
 
@@ -49,13 +51,22 @@ static int read_u64(const char **p, uint64_t *ret)
 	return 0;
 }
 
-static const struct {
-	const char *name;
-	unsigned shift;
-} size_units[] = {
-        {"B", 0},  {"K", 10},   {"KiB", 10}, {"M", 20},   {"MiB", 20},
-        {"G", 30}, {"GiB", 30}, {"T", 40},   {"TiB", 40},
-};
+/* The unit's binary shift, or -1. A unit is B (bytes), or K, M, G, T (either case) alone, with
+ * "iB" (KiB, GiB) or with "B"/"b" (KB, GB): GB is read as GiB, as docker, Slurm and free(1)
+ * read it and as GPU memory is sized. Anything else ("Gib", "GiBB", "kiB ") is no unit. */
+static int size_unit(const char *u)
+{
+	static const char prefixes[] = "KMGT";
+	const char *at;
+
+	if (strcasecmp(u, "B") == 0)
+		return 0;
+	if (!u[0] || !(at = strchr(prefixes, toupper((unsigned char)u[0]))))
+		return -1;
+	if (u[1] == '\0' || streq(u + 1, "iB") || streq(u + 1, "B") || streq(u + 1, "b"))
+		return 10 * (int)(at - prefixes + 1);
+	return -1;
+}
 
 int parse_size(const char *text, uint64_t *ret_bytes, const char **why)
 {
@@ -65,7 +76,7 @@ int parse_size(const char *text, uint64_t *ret_bytes, const char **why)
 	size_t nfrac = 0;
 	int r;
 
-	*why = "not a size (a number and a unit: B, KiB, MiB, GiB, TiB)";
+	*why = "not a size (a number and a unit: B, KiB, MiB, GiB, TiB; G and GB mean GiB)";
 	if (!is_digit(*p) && *p != '.')
 		return -EINVAL;
 	if (is_digit(*p)) {
@@ -98,10 +109,9 @@ int parse_size(const char *text, uint64_t *ret_bytes, const char **why)
 		*why = "needs a unit: B, KiB, MiB, GiB or TiB";
 		return -EINVAL;
 	}
-	for (size_t i = 0; i < sizeof(size_units) / sizeof(size_units[0]); i++) {
-		if (strcasecmp(p, size_units[i].name) != 0)
-			continue;
-		u128 mult = (u128)1 << size_units[i].shift;
+	int shift = size_unit(p);
+	if (shift >= 0) {
+		u128 mult = (u128)1 << shift;
 		u128 whole = (u128)ip * mult;
 		u128 part = (frac * mult + scale - 1) / scale; /* rounded up */
 		u128 total = whole + part;
@@ -112,7 +122,8 @@ int parse_size(const char *text, uint64_t *ret_bytes, const char **why)
 		*ret_bytes = (uint64_t)total;
 		return 0;
 	}
-	*why = "unknown unit (use B, KiB, MiB, GiB or TiB)";
+	*why = "unknown unit (use B, KiB, MiB, GiB or TiB; K, M, G, T and KB, MB, GB, TB mean the "
+	       "same)";
 	return -EINVAL;
 }
 

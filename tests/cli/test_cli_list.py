@@ -328,7 +328,16 @@ class ListFaults(GpuctlTestCase):
 class ListUsage(GpuctlTestCase):
     def test_unknown_field(self):
         r = sim("dgx-a100", "list", "--query", "memory")
-        self.assertOneLineError(r, EXIT_USAGE, "--query", "unknown field 'memory'")
+        # like every usage error: the command, the input, and where the help is
+        self.assertOneLineError(r, EXIT_USAGE, "gpuctl: list: --query: unknown field 'memory'",
+                                "(see 'gpuctl list --help')")
+
+    def test_unknown_format_is_named_once(self):
+        r = sim("dgx-a100", "list", "--format", "yaml")
+        self.assertOneLineError(r, EXIT_USAGE, "list: --format: unknown format 'yaml' (")
+        self.assertNotIn("in 'yaml'", r.err)
+        r = sim("dgx-a100", "list", "--format", "csv,yaml")
+        self.assertOneLineError(r, EXIT_USAGE, "unknown format 'yaml' in 'csv,yaml'")
 
     def test_unknown_field_without_driver(self):
         # A typo is a usage error even where there is no driver: NVML is not touched.

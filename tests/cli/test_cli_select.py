@@ -199,7 +199,7 @@ class Usage(GpuctlTestCase):
             (["select", "-n", "x"], "'x'"),
             (["select", "-n", "-1"], "'-1'"),
             (["select", "-n", "1", "--min-free-mem", "10"], "'10'"),
-            (["select", "-n", "1", "--min-free-mem", "10GB"], "'10GB'"),
+            (["select", "-n", "1", "--min-free-mem", "10Gib"], "'10Gib'"),
             (["select", "-n", "1", "--min-free-mem", "ten"], "'ten'"),
             (["select", "-n", "1", "--min-free-mem", "-1GiB"], "'-1GiB'"),
             (["select", "-n", "1", "--min-free-mem", "1.GiB"], "'1.GiB'"),
@@ -210,6 +210,10 @@ class Usage(GpuctlTestCase):
             (["select", "-n", "1", "--only", ""], "--only"),
             (["select", "-n", "1", "--format", "yaml"], "'yaml'"),
             (["select", "-n", "1", "--ids", "serial"], "'serial'"),
+            # CUDA names MIG devices only by UUID (CUDA_VISIBLE_DEVICES in the CUDA docs)
+            (["select", "-n", "1", "--mig", "1g.5gb", "--ids", "index"], "--ids index"),
+            (["select", "-n", "1", "--mig", "1g.5gb", "--ids", "index", "--format", "env"],
+             "--ids index"),
             (["select", "-n", "1", "--bogus"], "'--bogus'"),
             (["select", "-n", "1", "extra"], "'extra'"),
         ]

@@ -735,8 +735,9 @@ static void test_render_empty(void **state)
 	              "CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=\n");
 	expect_render(EIGHT, NONE, GPUCTL_RENDER_ENV, 0,
 	              "export CUDA_VISIBLE_DEVICES=\nexport CUDA_DEVICE_ORDER=PCI_BUS_ID\n");
-	expect_render(EIGHT, NONE, GPUCTL_RENDER_DOCKER, 0, "--gpus 0\n");
-	expect_render(EIGHT, NONE, GPUCTL_RENDER_DOCKER, GPUCTL_RENDER_INDICES, "--gpus 0\n");
+	expect_render(EIGHT, NONE, GPUCTL_RENDER_DOCKER, 0, "-e NVIDIA_VISIBLE_DEVICES=void\n");
+	expect_render(EIGHT, NONE, GPUCTL_RENDER_DOCKER, GPUCTL_RENDER_INDICES,
+	              "-e NVIDIA_VISIBLE_DEVICES=void\n");
 	expect_render(EIGHT, NONE, GPUCTL_RENDER_NVIDIA, 0, "NVIDIA_VISIBLE_DEVICES=void\n");
 	expect_render(EIGHT, NONE, GPUCTL_RENDER_CDI, 0, "");
 	expect_render(EIGHT, NONE, GPUCTL_RENDER_K8S, 0,

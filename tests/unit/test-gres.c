@@ -49,8 +49,8 @@ static void test_hostlists(void **state)
 	expect_names("node[01-03,7]", 4, "node01", "node02", "node03", "node7");
 	expect_names("a,b[9-10]x", 3, "a", "b9x", "b10x");
 	expect_names("/dev/nvidia0,/dev/nvidia2", 2, "/dev/nvidia0", "/dev/nvidia2");
-	static const char *const bad[] = {"", "a,", ",a", "a[", "a]", "a[1-", "a[3-1]",
-	                                  "a[x]", "a[1][2]", "a[[1]]", "a[]", "a[0-99]"};
+	static const char *const bad[] = {"",       "a,",   ",a",      "a[",     "a]",  "a[1-",
+	                                  "a[3-1]", "a[x]", "a[1][2]", "a[[1]]", "a[]", "a[0-99]"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char **names = NULL;
 		int r = gres_hostlist_expand(bad[i], 64, &names);
@@ -165,12 +165,18 @@ static void test_cpu_topology(void **state)
 static void test_types(void **state)
 {
 	static const char *const cases[][2] = {
-	        {"NVIDIA A100-SXM4-80GB", "a100"},   {"Tesla V100-SXM2-32GB", "v100"},
-	        {"NVIDIA H100 80GB HBM3", "h100"},   {"NVIDIA GeForce RTX 4090", "rtx4090"},
-	        {"NVIDIA RTX A6000", "rtxa6000"},    {"Quadro P1000", "p1000"},
-	        {"NVIDIA GB200", "gb200"},           {"", "gpu"},
-	        {"NVIDIA", "gpu"},                   {"Tesla P100-SXM2-16GB", "p100"},
-	        {"NVIDIA TITAN RTX", "titanrtx"},    {"NVIDIA H100 NVL", "h100"},
+	        {"NVIDIA A100-SXM4-80GB", "a100"},
+	        {"Tesla V100-SXM2-32GB", "v100"},
+	        {"NVIDIA H100 80GB HBM3", "h100"},
+	        {"NVIDIA GeForce RTX 4090", "rtx4090"},
+	        {"NVIDIA RTX A6000", "rtxa6000"},
+	        {"Quadro P1000", "p1000"},
+	        {"NVIDIA GB200", "gb200"},
+	        {"", "gpu"},
+	        {"NVIDIA", "gpu"},
+	        {"Tesla P100-SXM2-16GB", "p100"},
+	        {"NVIDIA TITAN RTX", "titanrtx"},
+	        {"NVIDIA H100 NVL", "h100"},
 	};
 	char buf[32];
 

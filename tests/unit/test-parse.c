@@ -108,7 +108,16 @@ static void test_size_parse(void **state)
 	        {"0.5B", 0, 1, NULL}, /* rounded up: "at least" */
 	        {"0", 0, 0, NULL},
 	        {"10", -EINVAL, 0, "needs a unit"},
-	        {"10GB", -EINVAL, 0, "unknown unit"},
+	        {"10GB", 0, 10ull << 30, NULL}, /* GB is GiB (docker, Slurm, free -g) */
+	        {"10G", 0, 10ull << 30, NULL},
+	        {"3mb", 0, 3ull << 20, NULL},
+	        {"2TB", 0, 2ull << 40, NULL},
+	        {"10Gib", -EINVAL, 0, "unknown unit"}, /* neither GiB nor GB */
+	        {"10GIB", -EINVAL, 0, "unknown unit"},
+	        {"10GiBB", -EINVAL, 0, "unknown unit"},
+	        {"10 GiB", -EINVAL, 0, "unknown unit"},
+	        {"10Gi", -EINVAL, 0, "unknown unit"},
+	        {"10PB", -EINVAL, 0, "unknown unit"},
 	        {"", -EINVAL, 0, "not a size"},
 	        {" 1G", -EINVAL, 0, "not a size"},
 	        {"-1G", -EINVAL, 0, "not a size"},
