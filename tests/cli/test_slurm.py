@@ -203,6 +203,22 @@ class JobsLand(SlurmCase):
         self.assertIn("need 3 GPUs, 2 qualify: outside the allocation: %s\n" % outside,
                       r.stderr)
 
+    def test_sbatch_job_gpus(self):
+        # a batch script sees SLURM_JOB_GPUS (no step variable) and Slurm's CUDA_VISIBLE_DEVICES
+        script = os.path.join(self.m.state, "..", "job.sh")
+        out = os.path.join(self.m.state, "..", "job.out")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\necho \"$SLURM_JOB_GPUS\"\n"
+                    "exec %s run -n 2 --each -- %s --seconds 0 --ledger %s\n"
+                    % (GPUCTL, NVSIM_LOAD, self.m.ledger))
+        r = self.c.run(["sbatch", "--wait", "--gres=gpu:2", "-o", out, script], timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            lines = f.read().splitlines()
+        slurm = [int(x) for x in lines[0].split(",")]
+        got = sorted(d["uuid"] for row in self.ledger() for d in row["devices"])
+        self.assertEqual(got, sorted(self.uuids[self.order[p]] for p in slurm), lines)
+
     def test_concurrent_steps_stay_disjoint(self):
         script = ('echo "$SLURM_STEP_GPUS"; exec %s run -n 2 -- %s --seconds 3 --ledger %s'
                   % (GPUCTL, NVSIM_LOAD, self.m.ledger))
