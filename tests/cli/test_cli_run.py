@@ -315,15 +315,22 @@ class Signals(GpuctlTestCase):
 class Each(GpuctlTestCase):
     def test_first_failure_in_time_stops_the_rest(self):
         with tempfile.TemporaryDirectory() as d:
-            code = ('trap \'echo $RANK >> %s/terminated; kill $!; exit 0\' TERM\n'
-                    'case $RANK in 1) exit 7;; 2) sleep 0.5; exit 9;; esac\n'
-                    'sleep 30 & wait\n' % d)
-            t0 = time.time()
+            # Ranks 0 and 2 wait (their TERM trap set first, then a ready file); rank 1 fails
+            # once both are ready, so the stop always finds the traps in place. Rank 2 would
+            # fail later with 9: the status is the first failure's.
+            code = ('D=%s\n'
+                    'if [ "$RANK" = 1 ]; then\n'
+                    '  while [ ! -e $D/ready0 ] || [ ! -e $D/ready2 ]; do sleep 0.02; done\n'
+                    '  exit 7\n'
+                    'fi\n'
+                    'trap \'echo $RANK >> $D/terminated; kill $!; exit 0\' TERM\n'
+                    ': > $D/ready$RANK\n'
+                    'sleep 60 & wait\n'
+                    'exit 9\n' % d)
             r = sim("dgx-a100", "run", "-n", "3", "--each", "--", "sh", "-c", code)
             self.assertEqual(r.rc, 7, r)
-            self.assertLess(time.time() - t0, 20)
             with open(os.path.join(d, "terminated")) as f:
-                self.assertIn("0", f.read().split())
+                self.assertEqual(sorted(f.read().split()), ["0", "2"])
 
     def test_all_succeed(self):
         r = sim("dgx-a100", "run", "-n", "4", "--each", "--", "true")

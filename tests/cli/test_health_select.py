@@ -65,7 +65,7 @@ class HealthSelect(GpuctlTestCase):
             state = os.path.join(tmp, "health.state")
             script = ('$GPUCTL health --watch --interval 1 --state "$STATE" >/dev/null &\n'
                       'W=$!\n'
-                      'for i in $(seq 100); do grep -q nvlink "$STATE" 2>/dev/null && break; '
+                      'for i in $(seq 600); do grep -q nvlink "$STATE" 2>/dev/null && break; '
                       'sleep 0.1; done\n'
                       'kill $W; wait $W 2>/dev/null || true\n'
                       '$NVSIM set -i 2 nvlink.3.crc_flit=10000000\n'
@@ -87,9 +87,10 @@ class HealthSelect(GpuctlTestCase):
             open(empty, "w").close()
             script = ('$GPUCTL health --watch --interval 1 --state "$STATE" >/dev/null &\n'
                       'W=$!\n'
-                      'sleep 1\n'
+                      # the watcher is up (its first check written) before the XID comes
+                      'for i in $(seq 600); do [ -s "$STATE" ] && break; sleep 0.1; done\n'
                       '$NVSIM xid -i 5 48\n'
-                      'for i in $(seq 50); do [ -s "$STATE" ] && grep -q 48 "$STATE" && break; '
+                      'for i in $(seq 600); do grep -q 48 "$STATE" && break; '
                       'sleep 0.1; done\n'
                       'kill $W; wait $W 2>/dev/null || true\n'
                       'GPUCTL_KMSG="$EMPTY" $GPUCTL select -n 8 || echo rc=$?\n'
