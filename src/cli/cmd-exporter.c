@@ -619,6 +619,15 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	if (status)
 		return status;
 
+	/* SIGINT/SIGTERM are blocked before the port opens, and before MHD starts its thread,
+	 * which inherits the mask: a client can connect as soon as the port is bound, so a stop
+	 * that comes during the first sample waits for sigtimedwait() below (exit 0) instead of
+	 * killing the process. Every return from here on ends the process. */
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &stop, &old);
+
 	fd = bind_listen(&spec);
 	if (fd < 0) {
 		cli_error("exporter: cannot listen on '%s': %s", listen_text,
@@ -672,12 +681,6 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 		return CLI_EXIT_FAILURE;
 	}
 
-	/* Blocked before MHD starts its thread, which inherits the mask: only sigtimedwait()
-	 * below takes them. */
-	sigemptyset(&stop);
-	sigaddset(&stop, SIGINT);
-	sigaddset(&stop, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &stop, &old);
 	signal(SIGPIPE, SIG_IGN);
 #ifdef __GLIBC__
 	/* One malloc arena: MHD's thread would otherwise get an arena of its own, which keeps

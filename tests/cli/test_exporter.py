@@ -772,6 +772,34 @@ class TestCommandLine(GpuctlTestCase):
                 self.assertEqual(ex.stop(sig), EXIT_OK)
                 self.assertEqual(ex.stderr(), "")
 
+    def test_stop_during_the_first_sample_is_clean(self):
+        """The port is open before the first sample ends (slow NVML: 20 ms a call here); a
+        SIGTERM then still ends the exporter cleanly (exit 0), not by the signal."""
+        port = free_port()
+        p = subprocess.Popen([NVSIM, "exec", "--latency-us", "20000", "dgx-a100", "--", GPUCTL,
+                              "exporter", "--listen", "127.0.0.1:%d" % port], env=test_env(),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + START_S
+            ok = False
+            while time.monotonic() < deadline and p.poll() is None and not ok:
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=2):
+                        ok = True
+                except OSError:
+                    time.sleep(0.01)
+            self.assertTrue(ok, "the port never opened")
+        finally:
+            p.terminate()
+            try:
+                p.wait(STOP_S + 30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            err = p.stderr.read()
+            p.stderr.close()
+        self.assertEqual(p.returncode, 0, err)
+
     def test_listen_forms(self):
         """IPv6 loopback in brackets and a host name bind (where the host has them)."""
         for form in ("[::1]:%d", "localhost:%d"):
