@@ -735,4 +735,5 @@ const struct cmd_entry cmd_exporter_entry = {
                    "GPUCTL_EXPORTER_TIMEOUT sets the idle timeout of a connection in seconds\n"
                    "(default 10).\n",
         .exec = cmd_exporter_exec,
+        .exits = CMD_EXITS_DRIVER,
 };

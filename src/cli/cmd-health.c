@@ -830,4 +830,5 @@ const struct cmd_entry cmd_health_entry = {
                 "                   beside the lease directory)\n"
                 "  -h, --help       print this help\n",
         .exec = cmd_health_exec,
+        .exits = CMD_EXITS_DRIVER | CMD_EXITS_HEALTH,
 };

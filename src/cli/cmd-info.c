@@ -425,4 +425,5 @@ const struct cmd_entry cmd_info_entry = {
         .options = "  --format FORMAT  text (default) or json\n"
                    "  -h, --help       print this help\n",
         .exec = cmd_info_exec,
+        .exits = CMD_EXITS_DRIVER,
 };

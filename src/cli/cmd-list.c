@@ -629,4 +629,5 @@ const struct cmd_entry cmd_list_entry = {
                 "  --nounits          values without units (csv and query tables)\n"
                 "  -h, --help         print this help\n",
         .exec = cmd_list_exec,
+        .exits = CMD_EXITS_DRIVER,
 };

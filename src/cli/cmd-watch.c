@@ -671,4 +671,5 @@ const struct cmd_entry cmd_watch_entry = {
                    "                       columns: pid type sm mem enc dec fb command)\n"
                    "  -h, --help           print this help\n",
         .exec = cmd_watch_exec,
+        .exits = CMD_EXITS_DRIVER,
 };

@@ -29,16 +29,31 @@ const struct cmd_entry *const cmd_table[] = {
         &cmd_watch_entry,    NULL,
 };
 
-static const char exit_status_text[] =
-        "Exit status:\n"
-        "  0  success\n"
-        "  1  failure while running (NVML error, I/O error)\n"
-        "  2  usage error (bad option or argument, unknown field, unknown GPU id or pool,\n"
-        "     a configuration file that does not parse)\n"
-        "  3  no GPU satisfies the request\n"
-        "  4  no NVIDIA driver (NVML library not found or NVML cannot initialise)\n"
-        "  10 health: some GPU is WARN, none FAIL\n"
-        "  20 health: some GPU is FAIL\n";
+/* Exit statuses (docs/gpuctl.1, EXIT STATUS); a command's --help lists those it can end with. */
+static void print_exits(FILE *f, unsigned exits)
+{
+	fputs("Exit status:\n"
+	      "  0  success\n"
+	      "  1  failure while running (NVML error, I/O error)\n"
+	      "  2  usage error (bad option or argument, unknown field, unknown GPU id or pool,\n"
+	      "     a configuration file that does not parse)\n",
+	      f);
+	if (exits & CMD_EXITS_NOMATCH)
+		fputs("  3  no GPU satisfies the request\n", f);
+	if (exits & CMD_EXITS_DRIVER)
+		fputs("  4  no NVIDIA driver (NVML library not found or NVML cannot initialise)\n",
+		      f);
+	if (exits & CMD_EXITS_RETRY)
+		fputs("  5  run --retry gave up: a GPU failed again and no failover was left\n", f);
+	if (exits & CMD_EXITS_HEALTH)
+		fputs("  10 health: some GPU is WARN, none FAIL\n"
+		      "  20 health: some GPU is FAIL\n",
+		      f);
+	if (exits & CMD_EXITS_JOB)
+		fputs("  once the command has started: its own status (128+N when killed by signal "
+		      "N)\n",
+		      f);
+}
 
 const struct cmd_entry *cmd_find(const char *name)
 {
@@ -75,9 +90,19 @@ void cli_usage(FILE *f)
 	      "lease_dir,\n"
 	      "                       else /run/gpuctl; docs/leases.md)\n"
 	      "  GPUCTL_CONFIG        the configuration file (default /etc/gpuctl/gpuctl.conf)\n"
+	      "  GPUCTL_KMSG          the kernel log health reads XIDs from (default /dev/kmsg)\n"
+	      "  GPUCTL_HEALTH_STATE  health's state file (default gpuctl-health.state beside the\n"
+	      "                       lease directory)\n"
+	      "  GPUCTL_EXPORTER_TIMEOUT  exporter: idle timeout of a connection, s (default 10)\n"
+	      "  GPUCTL_SYSFS         the sysfs slurm gres reads the CPU topology from (default "
+	      "/sys)\n"
+	      "  CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, SLURM_STEP_GPUS, SLURM_JOB_GPUS\n"
+	      "                       the allocation gpuctl runs in: select and run choose within\n"
+	      "                       it (docs/device-strings.md, docs/slurm.md)\n"
 	      "\n",
 	      f);
-	fputs(exit_status_text, f);
+	print_exits(f, CMD_EXITS_DRIVER | CMD_EXITS_NOMATCH | CMD_EXITS_RETRY | CMD_EXITS_HEALTH |
+	                       CMD_EXITS_JOB);
 	fputs("\nRun 'gpuctl help COMMAND' or 'gpuctl COMMAND --help' for a command's options.\n",
 	      f);
 }
@@ -88,7 +113,7 @@ void cmd_usage(const struct cmd_entry *entry, FILE *f)
 	        entry->usage, entry->summary);
 	if (entry->options && entry->options[0])
 		fprintf(f, "Options:\n%s\n", entry->options);
-	fputs(exit_status_text, f);
+	print_exits(f, entry->exits);
 }
 
 __attribute__((format(printf, 1, 0))) static void verror(const char *fmt, va_list ap)

@@ -45,6 +45,16 @@ struct cmd_entry {
 	const char *summary; /* one line for `gpuctl --help` */
 	const char *options; /* the option list for `gpuctl COMMAND --help`, one per line */
 	int (*exec)(struct cli *cli, int argc, char **argv); /* argv[0] is the command name */
+	unsigned exits; /* CMD_EXITS_*: the statuses beyond 0, 1 and 2 it can end with,
+	                 * which its --help lists (docs/gpuctl.1, EXIT STATUS) */
+};
+
+enum {
+	CMD_EXITS_DRIVER = 1u << 0,  /* 4: no NVIDIA driver (it reads NVML) */
+	CMD_EXITS_NOMATCH = 1u << 1, /* 3: no GPU satisfies the request */
+	CMD_EXITS_RETRY = 1u << 2,   /* 5: run --retry gave up */
+	CMD_EXITS_HEALTH = 1u << 3,  /* 10, 20: health's verdicts */
+	CMD_EXITS_JOB = 1u << 4,     /* the command's own status once it started */
 };
 
 extern const struct cmd_entry cmd_health_entry;

@@ -59,6 +59,12 @@ def alive(pid):
         return False
 
 
+def proc_state(pid):
+    """The one-letter state of process pid (proc(5): /proc/PID/stat, after the name)."""
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
 def pending_signals(pid):
     """The signals pending on process pid (its own and its thread group's), from
     /proc/PID/status (proc(5): SigPnd and ShdPnd, hexadecimal masks, bit n-1 for signal n)."""
@@ -316,11 +322,17 @@ class HoldRelease(LeaseCase):
         self.pids.append(holder)
         os.kill(holder, signal.SIGSTOP)  # SIGTERM stays pending until SIGCONT
         try:
+            # stopped for certain before release runs: a SIGTERM that came while the SIGSTOP
+            # was still undelivered would be taken by the holder's sigtimedwait first
+            self.assertTrue(wait_until(lambda: proc_state(holder) == "T", timeout=60))
             p = subprocess.Popen([GPUCTL, "release", "--all"], env=self.env, text=True,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             # the SIGTERM has been sent (pending on the stopped holder) and release still waits
-            self.assertTrue(wait_until(lambda: signal.SIGTERM in pending_signals(holder)),
+            self.assertTrue(wait_until(lambda: signal.SIGTERM in pending_signals(holder) or
+                                       p.poll() is not None, timeout=60),
                             "release never signalled the holder")
+            self.assertIn(signal.SIGTERM, pending_signals(holder),
+                          "release ended without signalling the holder")
             self.assertIsNone(p.poll(), "release returned while the holder still held the GPU")
             self.assertIn(uuid, self.leased())
         finally:

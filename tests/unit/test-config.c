@@ -247,7 +247,7 @@ static void test_errors(void **state)
 	parse_err("= 3\n", 1, "missing key");
 	/* bad values */
 	parse_err("busy_memory = 10\n", 1, "busy_memory '10'", "unit");
-	parse_err("busy_memory = 10GB\n", 1, "busy_memory '10GB'");
+	parse_err("busy_memory = 10Gib\n", 1, "busy_memory '10Gib'");
 	parse_err("busy_memory = -1GiB\n", 1, "busy_memory '-1GiB'");
 	parse_err("busy_utilization = 101\n", 1, "busy_utilization '101'");
 	parse_err("busy_utilization = ten\n", 1, "busy_utilization 'ten'");
