@@ -4,8 +4,9 @@
 # Usage: scripts/deps.sh [build|test|bench|all]   (default: all; bench: what `make bench` adds)
 set -eu
 
-build_pkgs="gcc make cmake pkg-config libjansson-dev libnuma-dev libmicrohttpd-dev"
-test_pkgs="libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest prometheus"
+# libncurses-dev: gpuctl top's screen; tmux: the tests drive gpuctl top in a pane
+build_pkgs="gcc make cmake pkg-config libjansson-dev libnuma-dev libmicrohttpd-dev libncurses-dev"
+test_pkgs="libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest prometheus tmux"
 # wrk: the HTTP load generator of the exporter benchmark (50 concurrent scrapers)
 bench_pkgs="python3 wrk"
 
