@@ -456,3 +456,158 @@ class Calls(GpuctlTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Holders(TopCase):
+    """Who holds what, who waits, what runs without a lease, which pool: in the frame gpuctl
+    top --once prints on the same machine while the holders live."""
+
+    def hold(self, *args):
+        p = subprocess.Popen([GPUCTL, "select", *args], env={**os.environ, **self.env()},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(stop, p)
+        return p
+
+    def frame(self):
+        r = self.gpuctl("top", "--once")
+        self.assertOk(r)
+        return r.out
+
+    def row_of(self, frame, i):
+        lines = frame.splitlines()
+        k = next(n for n, l in enumerate(lines) if re.match(r"^\s*%d GPU-" % i, l))
+        return lines[k], lines[k + 1]
+
+    def setUp(self):
+        super().setUp()
+        r = run([NVSIM, "exec", "--keep", "--state-dir", self.state, self.SCENARIO, "--", "true"])
+        self.assertEqual(r.rc, 0, r)
+        self.lease_dir = os.path.join(self.tmp, "leases")
+        os.mkdir(self.lease_dir, 0o700)
+
+    def test_shared_holders_and_room(self):
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        a = self.hold("-n", "1", "--only", "4", "--share", "--mem", "10GiB", "--hold", "120")
+        self.assertIn("GPU-", a.stdout.readline())
+        b = self.hold("-n", "1", "--only", "4", "--share", "--mem", "20GiB", "--hold", "120")
+        self.assertIn("GPU-", b.stdout.readline())
+        _, second = self.row_of(self.frame(), 4)
+        self.assertIn("shared:", second)
+        self.assertIn("%s" % me, second)
+        self.assertIn("(10 GiB)", second)
+        self.assertIn("(20 GiB)", second)
+        # room left, as gpuctl ps computes it from the same lease list
+        r = self.gpuctl("ps", "--format", "json")
+        self.assertOk(r)
+        dev = next(d for d in r.json()["devices"] if d["index"] == 4 and d["mig_index"] is None)
+        room = dev["shared_room"]
+        gib = room / (1 << 30)
+        text = ("%d GiB" % gib) if gib == int(gib) else ("%.1f GiB" % gib)
+        self.assertIn("; %s left" % text, second)
+
+    def test_wait_queue(self):
+        h = self.hold("-n", "8", "--hold", "120")
+        self.assertIn("GPU-", h.stdout.readline())
+        w = self.hold("-n", "2", "--only", "0,1", "--hold", "120", "--wait")
+        deadline = time.monotonic() + POLL
+        while time.monotonic() < deadline:
+            out = self.frame()
+            if "WAITING (1)" in out:
+                break
+            time.sleep(0.05)
+        self.assertIn("WAITING (1)", out)
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        line = next(l for l in out.splitlines() if re.match(r"^\s+1 %s " % me, l))
+        r = self.gpuctl("ps", "--waiting", "--format", "json")
+        self.assertOk(r)
+        self.assertIn(" %d " % r.json()["waiting"][0]["pid"], line)
+        self.assertIn("2 GPUs, only 0,1", line)
+
+    def test_foreign_process_flagged(self):
+        p = subprocess.Popen(["sleep", "6033"])
+        self.addCleanup(stop, p)
+        self.nvsim("proc", "add", "--pid", str(p.pid), "-i", "6", "--mem", "2GiB")
+        out = self.frame()
+        _, second = self.row_of(out, 6)
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        self.assertIn("%s:%d" % (me, p.pid), second)
+        self.assertRegex(second, r"(FOREIGN|foreign):")
+        line = next(l for l in out.splitlines() if "sleep 6033" in l)
+        self.assertTrue(line.startswith("! 6"), line)
+        self.assertIn("2.0G", line)
+
+    def test_pools(self):
+        conf = os.path.join(self.tmp, "pools.conf")
+        with open(conf, "w") as f:
+            f.write("[pool training]\ngpus = 0,1\n\n[pool inference]\ngpus = 7\n")
+        self.extra["GPUCTL_CONFIG"] = conf
+        out = self.frame()
+        for i, pool in ((0, "training"), (1, "training"), (2, "default"), (7, "inference")):
+            _, second = self.row_of(out, i)
+            self.assertIn("  %s  " % pool, second)
+
+
+class Terminal(TopCase):
+    def test_no_color(self):
+        """Colours without NO_COLOR, none with it (capture-pane -e keeps the attributes)."""
+        sgr_colour = re.compile(r"\x1b\[[0-9;]*(3[0-7]|38;5;\d+)[;m]")
+        self.open_top("-d", "0.2")
+        self.tm.wait_text("HLTH")
+        coloured = self.tm.tmux("capture-pane", "-p", "-e").stdout
+        self.assertRegex(coloured, sgr_colour)
+        self.tm.keys("q")
+        self.finish()
+        self.tm.stop()
+        shutil.rmtree(self.tmp, True)
+        os.mkdir(self.tmp)
+        self.tm = Tmux(self.tmp)
+        self.extra["NO_COLOR"] = "1"
+        self.open_top("-d", "0.2")
+        self.tm.wait_text("HLTH")
+        plain = self.tm.tmux("capture-pane", "-p", "-e").stdout
+        self.assertNotRegex(plain, sgr_colour)
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+    def test_sparklines_in_utf8(self):
+        """Block elements U+2581..U+2588 where the locale is UTF-8, ASCII levels otherwise."""
+        self.extra["LANG"] = "C.UTF-8"
+        self.open_top("-d", "0.2")
+        s = self.tm.wait_for(lambda s: "\u2581" in s, "a sparkline of block elements")
+        self.assertNotIn("util ____", s)
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+    def test_draws_only_what_changed(self):
+        """On a pty: after the first screen, a refresh in which only the clock can change
+        writes a small part of a screen (ncurses's diff), not the screen again."""
+        import pty
+        r = run([NVSIM, "exec", "--keep", "--state-dir", self.state, self.SCENARIO, "--", "true"])
+        self.assertEqual(r.rc, 0, r)
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.environ.update(self.env())
+            os.environ["TERM"] = "xterm"
+            os.environ["LINES"], os.environ["COLUMNS"] = "40", "150"
+            os.execv(GPUCTL, [GPUCTL, "top", "-d", "0.1", "-n", "30"])
+        chunks = []
+        while True:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+        os.waitpid(pid, 0)
+        os.close(fd)
+        out = b"".join(chunks)
+        first = out.find(b"HLTH")
+        self.assertGreater(first, 0)
+        screen = 150 * 20  # at least the GPU rows' cells were written once
+        self.assertGreater(len(out), screen)
+        # 29 refreshes after the first screen: each rewrites at most the clock, the sparklines
+        # and little else, far less than a screen each
+        first_screen = out.find(b"WAITING")
+        rest = len(out) - first_screen
+        self.assertLess(rest, 29 * first_screen // 4, (len(out), first_screen))
