@@ -379,6 +379,27 @@ class Kill(TopCase):
         self.tm.keys("q")
         self.assertEqual(self.finish(), 0)
 
+    def test_second_k_sends_sigkill(self):
+        stubborn = subprocess.Popen(["setpriv", "--reuid", str(self.pw.pw_uid), "--regid",
+                                     str(self.pw.pw_gid), "--init-groups", "sh", "-c",
+                                     "trap '' TERM; while :; do sleep 0.1; done"])
+        self.addCleanup(stop, stubborn)
+        self.open_top("-d", "0.2", user=self.user)
+        self.nvsim("proc", "add", "--pid", str(stubborn.pid), "-i", "2", "--mem", "1GiB")
+        subprocess.run(["chmod", "-R", "a+rwX", self.state], check=True)
+        self.tm.wait_text("trap")
+        self.tm.keys("Tab", "k")
+        self.tm.wait_text("send SIGTERM to pid %d? [y/N]" % stubborn.pid)
+        self.tm.keys("y")
+        self.tm.wait_text("sent SIGTERM to pid %d" % stubborn.pid)
+        self.assertIsNone(stubborn.poll())  # it ignores SIGTERM
+        self.tm.keys("k")
+        self.tm.wait_text("send SIGKILL to pid %d? [y/N]" % stubborn.pid)
+        self.tm.keys("y")
+        self.assertEqual(stubborn.wait(timeout=POLL), -signal.SIGKILL)
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
     def test_release_own_hold(self):
         self.open_top("-d", "0.2", user=self.user)
         self.tm.wait_text("HLTH")
@@ -535,6 +556,31 @@ class Holders(TopCase):
         line = next(l for l in out.splitlines() if "sleep 6033" in l)
         self.assertTrue(line.startswith("! 6"), line)
         self.assertIn("2.0G", line)
+
+    def test_process_columns(self):
+        """GPU, pid, user, GPU memory, %SM (the simulator's per-process util), host %CPU (none
+        on the first frame: no interval yet), host memory (VmRSS of /proc/PID/status), elapsed
+        and the full command line."""
+        p = subprocess.Popen(["sleep", "6044"])
+        self.addCleanup(stop, p)
+        self.nvsim("proc", "add", "--pid", str(p.pid), "-i", "3", "--mem", "1536MiB",
+                   "--util", "40")
+        r = self.gpuctl("top", "--batch", "-n", "2", "-d", "0.2")
+        self.assertOk(r)
+        frames = r.out.split("gpuctl top - ")[1:]
+        self.assertEqual(len(frames), 2)
+        with open("/proc/%d/status" % p.pid) as f:
+            rss_kib = next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+        rss = ("%dM" % (rss_kib // 1024)) if rss_kib >= 1024 else ("%dK" % rss_kib)
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        for k, frame in enumerate(frames):
+            line = next(l for l in frame.splitlines() if "sleep 6044" in l)
+            cells = line.split()
+            self.assertEqual(cells[:6], ["!", "3", str(p.pid), me[:10], "1.5G", "40"], line)
+            self.assertEqual(cells[6], "-" if k == 0 else "0.0", line)
+            self.assertEqual(cells[7], rss, line)
+            self.assertRegex(cells[8], r"^\d+s$", line)
+            self.assertEqual(cells[9:], ["sleep", "6044"], line)
 
     def test_pools(self):
         conf = os.path.join(self.tmp, "pools.conf")
