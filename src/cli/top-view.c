@@ -197,7 +197,7 @@ static void owner_text(const struct gpuctl_lease_owner *w, char *buf, size_t siz
 		snprintf(buf + n, size - n, " %s", age);
 }
 
-/* Who holds GPU g: "held by alice 'train' 3m", "shared: ...; 20 GiB left", "free". */
+/* Who holds GPU g: "held by alice 'train' 3m", "shared by 2, 20 GiB left: ...", "free". */
 static void holder(struct top_line *l, const struct top_model *m, size_t g)
 {
 	int mig_held = 0;
@@ -227,14 +227,14 @@ static void holder(struct top_line *l, const struct top_model *m, size_t g)
 		char size[32];
 		(void)gpuctl_lease_list_shares(m->leases, (size_t)e, &declared, &sh, &n_sh);
 		room = gpuctl_lease_list_room(m->leases, (size_t)e, m->snap, &m->lreq);
-		top_put(l, TOP_A_INFO, "shared:");
+		/* the room first: it is what a newcomer needs, and the holders may not fit */
+		format_bytes(room, size, sizeof(size));
+		top_putf(l, TOP_A_INFO, "shared by %zu, %s left:", n_sh, size);
 		for (size_t k = 0; k < n_sh; k++) {
 			owner_text(sh[k], text, sizeof(text));
 			format_bytes(sh[k]->share_mem, size, sizeof(size));
 			top_putf(l, TOP_A_INFO, "%s %s (%s)", k ? "," : "", text, size);
 		}
-		format_bytes(room, size, sizeof(size));
-		top_putf(l, TOP_A_INFO, "; %s left", size);
 		break;
 	}
 	case GPUCTL_LEASE_UNUSABLE:

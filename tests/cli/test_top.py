@@ -513,7 +513,7 @@ class Holders(TopCase):
         b = self.hold("-n", "1", "--only", "4", "--share", "--mem", "20GiB", "--hold", "120")
         self.assertIn("GPU-", b.stdout.readline())
         _, second = self.row_of(self.frame(), 4)
-        self.assertIn("shared:", second)
+        self.assertIn("shared by 2, ", second)
         self.assertIn("%s" % me, second)
         self.assertIn("(10 GiB)", second)
         self.assertIn("(20 GiB)", second)
@@ -524,7 +524,7 @@ class Holders(TopCase):
         room = dev["shared_room"]
         gib = room / (1 << 30)
         text = ("%d GiB" % gib) if gib == int(gib) else ("%.1f GiB" % gib)
-        self.assertIn("; %s left" % text, second)
+        self.assertIn("shared by 2, %s left:" % text, second)
 
     def test_wait_queue(self):
         h = self.hold("-n", "8", "--hold", "120")
