@@ -608,11 +608,6 @@ static int run_screen(struct top_model *m, struct top_view *v, unsigned long cou
 	double next;
 	unsigned long frames = 1;
 
-	if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
-		cli_error("top: the screen needs a terminal on stdin and stdout (--once or --batch "
-		          "print plain text)");
-		return CLI_EXIT_USAGE;
-	}
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
