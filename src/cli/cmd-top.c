@@ -18,6 +18,7 @@
  *   and its answer is shown. The pid is checked against the start time seen at the last
  *   refresh, so a reused pid is never signalled. The first confirmation sends SIGTERM, a second
  *   `k` on the same process offers SIGKILL.
+ * - The mouse is optional: a click selects, a click on a heading sorts, the wheel scrolls.
  * - `r` ends the user's own `select --hold` holder of the selected GPU with
  *   gpuctl_lease_release, the call `gpuctl release` makes (other users' holds are refused by
  *   the library).
@@ -185,6 +186,8 @@ static const char *const help_text[] = {
         "  k                 send SIGTERM to the selected process (confirm with y); k again",
         "                    on it offers SIGKILL. Only what kill(2) allows you.",
         "  r                 release your own `select --hold` lease of the selected GPU",
+        "  mouse             a click selects a GPU or a process, or sorts by the column",
+        "                    heading clicked; the wheel moves the selection",
         "  h, ?              this help (any key closes it)",
         "  q                 quit",
         "",
@@ -514,6 +517,42 @@ static long page(const struct screen *s)
 	return p > 1 ? p : 1;
 }
 
+/* A mouse press: a click selects the GPU or process under it (a click on the process list's
+ * heading sorts by that column), the wheel moves the selection. */
+static void mouse(struct screen *s)
+{
+	MEVENT ev;
+	struct layout L = layout_for(s, LINES);
+
+	if (getmouse(&ev) != OK)
+		return;
+	if (ev.bstate & BUTTON4_PRESSED) {
+		move_sel(s, -3);
+		return;
+	}
+	if (ev.bstate & BUTTON5_PRESSED) {
+		move_sel(s, 3);
+		return;
+	}
+	if (!(ev.bstate & (BUTTON1_PRESSED | BUTTON1_CLICKED)))
+		return;
+	if (ev.y >= L.gpu_y && ev.y < L.gpu_y + L.gpu_lines) {
+		size_t g = s->gpu_top + (size_t)(ev.y - L.gpu_y) / 2;
+		if (g < s->m->n_gpus) {
+			s->focus = 0;
+			s->gpu_sel = g;
+		}
+	} else if (ev.y == L.proc_head_y) {
+		set_sort(s, top_col_at(ev.x));
+	} else if (ev.y >= L.proc_y && ev.y < L.proc_y + L.proc_lines) {
+		size_t i = s->proc_top + (size_t)(ev.y - L.proc_y);
+		if (i < s->v->n_order) {
+			s->focus = 1;
+			s->proc_sel = i;
+		}
+	}
+}
+
 /* Handles one key; false to quit. */
 static bool key(struct screen *s, int ch)
 {
@@ -593,6 +632,9 @@ static bool key(struct screen *s, int ch)
 	case 'r':
 		ask_release(s);
 		break;
+	case KEY_MOUSE:
+		mouse(s);
+		break;
 	default:
 		if (ch >= '1' && ch <= '9')
 			set_sort(s, (enum top_col)(ch - '1'));
@@ -625,6 +667,10 @@ static int run_screen(struct top_model *m, struct top_view *v, unsigned long cou
 	keypad(stdscr, TRUE);
 	(void)curs_set(0);
 	set_escdelay(25);
+	/* clicks and the wheel; endwin() turns the terminal's mouse reporting off again */
+	(void)mousemask(BUTTON1_PRESSED | BUTTON1_CLICKED | BUTTON4_PRESSED | BUTTON5_PRESSED,
+	                NULL);
+	(void)mouseinterval(0);
 	init_attrs(&s);
 	(void)top_view_sort(v, m);
 	next = cli_next_tick(cli_now(CLOCK_MONOTONIC), v->delay);
@@ -753,6 +799,7 @@ const struct cmd_entry cmd_top_entry = {
                    "the\n"
                    "selected process, as kill(2) allows you; r releases your own --hold "
                    "lease;\n"
-                   "h help; q quits. NO_COLOR turns colours off.\n",
+                   "h help; q quits. Mouse: a click selects (on a heading: sorts), the wheel\n"
+                   "scrolls. NO_COLOR turns colours off.\n",
         .exec = cmd_top_exec,
 };

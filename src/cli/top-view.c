@@ -370,6 +370,14 @@ const char *top_col_name(enum top_col c)
 	return c < TOP_N_COLS ? col_names[c] : "?";
 }
 
+enum top_col top_col_at(int x)
+{
+	for (int c = TOP_N_COLS - 1; c > 0; c--)
+		if (x >= col_x[c])
+			return (enum top_col)c;
+	return TOP_COL_GPU;
+}
+
 void top_proc_head(struct top_line *l, const struct top_view *v)
 {
 	top_line_clear(l);

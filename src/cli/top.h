@@ -132,6 +132,8 @@ struct top_view {
 int top_view_sort(struct top_view *v, const struct top_model *m);
 /* The column's name (header) and its sort key character. */
 const char *top_col_name(enum top_col c);
+/* The column of the process list at screen column x. */
+enum top_col top_col_at(int x);
 
 int top_line_init(struct top_line *l, int width);
 void top_line_free(struct top_line *l);

@@ -150,6 +150,11 @@ class TopCase(GpuctlTestCase):
         # the window's size is the terminal's, not top's to restore (test_resize_follows)
         size = re.compile(r"rows \d+; columns \d+;")
         self.assertEqual(size.sub("", after), size.sub("", before))
+        # and the terminal's modes as tmux tracks them: main screen, no mouse reports, the
+        # cursor shown, the cursor keys in their normal mode
+        modes = self.tm.tmux("display", "-p", "#{alternate_on} #{mouse_any_flag} "
+                             "#{mouse_button_flag} #{cursor_flag} #{keypad_cursor_flag}")
+        self.assertEqual(modes.stdout.split(), ["0", "0", "0", "1", "0"])
         return rc
 
 
@@ -263,6 +268,48 @@ class Screen(TopCase):
         self.tm.wait_text("gpuctl top: keys")
         self.tm.keys("x")
         self.tm.wait_text("HLTH")
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+
+def click(tm, x, y, button=0):
+    """A mouse click at column x, line y (from 0), in the X10 encoding a terminal sends when
+    the program asked for mouse reports (ESC [ M, then button, x and y, each + 32, x and y
+    1-based; button 0 the left press, 3 a release, 64 + 1 the wheel down)."""
+    tm.tmux("send-keys", "-l", "\x1b[M" + chr(32 + button) + chr(33 + x) + chr(33 + y))
+    if button < 64:  # a button (not the wheel) is released too: button code 3
+        tm.tmux("send-keys", "-l", "\x1b[M" + chr(32 + 3) + chr(33 + x) + chr(33 + y))
+
+
+class Mouse(TopCase):
+    def test_click_sorts_and_selects(self):
+        sleeps = []
+        for n in (1, 3, 2):
+            p = subprocess.Popen(["sleep", "607%d" % n])
+            self.addCleanup(stop, p)
+            sleeps.append(p)
+        self.open_top("-d", "0.2")
+        for i, (p, n) in enumerate(zip(sleeps, (1, 3, 2))):
+            self.nvsim("proc", "add", "--pid", str(p.pid), "-i", str(i), "--mem", "%dGiB" % n)
+        s = self.tm.wait_text("sleep 6072")
+        lines = s.splitlines()
+        head = next(i for i, l in enumerate(lines) if "HOST-MEM" in l)
+        # a click on the GPU-MEM heading sorts by it, biggest first
+        click(self.tm, lines[head].index("GPU-MEM") + 2, head)
+        s = self.tm.wait_text("GPU-MEMv")
+        self.assertEqual(re.findall(r"sleep 607(\d)", s), ["3", "2", "1"])
+        # a click on the second process selects it: k asks about that one
+        click(self.tm, 10, head + 2)
+        self.tm.keys("k")
+        self.tm.wait_text("send SIGTERM to pid %d? [y/N]" % sleeps[2].pid)
+        self.tm.keys("n")
+        self.tm.wait_text("cancelled")
+        self.assertIsNone(sleeps[2].poll())
+        # the wheel moves the selection (down three: the last process)
+        click(self.tm, 10, head + 1, button=65)  # wheel down: button 5 = 64 + 1
+        self.tm.keys("k")
+        self.tm.wait_text("send SIGTERM to pid %d? [y/N]" % sleeps[0].pid)
+        self.tm.keys("n")
         self.tm.keys("q")
         self.assertEqual(self.finish(), 0)
 
