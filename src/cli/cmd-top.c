@@ -656,11 +656,15 @@ static int run_screen(struct top_model *m, struct top_view *v, unsigned long cou
 	sigaction(SIGHUP, &sa, NULL);
 	(void)setlocale(LC_CTYPE, "");
 	s.utf8 = strcmp(nl_langinfo(CODESET), "UTF-8") == 0;
-	if (!initscr()) {
-		cli_error("top: cannot set up the terminal (TERM=%s)",
-		          getenv("TERM") ? getenv("TERM") : "");
+	/* newterm, not initscr: initscr exits the program on an unknown terminal */
+	SCREEN *scr = newterm(NULL, stdout, stdin);
+	if (!scr) {
+		cli_error(
+		        "top: cannot drive the terminal: TERM '%s' is not in the terminfo database",
+		        getenv("TERM") ? getenv("TERM") : "");
 		return CLI_EXIT_FAILURE;
 	}
+	set_term(scr);
 	cbreak();
 	noecho();
 	nonl();
@@ -701,6 +705,7 @@ static int run_screen(struct top_model *m, struct top_view *v, unsigned long cou
 		draw(&s);
 	}
 	endwin();
+	delscreen(scr);
 	return CLI_EXIT_OK;
 }
 

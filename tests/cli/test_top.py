@@ -368,6 +368,12 @@ class ExitPaths(TopCase):
     def test_sighup(self):
         self.exit_by_signal(signal.SIGHUP)
 
+    def test_unknown_terminal(self):
+        self.extra["TERM"] = "no-such-terminal"
+        self.open_top("-d", "0.2")
+        self.assertEqual(self.finish(), 1)
+        self.tm.wait_text("gpuctl: top: cannot drive the terminal: TERM 'no-such-terminal'")
+
     def test_after_nvml_failure(self):
         self.open_top("-d", "0.2")
         self.tm.wait_text("HLTH")
