@@ -643,6 +643,25 @@ static bool key(struct screen *s, int ch)
 	return true;
 }
 
+/* Refreshes the model and sorts it again, keeping the selected process selected (by pid and
+ * start time) where it still runs. */
+static void keep_selection(struct screen *s)
+{
+	const struct top_proc *p = selected_proc(s);
+	uint32_t pid = p ? p->pid : 0;
+	uint64_t start = p ? p->start_ticks : 0;
+
+	(void)top_refresh(s->m); /* a failure shows as the status line */
+	(void)top_view_sort(s->v, s->m);
+	for (size_t i = 0; pid && i < s->v->n_order; i++) {
+		const struct top_proc *q = &s->m->procs[s->v->order[i]];
+		if (q->pid == pid && q->start_ticks == start) {
+			s->proc_sel = i;
+			break;
+		}
+	}
+}
+
 static int run_screen(struct top_model *m, struct top_view *v, unsigned long count)
 {
 	struct screen s = {.m = m, .v = v};
@@ -684,8 +703,7 @@ static int run_screen(struct top_model *m, struct top_view *v, unsigned long cou
 		if (now >= next) {
 			if (count && frames >= count)
 				break;
-			(void)top_refresh(m); /* a failure shows as the status line */
-			(void)top_view_sort(v, m);
+			keep_selection(&s);
 			frames++;
 			next = cli_next_tick(next, v->delay);
 			draw(&s);

@@ -281,6 +281,27 @@ def click(tm, x, y, button=0):
         tm.tmux("send-keys", "-l", "\x1b[M" + chr(32 + 3) + chr(33 + x) + chr(33 + y))
 
 
+class Selection(TopCase):
+    def test_selection_follows_its_process(self):
+        """A process that appears above the selected one does not move the selection."""
+        a = subprocess.Popen(["sleep", "6081"])
+        self.addCleanup(stop, a)
+        b = subprocess.Popen(["sleep", "6082"])
+        self.addCleanup(stop, b)
+        self.open_top("-d", "0.2")
+        self.nvsim("proc", "add", "--pid", str(a.pid), "-i", "5")
+        self.tm.wait_text("sleep 6081")
+        self.tm.keys("Tab")  # the only process is selected
+        self.nvsim("proc", "add", "--pid", str(b.pid), "-i", "1")  # sorts above it (GPU 1)
+        s = self.tm.wait_text("sleep 6082")
+        self.assertLess(s.index("sleep 6082"), s.index("sleep 6081"))
+        self.tm.keys("k")
+        self.tm.wait_text("send SIGTERM to pid %d? [y/N]" % a.pid)
+        self.tm.keys("n")
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+
 class Mouse(TopCase):
     def test_click_sorts_and_selects(self):
         sleeps = []
