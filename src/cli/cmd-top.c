@@ -28,6 +28,7 @@
 #include <langinfo.h>
 #include <locale.h>
 #include <ncurses.h>
+#include <term.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -675,7 +676,16 @@ static int run_screen(struct top_model *m, struct top_view *v, unsigned long cou
 	sigaction(SIGHUP, &sa, NULL);
 	(void)setlocale(LC_CTYPE, "");
 	s.utf8 = strcmp(nl_langinfo(CODESET), "UTF-8") == 0;
-	/* newterm, not initscr: initscr exits the program on an unknown terminal */
+	/* the terminal description first (setupterm reports an unknown TERM, where initscr
+	 * would exit the program and a failed newterm leaks its half-made screen); then newterm */
+	int err = 0;
+	if (setupterm(NULL, STDOUT_FILENO, &err) != OK) {
+		cli_error(
+		        "top: cannot drive the terminal: TERM '%s' is not in the terminfo database",
+		        getenv("TERM") ? getenv("TERM") : "");
+		return CLI_EXIT_FAILURE;
+	}
+	(void)del_curterm(cur_term);
 	SCREEN *scr = newterm(NULL, stdout, stdin);
 	if (!scr) {
 		cli_error(
