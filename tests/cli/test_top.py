@@ -141,6 +141,17 @@ class TopCase(GpuctlTestCase):
         self.tm.start(script, self.env())
         self.pid = int(wait_file(os.path.join(t, "pid")))
 
+    def sleepers(self, prefix, gib):
+        """`sleep PREFIXn` processes, one per n of gib, registered on GPUs 0, 1, ... with n GiB
+        each; returns them."""
+        procs = []
+        for i, n in enumerate(gib):
+            p = subprocess.Popen(["sleep", "%s%d" % (prefix, n)])
+            self.addCleanup(stop, p)
+            procs.append(p)
+            self.nvsim("proc", "add", "--pid", str(p.pid), "-i", str(i), "--mem", "%dGiB" % n)
+        return procs
+
     def finish(self):
         """Waits for top to exit; returns its status; checks the terminal is as before."""
         rc = int(wait_file(os.path.join(self.tmp, "rc")).strip())
@@ -237,14 +248,8 @@ class Screen(TopCase):
         self.assertEqual(self.finish(), 0)
 
     def test_help_sort_filter(self):
-        sleeps = []
-        for n in (3, 1, 2):  # GPU memory 3, 1, 2 GiB on GPUs 0, 1, 2
-            p = subprocess.Popen(["sleep", "60%d" % n])
-            self.addCleanup(stop, p)
-            sleeps.append(p)
         self.open_top("-d", "0.2")
-        for i, (p, n) in enumerate(zip(sleeps, (3, 1, 2))):
-            self.nvsim("proc", "add", "--pid", str(p.pid), "-i", str(i), "--mem", "%dGiB" % n)
+        self.sleepers("60", (3, 1, 2))  # GPU memory 3, 1, 2 GiB on GPUs 0, 1, 2
         s = self.tm.wait_text("sleep 602")
 
         def procs(s):
@@ -304,14 +309,8 @@ class Selection(TopCase):
 
 class Mouse(TopCase):
     def test_click_sorts_and_selects(self):
-        sleeps = []
-        for n in (1, 3, 2):
-            p = subprocess.Popen(["sleep", "607%d" % n])
-            self.addCleanup(stop, p)
-            sleeps.append(p)
         self.open_top("-d", "0.2")
-        for i, (p, n) in enumerate(zip(sleeps, (1, 3, 2))):
-            self.nvsim("proc", "add", "--pid", str(p.pid), "-i", str(i), "--mem", "%dGiB" % n)
+        sleeps = self.sleepers("607", (1, 3, 2))
         s = self.tm.wait_text("sleep 6072")
         lines = s.splitlines()
         head = next(i for i, l in enumerate(lines) if "HOST-MEM" in l)
