@@ -1,6 +1,6 @@
 # gpuctl: thin front end over CMake (docs/ARCHITECTURE.md, "Build").
 #   make          build into build/ (bin/gpuctl, bin/nvsim, lib/libgpuctl.so, sim/libnvidia-ml.so.1)
-#   make demo     build, then run gpuctl list, topo, info, select, run, ps and watch on a simulated DGX A100
+#   make demo     build, then run gpuctl list, topo, info, select, run, ps, watch and top on a simulated DGX A100
 #   make test     clang-format check, then the whole suite twice (normal, ASan+UBSan; both
 #                 -Werror), then a short bounded fuzz run of every fuzz target
 #   make bench    benchmarks; results table in bench/RESULTS.md

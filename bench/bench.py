@@ -191,6 +191,13 @@ def main():
         import watch_bench
         lines += watch_bench.section(build)
 
+    # gpuctl top: NVML calls per refresh against watch's, CPU per refresh and memory next to
+    # nvtop's (bench/top_bench.py).
+    if not a.scenario:
+        sys.path.insert(0, HERE)
+        import top_bench
+        lines += top_bench.section(build)
+
     # Health: a full check on 8 and 64 GPUs, --watch detection and run --retry failover latency
     # (bench/health_bench.py).
     if not a.scenario:

@@ -35,5 +35,7 @@ GPUCTL_LEASE_DIR="$tmp/leases" GPUCTL_CONFIG="$tmp/gpuctl.conf" \
 	echo "\$ gpuctl ps"; "$0/gpuctl" ps; echo
 	echo "\$ gpuctl watch -c 2 -d 0.5 -i 0,1,2,3 -s pucm"
 	"$0/gpuctl" watch -c 2 -d 0.5 -i 0,1,2,3 -s pucm; echo
+	echo "\$ gpuctl top --once   # (gpuctl top: the same, live and full screen)"
+	COLUMNS=120 "$0/gpuctl" top --once; echo
 	echo "\$ gpuctl release --all"; "$0/gpuctl" release --all
 ' "$bin"

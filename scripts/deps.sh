@@ -4,10 +4,11 @@
 # Usage: scripts/deps.sh [build|test|bench|all]   (default: all; bench: what `make bench` adds)
 set -eu
 
-build_pkgs="gcc make cmake pkg-config libjansson-dev libnuma-dev libmicrohttpd-dev"
+# libncurses-dev: gpuctl top's screen; tmux: the tests drive gpuctl top in a pane
+build_pkgs="gcc make cmake pkg-config libjansson-dev libnuma-dev libmicrohttpd-dev libncurses-dev"
 # slurmctld slurmd slurm-client munge: the real Slurm of tests/cli/test_slurm.py (the packages
 # start no daemon; the test runs its own in a scratch directory)
-test_pkgs="libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest prometheus slurmctld slurmd slurm-client munge"
+test_pkgs="libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest prometheus tmux slurmctld slurmd slurm-client munge"
 # wrk: the HTTP load generator of the exporter benchmark (50 concurrent scrapers)
 bench_pkgs="python3 wrk"
 

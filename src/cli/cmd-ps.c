@@ -161,24 +161,6 @@ static bool proc_on(const struct gpuctl_gpu *g, const struct gpuctl_proc *proc, 
 	return mig < 0 || gpuctl_proc_mig_device(g, proc) == mig;
 }
 
-static void format_age(uint64_t start, char *buf, size_t size)
-{
-	time_t now = time(NULL);
-	if (start == 0 || now < 0 || (uint64_t)now < start) {
-		snprintf(buf, size, "-");
-		return;
-	}
-	uint64_t s = (uint64_t)now - start;
-	if (s < 120)
-		snprintf(buf, size, "%" PRIu64 "s", s);
-	else if (s < 2 * 3600)
-		snprintf(buf, size, "%" PRIu64 "m", s / 60);
-	else if (s < 2 * 86400)
-		snprintf(buf, size, "%" PRIu64 "h", s / 3600);
-	else
-		snprintf(buf, size, "%" PRIu64 "d", s / 86400);
-}
-
 /* Appends the foreign processes of a row as "user:pid(mem)" to buf. */
 static void foreign_text(const struct ps_data *d, const struct gpuctl_snapshot *snap,
                          const struct ps_row *row, char *buf, size_t size)
@@ -353,22 +335,6 @@ out:
 	return r;
 }
 
-/* "16 GiB", "512 MiB", "1.5 GiB": a size for people (binary units, at most one decimal). */
-static void format_bytes(uint64_t bytes, char *buf, size_t size)
-{
-	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-	double v = (double)bytes;
-	size_t u = 0;
-	while (u + 1 < sizeof(units) / sizeof(units[0]) && v >= 1024) {
-		v /= 1024;
-		u++;
-	}
-	if (u == 0 || v == (double)(uint64_t)v)
-		snprintf(buf, size, "%" PRIu64 " %s", (uint64_t)v, units[u]);
-	else
-		snprintf(buf, size, "%.1f %s", v, units[u]);
-}
-
 /* Appends "; " (when note is not empty) and the formatted text to note. */
 static void note_add(char *note, size_t size, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
@@ -532,42 +498,6 @@ static int rows_from_list(struct ps_data *d, const struct gpuctl_lease_list *lis
 	return 0;
 }
 
-/* What a waiter asks for, in words: "4 GPUs, only 0,1, max-util 50%". */
-static void request_text(const struct gpuctl_wait_entry *w, char *buf, size_t size)
-{
-	size_t n;
-
-	if (!w->parsed) {
-		snprintf(buf, size, "? (unreadable ticket)");
-		return;
-	}
-	if (w->mig_profile)
-		snprintf(buf, size, "%u MIG %s", w->count, w->mig_profile);
-	else
-		snprintf(buf, size, "%u GPU%s", w->count, w->count == 1 ? "" : "s");
-#define ADD(...)                                                                                   \
-	do {                                                                                       \
-		n = strlen(buf);                                                                   \
-		if (n < size)                                                                      \
-			snprintf(buf + n, size - n, __VA_ARGS__);                                  \
-	} while (0)
-	if (w->only)
-		ADD(", only %s", w->only);
-	if (w->exclude)
-		ADD(", exclude %s", w->exclude);
-	if (w->numa_node >= 0)
-		ADD(", numa %d", w->numa_node);
-	if (w->min_free_mem)
-		ADD(", min-free-mem %" PRIu64 "B", w->min_free_mem);
-	if (w->max_util >= 0)
-		ADD(", max-util %d%%", w->max_util);
-	if (w->no_procs)
-		ADD(", no-procs");
-	if (w->pool)
-		ADD(", pool %s", w->pool);
-#undef ADD
-}
-
 static json_t *waiter_json(const struct gpuctl_wait_entry *w, size_t pos, time_t now)
 {
 	json_t *o = json_object();
@@ -658,7 +588,7 @@ static int ps_waiting(struct cli *cli, const char *lease_dir, bool json)
 				snprintf(user, sizeof(user), "%" PRIu32, w->uid);
 			snprintf(pid, sizeof(pid), "%" PRIu32, w->pid);
 			format_age(w->since > 0 ? (uint64_t)w->since : 0, waited, sizeof(waited));
-			request_text(w, req, sizeof(req));
+			format_wait_request(w, req, sizeof(req));
 			const char *cells[] = {pos, user, pid, waited, req};
 			r = text_table_add(t, cells);
 		}

@@ -20,13 +20,11 @@
 #include "cmd.h"
 
 const struct cmd_entry *const cmd_table[] = {
-        &cmd_exporter_entry, &cmd_health_entry,
-        &cmd_help_entry,     &cmd_info_entry,
-        &cmd_lease_entry,    &cmd_list_entry,
-        &cmd_ps_entry,       &cmd_release_entry,
-        &cmd_run_entry,      &cmd_select_entry,
-        &cmd_slurm_entry,    &cmd_topo_entry,
-        &cmd_watch_entry,    NULL,
+        &cmd_exporter_entry, &cmd_health_entry,  &cmd_help_entry,
+        &cmd_info_entry,     &cmd_lease_entry,   &cmd_list_entry,
+        &cmd_ps_entry,       &cmd_release_entry, &cmd_run_entry,
+        &cmd_select_entry,   &cmd_slurm_entry,   &cmd_top_entry,
+        &cmd_topo_entry,     &cmd_watch_entry,   NULL,
 };
 
 /* Exit statuses (docs/gpuctl.1, EXIT STATUS); a command's --help lists those it can end with. */

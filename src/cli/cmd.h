@@ -68,6 +68,7 @@ extern const struct cmd_entry cmd_release_entry;
 extern const struct cmd_entry cmd_run_entry;
 extern const struct cmd_entry cmd_select_entry;
 extern const struct cmd_entry cmd_slurm_entry;
+extern const struct cmd_entry cmd_top_entry;
 extern const struct cmd_entry cmd_topo_entry;
 extern const struct cmd_entry cmd_watch_entry;
 

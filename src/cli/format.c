@@ -15,6 +15,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "format.h"
 
@@ -244,4 +245,72 @@ void text_table_print(const struct text_table *t, FILE *f)
 		}
 		fputc('\n', f);
 	}
+}
+
+void format_age(uint64_t start, char *buf, size_t size)
+{
+	time_t now = time(NULL);
+	if (start == 0 || now < 0 || (uint64_t)now < start) {
+		snprintf(buf, size, "-");
+		return;
+	}
+	uint64_t s = (uint64_t)now - start;
+	if (s < 120)
+		snprintf(buf, size, "%" PRIu64 "s", s);
+	else if (s < 2 * 3600)
+		snprintf(buf, size, "%" PRIu64 "m", s / 60);
+	else if (s < 2 * 86400)
+		snprintf(buf, size, "%" PRIu64 "h", s / 3600);
+	else
+		snprintf(buf, size, "%" PRIu64 "d", s / 86400);
+}
+
+void format_bytes(uint64_t bytes, char *buf, size_t size)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)bytes;
+	size_t u = 0;
+	while (u + 1 < sizeof(units) / sizeof(units[0]) && v >= 1024) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0 || v == (double)(uint64_t)v)
+		snprintf(buf, size, "%" PRIu64 " %s", (uint64_t)v, units[u]);
+	else
+		snprintf(buf, size, "%.1f %s", v, units[u]);
+}
+
+void format_wait_request(const struct gpuctl_wait_entry *w, char *buf, size_t size)
+{
+	size_t n;
+
+	if (!w->parsed) {
+		snprintf(buf, size, "? (unreadable ticket)");
+		return;
+	}
+	if (w->mig_profile)
+		snprintf(buf, size, "%u MIG %s", w->count, w->mig_profile);
+	else
+		snprintf(buf, size, "%u GPU%s", w->count, w->count == 1 ? "" : "s");
+#define ADD(...)                                                                                   \
+	do {                                                                                       \
+		n = strlen(buf);                                                                   \
+		if (n < size)                                                                      \
+			snprintf(buf + n, size - n, __VA_ARGS__);                                  \
+	} while (0)
+	if (w->only)
+		ADD(", only %s", w->only);
+	if (w->exclude)
+		ADD(", exclude %s", w->exclude);
+	if (w->numa_node >= 0)
+		ADD(", numa %d", w->numa_node);
+	if (w->min_free_mem)
+		ADD(", min-free-mem %" PRIu64 "B", w->min_free_mem);
+	if (w->max_util >= 0)
+		ADD(", max-util %d%%", w->max_util);
+	if (w->no_procs)
+		ADD(", no-procs");
+	if (w->pool)
+		ADD(", pool %s", w->pool);
+#undef ADD
 }

@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "gpuctl/gpuctl.h"
@@ -33,6 +34,14 @@ const char *format_compute_mode(int64_t mode);
 
 /* "GPU-1a2b3c4d" from a full UUID: the prefix and the first group of hex digits. */
 void format_short_uuid(const char *uuid, char *buf, size_t size);
+
+/* A time since start (seconds since the epoch) for people: "42s", "17m", "5h", "3d"; "-" for
+ * 0 or a start in the future. */
+void format_age(uint64_t start, char *buf, size_t size);
+/* "16 GiB", "512 MiB", "1.5 GiB": a size for people (binary units, at most one decimal). */
+void format_bytes(uint64_t bytes, char *buf, size_t size);
+/* What a waiter asks for, in words: "4 GPUs, only 0,1, max-util 50%". */
+void format_wait_request(const struct gpuctl_wait_entry *w, char *buf, size_t size);
 
 /* json_string(s), or json_null() when s is NULL. */
 json_t *json_string_or_null(const char *s);

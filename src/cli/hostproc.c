@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: MIT
+/*
+ * hostproc.c: the host's view of a process, from proc(5), for `gpuctl top`.
+ *
+ * Decisions:
+ * - One read(2) of a whole small file each (stat, cmdline, uptime): the kernel generates them
+ *   at open, so one read sees one consistent state.
+ * - The stat parser is pure (and fuzzed: fuzz/fuzz-procstat.c): the command name between '('
+ *   and the last ')' is skipped, because a process chooses its own name.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hostproc.h"
+
+/* A decimal number of at most 19 digits; false when tok is not one. */
+static bool parse_u64(const char *tok, size_t n, uint64_t *ret)
+{
+	uint64_t v = 0;
+
+	if (n == 0 || n > 19)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (tok[i] < '0' || tok[i] > '9')
+			return false;
+		v = v * 10 + (uint64_t)(tok[i] - '0');
+	}
+	*ret = v;
+	return true;
+}
+
+int hostproc_parse_stat(const char *text, size_t len, struct hostproc_stat *ret_stat)
+{
+	struct hostproc_stat st = {0};
+	uint64_t utime = 0, stime = 0;
+	size_t i = len, field = 2;
+
+	while (i > 0 && text[i - 1] != ')')
+		i--;
+	if (i == 0)
+		return -EINVAL;
+	/* i is just after the last ')': field 3 onwards, separated by single blanks */
+	while (i < len && field < 24) {
+		while (i < len && (text[i] == ' ' || text[i] == '\n'))
+			i++;
+		size_t start = i;
+		while (i < len && text[i] != ' ' && text[i] != '\n')
+			i++;
+		if (i == start)
+			break;
+		field++;
+		const char *tok = text + start;
+		size_t n = i - start;
+		bool ok = true;
+		switch (field) {
+		case 3:
+			ok = n == 1;
+			st.state = tok[0];
+			break;
+		case 14:
+			ok = parse_u64(tok, n, &utime);
+			break;
+		case 15:
+			ok = parse_u64(tok, n, &stime);
+			break;
+		case 22:
+			ok = parse_u64(tok, n, &st.start_ticks);
+			break;
+		case 24:
+			ok = parse_u64(tok, n, &st.rss_pages);
+			break;
+		default:
+			break;
+		}
+		if (!ok)
+			return -EINVAL;
+	}
+	if (field < 24 || utime > UINT64_MAX - stime)
+		return -EINVAL;
+	st.cpu_ticks = utime + stime;
+	*ret_stat = st;
+	return 0;
+}
+
+/* Reads a small proc file whole into buf (NUL-terminated). Its length, or -errno. */
+static ssize_t read_small(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, size - 1);
+	if (n < 0)
+		n = -errno;
+	close(fd);
+	if (n >= 0)
+		buf[n] = '\0';
+	return n;
+}
+
+int hostproc_read_stat(pid_t pid, struct hostproc_stat *ret_stat)
+{
+	char path[48], buf[1024];
+	ssize_t n;
+
+	(void)snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	n = read_small(path, buf, sizeof(buf));
+	if (n < 0)
+		return n == -ENOENT ? -ESRCH : (int)n;
+	return hostproc_parse_stat(buf, (size_t)n, ret_stat);
+}
+
+void hostproc_cmdline(pid_t pid, char *buf, size_t size)
+{
+	char path[48];
+	ssize_t n;
+
+	if (size == 0)
+		return;
+	(void)snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	n = read_small(path, buf, size);
+	if (n <= 0) {
+		buf[0] = '\0';
+		return;
+	}
+	while (n > 0 && buf[n - 1] == '\0') /* the last argument's NUL */
+		n--;
+	for (ssize_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)buf[i];
+		if (c == '\0')
+			buf[i] = ' ';
+		else if (c < 0x20 || c == 0x7f)
+			buf[i] = '?';
+	}
+	buf[n] = '\0';
+}
+
+double hostproc_uptime(void)
+{
+	char buf[128], *end;
+	double up;
+
+	if (read_small("/proc/uptime", buf, sizeof(buf)) <= 0)
+		return -1;
+	up = strtod(buf, &end);
+	return end == buf || up < 0 ? -1 : up;
+}

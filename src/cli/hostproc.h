@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hostproc.h: what the host knows about a process (proc(5)): CPU time, resident memory, start
+ * time and the full command line, for `gpuctl top`'s process list.
+ */
+#ifndef GPUCTL_CLI_HOSTPROC_H
+#define GPUCTL_CLI_HOSTPROC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* The fields of /proc/PID/stat that top shows (proc(5), field numbers from 1). */
+struct hostproc_stat {
+	char state;           /* field 3: R, S, D, Z, ... */
+	uint64_t cpu_ticks;   /* fields 14 + 15: utime + stime, in clock ticks */
+	uint64_t start_ticks; /* field 22: start time after boot, in clock ticks */
+	uint64_t rss_pages;   /* field 24: resident set size, in pages */
+};
+
+/* Parses the text of /proc/PID/stat (len bytes, need not be NUL-terminated). The command name
+ * (field 2) may hold anything, ')' and blanks included: the fields after it start after the
+ * last ')'. 0, or -EINVAL for text that does not have the fields as decimal numbers. */
+int hostproc_parse_stat(const char *text, size_t len, struct hostproc_stat *ret_stat);
+
+/* Reads /proc/PID/stat. 0, -ESRCH when there is no such process, -EINVAL unparsable,
+ * other -errno. */
+int hostproc_read_stat(pid_t pid, struct hostproc_stat *ret_stat);
+
+/* The command line of pid (/proc/PID/cmdline, arguments joined by one space, control
+ * characters as '?') into buf; "" when it cannot be read (kernel threads, gone). */
+void hostproc_cmdline(pid_t pid, char *buf, size_t size);
+
+/* Seconds since boot (/proc/uptime); -1 when unknown. */
+double hostproc_uptime(void);
+
+#endif /* GPUCTL_CLI_HOSTPROC_H */

@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: MIT
+/*
+ * top-model.c: what `gpuctl top` shows, read once per refresh: a refreshed snapshot, the lease
+ * list, the foreign processes, the wait queue, the health verdicts and each compute process's
+ * host facts.
+ *
+ * Decisions:
+ * - NVML is read as `gpuctl watch` reads it: the first snapshot reads identity, static facts
+ *   and every health field; each refresh after it is a gpuctl_snapshot_refresh of the shown
+ *   fields (utilisation, memory used, power, temperature) and the processes with their SM
+ *   share, plus TOP_HEALTH_PER_REFRESH of the health fields in rotation, so the NVML part of
+ *   a verdict is never more than a few refreshes old while a refresh costs no more NVML calls
+ *   than `watch -s pucm --procs` would (tests/cli/test_top.py counts them).
+ * - Everything else goes through the library exactly as `gpuctl ps` uses it: gpuctl_lease_list
+ *   for holders and shares, gpuctl_foreign_scan for processes of no lease (the rule
+ *   select-and-lease applies), gpuctl_wait_list for the queue, gpuctl_site_health for the
+ *   verdict (the XIDs of the kernel log and the health state file included).
+ * - A failed refresh keeps the last state and says why (m->error): the view shows a line and
+ *   tries again at the next interval. A change in the number of GPUs takes a new snapshot.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hostproc.h"
+#include "top.h"
+
+#define TOP_HEALTH_PER_REFRESH 2
+
+/* Read at every refresh: what the bars and the process list show. */
+static const enum gpuctl_field shown_fields[] = {
+        GPUCTL_F_UTIL_GPU,   GPUCTL_F_UTIL_MEMORY, GPUCTL_F_MEMORY_USED,
+        GPUCTL_F_POWER_DRAW, GPUCTL_F_TEMP,
+};
+#define N_SHOWN (sizeof(shown_fields) / sizeof(shown_fields[0]))
+
+/* Read once, with the first snapshot: the scales of the bars. */
+static const enum gpuctl_field static_fields[] = {
+        GPUCTL_F_MEMORY_TOTAL,
+        GPUCTL_F_POWER_LIMIT,
+        GPUCTL_F_MIG_MODE,
+};
+#define N_STATIC (sizeof(static_fields) / sizeof(static_fields[0]))
+
+size_t top_shown_fields(enum gpuctl_field *out, size_t max)
+{
+	size_t n = 0;
+	for (; n < N_SHOWN && n < max; n++)
+		out[n] = shown_fields[n];
+	return n;
+}
+
+/* Whether health field f needs re-reading in the rotation: identity and what every refresh
+ * reads anyway do not. */
+static bool rotated(enum gpuctl_field f)
+{
+	if (f == GPUCTL_F_UUID || f == GPUCTL_F_NAME)
+		return false;
+	for (size_t k = 0; k < N_SHOWN; k++)
+		if (shown_fields[k] == f)
+			return false;
+	return true;
+}
+
+/* The first snapshot's fields: shown, static and every health field. */
+static size_t first_fields(enum gpuctl_field *out)
+{
+	size_t n = 0, nh = 0;
+	const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
+
+	for (size_t k = 0; k < N_SHOWN; k++)
+		out[n++] = shown_fields[k];
+	for (size_t k = 0; k < N_STATIC; k++)
+		out[n++] = static_fields[k];
+	for (size_t k = 0; k < nh; k++)
+		out[n++] = hf[k];
+	return n;
+}
+
+static void set_error(struct top_model *m, const char *what, int r)
+{
+	const char *msg = gpuctl_errmsg(m->cli->ctx);
+	snprintf(m->error, sizeof(m->error), "%s: %s", what, msg && msg[0] ? msg : strerror(-r));
+}
+
+/* GPU g's pool names, from the configuration (as gpuctl ps). 0, or -errno (message on ctx). */
+static int read_pools(struct top_model *m)
+{
+	const struct gpuctl_config *cfg = gpuctl_site_config(m->cli->site);
+	int *map = NULL;
+
+	for (size_t g = 0; g < m->n_gpus; g++)
+		m->gpus[g].pool = "default";
+	if (gpuctl_config_pool_count(cfg) == 0)
+		return 0;
+	int r = gpuctl_config_pool_map(m->cli->ctx, cfg, m->snap, &map);
+	if (r < 0)
+		return r;
+	for (size_t g = 0; g < m->n_gpus; g++)
+		if (map[g] >= 0)
+			(void)gpuctl_config_pool_get(cfg, (size_t)map[g], &m->gpus[g].pool, NULL,
+			                             NULL, NULL, NULL);
+	free(map);
+	return 0;
+}
+
+/* Adds the snapshot's utilisation and memory to the history rings. */
+static void record_history(struct top_model *m)
+{
+	for (size_t g = 0; g < m->n_gpus; g++) {
+		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(m->snap, g);
+		int64_t u = -1, used, total;
+		int8_t mem = -1;
+
+		if (gpuctl_gpu_int(gpu, GPUCTL_F_UTIL_GPU, &u) < 0 || u < 0 || u > 100)
+			u = -1;
+		if (gpuctl_gpu_int(gpu, GPUCTL_F_MEMORY_USED, &used) == 0 &&
+		    gpuctl_gpu_int(gpu, GPUCTL_F_MEMORY_TOTAL, &total) == 0 && total > 0 &&
+		    used >= 0 && used <= total)
+			mem = (int8_t)(used * 100 / total);
+		m->gpus[g].util[m->hist_pos] = (int8_t)u;
+		m->gpus[g].mem[m->hist_pos] = mem;
+	}
+	m->hist_pos = (m->hist_pos + 1) % TOP_HISTORY;
+	if (m->hist_len < TOP_HISTORY)
+		m->hist_len++;
+}
+
+/* The row of the previous refresh for the same process (pid and start time), or NULL. */
+static const struct top_proc *previous(const struct top_proc *old, size_t n_old, uint32_t pid,
+                                       uint64_t start)
+{
+	for (size_t i = 0; i < n_old; i++)
+		if (old[i].pid == pid && old[i].start_ticks == start)
+			return &old[i];
+	return NULL;
+}
+
+/* Fills m->procs from m->snap and /proc; old/n_old: the rows of the previous refresh (for
+ * %CPU) taken `dt` seconds before. -ENOMEM. */
+static int read_procs(struct top_model *m, const struct top_proc *old, size_t n_old, double dt)
+{
+	size_t n = 0;
+	long hz = sysconf(_SC_CLK_TCK);
+	long page = sysconf(_SC_PAGESIZE);
+	double up = hostproc_uptime();
+
+	for (size_t g = 0; g < m->n_gpus; g++) {
+		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(m->snap, g);
+		n += gpuctl_gpu_lost(gpu) ? 0 : gpuctl_gpu_proc_count(gpu);
+	}
+	struct top_proc *rows = calloc(n ? n : 1, sizeof(*rows));
+	if (!rows)
+		return -ENOMEM;
+	n = 0;
+	for (size_t g = 0; g < m->n_gpus; g++) {
+		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(m->snap, g);
+		size_t np = gpuctl_gpu_lost(gpu) ? 0 : gpuctl_gpu_proc_count(gpu);
+		for (size_t k = 0; k < np; k++) {
+			const struct gpuctl_proc *p = gpuctl_gpu_proc(gpu, k);
+			struct top_proc *row = &rows[n++];
+			struct hostproc_stat st;
+			const char *user = gpuctl_proc_user(p), *cmd = gpuctl_proc_command(p);
+
+			row->gpu = g;
+			row->pid = gpuctl_proc_pid(p);
+			row->has_uid = gpuctl_proc_uid(p, &row->uid) == 0;
+			row->foreign = m->foreign && gpuctl_foreign_proc(m->foreign, g, k);
+			if (gpuctl_proc_used_memory(p, &row->gpu_mem) < 0)
+				row->gpu_mem = -1;
+			if (gpuctl_proc_util(p, GPUCTL_PROC_SM, &row->sm) < 0)
+				row->sm = -1;
+			snprintf(row->user, sizeof(row->user), "%s", user ? user : "?");
+			row->cpu = row->elapsed = -1;
+			row->host_mem = -1;
+			if (row->pid > 0 && hostproc_read_stat((pid_t)row->pid, &st) == 0) {
+				const struct top_proc *before =
+				        previous(old, n_old, row->pid, st.start_ticks);
+				row->start_ticks = st.start_ticks;
+				row->cpu_ticks = st.cpu_ticks;
+				if (page > 0)
+					row->host_mem = (int64_t)st.rss_pages * page;
+				if (hz > 0 && up >= 0)
+					row->elapsed = up - (double)st.start_ticks / (double)hz;
+				if (row->elapsed < 0 && row->elapsed != -1)
+					row->elapsed = 0;
+				if (before && hz > 0 && dt > 0 && st.cpu_ticks >= before->cpu_ticks)
+					row->cpu = (double)(st.cpu_ticks - before->cpu_ticks) /
+					           (double)hz / dt * 100.0;
+			}
+			hostproc_cmdline((pid_t)row->pid, row->command, sizeof(row->command));
+			if (!row->command[0])
+				snprintf(row->command, sizeof(row->command), "%s", cmd ? cmd : "?");
+		}
+	}
+	free(m->procs);
+	m->procs = rows;
+	m->n_procs = n;
+	return 0;
+}
+
+/* Everything but NVML, for m->snap: leases, foreign processes, waiters, health, processes.
+ * A part that cannot be read is left empty and named in m->error. */
+static void read_rest(struct top_model *m, double now)
+{
+	struct gpuctl_lease_dir *dir = gpuctl_site_lease_dir(m->cli->site);
+	struct top_proc *old = m->procs;
+	size_t n_old = m->n_procs;
+	double dt = m->sample_time > 0 ? now - m->sample_time : 0;
+	int r;
+
+	gpuctl_lease_list_free(m->leases);
+	m->leases = NULL;
+	gpuctl_foreign_free(m->foreign);
+	m->foreign = NULL;
+	gpuctl_wait_list_free(m->waiters);
+	m->waiters = NULL;
+	gpuctl_health_report_free(m->health);
+	m->health = NULL;
+	if (dir) {
+		r = gpuctl_lease_list(m->cli->ctx, dir, m->snap, &m->leases);
+		if (r < 0)
+			set_error(m, "lease directory", r);
+		r = gpuctl_wait_list(m->cli->ctx, dir, &m->waiters);
+		if (r < 0)
+			set_error(m, "wait queue", r);
+	}
+	r = gpuctl_foreign_scan(m->cli->ctx, dir, m->snap, &m->lreq, &m->foreign);
+	if (r < 0)
+		set_error(m, "foreign processes", r);
+	r = gpuctl_site_health(m->cli->ctx, m->cli->site, m->snap, &m->health);
+	if (r < 0)
+		set_error(m, "health", r);
+	m->procs = NULL; /* old is kept until the new rows are made */
+	m->n_procs = 0;
+	r = read_procs(m, old, n_old, dt);
+	if (r < 0)
+		set_error(m, "processes", r);
+	free(old);
+	record_history(m);
+	m->sample_time = now;
+}
+
+/* Makes m->gpus fit m->snap (after the first or a new snapshot). -ENOMEM. */
+static int fit_gpus(struct top_model *m)
+{
+	size_t n = gpuctl_snapshot_gpu_count(m->snap);
+	struct top_gpu *g = calloc(n ? n : 1, sizeof(*g));
+
+	if (!g)
+		return -ENOMEM;
+	free(m->gpus);
+	m->gpus = g;
+	m->n_gpus = n;
+	m->hist_pos = m->hist_len = 0;
+	return 0;
+}
+
+int top_model_init(struct top_model *m, struct cli *cli)
+{
+	enum gpuctl_field fields[N_SHOWN + N_STATIC + GPUCTL__F_COUNT];
+	size_t n = first_fields(fields);
+	int status, r;
+
+	m->cli = cli;
+	m->flags = GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH;
+	m->lreq = (struct gpuctl_lease_request)GPUCTL_LEASE_REQUEST_INIT;
+	status = cli_snapshot_fields(cli, m->flags, fields, n, &m->snap);
+	if (status)
+		return status;
+	(void)gpuctl_site_lease_defaults(cli->site, &m->lreq);
+	if (fit_gpus(m) < 0) {
+		cli_error("top: out of memory");
+		return CLI_EXIT_FAILURE;
+	}
+	r = read_pools(m);
+	if (r < 0) {
+		cli_error("top: %s", gpuctl_errmsg(cli->ctx));
+		return r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
+	}
+	read_rest(m, cli_now(CLOCK_MONOTONIC));
+	m->refreshes = 1;
+	return 0;
+}
+
+/* A new first snapshot, when the number of GPUs changed. */
+static int retake(struct top_model *m)
+{
+	enum gpuctl_field fields[N_SHOWN + N_STATIC + GPUCTL__F_COUNT];
+	size_t n = first_fields(fields);
+	struct gpuctl_snapshot *snap = NULL;
+	int r = gpuctl_snapshot_take_fields(m->cli->ctx, m->flags, fields, n, &snap);
+
+	if (r < 0)
+		return r;
+	gpuctl_snapshot_free(m->snap);
+	m->snap = snap;
+	free(m->procs);
+	m->procs = NULL;
+	m->n_procs = 0;
+	r = fit_gpus(m);
+	if (r >= 0)
+		r = read_pools(m);
+	return r;
+}
+
+int top_refresh(struct top_model *m)
+{
+	enum gpuctl_field fields[N_SHOWN + TOP_HEALTH_PER_REFRESH];
+	size_t n = 0, nh = 0, tried = 0;
+	const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
+	struct gpuctl_snapshot *snap = NULL;
+	int r;
+
+	for (size_t k = 0; k < N_SHOWN; k++)
+		fields[n++] = shown_fields[k];
+	/* the next TOP_HEALTH_PER_REFRESH health fields of the rotation */
+	while (n < N_SHOWN + TOP_HEALTH_PER_REFRESH && tried < nh) {
+		enum gpuctl_field f = hf[m->health_next % nh];
+		m->health_next = (m->health_next + 1) % nh;
+		tried++;
+		if (rotated(f))
+			fields[n++] = f;
+	}
+	m->error[0] = '\0';
+	r = gpuctl_snapshot_refresh(m->cli->ctx, m->snap, GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_MIG,
+	                            fields, n, &snap);
+	if (r == -ESTALE) {
+		r = retake(m);
+		if (r < 0) {
+			set_error(m, "NVML", r);
+			return r;
+		}
+	} else if (r < 0) {
+		set_error(m, "NVML", r);
+		return r;
+	} else {
+		gpuctl_snapshot_free(m->snap);
+		m->snap = snap;
+	}
+	read_rest(m, cli_now(CLOCK_MONOTONIC));
+	m->refreshes++;
+	return 0;
+}
+
+void top_model_free(struct top_model *m)
+{
+	gpuctl_snapshot_free(m->snap);
+	gpuctl_health_report_free(m->health);
+	gpuctl_lease_list_free(m->leases);
+	gpuctl_foreign_free(m->foreign);
+	gpuctl_wait_list_free(m->waiters);
+	free(m->gpus);
+	free(m->procs);
+	memset(m, 0, sizeof(*m));
+}
+
+int top_gpu_verdict(const struct top_model *m, size_t g, char *finding, size_t size)
+{
+	if (size)
+		finding[0] = '\0';
+	if (!m->health)
+		return -1;
+	for (size_t i = 0; i < gpuctl_health_finding_count(m->health); i++) {
+		const struct gpuctl_health_finding *f = gpuctl_health_finding(m->health, i);
+		if (f->gpu != g || f->severity == GPUCTL_HEALTH_OK)
+			continue;
+		snprintf(finding, size, "%s: %s", f->check, f->message);
+		break;
+	}
+	return gpuctl_health_verdict(m->health, g);
+}

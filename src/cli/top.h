@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * top.h: `gpuctl top`'s parts: the model (top-model.c: one refresh of GPUs, leases, health,
+ * processes and waiters), the view (top-view.c: the model as lines of cells), and the command
+ * (cmd-top.c: options, the plain-text frame, the ncurses screen and its keys).
+ */
+#ifndef GPUCTL_CLI_TOP_H
+#define GPUCTL_CLI_TOP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmd.h"
+
+#define TOP_HISTORY 32 /* samples kept per GPU for the sparklines */
+
+/* The process list's columns, in their order on screen (sort keys 1-9). */
+enum top_col {
+	TOP_COL_GPU,
+	TOP_COL_PID,
+	TOP_COL_USER,
+	TOP_COL_GPU_MEM,
+	TOP_COL_SM,
+	TOP_COL_CPU,
+	TOP_COL_HOST_MEM,
+	TOP_COL_ELAPSED,
+	TOP_COL_COMMAND,
+	TOP_N_COLS,
+};
+
+/* One GPU's history and the facts of its row that are not in the snapshot. */
+struct top_gpu {
+	int8_t util[TOP_HISTORY]; /* utilisation %, -1 unknown; ring, newest at hist_pos - 1 */
+	int8_t mem[TOP_HISTORY];  /* memory used %, -1 unknown */
+	const char *pool;         /* its pool's name ("default" without pools); owned by the site */
+};
+
+/* One compute process (a process on two GPUs has two rows). */
+struct top_proc {
+	size_t gpu;   /* snapshot index */
+	uint32_t pid; /* host pid */
+	uint32_t uid; /* owner, when has_uid */
+	bool has_uid;
+	bool foreign;         /* belongs to no lease of its GPU (gpuctl_foreign_proc) */
+	int64_t gpu_mem;      /* bytes, -1 unknown */
+	int sm;               /* %SM in the driver's last sample, -1 unknown */
+	double cpu;           /* host %CPU over the last interval, -1 unknown (first sample) */
+	int64_t host_mem;     /* resident bytes, -1 unknown */
+	double elapsed;       /* seconds since it started, -1 unknown */
+	uint64_t start_ticks; /* its start time (proc(5)), to recognise it when signalling it */
+	uint64_t cpu_ticks;   /* utime + stime at this refresh */
+	char user[33];        /* user name (or uid), "?" unknown */
+	char command[256];    /* full command line, else the driver's name, "?" */
+};
+
+struct top_model {
+	struct cli *cli;
+	unsigned flags;                      /* snapshot flags of the first snapshot */
+	struct gpuctl_snapshot *snap;        /* the current snapshot, owned */
+	struct gpuctl_health_report *health; /* of snap, owned; NULL if it failed */
+	struct gpuctl_lease_list *leases;    /* owned; NULL without a lease directory */
+	struct gpuctl_foreign *foreign;      /* owned */
+	struct gpuctl_wait_list *waiters;    /* owned; NULL when none can be read */
+	struct gpuctl_lease_request lreq;    /* the site's thresholds and share margin */
+	struct top_gpu *gpus;                /* per snapshot index */
+	size_t n_gpus;
+	size_t hist_pos;        /* next slot of the history rings */
+	size_t hist_len;        /* samples in them (<= TOP_HISTORY) */
+	struct top_proc *procs; /* every compute process of snap */
+	size_t n_procs;
+	double sample_time;      /* CLOCK_MONOTONIC of the last refresh */
+	size_t health_next;      /* next health field to re-read (rotation) */
+	unsigned long refreshes; /* refreshes that succeeded */
+	char error[256];         /* the last refresh's failure, "" after a good one */
+};
+
+/* Takes the first snapshot and reads leases, health, processes (top_refresh's reads, all of
+ * them). 0, or the exit status after printing the error (before the screen is set up). */
+int top_model_init(struct top_model *m, struct cli *cli);
+/* Re-reads what changes (gpuctl_snapshot_refresh of the shown fields and a few health fields,
+ * then leases, waiters, health verdicts and /proc). On failure keeps the last state, sets
+ * m->error and returns -errno; a change in the number of GPUs takes a new snapshot. */
+int top_refresh(struct top_model *m);
+void top_model_free(struct top_model *m);
+
+/* The per-interval snapshot fields top re-reads (for docs and the calls test). */
+size_t top_shown_fields(enum gpuctl_field *out, size_t max);
+
+/* The verdict of GPU g (GPUCTL_HEALTH_*), -1 unknown; its first finding's text into buf. */
+int top_gpu_verdict(const struct top_model *m, size_t g, char *finding, size_t size);
+
+/* ---- view ---- */
+
+enum top_attr {
+	TOP_A_NONE,
+	TOP_A_HEAD, /* column headers, title */
+	TOP_A_OK,   /* health OK, low bars */
+	TOP_A_WARN, /* WARN, middle bars */
+	TOP_A_FAIL, /* FAIL, lost, high bars, errors */
+	TOP_A_DIM,  /* placeholders */
+	TOP_A_INFO, /* lease holders */
+	TOP_A_N,
+};
+
+/* One cell: an ASCII character, or a sparkline level glyph (1..8, 0: none) drawn as a block
+ * element where the terminal takes UTF-8 and as ch otherwise. */
+struct top_cell {
+	char ch;
+	uint8_t attr;  /* enum top_attr */
+	uint8_t glyph; /* 0, or 1..8 */
+};
+
+/* A line of cells, as wide as the screen. */
+struct top_line {
+	struct top_cell *cells;
+	int width;
+	int x; /* where the next put goes */
+};
+
+/* How the process list is shown. */
+struct top_view {
+	enum top_col sort; /* the sort column */
+	bool descending;   /* its order */
+	char filter[64];   /* substring of user or command; "" none */
+	size_t *order;     /* indices into m->procs, filtered and sorted (top_view_sort) */
+	size_t n_order;
+	double delay; /* seconds between refreshes (title) */
+};
+
+/* Sorts and filters m's processes into v->order. -ENOMEM. */
+int top_view_sort(struct top_view *v, const struct top_model *m);
+/* The column's name (header) and its sort key character. */
+const char *top_col_name(enum top_col c);
+/* The column of the process list at screen column x. */
+enum top_col top_col_at(int x);
+
+int top_line_init(struct top_line *l, int width);
+void top_line_free(struct top_line *l);
+void top_line_clear(struct top_line *l);
+
+/* The lines of each part; `line` is cleared first. */
+void top_title(struct top_line *l, const struct top_model *m, const struct top_view *v,
+               const char *focus);
+void top_gpu_head(struct top_line *l);
+/* GPU g's two lines (part 0: identity and bars, part 1: history, health, pool, holder). */
+void top_gpu_line(struct top_line *l, const struct top_model *m, size_t g, int part);
+void top_proc_head(struct top_line *l, const struct top_view *v);
+void top_proc_line(struct top_line *l, const struct top_model *m, const struct top_proc *p);
+/* The wait queue's heading, and its entry i. */
+void top_queue_head(struct top_line *l, const struct top_model *m);
+void top_queue_line(struct top_line *l, const struct top_model *m, size_t i);
+size_t top_queue_count(const struct top_model *m);
+
+/* Writes text (ASCII; other bytes become '?') with attr at the line's cursor, clipped. */
+void top_put(struct top_line *l, enum top_attr attr, const char *text);
+void top_putf(struct top_line *l, enum top_attr attr, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+#endif /* GPUCTL_CLI_TOP_H */

@@ -1,0 +1,738 @@
+"""gpuctl top: the plain-text frame (--once, --batch) and the full screen, driven in tmux
+(send-keys, capture-pane) on simulated machines: a row per GPU, scrolling 64 GPUs, a `select
+--hold` lease appearing and going, an injected XID turning a verdict to FAIL, sorting,
+filtering, help, `k` as the kernel allows it, `r`, NVML failure as a line, a lost GPU, NVML
+calls per refresh, and the terminal's state after every way of leaving.
+
+Expected values come from the scenario files (sim/scenarios/*.json: the GPUs' UUIDs and names),
+NVIDIA's XID catalog (XID 79, "GPU has fallen off the bus", is a FAIL in docs/health.md), the
+kernel's own strerror text for EPERM, and `gpuctl watch`'s measured NVML calls (the issue's
+bound), never from gpuctl top itself."""
+import errno
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+from gpuctl_test import (EMPTY_CONFIG, EXIT_USAGE, GPUCTL, LEASE_DIR, NVSIM, SIMLIB,
+                         GpuctlTestCase, run, scenario_gpus, sim)
+
+POLL = 15.0  # seconds a screen has to show what a test waits for (polled, not slept)
+
+
+def short_uuid(u):
+    return u[:12]  # "GPU-" and the first group of 8 hex digits
+
+
+class Tmux:
+    """A private tmux server (own socket) running one pane of W x H."""
+
+    def __init__(self, tmp, width=160, height=50):
+        self.tmp = tmp
+        self.sock = os.path.join(tmp, "tmux.sock")
+        self.width, self.height = width, height
+
+    def tmux(self, *args, check=True):
+        return subprocess.run(["tmux", "-S", self.sock, "-f", "/dev/null", *args],
+                              capture_output=True, text=True, check=check, timeout=30)
+
+    def start(self, script, env):
+        path = os.path.join(self.tmp, "pane.sh")
+        with open(path, "w") as f:
+            for k, v in env.items():
+                f.write("export %s='%s'\n" % (k, v))
+            f.write(script)
+        os.chmod(path, 0o755)
+        os.chmod(self.tmp, 0o777)
+        self.tmux("new-session", "-d", "-x", str(self.width), "-y", str(self.height),
+                  "sh " + path)
+
+    def stop(self):
+        self.tmux("kill-server", check=False)
+
+    def capture(self):
+        r = self.tmux("capture-pane", "-p", check=False)
+        return r.stdout
+
+    def keys(self, *keys):
+        self.tmux("send-keys", *keys)
+
+    def wait_for(self, pred, what):
+        deadline = time.monotonic() + POLL
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.capture()
+            if pred(screen):
+                return screen
+            time.sleep(0.05)
+        raise AssertionError("the screen never showed %s:\n%s" % (what, screen))
+
+    def wait_text(self, text):
+        return self.wait_for(lambda s: text in s, repr(text))
+
+
+def stop(p):
+    p.kill()
+    p.wait()
+    for f in (p.stdout, p.stderr):
+        if f:
+            f.close()
+
+
+def wait_file(path):
+    deadline = time.monotonic() + POLL
+    while time.monotonic() < deadline:
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            with open(path) as f:
+                return f.read()
+        time.sleep(0.05)
+    raise AssertionError("%s never appeared" % path)
+
+
+class TopCase(GpuctlTestCase):
+    """gpuctl top in a tmux pane on a simulated machine whose state directory the test can
+    change (nvsim xid/set/fail, select --hold, release)."""
+    SCENARIO = "dgx-a100"
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="gpuctl-top-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.state = os.path.join(self.tmp, "state")
+        self.tm = Tmux(self.tmp)
+        self.addCleanup(self.tm.stop)
+        self.lease_dir = LEASE_DIR
+        self.extra = {}
+
+    def env(self):
+        e = {"GPUCTL_NVML_LIBRARY": SIMLIB, "NVSIM_STATE_DIR": self.state,
+             "GPUCTL_KMSG": os.path.join(self.state, "kmsg"), "GPUCTL_LEASE_DIR": self.lease_dir,
+             "GPUCTL_CONFIG": EMPTY_CONFIG, "LANG": "C"}
+        e.update(self.extra)
+        return e
+
+    def nvsim(self, *args):
+        r = run([NVSIM, *args], env=self.env())
+        self.assertEqual(r.rc, 0, r)
+        return r
+
+    def gpuctl(self, *args):
+        return run([GPUCTL, *args], env=self.env())
+
+    def open_top(self, *args, user=None):
+        """Starts the pane: stty before, gpuctl top, its exit status, stty after."""
+        r = run([NVSIM, "exec", "--keep", "--state-dir", self.state, self.SCENARIO, "--", "true"])
+        self.assertEqual(r.rc, 0, r)
+        subprocess.run(["chmod", "-R", "a+rwX", self.state], check=True)
+        t = self.tmp
+        argv = " ".join([GPUCTL, "top", *args])
+        prefix = ""
+        if user:
+            pw = pwd.getpwnam(user)
+            prefix = "setpriv --reuid %d --regid %d --init-groups " % (pw.pw_uid, pw.pw_gid)
+        script = (f"{prefix}sh -c 'stty -a > {t}/before; "
+                  f"sh -c \"echo \\$\\$ > {t}/pid; exec {argv}\"; echo $? > {t}/rc; "
+                  f"stty -a > {t}/after'; sleep 600\n")
+        self.tm.start(script, self.env())
+        self.pid = int(wait_file(os.path.join(t, "pid")))
+
+    def sleepers(self, prefix, gib):
+        """`sleep PREFIXn` processes, one per n of gib, registered on GPUs 0, 1, ... with n GiB
+        each; returns them."""
+        procs = []
+        for i, n in enumerate(gib):
+            p = subprocess.Popen(["sleep", "%s%d" % (prefix, n)])
+            self.addCleanup(stop, p)
+            procs.append(p)
+            self.nvsim("proc", "add", "--pid", str(p.pid), "-i", str(i), "--mem", "%dGiB" % n)
+        return procs
+
+    def finish(self):
+        """Waits for top to exit; returns its status; checks the terminal is as before."""
+        rc = int(wait_file(os.path.join(self.tmp, "rc")).strip())
+        after = wait_file(os.path.join(self.tmp, "after"))
+        with open(os.path.join(self.tmp, "before")) as f:
+            before = f.read()
+        # the window's size is the terminal's, not top's to restore (test_resize_follows)
+        size = re.compile(r"rows \d+; columns \d+;")
+        self.assertEqual(size.sub("", after), size.sub("", before))
+        # and the terminal's modes as tmux tracks them: main screen, no mouse reports, the
+        # cursor shown, the cursor keys in their normal mode
+        modes = self.tm.tmux("display", "-p", "#{alternate_on} #{mouse_any_flag} "
+                             "#{mouse_button_flag} #{cursor_flag} #{keypad_cursor_flag}")
+        self.assertEqual(modes.stdout.split(), ["0", "0", "0", "1", "0"])
+        return rc
+
+
+def gpu_rows(screen):
+    return re.findall(r"^\s*(\d+) (GPU-[0-9a-f]{8}) ", screen, re.M)
+
+
+class Screen(TopCase):
+    def test_every_gpu_has_a_row(self):
+        gpus = scenario_gpus("dgx-a100")
+        self.open_top("-d", "0.2")
+        s = self.tm.wait_text("HLTH")
+        rows = gpu_rows(s)
+        self.assertEqual([int(i) for i, _ in rows], list(range(len(gpus))), s)
+        self.assertEqual([u for _, u in rows], [short_uuid(g["uuid"]) for g in gpus])
+        for g in gpus:
+            self.assertIn(g["name"].replace("NVIDIA ", "")[:14], s)
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+    def test_works_at_80x24(self):
+        self.tm = Tmux(self.tmp, 80, 24)
+        self.addCleanup(self.tm.stop)
+        self.open_top("-d", "0.2")
+        s = self.tm.wait_text("HLTH")
+        lines = s.splitlines()
+        self.assertLessEqual(len(lines), 24)
+        self.assertTrue(all(len(l) <= 80 for l in lines), s)
+        self.assertIn("GPU^", s)  # the process list's heading still fits
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+    def test_lease_appears_and_goes(self):
+        self.open_top("-d", "0.3")
+        self.tm.wait_text("HLTH")
+        holder = subprocess.Popen([GPUCTL, "select", "-n", "1", "--hold", "120", "--label",
+                                   "toptest"], env={**os.environ, **self.env()},
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(stop, holder)
+        line = holder.stdout.readline()  # CUDA_VISIBLE_DEVICES=GPU-... once held
+        uuid = line.strip().split("=", 1)[1]
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        s = self.tm.wait_text("held by %s 'toptest'" % me)
+        # on the line under its GPU's row
+        lines = s.splitlines()
+        k = next(i for i, l in enumerate(lines) if short_uuid(uuid) in l)
+        self.assertIn("held by %s 'toptest'" % me, lines[k + 1])
+        r = self.gpuctl("release", "--all")
+        self.assertEqual(r.rc, 0, r)
+        self.tm.wait_for(lambda s: "held by" not in s, "the lease gone")
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+    def test_xid_turns_verdict_to_fail(self):
+        self.open_top("-d", "0.2")
+        s = self.tm.wait_text("HLTH")
+        self.assertNotIn("FAIL", s)
+        self.nvsim("xid", "-i", "5", "79")
+        s = self.tm.wait_text("FAIL")
+        row = next(l for l in s.splitlines() if re.match(r"^\s*5 GPU-", l))
+        self.assertTrue(row.rstrip().endswith("FAIL"), s)
+        self.assertIn("XID 79", s)
+        self.assertEqual(s.count("FAIL"), 1, s)  # the one GPU only
+        self.tm.keys("q")
+        self.finish()
+
+    def test_nvml_failure_is_a_line_and_lost_gpu_shows_lost(self):
+        self.open_top("-d", "0.2")
+        self.tm.wait_text("HLTH")
+        self.nvsim("fail", "nvmlDeviceGetCount_v2", "UNKNOWN")
+        self.tm.wait_text("NVML:")
+        self.nvsim("fail", "--clear")
+        self.tm.wait_for(lambda s: "NVML:" not in s, "the failure line gone")
+        self.nvsim("set", "-i", "2", "lost=true")
+        s = self.tm.wait_text("LOST")
+        row = next(l for l in s.splitlines() if re.match(r"^\s*2 GPU-", l))
+        self.assertIn("LOST", row)
+        self.assertEqual(len(gpu_rows(s)), 8)
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+    def test_help_sort_filter(self):
+        self.open_top("-d", "0.2")
+        self.sleepers("60", (3, 1, 2))  # GPU memory 3, 1, 2 GiB on GPUs 0, 1, 2
+        s = self.tm.wait_text("sleep 602")
+
+        def procs(s):
+            return re.findall(r"sleep 60(\d)", s)
+        self.assertEqual(procs(s), ["3", "1", "2"])  # by GPU
+        self.tm.keys("4")  # GPU-MEM, biggest first
+        s = self.tm.wait_for(lambda s: "GPU-MEMv" in s, "the GPU-MEM sort")
+        self.assertEqual(procs(s), ["3", "2", "1"])
+        self.tm.keys("4")  # again: reversed
+        s = self.tm.wait_for(lambda s: "GPU-MEM^" in s, "the reversed sort")
+        self.assertEqual(procs(s), ["1", "2", "3"])
+        self.tm.keys("s")  # the next column: %SM
+        self.tm.wait_for(lambda s: "%SMv" in s, "s: the next column")
+        self.tm.keys("/", "6", "0", "2", "Enter")
+        s = self.tm.wait_text("filter '602'")
+        self.assertEqual(procs(s), ["2"])
+        self.tm.keys("/", "BSpace", "BSpace", "BSpace", "Enter")
+        s = self.tm.wait_for(lambda s: "filter" not in s.splitlines()[0], "the filter cleared")
+        self.assertEqual(sorted(procs(s)), ["1", "2", "3"])
+        self.tm.keys("h")
+        self.tm.wait_text("gpuctl top: keys")
+        self.tm.keys("x")
+        self.tm.wait_text("HLTH")
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+
+def click(tm, x, y, button=0):
+    """A mouse click at column x, line y (from 0), in the X10 encoding a terminal sends when
+    the program asked for mouse reports (ESC [ M, then button, x and y, each + 32, x and y
+    1-based; button 0 the left press, 3 a release, 64 + 1 the wheel down)."""
+    tm.tmux("send-keys", "-l", "\x1b[M" + chr(32 + button) + chr(33 + x) + chr(33 + y))
+    if button < 64:  # a button (not the wheel) is released too: button code 3
+        tm.tmux("send-keys", "-l", "\x1b[M" + chr(32 + 3) + chr(33 + x) + chr(33 + y))
+
+
+class Selection(TopCase):
+    def test_selection_follows_its_process(self):
+        """A process that appears above the selected one does not move the selection."""
+        a = subprocess.Popen(["sleep", "6081"])
+        self.addCleanup(stop, a)
+        b = subprocess.Popen(["sleep", "6082"])
+        self.addCleanup(stop, b)
+        self.open_top("-d", "0.2")
+        self.nvsim("proc", "add", "--pid", str(a.pid), "-i", "5")
+        self.tm.wait_text("sleep 6081")
+        self.tm.keys("Tab")  # the only process is selected
+        self.nvsim("proc", "add", "--pid", str(b.pid), "-i", "1")  # sorts above it (GPU 1)
+        s = self.tm.wait_text("sleep 6082")
+        self.assertLess(s.index("sleep 6082"), s.index("sleep 6081"))
+        self.tm.keys("k")
+        self.tm.wait_text("send SIGTERM to pid %d? [y/N]" % a.pid)
+        self.tm.keys("n")
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+
+class Mouse(TopCase):
+    def test_click_sorts_and_selects(self):
+        self.open_top("-d", "0.2")
+        sleeps = self.sleepers("607", (1, 3, 2))
+        s = self.tm.wait_text("sleep 6072")
+        lines = s.splitlines()
+        head = next(i for i, l in enumerate(lines) if "HOST-MEM" in l)
+        # a click on the GPU-MEM heading sorts by it, biggest first
+        click(self.tm, lines[head].index("GPU-MEM") + 2, head)
+        s = self.tm.wait_text("GPU-MEMv")
+        self.assertEqual(re.findall(r"sleep 607(\d)", s), ["3", "2", "1"])
+        # a click on the second process selects it: k asks about that one
+        click(self.tm, 10, head + 2)
+        self.tm.keys("k")
+        self.tm.wait_text("send SIGTERM to pid %d? [y/N]" % sleeps[2].pid)
+        self.tm.keys("n")
+        self.tm.wait_text("cancelled")
+        self.assertIsNone(sleeps[2].poll())
+        # the wheel moves the selection (down three: the last process)
+        click(self.tm, 10, head + 1, button=65)  # wheel down: button 5 = 64 + 1
+        self.tm.keys("k")
+        self.tm.wait_text("send SIGTERM to pid %d? [y/N]" % sleeps[0].pid)
+        self.tm.keys("n")
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+
+class Scroll(TopCase):
+    SCENARIO = "synthetic-64"
+
+    def test_64_gpus_scroll(self):
+        self.open_top("-d", "0.5")
+        s = self.tm.wait_text("HLTH")
+        first = [int(i) for i, _ in gpu_rows(s)]
+        self.assertEqual(first[0], 0)
+        self.assertLess(len(first), 64)
+        self.tm.keys("End")
+        s = self.tm.wait_for(lambda s: gpu_rows(s) and gpu_rows(s)[-1][0] == "63", "GPU 63")
+        self.assertNotIn("0", [i for i, _ in gpu_rows(s)])
+        self.tm.keys("Home")
+        self.tm.wait_for(lambda s: gpu_rows(s) and gpu_rows(s)[0][0] == "0", "GPU 0 again")
+        self.tm.keys("NPage")
+        s = self.tm.wait_for(lambda s: gpu_rows(s) and gpu_rows(s)[0][0] != "0", "a page down")
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+    def test_resize_follows(self):
+        self.open_top("-d", "0.5")
+        s = self.tm.wait_text("HLTH")
+        before = len(gpu_rows(s))
+        self.tm.tmux("resize-window", "-x", "100", "-y", "30")
+        s = self.tm.wait_for(lambda s: 0 < len(gpu_rows(s)) < before, "fewer rows after resize")
+        self.assertTrue(all(len(l) <= 100 for l in s.splitlines()), s)
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+
+class ExitPaths(TopCase):
+    """The terminal (stty -a) is the same after every way out."""
+
+    def exit_by_signal(self, sig):
+        self.open_top("-d", "0.2")
+        self.tm.wait_text("HLTH")
+        os.kill(self.pid, sig)
+        self.assertEqual(self.finish(), 0)
+
+    def test_q(self):
+        self.open_top("-d", "0.2")
+        self.tm.wait_text("HLTH")
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+    def test_sigint(self):
+        self.exit_by_signal(signal.SIGINT)
+
+    def test_sigterm(self):
+        self.exit_by_signal(signal.SIGTERM)
+
+    def test_sighup(self):
+        self.exit_by_signal(signal.SIGHUP)
+
+    def test_unknown_terminal(self):
+        self.extra["TERM"] = "no-such-terminal"
+        self.open_top("-d", "0.2")
+        self.assertEqual(self.finish(), 1)
+        self.tm.wait_text("gpuctl: top: cannot drive the terminal: TERM 'no-such-terminal'")
+
+    def test_after_nvml_failure(self):
+        self.open_top("-d", "0.2")
+        self.tm.wait_text("HLTH")
+        self.nvsim("fail", "*", "UNKNOWN")
+        self.nvsim("fail", "nvmlDeviceGetCount_v2", "UNKNOWN")
+        self.tm.wait_text("NVML:")
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: creates a throwaway user")
+@unittest.skipUnless(shutil.which("useradd") and shutil.which("setpriv"), "needs useradd, setpriv")
+class Kill(TopCase):
+    """top run by an unprivileged user: `k` on root's process is refused by the kernel, on
+    the user's own it ends the process."""
+
+    def setUp(self):
+        super().setUp()
+        self.user = "gpuctltop%d" % os.getpid()
+        subprocess.run(["useradd", "-M", "-r", "-s", "/usr/sbin/nologin", self.user],
+                       check=True, capture_output=True)
+        self.addCleanup(subprocess.run, ["userdel", self.user], capture_output=True)
+        self.addCleanup(subprocess.run, ["pkill", "-KILL", "-u", self.user], capture_output=True)
+        pw = pwd.getpwnam(self.user)
+        self.lease_dir = os.path.join(self.tmp, "leases")
+        os.mkdir(self.lease_dir, 0o700)
+        os.chown(self.lease_dir, pw.pw_uid, pw.pw_gid)
+        self.extra = {"GPUCTL_HEALTH_STATE": os.path.join(self.tmp, "health.state")}
+        self.pw = pw
+
+    def test_kill_others_refused_own_ended(self):
+        root_proc = subprocess.Popen(["sleep", "6011"])
+        self.addCleanup(stop, root_proc)
+        own = subprocess.Popen(["setpriv", "--reuid", str(self.pw.pw_uid), "--regid",
+                                str(self.pw.pw_gid), "--init-groups", "sleep", "6022"])
+        self.addCleanup(stop, own)
+        self.open_top("-d", "0.2", user=self.user)
+        self.nvsim("proc", "add", "--pid", str(root_proc.pid), "-i", "0", "--mem", "1GiB")
+        self.nvsim("proc", "add", "--pid", str(own.pid), "-i", "1", "--mem", "1GiB")
+        subprocess.run(["chmod", "-R", "a+rwX", self.state], check=True)
+        self.tm.wait_text("sleep 6022")
+        self.tm.wait_text("sleep 6011")
+        # root's process: the kernel says no
+        self.tm.keys("/", "6011", "Enter", "Tab", "k")
+        self.tm.wait_text("send SIGTERM to pid %d? [y/N]" % root_proc.pid)
+        self.tm.keys("y")
+        s = self.tm.wait_text("kill SIGTERM %d: %s" % (root_proc.pid, os.strerror(errno.EPERM)))
+        self.assertIsNone(root_proc.poll())
+        # the user's own: it ends
+        self.tm.keys("/", "BSpace", "BSpace", "BSpace", "BSpace", "6022", "Enter", "k")
+        self.tm.wait_text("send SIGTERM to pid %d? [y/N]" % own.pid)
+        self.tm.keys("y")
+        self.tm.wait_text("sent SIGTERM to pid %d" % own.pid)
+        self.assertEqual(own.wait(timeout=POLL), -signal.SIGTERM)
+        self.assertIsNone(root_proc.poll())
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+    def test_second_k_sends_sigkill(self):
+        stubborn = subprocess.Popen(["setpriv", "--reuid", str(self.pw.pw_uid), "--regid",
+                                     str(self.pw.pw_gid), "--init-groups", "sh", "-c",
+                                     "trap '' TERM; while :; do sleep 0.1; done"])
+        self.addCleanup(stop, stubborn)
+        self.open_top("-d", "0.2", user=self.user)
+        self.nvsim("proc", "add", "--pid", str(stubborn.pid), "-i", "2", "--mem", "1GiB")
+        subprocess.run(["chmod", "-R", "a+rwX", self.state], check=True)
+        self.tm.wait_text("trap")
+        self.tm.keys("Tab", "k")
+        self.tm.wait_text("send SIGTERM to pid %d? [y/N]" % stubborn.pid)
+        self.tm.keys("y")
+        self.tm.wait_text("sent SIGTERM to pid %d" % stubborn.pid)
+        self.assertIsNone(stubborn.poll())  # it ignores SIGTERM
+        self.tm.keys("k")
+        self.tm.wait_text("send SIGKILL to pid %d? [y/N]" % stubborn.pid)
+        self.tm.keys("y")
+        self.assertEqual(stubborn.wait(timeout=POLL), -signal.SIGKILL)
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+    def test_release_own_hold(self):
+        self.open_top("-d", "0.2", user=self.user)
+        self.tm.wait_text("HLTH")
+        holder = subprocess.Popen(["setpriv", "--reuid", str(self.pw.pw_uid), "--regid",
+                                   str(self.pw.pw_gid), "--init-groups", GPUCTL, "select", "-n",
+                                   "1", "--hold", "120", "--only", "3"],
+                                  env={**os.environ, **self.env()}, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        self.addCleanup(stop, holder)
+        self.assertIn("GPU-", holder.stdout.readline())
+        self.tm.wait_text("held by %s" % self.user)
+        self.tm.keys("Down", "Down", "Down", "r")
+        self.tm.wait_text("release your hold on GPU 3? [y/N]")
+        self.tm.keys("y")
+        self.tm.wait_text("released 1 holder of GPU 3")
+        self.tm.wait_for(lambda s: "held by" not in s, "the hold gone")
+        holder.wait(timeout=POLL)
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+
+class Once(GpuctlTestCase):
+    def test_once_prints_one_frame(self):
+        gpus = scenario_gpus("dgx-a100")
+        r = sim("dgx-a100", "top", "--once")
+        self.assertOk(r)
+        self.assertEqual(r.err, "")
+        self.assertEqual(r.out.count("gpuctl top - "), 1)
+        rows = gpu_rows(r.out)
+        self.assertEqual([u for _, u in rows], [short_uuid(g["uuid"]) for g in gpus])
+        self.assertIn("nobody is waiting", r.out)
+
+    def test_batch_frames(self):
+        r = sim("dgx-a100", "top", "--batch", "-n", "3", "-d", "0.1")
+        self.assertOk(r)
+        self.assertEqual(r.out.count("gpuctl top - "), 3)
+
+    def test_screen_needs_a_terminal(self):
+        r = sim("dgx-a100", "top")
+        self.assertOneLineError(r, EXIT_USAGE, "terminal")
+
+    def test_usage_errors(self):
+        for args, needle in ((["-d", "0"], "'0'"), (["-d", "x"], "'x'"), (["-n", "0"], "'0'"),
+                             (["extra"], "'extra'"), (["--bogus"], "--bogus"),
+                             (["--lease-dir", ""], "empty")):
+            with self.subTest(args=args):
+                r = sim("dgx-a100", "top", "--once", *args)
+                self.assertOneLineError(r, EXIT_USAGE, needle)
+                self.assertEqual(r.out, "")
+
+
+class Calls(GpuctlTestCase):
+    """NVML calls per refresh: no more than `watch -s pucm` plus `watch --procs` make per
+    interval (the two cannot be asked together; both read the device count, counted once)."""
+
+    def calls(self, scenario, *argv):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "calls.json")
+            r = run([NVSIM, "exec", "--calls-out", out, scenario, "--", GPUCTL, *argv])
+            self.assertOk(r)
+            with open(out) as f:
+                return json.load(f)["total"]
+
+    def per_interval(self, scenario, *argv, count_flag):
+        # 16 intervals: two whole turns of top's rotation of health fields
+        return (self.calls(scenario, *argv, count_flag, "17") -
+                self.calls(scenario, *argv, count_flag, "1")) / 16
+
+    def test_refresh_within_watch_budget(self):
+        for scenario in ("dgx-a100", "synthetic-64"):
+            with self.subTest(scenario=scenario):
+                pucm = self.per_interval(scenario, "watch", "-s", "pucm", "-d", "0.1",
+                                         count_flag="-c")
+                procs = self.per_interval(scenario, "watch", "--procs", "-d", "0.1",
+                                          count_flag="-c")
+                top = self.per_interval(scenario, "top", "--batch", "-d", "0.1",
+                                        count_flag="-n")
+                self.assertGreater(top, 0)
+                self.assertLessEqual(top, pucm + procs - 1, (top, pucm, procs))
+
+
+if __name__ == "__main__":
+    unittest.main()
+
+
+class Holders(TopCase):
+    """Who holds what, who waits, what runs without a lease, which pool: in the frame gpuctl
+    top --once prints on the same machine while the holders live."""
+
+    def hold(self, *args):
+        p = subprocess.Popen([GPUCTL, "select", *args], env={**os.environ, **self.env()},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(stop, p)
+        return p
+
+    def frame(self):
+        r = self.gpuctl("top", "--once")
+        self.assertOk(r)
+        return r.out
+
+    def row_of(self, frame, i):
+        lines = frame.splitlines()
+        k = next(n for n, l in enumerate(lines) if re.match(r"^\s*%d GPU-" % i, l))
+        return lines[k], lines[k + 1]
+
+    def setUp(self):
+        super().setUp()
+        r = run([NVSIM, "exec", "--keep", "--state-dir", self.state, self.SCENARIO, "--", "true"])
+        self.assertEqual(r.rc, 0, r)
+        self.lease_dir = os.path.join(self.tmp, "leases")
+        os.mkdir(self.lease_dir, 0o700)
+
+    def test_shared_holders_and_room(self):
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        a = self.hold("-n", "1", "--only", "4", "--share", "--mem", "10GiB", "--hold", "120")
+        self.assertIn("GPU-", a.stdout.readline())
+        b = self.hold("-n", "1", "--only", "4", "--share", "--mem", "20GiB", "--hold", "120")
+        self.assertIn("GPU-", b.stdout.readline())
+        _, second = self.row_of(self.frame(), 4)
+        self.assertIn("shared by 2, ", second)
+        self.assertIn("%s" % me, second)
+        self.assertIn("(10 GiB)", second)
+        self.assertIn("(20 GiB)", second)
+        # room left, as gpuctl ps computes it from the same lease list
+        r = self.gpuctl("ps", "--format", "json")
+        self.assertOk(r)
+        dev = next(d for d in r.json()["devices"] if d["index"] == 4 and d["mig_index"] is None)
+        room = dev["shared_room"]
+        gib = room / (1 << 30)
+        text = ("%d GiB" % gib) if gib == int(gib) else ("%.1f GiB" % gib)
+        self.assertIn("shared by 2, %s left:" % text, second)
+
+    def test_wait_queue(self):
+        h = self.hold("-n", "8", "--hold", "120")
+        self.assertIn("GPU-", h.stdout.readline())
+        w = self.hold("-n", "2", "--only", "0,1", "--hold", "120", "--wait")
+        deadline = time.monotonic() + POLL
+        while time.monotonic() < deadline:
+            out = self.frame()
+            if "WAITING (1)" in out:
+                break
+            time.sleep(0.05)
+        self.assertIn("WAITING (1)", out)
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        line = next(l for l in out.splitlines() if re.match(r"^\s+1 %s " % me, l))
+        r = self.gpuctl("ps", "--waiting", "--format", "json")
+        self.assertOk(r)
+        self.assertIn(" %d " % r.json()["waiting"][0]["pid"], line)
+        self.assertIn("2 GPUs, only 0,1", line)
+
+    def test_foreign_process_flagged(self):
+        p = subprocess.Popen(["sleep", "6033"])
+        self.addCleanup(stop, p)
+        self.nvsim("proc", "add", "--pid", str(p.pid), "-i", "6", "--mem", "2GiB")
+        out = self.frame()
+        _, second = self.row_of(out, 6)
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        self.assertIn("%s:%d" % (me, p.pid), second)
+        self.assertRegex(second, r"(FOREIGN|foreign):")
+        line = next(l for l in out.splitlines() if "sleep 6033" in l)
+        self.assertTrue(line.startswith("! 6"), line)
+        self.assertIn("2.0G", line)
+
+    def test_process_columns(self):
+        """GPU, pid, user, GPU memory, %SM (the simulator's per-process util), host %CPU (none
+        on the first frame: no interval yet), host memory (VmRSS of /proc/PID/status), elapsed
+        and the full command line."""
+        p = subprocess.Popen(["sleep", "6044"])
+        self.addCleanup(stop, p)
+        self.nvsim("proc", "add", "--pid", str(p.pid), "-i", "3", "--mem", "1536MiB",
+                   "--util", "40")
+        r = self.gpuctl("top", "--batch", "-n", "2", "-d", "0.2")
+        self.assertOk(r)
+        frames = r.out.split("gpuctl top - ")[1:]
+        self.assertEqual(len(frames), 2)
+        with open("/proc/%d/status" % p.pid) as f:
+            rss_kib = next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+        rss = ("%dM" % (rss_kib // 1024)) if rss_kib >= 1024 else ("%dK" % rss_kib)
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        for k, frame in enumerate(frames):
+            line = next(l for l in frame.splitlines() if "sleep 6044" in l)
+            cells = line.split()
+            self.assertEqual(cells[:6], ["!", "3", str(p.pid), me[:10], "1.5G", "40"], line)
+            self.assertEqual(cells[6], "-" if k == 0 else "0.0", line)
+            self.assertEqual(cells[7], rss, line)
+            self.assertRegex(cells[8], r"^\d+s$", line)
+            self.assertEqual(cells[9:], ["sleep", "6044"], line)
+
+    def test_pools(self):
+        conf = os.path.join(self.tmp, "pools.conf")
+        with open(conf, "w") as f:
+            f.write("[pool training]\ngpus = 0,1\n\n[pool inference]\ngpus = 7\n")
+        self.extra["GPUCTL_CONFIG"] = conf
+        out = self.frame()
+        for i, pool in ((0, "training"), (1, "training"), (2, "default"), (7, "inference")):
+            _, second = self.row_of(out, i)
+            self.assertIn("  %s  " % pool, second)
+
+
+class Terminal(TopCase):
+    def test_no_color(self):
+        """Colours without NO_COLOR, none with it (capture-pane -e keeps the attributes)."""
+        sgr_colour = re.compile(r"\x1b\[[0-9;]*(3[0-7]|38;5;\d+)[;m]")
+        self.open_top("-d", "0.2")
+        self.tm.wait_text("HLTH")
+        coloured = self.tm.tmux("capture-pane", "-p", "-e").stdout
+        self.assertRegex(coloured, sgr_colour)
+        self.tm.keys("q")
+        self.finish()
+        self.tm.stop()
+        shutil.rmtree(self.tmp, True)
+        os.mkdir(self.tmp)
+        self.tm = Tmux(self.tmp)
+        self.extra["NO_COLOR"] = "1"
+        self.open_top("-d", "0.2")
+        self.tm.wait_text("HLTH")
+        plain = self.tm.tmux("capture-pane", "-p", "-e").stdout
+        self.assertNotRegex(plain, sgr_colour)
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+    def test_sparklines_in_utf8(self):
+        """Block elements U+2581..U+2588 where the locale is UTF-8, ASCII levels otherwise."""
+        self.extra["LANG"] = "C.UTF-8"
+        self.open_top("-d", "0.2")
+        s = self.tm.wait_for(lambda s: "\u2581" in s, "a sparkline of block elements")
+        self.assertNotIn("util ____", s)
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+    def test_draws_only_what_changed(self):
+        """On a pty: after the first screen, a refresh in which only the clock can change
+        writes a small part of a screen (ncurses's diff), not the screen again."""
+        import pty
+        r = run([NVSIM, "exec", "--keep", "--state-dir", self.state, self.SCENARIO, "--", "true"])
+        self.assertEqual(r.rc, 0, r)
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.environ.update(self.env())
+            os.environ["TERM"] = "xterm"
+            os.environ["LINES"], os.environ["COLUMNS"] = "40", "150"
+            os.execv(GPUCTL, [GPUCTL, "top", "-d", "0.1", "-n", "30"])
+        chunks = []
+        while True:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+        os.waitpid(pid, 0)
+        os.close(fd)
+        out = b"".join(chunks)
+        first = out.find(b"HLTH")
+        self.assertGreater(first, 0)
+        screen = 150 * 20  # at least the GPU rows' cells were written once
+        self.assertGreater(len(out), screen)
+        # 29 refreshes after the first screen: each rewrites at most the clock, the sparklines
+        # and little else, far less than a screen each
+        first_screen = out.find(b"WAITING")
+        rest = len(out) - first_screen
+        self.assertLess(rest, 29 * first_screen // 4, (len(out), first_screen))
