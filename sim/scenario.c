@@ -1055,9 +1055,49 @@ static int parse_nvlink(struct pctx *c, json_t *root, struct sim_scenario *s)
 	return 0;
 }
 
+/* cpus.model: an x86 CPU (vendor_id, family, model) or an Arm one (implementer, part). */
+static int parse_cpu_model(struct pctx *c, json_t *cpus, struct sim_cpu_model *m)
+{
+	static const char *const keys[] = {"vendor_id", "family", "model", "implementer",
+	                                   "part",      "name",   NULL};
+	static const char p[] = "cpus.model";
+	json_t *o = json_object_get(cpus, "model");
+	const char *vendor = NULL, *name = NULL;
+	long long family = -1, model = -1, impl = -1, part = -1;
+	int r;
+
+	*m = (struct sim_cpu_model){.family = -1, .model = -1, .implementer = -1, .part = -1};
+	if (!o)
+		return 0;
+	if ((r = want_object(c, o, p)) < 0 || (r = check_keys(c, o, p, keys)) < 0 ||
+	    (r = get_str(c, o, p, "vendor_id", 12, &vendor)) < 0 ||
+	    (r = get_int(c, o, p, "family", 0, 0xFFFF, &family, NULL)) < 0 ||
+	    (r = get_int(c, o, p, "model", 0, 0xFFFF, &model, NULL)) < 0 ||
+	    (r = get_int(c, o, p, "implementer", 0, 0xFF, &impl, NULL)) < 0 ||
+	    (r = get_int(c, o, p, "part", 0, 0xFFF, &part, NULL)) < 0 ||
+	    (r = get_str(c, o, p, "name", 95, &name)) < 0)
+		return r;
+	if (vendor && (family < 0 || model < 0 || impl >= 0 || part >= 0))
+		return fail(c, p,
+		            "an x86 CPU (vendor_id) needs family and model, and no "
+		            "implementer or part");
+	if (!vendor && (impl < 0 || part < 0 || family >= 0 || model >= 0))
+		return fail(c, p,
+		            "expected vendor_id, family and model (x86) or implementer and "
+		            "part (Arm)");
+	m->present = true;
+	snprintf(m->vendor_id, sizeof(m->vendor_id), "%s", vendor ? vendor : "");
+	snprintf(m->name, sizeof(m->name), "%s", name ? name : "");
+	m->family = (int)family;
+	m->model = (int)model;
+	m->implementer = (int)impl;
+	m->part = (int)part;
+	return 0;
+}
+
 static int parse_cpus(struct pctx *c, json_t *root, struct sim_scenario *s)
 {
-	static const char *const keys[] = {"numa_nodes", NULL};
+	static const char *const keys[] = {"numa_nodes", "model", NULL};
 	static const char *const nkeys[] = {"node", "socket", "cpus", NULL};
 	json_t *cpus = json_object_get(root, "cpus"), *arr, *el;
 	char p[256];
@@ -1067,7 +1107,8 @@ static int parse_cpus(struct pctx *c, json_t *root, struct sim_scenario *s)
 	if (!cpus)
 		return 0;
 	if ((r = want_object(c, cpus, "cpus")) < 0 || (r = check_keys(c, cpus, "cpus", keys)) < 0 ||
-	    (r = require(c, cpus, "cpus", "numa_nodes")) < 0)
+	    (r = require(c, cpus, "cpus", "numa_nodes")) < 0 ||
+	    (r = parse_cpu_model(c, cpus, &s->cpu)) < 0)
 		return r;
 	arr = json_object_get(cpus, "numa_nodes");
 	if (!json_is_array(arr) || json_array_size(arr) < 1 || json_array_size(arr) > 256)

@@ -120,6 +120,16 @@ struct sim_numa_node {
 	int node, socket;
 };
 
+/* The CPU model nvsim exec writes into the simulated /proc/cpuinfo (SCENARIO.md, cpus.model). */
+struct sim_cpu_model {
+	bool present;       /* the scenario declares one */
+	char vendor_id[16]; /* x86 vendor_id ("GenuineIntel"); "" for Arm */
+	int family, model;  /* x86 cpu family and model; -1 when not x86 */
+	int implementer;    /* Arm CPU implementer (0x41); -1 when not Arm */
+	int part;           /* Arm CPU part (0xd4f); -1 when not Arm */
+	char name[96];      /* model name; "" if none */
+};
+
 struct sim_pair_override {
 	unsigned int a, b, value;
 };
@@ -132,6 +142,7 @@ struct sim_scenario {
 	struct sim_numa_node *nodes;
 	size_t n_nodes;
 	unsigned long **node_cpus; /* per node, bitmask of cpu_words longs */
+	struct sim_cpu_model cpu;  /* cpus.model */
 	size_t cpu_words;
 	struct sim_gpu *gpus;
 	unsigned int n_gpus;

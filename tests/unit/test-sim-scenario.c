@@ -337,6 +337,48 @@ static void test_nvlink_wiring(void **state)
 	sim_scenario_free(s);
 }
 
+/* cpus.model: an x86 or an Arm CPU, nothing half of each (SCENARIO.md). */
+static void test_cpu_model(void **state)
+{
+	struct sim_scenario *s = NULL;
+	char err[512] = "";
+
+	(void)state;
+	assert_int_equal(
+	        parse(doc(NULL, ", \"cpus\": {\"model\": {\"vendor_id\": \"GenuineIntel\", "
+	                        "\"family\": 6, \"model\": 79, \"name\": \"Xeon\"}, "
+	                        "\"numa_nodes\": [{\"node\": 0, \"cpus\": \"0-3\"}]}, "),
+	              &s, err),
+	        0);
+	assert_true(s->cpu.present);
+	assert_string_equal(s->cpu.vendor_id, "GenuineIntel");
+	assert_int_equal(s->cpu.model, 79);
+	assert_int_equal(s->cpu.part, -1);
+	sim_scenario_free(s);
+	s = NULL;
+	assert_int_equal(parse(doc(NULL, ", \"cpus\": {\"model\": {\"implementer\": 65, "
+	                                 "\"part\": 3407}, \"numa_nodes\": [{\"node\": 0, "
+	                                 "\"cpus\": \"0-3\"}]}, "),
+	                       &s, err),
+	                 0);
+	assert_int_equal(s->cpu.implementer, 0x41);
+	assert_int_equal(s->cpu.part, 0xd4f);
+	assert_string_equal(s->cpu.vendor_id, "");
+	sim_scenario_free(s);
+	expect_error(doc(NULL, ", \"cpus\": {\"model\": {\"vendor_id\": \"GenuineIntel\"}, "
+	                       "\"numa_nodes\": [{\"node\": 0, \"cpus\": \"0-3\"}]}, "),
+	             "cpus.model: an x86 CPU (vendor_id) needs family and model");
+	expect_error(doc(NULL, ", \"cpus\": {\"model\": {\"name\": \"x\"}, "
+	                       "\"numa_nodes\": [{\"node\": 0, \"cpus\": \"0-3\"}]}, "),
+	             "cpus.model: expected vendor_id, family and model (x86) or implementer");
+	expect_error(doc(NULL, ", \"cpus\": {\"model\": {\"implementer\": 65, \"part\": 9999}, "
+	                       "\"numa_nodes\": [{\"node\": 0, \"cpus\": \"0-3\"}]}, "),
+	             "cpus.model.part: expected an integer 0..4095");
+	expect_error(doc(NULL, ", \"cpus\": {\"model\": {\"vendr\": 1}, "
+	                       "\"numa_nodes\": [{\"node\": 0, \"cpus\": \"0-3\"}]}, "),
+	             "cpus.model.vendr: unknown key");
+}
+
 static void test_cpulist(void **state)
 {
 	unsigned long *mask = NULL;
@@ -361,6 +403,7 @@ int main(void)
 	        cmocka_unit_test(test_telemetry_keys),
 	        cmocka_unit_test(test_common_ancestor),
 	        cmocka_unit_test(test_nvlink_wiring),
+	        cmocka_unit_test(test_cpu_model),
 	        cmocka_unit_test(test_cpulist),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
