@@ -59,6 +59,7 @@ struct sim_link {
 	bool to_switch;           /* remote is an NVSwitch, else a GPU */
 	unsigned int remote;      /* GPU index, or switch number */
 	unsigned int remote_link; /* the link's number on the remote GPU (GPU links only) */
+	bool down;                /* present but down (nvlink.down), both ends */
 };
 
 struct sim_gpu {

@@ -337,6 +337,32 @@ static void test_nvlink_wiring(void **state)
 	sim_scenario_free(s);
 }
 
+/* nvlink.down: a present link declared down at both ends; no more than the pair has. */
+static void test_nvlink_down(void **state)
+{
+	struct sim_scenario *s = NULL;
+	char err[512] = "", text[8192];
+	static const char head[] =
+	        "{\"schema\": 1, \"name\": \"t\", \"description\": \"d\", \"sources\": [\"s\"], "
+	        "\"defaults\": {" GPU_REQ "}, \"gpus\": ["
+	        "{\"uuid\": \"GPU-00000000-0000-0000-0000-000000000000\", \"pci_bus_id\": "
+	        "\"00000000:FF:00.0\"}, {\"uuid\": \"GPU-00000000-0000-0000-0000-000000000001\", "
+	        "\"pci_bus_id\": \"00000000:FE:00.0\"}], \"nvlink\": {\"links\": [[0, 1, 2]], ";
+
+	(void)state;
+	snprintf(text, sizeof(text), "%s\"down\": [[1, 0, 1]]}}", head);
+	assert_int_equal(parse(text, &s, err), 0);
+	assert_int_equal(s->gpus[0].link_count, 2);
+	assert_true(s->gpus[1].links[0].down);
+	assert_true(s->gpus[0].links[s->gpus[1].links[0].remote_link].down);
+	assert_false(s->gpus[0].links[1].down);
+	sim_scenario_free(s);
+	snprintf(text, sizeof(text), "%s\"down\": [[0, 1, 3]]}}", head);
+	expect_error(text, "nvlink.down[0]: GPUs 0 and 1 have fewer than 3 links between them");
+	snprintf(text, sizeof(text), "%s\"down\": [[0, 1]]}}", head);
+	expect_error(text, "nvlink.down[0]: expected [a, b, count]");
+}
+
 /* cpus.model: an x86 or an Arm CPU, nothing half of each (SCENARIO.md). */
 static void test_cpu_model(void **state)
 {
@@ -403,6 +429,7 @@ int main(void)
 	        cmocka_unit_test(test_telemetry_keys),
 	        cmocka_unit_test(test_common_ancestor),
 	        cmocka_unit_test(test_nvlink_wiring),
+	        cmocka_unit_test(test_nvlink_down),
 	        cmocka_unit_test(test_cpu_model),
 	        cmocka_unit_test(test_cpulist),
 	};
