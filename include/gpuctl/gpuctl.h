@@ -641,6 +641,8 @@ const struct gpuctl_devset *gpuctl_selection_runner_up(const struct gpuctl_selec
 /* A set's score, compared field by field in this order (docs/selection.md). The caller allocates
  * it: initialise with GPUCTL_SELECT_SCORE_INIT (the library writes only the first struct_size
  * bytes, as for struct gpuctl_link). */
+/* Compared in the order of docs/selection.md: ring, NUMA nodes, sockets, leftover, release,
+ * total, load (the field order is the ABI's, not the objective's). */
 struct gpuctl_select_score {
 	size_t struct_size;     /* sizeof(struct gpuctl_select_score) */
 	double ring_bandwidth;  /* GB/s: bottleneck link of the best ring through the set */
@@ -649,6 +651,8 @@ struct gpuctl_select_score {
 	unsigned sockets;       /* CPU sockets the set spans (fewer is better) */
 	double leftover;        /* quality of what the choice leaves free (higher is better) */
 	double load;            /* utilisation and memory in use (lower is better) */
+	double release;         /* release value: the best matching inside the set, how well it
+	                         * serves 2-GPU jobs once freed (higher is better) */
 };
 #define GPUCTL_SELECT_SCORE_INIT                                                                   \
 	{                                                                                          \

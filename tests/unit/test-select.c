@@ -102,6 +102,7 @@ static void assert_score_eq(const struct gpuctl_select_score *a,
 	assert_int_equal(a->numa_nodes, b->numa_nodes);
 	assert_int_equal(a->sockets, b->sockets);
 	assert_float_equal(a->leftover, b->leftover, 1e-6 * (1 + a->leftover));
+	assert_float_equal(a->release, b->release, 1e-6 * (1 + a->release));
 	assert_float_equal(a->load, b->load, 1e-9 + 1e-6 * a->load);
 }
 
