@@ -8,6 +8,10 @@
  * of JOBS jobs (± standard deviation, minimum), then the mean over LONG_SEEDS streams of
  * LONG_JOBS jobs.
  *
+ * `stream-bench --anchors SCENARIO` checks the restated anchors against the outputs the
+ * reference traced by hand from their published rules (shared/reference/topology.md 1.8 and
+ * 2.3, all GPUs free) and exits 1 on a difference (ctest bench/anchors).
+ *
  * The stream (one per seed, the same for every policy): jobs of sizes drawn from
  * {1, 1, 1, 2, 2, 4}, durations uniform in 1..20, arrivals with exponential gaps of mean
  * 3 x 8 / GPUs (about 80 % of the machine busy), served in strict arrival order (a job starts
@@ -508,6 +512,63 @@ static bool empty_optimal(const struct machine *m)
 	return true;
 }
 
+/* The reference's hand traces: scenario, policy, request size, expected set (ascending). */
+static const struct {
+	const char *scenario;
+	enum policy p;
+	size_t k;
+	size_t want[8];
+} traces[] = {
+        /* 1.8: go-gpuallocator best-effort on DGX-1V */
+        {"dgx1-v100", P_BESTEFFORT, 2, {0, 3}},
+        {"dgx1-v100", P_BESTEFFORT, 3, {0, 2, 3}},
+        {"dgx1-v100", P_BESTEFFORT, 4, {0, 1, 2, 3}},
+        /* 2.3: DCGM on DGX-1V, an 8-GPU NVSwitch machine of two sockets */
+        {"dgx1-v100", P_DCGM, 2, {0, 3}},
+        {"dgx1-v100", P_DCGM, 3, {0, 1, 3}},
+        {"dgx1-v100", P_DCGM, 4, {0, 1, 2, 3}},
+        {"dgx1-v100", P_DCGM, 5, {0, 1, 2, 3, 4}},
+        {"hgx-h100", P_DCGM, 2, {0, 1}},
+        {"hgx-h100", P_DCGM, 3, {0, 1, 2}},
+        {"hgx-h100", P_DCGM, 4, {0, 1, 2, 3}},
+        {"hgx-h100", P_DCGM, 5, {0, 1, 2, 3, 4}},
+        /* 2.3, PCIe only: DCGM adds no GPU for k <= 4 (no NVLink pair); our completion in
+         * index order gives the group's first k; k = 5 fills from the largest groups */
+        {"pcie-8gpu", P_DCGM, 2, {0, 1}},
+        {"pcie-8gpu", P_DCGM, 5, {0, 1, 2, 3, 4}},
+};
+
+static int check_anchors(const struct machine *m, const char *name)
+{
+	size_t free_g[MAXG], set[MAXG], checked = 0;
+	int bad = 0;
+
+	for (size_t g = 0; g < m->n; g++)
+		free_g[g] = g;
+	for (size_t t = 0; t < sizeof(traces) / sizeof(traces[0]); t++) {
+		if (strcmp(traces[t].scenario, name) != 0)
+			continue;
+		if (traces[t].p == P_BESTEFFORT)
+			pick_besteffort(m, free_g, m->n, traces[t].k, set);
+		else
+			pick_dcgm(m, free_g, m->n, traces[t].k, set);
+		checked++;
+		if (memcmp(set, traces[t].want, traces[t].k * sizeof(*set)) != 0) {
+			fprintf(stderr, "stream-bench: %s k=%zu on %s: got",
+			        policy_names[traces[t].p], traces[t].k, name);
+			for (size_t i = 0; i < traces[t].k; i++)
+				fprintf(stderr, " %zu", set[i]);
+			fprintf(stderr, ", the reference traces");
+			for (size_t i = 0; i < traces[t].k; i++)
+				fprintf(stderr, " %zu", traces[t].want[i]);
+			fputc('\n', stderr);
+			bad = 1;
+		}
+	}
+	printf("%s: %zu anchor outputs checked, %s\n", name, checked, bad ? "DIFFERENT" : "equal");
+	return checked == 0 || bad;
+}
+
 static int parse_size(const char *s, size_t *ret)
 {
 	char *end;
@@ -529,13 +590,17 @@ int main(int argc, char **argv)
 	struct gpuctl_cpu cpu = GPUCTL_CPU_INIT;
 	static struct machine m;
 	const char *name = argc > 1 ? argv[1] : NULL;
+	bool anchors = argc == 3 && strcmp(argv[1], "--anchors") == 0;
 
-	if (!name ||
-	    (argc != 2 &&
-	     (argc != 6 || parse_size(argv[2], &seeds) < 0 || parse_size(argv[3], &jobs) < 0 ||
-	      parse_size(argv[4], &long_seeds) < 0 || parse_size(argv[5], &long_jobs) < 0))) {
+	if (anchors)
+		name = argv[2];
+	else if (!name ||
+	         (argc != 2 &&
+	          (argc != 6 || parse_size(argv[2], &seeds) < 0 || parse_size(argv[3], &jobs) < 0 ||
+	           parse_size(argv[4], &long_seeds) < 0 || parse_size(argv[5], &long_jobs) < 0))) {
 		fprintf(stderr, "usage: nvsim exec SCENARIO -- stream-bench SCENARIO [SEEDS JOBS "
-		                "LONG_SEEDS LONG_JOBS]\n");
+		                "LONG_SEEDS LONG_JOBS]\n"
+		                "       nvsim exec SCENARIO -- stream-bench --anchors SCENARIO\n");
 		return 2;
 	}
 	if (gpuctl_ctx_new(&ctx) < 0 || gpuctl_snapshot_take(ctx, GPUCTL_SNAP_ALL, &snap) < 0) {
@@ -546,6 +611,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "stream-bench: needs 2..%d healthy GPUs\n", MAXG);
 		return 1;
 	}
+	if (anchors)
+		return check_anchors(&m, name);
 	(void)gpuctl_snapshot_cpu(snap, &cpu);
 	printf("| %s | %zu | %s | %s |", name, m.n, cpu.cpu_class,
 	       empty_optimal(&m) ? "yes" : "**no**");
