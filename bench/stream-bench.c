@@ -611,8 +611,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "stream-bench: needs 2..%d healthy GPUs\n", MAXG);
 		return 1;
 	}
-	if (anchors)
-		return check_anchors(&m, name);
+	if (anchors) {
+		int rc = check_anchors(&m, name);
+
+		gpuctl_snapshot_free(snap);
+		gpuctl_ctx_free(ctx);
+		return rc;
+	}
 	(void)gpuctl_snapshot_cpu(snap, &cpu);
 	printf("| %s | %zu | %s | %s |", name, m.n, cpu.cpu_class,
 	       empty_optimal(&m) ? "yes" : "**no**");
