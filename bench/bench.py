@@ -177,6 +177,13 @@ def main():
                   "search on the same request, to measure its gap where the optimum is known.", ""]
         lines += p.stdout.rstrip("\n").split("\n")
 
+    # Job streams: gpuctl against restated anchors on streams of 1/2/4-GPU jobs, every
+    # scenario of 8 to 16 GPUs (bench/stream_bench.py, bench/stream-bench.c).
+    if not a.scenario:
+        sys.path.insert(0, HERE)
+        import stream_bench
+        lines += stream_bench.section(build)
+
     # gpuctl exporter: memory, CPU per sample and per scrape, scrape latency under 50
     # concurrent scrapers (wrk), NVML calls per interval (bench/exporter_bench.py).
     if not a.scenario:

@@ -302,6 +302,58 @@ static int make_state_dir(char *dir, const char *scenario, size_t len, long long
 	return 0;
 }
 
+/* One /proc/cpuinfo entry in the kernel's layout (x86 or arm64), only the lines gpuctl and
+ * people read. */
+static void cpuinfo_entry(FILE *f, const struct sim_cpu_model *m, size_t cpu, int socket)
+{
+	fprintf(f, "processor\t: %zu\n", cpu);
+	if (m->vendor_id[0]) {
+		fprintf(f, "vendor_id\t: %s\ncpu family\t: %d\nmodel\t\t: %d\n", m->vendor_id,
+		        m->family, m->model);
+		if (m->name[0])
+			fprintf(f, "model name\t: %s\n", m->name);
+		fprintf(f, "physical id\t: %d\n\n", socket);
+	} else {
+		fprintf(f,
+		        "BogoMIPS\t: 2000.00\nCPU implementer\t: 0x%02x\nCPU architecture: 8\n"
+		        "CPU variant\t: 0x0\nCPU part\t: 0x%03x\nCPU revision\t: 0\n\n",
+		        (unsigned)m->implementer, (unsigned)m->part);
+	}
+}
+
+/* $dir/cpuinfo: the scenario's CPU (cpus.model) once per CPU of its NUMA nodes, in CPU order;
+ * empty when the scenario declares no CPU model (gpuctl then takes its default CPU). */
+static int write_cpuinfo(const char *dir, const struct sim_scenario *sc)
+{
+	_cleanup_free_ char *text = NULL;
+	char path[4200];
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f)
+		return -ENOMEM;
+	if (sc->cpu.present) {
+		size_t ncpu = sc->cpu_words * sizeof(unsigned long) * CHAR_BIT, written = 0;
+
+		for (size_t cpu = 0; cpu < ncpu; cpu++)
+			for (size_t n = 0; n < sc->n_nodes; n++) {
+				unsigned long w = sc->node_cpus[n][cpu / (sizeof(w) * CHAR_BIT)];
+
+				if (w & (1UL << (cpu % (sizeof(w) * CHAR_BIT)))) {
+					cpuinfo_entry(f, &sc->cpu, cpu, sc->nodes[n].socket);
+					written++;
+					break;
+				}
+			}
+		if (!written)
+			cpuinfo_entry(f, &sc->cpu, 0, 0);
+	}
+	if (fclose(f) != 0)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "%s/cpuinfo", dir);
+	return sim_write_atomic(path, text ? text : "", len);
+}
+
 static int run_child(char **cmd)
 {
 	struct sigaction sa = {.sa_handler = forward};
@@ -402,7 +454,11 @@ static int cmd_exec(int argc, char **argv)
 			return nvsim_err(EXIT_FAILURE, "%s: %s", dir, strerror(errno));
 		}
 	}
-	if ((rc = make_state_dir(dir, buf, len, latency)) != 0)
+	rc = make_state_dir(dir, buf, len, latency);
+	if (rc == 0 && (r = write_cpuinfo(dir, sc)) < 0)
+		rc = nvsim_err(EXIT_FAILURE, "%s/cpuinfo: %s", dir, strerror(-r));
+	sim_scenario_free(sc);
+	if (rc != 0)
 		goto out;
 	/* --sysfs: the scenario's CPU topology, as sysfs shows it (gpuctl slurm gres; hwloc with
 	 * HWLOC_FSROOT=DIR/root). Thousands of small files: only when asked. */
@@ -419,6 +475,9 @@ static int cmd_exec(int argc, char **argv)
 	/* gpuctl health reads the simulated kernel log instead of /dev/kmsg */
 	snprintf(kmsg, sizeof(kmsg), "%s/kmsg", dir);
 	setenv("GPUCTL_KMSG", kmsg, 1);
+	/* ...and the scenario's CPU instead of the host's /proc/cpuinfo */
+	snprintf(kmsg, sizeof(kmsg), "%s/cpuinfo", dir);
+	setenv("GPUCTL_CPUINFO", kmsg, 1);
 	if ((r = prepend_library_path(lib)) < 0) {
 		rc = nvsim_err(EXIT_FAILURE, "LD_LIBRARY_PATH: %s", strerror(-r));
 		goto out;

@@ -958,9 +958,57 @@ static int parse_pairs(struct pctx *c, json_t *root, const char *key, const char
 	return 0;
 }
 
+/* nvlink.down: [a, b, count] takes count of the links between a and b down (present, as
+ * NVML's link walk answers for them, but inactive at both ends): a broken link as a fact of the
+ * machine, where `nvsim set nvlink.N=down` is an event at run time. */
+static int parse_nvlink_down(struct pctx *c, json_t *nv, struct sim_scenario *s)
+{
+	json_t *down = json_object_get(nv, "down"), *el;
+	char p[256], d[64];
+	size_t i;
+
+	if (!down)
+		return 0;
+	if (!json_is_array(down) || !json_object_get(nv, "links"))
+		return fail(c, "nvlink.down", "expected an array of [a, b, count] beside links");
+	json_array_foreach(down, i, el)
+	{
+		json_t *a = json_array_get(el, 0), *b = json_array_get(el, 1),
+		       *n = json_array_get(el, 2);
+		unsigned int ia, ib, left;
+
+		snprintf(p, sizeof(p), "nvlink.down[%zu]", i);
+		if (!json_is_array(el) || json_array_size(el) != 3 || !json_is_integer(a) ||
+		    !json_is_integer(b) || !json_is_integer(n) || json_integer_value(a) < 0 ||
+		    json_integer_value(a) >= s->n_gpus || json_integer_value(b) < 0 ||
+		    json_integer_value(b) >= s->n_gpus || json_integer_value(n) < 1 ||
+		    json_integer_value(n) > SIM_MAX_LINKS) {
+			describe(el, d, sizeof(d));
+			return fail(c, p, "expected [a, b, count] of GPUs 0..%u, got %s",
+			            s->n_gpus - 1, d);
+		}
+		ia = (unsigned int)json_integer_value(a);
+		ib = (unsigned int)json_integer_value(b);
+		left = (unsigned int)json_integer_value(n);
+		for (unsigned int k = 0; left > 0 && k < s->gpus[ia].link_count; k++) {
+			struct sim_link *l = &s->gpus[ia].links[k];
+
+			if (l->to_switch || l->remote != ib || l->down)
+				continue;
+			l->down = true;
+			s->gpus[ib].links[l->remote_link].down = true;
+			left--;
+		}
+		if (left > 0)
+			return fail(c, p, "GPUs %u and %u have fewer than %u links between them",
+			            ia, ib, (unsigned int)json_integer_value(n));
+	}
+	return 0;
+}
+
 static int parse_nvlink(struct pctx *c, json_t *root, struct sim_scenario *s)
 {
-	static const char *const keys[] = {"links", "nvswitch", NULL};
+	static const char *const keys[] = {"links", "nvswitch", "down", NULL};
 	static const char *const swkeys[] = {"links_per_gpu", "switches", NULL};
 	json_t *nv = json_object_get(root, "nvlink"), *links, *sw, *el;
 	char p[256], d[64];
@@ -1011,7 +1059,7 @@ static int parse_nvlink(struct pctx *c, json_t *root, struct sim_scenario *s)
 		}
 		for (unsigned int gi = 0; gi < s->n_gpus; gi++) {
 			for (unsigned int l = 0; l < per; l++)
-				s->gpus[gi].links[l] = (struct sim_link){true, l % n, 0};
+				s->gpus[gi].links[l] = (struct sim_link){true, l % n, 0, false};
 			s->gpus[gi].link_count = per;
 		}
 		return 0;
@@ -1048,16 +1096,56 @@ static int parse_nvlink(struct pctx *c, json_t *root, struct sim_scenario *s)
 			return fail(c, p, "a GPU would have more than %d links", SIM_MAX_LINKS);
 		for (unsigned int k = 0; k < cnt; k++) {
 			unsigned int la = s->gpus[ia].link_count++, lb = s->gpus[ib].link_count++;
-			s->gpus[ia].links[la] = (struct sim_link){false, ib, lb};
-			s->gpus[ib].links[lb] = (struct sim_link){false, ia, la};
+			s->gpus[ia].links[la] = (struct sim_link){false, ib, lb, false};
+			s->gpus[ib].links[lb] = (struct sim_link){false, ia, la, false};
 		}
 	}
+	return parse_nvlink_down(c, nv, s);
+}
+
+/* cpus.model: an x86 CPU (vendor_id, family, model) or an Arm one (implementer, part). */
+static int parse_cpu_model(struct pctx *c, json_t *cpus, struct sim_cpu_model *m)
+{
+	static const char *const keys[] = {"vendor_id", "family", "model", "implementer",
+	                                   "part",      "name",   NULL};
+	static const char p[] = "cpus.model";
+	json_t *o = json_object_get(cpus, "model");
+	const char *vendor = NULL, *name = NULL;
+	long long family = -1, model = -1, impl = -1, part = -1;
+	int r;
+
+	*m = (struct sim_cpu_model){.family = -1, .model = -1, .implementer = -1, .part = -1};
+	if (!o)
+		return 0;
+	if ((r = want_object(c, o, p)) < 0 || (r = check_keys(c, o, p, keys)) < 0 ||
+	    (r = get_str(c, o, p, "vendor_id", 12, &vendor)) < 0 ||
+	    (r = get_int(c, o, p, "family", 0, 0xFFFF, &family, NULL)) < 0 ||
+	    (r = get_int(c, o, p, "model", 0, 0xFFFF, &model, NULL)) < 0 ||
+	    (r = get_int(c, o, p, "implementer", 0, 0xFF, &impl, NULL)) < 0 ||
+	    (r = get_int(c, o, p, "part", 0, 0xFFF, &part, NULL)) < 0 ||
+	    (r = get_str(c, o, p, "name", 95, &name)) < 0)
+		return r;
+	if (vendor && (family < 0 || model < 0 || impl >= 0 || part >= 0))
+		return fail(c, p,
+		            "an x86 CPU (vendor_id) needs family and model, and no "
+		            "implementer or part");
+	if (!vendor && (impl < 0 || part < 0 || family >= 0 || model >= 0))
+		return fail(c, p,
+		            "expected vendor_id, family and model (x86) or implementer and "
+		            "part (Arm)");
+	m->present = true;
+	snprintf(m->vendor_id, sizeof(m->vendor_id), "%s", vendor ? vendor : "");
+	snprintf(m->name, sizeof(m->name), "%s", name ? name : "");
+	m->family = (int)family;
+	m->model = (int)model;
+	m->implementer = (int)impl;
+	m->part = (int)part;
 	return 0;
 }
 
 static int parse_cpus(struct pctx *c, json_t *root, struct sim_scenario *s)
 {
-	static const char *const keys[] = {"numa_nodes", "threads_per_core", NULL};
+	static const char *const keys[] = {"numa_nodes", "threads_per_core", "model", NULL};
 	static const char *const nkeys[] = {"node", "socket", "cpus", NULL};
 	json_t *cpus = json_object_get(root, "cpus"), *arr, *el;
 	long long tpc = 1;
@@ -1070,7 +1158,8 @@ static int parse_cpus(struct pctx *c, json_t *root, struct sim_scenario *s)
 		return 0;
 	if ((r = want_object(c, cpus, "cpus")) < 0 || (r = check_keys(c, cpus, "cpus", keys)) < 0 ||
 	    (r = require(c, cpus, "cpus", "numa_nodes")) < 0 ||
-	    (r = get_int(c, cpus, "cpus", "threads_per_core", 1, 8, &tpc, NULL)) < 0)
+	    (r = get_int(c, cpus, "cpus", "threads_per_core", 1, 8, &tpc, NULL)) < 0 ||
+	    (r = parse_cpu_model(c, cpus, &s->cpu)) < 0)
 		return r;
 	s->threads_per_core = (unsigned int)tpc;
 	arr = json_object_get(cpus, "numa_nodes");

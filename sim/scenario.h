@@ -59,6 +59,7 @@ struct sim_link {
 	bool to_switch;           /* remote is an NVSwitch, else a GPU */
 	unsigned int remote;      /* GPU index, or switch number */
 	unsigned int remote_link; /* the link's number on the remote GPU (GPU links only) */
+	bool down;                /* present but down (nvlink.down), both ends */
 };
 
 struct sim_gpu {
@@ -120,6 +121,16 @@ struct sim_numa_node {
 	int node, socket;
 };
 
+/* The CPU model nvsim exec writes into the simulated /proc/cpuinfo (SCENARIO.md, cpus.model). */
+struct sim_cpu_model {
+	bool present;       /* the scenario declares one */
+	char vendor_id[16]; /* x86 vendor_id ("GenuineIntel"); "" for Arm */
+	int family, model;  /* x86 cpu family and model; -1 when not x86 */
+	int implementer;    /* Arm CPU implementer (0x41); -1 when not Arm */
+	int part;           /* Arm CPU part (0xd4f); -1 when not Arm */
+	char name[96];      /* model name; "" if none */
+};
+
 struct sim_pair_override {
 	unsigned int a, b, value;
 };
@@ -132,6 +143,7 @@ struct sim_scenario {
 	struct sim_numa_node *nodes;
 	size_t n_nodes;
 	unsigned long **node_cpus; /* per node, bitmask of cpu_words longs */
+	struct sim_cpu_model cpu;  /* cpus.model */
 	size_t cpu_words;
 	unsigned int threads_per_core; /* cpus.threads_per_core (1 when absent) */
 	struct sim_gpu *gpus;

@@ -454,6 +454,37 @@ int gpuctl_snapshot_link(const struct gpuctl_snapshot *snap, size_t a, size_t b,
 /* The nvidia-smi topo -m code of a level ("PIX", "SYS", ...); "X" for self is the caller's. */
 const char *gpuctl_topo_level_code(int level);
 
+/* The host CPU as the bandwidth model sees it (docs/topology.md, "The CPU"): read from
+ * /proc/cpuinfo ($GPUCTL_CPUINFO instead, for tests and the simulator) with every
+ * GPUCTL_SNAP_TOPOLOGY snapshot. The caller allocates it: initialise with GPUCTL_CPU_INIT. */
+struct gpuctl_cpu {
+	size_t struct_size;       /* sizeof(struct gpuctl_cpu) */
+	char vendor[16];          /* cpuinfo's vendor_id ("GenuineIntel", "AuthenticAMD"), "ARM"
+	                           * for an Arm-designed core; "" when unknown */
+	int family;               /* x86 "cpu family"; -1 when unknown or not x86 */
+	int model;                /* x86 "model", Arm "CPU part"; -1 when unknown */
+	char name[96];            /* "model name" ("Intel(R) Xeon(R) Platinum 8480+"); "" if none */
+	char cpu_class[24];       /* what decides the figures: "Broadwell", "Skylake", "Sapphire
+	                           * Rapids", "Emerald Rapids", "AMD", "Grace", "Arm", "unknown" */
+	double inter_socket_gbps; /* the link between sockets, GB/s per direction (NCCL's figure) */
+	double p2p_overhead; /* divisor of P2P traffic through a CPU root complex (Intel 1.2) */
+};
+#define GPUCTL_CPU_INIT                                                                            \
+	{                                                                                          \
+		.struct_size = sizeof(struct gpuctl_cpu)                                           \
+	}
+
+/* Fills the first ret_cpu->struct_size bytes with the CPU the snapshot's bandwidth model used.
+ * -EINVAL for a struct_size that does not cover vendor, -ENODATA if the snapshot was taken
+ * without GPUCTL_SNAP_TOPOLOGY. */
+int gpuctl_snapshot_cpu(const struct gpuctl_snapshot *snap, struct gpuctl_cpu *ret_cpu);
+
+/* The modelled GB/s per direction of a P2P-capable pair without NVLink whose path is `level`
+ * (enum gpuctl_topo_level), for the slowest PCIe link among the snapshot's GPUs: what
+ * `gpuctl topo` shows per path class. -EINVAL for an unknown level, -ENODATA without topology
+ * or GPUs. */
+int gpuctl_snapshot_path_bandwidth(const struct gpuctl_snapshot *snap, int level, double *ret_gbps);
+
 /* ---- Sizes ---- */
 
 /* Parses a size as `gpuctl select --min-free-mem` and `--mem` read it: a decimal number
@@ -611,6 +642,8 @@ const struct gpuctl_devset *gpuctl_selection_runner_up(const struct gpuctl_selec
 /* A set's score, compared field by field in this order (docs/selection.md). The caller allocates
  * it: initialise with GPUCTL_SELECT_SCORE_INIT (the library writes only the first struct_size
  * bytes, as for struct gpuctl_link). */
+/* Compared in the order of docs/selection.md: ring, NUMA nodes, sockets, leftover, release,
+ * total, load (the field order is the ABI's, not the objective's). */
 struct gpuctl_select_score {
 	size_t struct_size;     /* sizeof(struct gpuctl_select_score) */
 	double ring_bandwidth;  /* GB/s: bottleneck link of the best ring through the set */
@@ -619,6 +652,8 @@ struct gpuctl_select_score {
 	unsigned sockets;       /* CPU sockets the set spans (fewer is better) */
 	double leftover;        /* quality of what the choice leaves free (higher is better) */
 	double load;            /* utilisation and memory in use (lower is better) */
+	double release;         /* release value: the best matching inside the set, how well it
+	                         * serves 2-GPU jobs once freed (higher is better) */
 };
 #define GPUCTL_SELECT_SCORE_INIT                                                                   \
 	{                                                                                          \

@@ -90,12 +90,13 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1
 	return sim_end(NVML_SUCCESS);
 }
 
-/* One end of a link is up: the GPU is not in MIG mode and nvsim did not take it down. */
+/* One end of a link is up: the GPU is not in MIG mode, the scenario does not declare the link
+ * down (nvlink.down) and nvsim did not take it down. */
 static bool end_up(unsigned int gpu, unsigned int link)
 {
 	const struct sim_gpu *g = &sim_lib.sc->gpus[gpu];
 
-	return link < g->link_count && !g->mig_enabled &&
+	return link < g->link_count && !g->mig_enabled && !g->links[link].down &&
 	       !(sim_lib.dyn.gpus[gpu].nvlink_down & (1ULL << link));
 }
 

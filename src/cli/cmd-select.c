@@ -84,10 +84,10 @@ static void explain_set(const struct gpuctl_snapshot *snap, const struct gpuctl_
 static void explain_score(const struct gpuctl_select_score *s, FILE *f)
 {
 	fprintf(f,
-	        "  ring bandwidth %.1f GB/s, total pairwise %.1f GB/s, NUMA nodes %u, sockets %u, "
-	        "leftover %.3f, load %.3f\n",
-	        s->ring_bandwidth, s->total_bandwidth, s->numa_nodes, s->sockets, s->leftover,
-	        s->load);
+	        "  ring bandwidth %.1f GB/s, NUMA nodes %u, sockets %u, leftover %.3f, release "
+	        "%.3f, total pairwise %.1f GB/s, load %.3f\n",
+	        s->ring_bandwidth, s->numa_nodes, s->sockets, s->leftover, s->release,
+	        s->total_bandwidth, s->load);
 }
 
 /* Whether two doubles differ beyond the library's comparison tolerance (select.c: relative
@@ -104,11 +104,6 @@ static void explain_decider(const struct gpuctl_select_score *a,
 	if (differs(a->ring_bandwidth, b->ring_bandwidth))
 		fprintf(f, "decided by: ring bandwidth (%.1f vs %.1f GB/s, higher is better)\n",
 		        a->ring_bandwidth, b->ring_bandwidth);
-	else if (differs(a->total_bandwidth, b->total_bandwidth))
-		fprintf(f,
-		        "decided by: total pairwise bandwidth (%.1f vs %.1f GB/s, higher is "
-		        "better)\n",
-		        a->total_bandwidth, b->total_bandwidth);
 	else if (a->numa_nodes != b->numa_nodes)
 		fprintf(f, "decided by: NUMA nodes spanned (%u vs %u, fewer is better)\n",
 		        a->numa_nodes, b->numa_nodes);
@@ -118,6 +113,14 @@ static void explain_decider(const struct gpuctl_select_score *a,
 	else if (differs(a->leftover, b->leftover))
 		fprintf(f, "decided by: leftover (%.3f vs %.3f, higher is better)\n", a->leftover,
 		        b->leftover);
+	else if (differs(a->release, b->release))
+		fprintf(f, "decided by: release value (%.3f vs %.3f, higher is better)\n",
+		        a->release, b->release);
+	else if (differs(a->total_bandwidth, b->total_bandwidth))
+		fprintf(f,
+		        "decided by: total pairwise bandwidth (%.1f vs %.1f GB/s, higher is "
+		        "better)\n",
+		        a->total_bandwidth, b->total_bandwidth);
 	else if (differs(a->load, b->load))
 		fprintf(f, "decided by: load (%.3f vs %.3f, lower is better)\n", a->load, b->load);
 	else
@@ -427,8 +430,9 @@ const struct cmd_entry cmd_select_entry = {
         "  --ids FORM            uuid (default) or index: NVML indices, with\n"
         "                        CUDA_DEVICE_ORDER=PCI_BUS_ID where CUDA reads them\n"
         "  --explain             on stderr: the chosen set and the runner-up with their scores\n"
-        "                        (ring and total bandwidth, NUMA nodes, sockets, leftover,\n"
-        "                        load) and the component that decided between them\n"
+        "                        (ring bandwidth, NUMA nodes, sockets, leftover, release,\n"
+        "                        total bandwidth, load) and the component that decided\n"
+        "                        between them\n"
         "  --hold SECONDS        lease the chosen devices for SECONDS (1 to a year): a holder\n"
         "                        process keeps them until then or `gpuctl release`; the\n"
         "                        device string is printed once the lease is held\n"

@@ -12,6 +12,8 @@
  * - --bandwidth shows the library's modelled GB/s per pair instead of the link codes; the model
  *   is explained in docs/topology.md, which the output points to.
  * - JSON lists each unordered pair once (a < b) with every fact, including the NVML numbers.
+ * - Both end with the CPU the bandwidth model used and its figure per PCIe path class, so a
+ *   surprising cell can be traced to the CPU gpuctl saw.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -106,6 +108,41 @@ static const char legend[] =
         "  PIX  = path over at most one PCIe bridge\n"
         "  NV#  = path over a bonded set of # NVLinks\n";
 
+/* The path classes gpuctl_snapshot_path_bandwidth models, in nvidia-smi's order. */
+static const int path_levels[] = {GPUCTL_TOPO_SINGLE, GPUCTL_TOPO_MULTIPLE, GPUCTL_TOPO_HOSTBRIDGE,
+                                  GPUCTL_TOPO_NODE, GPUCTL_TOPO_SYSTEM};
+
+/* The CPU the bandwidth model used and what it makes of each path class. */
+static void print_cpu(const struct gpuctl_snapshot *snap)
+{
+	struct gpuctl_cpu cpu = GPUCTL_CPU_INIT;
+	char num[32];
+	double gbps;
+
+	if (gpuctl_snapshot_cpu(snap, &cpu) < 0)
+		return;
+	printf("\nCPU: %s", cpu.name[0] ? cpu.name : cpu.vendor[0] ? cpu.vendor : "unknown");
+	if (cpu.vendor[0] && cpu.model >= 0) {
+		if (cpu.family >= 0)
+			printf(" (%s family %d model %d)", cpu.vendor, cpu.family, cpu.model);
+		else
+			printf(" (%s part 0x%x)", cpu.vendor, (unsigned)cpu.model);
+	}
+	bandwidth_text(cpu.inter_socket_gbps, num, sizeof(num));
+	printf(": %s figures, %s GB/s between sockets, P2P through the CPU ", cpu.cpu_class, num);
+	if (cpu.p2p_overhead > 1.0)
+		printf("costs %g\n", cpu.p2p_overhead);
+	else
+		printf("costs nothing\n");
+	printf("Modelled GB/s per direction of a pair without NVLink (P2P on, slowest GPU link):");
+	for (size_t i = 0; i < sizeof(path_levels) / sizeof(path_levels[0]); i++)
+		if (gpuctl_snapshot_path_bandwidth(snap, path_levels[i], &gbps) >= 0) {
+			bandwidth_text(gbps, num, sizeof(num));
+			printf(" %s %s", level_code(path_levels[i]), num);
+		}
+	putchar('\n');
+}
+
 static void print_matrix(const struct gpuctl_snapshot *snap, bool bandwidth)
 {
 	size_t n = gpuctl_snapshot_gpu_count(snap);
@@ -139,6 +176,7 @@ static void print_matrix(const struct gpuctl_snapshot *snap, bool bandwidth)
 		       "see docs/topology.md for the model.\n");
 	else
 		fputs(legend, stdout);
+	print_cpu(snap);
 }
 
 static json_t *gpu_json(const struct gpuctl_gpu *gpu)
@@ -180,6 +218,42 @@ static json_t *link_json(const struct gpuctl_snapshot *snap, size_t a, size_t b)
 	return o;
 }
 
+/* "cpu" and "path_bandwidth_gbps" of the JSON document (docs/json.md). */
+static int cpu_json(const struct gpuctl_snapshot *snap, json_t *root)
+{
+	struct gpuctl_cpu cpu = GPUCTL_CPU_INIT;
+	json_t *o, *paths;
+	double gbps;
+
+	if (gpuctl_snapshot_cpu(snap, &cpu) < 0)
+		return json_put(root, "cpu", json_null());
+	o = json_object();
+	if (!o)
+		return -ENOMEM;
+	if (json_put(o, "vendor", json_string_or_null(cpu.vendor[0] ? cpu.vendor : NULL)) < 0 ||
+	    json_put(o, "family", cpu.family >= 0 ? json_integer(cpu.family) : json_null()) < 0 ||
+	    json_put(o, "model", cpu.model >= 0 ? json_integer(cpu.model) : json_null()) < 0 ||
+	    json_put(o, "name", json_string_or_null(cpu.name[0] ? cpu.name : NULL)) < 0 ||
+	    json_put(o, "class", json_string(cpu.cpu_class)) < 0 ||
+	    json_put(o, "inter_socket_gbps", json_real(cpu.inter_socket_gbps)) < 0 ||
+	    json_put(o, "p2p_overhead", json_real(cpu.p2p_overhead)) < 0) {
+		json_decref(o);
+		return -ENOMEM;
+	}
+	if (json_put(root, "cpu", o) < 0)
+		return -ENOMEM;
+	paths = json_object();
+	if (!paths)
+		return -ENOMEM;
+	for (size_t i = 0; i < sizeof(path_levels) / sizeof(path_levels[0]); i++)
+		if (gpuctl_snapshot_path_bandwidth(snap, path_levels[i], &gbps) >= 0 &&
+		    json_put(paths, level_code(path_levels[i]), json_real(gbps)) < 0) {
+			json_decref(paths);
+			return -ENOMEM;
+		}
+	return json_put(root, "path_bandwidth_gbps", paths);
+}
+
 static int print_json(const struct gpuctl_snapshot *snap)
 {
 	size_t n = gpuctl_snapshot_gpu_count(snap);
@@ -200,6 +274,8 @@ static int print_json(const struct gpuctl_snapshot *snap)
 		r = json_put(root, "links", links);
 		links = NULL;
 	}
+	if (r >= 0)
+		r = cpu_json(snap, root);
 	if (r >= 0)
 		r = json_print(root);
 	json_decref(gpus);

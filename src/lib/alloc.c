@@ -258,7 +258,30 @@ static int plan_avoid(struct plan *p)
 	return 0;
 }
 
-/* FAIL devices go to req.unhealthy (never chosen), WARN ones to req.warned (only when needed). */
+/* Health checks whose WARN concerns only bandwidth, which the bandwidth model already rates
+ * (docs/selection.md): such a finding alone does not make selection avoid the GPU. */
+static bool warn_only_rated(const struct gpuctl_health_report *rep, size_t gpu)
+{
+	static const char *const rated[] = {"nvlink-down"};
+	bool any = false;
+
+	for (size_t i = 0; i < gpuctl_health_finding_count(rep); i++) {
+		const struct gpuctl_health_finding *f = gpuctl_health_finding(rep, i);
+		bool is_rated = false;
+
+		if (f->gpu != gpu || f->severity != GPUCTL_HEALTH_WARN)
+			continue;
+		for (size_t k = 0; k < sizeof(rated) / sizeof(rated[0]); k++)
+			is_rated |= streq(f->check, rated[k]);
+		if (!is_rated)
+			return false;
+		any = true;
+	}
+	return any;
+}
+
+/* FAIL devices go to req.unhealthy (never chosen), WARN ones to req.warned (only when needed),
+ * unless their WARN is only about bandwidth. */
 static int plan_health(struct plan *p)
 {
 	size_t n = gpuctl_snapshot_gpu_count(p->snap);
@@ -276,7 +299,7 @@ static int plan_health(struct plan *p)
 		int v = gpuctl_health_verdict(p->health, g);
 		if (v == GPUCTL_HEALTH_FAIL)
 			r = gpuctl_devset_add(p->unhealthy, g, -1);
-		else if (v == GPUCTL_HEALTH_WARN)
+		else if (v == GPUCTL_HEALTH_WARN && !warn_only_rated(p->health, g))
 			r = gpuctl_devset_add(p->warned, g, -1);
 	}
 	if (r < 0)

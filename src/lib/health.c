@@ -417,11 +417,14 @@ static bool same_model(const struct gpuctl_gpu *a, const struct gpuctl_gpu *b)
 
 /*
  * A link is expected up when the other GPUs of the same model here have it: the GPU's active
- * link count is compared with the most any readable GPU of its model has. Fewer is FAIL when
+ * link count is compared with the most any readable GPU of its model has. Fewer is WARN when
  * some link is up (a partial loss), or when none is but the model's GPUs reach NVSwitches (on a
  * switch fabric every GPU is wired); a GPU with no active link beside bridged peers may simply
  * have no bridge, so that is no finding. A model with a MIG-enabled GPU is skipped (NVML
  * reports its links down, and its peers' ends too).
+ * WARN, not FAIL: the GPU still computes and its peers still reach it (over the links left,
+ * or PCIe); what it lost is bandwidth, which the bandwidth model already rates from the links
+ * that are up, so selection need not avoid it (alloc.c) and a job that needs all GPUs runs.
  */
 static void check_nvlink(struct gpuctl_health_report *rep, const struct gpuctl_snapshot *snap,
                          const struct gpuctl_gpu *g)
@@ -457,9 +460,9 @@ static void check_nvlink(struct gpuctl_health_report *rep, const struct gpuctl_s
 				break;
 			len += (size_t)n;
 		}
-	add(rep, g->index, CHECK_NVLINK, GPUCTL_HEALTH_FAIL,
-	    "drain the GPU; check its NVLinks (nvidia-smi nvlink -s) and reset it; contact support "
-	    "if a link stays down",
+	add(rep, g->index, CHECK_NVLINK, GPUCTL_HEALTH_WARN,
+	    "check its NVLinks (nvidia-smi nvlink -s) and reset the GPU when it is free; contact "
+	    "support if a link stays down",
 	    "%d of %d NVLinks up (other GPUs of this model here have %d)%s%s", g->nvlink_active,
 	    expected, expected, links[0] ? "; down: " : "", links);
 }

@@ -12,21 +12,24 @@
  * - Leases (req->leased, req->foreign; read only when struct_size covers them) are filters
  *   right after `within`: a device is removed when the set holds it, its whole GPU, or (for a
  *   whole GPU) any of its MIG devices ("leased", "in use without a lease").
- * - Objective, compared field by field (struct gpuctl_select_score): (1) ring bandwidth, the
- *   bottleneck of the best Hamiltonian ring (0 for one device), (2) total pairwise bandwidth,
- *   both compared with a relative tolerance of 1e-6; (3) fewer NUMA nodes, then fewer sockets
- *   (sockets: GPUs joined by a shared NUMA node or a non-SYS PCIe level, transitively);
- *   (4) leftover: the maximum-weight matching of the free candidates left over (how well they
- *   still serve 2-GPU jobs, counting every pair, so single picks use up pairs whole); for MIG,
- *   the parent GPUs left untouched; (5) load, then the lowest sorted index list.
+ * - Objective, compared field by field (struct gpuctl_select_score; measured on job streams,
+ *   docs/selection.md): (1) ring bandwidth, the bottleneck of the best Hamiltonian ring (0 for
+ *   one device), compared with a relative tolerance of 1e-6; (2) fewer NUMA nodes, then fewer
+ *   sockets (sockets: GPUs joined by a shared NUMA node or a non-SYS PCIe level,
+ *   transitively); (3) leftover: the maximum-weight matching of the free candidates left over
+ *   (how well they still serve 2-GPU jobs, counting every pair, so single picks use up pairs
+ *   whole); for MIG, the parent GPUs left untouched; (4) release value: the maximum-weight
+ *   matching inside the set (what it gives back to 2-GPU jobs when it ends); (5) total
+ *   pairwise bandwidth; (6) load; (7) the lowest sorted index list.
  * - Search: every set when there are at most SELECT_EXACT_ALWAYS (16) candidates, or when
  *   C(m, n) <= SELECT_EXACT_LIMIT and C(m, n) x m^2 <= SELECT_EXACT_WORK (select_is_exact), with
  *   a cheap upper bound on the ring
  *   (every ring vertex uses two of its edges) to skip sets that cannot win; the ring of a set of
  *   up to 16 devices is exact (DP over subsets per threshold). Above the bound: greedy growth
  *   from every seed plus swap local search (documented gap in docs/selection.md).
- * - The leftover matching is one DP over all subsets of the free candidates (<= 16), computed
- *   once, lazily; above 16 free candidates it is a greedy matching (heaviest edge first).
+ * - The leftover and release matchings are one DP over all subsets of the free candidates
+ *   (<= 16), computed once, lazily, read per set; above 16 free candidates they are greedy
+ *   matchings (heaviest edge first).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -120,14 +123,12 @@ static int cmp_double(double a, double b)
 	return 0;
 }
 
-/* <0 when a's head (ring, total, NUMA, sockets) is better than b's, >0 when worse. */
+/* <0 when a's head (ring, NUMA, sockets) is better than b's, >0 when worse. */
 static int head_cmp(const struct gpuctl_select_score *a, const struct gpuctl_select_score *b)
 {
 	int r;
 
 	if ((r = cmp_double(a->ring_bandwidth, b->ring_bandwidth)) != 0)
-		return -r;
-	if ((r = cmp_double(a->total_bandwidth, b->total_bandwidth)) != 0)
 		return -r;
 	if (a->numa_nodes != b->numa_nodes)
 		return a->numa_nodes < b->numa_nodes ? -1 : 1;
@@ -136,7 +137,8 @@ static int head_cmp(const struct gpuctl_select_score *a, const struct gpuctl_sel
 	return 0;
 }
 
-/* Full order: head, leftover (higher better), load (lower better), then the index list. */
+/* Full order: head, leftover, release, total (higher better), load (lower better), then the
+ * index list. */
 static int full_cmp(const struct engine *e, const struct gpuctl_select_score *a, const size_t *ia,
                     const struct gpuctl_select_score *b, const size_t *ib)
 {
@@ -145,6 +147,10 @@ static int full_cmp(const struct engine *e, const struct gpuctl_select_score *a,
 	if (r)
 		return r;
 	if ((r = cmp_double(a->leftover, b->leftover)) != 0)
+		return -r;
+	if ((r = cmp_double(a->release, b->release)) != 0)
+		return -r;
+	if ((r = cmp_double(a->total_bandwidth, b->total_bandwidth)) != 0)
 		return -r;
 	if ((r = cmp_double(a->load, b->load)) != 0)
 		return r;
@@ -396,7 +402,7 @@ static int match_table(struct engine *e)
 	return 0;
 }
 
-/* Greedy matching (heaviest pair first) of the candidates not in the set. */
+/* Greedy matching (heaviest pair first) of the candidates not taken. */
 static double match_greedy(const struct engine *e, const bool *taken)
 {
 	_cleanup_free_ bool *used = calloc(e->m ? e->m : 1, sizeof(*used));
@@ -425,6 +431,37 @@ static double match_greedy(const struct engine *e, const bool *taken)
 	}
 }
 
+/* The best matching of the candidates inside the set (inside) or of those outside it: one
+ * lookup in the DP table up to MATCH_EXACT_MAX candidates, else a greedy matching. */
+static int match_of(struct engine *e, const size_t *set, bool inside, double *ret)
+{
+	_cleanup_free_ bool *taken = NULL;
+
+	if (!e->match_tried) {
+		int r = match_table(e);
+
+		if (r < 0)
+			return r;
+	}
+	if (e->match) {
+		size_t mask = 0;
+
+		for (size_t i = 0; i < e->n; i++)
+			mask |= (size_t)1 << set[i];
+		*ret = e->match[inside ? mask : ~mask & (((size_t)1 << e->m) - 1)];
+		return 0;
+	}
+	taken = malloc((e->m ? e->m : 1) * sizeof(*taken));
+	if (!taken)
+		return -ENOMEM;
+	for (size_t i = 0; i < e->m; i++)
+		taken[i] = inside;
+	for (size_t i = 0; i < e->n; i++)
+		taken[set[i]] = !inside;
+	*ret = match_greedy(e, taken);
+	return 0;
+}
+
 static int leftover_of(struct engine *e, const size_t *set, double *ret)
 {
 	if (e->mig) {
@@ -441,30 +478,17 @@ static int leftover_of(struct engine *e, const size_t *set, double *ret)
 		*ret = untouched;
 		return 0;
 	}
-	if (!e->match_tried) {
-		int r = match_table(e);
+	return match_of(e, set, false, ret);
+}
 
-		if (r < 0)
-			return r;
-	}
-	if (e->match) {
-		size_t mask = ((size_t)1 << e->m) - 1;
-
-		for (size_t i = 0; i < e->n; i++)
-			mask &= ~((size_t)1 << set[i]);
-		*ret = e->match[mask];
+/* Release value: the best matching inside the set (0 for MIG sets: no P2P). */
+static int release_of(struct engine *e, const size_t *set, double *ret)
+{
+	if (e->mig) {
+		*ret = 0.0;
 		return 0;
 	}
-	{
-		_cleanup_free_ bool *taken = calloc(e->m ? e->m : 1, sizeof(*taken));
-
-		if (!taken)
-			return -ENOMEM;
-		for (size_t i = 0; i < e->n; i++)
-			taken[set[i]] = true;
-		*ret = match_greedy(e, taken);
-	}
-	return 0;
+	return match_of(e, set, true, ret);
 }
 
 /* ---- scoring ---- */
@@ -483,7 +507,7 @@ static unsigned distinct_ints(const int *v, size_t k)
 	return d;
 }
 
-/* Ring, total, NUMA nodes, sockets. */
+/* Ring, NUMA nodes, sockets (the head), and the total, which is as cheap. */
 static void score_head(struct engine *e, const size_t *set, struct gpuctl_select_score *s)
 {
 	int numa[64], sock[64];
@@ -517,10 +541,13 @@ static void score_head(struct engine *e, const size_t *set, struct gpuctl_select
 
 static int score_tail(struct engine *e, const size_t *set, struct gpuctl_select_score *s)
 {
+	int r;
+
 	s->load = 0.0;
 	for (size_t i = 0; i < e->n; i++)
 		s->load += e->c[set[i]].load;
-	return leftover_of(e, set, &s->leftover);
+	r = leftover_of(e, set, &s->leftover);
+	return r < 0 ? r : release_of(e, set, &s->release);
 }
 
 /* ---- best and runner-up ---- */

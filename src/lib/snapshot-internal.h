@@ -84,6 +84,8 @@ struct gpuctl_snapshot {
 	size_t n_gpus;             /* entries in gpus */
 	struct gpuctl_gpu *gpus;   /* owned; indices 0..n_gpus-1 */
 	struct gpuctl_link *links; /* n_gpus x n_gpus, row-major; NULL without topology */
+	struct gpuctl_cpu cpu;     /* the host CPU the bandwidth model uses (with topology; the
+	                            * unknown CPU until snapshot-take.c reads /proc/cpuinfo) */
 };
 
 /* A snapshot with n_gpus GPUs whose every field is unavailable (INDEX set); if flags has
@@ -119,7 +121,7 @@ int snapshot_set_link(struct gpuctl_snapshot *snap, size_t a, size_t b,
 struct gpuctl_snapshot *snapshot_copy_for_refresh(const struct gpuctl_snapshot *prev,
                                                   unsigned flags, uint64_t drop);
 
-/* topo.c: fills the bandwidth of every pair from the pair and per-GPU facts. */
+/* topo.c: fills the bandwidth of every pair from the pair and per-GPU facts and snap->cpu. */
 void topo_fill_bandwidth(struct gpuctl_snapshot *snap);
 
 #endif /* GPUCTL_SNAPSHOT_INTERNAL_H */

@@ -15,7 +15,9 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
+#include "cpuinfo.h"
 #include "ctx.h"
 #include "nvml-loader.h"
 #include "snapshot-internal.h"
@@ -30,7 +32,8 @@ _Static_assert(GPUCTL__F_COUNT <= 64, "the field set is one 64-bit mask");
 	 FBIT(GPUCTL_F_NAME))
 
 /* Fields a group of reads depends on: health rules need the ECC mode and the architecture;
- * the bandwidth model needs the architecture and the PCIe maximums; MIG needs the mode. */
+ * the bandwidth model needs the architecture, the PCIe maximums and the GPU's own NUMA node
+ * (a GPU attached by NVLink-C2C); MIG needs the mode. */
 static uint64_t implied_fields(unsigned flags)
 {
 	uint64_t m = ALWAYS_READ;
@@ -39,7 +42,8 @@ static uint64_t implied_fields(unsigned flags)
 		m |= FBIT(GPUCTL_F_ECC_MODE) | FBIT(GPUCTL_F_ARCHITECTURE);
 	if (flags & GPUCTL_SNAP_TOPOLOGY)
 		m |= FBIT(GPUCTL_F_ARCHITECTURE) | FBIT(GPUCTL_F_COMPUTE_CAP) |
-		     FBIT(GPUCTL_F_PCIE_GEN_MAX) | FBIT(GPUCTL_F_PCIE_WIDTH_MAX);
+		     FBIT(GPUCTL_F_PCIE_GEN_MAX) | FBIT(GPUCTL_F_PCIE_WIDTH_MAX) |
+		     FBIT(GPUCTL_F_GPU_NUMA_NODE);
 	if (flags & GPUCTL_SNAP_MIG)
 		m |= FBIT(GPUCTL_F_MIG_MODE);
 	return m;
@@ -83,6 +87,16 @@ int gpuctl_snapshot_take_fields(struct gpuctl_ctx *ctx, unsigned flags,
 	r = nvml_read_snapshot(ctx, flags, want, &snap);
 	if (r < 0)
 		return r;
+	/* the CPU is no NVML fact: read here, with the pair facts it qualifies */
+	if (flags & GPUCTL_SNAP_TOPOLOGY) {
+		int rc = cpu_info_read(NULL, &snap->cpu);
+
+		if (rc < 0)
+			ctx_log_once(ctx, "cpuinfo", GPUCTL_LOG_DEBUG,
+			             "cannot read the CPU model (%s): the bandwidth model takes "
+			             "the default CPU",
+			             strerror(-rc));
+	}
 	/* the loader reads facts; what the model derives from them is filled here */
 	topo_fill_bandwidth(snap);
 	snap->want = want;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpuinfo.h"
 #include "snapshot-internal.h"
 #include "util.h"
 
@@ -35,6 +36,8 @@ struct gpuctl_snapshot *snapshot_new_empty(size_t n_gpus, unsigned flags)
 		snap->gpus[i].ints[GPUCTL_F_INDEX] = (int64_t)i;
 		snap->gpus[i].valid[GPUCTL_F_INDEX] = true;
 	}
+	snap->cpu.struct_size = sizeof(snap->cpu);
+	cpu_info_unknown(&snap->cpu);
 	if ((flags & GPUCTL_SNAP_TOPOLOGY) && n_gpus > 0) {
 		if (n_gpus > SIZE_MAX / sizeof(struct gpuctl_link) / n_gpus)
 			goto fail;
@@ -484,6 +487,16 @@ int gpuctl_proc_util(const struct gpuctl_proc *proc, enum gpuctl_proc_engine eng
 	if (!proc->has_util)
 		return -ENODATA;
 	*ret_percent = proc->util[engine];
+	return 0;
+}
+
+int gpuctl_snapshot_cpu(const struct gpuctl_snapshot *snap, struct gpuctl_cpu *ret_cpu)
+{
+	if (!snap || !ret_cpu || ret_cpu->struct_size < STRUCT_SIZE_MIN(struct gpuctl_cpu, vendor))
+		return -EINVAL;
+	if (!(snap->flags & GPUCTL_SNAP_TOPOLOGY))
+		return -ENODATA;
+	struct_fill(ret_cpu, &snap->cpu, sizeof(*ret_cpu));
 	return 0;
 }
 

@@ -8,18 +8,22 @@
  * - NVLink (direct, or through NVSwitches): links x nominal per-link speed of the slower GPU's
  *   architecture. On an NVSwitch fabric "links" is the smaller of the two GPUs' switch links.
  * - Otherwise PCIe at the slower GPU's maximum link (max, not current: idle GPUs train their
- *   link down), NCCL's effective rate; then by path: same switch full speed; through a CPU root
- *   complex / 1.2; across sockets also capped at the SMP link; without P2P, a pair under one
- *   switch shares the switch uplink in both directions (/ 2).
+ *   link down), NCCL's effective rate, or NVLink-C2C for a GPU attached to a Grace CPU; then
+ *   by path: same switch full speed; through a CPU root complex divided by the CPU's P2P
+ *   overhead (Intel 6/5, others 1); across sockets also capped at the CPU's inter-socket link
+ *   (cpuinfo.c: NCCL's figure for the CPU model); without P2P, a pair under one switch shares
+ *   the switch uplink in both directions (/ 2).
  * - INTERNAL (two GPUs on one board, K80-style) prints as "PIX": the two GPUs sit behind the
  *   board's own PCIe switch and nvidia-smi's legend has no separate code for it.
  */
+#include <errno.h>
 #include <math.h>
 #include <stddef.h>
 #include <strings.h>
 
 #include "snapshot-internal.h"
 #include "topo.h"
+#include "util.h"
 
 const char *gpuctl_topo_level_code(int level)
 {
@@ -91,7 +95,7 @@ static bool level_through_cpu(int level)
 }
 
 double topo_pair_gbps(const struct topo_end *a, const struct topo_end *b,
-                      const struct gpuctl_link *link)
+                      const struct gpuctl_link *link, const struct topo_cpu *cpu)
 {
 	double pcie;
 	bool p2p_ok;
@@ -100,17 +104,17 @@ double topo_pair_gbps(const struct topo_end *a, const struct topo_end *b,
 		return link->nvlinks * fmin(topo_nvlink_gbps(a->architecture, a->compute_cap),
 		                            topo_nvlink_gbps(b->architecture, b->compute_cap));
 
-	pcie = fmin(topo_pcie_gbps(a->pcie_gen_max, a->pcie_width_max),
-	            topo_pcie_gbps(b->pcie_gen_max, b->pcie_width_max));
+	pcie = fmin(a->c2c ? TOPO_C2C_GBPS : topo_pcie_gbps(a->pcie_gen_max, a->pcie_width_max),
+	            b->c2c ? TOPO_C2C_GBPS : topo_pcie_gbps(b->pcie_gen_max, b->pcie_width_max));
 	/* An unknown status (old driver) is read as possible, as CUDA would try it. */
 	p2p_ok = link->p2p == GPUCTL_P2P_OK || link->p2p == GPUCTL_P2P_UNKNOWN;
 
-	if (level_under_one_switch(link->level))
+	if (level_under_one_switch(link->level) && !a->c2c && !b->c2c)
 		return p2p_ok ? pcie : pcie / 2.0;
-	if (level_through_cpu(link->level))
-		return pcie / TOPO_CPU_OVERHEAD;
+	if (level_through_cpu(link->level) || level_under_one_switch(link->level))
+		return pcie / cpu->p2p_overhead;
 	/* SYSTEM, or a level NVML did not give: across the SMP interconnect. */
-	return fmin(pcie, TOPO_SMP_GBPS) / TOPO_CPU_OVERHEAD;
+	return fmin(pcie, cpu->inter_socket_gbps) / cpu->p2p_overhead;
 }
 
 static struct topo_end end_of(const struct gpuctl_gpu *g)
@@ -125,6 +129,16 @@ static struct topo_end end_of(const struct gpuctl_gpu *g)
 	        .pcie_width_max = g->valid[GPUCTL_F_PCIE_WIDTH_MAX]
 	                                  ? (int)g->ints[GPUCTL_F_PCIE_WIDTH_MAX]
 	                                  : 0,
+	        .c2c = g->valid[GPUCTL_F_GPU_NUMA_NODE] && g->ints[GPUCTL_F_GPU_NUMA_NODE] >= 0,
+	};
+}
+
+static struct topo_cpu cpu_of(const struct gpuctl_snapshot *snap)
+{
+	return (struct topo_cpu){
+	        .inter_socket_gbps =
+	                snap->cpu.inter_socket_gbps > 0 ? snap->cpu.inter_socket_gbps : 10.0,
+	        .p2p_overhead = snap->cpu.p2p_overhead >= 1.0 ? snap->cpu.p2p_overhead : 1.0,
 	};
 }
 
@@ -132,6 +146,8 @@ void topo_fill_bandwidth(struct gpuctl_snapshot *snap)
 {
 	if (!snap || !snap->links)
 		return;
+	struct topo_cpu cpu = cpu_of(snap);
+
 	for (size_t a = 0; a < snap->n_gpus; a++) {
 		struct topo_end ea = end_of(&snap->gpus[a]);
 
@@ -139,7 +155,32 @@ void topo_fill_bandwidth(struct gpuctl_snapshot *snap)
 			struct topo_end eb = end_of(&snap->gpus[b]);
 			struct gpuctl_link *l = snapshot_link_at(snap, a, b);
 
-			l->bandwidth = a == b ? 0.0 : topo_pair_gbps(&ea, &eb, l);
+			l->bandwidth = a == b ? 0.0 : topo_pair_gbps(&ea, &eb, l, &cpu);
 		}
 	}
+}
+
+int gpuctl_snapshot_path_bandwidth(const struct gpuctl_snapshot *snap, int level, double *ret_gbps)
+{
+	struct gpuctl_link link = {.level = level, .p2p = GPUCTL_P2P_OK};
+	struct topo_end slowest = {0};
+	double best = INFINITY;
+
+	if (!snap || !ret_gbps || streq(gpuctl_topo_level_code(level), "N/A"))
+		return -EINVAL;
+	if (!snap->links || snap->n_gpus == 0)
+		return -ENODATA;
+	for (size_t i = 0; i < snap->n_gpus; i++) {
+		struct topo_end e = end_of(&snap->gpus[i]);
+		double p = e.c2c ? TOPO_C2C_GBPS : topo_pcie_gbps(e.pcie_gen_max, e.pcie_width_max);
+
+		if (p < best) {
+			best = p;
+			slowest = e;
+		}
+	}
+	struct topo_cpu cpu = cpu_of(snap);
+
+	*ret_gbps = topo_pair_gbps(&slowest, &slowest, &link, &cpu);
+	return 0;
 }

@@ -4,7 +4,7 @@ the layout from nvidia-smi topo -m (tab-separated, " X " on the diagonal, NV# fo
 import unittest
 
 from cli_facts import Machine
-from gpuctl_test import EXIT_USAGE, GpuctlTestCase, sim
+from gpuctl_test import EXIT_USAGE, GpuctlTestCase, scenario_names, sim, sim_sh
 
 P2P_CODES = {"OK", "NS", "CNS", "GNS", "TNS", "DR", "U"}
 
@@ -105,6 +105,81 @@ class TopoJson(GpuctlTestCase):
                     self.assertIs(l["nvswitch"], False)
                 if name == "rtx4090-8":
                     self.assertEqual(l["p2p"], "GNS")  # GeForce: GPU not supported
+
+
+# The CPU of each 8-GPU-class machine as published (sim/SCENARIO.md lists the sources) and
+# NCCL's figures for it (NVIDIA/nccl src/graph/topo.h at 2.30: Broadwell QPI 6, Skylake UPI 10
+# (Ice Lake is model 0x6A >= 0x55, so NCCL's Skylake class), Sapphire Rapids 22, AMD 16, Arm 6;
+# Intel's P2P overhead 6/5).
+CPUS = {
+    "dgx1-v100": ("Broadwell", 6.0, 1.2),   # DGX-1: Xeon E5-2698 v4
+    "dgx1-p100": ("Broadwell", 6.0, 1.2),
+    "dgx2": ("Skylake", 10.0, 1.2),         # Xeon Platinum 8168
+    "dgx-a100": ("AMD", 16.0, 1.0),         # EPYC 7742
+    "hgx-h100": ("Sapphire Rapids", 22.0, 1.2),  # Xeon Platinum 8480C
+    "pcie-8gpu": ("Skylake", 10.0, 1.2),
+    "rtx4090-8": ("AMD", 16.0, 1.0),
+    "gb200-node": ("Grace", 6.0, 1.0),
+}
+
+
+class TopoCpu(GpuctlTestCase):
+    def test_every_scenario_declares_its_cpu(self):
+        for name in scenario_names():
+            r = sim_sh(name, 'head -n 12 "$GPUCTL_CPUINFO"')
+            self.assertOk(r)
+            self.assertTrue("vendor_id" in r.out or "CPU implementer" in r.out, (name, r.out))
+
+    def test_cpu_and_path_classes_in_json(self):
+        for name, (cls, gbps, overhead) in CPUS.items():
+            r = sim(name, "topo", "--format", "json")
+            self.assertOk(r)
+            doc = r.json()
+            self.assertEqual(doc["cpu"]["class"], cls, name)
+            self.assertAlmostEqual(doc["cpu"]["inter_socket_gbps"], gbps)
+            self.assertAlmostEqual(doc["cpu"]["p2p_overhead"], overhead)
+            paths = doc["path_bandwidth_gbps"]
+            self.assertEqual(sorted(paths), sorted(["PIX", "PXB", "PHB", "NODE", "SYS"]), name)
+            # the SYS class is capped by the CPU's inter-socket figure, then its overhead
+            self.assertLessEqual(paths["SYS"], gbps / overhead + 1e-9, name)
+            self.assertGreaterEqual(paths["PHB"], paths["SYS"], name)
+
+    def test_dgx1_figures(self):
+        # Broadwell, PCIe Gen3 x16 (12 GB/s): PHB 12 / 1.2 = 10, SYS min(12, 6) / 1.2 = 5
+        doc = sim("dgx1-v100", "topo", "--format", "json").json()
+        self.assertEqual(doc["cpu"]["vendor"], "GenuineIntel")
+        self.assertEqual((doc["cpu"]["family"], doc["cpu"]["model"]), (6, 79))
+        self.assertAlmostEqual(doc["path_bandwidth_gbps"]["PIX"], 12.0)
+        self.assertAlmostEqual(doc["path_bandwidth_gbps"]["PHB"], 10.0)
+        self.assertAlmostEqual(doc["path_bandwidth_gbps"]["SYS"], 5.0)
+        pair = {(l["a"], l["b"]): l for l in doc["links"]}
+        self.assertAlmostEqual(pair[(0, 5)]["bandwidth_gbps"], 5.0)  # no NVLink, SYS
+
+    def test_rtx4090_on_amd(self):
+        # NVIDIA/go-gpuallocator#17: on AMD, a cross-socket pair (min(24, 16), no overhead)
+        # beats a same-switch pair without P2P (24 / 2): the model and select agree
+        doc = sim("rtx4090-8", "topo", "--format", "json").json()
+        pair = {(l["a"], l["b"]): l["bandwidth_gbps"] for l in doc["links"]}
+        self.assertAlmostEqual(pair[(0, 4)], 16.0)
+        self.assertAlmostEqual(pair[(0, 1)], 12.0)
+        r = sim("rtx4090-8", "select", "-n", "2", "--format", "json")
+        self.assertOk(r)
+        chosen = [d["index"] for d in r.json()["devices"]]
+        self.assertEqual(len({g // 4 for g in chosen}), 2, r.out)  # one GPU per socket
+
+    def test_cpu_line_in_text(self):
+        r = sim("hgx-h100", "topo")
+        self.assertOk(r)
+        line = [l for l in r.out.splitlines() if l.startswith("CPU: ")]
+        self.assertEqual(len(line), 1, r.out)
+        self.assertIn("Intel(R) Xeon(R) Platinum 8480C", line[0])
+        self.assertIn("Sapphire Rapids", line[0])
+        self.assertIn("22 GB/s between sockets", line[0])
+        classes = [l for l in r.out.splitlines() if l.startswith("Modelled GB/s")]
+        self.assertEqual(len(classes), 1, r.out)
+        # Gen5 x16 = 48; SYS min(48, 22) / 1.2 = 18.3
+        self.assertIn("PIX 48", classes[0])
+        self.assertIn("SYS 18.3", classes[0])
 
 
 class TopoUsage(GpuctlTestCase):

@@ -215,15 +215,16 @@ class TestThermalAndLinks(HealthCase):
         self.assertIn("x16", f["message"])
 
     def test_nvlink_down_on_nvswitch(self):
-        _, doc = self.health_json("dgx-a100", '"$NVSIM" set -i 3 nvlink.5=down', rc=EXIT_FAIL)
-        f = self.only_finding(doc, 3, "nvlink-down", "FAIL")
+        # WARN, not FAIL: the GPU computes; it lost bandwidth, which the model rates (issue 13)
+        _, doc = self.health_json("dgx-a100", '"$NVSIM" set -i 3 nvlink.5=down', rc=EXIT_WARN)
+        f = self.only_finding(doc, 3, "nvlink-down", "WARN")
         self.assertIn("11 of 12", f["message"])
         self.assertIn("down: 5", f["message"])
 
     def test_nvlink_down_between_gpus(self):
         # DGX-1: a link down at GPU 0 is down at its peer's end too: both lose a link
-        _, doc = self.health_json("dgx1-v100", '"$NVSIM" set -i 0 nvlink.0=down', rc=EXIT_FAIL)
-        failed = [g["index"] for g in doc["gpus"] if g["verdict"] == "FAIL"]
+        _, doc = self.health_json("dgx1-v100", '"$NVSIM" set -i 0 nvlink.0=down', rc=EXIT_WARN)
+        failed = [g["index"] for g in doc["gpus"] if g["verdict"] == "WARN"]
         self.assertEqual(len(failed), 2, doc)
         self.assertIn(0, failed)
         for i in failed:

@@ -3,10 +3,12 @@ choose a GPU whose health verdict is FAIL (unless --allow-unhealthy) and use a W
 the request cannot be met without it. The verdicts are those of docs/health.md: a fence-class XID
 in the kernel log (79) is FAIL, a pending row remap is WARN. Expected sets follow from the rules
 and the scenario (dgx-a100: 8 GPUs), never from gpuctl's output."""
+import json
 import os
+import tempfile
 
 from cli_facts import Machine
-from gpuctl_test import EXIT_NOMATCH, EXIT_OK, GpuctlTestCase, sim_sh
+from gpuctl_test import EXIT_NOMATCH, EXIT_OK, SCENARIOS, GpuctlTestCase, sim_sh
 
 UUIDS = [g["uuid"] for g in Machine("dgx-a100").gpus]
 
@@ -102,3 +104,80 @@ class HealthSelect(GpuctlTestCase):
         self.assertIn("unhealthy: 5", r.err)
         # without the state file (and with no kernel log) nothing says GPU 5 failed
         self.assertEqual(chosen(r.out), set(range(8)))
+
+
+def degraded_dgx1(down):
+    """dgx1-v100 as a scenario file with nvlink.down = down (sim/SCENARIO.md)."""
+    with open(os.path.join(SCENARIOS, "dgx1-v100.json")) as f:
+        doc = json.load(f)
+    doc["nvlink"]["down"] = down
+    f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+    json.dump(doc, f)
+    f.close()
+    return f.name
+
+
+def indices(out):
+    """The index lists of every `--format json` selection in out, in order."""
+    return [[d["index"] for d in json.loads(l)["devices"]]
+            for l in out.splitlines() if l.startswith("{")]
+
+
+class DegradedNvlink(GpuctlTestCase):
+    """Issue 13: a DGX-1V with one of GPU 2-3's two NVLinks down. GPUs 2 and 3 still compute:
+    health says WARN (nvlink-down, naming the link), never FAIL; every request that needs them
+    succeeds; the bandwidth model rates the pair at one link (25 GB/s, the DGX-1V paper's
+    per-link figure), so 2-GPU jobs take an intact double-link pair (50) while one is free."""
+
+    def setUp(self):
+        self.path = degraded_dgx1([[2, 3, 1]])
+        self.addCleanup(os.unlink, self.path)
+
+    def test_health_warns_and_names_the_link(self):
+        r = sim_sh(self.path, '$GPUCTL health --format json || echo rc=$?\n')
+        doc = json.loads(r.out[:r.out.rindex("}") + 1])
+        verdicts = {g["index"]: g["verdict"] for g in doc["gpus"]}
+        self.assertEqual({i for i, v in verdicts.items() if v != "OK"}, {2, 3}, doc)
+        for i in (2, 3):
+            g = [x for x in doc["gpus"] if x["index"] == i][0]
+            self.assertEqual(g["verdict"], "WARN")
+            f = [x for x in g["findings"] if x["check"] == "nvlink-down"][0]
+            self.assertIn("5 of 6", f["message"])
+            self.assertIn("down: ", f["message"])
+
+    def test_all_and_seven_gpus(self):
+        r = sim_sh(self.path, '$GPUCTL select -n 8 --format json\n'
+                   '$GPUCTL select -n 7 --format json\n')
+        self.assertEqual(r.rc, EXIT_OK, r)
+        sets = indices(r.out)
+        self.assertEqual(sets[0], list(range(8)))
+        self.assertEqual(len(sets[1]), 7)
+
+    def test_pair_rated_at_the_links_up(self):
+        r = sim_sh(self.path, '$GPUCTL topo --format json\n')
+        links = {(l["a"], l["b"]): l for l in json.loads(r.out)["links"]}
+        self.assertEqual(links[(2, 3)]["nvlinks"], 1)
+        self.assertAlmostEqual(links[(2, 3)]["bandwidth_gbps"], 25.0)
+        self.assertAlmostEqual(links[(6, 7)]["bandwidth_gbps"], 50.0)
+
+    def test_two_gpu_jobs_avoid_the_degraded_pair(self):
+        # Among 2, 3, 6, 7 the intact machine ties {2,3} and {6,7} (both NV2, one socket
+        # each) and takes the lower indices; the degraded one takes {6,7}. Then four 2-GPU
+        # jobs in a row: the intact double-link pairs still match every GPU ((0,3) (1,2)
+        # (4,7) (5,6), reference S2), so each job gets 50 GB/s.
+        intact = degraded_dgx1([])
+        self.addCleanup(os.unlink, intact)
+        r = sim_sh(intact, '$GPUCTL select -n 2 --only 2,3,6,7 --format json\n')
+        self.assertEqual(indices(r.out), [[2, 3]], r)
+        d = tempfile.TemporaryDirectory()
+        self.addCleanup(d.cleanup)
+        script = ('$GPUCTL select -n 2 --only 2,3,6,7 --format json\n'
+                  + '$GPUCTL select -n 2 --format json --hold 60 --lease-dir %s\n' % d.name * 4
+                  + '$GPUCTL release --all --lease-dir %s\n' % d.name)
+        r = sim_sh(self.path, script)
+        sets = indices(r.out)
+        self.assertEqual(sets[0], [6, 7], r)
+        double = {(0, 3), (0, 4), (1, 2), (1, 5), (4, 7), (5, 6), (6, 7)}  # 2-3 degraded
+        self.assertEqual(len(sets), 5, r)
+        for s in sets[1:]:
+            self.assertIn(tuple(s), double, sets)

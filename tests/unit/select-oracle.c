@@ -6,8 +6,10 @@
  * - Every n-subset is scored; the ring is the best over every cyclic order (first vertex fixed,
  *   a partial path abandoned once its bottleneck cannot beat the best found: this prunes only
  *   orders that cannot change the maximum); the leftover is the best over every matching of the
- *   free GPUs left (plain recursion), computed only for sets whose first four fields tie with
- *   the runner-up or beat it, and cached per remainder.
+ *   free GPUs left, the release value the best over every matching of the set (plain
+ *   recursion, cached per GPU mask), both computed only for sets whose ring, NUMA nodes and
+ *   sockets tie with the runner-up or beat it. Order: ring, NUMA nodes, sockets, leftover,
+ *   release, total, load, index list (docs/selection.md).
  * - Sockets by flood fill over "same known NUMA node or known PCIe level below SYS".
  */
 #include <errno.h>
@@ -191,8 +193,6 @@ static int head_cmp(const struct gpuctl_select_score *a, const struct gpuctl_sel
 
 	if ((r = cmpd(a->ring_bandwidth, b->ring_bandwidth)))
 		return -r;
-	if ((r = cmpd(a->total_bandwidth, b->total_bandwidth)))
-		return -r;
 	if (a->numa_nodes != b->numa_nodes)
 		return a->numa_nodes < b->numa_nodes ? -1 : 1;
 	if (a->sockets != b->sockets)
@@ -209,6 +209,10 @@ static int full_cmp(const struct oracle_in *in, const struct gpuctl_select_score
 	if (r)
 		return r;
 	if ((r = cmpd(a->leftover, b->leftover)))
+		return -r;
+	if ((r = cmpd(a->release, b->release)))
+		return -r;
+	if ((r = cmpd(a->total_bandwidth, b->total_bandwidth)))
 		return -r;
 	if ((r = cmpd(a->load, b->load)))
 		return r;
@@ -253,6 +257,11 @@ void oracle_best(const struct oracle_in *in, size_t n, struct oracle_out *out)
 			cached[rem] = true;
 		}
 		s.leftover = cache[rem];
+		if (!cached[mask]) {
+			cache[mask] = match_rec(in, mask);
+			cached[mask] = true;
+		}
+		s.release = cache[mask];
 		for (size_t i = 0; i < n; i++)
 			s.load += in->load[set[i]];
 		if (!have || full_cmp(in, &s, set, &out->best_s, out->best, n) < 0) {

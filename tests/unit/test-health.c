@@ -413,7 +413,7 @@ static void test_nvlink_switch(void **state)
 	rep = check(s);
 	f = find(rep, 2, "nvlink-down");
 	assert_non_null(f);
-	assert_int_equal(f->severity, GPUCTL_HEALTH_FAIL);
+	assert_int_equal(f->severity, GPUCTL_HEALTH_WARN);
 	assert_non_null(strstr(f->message, "11 of 12"));
 	assert_non_null(strstr(f->message, "down: 4"));
 	f = find(rep, 3, "nvlink-down");
@@ -440,10 +440,10 @@ static void test_nvlink_bridges_and_mig(void **state)
 	rep = check(s);
 	assert_int_equal(gpuctl_health_finding_count(rep), 0);
 	gpuctl_health_report_free(rep);
-	/* a bridge with one link of four down is a partial loss: FAIL */
+	/* a bridge with one link of four down is a partial loss: WARN (bandwidth, rated) */
 	nvlinks(s, 1, 3, 4, 1u << 2, 0);
 	rep = check(s);
-	assert_int_equal(find(rep, 1, "nvlink-down")->severity, GPUCTL_HEALTH_FAIL);
+	assert_int_equal(find(rep, 1, "nvlink-down")->severity, GPUCTL_HEALTH_WARN);
 	assert_int_equal(gpuctl_health_finding_count(rep), 1);
 	gpuctl_health_report_free(rep);
 	/* a MIG-enabled GPU of the model: its links read down, so the model is not checked */

@@ -60,6 +60,7 @@ static struct gpuctl_snapshot *load(const char *name)
 	(void)snprintf(lib, sizeof(lib), "%s/sim/libnvidia-ml.so.1", build);
 	(void)snprintf(scen, sizeof(scen), "%s/sim/scenarios/%s.json", src, name);
 	setenv("GPUCTL_NVML_LIBRARY", lib, 1);
+	setenv("GPUCTL_CPUINFO", "/dev/null", 1); /* the default CPU, whatever the host's */
 	setenv("NVSIM_SCENARIO", scen, 1);
 	unsetenv("NVSIM_STATE_DIR");
 	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
@@ -101,6 +102,7 @@ static void assert_score_eq(const struct gpuctl_select_score *a,
 	assert_int_equal(a->numa_nodes, b->numa_nodes);
 	assert_int_equal(a->sockets, b->sockets);
 	assert_float_equal(a->leftover, b->leftover, 1e-6 * (1 + a->leftover));
+	assert_float_equal(a->release, b->release, 1e-6 * (1 + a->release));
 	assert_float_equal(a->load, b->load, 1e-9 + 1e-6 * a->load);
 }
 

@@ -337,6 +337,74 @@ static void test_nvlink_wiring(void **state)
 	sim_scenario_free(s);
 }
 
+/* nvlink.down: a present link declared down at both ends; no more than the pair has. */
+static void test_nvlink_down(void **state)
+{
+	struct sim_scenario *s = NULL;
+	char err[512] = "", text[8192];
+	static const char head[] =
+	        "{\"schema\": 1, \"name\": \"t\", \"description\": \"d\", \"sources\": [\"s\"], "
+	        "\"defaults\": {" GPU_REQ "}, \"gpus\": ["
+	        "{\"uuid\": \"GPU-00000000-0000-0000-0000-000000000000\", \"pci_bus_id\": "
+	        "\"00000000:FF:00.0\"}, {\"uuid\": \"GPU-00000000-0000-0000-0000-000000000001\", "
+	        "\"pci_bus_id\": \"00000000:FE:00.0\"}], \"nvlink\": {\"links\": [[0, 1, 2]], ";
+
+	(void)state;
+	snprintf(text, sizeof(text), "%s\"down\": [[1, 0, 1]]}}", head);
+	assert_int_equal(parse(text, &s, err), 0);
+	assert_int_equal(s->gpus[0].link_count, 2);
+	assert_true(s->gpus[1].links[0].down);
+	assert_true(s->gpus[0].links[s->gpus[1].links[0].remote_link].down);
+	assert_false(s->gpus[0].links[1].down);
+	sim_scenario_free(s);
+	snprintf(text, sizeof(text), "%s\"down\": [[0, 1, 3]]}}", head);
+	expect_error(text, "nvlink.down[0]: GPUs 0 and 1 have fewer than 3 links between them");
+	snprintf(text, sizeof(text), "%s\"down\": [[0, 1]]}}", head);
+	expect_error(text, "nvlink.down[0]: expected [a, b, count]");
+}
+
+/* cpus.model: an x86 or an Arm CPU, nothing half of each (SCENARIO.md). */
+static void test_cpu_model(void **state)
+{
+	struct sim_scenario *s = NULL;
+	char err[512] = "";
+
+	(void)state;
+	assert_int_equal(
+	        parse(doc(NULL, ", \"cpus\": {\"model\": {\"vendor_id\": \"GenuineIntel\", "
+	                        "\"family\": 6, \"model\": 79, \"name\": \"Xeon\"}, "
+	                        "\"numa_nodes\": [{\"node\": 0, \"cpus\": \"0-3\"}]}, "),
+	              &s, err),
+	        0);
+	assert_true(s->cpu.present);
+	assert_string_equal(s->cpu.vendor_id, "GenuineIntel");
+	assert_int_equal(s->cpu.model, 79);
+	assert_int_equal(s->cpu.part, -1);
+	sim_scenario_free(s);
+	s = NULL;
+	assert_int_equal(parse(doc(NULL, ", \"cpus\": {\"model\": {\"implementer\": 65, "
+	                                 "\"part\": 3407}, \"numa_nodes\": [{\"node\": 0, "
+	                                 "\"cpus\": \"0-3\"}]}, "),
+	                       &s, err),
+	                 0);
+	assert_int_equal(s->cpu.implementer, 0x41);
+	assert_int_equal(s->cpu.part, 0xd4f);
+	assert_string_equal(s->cpu.vendor_id, "");
+	sim_scenario_free(s);
+	expect_error(doc(NULL, ", \"cpus\": {\"model\": {\"vendor_id\": \"GenuineIntel\"}, "
+	                       "\"numa_nodes\": [{\"node\": 0, \"cpus\": \"0-3\"}]}, "),
+	             "cpus.model: an x86 CPU (vendor_id) needs family and model");
+	expect_error(doc(NULL, ", \"cpus\": {\"model\": {\"name\": \"x\"}, "
+	                       "\"numa_nodes\": [{\"node\": 0, \"cpus\": \"0-3\"}]}, "),
+	             "cpus.model: expected vendor_id, family and model (x86) or implementer");
+	expect_error(doc(NULL, ", \"cpus\": {\"model\": {\"implementer\": 65, \"part\": 9999}, "
+	                       "\"numa_nodes\": [{\"node\": 0, \"cpus\": \"0-3\"}]}, "),
+	             "cpus.model.part: expected an integer 0..4095");
+	expect_error(doc(NULL, ", \"cpus\": {\"model\": {\"vendr\": 1}, "
+	                       "\"numa_nodes\": [{\"node\": 0, \"cpus\": \"0-3\"}]}, "),
+	             "cpus.model.vendr: unknown key");
+}
+
 static void test_cpulist(void **state)
 {
 	unsigned long *mask = NULL;
@@ -361,6 +429,8 @@ int main(void)
 	        cmocka_unit_test(test_telemetry_keys),
 	        cmocka_unit_test(test_common_ancestor),
 	        cmocka_unit_test(test_nvlink_wiring),
+	        cmocka_unit_test(test_nvlink_down),
+	        cmocka_unit_test(test_cpu_model),
 	        cmocka_unit_test(test_cpulist),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

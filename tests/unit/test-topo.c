@@ -18,6 +18,11 @@
 
 #define assert_gbps(got, want) assert_true(fabs((got) - (want)) < 1e-9)
 
+/* The unknown CPU's figures (Skylake's, docs/topology.md) and NCCL's for others. */
+static const struct topo_cpu cpu_default = {10.0, 1.2};
+static const struct topo_cpu cpu_broadwell = {6.0, 1.2}, cpu_amd = {16.0, 1.0};
+static const struct topo_cpu cpu_srp = {22.0, 1.2}, cpu_grace = {6.0, 1.0};
+
 static void test_level_codes(void **state)
 {
 	(void)state;
@@ -49,26 +54,26 @@ static void test_nvlink_published_totals(void **state)
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct topo_end e = {cases[i].arch, cases[i].cc, 4, 16};
+		struct topo_end e = {cases[i].arch, cases[i].cc, 4, 16, false};
 		struct gpuctl_link l = {.level = GPUCTL_TOPO_SYSTEM,
 		                        .nvlinks = cases[i].links,
 		                        .p2p = GPUCTL_P2P_OK};
 
-		assert_gbps(topo_pair_gbps(&e, &e, &l), cases[i].total_gbps / 2);
+		assert_gbps(topo_pair_gbps(&e, &e, &l, &cpu_default), cases[i].total_gbps / 2);
 		l.nvswitch = true; /* through NVSwitches: the same per-GPU figure */
-		assert_gbps(topo_pair_gbps(&e, &e, &l), cases[i].total_gbps / 2);
+		assert_gbps(topo_pair_gbps(&e, &e, &l, &cpu_default), cases[i].total_gbps / 2);
 	}
 }
 
 static void test_nvlink_mixed_and_unknown(void **state)
 {
-	struct topo_end v = {"Volta", "7.0", 3, 16}, p = {"Pascal", "6.0", 3, 16};
-	struct topo_end u = {NULL, NULL, 0, 0};
+	struct topo_end v = {"Volta", "7.0", 3, 16, false}, p = {"Pascal", "6.0", 3, 16, false};
+	struct topo_end u = {NULL, NULL, 0, 0, false};
 	struct gpuctl_link l = {.level = GPUCTL_TOPO_SYSTEM, .nvlinks = 2, .p2p = GPUCTL_P2P_OK};
 
 	(void)state;
-	assert_gbps(topo_pair_gbps(&v, &p, &l), 40.0); /* the slower end */
-	assert_gbps(topo_pair_gbps(&u, &u, &l), 40.0); /* unknown: NVLink 1 speed */
+	assert_gbps(topo_pair_gbps(&v, &p, &l, &cpu_default), 40.0); /* the slower end */
+	assert_gbps(topo_pair_gbps(&u, &u, &l, &cpu_default), 40.0); /* unknown: NVLink 1 speed */
 }
 
 static void test_pcie_rates(void **state)
@@ -82,12 +87,18 @@ static void test_pcie_rates(void **state)
 	assert_gbps(topo_pcie_gbps(0, 0), 12.0); /* unknown: Gen3 x16 */
 }
 
-static double pcie_pair(int gen_a, int gen_b, int level, int p2p)
+static double pcie_pair_on(const struct topo_cpu *cpu, int gen_a, int gen_b, int level, int p2p)
 {
-	struct topo_end a = {"Ampere", "8.0", gen_a, 16}, b = {"Ampere", "8.0", gen_b, 16};
+	struct topo_end a = {"Ampere", "8.0", gen_a, 16, false},
+	                b = {"Ampere", "8.0", gen_b, 16, false};
 	struct gpuctl_link l = {.level = level, .nvlinks = 0, .p2p = p2p};
 
-	return topo_pair_gbps(&a, &b, &l);
+	return topo_pair_gbps(&a, &b, &l, cpu);
+}
+
+static double pcie_pair(int gen_a, int gen_b, int level, int p2p)
+{
+	return pcie_pair_on(&cpu_default, gen_a, gen_b, level, p2p);
 }
 
 static void test_pcie_paths(void **state)
@@ -125,6 +136,42 @@ static void test_pcie_without_p2p(void **state)
 	            pcie_pair(3, 3, GPUCTL_TOPO_SYSTEM, GPUCTL_P2P_NOT_SUPPORTED));
 	/* unknown P2P status is taken as possible */
 	assert_gbps(pcie_pair(4, 4, GPUCTL_TOPO_SINGLE, GPUCTL_P2P_UNKNOWN), 24.0);
+}
+
+/* NCCL's per-CPU figures (src/graph/topo.h): the inter-socket link caps a SYS path, and only
+ * Intel root complexes charge 6/5 for P2P. */
+static void test_pcie_paths_per_cpu(void **state)
+{
+	(void)state;
+	/* DGX-1 (Broadwell, Gen3): SYS is min(12, 6) / 1.2 = 5; PHB 12 / 1.2 = 10 */
+	assert_gbps(pcie_pair_on(&cpu_broadwell, 3, 3, GPUCTL_TOPO_SYSTEM, GPUCTL_P2P_OK), 5.0);
+	assert_gbps(pcie_pair_on(&cpu_broadwell, 3, 3, GPUCTL_TOPO_HOSTBRIDGE, GPUCTL_P2P_OK),
+	            10.0);
+	/* AMD: no P2P overhead; SYS capped at 16 */
+	assert_gbps(pcie_pair_on(&cpu_amd, 4, 4, GPUCTL_TOPO_SYSTEM, GPUCTL_P2P_OK), 16.0);
+	assert_gbps(pcie_pair_on(&cpu_amd, 4, 4, GPUCTL_TOPO_NODE, GPUCTL_P2P_OK), 24.0);
+	/* the RTX 4090 case of NVIDIA/go-gpuallocator#17 on AMD: across sockets (16) beats a
+	 * same-switch pair without P2P (24 / 2 = 12) */
+	assert_true(pcie_pair_on(&cpu_amd, 4, 4, GPUCTL_TOPO_SYSTEM, GPUCTL_P2P_GPU_NOT_SUPPORTED) >
+	            pcie_pair_on(&cpu_amd, 4, 4, GPUCTL_TOPO_SINGLE, GPUCTL_P2P_GPU_NOT_SUPPORTED));
+	/* Sapphire Rapids, Gen5: SYS min(48, 22) / 1.2 */
+	assert_gbps(pcie_pair_on(&cpu_srp, 5, 5, GPUCTL_TOPO_SYSTEM, GPUCTL_P2P_OK), 22.0 / 1.2);
+	/* one switch never touches the CPU */
+	assert_gbps(pcie_pair_on(&cpu_broadwell, 3, 3, GPUCTL_TOPO_SINGLE, GPUCTL_P2P_OK), 12.0);
+}
+
+/* A GPU on NVLink-C2C (Grace): 450 GB/s to its CPU; across Grace sockets NCCL's Arm figure. */
+static void test_c2c(void **state)
+{
+	struct topo_end g = {"Blackwell", "10.0", 5, 16, true};
+	struct gpuctl_link l = {.level = GPUCTL_TOPO_NODE, .nvlinks = 0, .p2p = GPUCTL_P2P_OK};
+
+	(void)state;
+	assert_gbps(topo_pair_gbps(&g, &g, &l, &cpu_grace), 450.0);
+	l.level = GPUCTL_TOPO_SYSTEM;
+	assert_gbps(topo_pair_gbps(&g, &g, &l, &cpu_grace), 6.0);
+	l.nvlinks = 18; /* NVLink wins whenever there is one */
+	assert_gbps(topo_pair_gbps(&g, &g, &l, &cpu_grace), 900.0);
 }
 
 static void test_fill_snapshot(void **state)
@@ -211,6 +258,8 @@ int main(void)
 	        cmocka_unit_test(test_pcie_rates),
 	        cmocka_unit_test(test_pcie_paths),
 	        cmocka_unit_test(test_pcie_without_p2p),
+	        cmocka_unit_test(test_pcie_paths_per_cpu),
+	        cmocka_unit_test(test_c2c),
 	        cmocka_unit_test(test_fill_snapshot),
 	        cmocka_unit_test(test_link_struct_size),
 	};
