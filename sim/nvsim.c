@@ -457,7 +457,6 @@ static int cmd_exec(int argc, char **argv)
 	rc = make_state_dir(dir, buf, len, latency);
 	if (rc == 0 && (r = write_cpuinfo(dir, sc)) < 0)
 		rc = nvsim_err(EXIT_FAILURE, "%s/cpuinfo: %s", dir, strerror(-r));
-	sim_scenario_free(sc);
 	if (rc != 0)
 		goto out;
 	/* --sysfs: the scenario's CPU topology, as sysfs shows it (gpuctl slurm gres; hwloc with
