@@ -94,6 +94,8 @@ void cli_usage(FILE *f)
 	      "  GPUCTL_EXPORTER_TIMEOUT  exporter: idle timeout of a connection, s (default 10)\n"
 	      "  GPUCTL_SYSFS         the sysfs slurm gres reads the CPU topology from (default "
 	      "/sys)\n"
+	      "  GPUCTL_CPUINFO       the cpuinfo the bandwidth model reads the CPU from (default\n"
+	      "                       /proc/cpuinfo; docs/topology.md)\n"
 	      "  CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, SLURM_STEP_GPUS, SLURM_JOB_GPUS\n"
 	      "                       the allocation gpuctl runs in: select and run choose within\n"
 	      "                       it (docs/device-strings.md, docs/slurm.md)\n"

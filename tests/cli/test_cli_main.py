@@ -30,6 +30,34 @@ class Help(GpuctlTestCase):
             self.assertIn("Exit status:", r.out)
             self.assertEqual(gpuctl("help", c).out, r.out)
 
+    def test_each_help_lists_the_statuses_its_command_can_end_with(self):
+        # docs/gpuctl.1, EXIT STATUS: 3 is select's and run's, 5 run --retry's, 10 and 20
+        # health's; 4 (no driver) every command's that reads NVML; the top level lists all
+        def codes(text):
+            block = text.split("Exit status:", 1)[1]
+            return {int(m) for m in re.findall(r"^  (\d+) ", block, re.M)}
+        want = {"select": {0, 1, 2, 3, 4}, "run": {0, 1, 2, 3, 4, 5},
+                "health": {0, 1, 2, 4, 10, 20}, "topo": {0, 1, 2, 4}, "list": {0, 1, 2, 4},
+                "release": {0, 1, 2, 4}, "slurm": {0, 1, 2, 4}, "help": {0, 1, 2}}
+        for c, w in want.items():
+            with self.subTest(command=c):
+                self.assertEqual(codes(gpuctl(c, "--help").out), w)
+        self.assertEqual(codes(gpuctl("--help").out), {0, 1, 2, 3, 4, 5, 10, 20})
+        self.assertIn("its own status", gpuctl("run", "--help").out)
+
+    def test_global_help_names_every_environment_variable_read(self):
+        # every GPUCTL_* variable the sources read with getenv/secure_getenv is in --help
+        read = set()
+        for d in ("src/lib", "src/cli"):
+            for name in os.listdir(os.path.join(SRC, d)):
+                if name.endswith(".c"):
+                    with open(os.path.join(SRC, d, name)) as f:
+                        read |= set(re.findall(r'getenv\("(GPUCTL_[A-Z_]+)"\)', f.read()))
+        out = gpuctl("--help").out
+        self.assertTrue(read)
+        for v in sorted(read):
+            self.assertIn(v, out)
+
     def test_version(self):
         # the library's run-time version (gpuctl_version), which is CMake's project version
         with open(os.path.join(SRC, "CMakeLists.txt")) as f:
