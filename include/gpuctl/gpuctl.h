@@ -1025,15 +1025,19 @@ int gpuctl_xid_watch_wait(struct gpuctl_ctx *ctx, struct gpuctl_xid_watch *watch
  * health --probe does). */
 int gpuctl_cuda_probe_here(struct gpuctl_ctx *ctx, size_t bytes);
 
-/* The outcome of one GPU's probe, for gpuctl_health_opts.probes. Initialise each with
+/* The outcome of one GPU's probe, for gpuctl_health_opts.probes. A GPU in MIG mode is probed
+ * through each of its MIG devices (CUDA cannot use it whole); its result is the first failing
+ * device's (detail names it), else OK. Initialise each with
  * GPUCTL_PROBE_RESULT_INIT: the library steps through the array by its first entry's struct_size
  * (every entry must have the same) and reads only the fields that size covers, so an array built
  * against an older header still reads right. */
 enum gpuctl_probe_status {
-	GPUCTL_PROBE_NOT_RUN = 0, /* no finding */
-	GPUCTL_PROBE_OK = 1,      /* no finding */
-	GPUCTL_PROBE_FAILED = 2,  /* FAIL: a CUDA step failed (detail says which) */
-	GPUCTL_PROBE_HUNG = 3,    /* FAIL: the probe did not finish within its timeout */
+	GPUCTL_PROBE_NOT_RUN = 0,   /* no finding */
+	GPUCTL_PROBE_OK = 1,        /* no finding */
+	GPUCTL_PROBE_FAILED = 2,    /* FAIL: a CUDA step failed (detail says which) */
+	GPUCTL_PROBE_HUNG = 3,      /* FAIL: the probe did not finish within its timeout */
+	GPUCTL_PROBE_NO_DEVICE = 4, /* an OK finding: the GPU is in MIG mode without a MIG device,
+	                             * so CUDA has nothing to use on it (not a fault) */
 };
 struct gpuctl_probe_result {
 	size_t struct_size; /* sizeof(struct gpuctl_probe_result) */

@@ -266,7 +266,15 @@ static void check_probe(struct gpuctl_health_report *rep, const struct gpuctl_gp
 	else if (p->status == GPUCTL_PROBE_HUNG)
 		add(rep, g->index, CHECK_PROBE, GPUCTL_HEALTH_FAIL,
 		    "drain the GPU; check the kernel log for XIDs; reset the GPU or reboot",
-		    "CUDA allocation probe hung: no answer within %.0f s (killed)", p->seconds);
+		    "CUDA allocation probe hung: %s%sno answer within %.0f s (killed)",
+		    p->detail ? p->detail : "", p->detail ? ": " : "", p->seconds);
+	else if (p->status == GPUCTL_PROBE_NO_DEVICE)
+		add(rep, g->index, CHECK_PROBE, GPUCTL_HEALTH_OK,
+		    "none for health; create GPU and compute instances (nvidia-smi mig -cgi ... "
+		    "-C) "
+		    "to run CUDA work on it",
+		    "MIG mode is on and the GPU has no MIG device: CUDA has nothing to use on it, "
+		    "not probed");
 }
 
 static void check_memory(struct gpuctl_health_report *rep, const struct gpuctl_gpu *g,

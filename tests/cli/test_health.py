@@ -384,6 +384,36 @@ class TestProbe(HealthCase):
         self.assertIn("CUDA_ERROR_UNKNOWN", f["message"])
         self.assertEqual(doc["summary"], {"ok": 1, "warn": 0, "fail": 3})
 
+    def test_probe_mig(self):
+        # a100-mig: GPUs 0 and 1 in MIG mode with instances, GPU 2 in MIG mode without any,
+        # GPU 3 whole. CUDA uses a MIG-mode GPU only through its MIG devices (MIG user guide,
+        # "CUDA device enumeration"), so each is probed through them: no false FAIL, and a GPU
+        # with MIG on and no instance is said to be so, as an OK finding.
+        r, doc = self.health_json("a100-mig", "true", "--probe", rc=EXIT_OK)
+        self.assertEqual(doc["summary"], {"ok": 4, "warn": 0, "fail": 0})
+        for i in (0, 1, 3):
+            self.assertEqual(doc["gpus"][i]["findings"], [], doc)
+        g, f = self.finding(doc, 2, "cuda-probe")
+        self.assertEqual((g["verdict"], f["severity"]), ("OK", "OK"))
+        self.assertIn("MIG mode is on and the GPU has no MIG device", f["message"])
+
+    def test_probe_mig_failure_names_the_mig_device(self):
+        d = scenario("a100-mig")
+        first = d["gpus"][1]["mig"]["instances"][0]
+        _, doc = self.health_json("a100-mig", '"$NVSIM" set -i 1 cuda.alloc=fail', "--probe",
+                                  rc=EXIT_FAIL)
+        g, f = self.finding(doc, 1, "cuda-probe")
+        self.assertEqual((g["verdict"], f["severity"]), ("FAIL", "FAIL"))
+        self.assertEqual(doc["summary"], {"ok": 3, "warn": 0, "fail": 1})
+        self.assertIn("MIG device %s (%s): cuMemAlloc" % (first["profile"], first["uuid"]),
+                      f["message"])
+        _, doc = self.health_json("a100-mig", '"$NVSIM" set -i 0 cuda.alloc=hang', "--probe",
+                                  "--probe-timeout", "2", rc=EXIT_FAIL)
+        g, f = self.finding(doc, 0, "cuda-probe")
+        self.assertEqual((g["verdict"], f["severity"]), ("FAIL", "FAIL"))
+        self.assertIn("hung", f["message"])
+        self.assertIn("MIG device 1g.5gb (MIG-", f["message"])
+
     def test_probe_only_with_option(self):
         self.health_json("dgx-a100", '"$NVSIM" set -i 1 cuda.alloc=hang', rc=EXIT_OK)
 

@@ -624,6 +624,14 @@ static void test_probe(void **state)
 	assert_int_equal(gpuctl_health_verdict(rep, 0), GPUCTL_HEALTH_OK);
 	assert_int_equal(gpuctl_health_verdict(rep, 3), GPUCTL_HEALTH_OK);
 	gpuctl_health_report_free(rep);
+	/* MIG mode without a MIG device: nothing for CUDA to use, an OK finding, never FAIL */
+	probes[0].status = GPUCTL_PROBE_NO_DEVICE;
+	rep = check_opts(s, NULL, &opts);
+	f = find(rep, 0, "cuda-probe");
+	assert_int_equal(f->severity, GPUCTL_HEALTH_OK);
+	assert_non_null(strstr(f->message, "no MIG device"));
+	assert_int_equal(gpuctl_health_verdict(rep, 0), GPUCTL_HEALTH_OK);
+	gpuctl_health_report_free(rep);
 	gpuctl_snapshot_free(s);
 }
 
