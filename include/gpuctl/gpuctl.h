@@ -546,6 +546,17 @@ int gpuctl_render_lookup(const char *name);
 int gpuctl_devstr_render(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
                          const struct gpuctl_devset *set, enum gpuctl_render form, unsigned flags,
                          char **ret_text);
+/* Whether one CUDA process given set in CUDA_VISIBLE_DEVICES uses every device of it (MIG user
+ * guide, "CUDA device enumeration", by the snapshot's driver branch): before R570 a process
+ * enumerates one MIG device and nothing beside it; from R570 one compute instance per GPU
+ * instance, at most GPUCTL_CUDA_MIG_MAX MIG devices, whole GPUs alongside. A driver version
+ * that is not known counts as before R570. 0 when it does; -EINVAL with a one-line message
+ * naming the devices and the rule when it does not (then start one process per device, as
+ * `gpuctl run --each` does). gpuctl_devstr_render refuses the CUDA forms of such a set. */
+#define GPUCTL_CUDA_MIG_MULTI_BRANCH 570u
+#define GPUCTL_CUDA_MIG_MAX          64u
+int gpuctl_devset_cuda_check(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
+                             const struct gpuctl_devset *set);
 /* The CUDA ordinals of set's devices inside a process whose environment has
  * CUDA_VISIBLE_DEVICES=cuda_visible and CUDA_DEVICE_ORDER=order (NULL: unset), i.e. the number
  * to pass to cudaSetDevice. ret_ordinals has gpuctl_devset_count(set) entries; a device that
