@@ -77,6 +77,7 @@
 #include <strings.h>
 
 #include "ctx.h"
+#include "mig-profile.h"
 #include "snapshot-internal.h"
 #include "util.h"
 
@@ -1027,6 +1028,15 @@ static bool is_safe_token(const char *s)
 	return true;
 }
 
+/* Printable ASCII only, so it can go into a one-line message. */
+static bool printable(const char *s)
+{
+	for (; *s; s++)
+		if (!isgraph((unsigned char)*s))
+			return false;
+	return true;
+}
+
 /* A value as one shell word: bare when it has only safe characters, else in single quotes. */
 static void sb_shell_word(struct sbuf *b, const char *s)
 {
@@ -1245,7 +1255,8 @@ static int render_cdi(struct render *rc)
 }
 
 /* Kubernetes asks for counts: nvidia.com/gpu for whole GPUs, nvidia.com/mig-<profile> per MIG
- * profile (the device plugin's "mixed" strategy), in order of first appearance. */
+ * profile (the device plugin's "mixed" strategy, which writes a profile's '+' as '.':
+ * nvidia.com/mig-1g.5gb.me), in order of first appearance. */
 static int render_k8s(struct render *rc)
 {
 	_cleanup_free_ char *list = NULL;
@@ -1268,13 +1279,22 @@ static int render_k8s(struct render *rc)
 		if (d.mig >= 0) {
 			char name[48];
 
+			char res[96];
+
 			prof = gpuctl_mig_profile(dev_mig(rc->snap, d));
-			if (!prof || !is_safe_token(prof))
+			if (!prof)
 				return ctx_error(
 				        rc->ctx, -EINVAL,
 				        "MIG device %s: its profile is unknown, so there is "
 				        "no Kubernetes resource name for it",
 				        dev_name(rc->snap, d, name, sizeof(name)));
+			if (mig_profile_k8s_name(prof, res, sizeof(res)) < 0)
+				return ctx_error(
+				        rc->ctx, -EINVAL,
+				        "MIG device %s: profile '%.64s' makes no Kubernetes "
+				        "resource name",
+				        dev_name(rc->snap, d, name, sizeof(name)),
+				        printable(prof) ? prof : "?");
 		}
 		for (k = 0; k < n_names; k++)
 			if ((!names[k] && !prof) || (names[k] && prof && streq(names[k], prof)))
@@ -1287,10 +1307,16 @@ static int render_k8s(struct render *rc)
 		n_names = 1; /* an empty set asks for nvidia.com/gpu: 0 */
 	sb_puts(&rc->out, "resources:\n  limits:\n");
 	for (size_t k = 0; k < n_names; k++) {
-		if (names[k])
-			sb_printf(&rc->out, "    nvidia.com/mig-%s: %zu\n", names[k], counts[k]);
-		else
+		char res[96];
+
+		if (names[k]) {
+			/* checked above: it has a resource name */
+			if (mig_profile_k8s_name(names[k], res, sizeof(res)) < 0)
+				return ctx_error(rc->ctx, -EINVAL, "no resource name");
+			sb_printf(&rc->out, "    nvidia.com/%s: %zu\n", res, counts[k]);
+		} else {
 			sb_printf(&rc->out, "    nvidia.com/gpu: %zu\n", counts[k]);
+		}
 	}
 	sb_puts(&rc->out,
 	        "env:\n"
