@@ -271,6 +271,8 @@ enum gpuctl_recovery {
 	GPUCTL_RECOVERY_DRAIN_P2P = 3,
 	GPUCTL_RECOVERY_DRAIN_AND_RESET = 4,
 	GPUCTL_RECOVERY_RECOVER_IMEX = 5,
+	GPUCTL_RECOVERY_BUS_RESET = 6,     /* NVML 615: reset the GPU's PCIe bus */
+	GPUCTL_RECOVERY_SYSTEM_REBOOT = 7, /* NVML 615: reboot the whole system */
 };
 
 enum gpuctl_compute_mode {

@@ -177,7 +177,8 @@ static void check_nvml(struct gpuctl_health_report *rep, const struct gpuctl_gpu
 }
 
 /* DCGM (DRIVER watch): reset, reboot, drain-and-reset FAIL; drain P2P WARN. Recover IMEX has
- * no DCGM rule: WARN (the GPU works; its fabric service needs attention). */
+ * no DCGM rule: WARN (the GPU works; its fabric service needs attention). Bus reset (6) and
+ * system reboot (7), added in NVML 615, are a reset and a reboot: FAIL. */
 static void check_recovery(struct gpuctl_health_report *rep, const struct gpuctl_gpu *g)
 {
 	int64_t v;
@@ -194,6 +195,17 @@ static void check_recovery(struct gpuctl_health_report *rep, const struct gpuctl
 		add(rep, g->index, CHECK_RECOVERY, GPUCTL_HEALTH_FAIL,
 		    "drain the node and reboot it",
 		    "the driver asks for a node reboot (recovery action 2)");
+		break;
+	case GPUCTL_RECOVERY_BUS_RESET:
+		add(rep, g->index, CHECK_RECOVERY, GPUCTL_HEALTH_FAIL,
+		    "drain the GPU and reset its PCIe bus (a secondary bus reset of its slot, e.g. "
+		    "through the BMC or setpci), or reboot",
+		    "the driver asks for a bus reset (recovery action 6)");
+		break;
+	case GPUCTL_RECOVERY_SYSTEM_REBOOT:
+		add(rep, g->index, CHECK_RECOVERY, GPUCTL_HEALTH_FAIL,
+		    "drain the node and reboot the whole system",
+		    "the driver asks for a system reboot (recovery action 7)");
 		break;
 	case GPUCTL_RECOVERY_DRAIN_AND_RESET:
 		add(rep, g->index, CHECK_RECOVERY, GPUCTL_HEALTH_FAIL,

@@ -244,8 +244,11 @@ class TestLostAndErrors(HealthCase):
 
     def test_recovery_action(self):
         # DCGM: reset / reboot / drain-and-reset FAIL, drain P2P WARN; 0 and unknown field: none
+        # NVML 615 added bus reset (6) and system reboot (7): a reset and a reboot, FAIL
         for value, severity, text in ((1, "FAIL", "GPU reset"), (2, "FAIL", "node reboot"),
-                                      (4, "FAIL", "reset"), (3, "WARN", "peer-to-peer")):
+                                      (4, "FAIL", "reset"), (3, "WARN", "peer-to-peer"),
+                                      (5, "WARN", "IMEX"), (6, "FAIL", "bus reset"),
+                                      (7, "FAIL", "system reboot")):
             with self.subTest(value=value):
                 _, doc = self.health_json("hgx-h100", '"$NVSIM" set -i 5 recovery_action=%d'
                                           % value, rc=EXIT_FAIL if severity == "FAIL"

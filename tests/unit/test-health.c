@@ -325,6 +325,9 @@ static void test_recovery_action(void **state)
 	    GPUCTL_HEALTH_WARN, "peer-to-peer");
 	one(GPUCTL_F_RECOVERY_ACTION, GPUCTL_RECOVERY_RECOVER_IMEX, "recovery-action",
 	    GPUCTL_HEALTH_WARN, "IMEX");
+	/* NVML 615 (NVML API change log, v610 to v615): bus reset 6, system reboot 7 */
+	one(GPUCTL_F_RECOVERY_ACTION, 6, "recovery-action", GPUCTL_HEALTH_FAIL, "bus reset");
+	one(GPUCTL_F_RECOVERY_ACTION, 7, "recovery-action", GPUCTL_HEALTH_FAIL, "system reboot");
 	one(GPUCTL_F_RECOVERY_ACTION, 9, "recovery-action", GPUCTL_HEALTH_WARN, "9");
 }
 
