@@ -965,6 +965,8 @@ enum gpuctl_xid_class {
 	GPUCTL_XID_FENCE = 1,       /* take the GPU out of service: FAIL */
 	GPUCTL_XID_APPLICATION = 2, /* restart the job; the GPU stays usable: WARN */
 	GPUCTL_XID_INFO = 3,        /* count only: an OK finding */
+	GPUCTL_XID_CHECK = 4,       /* act on the advice (update software, read the recovery
+	                             * action); not known to be broken: WARN */
 };
 /* What gpuctl knows about one XID code. Strings are static. The caller allocates it: initialise
  * with GPUCTL_XID_INFO_INIT (the library writes only the first struct_size bytes). */
@@ -983,7 +985,12 @@ struct gpuctl_xid_info {
  * UNKNOWN with a generic meaning and action. 0, or -EINVAL only for a NULL ret_info or a
  * struct_size that does not cover code. */
 int gpuctl_xid_lookup(unsigned code, struct gpuctl_xid_info *ret_info);
-/* "fence", "application", "unknown", "info"; NULL for a value out of range. */
+/* As gpuctl_xid_lookup, for one occurrence with the text the driver logged after the code
+ * (gpuctl_xid_log_get's text; NULL when not known, as for NVML events): XIDs 144-150 (NVLink5)
+ * are graded by the unit, error status and sub-code the line gives, as NVIDIA's catalog decodes
+ * them (docs/health.md); other codes as gpuctl_xid_lookup. */
+int gpuctl_xid_lookup_event(unsigned code, const char *text, struct gpuctl_xid_info *ret_info);
+/* "fence", "application", "unknown", "info", "check"; NULL for a value out of range. */
 const char *gpuctl_xid_class_name(int class_);
 
 /* XID events recorded for a snapshot's GPUs: parsed from the kernel log, or added one by one
@@ -1106,6 +1113,8 @@ struct gpuctl_health_finding {
 	const char *message; /* what was seen, with the numbers */
 	const char *action;  /* what to do */
 	unsigned xid;        /* for check "xid": the code, else 0 */
+	int xid_class;       /* for check "xid": enum gpuctl_xid_class of this finding (for XIDs
+	                      * 144-150 graded by the logged status), else 0 */
 };
 
 /* Never changes once made; keeps no pointer to its context or snapshot. */

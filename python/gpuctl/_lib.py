@@ -124,6 +124,7 @@ class HealthFinding(ctypes.Structure):
         ("message", c_char_p),
         ("action", c_char_p),
         ("xid", c_uint),
+        ("xid_class", c_int),
     ]
 
 

@@ -149,17 +149,14 @@ static void print_table(const struct health_args *a, const struct gpuctl_snapsho
 static json_t *finding_json(const struct gpuctl_health_finding *f)
 {
 	json_t *o = json_object();
-	struct gpuctl_xid_info info = GPUCTL_XID_INFO_INIT;
 
-	if (f->xid)
-		(void)gpuctl_xid_lookup(f->xid, &info);
 	if (json_put(o, "check", json_string(f->check)) < 0 ||
 	    json_put(o, "severity", json_string(gpuctl_health_severity_name(f->severity))) < 0 ||
 	    json_put(o, "message", json_string(f->message)) < 0 ||
 	    json_put(o, "action", json_string(f->action)) < 0 ||
 	    json_put(o, "xid", f->xid ? json_integer(f->xid) : json_null()) < 0 ||
 	    json_put(o, "xid_class",
-	             f->xid ? json_string(gpuctl_xid_class_name(info.class_)) : json_null()) < 0) {
+	             f->xid ? json_string(gpuctl_xid_class_name(f->xid_class)) : json_null()) < 0) {
 		json_decref(o);
 		return NULL;
 	}

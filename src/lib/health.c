@@ -519,7 +519,15 @@ static int cmp_xid_entry(const void *a, const void *b)
 	return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : x[1] < y[1] ? -1 : x[1] > y[1];
 }
 
-/* One finding per (GPU, XID code): how often, and the text of the last occurrence. */
+static int xid_severity(int class_)
+{
+	return class_ == GPUCTL_XID_FENCE  ? GPUCTL_HEALTH_FAIL
+	       : class_ == GPUCTL_XID_INFO ? GPUCTL_HEALTH_OK
+	                                   : GPUCTL_HEALTH_WARN;
+}
+
+/* One finding per (GPU, XID code): how often, and the text of the occurrence that decides (the
+ * worst, the latest of equals). */
 static void check_xids(struct gpuctl_health_report *rep, const struct gpuctl_snapshot *snap,
                        const struct gpuctl_xid_log *xids)
 {
@@ -545,36 +553,46 @@ static void check_xids(struct gpuctl_health_report *rep, const struct gpuctl_sna
 	/* stable enough: ties keep the log order through the third key */
 	qsort(keys, n, 3 * sizeof(*keys), cmp_xid_entry);
 	for (size_t i = 0; i < n;) {
-		size_t j = i, last = i;
+		size_t j = i;
 		struct gpuctl_xid_info info = GPUCTL_XID_INFO_INIT;
 		const char *text = NULL;
-		int sev;
+		int sev = -1;
 
-		while (j < n && keys[3 * j] == keys[3 * i] && keys[3 * j + 1] == keys[3 * i + 1]) {
-			if (keys[3 * j + 2] > keys[3 * last + 2])
-				last = j;
+		while (j < n && keys[3 * j] == keys[3 * i] && keys[3 * j + 1] == keys[3 * i + 1])
 			j++;
-		}
 		if (keys[3 * i] == UINT32_MAX) {
 			i = j;
 			continue;
 		}
-		(void)gpuctl_xid_log_get(xids, keys[3 * last + 2], NULL, NULL, &text);
-		(void)gpuctl_xid_lookup(keys[3 * i + 1], &info);
-		sev = info.class_ == GPUCTL_XID_FENCE  ? GPUCTL_HEALTH_FAIL
-		      : info.class_ == GPUCTL_XID_INFO ? GPUCTL_HEALTH_OK
-		                                       : GPUCTL_HEALTH_WARN;
+		/* the worst occurrence decides (NVLink5 XIDs differ by status), the latest of
+		 * equals */
+		for (size_t k = i; k < j; k++) {
+			struct gpuctl_xid_info one = GPUCTL_XID_INFO_INIT;
+			const char *t = NULL;
+			int s;
+
+			(void)gpuctl_xid_log_get(xids, keys[3 * k + 2], NULL, NULL, &t);
+			(void)gpuctl_xid_lookup_event(keys[3 * i + 1], t, &one);
+			s = xid_severity(one.class_);
+			if (s >= sev) {
+				sev = s;
+				info = one;
+				text = t;
+			}
+		}
 		char times[32] = "";
 		if (j - i > 1)
 			(void)snprintf(times, sizeof(times), ", %zu times", j - i);
 		add(rep, keys[3 * i], CHECK_XID, sev, info.action, "XID %u (%s, class %s)%s%s%s",
 		    info.code, info.meaning, gpuctl_xid_class_name(info.class_), times,
 		    !text || !text[0] ? ""
-		    : j - i > 1       ? "; last: "
+		    : j - i > 1       ? "; worst, latest: "
 		                      : ": ",
 		    text ? text : "");
-		if (!rep->oom)
+		if (!rep->oom) {
 			rep->f[rep->n - 1].pub.xid = info.code;
+			rep->f[rep->n - 1].pub.xid_class = info.class_;
+		}
 		i = j;
 	}
 }

@@ -283,7 +283,9 @@ class TestXid(HealthCase):
         return '"$NVSIM" xid -i %d %d' % (gpu, code)
 
     def test_fence_xid_fails(self):
-        for code in (48, 79, 95, 109, 119, 144, 158):
+        # NVIDIA's XID catalog: RESET_GPU (156 resource retirement event among them),
+        # RESTART_BM; 167/169/171 by meaning (docs/health.md)
+        for code in (48, 79, 95, 109, 119, 156, 158, 167, 169, 171):
             with self.subTest(code=code):
                 _, doc = self.health_json("dgx-a100", self.xid(1, code), rc=EXIT_FAIL)
                 f = self.only_finding(doc, 1, "xid", "FAIL")
@@ -304,6 +306,33 @@ class TestXid(HealthCase):
                 _, doc = self.health_json("dgx-a100", self.xid(3, code), rc=EXIT_WARN)
                 f = self.only_finding(doc, 3, "xid", "WARN")
                 self.assertEqual(f["xid_class"], "unknown")
+
+    def test_unknown_xid_advice_never_says_fine(self):
+        for code in (201, 165):
+            with self.subTest(code=code):
+                _, doc = self.health_json("dgx-a100", self.xid(3, code), rc=EXIT_WARN)
+                f = self.only_finding(doc, 3, "xid", "WARN")
+                self.assertEqual(f["xid_class"], "unknown")
+                self.assertNotIn("usable", f["action"])
+                self.assertIn("before trusting the GPU", f["action"])
+
+    def test_nvlink5_xid_graded_by_status(self):
+        # The catalog's XID 144-150 decode: RLW_RXPIPE status 0x8 is IGNORE (a production line
+        # quoted in leptonai/gpud's tests), RLW_REMAP 0x40 is RESET_GPU, RLW_SRC_TRACK 0x8 is
+        # XID_154_EVAL; without a status (no text) the XID is "check", never a blind FAIL.
+        cases = (("RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008 0x00000001 "
+                  "0x00000000 0x00100000 0x00000004)", EXIT_OK, "OK", "info"),
+                 ("RLW_REMAP Fatal XC0 i0 Link 05 (0x00000082 0x00000040 0x00000000 0x00000000 "
+                  "0x00000000 0x00000000)", EXIT_FAIL, "FAIL", "fence"),
+                 ("RLW_SRC_TRACK Nonfatal XC1 i0 Link 12 (0x040988e2 0x00000008 0x00000000 "
+                  "0x00000000 0x00000000 0x00000000)", EXIT_WARN, "WARN", "check"),
+                 ("", EXIT_WARN, "WARN", "check"))
+        for text, rc, severity, cls in cases:
+            with self.subTest(text=text):
+                script = '"$NVSIM" xid -i 2 145' + (" '%s'" % text if text else "")
+                _, doc = self.health_json("gb200-node", script, rc=rc)
+                f = self.only_finding(doc, 2, "xid", severity)
+                self.assertEqual((f["xid"], f["xid_class"]), (145, cls))
 
     def test_info_xid_is_ok(self):
         _, doc = self.health_json("dgx-a100", self.xid(3, 63), rc=EXIT_OK)
