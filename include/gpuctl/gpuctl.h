@@ -1004,9 +1004,11 @@ int gpuctl_xid_log_add(struct gpuctl_xid_log *log, size_t gpu, unsigned xid, con
  * XIDs of snap's GPUs: lines "NVRM: Xid (PCI:0000:07:00): 79, ..." (also without "PCI:", with a
  * function number, or with text after the bus id), and "NVRM: GPU 0000:07:00.0: GPU has fallen
  * off the bus." as XID 79. A line announcing that the NVIDIA kernel module loaded forgets what
- * came before it (events count since the driver loaded). Malformed lines and lines of other
- * buses are skipped. Returns how many entries the text added (when it holds a driver-load line:
- * how many follow the last one), or -ENOMEM / -EINVAL. */
+ * came before it (events count since the driver loaded); a GPU reset forgets that GPU's earlier
+ * XIDs: the driver's "NVRM: GPU at PCI:0000:07:00: GPU-<uuid>" (printed once per initialisation
+ * of a GPU) and "GPU reset executed: GPU-<uuid>" (docs/health.md, "After a reset"). Malformed lines
+ * and lines of other buses are skipped. Returns how many entries the text added (when it holds a
+ * driver-load line: how many follow the last one), or -ENOMEM / -EINVAL. */
 int gpuctl_xid_log_parse(struct gpuctl_xid_log *log, const struct gpuctl_snapshot *snap,
                          const char *text, size_t len);
 /* Reads the kernel log at path (NULL: /dev/kmsg, read without blocking to its current end)
@@ -1014,6 +1016,12 @@ int gpuctl_xid_log_parse(struct gpuctl_xid_log *log, const struct gpuctl_snapsho
 int gpuctl_xid_log_read(struct gpuctl_ctx *ctx, struct gpuctl_xid_log *log,
                         const struct gpuctl_snapshot *snap, const char *path);
 size_t gpuctl_xid_log_count(const struct gpuctl_xid_log *log);
+/* Forgets every XID of GPU gpu and counts a reset of it. 0, -ENOMEM, -EINVAL. */
+int gpuctl_xid_log_forget(struct gpuctl_xid_log *log, size_t gpu);
+/* How many resets (re-initialisations) of GPU gpu log has seen since the driver loaded: the
+ * kernel-log lines above, and gpuctl_xid_log_forget. Every XID is in the kernel log, so where it
+ * shows a reset, XIDs recorded elsewhere (the health state file) are older or duplicates. */
+unsigned gpuctl_xid_log_resets(const struct gpuctl_xid_log *log, size_t gpu);
 /* Entry i: its GPU (snapshot index), XID and text (NULL if none; owned by log). -EINVAL when i
  * is out of range. */
 int gpuctl_xid_log_get(const struct gpuctl_xid_log *log, size_t i, size_t *ret_gpu,

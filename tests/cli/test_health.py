@@ -707,6 +707,45 @@ class TestState(HealthCase):
         self.assertEqual(f["xid"], 48)
         self.assertIn("double bit", f["message"])
 
+    def test_reset_clears_the_fail(self):
+        # docs/health.md, "After a reset": a fence XID FAILs until the GPU is reset; the reset
+        # is known from the kernel log: NVSentinel's "GPU reset executed: GPU-<uuid>" (what an
+        # administrator writes to /dev/kmsg after nvidia-smi -r), or the driver's
+        # "NVRM: GPU at PCI:...: GPU-<uuid>", printed when the reset GPU logs its next XID.
+        name = "dgx-a100"
+        uuid = gpu_fact(name, 1, "uuid")
+        kmsg = 'printf "%%s\\n" "%s" >> "$NVSIM_STATE_DIR/kmsg"\n'
+        self.health_json(name, self.xid_line(1, 79), rc=EXIT_FAIL)
+        _, doc = self.health_json(name, self.xid_line(1, 79) +
+                                  kmsg % ("GPU reset executed: " + uuid), rc=EXIT_OK)
+        self.assertEqual(doc["gpus"][1]["findings"], [])
+        # the state file of a watch from before the reset no longer counts either
+        self.write_state("gpuctl-health-state 1\nboot %s\ntime 1\nxid %s 79 old\n"
+                         % (boot_id(), uuid))
+        self.health_json(name, self.xid_line(1, 79) + kmsg % ("GPU reset executed: " + uuid),
+                         rc=EXIT_OK)
+        # after the reset, a new XID counts again (the driver's init line announces it)
+        _, doc = self.health_json(
+            name, self.xid_line(1, 79) + kmsg % ("GPU reset executed: " + uuid) +
+            kmsg % ("NVRM: GPU at PCI:%s: %s" % (driver_bus(name, 1), uuid)) +
+            self.xid_line(1, 13), rc=EXIT_WARN)
+        f = self.only_finding(doc, 1, "xid", "WARN")
+        self.assertEqual(f["xid"], 13)
+
+    def test_watch_forgets_a_reset_gpu(self):
+        # a running watch drops a GPU's XIDs when the kernel log shows it reset, and its state
+        # file then no longer fences the GPU
+        uuid = gpu_fact("dgx-a100", 2, "uuid")
+        r = sim_sh("dgx-a100", self.RECORD % (
+            '"$NVSIM" xid -i 2 79\nsleep 1.5\n'
+            'printf "GPU reset executed: %s\\n" >> "$NVSIM_STATE_DIR/kmsg"' % uuid) +
+            'grep -c "^xid %s" "$GPUCTL_HEALTH_STATE" || true\n'
+            '"$GPUCTL" health --format json --kmsg /dev/null >/dev/null; echo rc=$?\n' % uuid)
+        self.assertEqual(r.out.split(), ["0", "rc=0"], r)
+
+    def xid_line(self, gpu, code):
+        return '"$NVSIM" xid -i %d %d\n' % (gpu, code)
+
     def test_other_boot_is_ignored(self):
         uuid = gpu_fact("dgx-a100", 3, "uuid")
         self.write_state("gpuctl-health-state 1\nboot 00000000-0000-0000-0000-000000000000\n"

@@ -1106,6 +1106,56 @@ static void test_kmsg_driver_reload_and_off_bus(void **state)
 	gpuctl_snapshot_free(s);
 }
 
+/* A GPU reset starts that GPU over (docs/health.md, "After a reset"): the driver's "NVRM: GPU at
+ * PCI:...: GPU-<uuid>" (printed once per initialisation of a GPU, before its first XID:
+ * open-gpu-kernel-modules kernel_rc.c) and NVSentinel's "GPU reset executed: GPU-<uuid>". */
+static void test_kmsg_gpu_reset(void **state)
+{
+	struct gpuctl_snapshot *s = healthy(2);
+	struct gpuctl_xid_log *log;
+
+	(void)state;
+	log = parse(s,
+	            "NVRM: Xid (PCI:0000:07:00): 79, before the reset\n"
+	            "NVRM: Xid (PCI:0000:0F:00): 13, other GPU\n"
+	            "NVRM: GPU at PCI:0000:07:00: GPU-00000000-1111-2222-3333-444444444444\n",
+	            1);
+	expect(log, 0, 1, 13, "other GPU");
+	assert_int_equal(gpuctl_xid_log_resets(log, 0), 1);
+	assert_int_equal(gpuctl_xid_log_resets(log, 1), 0);
+	gpuctl_xid_log_free(log);
+	/* the XID the init line announces counts */
+	log = parse(s,
+	            "NVRM: Xid (PCI:0000:07:00): 79, before\n"
+	            "NVRM: GPU at PCI:0000:07:00: GPU-00000000-1111-2222-3333-444444444444\n"
+	            "NVRM: Xid (PCI:0000:07:00): 48, after\n",
+	            1);
+	expect(log, 0, 0, 48, "after");
+	assert_int_equal(gpuctl_xid_log_resets(log, 0), 1);
+	gpuctl_xid_log_free(log);
+	/* NVSentinel's line, behind a syslog prefix, any case; a failed reset is no reset */
+	log = parse(s,
+	            "NVRM: Xid (PCI:0000:0F:00): 79, x\n"
+	            "Dec  1 12:00:00 host nvsentinel-gpu-reset: GPU reset executed: "
+	            "gpu-00000001-1111-2222-3333-444444444444, success: true\n"
+	            "NVRM: Xid (PCI:0000:07:00): 79, y\n"
+	            "GPU reset executed: GPU-00000000-1111-2222-3333-444444444444, success: false\n"
+	            "GPU reset executed: GPU-deadbeef-1111-2222-3333-444444444444\n"
+	            "GPU reset executed: GPU-00000000-1111-2222-3333-4444\n",
+	            1);
+	expect(log, 0, 0, 79, "y");
+	assert_int_equal(gpuctl_xid_log_resets(log, 1), 1);
+	assert_int_equal(gpuctl_xid_log_resets(log, 0), 0);
+	/* forget: the caller's own record of a reset; a second reset counts again */
+	assert_int_equal(gpuctl_xid_log_forget(log, 0), 0);
+	assert_int_equal(gpuctl_xid_log_count(log), 0);
+	assert_int_equal(gpuctl_xid_log_forget(log, 0), 0);
+	assert_int_equal(gpuctl_xid_log_resets(log, 0), 2);
+	assert_int_equal(gpuctl_xid_log_forget(NULL, 0), -EINVAL);
+	gpuctl_xid_log_free(log);
+	gpuctl_snapshot_free(s);
+}
+
 static void test_kmsg_read(void **state)
 {
 	struct gpuctl_snapshot *s = healthy(2);
@@ -1279,6 +1329,7 @@ int main(void)
 	        cmocka_unit_test(test_kmsg_forms),
 	        cmocka_unit_test(test_kmsg_malformed),
 	        cmocka_unit_test(test_kmsg_driver_reload_and_off_bus),
+	        cmocka_unit_test(test_kmsg_gpu_reset),
 	        cmocka_unit_test(test_kmsg_read),
 	        cmocka_unit_test(test_state_round_trip),
 	        cmocka_unit_test(test_state_parse),
