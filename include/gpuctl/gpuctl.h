@@ -559,6 +559,9 @@ int gpuctl_devstr_render(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *s
 #define GPUCTL_CUDA_MIG_MAX          64u
 int gpuctl_devset_cuda_check(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
                              const struct gpuctl_devset *set);
+/* How many MIG devices one CUDA process enumerates on snap's driver: 1 before R570 (or when the
+ * version is not known), GPUCTL_CUDA_MIG_MAX from R570 (then one per GPU instance). */
+unsigned gpuctl_cuda_mig_limit(const struct gpuctl_snapshot *snap);
 /* The CUDA ordinals of set's devices inside a process whose environment has
  * CUDA_VISIBLE_DEVICES=cuda_visible and CUDA_DEVICE_ORDER=order (NULL: unset), i.e. the number
  * to pass to cudaSetDevice. ret_ordinals has gpuctl_devset_count(set) entries; a device that

@@ -1403,18 +1403,21 @@ static unsigned driver_branch(const struct gpuctl_snapshot *snap)
 	return b;
 }
 
+unsigned gpuctl_cuda_mig_limit(const struct gpuctl_snapshot *snap)
+{
+	return driver_branch(snap) < GPUCTL_CUDA_MIG_MULTI_BRANCH ? 1 : GPUCTL_CUDA_MIG_MAX;
+}
+
 int gpuctl_devset_cuda_check(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
                              const struct gpuctl_devset *set)
 {
 	size_t n, nmig = 0, first_mig = 0;
-	unsigned branch;
 	const char *ver;
 	char a[32], b[32];
 
 	if (!snap || !set)
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
 	n = gpuctl_devset_count(set);
-	branch = driver_branch(snap);
 	ver = gpuctl_snapshot_driver_version(snap);
 	for (size_t i = 0; i < n; i++) {
 		size_t gi;
@@ -1426,7 +1429,7 @@ int gpuctl_devset_cuda_check(struct gpuctl_ctx *ctx, const struct gpuctl_snapsho
 	}
 	if (nmig == 0)
 		return 0;
-	if (branch < GPUCTL_CUDA_MIG_MULTI_BRANCH) {
+	if (gpuctl_cuda_mig_limit(snap) == 1) {
 		size_t g0;
 		int m0;
 
@@ -1441,7 +1444,7 @@ int gpuctl_devset_cuda_check(struct gpuctl_ctx *ctx, const struct gpuctl_snapsho
 		        "nothing beside it (MIG user guide, CUDA device enumeration)",
 		        n, nmig, ver ? ver : "of unknown version", a);
 	}
-	if (nmig > GPUCTL_CUDA_MIG_MAX)
+	if (nmig > gpuctl_cuda_mig_limit(snap))
 		return ctx_error(ctx, -EINVAL,
 		                 "%zu MIG devices for one CUDA process: CUDA enumerates at most %u "
 		                 "(MIG user guide, CUDA device enumeration)",
