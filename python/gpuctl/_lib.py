@@ -219,6 +219,7 @@ FUNCTIONS = {
     "gpuctl_alloc_free": (None, [c_void_p]),
     "gpuctl_alloc_snapshot": (c_void_p, [c_void_p]),
     "gpuctl_alloc_devices": (c_void_p, [c_void_p]),
+    "gpuctl_devset_cuda_check": (c_int, [c_void_p, c_void_p, c_void_p]),
     "gpuctl_alloc_cuda_visible_devices": (c_char_p, [c_void_p]),
     "gpuctl_alloc_lease": (c_void_p, [c_void_p]),
     "gpuctl_alloc_lease_dir_path": (c_char_p, [c_void_p]),
