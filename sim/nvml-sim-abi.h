@@ -364,8 +364,7 @@ typedef struct nvmlFieldValue_st {
 } nvmlFieldValue_t;
 #define NVML_VALUE_TYPE_UNSIGNED_INT        1
 #define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION 230
-
-#define NVML_FI_DEV_MEMORY_TEMP 82 /* memory temperature, C */
+#define NVML_FI_DEV_MEMORY_TEMP             82 /* memory temperature, C */
 nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
                                       nvmlFieldValue_t *values);
 nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t *mode);
