@@ -87,7 +87,9 @@ class HealthSelect(GpuctlTestCase):
             open(empty, "w").close()
             script = ('$GPUCTL health --watch --interval 1 --state "$STATE" >/dev/null &\n'
                       'W=$!\n'
-                      'sleep 1\n'
+                      # the watch writes its state file after registering NVML's events:
+                      # only events after that count (a fixed sleep raced under load)
+                      'for i in $(seq 100); do [ -s "$STATE" ] && break; sleep 0.1; done\n'
                       '$NVSIM xid -i 5 48\n'
                       'for i in $(seq 50); do [ -s "$STATE" ] && grep -q 48 "$STATE" && break; '
                       'sleep 0.1; done\n'
