@@ -28,8 +28,13 @@ static struct gpuctl_snapshot *fixture(void)
 
 	if (!s)
 		abort();
+	/* UUIDs for the reset lines ("GPU reset executed: GPU-...") */
+	static const char *const uuids[N_GPUS] = {"GPU-00000000-1111-2222-3333-444444444444",
+	                                          "GPU-00000001-1111-2222-3333-444444444444", NULL,
+	                                          NULL};
 	for (size_t i = 0; i < N_GPUS; i++)
-		if (buses[i] && snapshot_set_str(s, i, GPUCTL_F_PCI_BUS_ID, buses[i]) < 0)
+		if ((buses[i] && snapshot_set_str(s, i, GPUCTL_F_PCI_BUS_ID, buses[i]) < 0) ||
+		    (uuids[i] && snapshot_set_str(s, i, GPUCTL_F_UUID, uuids[i]) < 0))
 			abort();
 	return s;
 }

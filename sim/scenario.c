@@ -781,7 +781,8 @@ static int parse_gpu(struct pctx *c, json_t *o, const char *b, struct sim_gpu *g
 	    (r = get_uint(c, o, b, "temperature_c", 200, &g->temperature_c)) < 0 ||
 	    (r = get_opt(c, o, b, "temperature_slowdown_c", 200, &g->temperature_slowdown_c)) < 0 ||
 	    (r = get_opt(c, o, b, "temperature_shutdown_c", 200, &g->temperature_shutdown_c)) < 0 ||
-	    (r = get_opt(c, o, b, "recovery_action", 5, &g->recovery_action)) < 0 ||
+	    (r = get_opt(c, o, b, "recovery_action", SIM_RECOVERY_ACTION_MAX,
+	                 &g->recovery_action)) < 0 ||
 	    (r = get_opt(c, o, b, "temperature_memory_c", 200, &g->temperature_memory_c)) < 0 ||
 	    (r = get_opt(c, o, b, "utilization_encoder", 100, &g->utilization_encoder)) < 0 ||
 	    (r = get_opt(c, o, b, "utilization_decoder", 100, &g->utilization_decoder)) < 0 ||

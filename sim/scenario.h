@@ -10,6 +10,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* nvmlDeviceGpuRecoveryAction_t: NONE 0, GPU_RESET 1, NODE_REBOOT 2, DRAIN_P2P 3,
+ * DRAIN_AND_RESET 4, RECOVER_IMEX 5 (nvml.h, API 13); BUS_RESET 6 and SYSTEM_REBOOT 7 were added
+ * between NVML 610 and 615 (NVML API change log): the largest value a scenario may hold. */
+#define SIM_RECOVERY_ACTION_MAX 7
+
 #define SIM_MAX_GPUS     128
 #define SIM_MAX_MIG      7    /* most MIG devices one GPU exposes (A100/H100: 7) */
 #define SIM_MAX_LINKS    36   /* link numbers >= this are INVALID_ARGUMENT */

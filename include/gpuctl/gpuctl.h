@@ -271,6 +271,8 @@ enum gpuctl_recovery {
 	GPUCTL_RECOVERY_DRAIN_P2P = 3,
 	GPUCTL_RECOVERY_DRAIN_AND_RESET = 4,
 	GPUCTL_RECOVERY_RECOVER_IMEX = 5,
+	GPUCTL_RECOVERY_BUS_RESET = 6,     /* NVML 615: reset the GPU's PCIe bus */
+	GPUCTL_RECOVERY_SYSTEM_REBOOT = 7, /* NVML 615: reboot the whole system */
 };
 
 enum gpuctl_compute_mode {
@@ -578,6 +580,20 @@ int gpuctl_render_lookup(const char *name);
 int gpuctl_devstr_render(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
                          const struct gpuctl_devset *set, enum gpuctl_render form, unsigned flags,
                          char **ret_text);
+/* Whether one CUDA process given set in CUDA_VISIBLE_DEVICES uses every device of it (MIG user
+ * guide, "CUDA device enumeration", by the snapshot's driver branch): before R570 a process
+ * enumerates one MIG device and nothing beside it; from R570 one compute instance per GPU
+ * instance, at most GPUCTL_CUDA_MIG_MAX MIG devices, whole GPUs alongside. A driver version
+ * that is not known counts as before R570. 0 when it does; -EINVAL with a one-line message
+ * naming the devices and the rule when it does not (then start one process per device, as
+ * `gpuctl run --each` does). gpuctl_devstr_render refuses the CUDA forms of such a set. */
+#define GPUCTL_CUDA_MIG_MULTI_BRANCH 570u
+#define GPUCTL_CUDA_MIG_MAX          64u
+int gpuctl_devset_cuda_check(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
+                             const struct gpuctl_devset *set);
+/* How many MIG devices one CUDA process enumerates on snap's driver: 1 before R570 (or when the
+ * version is not known), GPUCTL_CUDA_MIG_MAX from R570 (then one per GPU instance). */
+unsigned gpuctl_cuda_mig_limit(const struct gpuctl_snapshot *snap);
 /* The CUDA ordinals of set's devices inside a process whose environment has
  * CUDA_VISIBLE_DEVICES=cuda_visible and CUDA_DEVICE_ORDER=order (NULL: unset), i.e. the number
  * to pass to cudaSetDevice. ret_ordinals has gpuctl_devset_count(set) entries; a device that
@@ -988,6 +1004,8 @@ enum gpuctl_xid_class {
 	GPUCTL_XID_FENCE = 1,       /* take the GPU out of service: FAIL */
 	GPUCTL_XID_APPLICATION = 2, /* restart the job; the GPU stays usable: WARN */
 	GPUCTL_XID_INFO = 3,        /* count only: an OK finding */
+	GPUCTL_XID_CHECK = 4,       /* act on the advice (update software, read the recovery
+	                             * action); not known to be broken: WARN */
 };
 /* What gpuctl knows about one XID code. Strings are static. The caller allocates it: initialise
  * with GPUCTL_XID_INFO_INIT (the library writes only the first struct_size bytes). */
@@ -1006,7 +1024,12 @@ struct gpuctl_xid_info {
  * UNKNOWN with a generic meaning and action. 0, or -EINVAL only for a NULL ret_info or a
  * struct_size that does not cover code. */
 int gpuctl_xid_lookup(unsigned code, struct gpuctl_xid_info *ret_info);
-/* "fence", "application", "unknown", "info"; NULL for a value out of range. */
+/* As gpuctl_xid_lookup, for one occurrence with the text the driver logged after the code
+ * (gpuctl_xid_log_get's text; NULL when not known, as for NVML events): XIDs 144-150 (NVLink5)
+ * are graded by the unit, error status and sub-code the line gives, as NVIDIA's catalog decodes
+ * them (docs/health.md); other codes as gpuctl_xid_lookup. */
+int gpuctl_xid_lookup_event(unsigned code, const char *text, struct gpuctl_xid_info *ret_info);
+/* "fence", "application", "unknown", "info", "check"; NULL for a value out of range. */
 const char *gpuctl_xid_class_name(int class_);
 
 /* XID events recorded for a snapshot's GPUs: parsed from the kernel log, or added one by one
@@ -1020,9 +1043,11 @@ int gpuctl_xid_log_add(struct gpuctl_xid_log *log, size_t gpu, unsigned xid, con
  * XIDs of snap's GPUs: lines "NVRM: Xid (PCI:0000:07:00): 79, ..." (also without "PCI:", with a
  * function number, or with text after the bus id), and "NVRM: GPU 0000:07:00.0: GPU has fallen
  * off the bus." as XID 79. A line announcing that the NVIDIA kernel module loaded forgets what
- * came before it (events count since the driver loaded). Malformed lines and lines of other
- * buses are skipped. Returns how many entries the text added (when it holds a driver-load line:
- * how many follow the last one), or -ENOMEM / -EINVAL. */
+ * came before it (events count since the driver loaded); a GPU reset forgets that GPU's earlier
+ * XIDs: the driver's "NVRM: GPU at PCI:0000:07:00: GPU-<uuid>" (printed once per initialisation
+ * of a GPU) and "GPU reset executed: GPU-<uuid>" (docs/health.md, "After a reset"). Malformed lines
+ * and lines of other buses are skipped. Returns how many entries the text added (when it holds a
+ * driver-load line: how many follow the last one), or -ENOMEM / -EINVAL. */
 int gpuctl_xid_log_parse(struct gpuctl_xid_log *log, const struct gpuctl_snapshot *snap,
                          const char *text, size_t len);
 /* Reads the kernel log at path (NULL: /dev/kmsg, read without blocking to its current end)
@@ -1030,6 +1055,12 @@ int gpuctl_xid_log_parse(struct gpuctl_xid_log *log, const struct gpuctl_snapsho
 int gpuctl_xid_log_read(struct gpuctl_ctx *ctx, struct gpuctl_xid_log *log,
                         const struct gpuctl_snapshot *snap, const char *path);
 size_t gpuctl_xid_log_count(const struct gpuctl_xid_log *log);
+/* Forgets every XID of GPU gpu and counts a reset of it. 0, -ENOMEM, -EINVAL. */
+int gpuctl_xid_log_forget(struct gpuctl_xid_log *log, size_t gpu);
+/* How many resets (re-initialisations) of GPU gpu log has seen since the driver loaded: the
+ * kernel-log lines above, and gpuctl_xid_log_forget. Every XID is in the kernel log, so where it
+ * shows a reset, XIDs recorded elsewhere (the health state file) are older or duplicates. */
+unsigned gpuctl_xid_log_resets(const struct gpuctl_xid_log *log, size_t gpu);
 /* Entry i: its GPU (snapshot index), XID and text (NULL if none; owned by log). -EINVAL when i
  * is out of range. */
 int gpuctl_xid_log_get(const struct gpuctl_xid_log *log, size_t i, size_t *ret_gpu,
@@ -1061,15 +1092,19 @@ int gpuctl_xid_watch_wait(struct gpuctl_ctx *ctx, struct gpuctl_xid_watch *watch
  * health --probe does). */
 int gpuctl_cuda_probe_here(struct gpuctl_ctx *ctx, size_t bytes);
 
-/* The outcome of one GPU's probe, for gpuctl_health_opts.probes. Initialise each with
+/* The outcome of one GPU's probe, for gpuctl_health_opts.probes. A GPU in MIG mode is probed
+ * through each of its MIG devices (CUDA cannot use it whole); its result is the first failing
+ * device's (detail names it), else OK. Initialise each with
  * GPUCTL_PROBE_RESULT_INIT: the library steps through the array by its first entry's struct_size
  * (every entry must have the same) and reads only the fields that size covers, so an array built
  * against an older header still reads right. */
 enum gpuctl_probe_status {
-	GPUCTL_PROBE_NOT_RUN = 0, /* no finding */
-	GPUCTL_PROBE_OK = 1,      /* no finding */
-	GPUCTL_PROBE_FAILED = 2,  /* FAIL: a CUDA step failed (detail says which) */
-	GPUCTL_PROBE_HUNG = 3,    /* FAIL: the probe did not finish within its timeout */
+	GPUCTL_PROBE_NOT_RUN = 0,   /* no finding */
+	GPUCTL_PROBE_OK = 1,        /* no finding */
+	GPUCTL_PROBE_FAILED = 2,    /* FAIL: a CUDA step failed (detail says which) */
+	GPUCTL_PROBE_HUNG = 3,      /* FAIL: the probe did not finish within its timeout */
+	GPUCTL_PROBE_NO_DEVICE = 4, /* an OK finding: the GPU is in MIG mode without a MIG device,
+	                             * so CUDA has nothing to use on it (not a fault) */
 };
 struct gpuctl_probe_result {
 	size_t struct_size; /* sizeof(struct gpuctl_probe_result) */
@@ -1125,6 +1160,8 @@ struct gpuctl_health_finding {
 	const char *message; /* what was seen, with the numbers */
 	const char *action;  /* what to do */
 	unsigned xid;        /* for check "xid": the code, else 0 */
+	int xid_class;       /* for check "xid": enum gpuctl_xid_class of this finding (for XIDs
+	                      * 144-150 graded by the logged status), else 0 */
 };
 
 /* Never changes once made; keeps no pointer to its context or snapshot. */

@@ -30,7 +30,7 @@ import sys
 import time
 
 from . import _lib, _model
-from ._errors import NoDeviceError
+from ._errors import NoDeviceError, RequestError
 from ._request import FILTERS, Request, check_keywords, wait_seconds
 
 PROBE_ROUNDS = 3          # allocations tried with probe=True before giving up
@@ -79,7 +79,21 @@ class Lease:
         os.environ (and NVIDIA_VISIBLE_DEVICES to the same UUIDs when it is set), as
         `gpuctl run` does for its job. CUDA reads them once, when it initialises: call this
         before any CUDA work in this process, or before starting the processes that will
-        use the devices."""
+        use the devices.
+
+        One process is given every device, so a set that CUDA would not use whole in one
+        process (more than one MIG device before driver R570, two MIG devices of one GPU
+        instance from R570: MIG user guide, "CUDA device enumeration") raises RequestError and
+        changes nothing: give each process one device (gpuctl.each, or apply per process)."""
+        a = self._alloc
+        if a is not None:
+            L = _lib.lib()
+            with _lib.Context() as c:
+                r = L.gpuctl_devset_cuda_check(c.ctx, L.gpuctl_alloc_snapshot(a),
+                                               L.gpuctl_alloc_devices(a))
+                if r < 0:
+                    raise RequestError(-r, c.message() + "; give each process one device "
+                                       "(gpuctl.each)")
         os.environ["CUDA_VISIBLE_DEVICES"] = self.cuda_visible_devices
         os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         if "NVIDIA_VISIBLE_DEVICES" in os.environ:

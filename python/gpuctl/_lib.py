@@ -124,6 +124,7 @@ class HealthFinding(ctypes.Structure):
         ("message", c_char_p),
         ("action", c_char_p),
         ("xid", c_uint),
+        ("xid_class", c_int),
     ]
 
 
@@ -218,6 +219,7 @@ FUNCTIONS = {
     "gpuctl_alloc_free": (None, [c_void_p]),
     "gpuctl_alloc_snapshot": (c_void_p, [c_void_p]),
     "gpuctl_alloc_devices": (c_void_p, [c_void_p]),
+    "gpuctl_devset_cuda_check": (c_int, [c_void_p, c_void_p, c_void_p]),
     "gpuctl_alloc_cuda_visible_devices": (c_char_p, [c_void_p]),
     "gpuctl_alloc_lease": (c_void_p, [c_void_p]),
     "gpuctl_alloc_lease_dir_path": (c_char_p, [c_void_p]),

@@ -259,7 +259,8 @@ def links(L, snap) -> list:
 class Finding(_Record):
     """One health finding: check (its id in docs/health.md, e.g. "xid", "ecc-dbe"), severity
     ("OK", "WARN", "FAIL"), message (what was seen, with the numbers), action (what to do),
-    xid and xid_class ("fence", "application", "info", "unknown") for an XID, else None."""
+    xid and xid_class ("fence", "application", "check", "info", "unknown") for an XID, else
+    None."""
     __slots__ = ("check", "severity", "message", "action", "xid", "xid_class")
 
     def __repr__(self) -> str:
@@ -288,14 +289,12 @@ def health(L, snap, report) -> list:
                              pci_bus_id=text(L.gpuctl_gpu_str(gpu, field_id("pci_bus_id"))),
                              name=text(L.gpuctl_gpu_str(gpu, field_id("name"))),
                              lost=bool(L.gpuctl_gpu_lost(gpu)), verdict=names[i], findings=[]))
-    info = _lib.XidInfo(struct_size=ctypes.sizeof(_lib.XidInfo))
     for k in range(L.gpuctl_health_finding_count(report)):
         f = L.gpuctl_health_finding(report, k).contents
         xid = xid_class = None
         if f.xid:
             xid = f.xid
-            if L.gpuctl_xid_lookup(f.xid, ctypes.byref(info)) >= 0:
-                xid_class = text(L.gpuctl_xid_class_name(info.class_))
+            xid_class = text(L.gpuctl_xid_class_name(f.xid_class))
         out[f.gpu].findings.append(Finding(
             check=text(f.check), severity=text(L.gpuctl_health_severity_name(f.severity)),
             message=text(f.message), action=text(f.action), xid=xid, xid_class=xid_class))

@@ -102,6 +102,21 @@ def test_apply_sets_the_environment_as_run_does(sim, monkeypatch):
     assert ran["cuda_device_order"] == "PCI_BUS_ID"
 
 
+def test_apply_refuses_more_mig_devices_than_one_cuda_process_uses(sim, monkeypatch):
+    # a100-mig runs driver 550: one MIG device per CUDA process (MIG user guide, "CUDA device
+    # enumeration"), so two in one process's CUDA_VISIBLE_DEVICES would leave one unused
+    sim("a100-mig")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with gpuctl.lease(2, mig="1g.5gb") as held:
+        with pytest.raises(gpuctl.RequestError) as e:
+            held.apply()
+        assert "before R570" in str(e.value)
+        assert "CUDA_VISIBLE_DEVICES" not in os.environ
+    with gpuctl.lease(1, mig="1g.5gb") as held:
+        held.apply()
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == held.uuids[0]
+
+
 def test_the_lease_ends_when_its_holder_is_killed(sim):
     m = sim("dgx-a100")
     p = start(m, HOLDER % "3")

@@ -22,8 +22,14 @@
  *   descending, then total memory descending, then PCI bus id ascending;
  * - GPUs in MIG mode are not CUDA devices as a whole: unset and index lists skip them, a GPU
  *   UUID naming one is invalid; MIG devices are visible only when named by MIG UUID (either
- *   form), and then appear in list order like any UUID entry (R570+ enumeration, several MIG
- *   devices alongside GPUs; the older one-MIG-device limit is not modelled). */
+ *   form), and then appear in list order like any UUID entry.
+ * Documented MIG enumeration (MIG user guide, "CUDA device enumeration"; the reference's B1),
+ * applied to the list once parsed, by the scenario's driver branch (its driver_version):
+ * - before R570 (CUDA 11/R450 to CUDA 12/R5xx) a process enumerates one MIG device only, the
+ *   first one listed, and no whole GPU beside it;
+ * - R570 and later: at most one compute instance per GPU instance (the first listed of each;
+ *   the guide says only that CUDA "picks one"), at most 64 MIG devices in all, whole GPUs
+ *   alongside. */
 #include "visible.h"
 #include "../util.h"
 
@@ -173,6 +179,49 @@ static int find_mig(const struct sim_scenario *sc, const char *s, size_t len,
 	return -ENOENT;
 }
 
+/* The driver branch: the leading number of driver_version ("550.54.15" is 550); 0 unknown. */
+static unsigned int driver_branch(const struct sim_scenario *sc)
+{
+	unsigned int v = 0;
+
+	for (const char *p = sc->driver_version; isdigit((unsigned char)*p) && v < 100000; p++)
+		v = v * 10 + (unsigned int)(*p - '0');
+	return v;
+}
+
+/* The MIG devices CUDA enumerates of a parsed list, by driver branch (rules at the top);
+ * returns the new count, devs kept in list order. */
+static size_t mig_enumeration(const struct sim_scenario *sc, struct sim_cuda_dev *devs, size_t n)
+{
+	size_t out = 0, nmig = 0;
+
+	if (driver_branch(sc) < SIM_CUDA_MIG_MULTI_BRANCH) {
+		for (size_t i = 0; i < n; i++)
+			if (devs[i].mig >= 0) {
+				devs[0] = devs[i];
+				return 1;
+			}
+		return n;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct sim_cuda_dev d = devs[i];
+		bool taken = false;
+
+		if (d.mig >= 0) {
+			unsigned int gi = sc->gpus[d.gpu].mig[d.mig].gi;
+
+			for (size_t j = 0; j < out && !taken; j++)
+				taken = devs[j].mig >= 0 && devs[j].gpu == d.gpu &&
+				        sc->gpus[d.gpu].mig[devs[j].mig].gi == gi;
+			if (taken || nmig == SIM_CUDA_MIG_MAX)
+				continue;
+			nmig++;
+		}
+		devs[out++] = d;
+	}
+	return out;
+}
+
 size_t sim_cuda_visible(const struct sim_scenario *sc, const char *cvd, const char *order,
                         struct sim_cuda_dev *devs, size_t max)
 {
@@ -222,5 +271,5 @@ size_t sim_cuda_visible(const struct sim_scenario *sc, const char *cvd, const ch
 			break;
 		p = comma;
 	}
-	return n;
+	return mig_enumeration(sc, devs, n);
 }

@@ -16,6 +16,12 @@ struct sim_cuda_dev {
 
 #define SIM_CUDA_MAX_DEVS (SIM_MAX_GPUS * (1 + SIM_MAX_MIG))
 
+/* MIG enumeration (MIG user guide, "CUDA device enumeration"): from driver branch R570 a process
+ * may enumerate several MIG devices (one compute instance per GPU instance), at most 64 in all;
+ * before it, one. */
+#define SIM_CUDA_MIG_MULTI_BRANCH 570u
+#define SIM_CUDA_MIG_MAX          64u
+
 /* Fills devs (room for max) with the visible devices in CUDA ordinal order; returns how many.
  * cvd and order are the variables' values, NULL when unset. */
 size_t sim_cuda_visible(const struct sim_scenario *sc, const char *cvd, const char *order,

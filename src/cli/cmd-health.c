@@ -17,8 +17,9 @@
  * - The table prints one block per GPU, a finding per line with its action under it, and a
  *   summary line; JSON is docs/json.md's "gpuctl health".
  * - --probe re-executes this binary (/proc/self/exe health --probe-child) once per GPU, in
- *   parallel, with CUDA_VISIBLE_DEVICES set to the GPU's UUID (child.c: own process group,
- *   deadline); the child runs gpuctl_cuda_probe_here and prints "ok" or the failure. A fresh
+ *   parallel, with CUDA_VISIBLE_DEVICES set to the GPU's UUID (a GPU in MIG mode: once per MIG
+ *   device, with its MIG- UUID, since CUDA cannot use such a GPU whole) (child.c: own process
+ * group, deadline); the child runs gpuctl_cuda_probe_here and prints "ok" or the failure. A fresh
  *   process (not a fork of this one, which holds NVML) cannot inherit a broken CUDA or NVML
  *   state, and one killed at the deadline takes everything it started with it.
  * - --slurm is slurm.c's; --watch is health-watch.c's.
@@ -154,17 +155,14 @@ static void print_table(const struct health_args *a, const struct gpuctl_snapsho
 static json_t *finding_json(const struct gpuctl_health_finding *f)
 {
 	json_t *o = json_object();
-	struct gpuctl_xid_info info = GPUCTL_XID_INFO_INIT;
 
-	if (f->xid)
-		(void)gpuctl_xid_lookup(f->xid, &info);
 	if (json_put(o, "check", json_string(f->check)) < 0 ||
 	    json_put(o, "severity", json_string(gpuctl_health_severity_name(f->severity))) < 0 ||
 	    json_put(o, "message", json_string(f->message)) < 0 ||
 	    json_put(o, "action", json_string(f->action)) < 0 ||
 	    json_put(o, "xid", f->xid ? json_integer(f->xid) : json_null()) < 0 ||
 	    json_put(o, "xid_class",
-	             f->xid ? json_string(gpuctl_xid_class_name(info.class_)) : json_null()) < 0) {
+	             f->xid ? json_string(gpuctl_xid_class_name(f->xid_class)) : json_null()) < 0) {
 		json_decref(o);
 		return NULL;
 	}
@@ -253,11 +251,13 @@ out:
 /* ---- --probe: one child per GPU, only that GPU visible, under a timeout ---- */
 
 struct probe_child {
-	size_t gpu;                 /* snapshot index */
-	pid_t pid;                  /* the child, leader of its own process group; 0: none */
-	int fd;                     /* read end of its stdout, -1 once closed */
-	char out[PROBE_DETAIL_MAX]; /* what it printed (one line) */
-	size_t len;                 /* bytes in out */
+	size_t gpu;                     /* snapshot index */
+	int mig;                        /* MIG device (its place on the GPU) probed; -1: the GPU */
+	struct gpuctl_probe_result res; /* its outcome (status NOT_RUN until it ends) */
+	pid_t pid;                      /* the child, leader of its own process group; 0: none */
+	int fd;                         /* read end of its stdout, -1 once closed */
+	char out[PROBE_DETAIL_MAX];     /* what it printed (one line) */
+	size_t len;                     /* bytes in out */
 };
 
 /* environ with CUDA_VISIBLE_DEVICES=uuid (replacing any), malloc'ed array of borrowed strings
@@ -331,15 +331,61 @@ static void probe_finish(struct probe_child *c, struct gpuctl_probe_result *res,
 	res->detail = c->out;
 }
 
-/* Probes the chosen GPUs in parallel; res[] (by snapshot index) gets the outcomes. Children
- * still running at the deadline are killed with their process group: gpuctl never hangs. */
+/* Whether GPU g is in MIG mode: CUDA then uses it only through its MIG devices. */
+static bool gpu_mig_mode(const struct gpuctl_gpu *g)
+{
+	int64_t v = 0;
+
+	return gpuctl_gpu_int(g, GPUCTL_F_MIG_MODE, &v) == 0 && v;
+}
+
+/* How many probes GPU g takes: one per MIG device in MIG mode (none without any), else one. */
+static size_t probes_of(const struct gpuctl_gpu *g)
+{
+	return gpu_mig_mode(g) ? gpuctl_gpu_mig_count(g) : 1;
+}
+
+/* Folds kid c's outcome into its GPU's result: a GPU in MIG mode passes when every MIG device
+ * does, and fails with the first failing device named. */
+static void probe_fold(struct probe_child *c, const struct gpuctl_snapshot *snap,
+                       const struct gpuctl_probe_result *one, struct gpuctl_probe_result *res)
+{
+	char buf[PROBE_DETAIL_MAX];
+	const struct gpuctl_mig *m;
+
+	if (c->mig < 0) {
+		*res = *one;
+		return;
+	}
+	if (res->status == GPUCTL_PROBE_FAILED || res->status == GPUCTL_PROBE_HUNG)
+		return; /* the first failure is the one reported */
+	if (one->status == GPUCTL_PROBE_OK) {
+		res->status = GPUCTL_PROBE_OK;
+		if (one->seconds > res->seconds)
+			res->seconds = one->seconds;
+		return;
+	}
+	*res = *one;
+	m = gpuctl_gpu_mig(gpuctl_snapshot_gpu(snap, c->gpu), (size_t)c->mig);
+	(void)snprintf(buf, sizeof(buf), "MIG device %s (%s)%s%s",
+	               m && gpuctl_mig_profile(m) ? gpuctl_mig_profile(m) : "?",
+	               m && gpuctl_mig_uuid(m) ? gpuctl_mig_uuid(m) : "no UUID",
+	               one->detail ? ": " : "", one->detail ? one->detail : "");
+	strscpy_n(c->out, sizeof(c->out), buf);
+	res->detail = c->out;
+}
+
+/* Probes the chosen GPUs in parallel, a GPU in MIG mode through each of its MIG devices (CUDA
+ * cannot use it whole: MIG user guide, "CUDA device enumeration"); res[] (by snapshot index)
+ * gets the outcomes. Children still running at the deadline are killed with their process
+ * group: gpuctl never hangs. */
 static int run_probes(const struct health_args *a, const struct gpuctl_snapshot *snap,
-                      struct probe_child *kids, struct gpuctl_probe_result *res)
+                      struct probe_child *kids, size_t nkids, struct gpuctl_probe_result *res)
 {
 	double t0 = cli_now(CLOCK_MONOTONIC), deadline = t0 + a->probe_timeout;
-	size_t running = 0;
-	struct pollfd *pfd = calloc(a->nsel + 1, sizeof(*pfd));
-	size_t *idx = calloc(a->nsel + 1, sizeof(*idx));
+	size_t running = 0, k = 0;
+	struct pollfd *pfd = calloc(nkids + 1, sizeof(*pfd));
+	size_t *idx = calloc(nkids + 1, sizeof(*idx));
 	int status = 0;
 
 	if (!pfd || !idx) {
@@ -347,35 +393,51 @@ static int run_probes(const struct health_args *a, const struct gpuctl_snapshot 
 		status = CLI_EXIT_FAILURE;
 		goto out;
 	}
-	for (size_t k = 0; k < a->nsel; k++) {
-		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, a->sel[k]);
-		const char *uuid = gpuctl_gpu_str(g, GPUCTL_F_UUID);
-		struct probe_child *c = &kids[k];
-		int r;
+	for (size_t s = 0; s < a->nsel && status == 0; s++) {
+		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, a->sel[s]);
+		bool mig = gpu_mig_mode(g);
+		size_t n = probes_of(g);
 
-		c->gpu = a->sel[k];
-		c->pid = 0;
-		c->fd = -1;
-		if (gpuctl_gpu_lost(g) || !uuid)
-			continue; /* a lost GPU is FAIL already; no UUID, no way to name it */
-		r = probe_start(c, uuid);
-		if (r < 0) {
-			cli_error("health: --probe: cannot start a probe: %s", strerror(-r));
-			status = CLI_EXIT_FAILURE;
-			break; /* the ones started are killed below */
+		if (gpuctl_gpu_lost(g))
+			continue; /* FAIL already */
+		if (mig && n == 0) {
+			res[a->sel[s]].status = GPUCTL_PROBE_NO_DEVICE;
+			continue;
 		}
-		running++;
+		for (size_t m = 0; m < n; m++) {
+			const char *uuid = mig ? gpuctl_mig_uuid(gpuctl_gpu_mig(g, m))
+			                       : gpuctl_gpu_str(g, GPUCTL_F_UUID);
+			struct probe_child *c = &kids[k++];
+			int r;
+
+			c->res = (struct gpuctl_probe_result)GPUCTL_PROBE_RESULT_INIT;
+			c->gpu = a->sel[s];
+			c->mig = mig ? (int)m : -1;
+			c->pid = 0;
+			c->fd = -1;
+			if (!uuid)
+				continue; /* no UUID, no way to name it */
+			r = probe_start(c, uuid);
+			if (r < 0) {
+				cli_error("health: --probe: cannot start a probe: %s",
+				          strerror(-r));
+				status = CLI_EXIT_FAILURE;
+				break; /* the ones started are killed below */
+			}
+			running++;
+		}
 	}
+	nkids = k;
 	while (running > 0 && status == 0) {
 		size_t n = 0;
 		double left = deadline - cli_now(CLOCK_MONOTONIC);
 
 		if (left <= 0)
 			break;
-		for (size_t k = 0; k < a->nsel; k++)
-			if (kids[k].fd >= 0) {
-				pfd[n] = (struct pollfd){.fd = kids[k].fd, .events = POLLIN};
-				idx[n++] = k;
+		for (size_t j = 0; j < nkids; j++)
+			if (kids[j].fd >= 0) {
+				pfd[n] = (struct pollfd){.fd = kids[j].fd, .events = POLLIN};
+				idx[n++] = j;
 			}
 		int p = poll(pfd, n, (int)(left * 1000) + 1);
 		if (p < 0 && errno != EINTR) {
@@ -398,12 +460,12 @@ static int run_probes(const struct health_args *a, const struct gpuctl_snapshot 
 			}
 			close(c->fd); /* EOF, an error, or more than one line's worth */
 			c->fd = -1;
-			probe_finish(c, &res[c->gpu], t0);
+			probe_finish(c, &c->res, t0);
 			running--;
 		}
 	}
-	for (size_t k = 0; k < a->nsel; k++) {
-		struct probe_child *c = &kids[k];
+	for (size_t j = 0; j < nkids; j++) {
+		struct probe_child *c = &kids[j];
 
 		if (c->fd < 0)
 			continue;
@@ -412,9 +474,16 @@ static int run_probes(const struct health_args *a, const struct gpuctl_snapshot 
 			;
 		close(c->fd);
 		c->fd = -1;
-		res[c->gpu] = (struct gpuctl_probe_result){.struct_size = sizeof(res[c->gpu]),
-		                                           .status = GPUCTL_PROBE_HUNG,
-		                                           .seconds = a->probe_timeout};
+		c->res = (struct gpuctl_probe_result){.struct_size = sizeof(c->res),
+		                                      .status = GPUCTL_PROBE_HUNG,
+		                                      .seconds = a->probe_timeout};
+	}
+	/* in device order, so the failure reported is the same whichever child ended first */
+	for (size_t j = 0; j < nkids; j++) {
+		struct gpuctl_probe_result one = kids[j].res;
+
+		if (one.status != GPUCTL_PROBE_NOT_RUN)
+			probe_fold(&kids[j], snap, &one, &res[kids[j].gpu]);
 	}
 out:
 	free(pfd);
@@ -713,8 +782,10 @@ static int cmd_health_exec(struct cli *cli, int argc, char **argv)
 	/* the facts the checks read, and identity: nothing else is shown */
 	size_t nhf;
 	const enum gpuctl_field *hf = gpuctl_health_fields(&nhf);
-	status =
-	        cli_snapshot_fields(cli, GPUCTL_SNAP_HEALTH | GPUCTL_SNAP_TOPOLOGY, hf, nhf, &snap);
+	/* --probe reaches a GPU in MIG mode through its MIG devices */
+	status = cli_snapshot_fields(
+	        cli, GPUCTL_SNAP_HEALTH | GPUCTL_SNAP_TOPOLOGY | (a.probe ? GPUCTL_SNAP_MIG : 0),
+	        hf, nhf, &snap);
 	if (status)
 		goto out;
 	status = cli_select_gpus(cli, snap, a.ids, &a.sel, &a.nsel);
@@ -734,8 +805,11 @@ static int cmd_health_exec(struct cli *cli, int argc, char **argv)
 	opts.prev = prev;
 	opts.strict = a.strict;
 	if (a.probe) {
+		size_t nkids = 0;
+		for (size_t k = 0; k < a.nsel; k++)
+			nkids += probes_of(gpuctl_snapshot_gpu(snap, a.sel[k]));
 		probes = calloc(gpuctl_snapshot_gpu_count(snap) + 1, sizeof(*probes));
-		kids = calloc(a.nsel + 1, sizeof(*kids));
+		kids = calloc(nkids + 1, sizeof(*kids));
 		if (!probes || !kids) {
 			cli_error("health: out of memory");
 			status = CLI_EXIT_FAILURE;
@@ -743,7 +817,7 @@ static int cmd_health_exec(struct cli *cli, int argc, char **argv)
 		}
 		for (size_t i = 0; i <= gpuctl_snapshot_gpu_count(snap); i++)
 			probes[i] = (struct gpuctl_probe_result)GPUCTL_PROBE_RESULT_INIT;
-		status = run_probes(&a, snap, kids, probes);
+		status = run_probes(&a, snap, kids, nkids, probes);
 		if (status)
 			goto out;
 		opts.probes = probes;
@@ -811,6 +885,7 @@ const struct cmd_entry cmd_health_entry = {
                 "                   /dev/kmsg when readable)\n"
                 "  --probe          also try CUDA on each GPU: a child process that sees only\n"
                 "                   that GPU creates a context, allocates and frees memory\n"
+                "                   (a GPU in MIG mode: one child per MIG device)\n"
                 "  --probe-timeout SECONDS\n"
                 "                   a probe that has not finished by then is killed and the\n"
                 "                   GPU FAILs (default 10)\n"

@@ -254,6 +254,12 @@ static int print_text(const struct cli *cli, const struct info *in, const struct
 	printf("CUDA driver version:  %s\n", in->cuda[0] ? in->cuda : "N/A");
 	printf("NVML library:         %s\n", in->nvml_lib ? in->nvml_lib : "N/A");
 	printf("CUDA library:         %s\n", in->cuda_lib ? in->cuda_lib : "not found");
+	if (gpuctl_cuda_mig_limit(snap) == 1)
+		printf("MIG devices per CUDA process: 1 (driver before R570)\n");
+	else
+		printf("MIG devices per CUDA process: one per GPU instance, %u at most (R570 and "
+		       "later)\n",
+		       gpuctl_cuda_mig_limit(snap));
 	for (size_t i = 0; i < 2; i++)
 		if (in->warnings[i][0])
 			printf("Warning: %s\n", in->warnings[i]);
@@ -343,6 +349,9 @@ static int print_json(const struct cli *cli, const struct info *in, const struct
 		r = json_put(root, "nvml_library", json_string_or_null(in->nvml_lib));
 	if (r >= 0)
 		r = json_put(root, "cuda_library", json_string_or_null(in->cuda_lib));
+	if (r >= 0)
+		r = json_put(root, "cuda_mig_devices_per_process",
+		             json_integer((json_int_t)gpuctl_cuda_mig_limit(snap)));
 	if (r >= 0) {
 		r = json_put(root, "warnings", warnings);
 		warnings = NULL;

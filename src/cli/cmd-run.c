@@ -1026,6 +1026,13 @@ static int run_once(struct cli *cli, struct run_args *ap, const char *command,
 
 	const struct gpuctl_devset *set = gpuctl_alloc_devices(alloc);
 	size_t ndev = gpuctl_devset_count(set);
+	/* one process gets them all: never more MIG devices than CUDA uses (nothing started yet;
+	 * freeing the allocation below ends the lease) */
+	if (!a.each && gpuctl_devset_cuda_check(cli->ctx, snap, set) < 0) {
+		cli_error("run: %s; use --each (one process per device)", gpuctl_errmsg(cli->ctx));
+		status = CLI_EXIT_USAGE;
+		goto out;
+	}
 	nkids = a.each ? ndev : 1;
 	kids = calloc(nkids, sizeof(*kids));
 	allowed = calloc(RUN_CPU_WORDS, sizeof(*allowed));

@@ -174,6 +174,14 @@ static int choose(struct cli *cli, struct select_args *o, enum gpuctl_alloc_mode
 		return status;
 	const struct gpuctl_snapshot *snap = gpuctl_alloc_snapshot(alloc);
 	const struct gpuctl_selection *sel = gpuctl_alloc_selection(alloc);
+	/* a CUDA form is one process's devices: never more MIG devices than CUDA uses */
+	if ((out->form == GPUCTL_RENDER_CUDA || out->form == GPUCTL_RENDER_ENV) &&
+	    gpuctl_devset_cuda_check(cli->ctx, snap, gpuctl_alloc_devices(alloc)) < 0) {
+		cli_error("select: %s; use gpuctl run --each, or a container --format",
+		          gpuctl_errmsg(cli->ctx));
+		gpuctl_alloc_free(alloc);
+		return CLI_EXIT_USAGE;
+	}
 	r = gpuctl_devstr_render(cli->ctx, snap, gpuctl_alloc_devices(alloc), out->form,
 	                         out->render_flags, ret_text);
 	if (r < 0) {

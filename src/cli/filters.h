@@ -91,7 +91,7 @@ enum {
 	"                        PCI bus ids, comma-separated)\n"                                  \
 	"  --exclude IDS         never choose these GPUs\n"                                        \
 	"  --numa NODE           only GPUs attached to CPU NUMA node NODE (also --numa-node)\n"    \
-	"  --mig PROFILE         choose MIG devices of this profile (e.g. 1g.10gb)\n"              \
+	"  --mig PROFILE         MIG devices of this profile (1g.10gb, 1g.24gb+me)\n"              \
 	"  --whole               choose whole GPUs (the default; conflicts with --mig)\n"          \
 	"  --allow-unhealthy     also consider GPUs whose health verdict is FAIL, and WARN\n"      \
 	"                        ones like any other (docs/health.md; lost GPUs never)\n"          \

@@ -152,6 +152,25 @@ static bool chosen(const size_t *sel, size_t nsel, size_t gpu)
 }
 
 /* Records the state; says the first failure once. */
+/* With NVML events the XIDs accumulate; a GPU the kernel log shows reset since the last look
+ * (docs/health.md, "After a reset") starts over. */
+static int forget_reset_gpus(struct cli *cli, const struct watch_args *w,
+                             const struct gpuctl_snapshot *snap, struct gpuctl_xid_log *xids)
+{
+	struct gpuctl_xid_log *now = NULL;
+	int r = 0;
+
+	if (gpuctl_xid_log_new(&now) < 0)
+		return -ENOMEM;
+	if (gpuctl_xid_log_read(cli->ctx, now, snap, w->kmsg) >= 0)
+		for (size_t g = 0; g < gpuctl_snapshot_gpu_count(snap) && r >= 0; g++)
+			while (r >= 0 &&
+			       gpuctl_xid_log_resets(now, g) > gpuctl_xid_log_resets(xids, g))
+				r = gpuctl_xid_log_forget(xids, g);
+	gpuctl_xid_log_free(now);
+	return r;
+}
+
 static void save_state(struct cli *cli, const struct watch_args *w,
                        const struct gpuctl_snapshot *snap, const struct gpuctl_xid_log *xids,
                        bool *warned)
@@ -319,10 +338,15 @@ int health_watch(struct cli *cli, const struct watch_args *w)
 				break;
 			}
 			(void)gpuctl_xid_log_read(cli->ctx, xids, snap, w->kmsg);
-		} else if (resnap) {
-			gpuctl_xid_watch_free(events);
-			if (gpuctl_xid_watch_new(cli->ctx, snap, &events) < 0)
-				events = NULL;
+		} else {
+			if (resnap) {
+				gpuctl_xid_watch_free(events);
+				if (gpuctl_xid_watch_new(cli->ctx, snap, &events) < 0)
+					events = NULL;
+			}
+			r = forget_reset_gpus(cli, w, snap, xids);
+			if (r < 0)
+				break;
 		}
 		r = check_and_print(cli, w, snap, prev, taken - prev_taken, xids, sel, nsel, &seen,
 		                    &worst);

@@ -67,6 +67,7 @@
  *   silently different device. JSON is written here with its own escaper: src/lib does not link
  *   jansson.
  */
+#include <inttypes.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -81,6 +82,7 @@
 
 #include "ctx.h"
 #include "gres.h"
+#include "mig-profile.h"
 #include "snapshot-internal.h"
 #include "util.h"
 
@@ -1209,6 +1211,15 @@ static bool is_safe_token(const char *s)
 	return true;
 }
 
+/* Printable ASCII only, so it can go into a one-line message. */
+static bool printable(const char *s)
+{
+	for (; *s; s++)
+		if (!isgraph((unsigned char)*s))
+			return false;
+	return true;
+}
+
 /* A value as one shell word: bare when it has only safe characters, else in single quotes. */
 static void sb_shell_word(struct sbuf *b, const char *s)
 {
@@ -1430,7 +1441,8 @@ static int render_cdi(struct render *rc)
 }
 
 /* Kubernetes asks for counts: nvidia.com/gpu for whole GPUs, nvidia.com/mig-<profile> per MIG
- * profile (the device plugin's "mixed" strategy), in order of first appearance. */
+ * profile (the device plugin's "mixed" strategy, which writes a profile's '+' as '.':
+ * nvidia.com/mig-1g.5gb.me), in order of first appearance. */
 static int render_k8s(struct render *rc)
 {
 	_cleanup_free_ char *list = NULL;
@@ -1453,13 +1465,22 @@ static int render_k8s(struct render *rc)
 		if (d.mig >= 0) {
 			char name[48];
 
+			char res[96];
+
 			prof = gpuctl_mig_profile(dev_mig(rc->snap, d));
-			if (!prof || !is_safe_token(prof))
+			if (!prof)
 				return ctx_error(
 				        rc->ctx, -EINVAL,
 				        "MIG device %s: its profile is unknown, so there is "
 				        "no Kubernetes resource name for it",
 				        dev_name(rc->snap, d, name, sizeof(name)));
+			if (mig_profile_k8s_name(prof, res, sizeof(res)) < 0)
+				return ctx_error(
+				        rc->ctx, -EINVAL,
+				        "MIG device %s: profile '%.64s' makes no Kubernetes "
+				        "resource name",
+				        dev_name(rc->snap, d, name, sizeof(name)),
+				        printable(prof) ? prof : "?");
 		}
 		for (k = 0; k < n_names; k++)
 			if ((!names[k] && !prof) || (names[k] && prof && streq(names[k], prof)))
@@ -1472,10 +1493,16 @@ static int render_k8s(struct render *rc)
 		n_names = 1; /* an empty set asks for nvidia.com/gpu: 0 */
 	sb_puts(&rc->out, "resources:\n  limits:\n");
 	for (size_t k = 0; k < n_names; k++) {
-		if (names[k])
-			sb_printf(&rc->out, "    nvidia.com/mig-%s: %zu\n", names[k], counts[k]);
-		else
+		char res[96];
+
+		if (names[k]) {
+			/* checked above: it has a resource name */
+			if (mig_profile_k8s_name(names[k], res, sizeof(res)) < 0)
+				return ctx_error(rc->ctx, -EINVAL, "no resource name");
+			sb_printf(&rc->out, "    nvidia.com/%s: %zu\n", res, counts[k]);
+		} else {
 			sb_printf(&rc->out, "    nvidia.com/gpu: %zu\n", counts[k]);
+		}
 	}
 	sb_puts(&rc->out,
 	        "env:\n"
@@ -1548,6 +1575,98 @@ int gpuctl_render_lookup(const char *name)
 	return -EINVAL;
 }
 
+/* ---- How many MIG devices one CUDA process uses ---- */
+
+/* The driver branch of snap: the leading number of its driver version ("550.54.15" is 550);
+ * 0 when unknown. */
+static unsigned driver_branch(const struct gpuctl_snapshot *snap)
+{
+	const char *v = gpuctl_snapshot_driver_version(snap);
+	unsigned b = 0;
+
+	for (; v && *v >= '0' && *v <= '9' && b < 100000; v++)
+		b = b * 10 + (unsigned)(*v - '0');
+	return b;
+}
+
+unsigned gpuctl_cuda_mig_limit(const struct gpuctl_snapshot *snap)
+{
+	return driver_branch(snap) < GPUCTL_CUDA_MIG_MULTI_BRANCH ? 1 : GPUCTL_CUDA_MIG_MAX;
+}
+
+int gpuctl_devset_cuda_check(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
+                             const struct gpuctl_devset *set)
+{
+	size_t n, nmig = 0, first_mig = 0;
+	const char *ver;
+	char a[32], b[32];
+
+	if (!snap || !set)
+		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	n = gpuctl_devset_count(set);
+	ver = gpuctl_snapshot_driver_version(snap);
+	for (size_t i = 0; i < n; i++) {
+		size_t gi;
+		int mi;
+
+		(void)gpuctl_devset_get(set, i, &gi, &mi);
+		if (mi >= 0 && nmig++ == 0)
+			first_mig = i;
+	}
+	if (nmig == 0)
+		return 0;
+	if (gpuctl_cuda_mig_limit(snap) == 1) {
+		size_t g0;
+		int m0;
+
+		if (n == 1)
+			return 0;
+		(void)gpuctl_devset_get(set, first_mig, &g0, &m0);
+		gpuctl_device_label(snap, g0, m0, a, sizeof(a));
+		return ctx_error(
+		        ctx, -EINVAL,
+		        "%zu devices (%zu MIG) for one CUDA process: with driver %s (before "
+		        "R570) a CUDA process enumerates only one MIG device, here %s, and "
+		        "nothing beside it (MIG user guide, CUDA device enumeration)",
+		        n, nmig, ver ? ver : "of unknown version", a);
+	}
+	if (nmig > gpuctl_cuda_mig_limit(snap))
+		return ctx_error(ctx, -EINVAL,
+		                 "%zu MIG devices for one CUDA process: CUDA enumerates at most %u "
+		                 "(MIG user guide, CUDA device enumeration)",
+		                 nmig, GPUCTL_CUDA_MIG_MAX);
+	for (size_t i = 0; i < n; i++) {
+		int64_t gi_i, gi_j;
+		size_t g_i, g_j;
+		int m_i, m_j;
+
+		(void)gpuctl_devset_get(set, i, &g_i, &m_i);
+		if (m_i < 0 ||
+		    gpuctl_mig_int(gpuctl_gpu_mig(gpuctl_snapshot_gpu(snap, g_i), (size_t)m_i),
+		                   GPUCTL_MIG_GI, &gi_i) < 0)
+			continue;
+		for (size_t j = i + 1; j < n; j++) {
+			(void)gpuctl_devset_get(set, j, &g_j, &m_j);
+			if (m_j < 0 || g_j != g_i ||
+			    gpuctl_mig_int(
+			            gpuctl_gpu_mig(gpuctl_snapshot_gpu(snap, g_j), (size_t)m_j),
+			            GPUCTL_MIG_GI, &gi_j) < 0 ||
+			    gi_j != gi_i)
+				continue;
+			gpuctl_device_label(snap, g_i, m_i, a, sizeof(a));
+			gpuctl_device_label(snap, g_j, m_j, b, sizeof(b));
+			return ctx_error(
+			        ctx, -EINVAL,
+			        "MIG devices %s and %s share GPU instance %" PRId64
+			        " of GPU %zu: CUDA enumerates one compute instance per GPU "
+			        "instance in a process (MIG user guide, CUDA device "
+			        "enumeration)",
+			        a, b, gi_i, g_i);
+		}
+	}
+	return 0;
+}
+
 int gpuctl_devstr_render(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
                          const struct gpuctl_devset *set, enum gpuctl_render form, unsigned flags,
                          char **ret_text)
@@ -1562,6 +1681,12 @@ int gpuctl_devstr_render(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *s
 	if (flags & ~GPUCTL_RENDER_INDICES)
 		return ctx_error(ctx, -EINVAL, "unknown render flags 0x%x", flags);
 	rc.indices = flags & GPUCTL_RENDER_INDICES;
+	/* a CUDA form is one process's CUDA_VISIBLE_DEVICES: never more than CUDA uses */
+	if (form == GPUCTL_RENDER_CUDA || form == GPUCTL_RENDER_ENV) {
+		r = gpuctl_devset_cuda_check(ctx, snap, set);
+		if (r < 0)
+			return r;
+	}
 	sb_puts(&rc.out, "");
 	r = render_forms[form].render(&rc);
 	if (r >= 0 && rc.out.oom)

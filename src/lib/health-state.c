@@ -138,7 +138,9 @@ static int parse_gpu(struct gpuctl_snapshot *prev, char *rest)
 	return 1;
 }
 
-/* "xid UUID CODE TEXT": recorded unless xids already has that code on that GPU. */
+/* "xid UUID CODE TEXT": recorded unless xids already has that code on that GPU, or the kernel
+ * log (already in xids) shows the GPU reset: every XID reaches the kernel log, so the state's
+ * XIDs of that GPU are from before the reset or already there. */
 static int parse_xid(const struct gpuctl_snapshot *snap, struct gpuctl_xid_log *xids,
                      const char *rest)
 {
@@ -159,7 +161,7 @@ static int parse_xid(const struct gpuctl_snapshot *snap, struct gpuctl_xid_log *
 	if (errno || code == 0 || code > 99999 || (*end != ' ' && *end != '\0'))
 		return 0;
 	gpu = gpu_by_uuid(snap, uuid);
-	if (gpu == SIZE_MAX)
+	if (gpu == SIZE_MAX || gpuctl_xid_log_resets(xids, gpu) > 0)
 		return 0;
 	for (size_t i = 0; i < gpuctl_xid_log_count(xids); i++) {
 		size_t g;

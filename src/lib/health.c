@@ -177,7 +177,8 @@ static void check_nvml(struct gpuctl_health_report *rep, const struct gpuctl_gpu
 }
 
 /* DCGM (DRIVER watch): reset, reboot, drain-and-reset FAIL; drain P2P WARN. Recover IMEX has
- * no DCGM rule: WARN (the GPU works; its fabric service needs attention). */
+ * no DCGM rule: WARN (the GPU works; its fabric service needs attention). Bus reset (6) and
+ * system reboot (7), added in NVML 615, are a reset and a reboot: FAIL. */
 static void check_recovery(struct gpuctl_health_report *rep, const struct gpuctl_gpu *g)
 {
 	int64_t v;
@@ -194,6 +195,17 @@ static void check_recovery(struct gpuctl_health_report *rep, const struct gpuctl
 		add(rep, g->index, CHECK_RECOVERY, GPUCTL_HEALTH_FAIL,
 		    "drain the node and reboot it",
 		    "the driver asks for a node reboot (recovery action 2)");
+		break;
+	case GPUCTL_RECOVERY_BUS_RESET:
+		add(rep, g->index, CHECK_RECOVERY, GPUCTL_HEALTH_FAIL,
+		    "drain the GPU and reset its PCIe bus (a secondary bus reset of its slot, e.g. "
+		    "through the BMC or setpci), or reboot",
+		    "the driver asks for a bus reset (recovery action 6)");
+		break;
+	case GPUCTL_RECOVERY_SYSTEM_REBOOT:
+		add(rep, g->index, CHECK_RECOVERY, GPUCTL_HEALTH_FAIL,
+		    "drain the node and reboot the whole system",
+		    "the driver asks for a system reboot (recovery action 7)");
 		break;
 	case GPUCTL_RECOVERY_DRAIN_AND_RESET:
 		add(rep, g->index, CHECK_RECOVERY, GPUCTL_HEALTH_FAIL,
@@ -266,7 +278,15 @@ static void check_probe(struct gpuctl_health_report *rep, const struct gpuctl_gp
 	else if (p->status == GPUCTL_PROBE_HUNG)
 		add(rep, g->index, CHECK_PROBE, GPUCTL_HEALTH_FAIL,
 		    "drain the GPU; check the kernel log for XIDs; reset the GPU or reboot",
-		    "CUDA allocation probe hung: no answer within %.0f s (killed)", p->seconds);
+		    "CUDA allocation probe hung: %s%sno answer within %.0f s (killed)",
+		    p->detail ? p->detail : "", p->detail ? ": " : "", p->seconds);
+	else if (p->status == GPUCTL_PROBE_NO_DEVICE)
+		add(rep, g->index, CHECK_PROBE, GPUCTL_HEALTH_OK,
+		    "none for health; create GPU and compute instances (nvidia-smi mig -cgi ... "
+		    "-C) "
+		    "to run CUDA work on it",
+		    "MIG mode is on and the GPU has no MIG device: CUDA has nothing to use on it, "
+		    "not probed");
 }
 
 static void check_memory(struct gpuctl_health_report *rep, const struct gpuctl_gpu *g,
@@ -502,7 +522,15 @@ static int cmp_xid_entry(const void *a, const void *b)
 	return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : x[1] < y[1] ? -1 : x[1] > y[1];
 }
 
-/* One finding per (GPU, XID code): how often, and the text of the last occurrence. */
+static int xid_severity(int class_)
+{
+	return class_ == GPUCTL_XID_FENCE  ? GPUCTL_HEALTH_FAIL
+	       : class_ == GPUCTL_XID_INFO ? GPUCTL_HEALTH_OK
+	                                   : GPUCTL_HEALTH_WARN;
+}
+
+/* One finding per (GPU, XID code): how often, and the text of the occurrence that decides (the
+ * worst, the latest of equals). */
 static void check_xids(struct gpuctl_health_report *rep, const struct gpuctl_snapshot *snap,
                        const struct gpuctl_xid_log *xids)
 {
@@ -528,36 +556,46 @@ static void check_xids(struct gpuctl_health_report *rep, const struct gpuctl_sna
 	/* stable enough: ties keep the log order through the third key */
 	qsort(keys, n, 3 * sizeof(*keys), cmp_xid_entry);
 	for (size_t i = 0; i < n;) {
-		size_t j = i, last = i;
+		size_t j = i;
 		struct gpuctl_xid_info info = GPUCTL_XID_INFO_INIT;
 		const char *text = NULL;
-		int sev;
+		int sev = -1;
 
-		while (j < n && keys[3 * j] == keys[3 * i] && keys[3 * j + 1] == keys[3 * i + 1]) {
-			if (keys[3 * j + 2] > keys[3 * last + 2])
-				last = j;
+		while (j < n && keys[3 * j] == keys[3 * i] && keys[3 * j + 1] == keys[3 * i + 1])
 			j++;
-		}
 		if (keys[3 * i] == UINT32_MAX) {
 			i = j;
 			continue;
 		}
-		(void)gpuctl_xid_log_get(xids, keys[3 * last + 2], NULL, NULL, &text);
-		(void)gpuctl_xid_lookup(keys[3 * i + 1], &info);
-		sev = info.class_ == GPUCTL_XID_FENCE  ? GPUCTL_HEALTH_FAIL
-		      : info.class_ == GPUCTL_XID_INFO ? GPUCTL_HEALTH_OK
-		                                       : GPUCTL_HEALTH_WARN;
+		/* the worst occurrence decides (NVLink5 XIDs differ by status), the latest of
+		 * equals */
+		for (size_t k = i; k < j; k++) {
+			struct gpuctl_xid_info one = GPUCTL_XID_INFO_INIT;
+			const char *t = NULL;
+			int s;
+
+			(void)gpuctl_xid_log_get(xids, keys[3 * k + 2], NULL, NULL, &t);
+			(void)gpuctl_xid_lookup_event(keys[3 * i + 1], t, &one);
+			s = xid_severity(one.class_);
+			if (s >= sev) {
+				sev = s;
+				info = one;
+				text = t;
+			}
+		}
 		char times[32] = "";
 		if (j - i > 1)
 			(void)snprintf(times, sizeof(times), ", %zu times", j - i);
 		add(rep, keys[3 * i], CHECK_XID, sev, info.action, "XID %u (%s, class %s)%s%s%s",
 		    info.code, info.meaning, gpuctl_xid_class_name(info.class_), times,
 		    !text || !text[0] ? ""
-		    : j - i > 1       ? "; last: "
+		    : j - i > 1       ? "; worst, latest: "
 		                      : ": ",
 		    text ? text : "");
-		if (!rep->oom)
+		if (!rep->oom) {
 			rep->f[rep->n - 1].pub.xid = info.code;
+			rep->f[rep->n - 1].pub.xid_class = info.class_;
+		}
 		i = j;
 	}
 }

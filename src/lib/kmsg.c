@@ -14,6 +14,14 @@
  *   (NVSentinel#155); it counts as XID 79 unless the log already has a 79 for that GPU.
  * - "NVRM: loading NVIDIA UNIX ... Kernel Module" starts a new driver lifetime: what came before
  *   it is forgotten, because the issue's rules count XIDs since the driver loaded.
+ * - A GPU reset starts a new lifetime for that GPU (docs/health.md, "After a reset"):
+ *   "NVRM: GPU at PCI:0000:07:00: GPU-<uuid>", which the driver prints once per initialisation
+ *   of a GPU, just before that initialisation's first XID (NVIDIA/open-gpu-kernel-modules,
+ *   kernel_rc.c, _krcLogUuidOnce), so every earlier XID of the GPU is from before a reset or
+ *   reload; and "GPU reset executed: GPU-<uuid>", the line NVIDIA's NVSentinel logs after a
+ *   successful nvidia-smi -r (the driver itself logs nothing when a reset succeeds), which an
+ *   administrator can write too. Either forgets the GPU's earlier XIDs and counts a reset of it
+ *   (gpuctl_xid_log_resets). A line ending ", success: false" is no reset.
  * - A line is matched to a GPU by PCI domain, bus and device (the log has no function, and a
  *   4-digit domain where NVML has 8). Lines of other buses, malformed lines, XIDs of 0 or above
  *   99999 are skipped silently: a log holds much that is not ours, and a parser of untrusted
@@ -29,6 +37,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "ctx.h"
@@ -46,10 +55,18 @@ struct xid_entry {
 	char *text;   /* rest of the line, printable, or NULL */
 };
 
+struct gpu_resets {
+	size_t gpu;     /* snapshot index */
+	unsigned count; /* resets (re-initialisations) seen */
+};
+
 struct gpuctl_xid_log {
 	struct xid_entry *entries; /* owned */
 	size_t n;                  /* entries used */
 	size_t cap;                /* entries allocated */
+	struct gpu_resets *reset;  /* resets seen per GPU since the driver loaded (owned) */
+	size_t n_reset;            /* entries used in reset */
+	size_t cap_reset;          /* entries allocated in reset */
 };
 
 int gpuctl_xid_log_new(struct gpuctl_xid_log **ret_log)
@@ -67,6 +84,46 @@ static void log_clear(struct gpuctl_xid_log *log)
 	for (size_t i = 0; i < log->n; i++)
 		free(log->entries[i].text);
 	log->n = 0;
+	log->n_reset = 0;
+}
+
+unsigned gpuctl_xid_log_resets(const struct gpuctl_xid_log *log, size_t gpu)
+{
+	for (size_t i = 0; log && i < log->n_reset; i++)
+		if (log->reset[i].gpu == gpu)
+			return log->reset[i].count;
+	return 0;
+}
+
+int gpuctl_xid_log_forget(struct gpuctl_xid_log *log, size_t gpu)
+{
+	size_t k = 0;
+
+	if (!log)
+		return -EINVAL;
+	for (size_t i = 0; i < log->n; i++) {
+		if (log->entries[i].gpu == gpu)
+			free(log->entries[i].text);
+		else
+			log->entries[k++] = log->entries[i];
+	}
+	log->n = k;
+	for (size_t i = 0; i < log->n_reset; i++)
+		if (log->reset[i].gpu == gpu) {
+			if (log->reset[i].count < UINT32_MAX)
+				log->reset[i].count++;
+			return 0;
+		}
+	if (log->n_reset == log->cap_reset) {
+		size_t cap = log->cap_reset ? 2 * log->cap_reset : 8;
+		struct gpu_resets *r = realloc(log->reset, cap * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		log->reset = r;
+		log->cap_reset = cap;
+	}
+	log->reset[log->n_reset++] = (struct gpu_resets){.gpu = gpu, .count = 1};
+	return 0;
 }
 
 void gpuctl_xid_log_free(struct gpuctl_xid_log *log)
@@ -75,6 +132,7 @@ void gpuctl_xid_log_free(struct gpuctl_xid_log *log)
 		return;
 	log_clear(log);
 	free(log->entries);
+	free(log->reset);
 	free(log);
 }
 
@@ -270,11 +328,49 @@ static int parse_off_bus(struct gpuctl_xid_log *log, const struct gpuctl_snapsho
 	return r < 0 ? r : 1;
 }
 
+/* "NVRM: GPU at PCI:0000:07:00: GPU-<uuid>": after "NVRM: GPU at ". The GPU was (re)initialised
+ * since its earlier XIDs. Returns 0 or -ENOMEM. */
+static int parse_gpu_init(struct gpuctl_xid_log *log, const struct gpuctl_snapshot *snap,
+                          const char *s)
+{
+	struct bus bus;
+	size_t gpu;
+
+	if (strncmp(s, "PCI:", 4) == 0)
+		s += 4;
+	if (!read_bus(&s, &bus) || strncmp(s, ": GPU-", 6) != 0)
+		return 0;
+	gpu = gpu_at_bus(snap, &bus);
+	return gpu == SIZE_MAX ? 0 : gpuctl_xid_log_forget(log, gpu);
+}
+
+/* "GPU reset executed: GPU-<uuid>[, success: true|false]": after the marker. */
+static int parse_reset(struct gpuctl_xid_log *log, const struct gpuctl_snapshot *snap,
+                       const char *s)
+{
+	size_t len = strspn(s, "GPUgpu-0123456789abcdefABCDEF");
+
+	if (len < 5 || strncasecmp(s, "GPU-", 4) != 0 || (s[len] && s[len] != ',' && s[len] != ' '))
+		return 0;
+	if (strstr(s + len, "success: false"))
+		return 0;
+	for (size_t g = 0; g < snap->n_gpus; g++) {
+		const char *uuid = gpuctl_gpu_str(&snap->gpus[g], GPUCTL_F_UUID);
+
+		if (uuid && strlen(uuid) == len && strncasecmp(uuid, s, len) == 0)
+			return gpuctl_xid_log_forget(log, g);
+	}
+	return 0;
+}
+
 static int parse_line(struct gpuctl_xid_log *log, const struct gpuctl_snapshot *snap,
                       const char *line)
 {
 	const char *m = strstr(line, "NVRM: ");
+	const char *reset = strstr(line, "GPU reset executed: ");
 
+	if (reset && (!m || reset < m))
+		return parse_reset(log, snap, reset + 20);
 	if (!m)
 		return 0;
 	m += 6;
@@ -284,6 +380,8 @@ static int parse_line(struct gpuctl_xid_log *log, const struct gpuctl_snapshot *
 	}
 	if (strncmp(m, "Xid (", 5) == 0)
 		return parse_xid(log, snap, m + 5);
+	if (strncmp(m, "GPU at ", 7) == 0)
+		return parse_gpu_init(log, snap, m + 7);
 	if (strncmp(m, "GPU ", 4) == 0)
 		return parse_off_bus(log, snap, m + 4);
 	return 0;

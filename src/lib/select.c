@@ -41,6 +41,7 @@
 #include <strings.h>
 
 #include "ctx.h"
+#include "mig-profile.h"
 #include "select.h"
 #include "snapshot-internal.h"
 #include "util.h"
@@ -770,40 +771,6 @@ static int sockets_of(const struct gpuctl_snapshot *snap, int *ret_socket)
 	return 0;
 }
 
-/* A MIG profile as NVML names them: [<C>c.]<G>g.<M>gb[+<attr>]..., e.g. "1g.10gb",
- * "1c.2g.20gb", "1g.10gb+me". Case-insensitive. */
-static bool profile_well_formed(const char *p)
-{
-	const char *s = p;
-	size_t d;
-
-	for (int part = 0; part < 2; part++) {
-		d = strspn(s, "0123456789");
-		if (d == 0)
-			return false;
-		if ((s[d] == 'c' || s[d] == 'C') && s[d + 1] == '.' && part == 0 && s == p) {
-			s += d + 2;
-			continue;
-		}
-		if ((s[d] == 'g' || s[d] == 'G') && s[d + 1] == '.') {
-			s += d + 2;
-			break;
-		}
-		return false;
-	}
-	d = strspn(s, "0123456789");
-	if (d == 0 || (s[d] != 'g' && s[d] != 'G') || (s[d + 1] != 'b' && s[d + 1] != 'B'))
-		return false;
-	s += d + 2;
-	while (*s == '+') {
-		d = strspn(s + 1, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789");
-		if (d == 0)
-			return false;
-		s += 1 + d;
-	}
-	return *s == '\0';
-}
-
 /* The filter line's label for a reason. */
 static void reason_label(const struct gpuctl_select_request *req, enum reason r, char *buf,
                          size_t size)
@@ -1154,11 +1121,16 @@ int select_run(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
 		req.warned = NULL;
 	}
 
-	if (req.mig_profile && !profile_well_formed(req.mig_profile))
-		return ctx_error(ctx, -EINVAL,
-		                 "--mig '%.64s': not a MIG profile (expected a name such as "
-		                 "'1g.10gb')",
-		                 req.mig_profile);
+	if (req.mig_profile) {
+		struct mig_profile mp;
+		const char *why = NULL;
+
+		if (mig_profile_parse(req.mig_profile, &mp, &why) < 0)
+			return ctx_error(ctx, -EINVAL,
+			                 "--mig '%.64s': not a MIG profile: %s (a name such as "
+			                 "'1g.10gb', '1c.3g.20gb', '1g.24gb+me.all', '1g.24gb-me')",
+			                 req.mig_profile, why ? why : "malformed");
+	}
 	r = resolve_ids(ctx, snap, req.only, "--only", &only);
 	if (r < 0)
 		return r;
@@ -1185,7 +1157,7 @@ int select_run(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
 		for (size_t i = 0; i < snap->gpus[g].n_migs; i++) {
 			const char *p = snap->gpus[g].migs[i].profile;
 
-			if (p && strcasecmp(p, req.mig_profile) == 0)
+			if (p && mig_profile_matches(req.mig_profile, p))
 				dev[n_dev++] = (struct device){.gpu = g, .mig = (int)i};
 		}
 	}

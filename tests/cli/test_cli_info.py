@@ -22,6 +22,8 @@ class InfoJson(GpuctlTestCase):
         self.assertEqual(doc["warnings"], [])
         self.assertEqual(os.path.realpath(doc["nvml_library"]), os.path.realpath(SIMLIB))
         self.assertTrue(doc["cuda_library"] is None or isinstance(doc["cuda_library"], str))
+        # MIG user guide, "CUDA device enumeration": one MIG device per process before R570
+        self.assertEqual(doc["cuda_mig_devices_per_process"], 1)
         self.assertEqual(len(doc["gpus"]), len(m))
         for i, g in enumerate(doc["gpus"]):
             want = m.gpus[i]
@@ -32,6 +34,30 @@ class InfoJson(GpuctlTestCase):
             self.assertIs(g["persistence_mode"], want.get("persistence_mode", True))
             self.assertIs(g["mig_mode"], want["mig"]["enabled"])
             self.assertIs(g["mig_mode_pending"], want["mig"]["pending"])
+
+
+class InfoMigRule(GpuctlTestCase):
+    def test_mig_devices_per_process_by_branch(self):
+        # before R570 one MIG device per CUDA process, from R570 one per GPU instance, 64 at most
+        # (MIG user guide, "CUDA device enumeration")
+        r = sim("a100-mig", "info")
+        self.assertIn("MIG devices per CUDA process: 1 (driver before R570)", r.out)
+        with open(os.path.join(SCENARIOS, "a100-mig.json")) as f:
+            doc = json.load(f)
+        doc["system"] = {"driver_version": "570.172.08", "nvml_version": "12.570.172.08",
+                         "cuda_driver_version": 12080}
+        d = tempfile.mkdtemp(prefix="gpuctl-test-")
+        try:
+            path = os.path.join(d, "r570.json")
+            with open(path, "w") as f:
+                json.dump(doc, f)
+            r = sim(path, "info", "--format", "json")
+            self.assertEqual(r.json()["cuda_mig_devices_per_process"], 64)
+            r = sim(path, "info")
+            self.assertIn("MIG devices per CUDA process: one per GPU instance, 64 at most",
+                          r.out)
+        finally:
+            shutil.rmtree(d)
 
 
 class InfoText(GpuctlTestCase):

@@ -113,6 +113,108 @@ class Truth(GpuctlTestCase):
             self.assertEqual([d["uuid"] for d in run["devices"]], [want[i]])
 
 
+def mig_uuids(name_or_doc, profile):
+    d = name_or_doc if isinstance(name_or_doc, dict) else Machine(name_or_doc).doc
+    return [i["uuid"] for g in d["gpus"] for i in (g.get("mig") or {}).get("instances", [])
+            if i["profile"] == profile]
+
+
+class MigEnumeration(GpuctlTestCase):
+    """MIG user guide, "CUDA device enumeration": before driver R570 a CUDA process enumerates
+    one MIG device (the first listed) and nothing beside it; from R570 one compute instance per
+    GPU instance. a100-mig runs driver 550.54.15; its R570 copy changes only the driver version.
+    gpuctl never gives one process more MIG devices than CUDA uses (docs/device-strings.md)."""
+
+    def r570(self):
+        d = copy.deepcopy(Machine("a100-mig").doc)
+        d["system"]["driver_version"] = "570.172.08"
+        d["system"]["nvml_version"] = "12.570.172.08"
+        d["system"]["cuda_driver_version"] = 12080
+        t = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+        self.addCleanup(os.unlink, t.name)
+        json.dump(d, t)
+        t.close()
+        return t.name, d
+
+    @unittest.skipUnless(os.path.exists(LOAD), "nvsim-load not built")
+    def test_sim_cuda_r550_enumerates_the_first_mig_device(self):
+        u = mig_uuids("a100-mig", "1g.5gb")
+        r = sim_sh("a100-mig", "CUDA_VISIBLE_DEVICES=%s,%s $LOAD --seconds 0 --fail-if-none\n"
+                   "cat \"$NVSIM_STATE_DIR/ledger.jsonl\"" % (u[1], u[0]), env={"LOAD": LOAD})
+        self.assertOk(r)
+        runs = [json.loads(l) for l in r.out.splitlines() if l.startswith("{")]
+        self.assertEqual([d["uuid"] for d in runs[0]["devices"]], [u[1]])
+
+    def test_select_r550_refuses_several_mig_devices_for_cuda(self):
+        r = sim("a100-mig", "select", "-n", "3", "--mig", "1g.5gb")
+        self.assertOneLineError(r, EXIT_USAGE, "before R570")
+        self.assertIn("550.54.15", r.err)
+        self.assertIn("--each", r.err)
+        r = sim("a100-mig", "select", "-n", "3", "--mig", "1g.5gb", "--format", "env")
+        self.assertOneLineError(r, EXIT_USAGE, "before R570")
+        # one MIG device is what CUDA uses; a container form may carry several
+        r = sim("a100-mig", "select", "-n", "1", "--mig", "1g.5gb")
+        self.assertOk(r)
+        r = sim("a100-mig", "select", "-n", "3", "--mig", "1g.5gb", "--format", "nvidia")
+        self.assertOk(r)
+        got = r.out.strip().split("=", 1)[1].split(",")
+        self.assertEqual(len(got), 3)
+        self.assertTrue(set(got) <= set(mig_uuids("a100-mig", "1g.5gb")), r)
+
+    @unittest.skipUnless(os.path.exists(LOAD), "nvsim-load not built")
+    def test_run_r550_refuses_then_each_runs_one_per_process(self):
+        script = ("$GPUCTL run -n 2 --mig 1g.5gb -- $LOAD --seconds 0 || echo rc=$?\n"
+                  "test ! -e \"$NVSIM_STATE_DIR/ledger.jsonl\" && echo nothing-ran\n"
+                  "$GPUCTL run -n 2 --mig 1g.5gb --each -- $LOAD --seconds 0 --fail-if-none\n"
+                  "cat \"$NVSIM_STATE_DIR/ledger.jsonl\"\n")
+        r = sim_sh("a100-mig", script, env={"LOAD": LOAD})
+        self.assertEqual(r.rc, 0, r)
+        lines = r.out.splitlines()
+        self.assertEqual(lines[:2], ["rc=2", "nothing-ran"], r)
+        self.assertEqual(len([l for l in r.err.splitlines() if l.startswith("gpuctl:")]), 1, r)
+        runs = [json.loads(l) for l in lines if l.startswith("{")]
+        self.assertEqual(len(runs), 2, r)
+        got = [d["uuid"] for run in runs for d in run["devices"]]
+        self.assertEqual([len(run["devices"]) for run in runs], [1, 1], r)
+        self.assertEqual(len(set(got)), 2)
+        self.assertTrue(set(got) <= set(mig_uuids("a100-mig", "1g.5gb")), r)
+
+    @unittest.skipUnless(os.path.exists(LOAD), "nvsim-load not built")
+    def test_run_r570_gives_one_process_mig_devices_of_distinct_gpu_instances(self):
+        path, d = self.r570()
+        script = ("$GPUCTL select -n 3 --mig 1g.5gb\n"
+                  "$GPUCTL run -n 3 --mig 1g.5gb -- $LOAD --seconds 0 --fail-if-none\n"
+                  "cat \"$NVSIM_STATE_DIR/ledger.jsonl\"\n")
+        r = sim_sh(path, script, env={"LOAD": LOAD})
+        self.assertOk(r)
+        lines = r.out.splitlines()
+        want = lines[0].split("=", 1)[1].split(",")
+        self.assertEqual(len(want), 3)
+        runs = [json.loads(l) for l in lines if l.startswith("{")]
+        self.assertEqual(len(runs), 1, r)
+        # the simulated CUDA enumerates all three: one compute instance of each GPU instance
+        self.assertEqual(sorted(x["uuid"] for x in runs[0]["devices"]), sorted(want), r)
+
+    @unittest.skipUnless(os.path.exists(LOAD), "nvsim-load not built")
+    def test_sim_cuda_r570_one_compute_instance_per_gpu_instance(self):
+        path, d = self.r570()
+        u = mig_uuids(d, "1g.5gb")
+        # two compute instances named of one GPU instance: a copy with GI 8's UUID on GI 7
+        d["gpus"][0]["mig"]["instances"][1]["gi"] = 7
+        d["gpus"][0]["mig"]["instances"][1]["ci"] = 1
+        with open(path, "w") as f:
+            json.dump(d, f)
+        r = sim_sh(path, "CUDA_VISIBLE_DEVICES=%s,%s,%s $LOAD --seconds 0 --fail-if-none\n"
+                   "cat \"$NVSIM_STATE_DIR/ledger.jsonl\"" % (u[1], u[0], u[2]),
+                   env={"LOAD": LOAD})
+        self.assertOk(r)
+        runs = [json.loads(l) for l in r.out.splitlines() if l.startswith("{")]
+        self.assertEqual([x["uuid"] for x in runs[0]["devices"]], [u[1], u[2]])
+        # and gpuctl refuses to hand those two to one process
+        r = sim(path, "select", "-n", "2", "--mig", "1g.5gb", "--only", "0")
+        self.assertOneLineError(r, EXIT_USAGE, "share GPU instance 7")
+
+
 class Environment(GpuctlTestCase):
     def env_of(self, *args, env=None, scenario="dgx-a100"):
         r = sim(scenario, "run", *args, "--", sys.executable, "-c",

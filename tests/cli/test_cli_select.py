@@ -3,7 +3,10 @@ what it should, exit 3 naming it), usage errors, the outer allocation (CUDA_VISI
 and without CUDA_DEVICE_ORDER, UUIDs, NVIDIA_VISIBLE_DEVICES, SLURM_JOB_GPUS), -n 0 and
 --explain. Expected UUIDs and NUMA nodes come from the scenario files (cli_facts); the choice is
 forced with --only where the expectation must not depend on the engine's tie-breaks."""
+import copy
 import json
+import os
+import tempfile
 import unittest
 
 from cli_facts import Machine
@@ -179,6 +182,57 @@ class Filters(GpuctlTestCase):
         self.assertTrue(got[0].startswith("MIG-"))
         r = sim("a100-mig", "select", "-n", str(len(want) + 1), "--mig", profile)
         self.assertOneLineError(r, EXIT_NOMATCH, "need %d MIG devices" % (len(want) + 1))
+
+
+class MigProfiles(GpuctlTestCase):
+    """The MIG user guide's profile names (supported profiles: 1g.5gb+me on A100, 1g.24gb-me,
+    1g.24gb+me.all, 2g.48gb+me.all, 1g.24gb+gfx on RTX PRO Blackwell) are requests like any
+    other, and --format k8s names a profile as NVIDIA's device plugin does ('+' written '.')."""
+
+    def with_me(self):
+        # a100-mig with GPU 1's 1g.5gb instance made 1g.5gb+me (the A100-SXM4-40GB profile with
+        # media extensions, one per GPU: MIG user guide, supported profiles)
+        d = copy.deepcopy(Machine("a100-mig").doc)
+        inst = [i for i in d["gpus"][1]["mig"]["instances"] if i["profile"] == "1g.5gb"][0]
+        inst["profile"] = "1g.5gb+me"
+        t = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+        self.addCleanup(os.unlink, t.name)
+        json.dump(d, t)
+        t.close()
+        return t.name, inst["uuid"]
+
+    def test_official_names_are_profiles(self):
+        for p in ("1g.24gb-me", "1g.24gb+me.all", "2g.48gb+me.all", "1g.24gb+gfx",
+                  "1c.3g.20gb", "1g.10gb+me"):
+            with self.subTest(profile=p):
+                r = sim("a100-mig", "select", "-n", "1", "--mig", p)
+                # a well-formed profile this machine does not have: nothing qualifies
+                self.assertOneLineError(r, EXIT_NOMATCH, "")
+                self.assertNotIn("not a MIG profile", r.err)
+
+    def test_malformed_names(self):
+        for p, why in (("1g.5gb+me+gfx", "attribute"), ("1g.5gb+me-gfx", "attribute"),
+                       ("1g.5gb+", "empty attribute"), ("1g.5gb+me,me", "twice"),
+                       ("5gb", "expected"), ("1g.5gb+1me", "start with a letter")):
+            with self.subTest(profile=p):
+                r = sim("a100-mig", "select", "-n", "1", "--mig", p)
+                self.assertOneLineError(r, EXIT_USAGE, "--mig '%s': not a MIG profile" % p)
+                self.assertIn(why, r.err)
+
+    def test_me_profile_selected_and_named_for_kubernetes(self):
+        path, uuid = self.with_me()
+        r = sim(path, "select", "-n", "1", "--mig", "1g.5gb+me")
+        self.assertOk(r)
+        self.assertEqual(r.out.strip(), "CUDA_VISIBLE_DEVICES=" + uuid)
+        r = sim(path, "select", "-n", "1", "--mig", "1G.5GB+ME")  # any case
+        self.assertEqual(r.out.strip(), "CUDA_VISIBLE_DEVICES=" + uuid)
+        # 1g.5gb is another profile: the +me instance is not among them
+        r = sim(path, "select", "-n", "1", "--mig", "1g.5gb", "--only", "1")
+        self.assertOneLineError(r, EXIT_NOMATCH, "")
+        r = sim(path, "select", "-n", "1", "--mig", "1g.5gb+me", "--format", "k8s")
+        self.assertOk(r)
+        self.assertIn("    nvidia.com/mig-1g.5gb.me: 1\n", r.out)
+        self.assertNotIn("+", r.out.split("env:")[0])
 
 
 class Usage(GpuctlTestCase):

@@ -245,8 +245,11 @@ class TestLostAndErrors(HealthCase):
 
     def test_recovery_action(self):
         # DCGM: reset / reboot / drain-and-reset FAIL, drain P2P WARN; 0 and unknown field: none
+        # NVML 615 added bus reset (6) and system reboot (7): a reset and a reboot, FAIL
         for value, severity, text in ((1, "FAIL", "GPU reset"), (2, "FAIL", "node reboot"),
-                                      (4, "FAIL", "reset"), (3, "WARN", "peer-to-peer")):
+                                      (4, "FAIL", "reset"), (3, "WARN", "peer-to-peer"),
+                                      (5, "WARN", "IMEX"), (6, "FAIL", "bus reset"),
+                                      (7, "FAIL", "system reboot")):
             with self.subTest(value=value):
                 _, doc = self.health_json("hgx-h100", '"$NVSIM" set -i 5 recovery_action=%d'
                                           % value, rc=EXIT_FAIL if severity == "FAIL"
@@ -281,7 +284,9 @@ class TestXid(HealthCase):
         return '"$NVSIM" xid -i %d %d' % (gpu, code)
 
     def test_fence_xid_fails(self):
-        for code in (48, 79, 95, 109, 119, 144, 158):
+        # NVIDIA's XID catalog: RESET_GPU (156 resource retirement event among them),
+        # RESTART_BM; 167/169/171 by meaning (docs/health.md)
+        for code in (48, 79, 95, 109, 119, 156, 158, 167, 169, 171):
             with self.subTest(code=code):
                 _, doc = self.health_json("dgx-a100", self.xid(1, code), rc=EXIT_FAIL)
                 f = self.only_finding(doc, 1, "xid", "FAIL")
@@ -302,6 +307,33 @@ class TestXid(HealthCase):
                 _, doc = self.health_json("dgx-a100", self.xid(3, code), rc=EXIT_WARN)
                 f = self.only_finding(doc, 3, "xid", "WARN")
                 self.assertEqual(f["xid_class"], "unknown")
+
+    def test_unknown_xid_advice_never_says_fine(self):
+        for code in (201, 165):
+            with self.subTest(code=code):
+                _, doc = self.health_json("dgx-a100", self.xid(3, code), rc=EXIT_WARN)
+                f = self.only_finding(doc, 3, "xid", "WARN")
+                self.assertEqual(f["xid_class"], "unknown")
+                self.assertNotIn("usable", f["action"])
+                self.assertIn("before trusting the GPU", f["action"])
+
+    def test_nvlink5_xid_graded_by_status(self):
+        # The catalog's XID 144-150 decode: RLW_RXPIPE status 0x8 is IGNORE (a production line
+        # quoted in leptonai/gpud's tests), RLW_REMAP 0x40 is RESET_GPU, RLW_SRC_TRACK 0x8 is
+        # XID_154_EVAL; without a status (no text) the XID is "check", never a blind FAIL.
+        cases = (("RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008 0x00000001 "
+                  "0x00000000 0x00100000 0x00000004)", EXIT_OK, "OK", "info"),
+                 ("RLW_REMAP Fatal XC0 i0 Link 05 (0x00000082 0x00000040 0x00000000 0x00000000 "
+                  "0x00000000 0x00000000)", EXIT_FAIL, "FAIL", "fence"),
+                 ("RLW_SRC_TRACK Nonfatal XC1 i0 Link 12 (0x040988e2 0x00000008 0x00000000 "
+                  "0x00000000 0x00000000 0x00000000)", EXIT_WARN, "WARN", "check"),
+                 ("", EXIT_WARN, "WARN", "check"))
+        for text, rc, severity, cls in cases:
+            with self.subTest(text=text):
+                script = '"$NVSIM" xid -i 2 145' + (" '%s'" % text if text else "")
+                _, doc = self.health_json("gb200-node", script, rc=rc)
+                f = self.only_finding(doc, 2, "xid", severity)
+                self.assertEqual((f["xid"], f["xid_class"]), (145, cls))
 
     def test_info_xid_is_ok(self):
         _, doc = self.health_json("dgx-a100", self.xid(3, 63), rc=EXIT_OK)
@@ -384,6 +416,36 @@ class TestProbe(HealthCase):
         _, f = self.finding(doc, 3, "cuda-probe")
         self.assertIn("CUDA_ERROR_UNKNOWN", f["message"])
         self.assertEqual(doc["summary"], {"ok": 1, "warn": 0, "fail": 3})
+
+    def test_probe_mig(self):
+        # a100-mig: GPUs 0 and 1 in MIG mode with instances, GPU 2 in MIG mode without any,
+        # GPU 3 whole. CUDA uses a MIG-mode GPU only through its MIG devices (MIG user guide,
+        # "CUDA device enumeration"), so each is probed through them: no false FAIL, and a GPU
+        # with MIG on and no instance is said to be so, as an OK finding.
+        r, doc = self.health_json("a100-mig", "true", "--probe", rc=EXIT_OK)
+        self.assertEqual(doc["summary"], {"ok": 4, "warn": 0, "fail": 0})
+        for i in (0, 1, 3):
+            self.assertEqual(doc["gpus"][i]["findings"], [], doc)
+        g, f = self.finding(doc, 2, "cuda-probe")
+        self.assertEqual((g["verdict"], f["severity"]), ("OK", "OK"))
+        self.assertIn("MIG mode is on and the GPU has no MIG device", f["message"])
+
+    def test_probe_mig_failure_names_the_mig_device(self):
+        d = scenario("a100-mig")
+        first = d["gpus"][1]["mig"]["instances"][0]
+        _, doc = self.health_json("a100-mig", '"$NVSIM" set -i 1 cuda.alloc=fail', "--probe",
+                                  rc=EXIT_FAIL)
+        g, f = self.finding(doc, 1, "cuda-probe")
+        self.assertEqual((g["verdict"], f["severity"]), ("FAIL", "FAIL"))
+        self.assertEqual(doc["summary"], {"ok": 3, "warn": 0, "fail": 1})
+        self.assertIn("MIG device %s (%s): cuMemAlloc" % (first["profile"], first["uuid"]),
+                      f["message"])
+        _, doc = self.health_json("a100-mig", '"$NVSIM" set -i 0 cuda.alloc=hang', "--probe",
+                                  "--probe-timeout", "2", rc=EXIT_FAIL)
+        g, f = self.finding(doc, 0, "cuda-probe")
+        self.assertEqual((g["verdict"], f["severity"]), ("FAIL", "FAIL"))
+        self.assertIn("hung", f["message"])
+        self.assertIn("MIG device 1g.5gb (MIG-", f["message"])
 
     def test_probe_only_with_option(self):
         self.health_json("dgx-a100", '"$NVSIM" set -i 1 cuda.alloc=hang', rc=EXIT_OK)
@@ -645,6 +707,45 @@ class TestState(HealthCase):
         f = self.only_finding(doc, 3, "xid", "FAIL")
         self.assertEqual(f["xid"], 48)
         self.assertIn("double bit", f["message"])
+
+    def test_reset_clears_the_fail(self):
+        # docs/health.md, "After a reset": a fence XID FAILs until the GPU is reset; the reset
+        # is known from the kernel log: NVSentinel's "GPU reset executed: GPU-<uuid>" (what an
+        # administrator writes to /dev/kmsg after nvidia-smi -r), or the driver's
+        # "NVRM: GPU at PCI:...: GPU-<uuid>", printed when the reset GPU logs its next XID.
+        name = "dgx-a100"
+        uuid = gpu_fact(name, 1, "uuid")
+        kmsg = 'printf "%%s\\n" "%s" >> "$NVSIM_STATE_DIR/kmsg"\n'
+        self.health_json(name, self.xid_line(1, 79), rc=EXIT_FAIL)
+        _, doc = self.health_json(name, self.xid_line(1, 79) +
+                                  kmsg % ("GPU reset executed: " + uuid), rc=EXIT_OK)
+        self.assertEqual(doc["gpus"][1]["findings"], [])
+        # the state file of a watch from before the reset no longer counts either
+        self.write_state("gpuctl-health-state 1\nboot %s\ntime 1\nxid %s 79 old\n"
+                         % (boot_id(), uuid))
+        self.health_json(name, self.xid_line(1, 79) + kmsg % ("GPU reset executed: " + uuid),
+                         rc=EXIT_OK)
+        # after the reset, a new XID counts again (the driver's init line announces it)
+        _, doc = self.health_json(
+            name, self.xid_line(1, 79) + kmsg % ("GPU reset executed: " + uuid) +
+            kmsg % ("NVRM: GPU at PCI:%s: %s" % (driver_bus(name, 1), uuid)) +
+            self.xid_line(1, 13), rc=EXIT_WARN)
+        f = self.only_finding(doc, 1, "xid", "WARN")
+        self.assertEqual(f["xid"], 13)
+
+    def test_watch_forgets_a_reset_gpu(self):
+        # a running watch drops a GPU's XIDs when the kernel log shows it reset, and its state
+        # file then no longer fences the GPU
+        uuid = gpu_fact("dgx-a100", 2, "uuid")
+        r = sim_sh("dgx-a100", self.RECORD % (
+            '"$NVSIM" xid -i 2 79\nsleep 1.5\n'
+            'printf "GPU reset executed: %s\\n" >> "$NVSIM_STATE_DIR/kmsg"' % uuid) +
+            'grep -c "^xid %s" "$GPUCTL_HEALTH_STATE" || true\n'
+            '"$GPUCTL" health --format json --kmsg /dev/null >/dev/null; echo rc=$?\n' % uuid)
+        self.assertEqual(r.out.split(), ["0", "rc=0"], r)
+
+    def xid_line(self, gpu, code):
+        return '"$NVSIM" xid -i %d %d\n' % (gpu, code)
 
     def test_other_boot_is_ignored(self):
         uuid = gpu_fact("dgx-a100", 3, "uuid")

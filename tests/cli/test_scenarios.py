@@ -169,6 +169,32 @@ class ScenarioFiles(unittest.TestCase):
                 self.assertEqual(e["gpu_count"], len(s["gpus"]))
                 self.assertEqual(len(e["topo_matrix"]), e["gpu_count"])
 
+    def test_no_scenario_claims_a_dgx_h100_it_is_not(self):
+        # NVIDIA's DGX H100 user guide: two Xeon 8480C (2 x 56 cores, 224 threads) and
+        # ConnectX-7 NICs at PCI buses 0x18 and 0x9A. A scenario calling itself a DGX H100 must
+        # have that many CPUs and no GPU on those buses; hgx-h100 (160 CPUs, GPUs at 18 and 9A,
+        # from nccl#1453's node) is a generic HGX H100 board and says so.
+        def cpus(doc):
+            n = 0
+            for node in doc["cpus"]["numa_nodes"]:
+                for part in node["cpus"].split(","):
+                    a, _, b = part.partition("-")
+                    n += int(b or a) - int(a) + 1
+            return n
+
+        for name in gt.scenario_names():
+            with self.subTest(scenario=name):
+                s = load_scenario(name)
+                text = " ".join([s["description"]] + s["sources"])
+                claim = re.sub(r"not a DGX H100[^;)]*", "", text)
+                buses = {int(g["pci_bus_id"].split(":")[1], 16) for g in s["gpus"]}
+                if re.search(r"DGX H100 (class|node|enumeration)|\ba DGX H100\b", claim):
+                    self.assertEqual(cpus(s), 224)
+                    self.assertFalse(buses & {0x18, 0x9A}, buses)
+        h = load_scenario("hgx-h100")
+        self.assertEqual(cpus(h), 160)
+        self.assertIn("not a DGX H100", h["description"])
+
     def test_identity_valid_unique_and_pci_ordered(self):
         for name in gt.scenario_names():
             with self.subTest(scenario=name):

@@ -160,6 +160,9 @@ static struct gpuctl_snapshot *make_mig(void)
 	mig(s, 1, G1M0, "3g.20gb", 2, 0);
 	mig(s, 1, G1M1, "2g.10gb", 3, 0);
 	mig(s, 1, G1M2, "1g.5gb", 9, 0);
+	/* R570: one CUDA process may take several MIG devices (one per GPU instance), so every
+	 * set of this machine renders in the CUDA forms (test_cuda_mig_limit changes it) */
+	assert_int_equal(snapshot_set_system(s, "570.172.08", "12.570.172.08"), 0);
 	return s;
 }
 
@@ -657,6 +660,69 @@ static void test_render_two_gpus(void **state)
 	/* the workstation in bus order: CUDA index under PCI_BUS_ID is the NVML index */
 	expect_render(WORK, W(G(1)), GPUCTL_RENDER_CUDA, GPUCTL_RENDER_INDICES,
 	              "CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=1\n");
+}
+
+/* MIG user guide, "CUDA device enumeration": before R570 one MIG device per process and nothing
+ * beside it; R570 and later one compute instance per GPU instance, GPUs alongside. */
+static void expect_cuda_check(enum machine mc, const struct want *w, const char *err)
+{
+	struct gpuctl_devset *set = make_set(w);
+	int r = gpuctl_devset_cuda_check(ctx, machines[mc], set);
+
+	if (!err && r != 0)
+		fail_msg("refused: %s", gpuctl_errmsg(ctx));
+	if (err) {
+		assert_int_equal(r, -EINVAL);
+		if (!strstr(gpuctl_errmsg(ctx), err))
+			fail_msg("'%s' does not say '%s'", gpuctl_errmsg(ctx), err);
+		assert_null(strchr(gpuctl_errmsg(ctx), '\n'));
+	}
+	gpuctl_devset_free(set);
+}
+
+static void test_cuda_mig_limit(void **state)
+{
+	struct gpuctl_snapshot *s = machines[MIG];
+	struct gpuctl_mig *extra;
+	char *text = (char *)0x1;
+	struct gpuctl_devset *set;
+
+	(void)state;
+	/* R570 (make_mig) */
+	expect_cuda_check(MIG, W(M(0, 0), M(0, 1), M(1, 2)), NULL);
+	expect_cuda_check(MIG, W(M(1, 0), G(3)), NULL);
+	expect_cuda_check(EIGHT, W(G(0), G(1), G(2)), NULL);
+	/* R550 */
+	assert_int_equal(snapshot_set_system(s, "550.54.15", "12.550.54.15"), 0);
+	expect_cuda_check(MIG, W(M(0, 0)), NULL);
+	expect_cuda_check(MIG, W(G(3)), NULL);
+	expect_cuda_check(MIG, W(M(0, 0), M(0, 1)), "only one MIG device, here 0:0");
+	expect_cuda_check(MIG, W(G(3), M(1, 2)), "before R570");
+	expect_cuda_check(MIG, W(M(0, 0), M(0, 1)), "550.54.15");
+	set = make_set(W(M(0, 3), M(1, 1)));
+	assert_int_equal(gpuctl_devstr_render(ctx, s, set, GPUCTL_RENDER_CUDA, 0, &text), -EINVAL);
+	assert_int_equal(gpuctl_devstr_render(ctx, s, set, GPUCTL_RENDER_ENV, 0, &text), -EINVAL);
+	assert_ptr_equal(text, (char *)0x1);
+	/* the container forms carry several: a container may run one process per device */
+	assert_int_equal(gpuctl_devstr_render(ctx, s, set, GPUCTL_RENDER_NVIDIA, 0, &text), 0);
+	free(text);
+	gpuctl_devset_free(set);
+	/* a driver version not known counts as before R570 */
+	assert_int_equal(snapshot_set_system(s, NULL, NULL), 0);
+	expect_cuda_check(MIG, W(M(0, 0), M(0, 1)), "unknown version");
+	/* R570, two compute instances of GPU instance 9 on GPU 1 */
+	assert_int_equal(snapshot_set_system(s, "570.172.08", "12.570.172.08"), 0);
+	extra = snapshot_add_mig(s, 1);
+	assert_non_null(extra);
+	assert_int_equal(
+	        mig_set_strs(extra, "MIG-99999999-1111-2222-3333-444444444444", "1c.1g.5gb"), 0);
+	mig_set_int(extra, GPUCTL_MIG_GI, 9);
+	mig_set_int(extra, GPUCTL_MIG_CI, 1);
+	expect_cuda_check(MIG, W(M(1, 2), M(1, 3)), "share GPU instance 9 of GPU 1");
+	expect_cuda_check(MIG, W(M(1, 0), M(1, 3)), NULL);
+	/* back to make_mig's machine for the other tests */
+	gpuctl_snapshot_free(machines[MIG]);
+	machines[MIG] = make_mig();
 }
 
 static void test_render_mig(void **state)
@@ -1203,6 +1269,7 @@ int main(void)
 	        cmocka_unit_test(test_nvidia_message),
 	        cmocka_unit_test(test_render_two_gpus),
 	        cmocka_unit_test(test_render_mig),
+	        cmocka_unit_test(test_cuda_mig_limit),
 	        cmocka_unit_test(test_render_empty),
 	        cmocka_unit_test(test_render_errors_and_escaping),
 	        cmocka_unit_test(test_render_lookup),

@@ -155,7 +155,8 @@ static void test_names(void **state)
 	assert_string_equal(gpuctl_xid_class_name(GPUCTL_XID_APPLICATION), "application");
 	assert_string_equal(gpuctl_xid_class_name(GPUCTL_XID_UNKNOWN), "unknown");
 	assert_string_equal(gpuctl_xid_class_name(GPUCTL_XID_INFO), "info");
-	assert_null(gpuctl_xid_class_name(4));
+	assert_string_equal(gpuctl_xid_class_name(GPUCTL_XID_CHECK), "check");
+	assert_null(gpuctl_xid_class_name(5));
 }
 
 /* DCGM: volatile DBE > 0 -> FAIL. */
@@ -325,6 +326,9 @@ static void test_recovery_action(void **state)
 	    GPUCTL_HEALTH_WARN, "peer-to-peer");
 	one(GPUCTL_F_RECOVERY_ACTION, GPUCTL_RECOVERY_RECOVER_IMEX, "recovery-action",
 	    GPUCTL_HEALTH_WARN, "IMEX");
+	/* NVML 615 (NVML API change log, v610 to v615): bus reset 6, system reboot 7 */
+	one(GPUCTL_F_RECOVERY_ACTION, 6, "recovery-action", GPUCTL_HEALTH_FAIL, "bus reset");
+	one(GPUCTL_F_RECOVERY_ACTION, 7, "recovery-action", GPUCTL_HEALTH_FAIL, "system reboot");
 	one(GPUCTL_F_RECOVERY_ACTION, 9, "recovery-action", GPUCTL_HEALTH_WARN, "9");
 }
 
@@ -624,6 +628,14 @@ static void test_probe(void **state)
 	assert_int_equal(gpuctl_health_verdict(rep, 0), GPUCTL_HEALTH_OK);
 	assert_int_equal(gpuctl_health_verdict(rep, 3), GPUCTL_HEALTH_OK);
 	gpuctl_health_report_free(rep);
+	/* MIG mode without a MIG device: nothing for CUDA to use, an OK finding, never FAIL */
+	probes[0].status = GPUCTL_PROBE_NO_DEVICE;
+	rep = check_opts(s, NULL, &opts);
+	f = find(rep, 0, "cuda-probe");
+	assert_int_equal(f->severity, GPUCTL_HEALTH_OK);
+	assert_non_null(strstr(f->message, "no MIG device"));
+	assert_int_equal(gpuctl_health_verdict(rep, 0), GPUCTL_HEALTH_OK);
+	gpuctl_health_report_free(rep);
 	gpuctl_snapshot_free(s);
 }
 
@@ -679,11 +691,18 @@ static void test_probe_struct_size(void **state)
 
 /* ---- XIDs ---- */
 
-static const unsigned fence_xids[] = {46,  48,  62,  64,  74,  79,  95,  109, 110, 119, 120, 136,
-                                      140, 143, 144, 145, 146, 147, 148, 149, 150, 155, 158};
-static const unsigned app_xids[] = {13, 31, 32, 43, 45, 68, 69, 94};
-static const unsigned info_xids[] = {63, 92, 93, 121, 137, 154};
-static const unsigned unknown_xids[] = {999, 1, 2, 100, 151, 157, 200, 99999};
+/* NVIDIA's XID catalog (the 2025-10-29 spreadsheet, docs/health.md): RESET_GPU, RESTART_BM,
+ * RESTART_VM (151), CHECK_MECHANICALS (54) and the XID 48 / NVLink workflows are fence; 156
+ * (resource retirement event) is RESET_GPU; 167, 169, 171 and 172 have no catalog action and are
+ * fence by their meaning (docs/health.md). RESTART_APP is application; IGNORE is info;
+ * UPDATE_SWFW (78), CHECK_UVM (159), CONTACT_SUPPORT for a used code (142) and NVLink5 XIDs
+ * without a decodable status are check. */
+static const unsigned fence_xids[] = {46,  48,  54,  62,  64,  74,  79,  95,  109, 110, 119, 120,
+                                      136, 140, 143, 151, 155, 156, 158, 167, 169, 171, 172};
+static const unsigned app_xids[] = {11, 13, 25, 31, 32, 39, 43, 45, 60, 68, 69, 80, 94, 139};
+static const unsigned info_xids[] = {37, 38, 44, 63, 92, 93, 106, 121, 137, 141, 154, 157, 160};
+static const unsigned check_xids[] = {78, 142, 144, 145, 146, 147, 148, 149, 150, 159};
+static const unsigned unknown_xids[] = {999, 1, 2, 162, 165, 168, 200, 99999};
 
 static int xid_severity(unsigned xid)
 {
@@ -734,16 +753,160 @@ static void test_xid_classes(void **state)
 		assert_int_equal(info.class_, GPUCTL_XID_INFO);
 		assert_int_equal(xid_severity(info_xids[i]), GPUCTL_HEALTH_OK);
 	}
+	for (size_t i = 0; i < sizeof(check_xids) / sizeof(check_xids[0]); i++) {
+		assert_int_equal(gpuctl_xid_lookup(check_xids[i], &info), 0);
+		assert_int_equal(info.class_, GPUCTL_XID_CHECK);
+		assert_int_equal(xid_severity(check_xids[i]), GPUCTL_HEALTH_WARN);
+	}
 	for (size_t i = 0; i < sizeof(unknown_xids) / sizeof(unknown_xids[0]); i++) {
 		assert_int_equal(gpuctl_xid_lookup(unknown_xids[i], &info), 0);
 		assert_int_equal(info.code, unknown_xids[i]);
 		assert_int_equal(info.class_, GPUCTL_XID_UNKNOWN);
 		assert_non_null(info.meaning);
 		assert_non_null(info.action);
+		/* an unknown code's advice never says the GPU is fine */
+		assert_null(strstr(info.action, "usable"));
+		assert_non_null(strstr(info.action, "before trusting the GPU"));
 		assert_int_equal(xid_severity(unknown_xids[i]), GPUCTL_HEALTH_WARN);
 	}
 	assert_int_equal(gpuctl_xid_lookup(999, &info), 0);
 	assert_non_null(strstr(info.meaning, "unknown"));
+}
+
+/* XIDs 144-150 graded by the catalog's "XID 144-150 Decode" sheet from the line the driver logs
+ * (unit, error status, sub-code = intrinfo bits 25..20). The lines are production lines quoted in
+ * leptonai/gpud's tests (nvlink_logs_test.go), or built in their form; the expected classes are
+ * the sheet's rows. */
+static void test_xid_nvlink5_decode(void **state)
+{
+	static const struct {
+		unsigned code;
+		const char *text;
+		int class_;
+	} cases[] = {
+	        /* RLW_RXPIPE status 0x8: IGNORE */
+	        {145,
+	         "pid=876767, name=ray::WorkerDict, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 "
+	         "0x00000008 0x00000001 0x00000000 0x00100000 0x00000004)",
+	         GPUCTL_XID_INFO},
+	        /* RLW_SRC_TRACK status 0x8: XID_154_EVAL */
+	        {145,
+	         "RLW_SRC_TRACK Nonfatal XC1 i0 Link 12 (0x040988e2 0x00000008 0x00000000 "
+	         "0x00000000 "
+	         "0x00000000 0x00000000)",
+	         GPUCTL_XID_CHECK},
+	        /* NETIR_BER_EVENT status 1: IGNORE */
+	        {149,
+	         "NETIR_BER_EVENT Nonfatal XC0 i0 Link 03 (0x00086226 0x00000001 0x00000000 "
+	         "0x00000000 0x00000000 0x00000000)",
+	         GPUCTL_XID_INFO},
+	        /* NETIR status 0: RESET_GPU */
+	        {149,
+	         "NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000 0x00000000 0x00000000 "
+	         "0x00000000 "
+	         "0x00000000)",
+	         GPUCTL_XID_FENCE},
+	        /* NETIR_LINK_EVT sub-code 4: RESET_GPU */
+	        {149,
+	         "NETIR_LINK_EVT Fatal XC0 i0 Link 08 (0x004505c6 0x00000000 0x00000000 0x00000000 "
+	         "0x00000000 0x00000000)",
+	         GPUCTL_XID_FENCE},
+	        /* NETIR_LINK_EVT sub-code 38 (0b100110): IGNORE, although the driver says Fatal */
+	        {149,
+	         "NETIR_LINK_EVT Fatal XC0 i0 Link 08 (0x026505c6 0x00000000 0x00000000 0x00000000 "
+	         "0x00000000 0x00000000)",
+	         GPUCTL_XID_INFO},
+	        /* SAW_MVB: 0x2 RESET_GPU, 0x4 IGNORE; 0x6 takes the worst bit, 0x5 two IGNOREs */
+	        {144, "SAW_MVB Fatal XC0 i0 Link 02 (0x00000021 0x00000002 0x0 0x0 0x0 0x0)",
+	         GPUCTL_XID_FENCE},
+	        {144, "SAW_MVB Nonfatal XC0 i0 Link 02 (0x00000021 0x00000004 0x0 0x0 0x0 0x0)",
+	         GPUCTL_XID_INFO},
+	        {144, "SAW_MVB Fatal XC0 i0 Link 02 (0x00000021 0x00000006 0x0 0x0 0x0 0x0)",
+	         GPUCTL_XID_FENCE},
+	        {144, "SAW_MVB Nonfatal XC0 i0 Link 02 (0x00000021 0x00000005 0x0 0x0 0x0 0x0)",
+	         GPUCTL_XID_INFO},
+	        /* RLW_REMAP 0x40: RESET_GPU; TLW_RX_PIPE1 0x4: RESET_GPU; MSE_WATCHDOG 0: RESET_GPU
+	         */
+	        {145, "RLW_REMAP Fatal XC0 i0 Link 05 (0x00000082 0x00000040 0x0 0x0 0x0 0x0)",
+	         GPUCTL_XID_FENCE},
+	        {146, "TLW_RX_PIPE1 Fatal XC0 i0 Link 05 (0x0000000b 0x00000004 0x0 0x0 0x0 0x0)",
+	         GPUCTL_XID_FENCE},
+	        {150, "MSE_WATCHDOG Fatal XC0 i0 Link -1 (0x00000000 0x00000000 0x0 0x0 0x0 0x0)",
+	         GPUCTL_XID_FENCE},
+	        /* NETIR_MFDE_EVENT status 3: IGNORE; 5: RESET_GPU (values, not bits) */
+	        {149,
+	         "NETIR_MFDE_EVENT Nonfatal XC0 i0 Link 01 (0x00000014 0x00000003 0x0 0x0 0x0)",
+	         GPUCTL_XID_INFO},
+	        {149, "NETIR_MFDE_EVENT Fatal XC0 i0 Link 01 (0x00000014 0x00000005 0x0 0x0 0x0)",
+	         GPUCTL_XID_FENCE},
+	        /* no row: the driver's word decides */
+	        {144, "SAW_MVB Fatal XC0 i0 Link 01 (0x00000021 0x00000040 0x0 0x0 0x0 0x0)",
+	         GPUCTL_XID_FENCE},
+	        {144, "SAW_MVB Nonfatal XC0 i0 Link 01 (0x00000021 0x00000040 0x0 0x0 0x0 0x0)",
+	         GPUCTL_XID_CHECK},
+	        {147, "NEW_UNIT Fatal XC0 i0 Link 01", GPUCTL_XID_FENCE},
+	        /* no status at all (an NVML event, or a line without it): check */
+	        {145, NULL, GPUCTL_XID_CHECK},
+	        {145, "NVML event", GPUCTL_XID_CHECK},
+	        /* another code's text is not decoded */
+	        {79, "NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000)", GPUCTL_XID_FENCE},
+	        {63, "NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000)", GPUCTL_XID_INFO},
+	};
+	struct gpuctl_xid_info info;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		info = (struct gpuctl_xid_info)GPUCTL_XID_INFO_INIT;
+		assert_int_equal(gpuctl_xid_lookup_event(cases[i].code, cases[i].text, &info), 0);
+		if ((int)info.class_ != cases[i].class_)
+			fail_msg("XID %u '%s': class %s, want %s", cases[i].code,
+			         cases[i].text ? cases[i].text : "(none)",
+			         gpuctl_xid_class_name(info.class_),
+			         gpuctl_xid_class_name(cases[i].class_));
+		assert_int_equal(info.code, cases[i].code);
+		assert_non_null(info.meaning);
+		assert_non_null(info.action);
+	}
+	assert_int_equal(gpuctl_xid_lookup_event(145, NULL, NULL), -EINVAL);
+}
+
+/* Several occurrences of one NVLink5 XID: the worst status decides the finding. */
+static void test_xid_nvlink5_worst_occurrence(void **state)
+{
+	struct gpuctl_snapshot *s = healthy(2);
+	struct gpuctl_xid_log *log = NULL;
+	struct gpuctl_health_report *rep;
+	const struct gpuctl_health_finding *f;
+
+	(void)state;
+	assert_int_equal(gpuctl_xid_log_new(&log), 0);
+	assert_int_equal(gpuctl_xid_log_add(log, 1, 145,
+	                                    "RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 "
+	                                    "0x00000008 0x0 0x0 0x0 0x0)"),
+	                 0);
+	rep = check_opts(s, log, NULL);
+	f = find(rep, 1, "xid");
+	assert_int_equal(f->severity, GPUCTL_HEALTH_OK);
+	assert_int_equal(f->xid_class, GPUCTL_XID_INFO);
+	gpuctl_health_report_free(rep);
+	assert_int_equal(gpuctl_xid_log_add(log, 1, 145,
+	                                    "RLW_REMAP Fatal XC0 i0 Link 05 (0x00000082 0x00000040 "
+	                                    "0x0 0x0 0x0 0x0)"),
+	                 0);
+	assert_int_equal(gpuctl_xid_log_add(log, 1, 145,
+	                                    "RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 "
+	                                    "0x00000008 0x0 0x0 0x0 0x0)"),
+	                 0);
+	rep = check_opts(s, log, NULL);
+	assert_int_equal(gpuctl_health_finding_count(rep), 1);
+	f = find(rep, 1, "xid");
+	assert_int_equal(f->severity, GPUCTL_HEALTH_FAIL);
+	assert_int_equal(f->xid_class, GPUCTL_XID_FENCE);
+	assert_non_null(strstr(f->message, "3 times"));
+	assert_non_null(strstr(f->message, "RLW_REMAP"));
+	gpuctl_health_report_free(rep);
+	gpuctl_xid_log_free(log);
+	gpuctl_snapshot_free(s);
 }
 
 /* struct gpuctl_xid_info can grow (struct_size): an older caller's smaller struct gets the
@@ -943,6 +1106,56 @@ static void test_kmsg_driver_reload_and_off_bus(void **state)
 	gpuctl_snapshot_free(s);
 }
 
+/* A GPU reset starts that GPU over (docs/health.md, "After a reset"): the driver's "NVRM: GPU at
+ * PCI:...: GPU-<uuid>" (printed once per initialisation of a GPU, before its first XID:
+ * open-gpu-kernel-modules kernel_rc.c) and NVSentinel's "GPU reset executed: GPU-<uuid>". */
+static void test_kmsg_gpu_reset(void **state)
+{
+	struct gpuctl_snapshot *s = healthy(2);
+	struct gpuctl_xid_log *log;
+
+	(void)state;
+	log = parse(s,
+	            "NVRM: Xid (PCI:0000:07:00): 79, before the reset\n"
+	            "NVRM: Xid (PCI:0000:0F:00): 13, other GPU\n"
+	            "NVRM: GPU at PCI:0000:07:00: GPU-00000000-1111-2222-3333-444444444444\n",
+	            1);
+	expect(log, 0, 1, 13, "other GPU");
+	assert_int_equal(gpuctl_xid_log_resets(log, 0), 1);
+	assert_int_equal(gpuctl_xid_log_resets(log, 1), 0);
+	gpuctl_xid_log_free(log);
+	/* the XID the init line announces counts */
+	log = parse(s,
+	            "NVRM: Xid (PCI:0000:07:00): 79, before\n"
+	            "NVRM: GPU at PCI:0000:07:00: GPU-00000000-1111-2222-3333-444444444444\n"
+	            "NVRM: Xid (PCI:0000:07:00): 48, after\n",
+	            1);
+	expect(log, 0, 0, 48, "after");
+	assert_int_equal(gpuctl_xid_log_resets(log, 0), 1);
+	gpuctl_xid_log_free(log);
+	/* NVSentinel's line, behind a syslog prefix, any case; a failed reset is no reset */
+	log = parse(s,
+	            "NVRM: Xid (PCI:0000:0F:00): 79, x\n"
+	            "Dec  1 12:00:00 host nvsentinel-gpu-reset: GPU reset executed: "
+	            "gpu-00000001-1111-2222-3333-444444444444, success: true\n"
+	            "NVRM: Xid (PCI:0000:07:00): 79, y\n"
+	            "GPU reset executed: GPU-00000000-1111-2222-3333-444444444444, success: false\n"
+	            "GPU reset executed: GPU-deadbeef-1111-2222-3333-444444444444\n"
+	            "GPU reset executed: GPU-00000000-1111-2222-3333-4444\n",
+	            1);
+	expect(log, 0, 0, 79, "y");
+	assert_int_equal(gpuctl_xid_log_resets(log, 1), 1);
+	assert_int_equal(gpuctl_xid_log_resets(log, 0), 0);
+	/* forget: the caller's own record of a reset; a second reset counts again */
+	assert_int_equal(gpuctl_xid_log_forget(log, 0), 0);
+	assert_int_equal(gpuctl_xid_log_count(log), 0);
+	assert_int_equal(gpuctl_xid_log_forget(log, 0), 0);
+	assert_int_equal(gpuctl_xid_log_resets(log, 0), 2);
+	assert_int_equal(gpuctl_xid_log_forget(NULL, 0), -EINVAL);
+	gpuctl_xid_log_free(log);
+	gpuctl_snapshot_free(s);
+}
+
 static void test_kmsg_read(void **state)
 {
 	struct gpuctl_snapshot *s = healthy(2);
@@ -1109,11 +1322,14 @@ int main(void)
 	        cmocka_unit_test(test_probe),
 	        cmocka_unit_test(test_probe_struct_size),
 	        cmocka_unit_test(test_xid_classes),
+	        cmocka_unit_test(test_xid_nvlink5_decode),
+	        cmocka_unit_test(test_xid_nvlink5_worst_occurrence),
 	        cmocka_unit_test(test_xid_info_struct_size),
 	        cmocka_unit_test(test_xid_aggregation),
 	        cmocka_unit_test(test_kmsg_forms),
 	        cmocka_unit_test(test_kmsg_malformed),
 	        cmocka_unit_test(test_kmsg_driver_reload_and_off_bus),
+	        cmocka_unit_test(test_kmsg_gpu_reset),
 	        cmocka_unit_test(test_kmsg_read),
 	        cmocka_unit_test(test_state_round_trip),
 	        cmocka_unit_test(test_state_parse),

@@ -14,7 +14,10 @@
  *   g3 04 cc 8.6 sm 1740      24576       GPU-cccc3333-...
  *   g4 05 cc 8.0 sm 1410      81920       GPU-dddd4444-...   (exclusive_process)
  *   g5 06 cc 8.0 sm 1600      16384       GPU-eeee5555-...
- *   g6 07 cc 8.0, MIG mode: m0 = MIG-6666aaaa (gi 1, 3g.20gb), m1 = MIG-6666bbbb (gi 2, 1g.5gb)
+ *   g6 07 cc 8.0, MIG mode: m0 = MIG-6666aaaa (gi 1 ci 0, 2c.3g.20gb), m1 = MIG-6666bbbb
+ *      (gi 2 ci 0, 1g.5gb), m2 = MIG-6666cccc (gi 1 ci 1, 1c.3g.20gb: a second CI of m0's GI)
+ * Driver 570.172.08 (R570: several MIG devices per process, one compute instance per GPU
+ * instance); test_visible_devices_r550 rewrites it to 550.54.15 (one MIG device per process).
  * FASTEST_FIRST (cc desc, max SM clock desc, memory desc, bus asc), MIG-mode GPU left out:
  *   g3 (8.6) | g5 (8.0, 1600 MHz) | g2, g4 (8.0, 1410, 81920: bus 03 before 05) | g1 | g0 (7.0)
  * PCI_BUS_ID: g0 g1 g2 g3 g4 g5. */
@@ -48,7 +51,8 @@ static const char *const uuids[] = {
         "GPU-ffff6666-0000-4000-8000-000000000006",
 };
 static const char *const migs[] = {"MIG-6666aaaa-0000-4000-8000-00000000000a",
-                                   "MIG-6666bbbb-0000-4000-8000-00000000000b"};
+                                   "MIG-6666bbbb-0000-4000-8000-00000000000b",
+                                   "MIG-6666cccc-0000-4000-8000-00000000000c"};
 
 /* ---- child-side helpers: no cmocka there, failures exit non-zero with a message ---- */
 
@@ -209,6 +213,15 @@ static const struct vis_case cases[] = {
          "legacy MIG-GPU-<uuid>/<gi>/<ci>"},
         {"MIG-GPU-ffff6666-0000-4000-8000-000000000006/9/0", NULL, "", "no such GPU instance"},
         {"MIG-6666", NULL, "", "MIG UUIDs are not matched by prefix"},
+        /* MIG user guide, "CUDA device enumeration", R570 and later: one compute instance per
+         * GPU instance, several GPU instances, whole GPUs alongside */
+        {"MIG-6666aaaa-0000-4000-8000-00000000000a,MIG-6666bbbb-0000-4000-8000-00000000000b", NULL,
+         "m0 m1", "R570: MIG devices of two GPU instances"},
+        {"MIG-6666aaaa-0000-4000-8000-00000000000a,MIG-6666cccc-0000-4000-8000-00000000000c", NULL,
+         "m0", "R570: a second compute instance of the same GPU instance is not enumerated"},
+        {"MIG-6666cccc-0000-4000-8000-00000000000c,MIG-6666aaaa-0000-4000-8000-00000000000a,"
+         "MIG-6666bbbb-0000-4000-8000-00000000000b",
+         NULL, "m2 m1", "R570: the first listed compute instance of a GPU instance"},
 };
 
 static void label_hex(const char *label, char *out)
@@ -252,11 +265,10 @@ static void enumerate(const void *p)
 	fclose(f);
 }
 
-static void test_visible_devices_table(void **state)
+static void run_table(const struct vis_case *table, size_t n_cases)
 {
-	(void)state;
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		const struct vis_case *c = &cases[i];
+	for (size_t i = 0; i < n_cases; i++) {
+		const struct vis_case *c = &table[i];
 		char got[2048] = "", want[2048], label[8];
 		struct enum_arg a = {c, -1};
 		int fds[2];
@@ -293,6 +305,53 @@ static void test_visible_devices_table(void **state)
 	}
 }
 
+static void test_visible_devices_table(void **state)
+{
+	(void)state;
+	run_table(cases, sizeof(cases) / sizeof(cases[0]));
+}
+
+/* Before R570 (MIG user guide, "CUDA device enumeration": CUDA 11/R450 to CUDA 12/R5xx) a
+ * process enumerates one MIG device, the first listed, and no whole GPU beside it. */
+static const struct vis_case cases_r550[] = {
+        {"MIG-6666aaaa-0000-4000-8000-00000000000a,MIG-6666bbbb-0000-4000-8000-00000000000b", NULL,
+         "m0", "R550: only the first MIG device listed"},
+        {"MIG-6666bbbb-0000-4000-8000-00000000000b,GPU-aaaa0000-0000-4000-8000-000000000000", NULL,
+         "m1", "R550: no whole GPU beside a MIG device"},
+        {"GPU-aaaa0000-0000-4000-8000-000000000000,MIG-6666bbbb-0000-4000-8000-00000000000b", NULL,
+         "m1", "R550: a MIG device listed after a GPU still hides the GPU"},
+        {"MIG-GPU-ffff6666-0000-4000-8000-000000000006/2/"
+         "0,MIG-6666aaaa-0000-4000-8000-00000000000a",
+         NULL, "m1", "R550: legacy name first"},
+        {"GPU-aaaa0000-0000-4000-8000-000000000000,GPU-aaaa1111-0000-4000-8000-000000000001", NULL,
+         "g0 g1", "R550: without a MIG device nothing changes"},
+        {NULL, NULL, "g3 g5 g2 g4 g1 g0", "R550: unset: all whole GPUs"},
+};
+
+/* The fixture's scenario with its driver version replaced. */
+static void set_driver(const char *from, const char *to)
+{
+	char p[512], *buf = NULL, *at;
+	size_t len = 0;
+
+	snprintf(p, sizeof(p), "%s/scenario.json", state_dir);
+	assert_int_equal(sim_read_file(p, 1 << 20, &buf, &len), 0);
+	at = strstr(buf, from);
+	assert_non_null(at);
+	assert_int_equal(strlen(from), strlen(to));
+	memcpy(at, to, strlen(to));
+	assert_int_equal(sim_write_atomic(p, buf, len), 0);
+	free(buf);
+}
+
+static void test_visible_devices_r550(void **state)
+{
+	(void)state;
+	set_driver("\"570.172.08\"", "\"550.54.15\" ");
+	run_table(cases_r550, sizeof(cases_r550) / sizeof(cases_r550[0]));
+	set_driver("\"550.54.15\" ", "\"570.172.08\"");
+}
+
 /* ---- device queries ---- */
 
 static void queries(const void *p)
@@ -311,7 +370,7 @@ static void queries(const void *p)
 	/* before cuInit: only the version and error strings answer */
 	CHECK_RC(F(cuDeviceGetCount)(&v), CUDA_ERROR_NOT_INITIALIZED);
 	CHECK_RC(F(cuDriverGetVersion)(&drv), CUDA_SUCCESS);
-	CHECK(drv == 12040); /* SCENARIO.md default cuda_driver_version */
+	CHECK(drv == 12080); /* the fixture's cuda_driver_version (R570, CUDA 12.8) */
 	CHECK_RC(F(cuGetErrorName)(CUDA_ERROR_NO_DEVICE, &s), CUDA_SUCCESS);
 	CHECK(strcmp(s, "CUDA_ERROR_NO_DEVICE") == 0);
 	CHECK_RC(F(cuGetErrorString)((CUresult)12345, &s), CUDA_ERROR_INVALID_VALUE);
@@ -690,6 +749,7 @@ int main(void)
 	int r;
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_visible_devices_table),
+	        cmocka_unit_test(test_visible_devices_r550),
 	        cmocka_unit_test(test_device_queries),
 	        cmocka_unit_test(test_contexts_memory_registration),
 	        cmocka_unit_test(test_other_processes),
