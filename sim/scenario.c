@@ -468,6 +468,11 @@ static const char *const gpu_keys[] = {"uuid",
                                        "bar1_total_mib",
                                        "bar1_used_mib",
                                        "pcie_throughput_kbs",
+                                       "fan_speed_pct",
+                                       "performance_state",
+                                       "power_limit_min_mw",
+                                       "power_limit_max_mw",
+                                       "power_limit_default_mw",
                                        "numa_node",
                                        "gpu_numa_node",
                                        "cpu_affinity",
@@ -793,6 +798,12 @@ static int parse_gpu(struct pctx *c, json_t *o, const char *b, struct sim_gpu *g
 	    (r = parse_pcie_throughput(c, o, b, g, partial)) < 0 ||
 	    (r = get_opt(c, o, b, "power_draw_mw", 10000000, &g->power_draw_mw)) < 0 ||
 	    (r = get_opt(c, o, b, "power_limit_mw", 10000000, &g->power_limit_mw)) < 0 ||
+	    (r = get_opt(c, o, b, "power_limit_min_mw", 10000000, &g->power_limit_min_mw)) < 0 ||
+	    (r = get_opt(c, o, b, "power_limit_max_mw", 10000000, &g->power_limit_max_mw)) < 0 ||
+	    (r = get_opt(c, o, b, "power_limit_default_mw", 10000000, &g->power_limit_default_mw)) <
+	            0 ||
+	    (r = get_opt(c, o, b, "fan_speed_pct", 200, &g->fan_speed_pct)) < 0 ||
+	    (r = get_opt(c, o, b, "performance_state", 15, &g->performance_state)) < 0 ||
 	    (r = parse_clocks(c, o, b, "clocks_mhz", &g->clock_sm, &g->clock_mem)) < 0 ||
 	    (r = parse_clocks(c, o, b, "max_clocks_mhz", &g->max_clock_sm, &g->max_clock_mem)) <
 	            0 ||

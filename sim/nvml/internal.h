@@ -76,9 +76,11 @@ void sim_fill_pci(nvmlPciInfo_t *pci, const char *bus_id, unsigned int device_id
 unsigned long long sim_procs_bytes(const struct sim_gpu *g, const struct sim_mig_instance *m);
 /* Sum of live registered processes' "util" on a whole GPU (percent, uncapped). */
 unsigned int sim_procs_util(const struct sim_gpu *g);
-/* CLOCK_MONOTONIC now, in microseconds: the CPU timestamps of violation counters and process
- * utilisation samples. */
+/* CLOCK_MONOTONIC now, in microseconds: the CPU timestamps of violation counters. */
 unsigned long long sim_now_us(void);
+/* CLOCK_REALTIME now, in microseconds since the Unix epoch: the timestamps of process
+ * utilisation samples, as the driver writes them. */
+unsigned long long sim_epoch_us(void);
 /* Writes the call counts since the last dump to calls/PID-SEQ.json and resets them. */
 void sim_dump_calls(void);
 

@@ -15,7 +15,9 @@
  * that branch is tested; the other variants keep it local and write 24 bytes.
  *
  * Process utilisation (nvmlDeviceGetProcessUtilization) gives one sample per process of the
- * GPU-handle list above, stamped with the time of the call (CLOCK_MONOTONIC, us): smUtil is
+ * GPU-handle list above, stamped with the time of the call in microseconds since the Unix
+ * epoch (CLOCK_REALTIME), as the driver stamps them (clients such as nvitop pass "now - 1 s"
+ * in that clock as lastSeenTimeStamp): smUtil is
  * the registration's "util", the other engines 0. A sample is "new" when its stamp is after
  * lastSeenTimeStamp, so asking with the stamp of the previous answer gets the next samples;
  * nothing new is NOT_FOUND. Like GPU utilisation it is NOT_SUPPORTED while MIG is enabled,
@@ -211,7 +213,7 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
 	if (c.g->mig_enabled)
 		return sim_end(NVML_ERROR_NOT_SUPPORTED);
-	now = sim_now_us();
+	now = sim_epoch_us();
 	/* Every sample carries the same stamp: all are new, or none is. */
 	n = now > lastSeenTimeStamp ? collect(c.g, NULL, NULL, 0) : 0;
 	if (!n)
@@ -234,6 +236,33 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 	*processSamplesCount = n;
 	return sim_end(NVML_SUCCESS);
 }
+
+/* Graphics and MPS clients: the simulator registers compute processes only (procs/), so these
+ * lists are empty, answered as NVML answers an empty list: SUCCESS with *infoCount 0 (a
+ * count-0 sizing call included), on GPU and MIG handles alike. */
+static nvmlReturn_t empty_list(enum sim_fn fn, nvmlDevice_t device, unsigned int *infoCount)
+{
+	SIM_DEVICE_CALL_FN(fn, device, SIM_MIG_OK);
+	if (!infoCount)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	*infoCount = 0;
+	return sim_end(NVML_SUCCESS);
+}
+
+/* One exported list of each name and entry type, all empty. */
+#define SIM_EMPTY_LIST(name, entry)                                                                \
+	SIM_EXPORT nvmlReturn_t name(nvmlDevice_t device, unsigned int *infoCount, entry *infos)   \
+	{                                                                                          \
+		(void)infos;                                                                       \
+		return empty_list(SIM_FN_##name, device, infoCount);                               \
+	}
+SIM_EMPTY_LIST(nvmlDeviceGetGraphicsRunningProcesses_v3, nvmlProcessInfo_t)
+SIM_EMPTY_LIST(nvmlDeviceGetGraphicsRunningProcesses_v2, nvmlProcessInfo_v2_t)
+SIM_EMPTY_LIST(nvmlDeviceGetGraphicsRunningProcesses, nvmlProcessInfo_v1_t)
+SIM_EMPTY_LIST(nvmlDeviceGetMPSComputeRunningProcesses_v3, nvmlProcessInfo_t)
+SIM_EMPTY_LIST(nvmlDeviceGetMPSComputeRunningProcesses_v2, nvmlProcessInfo_v2_t)
+SIM_EMPTY_LIST(nvmlDeviceGetMPSComputeRunningProcesses, nvmlProcessInfo_v1_t)
+#undef SIM_EMPTY_LIST
 
 /* Exported only by the r530 variant (see the top of this file); confidential computing is
  * never on in the simulator. */

@@ -235,3 +235,39 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device,
 	                                   : NVML_NVLINK_DEVICE_TYPE_GPU;
 	return sim_end(NVML_SUCCESS);
 }
+
+/* A link's NVLink generation follows the GPU's architecture (NVIDIA's NVLink generations:
+ * Pascal P100 1.0, Volta V100 and Turing's bridges 2.0, Ampere 3.0, Hopper 4.0, Blackwell 5.0),
+ * in nvmlNvlinkVersion_t's numbering. A link that exists answers whether up or down. */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkVersion(nvmlDevice_t device, unsigned int link,
+                                                   unsigned int *version)
+{
+	nvmlReturn_t r;
+
+	SIM_DEVICE_CALL(nvmlDeviceGetNvLinkVersion, device, 0);
+	if (!version)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	if ((r = check_link(&c, link)) != NVML_SUCCESS)
+		return sim_end(r);
+	switch (c.g->arch) {
+	case SIM_ARCH_PASCAL:
+		*version = NVML_NVLINK_VERSION_1_0;
+		break;
+	case SIM_ARCH_VOLTA:
+	case SIM_ARCH_TURING:
+		*version = NVML_NVLINK_VERSION_2_0;
+		break;
+	case SIM_ARCH_AMPERE:
+		*version = NVML_NVLINK_VERSION_3_0;
+		break;
+	case SIM_ARCH_HOPPER:
+		*version = NVML_NVLINK_VERSION_4_0;
+		break;
+	case SIM_ARCH_BLACKWELL:
+		*version = NVML_NVLINK_VERSION_5_0;
+		break;
+	default:
+		return sim_end(NVML_ERROR_NOT_SUPPORTED); /* no NVLink on this architecture */
+	}
+	return sim_end(NVML_SUCCESS);
+}
