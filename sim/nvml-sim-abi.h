@@ -365,6 +365,7 @@ typedef struct nvmlFieldValue_st {
 #define NVML_VALUE_TYPE_UNSIGNED_INT        1
 #define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION 230
 #define NVML_FI_DEV_MEMORY_TEMP             82 /* memory temperature, C */
+#define NVML_FI_DEV_NVLINK_LINK_COUNT       91 /* NVLinks present on the device */
 nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
                                       nvmlFieldValue_t *values);
 nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t *mode);
@@ -397,7 +398,7 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsign
                                                      nvmlProcessInfo_v2_t *infos);
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
                                                   nvmlProcessInfo_v1_t *infos);
-/* R530 branch (NVML 12.1); the struct argument is never filled by the simulator. */
+/* Early R535 branch (NVML 12.2); the struct argument is never filled by the simulator. */
 nvmlReturn_t nvmlDeviceGetConfComputeMemSizeInfo(nvmlDevice_t device, void *memInfo);
 nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned int cpuSetSize,
                                       unsigned long *cpuSet);

@@ -118,6 +118,8 @@ struct sim_gpu {
 	unsigned int p2p;       /* nvmlGpuP2PStatus_t value */
 	struct sim_link links[SIM_MAX_LINKS];
 	unsigned int link_count;
+	/* bit N: link N is disabled on this part (reduced-link SKUs): NOT_SUPPORTED, not counted */
+	uint64_t nvlink_disabled;
 };
 
 struct sim_numa_node {

@@ -118,8 +118,9 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned 
 
 /* Field values: NVML_FI_DEV_GET_GPU_RECOVERY_ACTION from the scenario's recovery_action
  * (absent: NOT_SUPPORTED, as on drivers that predate it) and NVML_FI_DEV_MEMORY_TEMP from
- * temperature_memory_c (absent: no memory sensor); every other field answers NOT_SUPPORTED in
- * its own entry. The call itself succeeds. */
+ * temperature_memory_c (absent: no memory sensor), NVML_FI_DEV_NVLINK_LINK_COUNT from the
+ * wiring (0 without NVLink); every other field answers NOT_SUPPORTED in its own entry. The call
+ * itself succeeds. */
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
                                                  nvmlFieldValue_t *values)
 {
@@ -139,7 +140,16 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int values
 		        : v->fieldId == NVML_FI_DEV_MEMORY_TEMP ? &c.g->temperature_memory_c
 		                                                : NULL;
 
-		if (o && o->valid) {
+		if (v->fieldId == NVML_FI_DEV_NVLINK_LINK_COUNT) {
+			/* the links present: the wired ones less those the part has disabled */
+			uint64_t wired = c.g->link_count >= 64
+			                         ? ~UINT64_C(0)
+			                         : (UINT64_C(1) << c.g->link_count) - 1;
+			v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+			v->value.uiVal =
+			        (unsigned int)__builtin_popcountll(wired & ~c.g->nvlink_disabled);
+			v->nvmlReturn = NVML_SUCCESS;
+		} else if (o && o->valid) {
 			v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
 			v->value.uiVal = (unsigned int)o->v;
 			v->nvmlReturn = NVML_SUCCESS;

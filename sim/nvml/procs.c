@@ -6,13 +6,14 @@
  * Sizing follows NVML: *infoCount smaller than the number of processes (including a count-0
  * sizing call) gives INSUFFICIENT_SIZE with *infoCount set to the number needed.
  *
- * Entry layouts of _v3: drivers of the R530 branch wrote 32-byte entries from _v3 (the v2
- * fields plus usedGpuCcProtectedMemory) and exported nvmlDeviceGetConfComputeMemSizeInfo;
- * later drivers went back to 24-byte entries and moved the extra field to
- * nvmlDeviceGetRunningProcessDetailList (NVIDIA's nvml.h history, as go-nvml's generated
- * header and nvitop's libnvml.py record it). The build/sim/r530/ variant exports
+ * Entry layouts of _v3: the first drivers of the R535 branch (NVML 12.2) wrote 32-byte entries from
+ * _v3 (the v2 fields plus usedGpuCcProtectedMemory) and exported
+ * nvmlDeviceGetConfComputeMemSizeInfo; later drivers went back to 24-byte entries and moved the
+ * extra field to nvmlDeviceGetRunningProcessDetailList (NVIDIA's nvml.h history, as go-nvml's
+ * generated header and nvitop's libnvml.py record it). The build/sim/r530/ variant exports
  * nvmlDeviceGetConfComputeMemSizeInfo and writes 32-byte entries, so the loader's detection of
- * that branch is tested; the other variants keep it local and write 24 bytes.
+ * that branch is tested (the variant's name, r530, is historical); the other variants keep it local
+ * and write 24 bytes.
  *
  * Process utilisation (nvmlDeviceGetProcessUtilization) gives one sample per process of the
  * GPU-handle list above, stamped with the time of the call in microseconds since the Unix
@@ -101,7 +102,7 @@ unsigned int sim_procs_util(const struct sim_gpu *g)
 
 enum layout { V1, V2, V3_R530 };
 
-/* The R530 entry: v2's fields, then the protected-memory count (32 bytes). */
+/* The early-R535 entry: v2's fields, then the protected-memory count (32 bytes). */
 struct process_info_r530 {
 	unsigned int pid;
 	unsigned long long usedGpuMemory;

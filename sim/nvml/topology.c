@@ -95,7 +95,7 @@ static bool end_up(unsigned int gpu, unsigned int link)
 {
 	const struct sim_gpu *g = &sim_lib.sc->gpus[gpu];
 
-	return link < g->link_count && !g->mig_enabled &&
+	return link < g->link_count && !g->mig_enabled && !(g->nvlink_disabled & (1ULL << link)) &&
 	       !(sim_lib.dyn.gpus[gpu].nvlink_down & (1ULL << link));
 }
 
@@ -163,7 +163,7 @@ static nvmlReturn_t check_link(const struct sim_call *c, unsigned int link)
 {
 	if (link >= SIM_MAX_LINKS)
 		return NVML_ERROR_INVALID_ARGUMENT;
-	if (link >= c->g->link_count)
+	if (link >= c->g->link_count || (c->g->nvlink_disabled & (UINT64_C(1) << link)))
 		return NVML_ERROR_NOT_SUPPORTED;
 	return NVML_SUCCESS;
 }

@@ -9,10 +9,12 @@
  * - One symbol table, typed by nvml-abi.h's function types. Versioned symbols resolve newest
  *   first at load time (_v3, _v2, plain); the name actually found is kept for messages. Only
  *   init, shutdown, error string, device count and handle by index are required.
- * - "Unavailable" (missing symbol, NOT_SUPPORTED, NOT_FOUND, NO_PERMISSION, FUNCTION_NOT_FOUND)
- *   leaves the field's valid bit clear and logs one debug line per (function, reason) per
- *   context. GPU_IS_LOST marks that GPU lost and nothing more is read from it. Any other error
- *   leaves the field unavailable and logs one warning per (function, reason).
+ * - "Unavailable" (missing symbol, NOT_SUPPORTED, NOT_FOUND, NO_PERMISSION, FUNCTION_NOT_FOUND,
+ *   DEPRECATED) leaves the field's valid bit clear and logs one debug line per (function,
+ *   reason) per context. NOT_READY does too, and is not remembered: the field is asked for
+ *   again at the next refresh. Neither is an NVML failure of the GPU (health's "nvml" check).
+ *   GPU_IS_LOST marks that GPU lost and nothing more is read from it. Any other error leaves
+ *   the field unavailable and logs one warning per (function, reason).
  * - Nothing is read twice in one snapshot, and calls that cannot succeed are not made: ECC
  *   counters only when ECC is on, retired pages only before Ampere, remapped rows only from
  *   Ampere on, MIG devices only with MIG enabled. Processes are read into a buffer large enough
@@ -21,8 +23,9 @@
  *   form ("00000000:07:00.0"), whatever form the driver version writes into busId.
  * - memory_used is nvmlMemory_v2's used (allocations, driver reservation excluded), as current
  *   nvidia-smi shows it; with only the v1 call it includes the reservation.
- * - NVLink: per GPU, links 0..35 until NVML refuses a link number (INVALID_ARGUMENT or
- *   NOT_SUPPORTED); inactive links are skipped; a link whose far end is a GPU of this machine
+ * - NVLink: per GPU, as many links as NVML_FI_DEV_NVLINK_LINK_COUNT says it has, past links
+ *   that answer NOT_SUPPORTED (disabled links can sit mid-range), else links 0..35 until
+ *   INVALID_ARGUMENT; inactive links are skipped; a link whose far end is a GPU of this machine
  *   (remote PCI bus id) counts for that pair, a link into an NVSwitch counts as a switch link.
  *   Without nvmlDeviceGetNvLinkRemoteDeviceType a link to a bus id that is no GPU of ours is
  *   taken as a switch link (the only NVLink peers besides GPUs are NVSwitches and IBM NPUs,
@@ -67,7 +70,7 @@ _Static_assert(sizeof(nvmlProcessInfo_v2_t) == 24, "nvmlProcessInfo_v2_t layout"
 _Static_assert(sizeof(nvmlProcessInfo_r530_t) == 32, "nvmlProcessInfo_r530_t layout");
 _Static_assert(offsetof(nvmlProcessInfo_r530_t, computeInstanceId) ==
                        offsetof(nvmlProcessInfo_v2_t, computeInstanceId),
-               "the R530 entry starts with the v2 entry");
+               "the 32-byte (early R535) entry starts with the v2 entry");
 
 /* X(field, function type, required, names newest first...) */
 #define NVML_SYMBOLS(X)                                                                            \
@@ -172,9 +175,9 @@ struct nvml {
 	bool initialised;       /* nvmlInit succeeded: call nvmlShutdown on unload */
 	struct nvml_syms sym;   /* function table */
 	struct nvml_names name; /* names for messages */
-	size_t procs_stride;    /* bytes per entry written by sym.procs_v2 (24, or 32 on R530) */
-	nvmlDevice_t *handles;  /* per NVML index, from the last snapshot (NULL: none had one) */
-	size_t n_handles;       /* entries in handles */
+	size_t procs_stride; /* bytes per entry written by sym.procs_v2 (24, or 32 on early R535) */
+	nvmlDevice_t *handles; /* per NVML index, from the last snapshot (NULL: none had one) */
+	size_t n_handles;      /* entries in handles */
 };
 
 void nvml_unload(struct nvml *nv)
@@ -228,7 +231,7 @@ static const char *resolve_all(struct gpuctl_ctx *ctx, struct nvml *nv)
 	return missing;
 }
 
-/* True for an R530-branch driver, whose _v3 process list has 32-byte entries (see
+/* True for an early R535-branch driver (NVML 12.2), whose _v3 process list has 32-byte entries (see
  * nvmlProcessInfo_r530_t in nvml-abi.h). */
 static bool procs_v3_is_r530(const struct nvml *nv)
 {
@@ -349,6 +352,8 @@ struct reader {
 	unsigned flags;               /* the snapshot's gpuctl_snapshot_flags */
 	unsigned calls;               /* NVML calls made for this snapshot */
 	int oom;                      /* -ENOMEM once an allocation failed, else 0 */
+	int *nvlink_count;            /* per GPU, NVLinks present: -1 unknown, -2 not asked yet
+	                               * (read with the other field values, NULL: no topology) */
 };
 
 static const char *unavailable_reason(nvmlReturn_t r)
@@ -362,6 +367,8 @@ static const char *unavailable_reason(nvmlReturn_t r)
 		return "no permission";
 	case NVML_ERROR_FUNCTION_NOT_FOUND:
 		return "not implemented by this driver";
+	case NVML_ERROR_DEPRECATED:
+		return "deprecated by this driver";
 	default:
 		return NULL;
 	}
@@ -392,6 +399,16 @@ static bool check_result(struct reader *rd, size_t gpu, const char *fname, nvmlR
 		ctx_log_once(rd->ctx, key, GPUCTL_LOG_WARNING,
 		             "GPU %zu is lost (%s: GPU is lost); its other facts are unavailable",
 		             gpu, fname);
+		return false;
+	}
+	if (r == NVML_ERROR_NOT_READY) {
+		/* The driver has no answer yet (a GPU still initialising, a counter not yet
+		 * sampled): no fault of the GPU, and not lasting either, so it is asked again by
+		 * the next refresh instead of being remembered as unsupported. */
+		ctx_log_once(rd->ctx, key, GPUCTL_LOG_DEBUG, "%s: not ready on %s; shown as N/A",
+		             fname, where(gpu, w, sizeof(w)));
+		if (gpu != SYSTEM_SCOPE && !pair && gpu < rd->snap->n_gpus)
+			rd->snap->gpus[gpu].nvml_not_ready++;
 		return false;
 	}
 	reason = unavailable_reason(r);
@@ -730,6 +747,15 @@ static int arch_rank(const struct gpuctl_gpu *g)
 }
 #define RANK_AMPERE 6
 
+/* The NVLink count an NVML_FI_DEV_NVLINK_LINK_COUNT entry holds, or -1 when it holds none. */
+static int link_count_of(const nvmlFieldValue_t *fv)
+{
+	if (fv->nvmlReturn != NVML_SUCCESS || fv->valueType != 1 /* unsigned int */ ||
+	    fv->value.uiVal > NVML_NVLINK_MAX_LINKS)
+		return -1;
+	return (int)fv->value.uiVal;
+}
+
 /* The facts gpuctl reads through nvmlDeviceGetFieldValues, all wanted ones in one call; each
  * entry's own return code says whether this driver knows the field (the recovery action came
  * with R565-era drivers; memory temperature is reported by GPUs with HBM). */
@@ -744,19 +770,28 @@ static void read_field_values(struct reader *rd, size_t i, nvmlDevice_t dev)
 	        {NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, GPUCTL_F_RECOVERY_ACTION,
 	         "GPU recovery action"},
 	};
-	nvmlFieldValue_t fv[sizeof(known) / sizeof(known[0])];
-	size_t which[sizeof(known) / sizeof(known[0])], n = 0;
+	nvmlFieldValue_t fv[sizeof(known) / sizeof(known[0]) + 1];
+	size_t which[sizeof(known) / sizeof(known[0]) + 1], n = 0;
 
 	for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
 		if (want(rd, known[k].f)) {
 			fv[n] = (nvmlFieldValue_t){.fieldId = known[k].id};
 			which[n++] = k;
 		}
+	/* the NVLink walk's bound rides along when there are other fields to read anyway */
+	if (n > 0 && rd->nvlink_count) {
+		fv[n] = (nvmlFieldValue_t){.fieldId = NVML_FI_DEV_NVLINK_LINK_COUNT};
+		which[n++] = SIZE_MAX;
+	}
 	if (n == 0 || !CALL(rd, i, field_values, dev, (int)n, fv))
 		return;
 	for (size_t j = 0; j < n; j++) {
 		int64_t v;
 
+		if (which[j] == SIZE_MAX) {
+			rd->nvlink_count[i] = link_count_of(&fv[j]);
+			continue;
+		}
 		if (fv[j].nvmlReturn != NVML_SUCCESS) {
 			/* Any code, not only NOT_SUPPORTED, means "unavailable" here: drivers that
 			 * predate a field answer for it in their own ways, no fault of the GPU. */
@@ -1230,40 +1265,73 @@ static bool remote_bus(struct reader *rd, size_t i, nvmlDevice_t dev, unsigned l
 	return true;
 }
 
-/* Adds an active link's error counters to GPU i's sums (health snapshots only). */
+/* Adds an active link's error counters to GPU i's sums (health snapshots only). Each counter
+ * is read on its own: one the link does not support leaves the other sums alone (a counter
+ * NVML does not support stays so, so every sample sums over the same links). */
 static void read_nvlink_errors(struct reader *rd, size_t i, nvmlDevice_t dev, unsigned link)
 {
 	struct gpuctl_gpu *g = &rd->snap->gpus[i];
-	unsigned long long v[4];
+	/* nvmlNvLinkErrorCounter_t: DL_REPLAY 0, DL_RECOVERY 1, DL_CRC_FLIT 2, DL_CRC_DATA 3 */
+	struct {
+		uint64_t *sum;
+		bool *has;
+	} into[4] = {{&g->nvlink_replay, &g->has_nvlink_replay},
+	             {&g->nvlink_recovery, &g->has_nvlink_recovery},
+	             {&g->nvlink_crc, &g->has_nvlink_crc},
+	             {&g->nvlink_crc, &g->has_nvlink_crc}};
 
-	for (uint32_t k = 0; k < 4; k++)
-		if (!CALL(rd, i, nvlink_error_counter, dev, link, k, &v[k]))
-			return; /* a partial sum would be a wrong fact */
-	g->has_nvlink_errors = true;
-	g->nvlink_replay += v[0];
-	g->nvlink_recovery += v[1];
-	g->nvlink_crc += v[2] + v[3];
+	for (uint32_t k = 0; k < 4; k++) {
+		unsigned long long v;
+
+		if (!CALL(rd, i, nvlink_error_counter, dev, link, k, &v))
+			continue;
+		*into[k].sum += v;
+		*into[k].has = true;
+	}
 }
 
-/* Walks GPU i's NVLinks: adds direct links to row i of direct[], counts switch links. */
+/* The NVLinks GPU i has, from field NVML_FI_DEV_NVLINK_LINK_COUNT; -1 when the driver cannot
+ * say (no nvmlDeviceGetFieldValues, or a driver that does not know the field). */
+static int nvlink_count(struct reader *rd, size_t i, nvmlDevice_t dev)
+{
+	nvmlFieldValue_t fv = {.fieldId = NVML_FI_DEV_NVLINK_LINK_COUNT};
+
+	if (rd->nvlink_count && rd->nvlink_count[i] != -2)
+		return rd->nvlink_count[i]; /* read with the GPU's other field values */
+	if (!rd->nv->sym.field_values || !CALL(rd, i, field_values, dev, 1, &fv))
+		return -1;
+	return link_count_of(&fv);
+}
+
+/* Walks GPU i's NVLinks: adds direct links to row i of direct[], counts switch links. A link
+ * that answers NOT_SUPPORTED may sit in the middle of the range (parts with fewer links than
+ * their die have some disabled), so the walk goes on past it, until it has seen as many links
+ * as the device has (nvlink_count), or through every link number NVML allows when the driver
+ * does not say. */
 static void read_nvlinks(struct reader *rd, size_t i, nvmlDevice_t dev, int *direct)
 {
 	struct gpuctl_gpu *g = &rd->snap->gpus[i];
+	int count;
 
 	if (!rd->nv->sym.nvlink_state) {
 		symbol_missing(rd, rd->nv->name.nvlink_state);
 		return;
 	}
 	g->has_nvlink_state = true;
-	for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS && gpu_readable(rd, i); link++) {
+	count = nvlink_count(rd, i, dev);
+	for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS && gpu_readable(rd, i) &&
+	                        (count < 0 || g->nvlink_present < count);
+	     link++) {
 		nvmlEnableState_t active = NVML_FEATURE_DISABLED;
 		nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
 		char bus[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
 		nvmlReturn_t r = RAW(rd, nvlink_state, dev, link, &active);
 		size_t peer;
 
-		if (r == NVML_ERROR_INVALID_ARGUMENT || r == NVML_ERROR_NOT_SUPPORTED)
-			break; /* past this GPU's links (or no NVLink at all) */
+		if (r == NVML_ERROR_INVALID_ARGUMENT)
+			break; /* past the link numbers this driver knows */
+		if (r == NVML_ERROR_NOT_SUPPORTED)
+			continue; /* a disabled link (or, without a count, no NVLink) */
 		if (r != NVML_SUCCESS) {
 			check_result(rd, i, rd->nv->name.nvlink_state, r, false);
 			continue;
@@ -1422,12 +1490,22 @@ int nvml_read_snapshot(struct gpuctl_ctx *ctx, unsigned flags, uint64_t want_fie
 	}
 	rd.snap = snap;
 	rd.handles = handles;
+	if (flags & GPUCTL_SNAP_TOPOLOGY) {
+		rd.nvlink_count = malloc((count ? count : 1) * sizeof(*rd.nvlink_count));
+		if (!rd.nvlink_count) {
+			gpuctl_snapshot_free(snap);
+			return ctx_error(ctx, -ENOMEM, "out of memory");
+		}
+		for (size_t i = 0; i < count; i++)
+			rd.nvlink_count[i] = -2;
+	}
 
 	read_system(&rd);
 	for (size_t i = 0; i < count; i++)
 		read_gpu(&rd, i, flags);
 	if (flags & GPUCTL_SNAP_TOPOLOGY)
 		read_topology(&rd);
+	free(rd.nvlink_count);
 	if (rd.oom < 0) {
 		gpuctl_snapshot_free(snap);
 		return ctx_error(ctx, -ENOMEM, "out of memory");
@@ -1450,7 +1528,7 @@ static uint64_t known_unavailable(const struct gpuctl_snapshot *prev, size_t i)
 	const struct gpuctl_gpu *g = &prev->gpus[i];
 	uint64_t missing = 0;
 
-	if (g->nvml_errors > 0 || g->lost)
+	if (g->nvml_errors > 0 || g->nvml_not_ready > 0 || g->lost)
 		return 0;
 	for (size_t f = 0; f < GPUCTL__F_COUNT; f++)
 		if (!g->valid[f])

@@ -3,7 +3,7 @@ PIDs), read back through NVML's process list, and attributed to their owner and 
 /proc. The expected values are what the test registered.
 
 The same machine is also read through build/sim/r530/libnvidia-ml.so.1, which writes the
-32-byte _v3 entries of R530-branch drivers: several processes on one GPU expose a reader that
+32-byte _v3 entries of the first R535-branch drivers (NVML 12.2): several processes on one GPU expose a reader that
 steps through them at the wrong stride."""
 import os
 import pwd
