@@ -31,15 +31,18 @@ PROC_UTIL = 30
 # detected"), on a real driver as on the simulator. Those machines are checked by the other two.
 NVTOP_MAX_GPUS = 64
 
+# The clients are not built with the sanitizers: in the ASan build they load the instrumented
+# simulator only with the runtimes preloaded ($CLIENT_PRELOAD), and their own leaks are not ours.
 SCRIPT = r"""
+C="env LD_PRELOAD=$CLIENT_PRELOAD ASAN_OPTIONS=detect_leaks=0:abort_on_error=1"
 $NVSIM proc add --pid $$ -i 0 --mem 1536MiB --util 30
 $GPUCTL list --format json > "$OUT/list.json"
 $GPUCTL topo --format json > "$OUT/topo.json"
-gpustat --json > "$OUT/gpustat.json"
-/usr/bin/python3 "$PROBE" > "$OUT/probe.json"
+$C gpustat --json > "$OUT/gpustat.json"
+$C /usr/bin/python3 "$PROBE" > "$OUT/probe.json"
 [ "$NGPUS" -le "$NVTOP_MAX" ] || exit 0
 S="gpuctl-test-$$"
-tmux -L "$S" new-session -d -s nvtop -x 220 -y 300 "nvtop -C; sleep 60"
+tmux -L "$S" new-session -d -s nvtop -x 220 -y 300 "$C nvtop -C; sleep 60"
 last=$((NGPUS - 1))
 for _ in $(seq 100); do
     tmux -L "$S" capture-pane -p -t nvtop > "$OUT/nvtop.txt"
@@ -78,7 +81,8 @@ class NvmlClientsTest(GpuctlTestCase):
         n = len(scenario_gpus(name))
         r = sim_sh(name, SCRIPT, env={"OUT": out, "PROBE": PROBE, "NGPUS": str(n),
                                       "NVTOP_MAX": str(NVTOP_MAX_GPUS), "HOME": home,
-                                      "XDG_CONFIG_HOME": home, "TERM": "xterm"},
+                                      "XDG_CONFIG_HOME": home, "TERM": "xterm",
+                                      "CLIENT_PRELOAD": os.environ.get("GPUCTL_PYTHON_PRELOAD", "")},
                    timeout=240)
         self.assertOk(r)
         res = {}
