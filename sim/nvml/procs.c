@@ -6,6 +6,11 @@
  * Sizing follows NVML: *infoCount smaller than the number of processes (including a count-0
  * sizing call) gives INSUFFICIENT_SIZE with *infoCount set to the number needed.
  *
+ * MIG and privilege: nvml.h says a MIG-enabled GPU's handle aggregates its MIG devices'
+ * processes "only if the caller has appropriate privileges", and does not say what others get.
+ * The simulator chooses NO_PERMISSION for a caller that is not root (or with
+ * NVSIM_UNPRIVILEGED=1), so a client must use the MIG device handles, which answer anyone.
+ *
  * Entry layouts of _v3: the first drivers of the R535 branch (NVML 12.2) wrote 32-byte entries from
  * _v3 (the v2 fields plus usedGpuCcProtectedMemory) and exported
  * nvmlDeviceGetConfComputeMemSizeInfo; later drivers went back to 24-byte entries and moved the
@@ -100,6 +105,15 @@ unsigned int sim_procs_util(const struct sim_gpu *g)
 	return sum;
 }
 
+/* Whether the caller may see every process of a MIG-enabled GPU through its GPU handle: root,
+ * unless NVSIM_UNPRIVILEGED=1 makes a root test behave as another user. */
+static bool privileged(void)
+{
+	const char *e = getenv("NVSIM_UNPRIVILEGED");
+
+	return geteuid() == 0 && !(e && strcmp(e, "1") == 0);
+}
+
 enum layout { V1, V2, V3_R530 };
 
 /* The early-R535 entry: v2's fields, then the protected-memory count (32 bytes). */
@@ -141,6 +155,8 @@ static nvmlReturn_t list(enum sim_fn fn, nvmlDevice_t device, unsigned int *info
 	SIM_DEVICE_CALL_FN(fn, device, SIM_MIG_OK);
 	if (!infoCount)
 		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	if (!c.m && c.g->mig_enabled && !privileged())
+		return sim_end(NVML_ERROR_NO_PERMISSION);
 	n = collect(c.g, c.m, NULL, 0);
 	if (*infoCount < n) {
 		*infoCount = n;

@@ -1043,19 +1043,20 @@ static void add_proc(struct reader *rd, size_t i, uint32_t pid, unsigned long lo
 #define PROCS_FIRST_TRY 64 /* entries asked for first: more than any GPU usually runs */
 #define PROCS_TRIES     4  /* the list can grow between calls */
 
-static void read_processes(struct reader *rd, size_t i, nvmlDevice_t dev)
+static const char *proc_fn_name(const struct reader *rd)
+{
+	return rd->nv->sym.procs_v2 ? rd->nv->name.procs_v2 : rd->nv->name.procs_v1;
+}
+
+/* Adds the compute processes NVML lists for handle dev (GPU i's, or one of its MIG devices')
+ * to GPU i; the last call's result, for the caller to judge (nothing is logged here). */
+static nvmlReturn_t list_processes(struct reader *rd, size_t i, nvmlDevice_t dev)
 {
 	unsigned cap = PROCS_FIRST_TRY;
+	nvmlReturn_t r = NVML_ERROR_UNKNOWN;
 
-	if (!gpu_readable(rd, i))
-		return;
-	if (!rd->nv->sym.procs_v2 && !rd->nv->sym.procs_v1) {
-		symbol_missing(rd, rd->nv->name.procs_v2);
-		return;
-	}
 	for (int t = 0; t < PROCS_TRIES; t++) {
 		unsigned count = cap;
-		nvmlReturn_t r;
 
 		if (rd->nv->sym.procs_v2) {
 			/* Entries are 24 or 32 bytes depending on the driver branch; the first
@@ -1064,7 +1065,7 @@ static void read_processes(struct reader *rd, size_t i, nvmlDevice_t dev)
 			_cleanup_free_ unsigned char *buf = calloc(cap, stride);
 			if (!buf) {
 				rd->oom = -ENOMEM;
-				return;
+				return NVML_ERROR_MEMORY;
 			}
 			r = RAW(rd, procs_v2, dev, &count, (nvmlProcessInfo_v2_t *)(void *)buf);
 			if (r == NVML_SUCCESS) {
@@ -1074,13 +1075,13 @@ static void read_processes(struct reader *rd, size_t i, nvmlDevice_t dev)
 					add_proc(rd, i, e.pid, e.usedGpuMemory, e.gpuInstanceId,
 					         e.computeInstanceId);
 				}
-				return;
+				return r;
 			}
 		} else {
 			_cleanup_free_ nvmlProcessInfo_v1_t *v = calloc(cap, sizeof(*v));
 			if (!v) {
 				rd->oom = -ENOMEM;
-				return;
+				return NVML_ERROR_MEMORY;
 			}
 			r = RAW(rd, procs_v1, dev, &count, v);
 			if (r == NVML_SUCCESS) {
@@ -1088,18 +1089,64 @@ static void read_processes(struct reader *rd, size_t i, nvmlDevice_t dev)
 					add_proc(rd, i, v[k].pid, v[k].usedGpuMemory,
 					         NVML_INVALID_INSTANCE_ID,
 					         NVML_INVALID_INSTANCE_ID);
-				return;
+				return r;
 			}
 		}
-		if (r != NVML_ERROR_INSUFFICIENT_SIZE) {
-			check_result(rd, i,
-			             rd->nv->sym.procs_v2 ? rd->nv->name.procs_v2
-			                                  : rd->nv->name.procs_v1,
-			             r, false);
-			return;
-		}
+		if (r != NVML_ERROR_INSUFFICIENT_SIZE)
+			return r;
 		cap = (count > cap ? count : cap * 2) + 16;
 	}
+	return r;
+}
+
+/* GPU i's processes read MIG device by MIG device (each entry carries its instance ids);
+ * false when the GPU has no MIG device to ask. */
+static bool list_mig_processes(struct reader *rd, size_t i, nvmlDevice_t dev)
+{
+	unsigned max = 0;
+	bool asked = false;
+
+	if (!rd->nv->sym.max_mig_count || !rd->nv->sym.mig_handle ||
+	    !CALL(rd, i, max_mig_count, dev, &max))
+		return false;
+	for (unsigned k = 0; k < max && gpu_readable(rd, i); k++) {
+		nvmlDevice_t mdev = NULL;
+		nvmlReturn_t r = RAW(rd, mig_handle, dev, k, &mdev);
+
+		if (r == NVML_ERROR_NOT_FOUND || r == NVML_ERROR_INVALID_ARGUMENT)
+			continue; /* an empty slot */
+		if (!check_result(rd, i, rd->nv->name.mig_handle, r, false))
+			continue;
+		asked = true;
+		r = list_processes(rd, i, mdev);
+		if (r != NVML_SUCCESS)
+			(void)check_result(rd, i, proc_fn_name(rd), r, false);
+	}
+	return asked;
+}
+
+/* nvml.h: on a MIG-enabled GPU the GPU handle's list aggregates its MIG devices' processes
+ * only for callers with the privileges to see them all; a MIG device handle's own list needs
+ * none. So a caller that is not root asks MIG device by MIG device there, and so does anyone
+ * the driver refuses (NO_PERMISSION) on the GPU handle. */
+static void read_processes(struct reader *rd, size_t i, nvmlDevice_t dev)
+{
+	bool mig = field_is(&rd->snap->gpus[i], GPUCTL_F_MIG_MODE, 1);
+	nvmlReturn_t r;
+
+	if (!gpu_readable(rd, i))
+		return;
+	if (!rd->nv->sym.procs_v2 && !rd->nv->sym.procs_v1) {
+		symbol_missing(rd, rd->nv->name.procs_v2);
+		return;
+	}
+	if (mig && geteuid() != 0 && list_mig_processes(rd, i, dev))
+		return;
+	r = list_processes(rd, i, dev);
+	if (r == NVML_ERROR_NO_PERMISSION && list_mig_processes(rd, i, dev))
+		return;
+	if (r != NVML_SUCCESS)
+		(void)check_result(rd, i, proc_fn_name(rd), r, false);
 }
 
 static int percent(unsigned v)
