@@ -10,7 +10,8 @@ compared value by value with gpuctl (and, for nvtop, with the scenario file):
   temperatures, power, clocks, PCIe, ECC, retired pages, remapped rows, CPU and memory affinity,
   processes, NVLink state and remote ends, common ancestor, P2P status, MIG) equals gpuctl's JSON.
 
-Each scenario runs once: a compute process registered on GPU 0 (1.5 GiB, 30 %), then gpuctl,
+Each scenario runs once: a compute process registered on the first GPU not in MIG mode
+(1.5 GiB, 30 %), then gpuctl,
 gpustat, the probe and nvtop on the same simulated machine. The packages come from Debian's
 contrib (scripts/deps.sh test)."""
 import json
@@ -35,7 +36,7 @@ NVTOP_MAX_GPUS = 64
 # simulator only with the runtimes preloaded ($CLIENT_PRELOAD), and their own leaks are not ours.
 SCRIPT = r"""
 C="env LD_PRELOAD=$CLIENT_PRELOAD ASAN_OPTIONS=detect_leaks=0:abort_on_error=1"
-$NVSIM proc add --pid $$ -i 0 --mem 1536MiB --util 30
+$NVSIM proc add --pid $$ -i "$PROC_GPU" --mem 1536MiB --util 30
 $GPUCTL list --format json > "$OUT/list.json"
 $GPUCTL topo --format json > "$OUT/topo.json"
 $C gpustat --json > "$OUT/gpustat.json"
@@ -53,6 +54,12 @@ sleep 1.5  # nvtop's second refresh: utilisation and processes are read after th
 tmux -L "$S" capture-pane -p -t nvtop > "$OUT/nvtop.txt"
 tmux -L "$S" kill-server
 """
+
+
+def proc_gpu(gpus):
+    """Where the test's process runs: the first GPU not in MIG mode (a MIG-enabled GPU's own
+    process list is for privileged callers only, and tests may run as any user)."""
+    return next(i for i, g in enumerate(gpus) if not g.get("mig", {}).get("enabled"))
 
 
 def mw_to_w(v):
@@ -80,6 +87,7 @@ class NvmlClientsTest(GpuctlTestCase):
         os.makedirs(home)
         n = len(scenario_gpus(name))
         r = sim_sh(name, SCRIPT, env={"OUT": out, "PROBE": PROBE, "NGPUS": str(n),
+                                      "PROC_GPU": str(proc_gpu(scenario_gpus(name))),
                                       "NVTOP_MAX": str(NVTOP_MAX_GPUS), "HOME": home,
                                       "XDG_CONFIG_HOME": home, "TERM": "xterm",
                                       "CLIENT_PRELOAD": os.environ.get("GPUCTL_PYTHON_PRELOAD", "")},
@@ -125,7 +133,8 @@ class NvmlClientsTest(GpuctlTestCase):
                 "memory.total": g["memory_total"] // MIB,
             }
             self.assertEqual({k: s[k] for k in want}, want, g["uuid"])
-            self.assertEqual(sorted([p["pid"], p["gpu_memory_usage"]] for p in s["processes"]),
+            # gpustat has None where NVML refused the list (a MIG-enabled GPU, not root)
+            self.assertEqual(sorted([p["pid"], p["gpu_memory_usage"]] for p in s["processes"] or []),
                              sorted([p["pid"], p["used_memory"] // MIB] for p in g["processes"]))
 
     def check_probe(self, res):
@@ -226,8 +235,9 @@ class NvmlClientsTest(GpuctlTestCase):
 
         for i, g in enumerate(gpus):
             mig_on = bool(g.get("mig", {}).get("enabled"))
-            proc_mem = PROC_MEM if i == 0 else 0
-            util = min(100, g.get("utilization_gpu", 0) + (PROC_UTIL if i == 0 else 0))
+            mine = i == proc_gpu(gpus)
+            proc_mem = PROC_MEM if mine else 0
+            util = min(100, g.get("utilization_gpu", 0) + (PROC_UTIL if mine else 0))
             # nvtop reads memory info v1: used includes the reservation
             used = (g.get("memory_used_mib", 0) + g.get("memory_reserved_mib", 0)) * MIB + proc_mem
             clocks = g.get("clocks_mhz", {})
