@@ -85,8 +85,12 @@ def section(build):
                   "and replay",
                   "counter, ECC mode, the volatile uncorrectable ECC count, remapped rows, the "
                   "recovery-action",
-                  "field value, the slowdown threshold, MIG mode). The aim, gpustat's calls plus "
-                  f"the health facts, is {min(theirs) + HEALTH_FACTS:.1f}-{max(theirs) + HEALTH_FACTS:.1f}.",
+                  "field value, the slowdown threshold, MIG mode); the replay counter, the ECC "
+                  "count and",
+                  "remapped rows come in the same nvmlDeviceGetFieldValues call as the recovery "
+                  "action. The aim,",
+                  "gpustat's calls plus the health facts, is "
+                  f"{min(theirs) + HEALTH_FACTS:.1f}-{max(theirs) + HEALTH_FACTS:.1f}.",
                   "Wall times at 100 us depend on the machine's load (the simulator busy-waits): "
                   "compare calls."]
     return lines

@@ -21,6 +21,7 @@
 #include "internal.h"
 #include "../util.h"
 
+#include <dlfcn.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -73,6 +74,26 @@ unsigned long long sim_now_us(void)
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	return (unsigned long long)now.tv_sec * 1000000ULL +
 	       (unsigned long long)now.tv_nsec / 1000ULL;
+}
+
+bool sim_exported(enum sim_fn fn)
+{
+	static signed char known[SIM_FN__COUNT]; /* 0 unknown, 1 exported, -1 not */
+	Dl_info info;
+
+	if (!known[fn]) {
+		void *self = NULL;
+
+		known[fn] = -1;
+		if (dladdr((void *)&known, &info) && info.dli_fname)
+			self = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+		if (self) {
+			if (dlsym(self, fn_names[fn]))
+				known[fn] = 1;
+			dlclose(self);
+		}
+	}
+	return known[fn] > 0;
 }
 
 unsigned long long sim_epoch_us(void)
@@ -211,7 +232,7 @@ static long long latency_us(void)
 	return sim_lib.env_latency_us;
 }
 
-static nvmlReturn_t injected(enum sim_fn fn, int gpu)
+nvmlReturn_t sim_injected(enum sim_fn fn, int gpu)
 {
 	for (size_t i = 0; i < sim_lib.dyn.n_fails; i++) {
 		const struct sim_fail *f = &sim_lib.dyn.fails[i];
@@ -240,7 +261,7 @@ nvmlReturn_t sim_begin(enum sim_fn fn, bool need_init)
 	if (need_init && !sim_lib.init_count)
 		return NVML_ERROR_UNINITIALIZED;
 	if (sim_lib.init_count)
-		return injected(fn, -1);
+		return sim_injected(fn, -1);
 	return NVML_SUCCESS;
 }
 
@@ -290,7 +311,7 @@ nvmlReturn_t sim_begin_dev(enum sim_fn fn, nvmlDevice_t dev, unsigned int flags,
 	}
 	if (c->m && !(flags & SIM_MIG_OK))
 		return NVML_ERROR_NOT_SUPPORTED;
-	return injected(fn, (int)c->gpu);
+	return sim_injected(fn, (int)c->gpu);
 }
 
 nvmlReturn_t sim_end(nvmlReturn_t r)
@@ -438,7 +459,7 @@ static nvmlReturn_t do_init(enum sim_fn fn)
 	sim_lib.restat_us = coarse_us();
 	refresh();
 	busy_wait_us(latency_us());
-	r = injected(fn, -1);
+	r = sim_injected(fn, -1);
 	if (r != NVML_SUCCESS) {
 		sim_lib.init_count = 0;
 		unload();
@@ -596,7 +617,7 @@ static nvmlReturn_t by_index(enum sim_fn fn, unsigned int index, nvmlDevice_t *d
 		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
 	if (sim_gpu_lost(index))
 		return sim_end(NVML_ERROR_GPU_IS_LOST);
-	r = injected(fn, (int)index);
+	r = sim_injected(fn, (int)index);
 	if (r != NVML_SUCCESS)
 		return sim_end(r);
 	*device = &sim_lib.handles[index * (1 + SIM_MAX_MIG)];
@@ -621,7 +642,7 @@ static nvmlReturn_t found(enum sim_fn fn, unsigned int gpu, int mig, nvmlDevice_
 
 	if (sim_gpu_lost(gpu))
 		return sim_end(NVML_ERROR_GPU_IS_LOST);
-	r = injected(fn, (int)gpu);
+	r = sim_injected(fn, (int)gpu);
 	if (r != NVML_SUCCESS)
 		return sim_end(r);
 	*device = &sim_lib.handles[gpu * (1 + SIM_MAX_MIG) + (unsigned int)(mig + 1)];

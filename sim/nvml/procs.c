@@ -28,8 +28,6 @@
  * lastSeenTimeStamp, so asking with the stamp of the previous answer gets the next samples;
  * nothing new is NOT_FOUND. Like GPU utilisation it is NOT_SUPPORTED while MIG is enabled,
  * and on MIG device handles. */
-#include <dlfcn.h>
-
 #include "internal.h"
 #include "../util.h"
 
@@ -129,21 +127,7 @@ struct process_info_r530 {
  * table exports nvmlDeviceGetConfComputeMemSizeInfo (the version scripts decide). */
 static enum layout v3_layout(void)
 {
-	static int r530 = -1; /* unknown yet; the answer never changes within a process */
-	Dl_info info;
-
-	if (r530 < 0) {
-		void *self = NULL;
-
-		r530 = 0;
-		if (dladdr(&r530, &info) && info.dli_fname)
-			self = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-		if (self) {
-			r530 = dlsym(self, "nvmlDeviceGetConfComputeMemSizeInfo") != NULL;
-			dlclose(self);
-		}
-	}
-	return r530 ? V3_R530 : V2;
+	return sim_exported(SIM_FN_nvmlDeviceGetConfComputeMemSizeInfo) ? V3_R530 : V2;
 }
 
 static nvmlReturn_t list(enum sim_fn fn, nvmlDevice_t device, unsigned int *infoCount, void *infos,

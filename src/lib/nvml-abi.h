@@ -353,6 +353,19 @@ typedef struct {
 /* The number of NVLinks the device has (nvml.h: "Number of NVLinks present on the device";
  * present in the NVML 12.2 header of driver 535 and in NVML 13's). */
 #define NVML_FI_DEV_NVLINK_LINK_COUNT 91
+/* Health counters as field values (the same numbers as their direct calls; ids from nvml.h, all
+ * in the NVML 12.2 header of driver 535): ECC totals (single bit = corrected, double bit =
+ * uncorrected; volatile, aggregate), the PCIe replay counter, remapped rows (correctable,
+ * uncorrectable, pending 1/0, failure 1/0). */
+#define NVML_FI_DEV_ECC_SBE_VOL_TOTAL   3
+#define NVML_FI_DEV_ECC_DBE_VOL_TOTAL   4
+#define NVML_FI_DEV_ECC_SBE_AGG_TOTAL   5
+#define NVML_FI_DEV_ECC_DBE_AGG_TOTAL   6
+#define NVML_FI_DEV_PCIE_REPLAY_COUNTER 94
+#define NVML_FI_DEV_REMAPPED_COR        142
+#define NVML_FI_DEV_REMAPPED_UNC        143
+#define NVML_FI_DEV_REMAPPED_PENDING    144
+#define NVML_FI_DEV_REMAPPED_FAILURE    145
 
 /* ---- Events (NVML API 11+) ---- */
 

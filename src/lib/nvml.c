@@ -676,7 +676,6 @@ static void read_state(struct reader *rd, size_t i, nvmlDevice_t dev)
 	}
 	if (want(rd, GPUCTL_F_TEMP) && CALL(rd, i, temperature, dev, NVML_TEMPERATURE_GPU, &u))
 		set_int(rd, i, GPUCTL_F_TEMP, u);
-	read_field_values(rd, i, dev); /* memory temperature, recovery action: one call */
 	if (want(rd, GPUCTL_F_UTIL_ENCODER) && CALL(rd, i, encoder_util, dev, &u, &u2))
 		set_int(rd, i, GPUCTL_F_UTIL_ENCODER, u);
 	if (want(rd, GPUCTL_F_UTIL_DECODER) && CALL(rd, i, decoder_util, dev, &u, &u2))
@@ -725,6 +724,9 @@ static void read_state(struct reader *rd, size_t i, nvmlDevice_t dev)
 		set_int(rd, i, GPUCTL_F_MIG_MODE, u == 1);
 		set_int(rd, i, GPUCTL_F_MIG_MODE_PENDING, u2 == 1);
 	}
+	/* memory temperature, recovery action and the health counters, in one call: after the
+	 * ECC mode, which decides whether the ECC counters exist */
+	read_field_values(rd, i, dev);
 	read_monitoring(rd, i, dev);
 }
 
@@ -756,25 +758,66 @@ static int link_count_of(const nvmlFieldValue_t *fv)
 	return (int)fv->value.uiVal;
 }
 
+/* When a field value may be asked for (the health facts that have a direct call too). */
+enum field_when {
+	FV_ALWAYS,     /* no condition */
+	FV_HEALTH,     /* health snapshots */
+	FV_ECC,        /* health snapshots of a GPU with ECC on */
+	FV_ECC_AMPERE, /* the same, Ampere and later (row remapping) */
+};
+
 /* The facts gpuctl reads through nvmlDeviceGetFieldValues, all wanted ones in one call; each
  * entry's own return code says whether this driver knows the field (the recovery action came
- * with R565-era drivers; memory temperature is reported by GPUs with HBM). */
+ * with R565-era drivers; memory temperature is reported by GPUs with HBM). The health counters
+ * (PCIe replays, ECC totals, remapped rows) ride along in the same call: read_health asks the
+ * direct functions only for those no entry answered, so a driver without the field ids costs
+ * nothing more than before. */
 static void read_field_values(struct reader *rd, size_t i, nvmlDevice_t dev)
 {
 	static const struct {
 		unsigned id;
 		enum gpuctl_field f;
 		const char *what;
+		enum field_when when;
+		bool flag; /* a yes/no value: stored as 0/1 */
 	} known[] = {
-	        {NVML_FI_DEV_MEMORY_TEMP, GPUCTL_F_TEMP_MEMORY, "memory temperature"},
+	        {NVML_FI_DEV_MEMORY_TEMP, GPUCTL_F_TEMP_MEMORY, "memory temperature", FV_ALWAYS,
+	         false},
 	        {NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, GPUCTL_F_RECOVERY_ACTION,
-	         "GPU recovery action"},
+	         "GPU recovery action", FV_ALWAYS, false},
+	        {NVML_FI_DEV_PCIE_REPLAY_COUNTER, GPUCTL_F_PCIE_REPLAY, "PCIe replay counter",
+	         FV_HEALTH, false},
+	        {NVML_FI_DEV_ECC_SBE_VOL_TOTAL, GPUCTL_F_ECC_VOL_CORRECTED, "volatile ECC SBE",
+	         FV_ECC, false},
+	        {NVML_FI_DEV_ECC_DBE_VOL_TOTAL, GPUCTL_F_ECC_VOL_UNCORRECTED, "volatile ECC DBE",
+	         FV_ECC, false},
+	        {NVML_FI_DEV_ECC_SBE_AGG_TOTAL, GPUCTL_F_ECC_AGG_CORRECTED, "aggregate ECC SBE",
+	         FV_ECC, false},
+	        {NVML_FI_DEV_ECC_DBE_AGG_TOTAL, GPUCTL_F_ECC_AGG_UNCORRECTED, "aggregate ECC DBE",
+	         FV_ECC, false},
+	        {NVML_FI_DEV_REMAPPED_COR, GPUCTL_F_REMAP_CORRECTABLE,
+	         "remapped rows (correctable)", FV_ECC_AMPERE, false},
+	        {NVML_FI_DEV_REMAPPED_UNC, GPUCTL_F_REMAP_UNCORRECTABLE,
+	         "remapped rows (uncorrectable)", FV_ECC_AMPERE, false},
+	        {NVML_FI_DEV_REMAPPED_PENDING, GPUCTL_F_REMAP_PENDING, "row remapping pending",
+	         FV_ECC_AMPERE, true},
+	        {NVML_FI_DEV_REMAPPED_FAILURE, GPUCTL_F_REMAP_FAILURE, "row remapping failure",
+	         FV_ECC_AMPERE, true},
+	};
+	const struct gpuctl_gpu *g = &rd->snap->gpus[i];
+	const bool health = rd->flags & GPUCTL_SNAP_HEALTH;
+	const bool ecc_on = health && field_is(g, GPUCTL_F_ECC_MODE, 1);
+	const bool when_ok[] = {
+	        [FV_ALWAYS] = true,
+	        [FV_HEALTH] = health,
+	        [FV_ECC] = ecc_on,
+	        [FV_ECC_AMPERE] = ecc_on && arch_rank(g) >= RANK_AMPERE,
 	};
 	nvmlFieldValue_t fv[sizeof(known) / sizeof(known[0]) + 1];
 	size_t which[sizeof(known) / sizeof(known[0]) + 1], n = 0;
 
 	for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
-		if (want(rd, known[k].f)) {
+		if (want(rd, known[k].f) && when_ok[known[k].when]) {
 			fv[n] = (nvmlFieldValue_t){.fieldId = known[k].id};
 			which[n++] = k;
 		}
@@ -825,8 +868,14 @@ static void read_field_values(struct reader *rd, size_t i, nvmlDevice_t dev)
 		default:
 			continue;
 		}
-		set_int(rd, i, known[which[j]].f, v);
+		set_int(rd, i, known[which[j]].f, known[which[j]].flag ? v != 0 : v);
 	}
+}
+
+/* Field f is not wanted, or already read. */
+static bool wanted_valid(const struct reader *rd, const struct gpuctl_gpu *g, enum gpuctl_field f)
+{
+	return !want(rd, f) || g->valid[f];
 }
 
 static void read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
@@ -837,7 +886,9 @@ static void read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
 	nvmlEnableState_t e;
 	int rank = arch_rank(g);
 
-	if (want(rd, GPUCTL_F_PCIE_REPLAY) && CALL(rd, i, pcie_replay, dev, &u1))
+	/* What read_field_values got is not asked again (valid already). */
+	if (want(rd, GPUCTL_F_PCIE_REPLAY) && !g->valid[GPUCTL_F_PCIE_REPLAY] &&
+	    CALL(rd, i, pcie_replay, dev, &u1))
 		set_int(rd, i, GPUCTL_F_PCIE_REPLAY, u1);
 	/* Memory error counters exist only with ECC on; a GPU whose ECC mode reads as off or
 	 * unsupported (GeForce) has none, so they are not asked for. */
@@ -857,7 +908,7 @@ static void read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
 	         NVML_AGGREGATE_ECC},
 	};
 	for (size_t k = 0; k < ELEMENTSOF(ecc); k++)
-		if (want(rd, ecc[k].f) &&
+		if (want(rd, ecc[k].f) && !g->valid[ecc[k].f] &&
 		    CALL(rd, i, total_ecc, dev, ecc[k].type, ecc[k].counter, &ull))
 			set_int(rd, i, ecc[k].f, (int64_t)ull);
 
@@ -896,6 +947,10 @@ static void read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
 		if ((want(rd, GPUCTL_F_REMAP_CORRECTABLE) ||
 		     want(rd, GPUCTL_F_REMAP_UNCORRECTABLE) || want(rd, GPUCTL_F_REMAP_PENDING) ||
 		     want(rd, GPUCTL_F_REMAP_FAILURE)) &&
+		    !(wanted_valid(rd, g, GPUCTL_F_REMAP_CORRECTABLE) &&
+		      wanted_valid(rd, g, GPUCTL_F_REMAP_UNCORRECTABLE) &&
+		      wanted_valid(rd, g, GPUCTL_F_REMAP_PENDING) &&
+		      wanted_valid(rd, g, GPUCTL_F_REMAP_FAILURE)) &&
 		    CALL(rd, i, remapped_rows, dev, &u1, &u2, &u3, &u4)) {
 			set_int(rd, i, GPUCTL_F_REMAP_CORRECTABLE, u1);
 			set_int(rd, i, GPUCTL_F_REMAP_UNCORRECTABLE, u2);
