@@ -219,6 +219,20 @@ def main():
         import python_bench
         lines += python_bench.section(build)
 
+    # gpuctl beside gpustat, an NVML client people use, on the same simulated machines
+    # (bench/clients_bench.py).
+    if not a.scenario:
+        sys.path.insert(0, HERE)
+        import clients_bench
+        lines += clients_bench.section(build)
+
+    # The simulator's coverage of NVIDIA's NVML (names, from the dynamic symbol tables;
+    # bench/nvml_coverage.py).
+    if not a.scenario:
+        sys.path.insert(0, HERE)
+        import nvml_coverage
+        lines += nvml_coverage.section(build)
+
     # The hand-written reading of the numbers below the table survives a new run.
     notes = ""
     if os.path.exists(a.out):

@@ -82,7 +82,32 @@
 	X(nvmlDeviceRegisterEvents, 1)                                                             \
 	X(nvmlEventSetWait_v2, 0)                                                                  \
 	X(nvmlEventSetFree, 0)                                                                     \
-	X(nvmlDeviceGetSupportedEventTypes, 1)
+	X(nvmlDeviceGetSupportedEventTypes, 1)                                                     \
+	X(nvmlInitWithFlags, 0)                                                                    \
+	X(nvmlDeviceGetHandleByUUID, 0)                                                            \
+	X(nvmlDeviceGetHandleByPciBusId_v2, 0)                                                     \
+	X(nvmlDeviceGetHandleByPciBusId, 0)                                                        \
+	X(nvmlDeviceGetIndex, 1)                                                                   \
+	X(nvmlDeviceGetPciInfo, 1)                                                                 \
+	X(nvmlDeviceGetGraphicsRunningProcesses_v3, 1)                                             \
+	X(nvmlDeviceGetGraphicsRunningProcesses_v2, 1)                                             \
+	X(nvmlDeviceGetGraphicsRunningProcesses, 1)                                                \
+	X(nvmlDeviceGetMPSComputeRunningProcesses_v3, 1)                                           \
+	X(nvmlDeviceGetMPSComputeRunningProcesses_v2, 1)                                           \
+	X(nvmlDeviceGetMPSComputeRunningProcesses, 1)                                              \
+	X(nvmlDeviceGetFanSpeed, 1)                                                                \
+	X(nvmlDeviceGetFanSpeed_v2, 1)                                                             \
+	X(nvmlDeviceGetNumFans, 1)                                                                 \
+	X(nvmlDeviceGetPerformanceState, 1)                                                        \
+	X(nvmlDeviceGetPowerState, 1)                                                              \
+	X(nvmlDeviceGetPowerManagementLimit, 1)                                                    \
+	X(nvmlDeviceGetPowerManagementLimitConstraints, 1)                                         \
+	X(nvmlDeviceGetPowerManagementDefaultLimit, 1)                                             \
+	X(nvmlDeviceGetPowerManagementMode, 1)                                                     \
+	X(nvmlDeviceGetDisplayMode, 1)                                                             \
+	X(nvmlDeviceGetDisplayActive, 1)                                                           \
+	X(nvmlDeviceGetDriverModel, 1)                                                             \
+	X(nvmlDeviceGetNvLinkVersion, 1)
 
 enum sim_fn {
 #define SIM_FN_ENUM(name, star) SIM_FN_##name,

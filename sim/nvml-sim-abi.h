@@ -365,6 +365,18 @@ typedef struct nvmlFieldValue_st {
 #define NVML_VALUE_TYPE_UNSIGNED_INT        1
 #define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION 230
 #define NVML_FI_DEV_MEMORY_TEMP             82 /* memory temperature, C */
+#define NVML_FI_DEV_NVLINK_LINK_COUNT       91 /* NVLinks present on the device */
+/* health counters as field values (each the number its direct call gives) */
+#define NVML_FI_DEV_ECC_SBE_VOL_TOTAL      3   /* volatile corrected (single bit) ECC errors */
+#define NVML_FI_DEV_ECC_DBE_VOL_TOTAL      4   /* volatile uncorrected (double bit) */
+#define NVML_FI_DEV_ECC_SBE_AGG_TOTAL      5   /* aggregate corrected */
+#define NVML_FI_DEV_ECC_DBE_AGG_TOTAL      6   /* aggregate uncorrected */
+#define NVML_FI_DEV_PCIE_REPLAY_COUNTER    94  /* PCIe replays */
+#define NVML_FI_DEV_REMAPPED_COR           142 /* rows remapped for correctable errors */
+#define NVML_FI_DEV_REMAPPED_UNC           143 /* rows remapped for uncorrectable errors */
+#define NVML_FI_DEV_REMAPPED_PENDING       144 /* a remapping pending: 1, else 0 */
+#define NVML_FI_DEV_REMAPPED_FAILURE       145 /* a remapping failed: 1, else 0 */
+#define NVML_VALUE_TYPE_UNSIGNED_LONG_LONG 3
 nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
                                       nvmlFieldValue_t *values);
 nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t *mode);
@@ -397,7 +409,7 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsign
                                                      nvmlProcessInfo_v2_t *infos);
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
                                                   nvmlProcessInfo_v1_t *infos);
-/* R530 branch (NVML 12.1); the struct argument is never filled by the simulator. */
+/* Early R535 branch (NVML 12.2); the struct argument is never filled by the simulator. */
 nvmlReturn_t nvmlDeviceGetConfComputeMemSizeInfo(nvmlDevice_t device, void *memInfo);
 nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned int cpuSetSize,
                                       unsigned long *cpuSet);
@@ -426,5 +438,85 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, struct nvmlEventData_st *da
                                  unsigned int timeoutms);
 nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set);
 nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *eventTypes);
+
+/* What NVML clients other than gpuctl call (nvtop, gpustat, pynvml, nvitop), checked against the
+ * NVML 13 header of go-nvml (gen/nvml/nvml.h, commit 2f9e261) and present in driver 535's
+ * libnvidia-ml.so.1. */
+
+/* nvmlInitWithFlags: nvmlInit_v2 with behaviour flags; bit 0 lets init succeed with no GPU,
+ * bit 1 skips attaching to the GPUs (they attach at the handle lookups instead). */
+#define NVML_INIT_FLAG_NO_GPUS   0x1U
+#define NVML_INIT_FLAG_NO_ATTACH 0x2U
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags);
+/* Lookups: UUID (a GPU's "GPU-..." or a MIG device's "MIG-..."), PCI bus id in any of the forms
+ * domain:bus:device.function, domain:bus:device or bus:device.function (hex); the plain
+ * ByPciBusId is the v1 entry point of the same lookup. nvmlDeviceGetIndex gives the handle's
+ * NVML index, or for a MIG device handle its index under the parent. */
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device);
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device);
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDevice_t *device);
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index);
+/* The first PCI info layout, of the unversioned nvmlDeviceGetPciInfo: a 16-byte busId in the
+ * 4-hex-digit-domain form, the ids, then four reserved words; 52 bytes. */
+typedef struct nvmlPciInfo_v1_st {
+	char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE]; /* "%04X:%02X:%02X.0" */
+	unsigned int domain;
+	unsigned int bus;
+	unsigned int device;
+	unsigned int pciDeviceId;
+	unsigned int pciSubSystemId;
+	unsigned int reserved[4];
+} nvmlPciInfo_v1_t;
+nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_v1_t *pci);
+/* Graphics and MPS process lists: the same entries and sizing as the compute lists. */
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                      nvmlProcessInfo_t *infos);
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+                                                      nvmlProcessInfo_v2_t *infos);
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+                                                   nvmlProcessInfo_v1_t *infos);
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                        unsigned int *infoCount,
+                                                        nvmlProcessInfo_t *infos);
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device,
+                                                        unsigned int *infoCount,
+                                                        nvmlProcessInfo_v2_t *infos);
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+                                                     nvmlProcessInfo_v1_t *infos);
+/* Fans: percent of the product's maximum; NOT_SUPPORTED on boards without a fan of their own
+ * (passively cooled data-centre parts). _v2 names the fan (0-based); an index past the last fan
+ * is INVALID_ARGUMENT. */
+nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int *speed);
+nvmlReturn_t nvmlDeviceGetFanSpeed_v2(nvmlDevice_t device, unsigned int fan, unsigned int *speed);
+nvmlReturn_t nvmlDeviceGetNumFans(nvmlDevice_t device, unsigned int *numFans);
+/* Performance state (nvmlPstates_t): P0 (0, most performance) to P15 (15), 32 = unknown. */
+#define NVML_PSTATE_UNKNOWN 32
+nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, unsigned int *pState);
+nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, unsigned int *pState);
+/* Power management, all in mW: the limit set (what the power algorithm holds the board to), the
+ * range it may be set in, the limit the board boots with, and whether power management is on. */
+nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, unsigned int *limit);
+nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t device,
+                                                          unsigned int *minLimit,
+                                                          unsigned int *maxLimit);
+nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t device,
+                                                      unsigned int *defaultLimit);
+nvmlReturn_t nvmlDeviceGetPowerManagementMode(nvmlDevice_t device, nvmlEnableState_t *mode);
+/* Display: DisplayMode is a monitor physically connected, DisplayActive a display initialised
+ * (an X server's screen), which can be true with no monitor. */
+nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t device, nvmlEnableState_t *display);
+nvmlReturn_t nvmlDeviceGetDisplayActive(nvmlDevice_t device, nvmlEnableState_t *isActive);
+/* Windows driver model (WDDM 0, WDM/TCC 1): for Windows only, NOT_SUPPORTED on Linux. */
+nvmlReturn_t nvmlDeviceGetDriverModel(nvmlDevice_t device, unsigned int *current,
+                                      unsigned int *pending);
+/* NVLink version of a link, as nvmlNvlinkVersion_t: 1 = NVLink 1.0 (Pascal), 2 = 2.0 (Volta),
+ * 3 = 2.2, 4 = 3.0 (Ampere), 5 = 3.1, 6 = 4.0 (Hopper), 7 = 5.0 (Blackwell); 0 is invalid. */
+#define NVML_NVLINK_VERSION_1_0 1U
+#define NVML_NVLINK_VERSION_2_0 2U
+#define NVML_NVLINK_VERSION_3_0 4U
+#define NVML_NVLINK_VERSION_4_0 6U
+#define NVML_NVLINK_VERSION_5_0 7U
+nvmlReturn_t nvmlDeviceGetNvLinkVersion(nvmlDevice_t device, unsigned int link,
+                                        unsigned int *version);
 
 #endif

@@ -166,6 +166,35 @@ static int get_opt(struct pctx *c, json_t *obj, const char *base, const char *ke
 	return 0;
 }
 
+/* An array of NVLink numbers (0..SIM_MAX_LINKS-1) as a bitmask; absent: 0. */
+static int get_link_set(struct pctx *c, json_t *obj, const char *base, const char *key,
+                        uint64_t *out)
+{
+	json_t *v = json_object_get(obj, key), *el;
+	char p[256], d[64];
+	size_t i;
+
+	if (!v)
+		return 0;
+	join(p, sizeof(p), base, key);
+	if (!json_is_array(v)) {
+		describe(v, d, sizeof(d));
+		return fail(c, p, "expected an array of link numbers, got %s", d);
+	}
+	*out = 0;
+	json_array_foreach(v, i, el)
+	{
+		if (!json_is_integer(el) || json_integer_value(el) < 0 ||
+		    json_integer_value(el) >= SIM_MAX_LINKS) {
+			describe(el, d, sizeof(d));
+			return fail(c, p, "expected link numbers 0..%d, got %s", SIM_MAX_LINKS - 1,
+			            d);
+		}
+		*out |= UINT64_C(1) << json_integer_value(el);
+	}
+	return 0;
+}
+
 static int get_bool(struct pctx *c, json_t *obj, const char *base, const char *key, bool *out)
 {
 	json_t *v = json_object_get(obj, key);
@@ -468,6 +497,12 @@ static const char *const gpu_keys[] = {"uuid",
                                        "bar1_total_mib",
                                        "bar1_used_mib",
                                        "pcie_throughput_kbs",
+                                       "fan_speed_pct",
+                                       "performance_state",
+                                       "power_limit_min_mw",
+                                       "power_limit_max_mw",
+                                       "power_limit_default_mw",
+                                       "nvlink_disabled",
                                        "numa_node",
                                        "gpu_numa_node",
                                        "cpu_affinity",
@@ -794,6 +829,13 @@ static int parse_gpu(struct pctx *c, json_t *o, const char *b, struct sim_gpu *g
 	    (r = parse_pcie_throughput(c, o, b, g, partial)) < 0 ||
 	    (r = get_opt(c, o, b, "power_draw_mw", 10000000, &g->power_draw_mw)) < 0 ||
 	    (r = get_opt(c, o, b, "power_limit_mw", 10000000, &g->power_limit_mw)) < 0 ||
+	    (r = get_opt(c, o, b, "power_limit_min_mw", 10000000, &g->power_limit_min_mw)) < 0 ||
+	    (r = get_opt(c, o, b, "power_limit_max_mw", 10000000, &g->power_limit_max_mw)) < 0 ||
+	    (r = get_opt(c, o, b, "power_limit_default_mw", 10000000, &g->power_limit_default_mw)) <
+	            0 ||
+	    (r = get_opt(c, o, b, "fan_speed_pct", 200, &g->fan_speed_pct)) < 0 ||
+	    (r = get_opt(c, o, b, "performance_state", 15, &g->performance_state)) < 0 ||
+	    (r = get_link_set(c, o, b, "nvlink_disabled", &g->nvlink_disabled)) < 0 ||
 	    (r = parse_clocks(c, o, b, "clocks_mhz", &g->clock_sm, &g->clock_mem)) < 0 ||
 	    (r = parse_clocks(c, o, b, "max_clocks_mhz", &g->max_clock_sm, &g->max_clock_mem)) <
 	            0 ||

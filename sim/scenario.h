@@ -87,6 +87,10 @@ struct sim_gpu {
 	unsigned int temperature_c;
 	struct sim_opt temperature_slowdown_c, temperature_shutdown_c;
 	struct sim_opt power_draw_mw, power_limit_mw;
+	/* power limit range and boot-time limit, mW; absent: NOT_SUPPORTED / power_limit_mw */
+	struct sim_opt power_limit_min_mw, power_limit_max_mw, power_limit_default_mw;
+	struct sim_opt fan_speed_pct;     /* the one fan's speed; absent: no fan (NOT_SUPPORTED) */
+	struct sim_opt performance_state; /* P-state 0..15; absent: P0 */
 	/* absent: NOT_SUPPORTED (no HBM sensor, no video engines, no energy counter) */
 	struct sim_opt temperature_memory_c, utilization_encoder, utilization_decoder, energy_mj;
 	/* percent of time clocks are held back by power / by temperature; absent: NOT_SUPPORTED */
@@ -120,6 +124,8 @@ struct sim_gpu {
 	unsigned int p2p;       /* nvmlGpuP2PStatus_t value */
 	struct sim_link links[SIM_MAX_LINKS];
 	unsigned int link_count;
+	/* bit N: link N is disabled on this part (reduced-link SKUs): NOT_SUPPORTED, not counted */
+	uint64_t nvlink_disabled;
 };
 
 struct sim_numa_node {

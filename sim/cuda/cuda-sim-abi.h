@@ -12,12 +12,14 @@
  * ABI notes (same sources):
  * - CUdevice is an int ordinal; CUcontext is an opaque pointer; CUdeviceptr is 64 bits wide on
  *   64-bit hosts ("unsigned long long", CUdeviceptr_v2 since CUDA 11.3).
- * - cuda.h #defines cuCtxCreate, cuCtxDestroy, cuMemAlloc, cuMemFree, cuMemGetInfo,
- *   cuDeviceTotalMem and cuDevicePrimaryCtxRelease to their _v2 symbols (since CUDA 3.2 / 11.0),
- *   and cuDeviceGetUuid to cuDeviceGetUuid_v2 (since CUDA 12.0). The unsuffixed symbols are the
- *   old ABI: cuDeviceTotalMem writes an unsigned int (cuda.h, __CUDA_API_VERSION_INTERNAL block:
- *   "cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)"); cuCtxCreate and
- *   cuDevicePrimaryCtxRelease keep the _v2 signature.
+ * - cuda.h #defines cuCtxDestroy, cuMemAlloc, cuMemFree, cuMemGetInfo, cuDeviceTotalMem and
+ *   cuDevicePrimaryCtxRelease to their _v2 symbols (since CUDA 3.2 / 11.0), cuDeviceGetUuid to
+ *   cuDeviceGetUuid_v2 (since CUDA 12.0), and cuCtxCreate to cuCtxCreate_v2 up to CUDA 12 and to
+ *   cuCtxCreate_v4 (a CUctxCreateParams argument added) in CUDA 13, whose driver still exports
+ *   _v2; the simulator exports _v2 and the unsuffixed symbol, what gpuctl and nvsim-load call. The
+ * unsuffixed symbols are the old ABI: cuDeviceTotalMem writes an unsigned int (cuda.h,
+ * __CUDA_API_VERSION_INTERNAL block: "cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)");
+ * cuCtxCreate and cuDevicePrimaryCtxRelease keep the _v2 signature.
  * - cuDeviceGetUuid_v2: "If the device is in MIG mode, returns its MIG UUID which uniquely
  *   identifies the subscribed MIG compute instance" (Driver API reference, cuDeviceGetUuid_v2). */
 #ifndef SIM_CUDA_ABI_H

@@ -1,5 +1,5 @@
 /* Simulated NVML: identity queries (UUID, PCI info, name, brand, architecture, compute
- * capability, serial, minor number, persistence and compute mode).
+ * capability, serial, minor number, persistence and compute mode, display, driver model).
  * UUID and name also answer on MIG handles, as NVML does: a MIG device's name is the
  * parent's plus " MIG <profile>". Serial is NOT_SUPPORTED on GeForce whatever the scenario
  * says (nvmlDeviceGetSerial: "For all products with an inforom"; GeForce has none). */
@@ -49,6 +49,25 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t *pci)
 {
 	return pci_info(SIM_FN_nvmlDeviceGetPciInfo_v2, device, pci);
+}
+
+/* The unversioned call writes the first layout: a 16-byte busId of the 4-hex-digit-domain form. */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_v1_t *pci)
+{
+	nvmlPciInfo_t full;
+
+	SIM_DEVICE_CALL(nvmlDeviceGetPciInfo, device, 0);
+	if (!pci)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	sim_fill_pci(&full, c.g->pci_bus_id, c.g->pci_device_id);
+	memset(pci, 0, sizeof(*pci));
+	memcpy(pci->busId, full.busIdLegacy, sizeof(pci->busId));
+	pci->domain = full.domain;
+	pci->bus = full.bus;
+	pci->device = full.device;
+	pci->pciDeviceId = full.pciDeviceId;
+	pci->pciSubSystemId = full.pciSubSystemId;
+	return sim_end(NVML_SUCCESS);
 }
 
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
@@ -126,4 +145,38 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComput
 		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
 	*mode = (nvmlComputeMode_t)c.g->compute_mode;
 	return sim_end(NVML_SUCCESS);
+}
+
+/* No simulated GPU drives a display: no monitor attached, none initialised. */
+static nvmlReturn_t display(enum sim_fn fn, nvmlDevice_t device, nvmlEnableState_t *state)
+{
+	struct sim_call c;
+	nvmlReturn_t r = sim_begin_dev(fn, device, 0, &c);
+
+	if (r != NVML_SUCCESS)
+		return sim_end(r);
+	if (!state)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	*state = NVML_FEATURE_DISABLED;
+	return sim_end(NVML_SUCCESS);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t device, nvmlEnableState_t *display_)
+{
+	return display(SIM_FN_nvmlDeviceGetDisplayMode, device, display_);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetDisplayActive(nvmlDevice_t device, nvmlEnableState_t *isActive)
+{
+	return display(SIM_FN_nvmlDeviceGetDisplayActive, device, isActive);
+}
+
+/* The driver model is a Windows notion (WDDM or TCC): NVML on Linux answers NOT_SUPPORTED. */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetDriverModel(nvmlDevice_t device, unsigned int *current,
+                                                 unsigned int *pending)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetDriverModel, device, 0);
+	(void)current;
+	(void)pending;
+	return sim_end(NVML_ERROR_NOT_SUPPORTED);
 }

@@ -21,6 +21,7 @@
 #include "internal.h"
 #include "../util.h"
 
+#include <dlfcn.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -71,6 +72,35 @@ unsigned long long sim_now_us(void)
 	struct timespec now;
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (unsigned long long)now.tv_sec * 1000000ULL +
+	       (unsigned long long)now.tv_nsec / 1000ULL;
+}
+
+bool sim_exported(enum sim_fn fn)
+{
+	static signed char known[SIM_FN__COUNT]; /* 0 unknown, 1 exported, -1 not */
+	Dl_info info;
+
+	if (!known[fn]) {
+		void *self = NULL;
+
+		known[fn] = -1;
+		if (dladdr((void *)&known, &info) && info.dli_fname)
+			self = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+		if (self) {
+			if (dlsym(self, fn_names[fn]))
+				known[fn] = 1;
+			dlclose(self);
+		}
+	}
+	return known[fn] > 0;
+}
+
+unsigned long long sim_epoch_us(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
 	return (unsigned long long)now.tv_sec * 1000000ULL +
 	       (unsigned long long)now.tv_nsec / 1000ULL;
 }
@@ -202,7 +232,7 @@ static long long latency_us(void)
 	return sim_lib.env_latency_us;
 }
 
-static nvmlReturn_t injected(enum sim_fn fn, int gpu)
+nvmlReturn_t sim_injected(enum sim_fn fn, int gpu)
 {
 	for (size_t i = 0; i < sim_lib.dyn.n_fails; i++) {
 		const struct sim_fail *f = &sim_lib.dyn.fails[i];
@@ -231,7 +261,7 @@ nvmlReturn_t sim_begin(enum sim_fn fn, bool need_init)
 	if (need_init && !sim_lib.init_count)
 		return NVML_ERROR_UNINITIALIZED;
 	if (sim_lib.init_count)
-		return injected(fn, -1);
+		return sim_injected(fn, -1);
 	return NVML_SUCCESS;
 }
 
@@ -281,7 +311,7 @@ nvmlReturn_t sim_begin_dev(enum sim_fn fn, nvmlDevice_t dev, unsigned int flags,
 	}
 	if (c->m && !(flags & SIM_MIG_OK))
 		return NVML_ERROR_NOT_SUPPORTED;
-	return injected(fn, (int)c->gpu);
+	return sim_injected(fn, (int)c->gpu);
 }
 
 nvmlReturn_t sim_end(nvmlReturn_t r)
@@ -429,7 +459,7 @@ static nvmlReturn_t do_init(enum sim_fn fn)
 	sim_lib.restat_us = coarse_us();
 	refresh();
 	busy_wait_us(latency_us());
-	r = injected(fn, -1);
+	r = sim_injected(fn, -1);
 	if (r != NVML_SUCCESS) {
 		sim_lib.init_count = 0;
 		unload();
@@ -445,6 +475,14 @@ SIM_EXPORT nvmlReturn_t nvmlInit_v2(void)
 SIM_EXPORT nvmlReturn_t nvmlInit(void)
 {
 	return do_init(SIM_FN_nvmlInit);
+}
+
+/* The flags change nothing here: the simulator has GPUs unless its scenario has none, and
+ * attaching costs nothing. */
+SIM_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+{
+	(void)flags;
+	return do_init(SIM_FN_nvmlInitWithFlags);
 }
 
 SIM_EXPORT nvmlReturn_t nvmlShutdown(void)
@@ -579,7 +617,7 @@ static nvmlReturn_t by_index(enum sim_fn fn, unsigned int index, nvmlDevice_t *d
 		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
 	if (sim_gpu_lost(index))
 		return sim_end(NVML_ERROR_GPU_IS_LOST);
-	r = injected(fn, (int)index);
+	r = sim_injected(fn, (int)index);
 	if (r != NVML_SUCCESS)
 		return sim_end(r);
 	*device = &sim_lib.handles[index * (1 + SIM_MAX_MIG)];
@@ -594,4 +632,102 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDe
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device)
 {
 	return by_index(SIM_FN_nvmlDeviceGetHandleByIndex, index, device);
+}
+
+/* The lookups by UUID and PCI bus id: the handle of GPU `gpu` (or its MIG device `mig`, -1 for
+ * the GPU itself), with the checks by_index makes. */
+static nvmlReturn_t found(enum sim_fn fn, unsigned int gpu, int mig, nvmlDevice_t *device)
+{
+	nvmlReturn_t r;
+
+	if (sim_gpu_lost(gpu))
+		return sim_end(NVML_ERROR_GPU_IS_LOST);
+	r = sim_injected(fn, (int)gpu);
+	if (r != NVML_SUCCESS)
+		return sim_end(r);
+	*device = &sim_lib.handles[gpu * (1 + SIM_MAX_MIG) + (unsigned int)(mig + 1)];
+	return sim_end(NVML_SUCCESS);
+}
+
+/* A GPU's UUID, or a MIG device's (NVML accepts both; the match is exact, as the driver's). */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
+{
+	enter(SIM_FN_nvmlDeviceGetHandleByUUID);
+	if (!sim_lib.init_count)
+		return sim_end(NVML_ERROR_UNINITIALIZED);
+	if (!uuid || !device)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	for (unsigned int i = 0; i < sim_lib.n_gpus; i++) {
+		const struct sim_gpu *g = &sim_lib.sc->gpus[i];
+		if (strcmp(g->uuid, uuid) == 0)
+			return found(SIM_FN_nvmlDeviceGetHandleByUUID, i, -1, device);
+		for (unsigned int k = 0; k < g->mig_count; k++)
+			if (strcmp(g->mig[k].uuid, uuid) == 0)
+				return found(SIM_FN_nvmlDeviceGetHandleByUUID, i, (int)k, device);
+	}
+	return sim_end(NVML_ERROR_NOT_FOUND);
+}
+
+/* Parses the forms nvml.h lists for a PCI bus id, all hex: domain:bus:device.function,
+ * domain:bus:device and bus:device.function (domain 0). The whole string must be used. */
+static bool parse_bus_id(const char *s, unsigned int *dom, unsigned int *bus, unsigned int *dev)
+{
+	unsigned int a, b, c, d;
+	int n = 0;
+
+	if (sscanf(s, "%x:%x:%x.%x%n", &a, &b, &c, &d, &n) == 4 && s[n] == '\0') {
+		*dom = a, *bus = b, *dev = c;
+		return d == 0;
+	}
+	n = 0;
+	if (sscanf(s, "%x:%x:%x%n", &a, &b, &c, &n) == 3 && s[n] == '\0') {
+		*dom = a, *bus = b, *dev = c;
+		return true;
+	}
+	n = 0;
+	if (sscanf(s, "%x:%x.%x%n", &b, &c, &d, &n) == 3 && s[n] == '\0') {
+		*dom = 0, *bus = b, *dev = c;
+		return d == 0;
+	}
+	return false;
+}
+
+static nvmlReturn_t by_bus_id(enum sim_fn fn, const char *bus_id, nvmlDevice_t *device)
+{
+	unsigned int dom, bus, dev;
+
+	enter(fn);
+	if (!sim_lib.init_count)
+		return sim_end(NVML_ERROR_UNINITIALIZED);
+	if (!bus_id || !device)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	if (!parse_bus_id(bus_id, &dom, &bus, &dev))
+		return sim_end(NVML_ERROR_NOT_FOUND); /* function != 0: no GPU there */
+	for (unsigned int i = 0; i < sim_lib.n_gpus; i++) {
+		const struct sim_gpu *g = &sim_lib.sc->gpus[i];
+		if (g->domain == dom && g->bus == bus && g->device == dev)
+			return found(fn, i, -1, device);
+	}
+	return sim_end(NVML_ERROR_NOT_FOUND);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device)
+{
+	return by_bus_id(SIM_FN_nvmlDeviceGetHandleByPciBusId_v2, pciBusId, device);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDevice_t *device)
+{
+	return by_bus_id(SIM_FN_nvmlDeviceGetHandleByPciBusId, pciBusId, device);
+}
+
+/* A GPU's NVML index; a MIG device's index under its parent (what
+ * nvmlDeviceGetMigDeviceHandleByIndex takes back). */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetIndex, device, SIM_MIG_OK);
+	if (!index)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	*index = c.m ? (unsigned int)(c.m - c.g->mig) : c.gpu;
+	return sim_end(NVML_SUCCESS);
 }

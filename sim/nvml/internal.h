@@ -64,6 +64,11 @@ nvmlReturn_t sim_begin_dev(enum sim_fn fn, nvmlDevice_t dev, unsigned int flags,
                            struct sim_call *c);
 /* Resolves a second handle (pair calls) under the lock: INVALID_ARGUMENT or GPU_IS_LOST. */
 nvmlReturn_t sim_resolve(nvmlDevice_t dev, struct sim_call *c);
+/* Whether this copy of the library exports fn (the variants' version scripts decide); a field
+ * value answered by the same facts as fn is unknown to a variant without fn. */
+bool sim_exported(enum sim_fn fn);
+/* The error an nvsim fail rule injects into fn on GPU gpu (-1: no GPU), or SUCCESS. */
+nvmlReturn_t sim_injected(enum sim_fn fn, int gpu);
 /* Epilogue: drops the lock and passes r through. */
 nvmlReturn_t sim_end(nvmlReturn_t r);
 /* Is this GPU lost (state.json or lost_after_calls in this process)? */
@@ -76,9 +81,11 @@ void sim_fill_pci(nvmlPciInfo_t *pci, const char *bus_id, unsigned int device_id
 unsigned long long sim_procs_bytes(const struct sim_gpu *g, const struct sim_mig_instance *m);
 /* Sum of live registered processes' "util" on a whole GPU (percent, uncapped). */
 unsigned int sim_procs_util(const struct sim_gpu *g);
-/* CLOCK_MONOTONIC now, in microseconds: the CPU timestamps of violation counters and process
- * utilisation samples. */
+/* CLOCK_MONOTONIC now, in microseconds: the CPU timestamps of violation counters. */
 unsigned long long sim_now_us(void);
+/* CLOCK_REALTIME now, in microseconds since the Unix epoch: the timestamps of process
+ * utilisation samples, as the driver writes them. */
+unsigned long long sim_epoch_us(void);
 /* Writes the call counts since the last dump to calls/PID-SEQ.json and resets them. */
 void sim_dump_calls(void);
 

@@ -116,10 +116,62 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned 
 	return sim_end(NVML_SUCCESS);
 }
 
+/* One field value as its direct call would answer it (injected errors included): the ECC totals
+ * as nvmlDeviceGetTotalEccErrors, the PCIe replay counter as nvmlDeviceGetPcieReplayCounter,
+ * remapped rows as nvmlDeviceGetRemappedRows. Returns false for a field id it does not model. */
+static bool health_field(const struct sim_call *c, unsigned int id, nvmlReturn_t *r,
+                         unsigned long long *v)
+{
+	const struct sim_gpu *g = c->g;
+	enum sim_fn fn;
+
+	switch (id) {
+	case NVML_FI_DEV_ECC_SBE_VOL_TOTAL:
+	case NVML_FI_DEV_ECC_DBE_VOL_TOTAL:
+	case NVML_FI_DEV_ECC_SBE_AGG_TOTAL:
+	case NVML_FI_DEV_ECC_DBE_AGG_TOTAL:
+		fn = SIM_FN_nvmlDeviceGetTotalEccErrors;
+		*r = g->has_ecc && g->ecc_enabled ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+		*v = id == NVML_FI_DEV_ECC_SBE_VOL_TOTAL   ? g->ecc_vol_corr
+		     : id == NVML_FI_DEV_ECC_DBE_VOL_TOTAL ? g->ecc_vol_uncorr
+		     : id == NVML_FI_DEV_ECC_SBE_AGG_TOTAL ? g->ecc_agg_corr
+		                                           : g->ecc_agg_uncorr;
+		break;
+	case NVML_FI_DEV_PCIE_REPLAY_COUNTER:
+		fn = SIM_FN_nvmlDeviceGetPcieReplayCounter;
+		*r = NVML_SUCCESS;
+		*v = g->pcie_replay;
+		break;
+	case NVML_FI_DEV_REMAPPED_COR:
+	case NVML_FI_DEV_REMAPPED_UNC:
+	case NVML_FI_DEV_REMAPPED_PENDING:
+	case NVML_FI_DEV_REMAPPED_FAILURE:
+		fn = SIM_FN_nvmlDeviceGetRemappedRows;
+		*r = !g->has_ecc || g->arch < SIM_ARCH_AMPERE ||
+		                     (g->mig_enabled && g->mig_count > 0)
+		             ? NVML_ERROR_NOT_SUPPORTED
+		             : NVML_SUCCESS;
+		*v = id == NVML_FI_DEV_REMAPPED_COR       ? g->remap_corr
+		     : id == NVML_FI_DEV_REMAPPED_UNC     ? g->remap_uncorr
+		     : id == NVML_FI_DEV_REMAPPED_PENDING ? g->remap_pending
+		                                          : g->remap_failure;
+		break;
+	default:
+		return false;
+	}
+	if (!sim_exported(fn))
+		*r = NVML_ERROR_NOT_SUPPORTED; /* a driver older than the call knows no such field
+		                                */
+	else if (*r == NVML_SUCCESS)
+		*r = sim_injected(fn, (int)c->gpu);
+	return true;
+}
+
 /* Field values: NVML_FI_DEV_GET_GPU_RECOVERY_ACTION from the scenario's recovery_action
  * (absent: NOT_SUPPORTED, as on drivers that predate it) and NVML_FI_DEV_MEMORY_TEMP from
- * temperature_memory_c (absent: no memory sensor); every other field answers NOT_SUPPORTED in
- * its own entry. The call itself succeeds. */
+ * temperature_memory_c (absent: no memory sensor), NVML_FI_DEV_NVLINK_LINK_COUNT from the
+ * wiring (0 without NVLink), the health counters as their direct calls (health_field); every
+ * other field answers NOT_SUPPORTED in its own entry. The call itself succeeds. */
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
                                                  nvmlFieldValue_t *values)
 {
@@ -139,7 +191,25 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int values
 		        : v->fieldId == NVML_FI_DEV_MEMORY_TEMP ? &c.g->temperature_memory_c
 		                                                : NULL;
 
-		if (o && o->valid) {
+		nvmlReturn_t hr;
+		unsigned long long hv;
+
+		if (health_field(&c, v->fieldId, &hr, &hv)) {
+			v->nvmlReturn = hr;
+			if (hr == NVML_SUCCESS) {
+				v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+				v->value.ullVal = hv;
+			}
+		} else if (v->fieldId == NVML_FI_DEV_NVLINK_LINK_COUNT) {
+			/* the links present: the wired ones less those the part has disabled */
+			uint64_t wired = c.g->link_count >= 64
+			                         ? ~UINT64_C(0)
+			                         : (UINT64_C(1) << c.g->link_count) - 1;
+			v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+			v->value.uiVal =
+			        (unsigned int)__builtin_popcountll(wired & ~c.g->nvlink_disabled);
+			v->nvmlReturn = NVML_SUCCESS;
+		} else if (o && o->valid) {
 			v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
 			v->value.uiVal = (unsigned int)o->v;
 			v->nvmlReturn = NVML_SUCCESS;

@@ -24,9 +24,8 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsi
 	SIM_DEVICE_CALL(nvmlDeviceGetMaxMigDeviceCount, device, 0);
 	if (!count)
 		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
-	if (!c.g->has_mig)
-		return sim_end(NVML_ERROR_NOT_SUPPORTED);
-	*count = SIM_MAX_MIG;
+	/* nvml.h: zero when MIG is not supported or not enabled, and SUCCESS either way. */
+	*count = c.g->has_mig && c.g->mig_enabled ? SIM_MAX_MIG : 0;
 	return sim_end(NVML_SUCCESS);
 }
 

@@ -6,22 +6,28 @@
  * Sizing follows NVML: *infoCount smaller than the number of processes (including a count-0
  * sizing call) gives INSUFFICIENT_SIZE with *infoCount set to the number needed.
  *
- * Entry layouts of _v3: drivers of the R530 branch wrote 32-byte entries from _v3 (the v2
- * fields plus usedGpuCcProtectedMemory) and exported nvmlDeviceGetConfComputeMemSizeInfo;
- * later drivers went back to 24-byte entries and moved the extra field to
- * nvmlDeviceGetRunningProcessDetailList (NVIDIA's nvml.h history, as go-nvml's generated
- * header and nvitop's libnvml.py record it). The build/sim/r530/ variant exports
+ * MIG and privilege: nvml.h says a MIG-enabled GPU's handle aggregates its MIG devices'
+ * processes "only if the caller has appropriate privileges", and does not say what others get.
+ * The simulator chooses NO_PERMISSION for a caller that is not root (or with
+ * NVSIM_UNPRIVILEGED=1), so a client must use the MIG device handles, which answer anyone.
+ *
+ * Entry layouts of _v3: the first drivers of the R535 branch (NVML 12.2) wrote 32-byte entries from
+ * _v3 (the v2 fields plus usedGpuCcProtectedMemory) and exported
+ * nvmlDeviceGetConfComputeMemSizeInfo; later drivers went back to 24-byte entries and moved the
+ * extra field to nvmlDeviceGetRunningProcessDetailList (NVIDIA's nvml.h history, as go-nvml's
+ * generated header and nvitop's libnvml.py record it). The build/sim/r530/ variant exports
  * nvmlDeviceGetConfComputeMemSizeInfo and writes 32-byte entries, so the loader's detection of
- * that branch is tested; the other variants keep it local and write 24 bytes.
+ * that branch is tested (the variant's name, r530, is historical); the other variants keep it local
+ * and write 24 bytes.
  *
  * Process utilisation (nvmlDeviceGetProcessUtilization) gives one sample per process of the
- * GPU-handle list above, stamped with the time of the call (CLOCK_MONOTONIC, us): smUtil is
+ * GPU-handle list above, stamped with the time of the call in microseconds since the Unix
+ * epoch (CLOCK_REALTIME), as the driver stamps them (clients such as nvitop pass "now - 1 s"
+ * in that clock as lastSeenTimeStamp): smUtil is
  * the registration's "util", the other engines 0. A sample is "new" when its stamp is after
  * lastSeenTimeStamp, so asking with the stamp of the previous answer gets the next samples;
  * nothing new is NOT_FOUND. Like GPU utilisation it is NOT_SUPPORTED while MIG is enabled,
  * and on MIG device handles. */
-#include <dlfcn.h>
-
 #include "internal.h"
 #include "../util.h"
 
@@ -97,9 +103,18 @@ unsigned int sim_procs_util(const struct sim_gpu *g)
 	return sum;
 }
 
+/* Whether the caller may see every process of a MIG-enabled GPU through its GPU handle: root,
+ * unless NVSIM_UNPRIVILEGED=1 makes a root test behave as another user. */
+static bool privileged(void)
+{
+	const char *e = getenv("NVSIM_UNPRIVILEGED");
+
+	return geteuid() == 0 && !(e && strcmp(e, "1") == 0);
+}
+
 enum layout { V1, V2, V3_R530 };
 
-/* The R530 entry: v2's fields, then the protected-memory count (32 bytes). */
+/* The early-R535 entry: v2's fields, then the protected-memory count (32 bytes). */
 struct process_info_r530 {
 	unsigned int pid;
 	unsigned long long usedGpuMemory;
@@ -112,21 +127,7 @@ struct process_info_r530 {
  * table exports nvmlDeviceGetConfComputeMemSizeInfo (the version scripts decide). */
 static enum layout v3_layout(void)
 {
-	static int r530 = -1; /* unknown yet; the answer never changes within a process */
-	Dl_info info;
-
-	if (r530 < 0) {
-		void *self = NULL;
-
-		r530 = 0;
-		if (dladdr(&r530, &info) && info.dli_fname)
-			self = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-		if (self) {
-			r530 = dlsym(self, "nvmlDeviceGetConfComputeMemSizeInfo") != NULL;
-			dlclose(self);
-		}
-	}
-	return r530 ? V3_R530 : V2;
+	return sim_exported(SIM_FN_nvmlDeviceGetConfComputeMemSizeInfo) ? V3_R530 : V2;
 }
 
 static nvmlReturn_t list(enum sim_fn fn, nvmlDevice_t device, unsigned int *infoCount, void *infos,
@@ -138,6 +139,8 @@ static nvmlReturn_t list(enum sim_fn fn, nvmlDevice_t device, unsigned int *info
 	SIM_DEVICE_CALL_FN(fn, device, SIM_MIG_OK);
 	if (!infoCount)
 		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	if (!c.m && c.g->mig_enabled && !privileged())
+		return sim_end(NVML_ERROR_NO_PERMISSION);
 	n = collect(c.g, c.m, NULL, 0);
 	if (*infoCount < n) {
 		*infoCount = n;
@@ -211,7 +214,7 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
 	if (c.g->mig_enabled)
 		return sim_end(NVML_ERROR_NOT_SUPPORTED);
-	now = sim_now_us();
+	now = sim_epoch_us();
 	/* Every sample carries the same stamp: all are new, or none is. */
 	n = now > lastSeenTimeStamp ? collect(c.g, NULL, NULL, 0) : 0;
 	if (!n)
@@ -234,6 +237,33 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 	*processSamplesCount = n;
 	return sim_end(NVML_SUCCESS);
 }
+
+/* Graphics and MPS clients: the simulator registers compute processes only (procs/), so these
+ * lists are empty, answered as NVML answers an empty list: SUCCESS with *infoCount 0 (a
+ * count-0 sizing call included), on GPU and MIG handles alike. */
+static nvmlReturn_t empty_list(enum sim_fn fn, nvmlDevice_t device, unsigned int *infoCount)
+{
+	SIM_DEVICE_CALL_FN(fn, device, SIM_MIG_OK);
+	if (!infoCount)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	*infoCount = 0;
+	return sim_end(NVML_SUCCESS);
+}
+
+/* One exported list of each name and entry type, all empty. */
+#define SIM_EMPTY_LIST(name, entry)                                                                \
+	SIM_EXPORT nvmlReturn_t name(nvmlDevice_t device, unsigned int *infoCount, entry *infos)   \
+	{                                                                                          \
+		(void)infos;                                                                       \
+		return empty_list(SIM_FN_##name, device, infoCount);                               \
+	}
+SIM_EMPTY_LIST(nvmlDeviceGetGraphicsRunningProcesses_v3, nvmlProcessInfo_t)
+SIM_EMPTY_LIST(nvmlDeviceGetGraphicsRunningProcesses_v2, nvmlProcessInfo_v2_t)
+SIM_EMPTY_LIST(nvmlDeviceGetGraphicsRunningProcesses, nvmlProcessInfo_v1_t)
+SIM_EMPTY_LIST(nvmlDeviceGetMPSComputeRunningProcesses_v3, nvmlProcessInfo_t)
+SIM_EMPTY_LIST(nvmlDeviceGetMPSComputeRunningProcesses_v2, nvmlProcessInfo_v2_t)
+SIM_EMPTY_LIST(nvmlDeviceGetMPSComputeRunningProcesses, nvmlProcessInfo_v1_t)
+#undef SIM_EMPTY_LIST
 
 /* Exported only by the r530 variant (see the top of this file); confidential computing is
  * never on in the simulator. */

@@ -1,5 +1,6 @@
 /* Simulated NVML: telemetry (memory, utilisation, temperature, power, clocks, clock event
- * reasons, PCIe link, video engines, energy, clock violations, BAR1, PCIe throughput). Values
+ * reasons, PCIe link, video engines, energy, clock violations, BAR1, PCIe throughput, power
+ * management limits, fans, performance state). Values
  * come from the scenario with nvsim's "set" merged in; memory used adds the registered
  * processes' memory, utilization.gpu their "util" (capped at 100, as several processes
  * time-share the GPU). Utilisation is NOT_SUPPORTED while MIG is enabled (NVML documents
@@ -128,6 +129,103 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, uns
 {
 	SIM_DEVICE_CALL(nvmlDeviceGetEnforcedPowerLimit, device, 0);
 	return sim_end(opt_out(&c.g->power_limit_mw, limit));
+}
+
+/* Power management: the limit set is the one enforced (the simulator models no second limiter
+ * below it); power management is on exactly where a limit is known. */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, unsigned int *limit)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetPowerManagementLimit, device, 0);
+	return sim_end(opt_out(&c.g->power_limit_mw, limit));
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t device,
+                                                                     unsigned int *minLimit,
+                                                                     unsigned int *maxLimit)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetPowerManagementLimitConstraints, device, 0);
+	if (!minLimit || !maxLimit)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	if (!c.g->power_limit_min_mw.valid || !c.g->power_limit_max_mw.valid)
+		return sim_end(NVML_ERROR_NOT_SUPPORTED);
+	*minLimit = (unsigned int)c.g->power_limit_min_mw.v;
+	*maxLimit = (unsigned int)c.g->power_limit_max_mw.v;
+	return sim_end(NVML_SUCCESS);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t device,
+                                                                 unsigned int *defaultLimit)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetPowerManagementDefaultLimit, device, 0);
+	return sim_end(opt_out(c.g->power_limit_default_mw.valid ? &c.g->power_limit_default_mw
+	                                                         : &c.g->power_limit_mw,
+	                       defaultLimit));
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementMode(nvmlDevice_t device,
+                                                         nvmlEnableState_t *mode)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetPowerManagementMode, device, 0);
+	if (!mode)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	*mode = c.g->power_limit_mw.valid ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+	return sim_end(NVML_SUCCESS);
+}
+
+/* Fans: a scenario's fan_speed_pct is the board's one fan; without it the board has none. */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int *speed)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetFanSpeed, device, 0);
+	return sim_end(opt_out(&c.g->fan_speed_pct, speed));
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed_v2(nvmlDevice_t device, unsigned int fan,
+                                                 unsigned int *speed)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetFanSpeed_v2, device, 0);
+	if (!speed)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	if (!c.g->fan_speed_pct.valid)
+		return sim_end(NVML_ERROR_NOT_SUPPORTED);
+	if (fan != 0)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	return sim_end(opt_out(&c.g->fan_speed_pct, speed));
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetNumFans(nvmlDevice_t device, unsigned int *numFans)
+{
+	SIM_DEVICE_CALL(nvmlDeviceGetNumFans, device, 0);
+	if (!numFans)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	if (!c.g->fan_speed_pct.valid)
+		return sim_end(NVML_ERROR_NOT_SUPPORTED);
+	*numFans = 1;
+	return sim_end(NVML_SUCCESS);
+}
+
+/* P-state: the scenario's performance_state, P0 when it has none. GetPowerState is the older,
+ * deprecated name of the same query. */
+static nvmlReturn_t pstate(enum sim_fn fn, nvmlDevice_t device, unsigned int *p)
+{
+	struct sim_call c;
+	nvmlReturn_t r = sim_begin_dev(fn, device, 0, &c);
+
+	if (r != NVML_SUCCESS)
+		return sim_end(r);
+	if (!p)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	*p = c.g->performance_state.valid ? (unsigned int)c.g->performance_state.v : 0;
+	return sim_end(NVML_SUCCESS);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, unsigned int *pState)
+{
+	return pstate(SIM_FN_nvmlDeviceGetPerformanceState, device, pState);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, unsigned int *pState)
+{
+	return pstate(SIM_FN_nvmlDeviceGetPowerState, device, pState);
 }
 
 static nvmlReturn_t clock_value(const struct sim_call *c, nvmlClockType_t type, unsigned int *out,

@@ -97,6 +97,7 @@ static bool end_up(unsigned int gpu, unsigned int link)
 	const struct sim_gpu *g = &sim_lib.sc->gpus[gpu];
 
 	return link < g->link_count && !g->mig_enabled && !g->links[link].down &&
+	       !(g->nvlink_disabled & (1ULL << link)) &&
 	       !(sim_lib.dyn.gpus[gpu].nvlink_down & (1ULL << link));
 }
 
@@ -164,7 +165,7 @@ static nvmlReturn_t check_link(const struct sim_call *c, unsigned int link)
 {
 	if (link >= SIM_MAX_LINKS)
 		return NVML_ERROR_INVALID_ARGUMENT;
-	if (link >= c->g->link_count)
+	if (link >= c->g->link_count || (c->g->nvlink_disabled & (UINT64_C(1) << link)))
 		return NVML_ERROR_NOT_SUPPORTED;
 	return NVML_SUCCESS;
 }
@@ -234,5 +235,41 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device,
 		return sim_end(r);
 	*type = c.g->links[link].to_switch ? NVML_NVLINK_DEVICE_TYPE_SWITCH
 	                                   : NVML_NVLINK_DEVICE_TYPE_GPU;
+	return sim_end(NVML_SUCCESS);
+}
+
+/* A link's NVLink generation follows the GPU's architecture (NVIDIA's NVLink generations:
+ * Pascal P100 1.0, Volta V100 and Turing's bridges 2.0, Ampere 3.0, Hopper 4.0, Blackwell 5.0),
+ * in nvmlNvlinkVersion_t's numbering. A link that exists answers whether up or down. */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkVersion(nvmlDevice_t device, unsigned int link,
+                                                   unsigned int *version)
+{
+	nvmlReturn_t r;
+
+	SIM_DEVICE_CALL(nvmlDeviceGetNvLinkVersion, device, 0);
+	if (!version)
+		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	if ((r = check_link(&c, link)) != NVML_SUCCESS)
+		return sim_end(r);
+	switch (c.g->arch) {
+	case SIM_ARCH_PASCAL:
+		*version = NVML_NVLINK_VERSION_1_0;
+		break;
+	case SIM_ARCH_VOLTA:
+	case SIM_ARCH_TURING:
+		*version = NVML_NVLINK_VERSION_2_0;
+		break;
+	case SIM_ARCH_AMPERE:
+		*version = NVML_NVLINK_VERSION_3_0;
+		break;
+	case SIM_ARCH_HOPPER:
+		*version = NVML_NVLINK_VERSION_4_0;
+		break;
+	case SIM_ARCH_BLACKWELL:
+		*version = NVML_NVLINK_VERSION_5_0;
+		break;
+	default:
+		return sim_end(NVML_ERROR_NOT_SUPPORTED); /* no NVLink on this architecture */
+	}
 	return sim_end(NVML_SUCCESS);
 }

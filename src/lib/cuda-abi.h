@@ -3,9 +3,11 @@
  * cuda-abi.h: the few CUDA driver API declarations gpuctl's allocation probe uses, in our own
  * words (no cuda.h). Facts from the CUDA Driver API reference: CUresult is an int-sized enum
  * (0 success, 100 no device, 999 unknown); CUdevice an int; CUcontext an opaque pointer;
- * CUdeviceptr an unsigned 64-bit integer on 64-bit hosts. cuda.h maps cuCtxCreate, cuMemAlloc,
- * cuMemFree and cuCtxDestroy to their _v2 symbols (the ABI since CUDA 3.2 / 4.0), so those are
- * the names gpuctl resolves.
+ * CUdeviceptr an unsigned 64-bit integer on 64-bit hosts. cuda.h maps cuMemAlloc, cuMemFree and
+ * cuCtxDestroy to their _v2 symbols (the ABI since CUDA 3.2 / 4.0), and cuCtxCreate to _v2 up to
+ * CUDA 12 and to cuCtxCreate_v4 (which takes a CUctxCreateParams pointer) from CUDA 13. gpuctl
+ * resolves the _v2 symbols, cuCtxCreate_v2 included: drivers of CUDA 13 still export it with
+ * its CUDA 12 signature, and it is the one every supported driver has.
  */
 #ifndef GPUCTL_CUDA_ABI_H
 #define GPUCTL_CUDA_ABI_H

@@ -129,12 +129,12 @@ static int parse_gpu(struct gpuctl_snapshot *prev, char *rest)
 		(void)snapshot_set_int(prev, i, GPUCTL_F_PCIE_REPLAY, (int64_t)v[0]);
 	if (has[1] && v[1] <= INT64_MAX)
 		(void)snapshot_set_int(prev, i, GPUCTL_F_RETIRED_DBE, (int64_t)v[1]);
-	if (has[2] && has[3] && has[4]) {
-		g[i].has_nvlink_errors = true;
-		g[i].nvlink_replay = v[2];
-		g[i].nvlink_recovery = v[3];
-		g[i].nvlink_crc = v[4];
-	}
+	g[i].has_nvlink_replay = has[2];
+	g[i].nvlink_replay = has[2] ? v[2] : 0;
+	g[i].has_nvlink_recovery = has[3];
+	g[i].nvlink_recovery = has[3] ? v[3] : 0;
+	g[i].has_nvlink_crc = has[4];
+	g[i].nvlink_crc = has[4] ? v[4] : 0;
 	return 1;
 }
 
@@ -290,6 +290,15 @@ int gpuctl_health_state_read(struct gpuctl_ctx *ctx, const char *path,
 	return 0;
 }
 
+/* " N", or " -" for a value not read. */
+static void put_u64(FILE *f, bool has, uint64_t v)
+{
+	if (has)
+		fprintf(f, " %" PRIu64, v);
+	else
+		fputs(" -", f);
+}
+
 static void put_opt(FILE *f, const struct gpuctl_gpu *g, enum gpuctl_field fld)
 {
 	int64_t v;
@@ -336,11 +345,11 @@ int gpuctl_health_state_write(struct gpuctl_ctx *ctx, const char *path,
 		put_opt(f, g, GPUCTL_F_PCIE_REPLAY);
 		fputs(" dbe", f);
 		put_opt(f, g, GPUCTL_F_RETIRED_DBE);
-		if (g->has_nvlink_errors)
-			fprintf(f, " nvlink %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
-			        g->nvlink_replay, g->nvlink_recovery, g->nvlink_crc);
-		else
-			fputs(" nvlink - - -\n", f);
+		fputs(" nvlink", f);
+		put_u64(f, g->has_nvlink_replay, g->nvlink_replay);
+		put_u64(f, g->has_nvlink_recovery, g->nvlink_recovery);
+		put_u64(f, g->has_nvlink_crc, g->nvlink_crc);
+		fputc('\n', f);
 	}
 	for (size_t i = 0; i < gpuctl_xid_log_count(xids); i++) {
 		size_t gpu;

@@ -487,6 +487,12 @@ static void check_nvlink(struct gpuctl_health_report *rep, const struct gpuctl_s
 	    expected, expected, links[0] ? "; down: " : "", links);
 }
 
+/* How much a counter rose between two samples: 0 when either lacks it or it went back. */
+static uint64_t rise(bool both, uint64_t now, uint64_t before)
+{
+	return both && now >= before ? now - before : 0;
+}
+
 /* NVLink error counters rising between two samples: WARN (the issue); CRC errors at 100 a second
  * or more: FAIL (DCGM). A counter that went back (driver reload, reset) is no rate. */
 static void check_nvlink_errors(struct gpuctl_health_report *rep, const struct gpuctl_gpu *g,
@@ -495,13 +501,14 @@ static void check_nvlink_errors(struct gpuctl_health_report *rep, const struct g
 	const struct gpuctl_gpu *p = prev_gpu(opts, g);
 	uint64_t replay, recovery, crc;
 
-	if (!p || opts->prev_age_s <= 0 || !g->has_nvlink_errors || !p->has_nvlink_errors ||
-	    g->nvlink_replay < p->nvlink_replay || g->nvlink_recovery < p->nvlink_recovery ||
-	    g->nvlink_crc < p->nvlink_crc)
+	if (!p || opts->prev_age_s <= 0)
 		return;
-	replay = g->nvlink_replay - p->nvlink_replay;
-	recovery = g->nvlink_recovery - p->nvlink_recovery;
-	crc = g->nvlink_crc - p->nvlink_crc;
+	/* each counter on its own: read in both samples, and not gone back (a reset) */
+	replay = rise(g->has_nvlink_replay && p->has_nvlink_replay, g->nvlink_replay,
+	              p->nvlink_replay);
+	recovery = rise(g->has_nvlink_recovery && p->has_nvlink_recovery, g->nvlink_recovery,
+	                p->nvlink_recovery);
+	crc = rise(g->has_nvlink_crc && p->has_nvlink_crc, g->nvlink_crc, p->nvlink_crc);
 	if (!replay && !recovery && !crc)
 		return;
 	bool fail = (double)crc / opts->prev_age_s >= NVLINK_CRC_FAIL_PER_S;

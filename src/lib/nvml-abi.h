@@ -47,6 +47,9 @@ enum {
 	NVML_ERROR_IN_USE = 19,
 	NVML_ERROR_MEMORY = 20,
 	NVML_ERROR_NO_DATA = 21,
+	/* nvml.h 12.x/13: 22-25 are vGPU ECC, resources, frequency, argument version */
+	NVML_ERROR_DEPRECATED = 26, /* the function is deprecated by this driver */
+	NVML_ERROR_NOT_READY = 27,  /* the system is not ready for the request (yet) */
 	NVML_ERROR_UNKNOWN = 999,
 };
 
@@ -132,7 +135,8 @@ typedef struct {
 	uint32_t computeInstanceId;       /* MIG compute instance, 0xFFFFFFFF without MIG */
 } nvmlProcessInfo_v2_t;
 
-/* Process entry that R530-branch drivers write from nvmlDeviceGetComputeRunningProcesses_v3:
+/* Process entry that the first R535-branch drivers (NVML 12.2, not R530 / 12.1 as this comment
+ * once said; the type keeps the old name) write from nvmlDeviceGetComputeRunningProcesses_v3:
  * the v2 fields plus the confidential-computing protected memory, 32 bytes. Later drivers went
  * back to the 24-byte entry for _v3 and moved the extra field to
  * nvmlDeviceGetRunningProcessDetailList. A driver with nvmlDeviceGetConfComputeMemSizeInfo but
@@ -346,6 +350,22 @@ typedef struct {
 } nvmlFieldValue_t;
 #define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION 230
 #define NVML_FI_DEV_MEMORY_TEMP             82 /* memory temperature, C */
+/* The number of NVLinks the device has (nvml.h: "Number of NVLinks present on the device";
+ * present in the NVML 12.2 header of driver 535 and in NVML 13's). */
+#define NVML_FI_DEV_NVLINK_LINK_COUNT 91
+/* Health counters as field values (the same numbers as their direct calls; ids from nvml.h, all
+ * in the NVML 12.2 header of driver 535): ECC totals (single bit = corrected, double bit =
+ * uncorrected; volatile, aggregate), the PCIe replay counter, remapped rows (correctable,
+ * uncorrectable, pending 1/0, failure 1/0). */
+#define NVML_FI_DEV_ECC_SBE_VOL_TOTAL   3
+#define NVML_FI_DEV_ECC_DBE_VOL_TOTAL   4
+#define NVML_FI_DEV_ECC_SBE_AGG_TOTAL   5
+#define NVML_FI_DEV_ECC_DBE_AGG_TOTAL   6
+#define NVML_FI_DEV_PCIE_REPLAY_COUNTER 94
+#define NVML_FI_DEV_REMAPPED_COR        142
+#define NVML_FI_DEV_REMAPPED_UNC        143
+#define NVML_FI_DEV_REMAPPED_PENDING    144
+#define NVML_FI_DEV_REMAPPED_FAILURE    145
 
 /* ---- Events (NVML API 11+) ---- */
 

@@ -9,10 +9,12 @@
  * - One symbol table, typed by nvml-abi.h's function types. Versioned symbols resolve newest
  *   first at load time (_v3, _v2, plain); the name actually found is kept for messages. Only
  *   init, shutdown, error string, device count and handle by index are required.
- * - "Unavailable" (missing symbol, NOT_SUPPORTED, NOT_FOUND, NO_PERMISSION, FUNCTION_NOT_FOUND)
- *   leaves the field's valid bit clear and logs one debug line per (function, reason) per
- *   context. GPU_IS_LOST marks that GPU lost and nothing more is read from it. Any other error
- *   leaves the field unavailable and logs one warning per (function, reason).
+ * - "Unavailable" (missing symbol, NOT_SUPPORTED, NOT_FOUND, NO_PERMISSION, FUNCTION_NOT_FOUND,
+ *   DEPRECATED) leaves the field's valid bit clear and logs one debug line per (function,
+ *   reason) per context. NOT_READY does too, and is not remembered: the field is asked for
+ *   again at the next refresh. Neither is an NVML failure of the GPU (health's "nvml" check).
+ *   GPU_IS_LOST marks that GPU lost and nothing more is read from it. Any other error leaves
+ *   the field unavailable and logs one warning per (function, reason).
  * - Nothing is read twice in one snapshot, and calls that cannot succeed are not made: ECC
  *   counters only when ECC is on, retired pages only before Ampere, remapped rows only from
  *   Ampere on, MIG devices only with MIG enabled. Processes are read into a buffer large enough
@@ -21,8 +23,9 @@
  *   form ("00000000:07:00.0"), whatever form the driver version writes into busId.
  * - memory_used is nvmlMemory_v2's used (allocations, driver reservation excluded), as current
  *   nvidia-smi shows it; with only the v1 call it includes the reservation.
- * - NVLink: per GPU, links 0..35 until NVML refuses a link number (INVALID_ARGUMENT or
- *   NOT_SUPPORTED); inactive links are skipped; a link whose far end is a GPU of this machine
+ * - NVLink: per GPU, as many links as NVML_FI_DEV_NVLINK_LINK_COUNT says it has, past links
+ *   that answer NOT_SUPPORTED (disabled links can sit mid-range), else links 0..35 until
+ *   INVALID_ARGUMENT; inactive links are skipped; a link whose far end is a GPU of this machine
  *   (remote PCI bus id) counts for that pair, a link into an NVSwitch counts as a switch link.
  *   Without nvmlDeviceGetNvLinkRemoteDeviceType a link to a bus id that is no GPU of ours is
  *   taken as a switch link (the only NVLink peers besides GPUs are NVSwitches and IBM NPUs,
@@ -67,7 +70,7 @@ _Static_assert(sizeof(nvmlProcessInfo_v2_t) == 24, "nvmlProcessInfo_v2_t layout"
 _Static_assert(sizeof(nvmlProcessInfo_r530_t) == 32, "nvmlProcessInfo_r530_t layout");
 _Static_assert(offsetof(nvmlProcessInfo_r530_t, computeInstanceId) ==
                        offsetof(nvmlProcessInfo_v2_t, computeInstanceId),
-               "the R530 entry starts with the v2 entry");
+               "the 32-byte (early R535) entry starts with the v2 entry");
 
 /* X(field, function type, required, names newest first...) */
 #define NVML_SYMBOLS(X)                                                                            \
@@ -172,9 +175,9 @@ struct nvml {
 	bool initialised;       /* nvmlInit succeeded: call nvmlShutdown on unload */
 	struct nvml_syms sym;   /* function table */
 	struct nvml_names name; /* names for messages */
-	size_t procs_stride;    /* bytes per entry written by sym.procs_v2 (24, or 32 on R530) */
-	nvmlDevice_t *handles;  /* per NVML index, from the last snapshot (NULL: none had one) */
-	size_t n_handles;       /* entries in handles */
+	size_t procs_stride; /* bytes per entry written by sym.procs_v2 (24, or 32 on early R535) */
+	nvmlDevice_t *handles; /* per NVML index, from the last snapshot (NULL: none had one) */
+	size_t n_handles;      /* entries in handles */
 };
 
 void nvml_unload(struct nvml *nv)
@@ -228,7 +231,7 @@ static const char *resolve_all(struct gpuctl_ctx *ctx, struct nvml *nv)
 	return missing;
 }
 
-/* True for an R530-branch driver, whose _v3 process list has 32-byte entries (see
+/* True for an early R535-branch driver (NVML 12.2), whose _v3 process list has 32-byte entries (see
  * nvmlProcessInfo_r530_t in nvml-abi.h). */
 static bool procs_v3_is_r530(const struct nvml *nv)
 {
@@ -349,6 +352,8 @@ struct reader {
 	unsigned flags;               /* the snapshot's gpuctl_snapshot_flags */
 	unsigned calls;               /* NVML calls made for this snapshot */
 	int oom;                      /* -ENOMEM once an allocation failed, else 0 */
+	int *nvlink_count;            /* per GPU, NVLinks present: -1 unknown, -2 not asked yet
+	                               * (read with the other field values, NULL: no topology) */
 };
 
 static const char *unavailable_reason(nvmlReturn_t r)
@@ -362,6 +367,8 @@ static const char *unavailable_reason(nvmlReturn_t r)
 		return "no permission";
 	case NVML_ERROR_FUNCTION_NOT_FOUND:
 		return "not implemented by this driver";
+	case NVML_ERROR_DEPRECATED:
+		return "deprecated by this driver";
 	default:
 		return NULL;
 	}
@@ -392,6 +399,16 @@ static bool check_result(struct reader *rd, size_t gpu, const char *fname, nvmlR
 		ctx_log_once(rd->ctx, key, GPUCTL_LOG_WARNING,
 		             "GPU %zu is lost (%s: GPU is lost); its other facts are unavailable",
 		             gpu, fname);
+		return false;
+	}
+	if (r == NVML_ERROR_NOT_READY) {
+		/* The driver has no answer yet (a GPU still initialising, a counter not yet
+		 * sampled): no fault of the GPU, and not lasting either, so it is asked again by
+		 * the next refresh instead of being remembered as unsupported. */
+		ctx_log_once(rd->ctx, key, GPUCTL_LOG_DEBUG, "%s: not ready on %s; shown as N/A",
+		             fname, where(gpu, w, sizeof(w)));
+		if (gpu != SYSTEM_SCOPE && !pair && gpu < rd->snap->n_gpus)
+			rd->snap->gpus[gpu].nvml_not_ready++;
 		return false;
 	}
 	reason = unavailable_reason(r);
@@ -659,7 +676,6 @@ static void read_state(struct reader *rd, size_t i, nvmlDevice_t dev)
 	}
 	if (want(rd, GPUCTL_F_TEMP) && CALL(rd, i, temperature, dev, NVML_TEMPERATURE_GPU, &u))
 		set_int(rd, i, GPUCTL_F_TEMP, u);
-	read_field_values(rd, i, dev); /* memory temperature, recovery action: one call */
 	if (want(rd, GPUCTL_F_UTIL_ENCODER) && CALL(rd, i, encoder_util, dev, &u, &u2))
 		set_int(rd, i, GPUCTL_F_UTIL_ENCODER, u);
 	if (want(rd, GPUCTL_F_UTIL_DECODER) && CALL(rd, i, decoder_util, dev, &u, &u2))
@@ -708,6 +724,9 @@ static void read_state(struct reader *rd, size_t i, nvmlDevice_t dev)
 		set_int(rd, i, GPUCTL_F_MIG_MODE, u == 1);
 		set_int(rd, i, GPUCTL_F_MIG_MODE_PENDING, u2 == 1);
 	}
+	/* memory temperature, recovery action and the health counters, in one call: after the
+	 * ECC mode, which decides whether the ECC counters exist */
+	read_field_values(rd, i, dev);
 	read_monitoring(rd, i, dev);
 }
 
@@ -730,33 +749,92 @@ static int arch_rank(const struct gpuctl_gpu *g)
 }
 #define RANK_AMPERE 6
 
+/* The NVLink count an NVML_FI_DEV_NVLINK_LINK_COUNT entry holds, or -1 when it holds none. */
+static int link_count_of(const nvmlFieldValue_t *fv)
+{
+	if (fv->nvmlReturn != NVML_SUCCESS || fv->valueType != 1 /* unsigned int */ ||
+	    fv->value.uiVal > NVML_NVLINK_MAX_LINKS)
+		return -1;
+	return (int)fv->value.uiVal;
+}
+
+/* When a field value may be asked for (the health facts that have a direct call too). */
+enum field_when {
+	FV_ALWAYS,     /* no condition */
+	FV_HEALTH,     /* health snapshots */
+	FV_ECC,        /* health snapshots of a GPU with ECC on */
+	FV_ECC_AMPERE, /* the same, Ampere and later (row remapping) */
+};
+
 /* The facts gpuctl reads through nvmlDeviceGetFieldValues, all wanted ones in one call; each
  * entry's own return code says whether this driver knows the field (the recovery action came
- * with R565-era drivers; memory temperature is reported by GPUs with HBM). */
+ * with R565-era drivers; memory temperature is reported by GPUs with HBM). The health counters
+ * (PCIe replays, ECC totals, remapped rows) ride along in the same call: read_health asks the
+ * direct functions only for those no entry answered, so a driver without the field ids costs
+ * nothing more than before. */
 static void read_field_values(struct reader *rd, size_t i, nvmlDevice_t dev)
 {
 	static const struct {
 		unsigned id;
 		enum gpuctl_field f;
 		const char *what;
+		enum field_when when;
+		bool flag; /* a yes/no value: stored as 0/1 */
 	} known[] = {
-	        {NVML_FI_DEV_MEMORY_TEMP, GPUCTL_F_TEMP_MEMORY, "memory temperature"},
+	        {NVML_FI_DEV_MEMORY_TEMP, GPUCTL_F_TEMP_MEMORY, "memory temperature", FV_ALWAYS,
+	         false},
 	        {NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, GPUCTL_F_RECOVERY_ACTION,
-	         "GPU recovery action"},
+	         "GPU recovery action", FV_ALWAYS, false},
+	        {NVML_FI_DEV_PCIE_REPLAY_COUNTER, GPUCTL_F_PCIE_REPLAY, "PCIe replay counter",
+	         FV_HEALTH, false},
+	        {NVML_FI_DEV_ECC_SBE_VOL_TOTAL, GPUCTL_F_ECC_VOL_CORRECTED, "volatile ECC SBE",
+	         FV_ECC, false},
+	        {NVML_FI_DEV_ECC_DBE_VOL_TOTAL, GPUCTL_F_ECC_VOL_UNCORRECTED, "volatile ECC DBE",
+	         FV_ECC, false},
+	        {NVML_FI_DEV_ECC_SBE_AGG_TOTAL, GPUCTL_F_ECC_AGG_CORRECTED, "aggregate ECC SBE",
+	         FV_ECC, false},
+	        {NVML_FI_DEV_ECC_DBE_AGG_TOTAL, GPUCTL_F_ECC_AGG_UNCORRECTED, "aggregate ECC DBE",
+	         FV_ECC, false},
+	        {NVML_FI_DEV_REMAPPED_COR, GPUCTL_F_REMAP_CORRECTABLE,
+	         "remapped rows (correctable)", FV_ECC_AMPERE, false},
+	        {NVML_FI_DEV_REMAPPED_UNC, GPUCTL_F_REMAP_UNCORRECTABLE,
+	         "remapped rows (uncorrectable)", FV_ECC_AMPERE, false},
+	        {NVML_FI_DEV_REMAPPED_PENDING, GPUCTL_F_REMAP_PENDING, "row remapping pending",
+	         FV_ECC_AMPERE, true},
+	        {NVML_FI_DEV_REMAPPED_FAILURE, GPUCTL_F_REMAP_FAILURE, "row remapping failure",
+	         FV_ECC_AMPERE, true},
 	};
-	nvmlFieldValue_t fv[sizeof(known) / sizeof(known[0])];
-	size_t which[sizeof(known) / sizeof(known[0])], n = 0;
+	const struct gpuctl_gpu *g = &rd->snap->gpus[i];
+	const bool health = rd->flags & GPUCTL_SNAP_HEALTH;
+	const bool ecc_on = health && field_is(g, GPUCTL_F_ECC_MODE, 1);
+	const bool when_ok[] = {
+	        [FV_ALWAYS] = true,
+	        [FV_HEALTH] = health,
+	        [FV_ECC] = ecc_on,
+	        [FV_ECC_AMPERE] = ecc_on && arch_rank(g) >= RANK_AMPERE,
+	};
+	nvmlFieldValue_t fv[sizeof(known) / sizeof(known[0]) + 1];
+	size_t which[sizeof(known) / sizeof(known[0]) + 1], n = 0;
 
 	for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
-		if (want(rd, known[k].f)) {
+		if (want(rd, known[k].f) && when_ok[known[k].when]) {
 			fv[n] = (nvmlFieldValue_t){.fieldId = known[k].id};
 			which[n++] = k;
 		}
+	/* the NVLink walk's bound rides along when there are other fields to read anyway */
+	if (n > 0 && rd->nvlink_count) {
+		fv[n] = (nvmlFieldValue_t){.fieldId = NVML_FI_DEV_NVLINK_LINK_COUNT};
+		which[n++] = SIZE_MAX;
+	}
 	if (n == 0 || !CALL(rd, i, field_values, dev, (int)n, fv))
 		return;
 	for (size_t j = 0; j < n; j++) {
 		int64_t v;
 
+		if (which[j] == SIZE_MAX) {
+			rd->nvlink_count[i] = link_count_of(&fv[j]);
+			continue;
+		}
 		if (fv[j].nvmlReturn != NVML_SUCCESS) {
 			/* Any code, not only NOT_SUPPORTED, means "unavailable" here: drivers that
 			 * predate a field answer for it in their own ways, no fault of the GPU. */
@@ -790,8 +868,14 @@ static void read_field_values(struct reader *rd, size_t i, nvmlDevice_t dev)
 		default:
 			continue;
 		}
-		set_int(rd, i, known[which[j]].f, v);
+		set_int(rd, i, known[which[j]].f, known[which[j]].flag ? v != 0 : v);
 	}
+}
+
+/* Field f is not wanted, or already read. */
+static bool wanted_valid(const struct reader *rd, const struct gpuctl_gpu *g, enum gpuctl_field f)
+{
+	return !want(rd, f) || g->valid[f];
 }
 
 static void read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
@@ -802,7 +886,9 @@ static void read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
 	nvmlEnableState_t e;
 	int rank = arch_rank(g);
 
-	if (want(rd, GPUCTL_F_PCIE_REPLAY) && CALL(rd, i, pcie_replay, dev, &u1))
+	/* What read_field_values got is not asked again (valid already). */
+	if (want(rd, GPUCTL_F_PCIE_REPLAY) && !g->valid[GPUCTL_F_PCIE_REPLAY] &&
+	    CALL(rd, i, pcie_replay, dev, &u1))
 		set_int(rd, i, GPUCTL_F_PCIE_REPLAY, u1);
 	/* Memory error counters exist only with ECC on; a GPU whose ECC mode reads as off or
 	 * unsupported (GeForce) has none, so they are not asked for. */
@@ -822,7 +908,7 @@ static void read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
 	         NVML_AGGREGATE_ECC},
 	};
 	for (size_t k = 0; k < ELEMENTSOF(ecc); k++)
-		if (want(rd, ecc[k].f) &&
+		if (want(rd, ecc[k].f) && !g->valid[ecc[k].f] &&
 		    CALL(rd, i, total_ecc, dev, ecc[k].type, ecc[k].counter, &ull))
 			set_int(rd, i, ecc[k].f, (int64_t)ull);
 
@@ -861,6 +947,10 @@ static void read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
 		if ((want(rd, GPUCTL_F_REMAP_CORRECTABLE) ||
 		     want(rd, GPUCTL_F_REMAP_UNCORRECTABLE) || want(rd, GPUCTL_F_REMAP_PENDING) ||
 		     want(rd, GPUCTL_F_REMAP_FAILURE)) &&
+		    !(wanted_valid(rd, g, GPUCTL_F_REMAP_CORRECTABLE) &&
+		      wanted_valid(rd, g, GPUCTL_F_REMAP_UNCORRECTABLE) &&
+		      wanted_valid(rd, g, GPUCTL_F_REMAP_PENDING) &&
+		      wanted_valid(rd, g, GPUCTL_F_REMAP_FAILURE)) &&
 		    CALL(rd, i, remapped_rows, dev, &u1, &u2, &u3, &u4)) {
 			set_int(rd, i, GPUCTL_F_REMAP_CORRECTABLE, u1);
 			set_int(rd, i, GPUCTL_F_REMAP_UNCORRECTABLE, u2);
@@ -1008,19 +1098,20 @@ static void add_proc(struct reader *rd, size_t i, uint32_t pid, unsigned long lo
 #define PROCS_FIRST_TRY 64 /* entries asked for first: more than any GPU usually runs */
 #define PROCS_TRIES     4  /* the list can grow between calls */
 
-static void read_processes(struct reader *rd, size_t i, nvmlDevice_t dev)
+static const char *proc_fn_name(const struct reader *rd)
+{
+	return rd->nv->sym.procs_v2 ? rd->nv->name.procs_v2 : rd->nv->name.procs_v1;
+}
+
+/* Adds the compute processes NVML lists for handle dev (GPU i's, or one of its MIG devices')
+ * to GPU i; the last call's result, for the caller to judge (nothing is logged here). */
+static nvmlReturn_t list_processes(struct reader *rd, size_t i, nvmlDevice_t dev)
 {
 	unsigned cap = PROCS_FIRST_TRY;
+	nvmlReturn_t r = NVML_ERROR_UNKNOWN;
 
-	if (!gpu_readable(rd, i))
-		return;
-	if (!rd->nv->sym.procs_v2 && !rd->nv->sym.procs_v1) {
-		symbol_missing(rd, rd->nv->name.procs_v2);
-		return;
-	}
 	for (int t = 0; t < PROCS_TRIES; t++) {
 		unsigned count = cap;
-		nvmlReturn_t r;
 
 		if (rd->nv->sym.procs_v2) {
 			/* Entries are 24 or 32 bytes depending on the driver branch; the first
@@ -1029,7 +1120,7 @@ static void read_processes(struct reader *rd, size_t i, nvmlDevice_t dev)
 			_cleanup_free_ unsigned char *buf = calloc(cap, stride);
 			if (!buf) {
 				rd->oom = -ENOMEM;
-				return;
+				return NVML_ERROR_MEMORY;
 			}
 			r = RAW(rd, procs_v2, dev, &count, (nvmlProcessInfo_v2_t *)(void *)buf);
 			if (r == NVML_SUCCESS) {
@@ -1039,13 +1130,13 @@ static void read_processes(struct reader *rd, size_t i, nvmlDevice_t dev)
 					add_proc(rd, i, e.pid, e.usedGpuMemory, e.gpuInstanceId,
 					         e.computeInstanceId);
 				}
-				return;
+				return r;
 			}
 		} else {
 			_cleanup_free_ nvmlProcessInfo_v1_t *v = calloc(cap, sizeof(*v));
 			if (!v) {
 				rd->oom = -ENOMEM;
-				return;
+				return NVML_ERROR_MEMORY;
 			}
 			r = RAW(rd, procs_v1, dev, &count, v);
 			if (r == NVML_SUCCESS) {
@@ -1053,18 +1144,64 @@ static void read_processes(struct reader *rd, size_t i, nvmlDevice_t dev)
 					add_proc(rd, i, v[k].pid, v[k].usedGpuMemory,
 					         NVML_INVALID_INSTANCE_ID,
 					         NVML_INVALID_INSTANCE_ID);
-				return;
+				return r;
 			}
 		}
-		if (r != NVML_ERROR_INSUFFICIENT_SIZE) {
-			check_result(rd, i,
-			             rd->nv->sym.procs_v2 ? rd->nv->name.procs_v2
-			                                  : rd->nv->name.procs_v1,
-			             r, false);
-			return;
-		}
+		if (r != NVML_ERROR_INSUFFICIENT_SIZE)
+			return r;
 		cap = (count > cap ? count : cap * 2) + 16;
 	}
+	return r;
+}
+
+/* GPU i's processes read MIG device by MIG device (each entry carries its instance ids);
+ * false when the GPU has no MIG device to ask. */
+static bool list_mig_processes(struct reader *rd, size_t i, nvmlDevice_t dev)
+{
+	unsigned max = 0;
+	bool asked = false;
+
+	if (!rd->nv->sym.max_mig_count || !rd->nv->sym.mig_handle ||
+	    !CALL(rd, i, max_mig_count, dev, &max))
+		return false;
+	for (unsigned k = 0; k < max && gpu_readable(rd, i); k++) {
+		nvmlDevice_t mdev = NULL;
+		nvmlReturn_t r = RAW(rd, mig_handle, dev, k, &mdev);
+
+		if (r == NVML_ERROR_NOT_FOUND || r == NVML_ERROR_INVALID_ARGUMENT)
+			continue; /* an empty slot */
+		if (!check_result(rd, i, rd->nv->name.mig_handle, r, false))
+			continue;
+		asked = true;
+		r = list_processes(rd, i, mdev);
+		if (r != NVML_SUCCESS)
+			(void)check_result(rd, i, proc_fn_name(rd), r, false);
+	}
+	return asked;
+}
+
+/* nvml.h: on a MIG-enabled GPU the GPU handle's list aggregates its MIG devices' processes
+ * only for callers with the privileges to see them all; a MIG device handle's own list needs
+ * none. So a caller that is not root asks MIG device by MIG device there, and so does anyone
+ * the driver refuses (NO_PERMISSION) on the GPU handle. */
+static void read_processes(struct reader *rd, size_t i, nvmlDevice_t dev)
+{
+	bool mig = field_is(&rd->snap->gpus[i], GPUCTL_F_MIG_MODE, 1);
+	nvmlReturn_t r;
+
+	if (!gpu_readable(rd, i))
+		return;
+	if (!rd->nv->sym.procs_v2 && !rd->nv->sym.procs_v1) {
+		symbol_missing(rd, rd->nv->name.procs_v2);
+		return;
+	}
+	if (mig && geteuid() != 0 && list_mig_processes(rd, i, dev))
+		return;
+	r = list_processes(rd, i, dev);
+	if (r == NVML_ERROR_NO_PERMISSION && list_mig_processes(rd, i, dev))
+		return;
+	if (r != NVML_SUCCESS)
+		(void)check_result(rd, i, proc_fn_name(rd), r, false);
 }
 
 static int percent(unsigned v)
@@ -1230,40 +1367,73 @@ static bool remote_bus(struct reader *rd, size_t i, nvmlDevice_t dev, unsigned l
 	return true;
 }
 
-/* Adds an active link's error counters to GPU i's sums (health snapshots only). */
+/* Adds an active link's error counters to GPU i's sums (health snapshots only). Each counter
+ * is read on its own: one the link does not support leaves the other sums alone (a counter
+ * NVML does not support stays so, so every sample sums over the same links). */
 static void read_nvlink_errors(struct reader *rd, size_t i, nvmlDevice_t dev, unsigned link)
 {
 	struct gpuctl_gpu *g = &rd->snap->gpus[i];
-	unsigned long long v[4];
+	/* nvmlNvLinkErrorCounter_t: DL_REPLAY 0, DL_RECOVERY 1, DL_CRC_FLIT 2, DL_CRC_DATA 3 */
+	struct {
+		uint64_t *sum;
+		bool *has;
+	} into[4] = {{&g->nvlink_replay, &g->has_nvlink_replay},
+	             {&g->nvlink_recovery, &g->has_nvlink_recovery},
+	             {&g->nvlink_crc, &g->has_nvlink_crc},
+	             {&g->nvlink_crc, &g->has_nvlink_crc}};
 
-	for (uint32_t k = 0; k < 4; k++)
-		if (!CALL(rd, i, nvlink_error_counter, dev, link, k, &v[k]))
-			return; /* a partial sum would be a wrong fact */
-	g->has_nvlink_errors = true;
-	g->nvlink_replay += v[0];
-	g->nvlink_recovery += v[1];
-	g->nvlink_crc += v[2] + v[3];
+	for (uint32_t k = 0; k < 4; k++) {
+		unsigned long long v;
+
+		if (!CALL(rd, i, nvlink_error_counter, dev, link, k, &v))
+			continue;
+		*into[k].sum += v;
+		*into[k].has = true;
+	}
 }
 
-/* Walks GPU i's NVLinks: adds direct links to row i of direct[], counts switch links. */
+/* The NVLinks GPU i has, from field NVML_FI_DEV_NVLINK_LINK_COUNT; -1 when the driver cannot
+ * say (no nvmlDeviceGetFieldValues, or a driver that does not know the field). */
+static int nvlink_count(struct reader *rd, size_t i, nvmlDevice_t dev)
+{
+	nvmlFieldValue_t fv = {.fieldId = NVML_FI_DEV_NVLINK_LINK_COUNT};
+
+	if (rd->nvlink_count && rd->nvlink_count[i] != -2)
+		return rd->nvlink_count[i]; /* read with the GPU's other field values */
+	if (!rd->nv->sym.field_values || !CALL(rd, i, field_values, dev, 1, &fv))
+		return -1;
+	return link_count_of(&fv);
+}
+
+/* Walks GPU i's NVLinks: adds direct links to row i of direct[], counts switch links. A link
+ * that answers NOT_SUPPORTED may sit in the middle of the range (parts with fewer links than
+ * their die have some disabled), so the walk goes on past it, until it has seen as many links
+ * as the device has (nvlink_count), or through every link number NVML allows when the driver
+ * does not say. */
 static void read_nvlinks(struct reader *rd, size_t i, nvmlDevice_t dev, int *direct)
 {
 	struct gpuctl_gpu *g = &rd->snap->gpus[i];
+	int count;
 
 	if (!rd->nv->sym.nvlink_state) {
 		symbol_missing(rd, rd->nv->name.nvlink_state);
 		return;
 	}
 	g->has_nvlink_state = true;
-	for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS && gpu_readable(rd, i); link++) {
+	count = nvlink_count(rd, i, dev);
+	for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS && gpu_readable(rd, i) &&
+	                        (count < 0 || g->nvlink_present < count);
+	     link++) {
 		nvmlEnableState_t active = NVML_FEATURE_DISABLED;
 		nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
 		char bus[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
 		nvmlReturn_t r = RAW(rd, nvlink_state, dev, link, &active);
 		size_t peer;
 
-		if (r == NVML_ERROR_INVALID_ARGUMENT || r == NVML_ERROR_NOT_SUPPORTED)
-			break; /* past this GPU's links (or no NVLink at all) */
+		if (r == NVML_ERROR_INVALID_ARGUMENT)
+			break; /* past the link numbers this driver knows */
+		if (r == NVML_ERROR_NOT_SUPPORTED)
+			continue; /* a disabled link (or, without a count, no NVLink) */
 		if (r != NVML_SUCCESS) {
 			check_result(rd, i, rd->nv->name.nvlink_state, r, false);
 			continue;
@@ -1422,12 +1592,22 @@ int nvml_read_snapshot(struct gpuctl_ctx *ctx, unsigned flags, uint64_t want_fie
 	}
 	rd.snap = snap;
 	rd.handles = handles;
+	if (flags & GPUCTL_SNAP_TOPOLOGY) {
+		rd.nvlink_count = malloc((count ? count : 1) * sizeof(*rd.nvlink_count));
+		if (!rd.nvlink_count) {
+			gpuctl_snapshot_free(snap);
+			return ctx_error(ctx, -ENOMEM, "out of memory");
+		}
+		for (size_t i = 0; i < count; i++)
+			rd.nvlink_count[i] = -2;
+	}
 
 	read_system(&rd);
 	for (size_t i = 0; i < count; i++)
 		read_gpu(&rd, i, flags);
 	if (flags & GPUCTL_SNAP_TOPOLOGY)
 		read_topology(&rd);
+	free(rd.nvlink_count);
 	if (rd.oom < 0) {
 		gpuctl_snapshot_free(snap);
 		return ctx_error(ctx, -ENOMEM, "out of memory");
@@ -1450,7 +1630,7 @@ static uint64_t known_unavailable(const struct gpuctl_snapshot *prev, size_t i)
 	const struct gpuctl_gpu *g = &prev->gpus[i];
 	uint64_t missing = 0;
 
-	if (g->nvml_errors > 0 || g->lost)
+	if (g->nvml_errors > 0 || g->nvml_not_ready > 0 || g->lost)
 		return 0;
 	for (size_t f = 0; f < GPUCTL__F_COUNT; f++)
 		if (!g->valid[f])

@@ -61,12 +61,16 @@ struct gpuctl_gpu {
 	unsigned nvml_errors;     /* NVML calls on this GPU that failed with a real error
 	                           * (not NOT_SUPPORTED & co., not GPU_IS_LOST) */
 	char nvml_error[96];      /* the first of them, "nvmlDeviceGetX: Unknown Error" */
+	unsigned nvml_not_ready;  /* calls answered NOT_READY: N/A now, asked again next time */
 	bool has_nvlink_state;    /* the NVLink walk ran (GPUCTL_SNAP_TOPOLOGY) */
 	int nvlink_present;       /* links NVML answered for, active or not */
 	int nvlink_active;        /* of which active */
 	uint64_t nvlink_inactive; /* bit k: link k answered inactive */
-	bool has_nvlink_errors;   /* some active link's error counters were read (health) */
-	uint64_t nvlink_replay;   /* sums over those links: DL replays, */
+	/* NVLink error counters, summed over the active links (health snapshots); each sum is
+	 * valid when at least one link's counter was read (NVML may support some counters of a
+	 * link and not others: each is read on its own) */
+	bool has_nvlink_replay, has_nvlink_recovery, has_nvlink_crc;
+	uint64_t nvlink_replay;   /* DL replays, */
 	uint64_t nvlink_recovery; /* DL recoveries, */
 	uint64_t nvlink_crc;      /* CRC flit + CRC data errors */
 	/* NVML's timestamps of the violation readings (power, thermal), microseconds; set with

@@ -7,10 +7,12 @@ comparison is tested against a second reading of the same machine:
   nvidia-smi                               banner with "CUDA Version: X.Y"
   nvidia-smi -L                            one "GPU i: NAME (UUID: ...)" line per GPU
   nvidia-smi --query-gpu=F,... --format=csv[,noheader][,nounits]
-  nvidia-smi topo -m                       the matrix, from tests/cli/expected/<scenario>.json
+  nvidia-smi topo -m                       the matrix, from tests/cli/expected/<scenario>.json,
+                                           with the two tabs after NUMA Affinity current drivers print
   nvidia-smi dmon -c 1 -s pucm             dmon's layout as a newer driver prints it (with the
                                            jpg, ofa and ccpm columns gpuctl does not show)
-FAKE_SMI_CORRUPT=FIELD makes that field wrong on GPU 0, to prove the script notices.
+FAKE_SMI_CORRUPT=FIELD makes that field wrong on GPU 0, to prove the script notices;
+FAKE_SMI_CORRUPT=na:FIELD makes it [Not Supported] there.
 """
 import json
 import os
@@ -86,8 +88,11 @@ def value(i, g, field):
         if ecc and arch >= ARCH_ORDER.index("ampere") else NA,
         "driver_version": driver,
     }[field]
-    if i == 0 and os.environ.get("FAKE_SMI_CORRUPT") == field:
+    corrupt = os.environ.get("FAKE_SMI_CORRUPT", "")
+    if i == 0 and corrupt == field:
         v = "corrupted-" + v
+    if i == 0 and corrupt == "na:" + field:
+        v = "[Not Supported]"  # what nvidia-smi prints for what the driver does not give
     return v
 
 
@@ -118,7 +123,8 @@ def topo():
         g = GPUS[i]
         cells = [" X " if i == j else m[i][j] for j in range(n)]
         gnuma = str(g["gpu_numa_node"]) if "gpu_numa_node" in g else "N/A"
-        print(f"GPU{i}\t" + "\t".join(cells) + f"\t{E['cpu_affinity'][i]}\t{E['numa_affinity'][i]}\t{gnuma}")
+        # current drivers (R535 and later) print two tabs after the NUMA affinity cell
+        print(f"GPU{i}\t" + "\t".join(cells) + f"\t{E['cpu_affinity'][i]}\t{E['numa_affinity'][i]}\t\t{gnuma}")
     print("\nLegend:\n\n  X    = Self\n  SYS  = (stand-in legend)")
 
 

@@ -1,10 +1,14 @@
 """gpuctl topo: nvidia-smi topo -m's matrix layout, the legend, --bandwidth and JSON. Expected
 link codes come from the scenario files through sim/SCENARIO.md's rules (cli_facts.Machine),
 the layout from nvidia-smi topo -m (tab-separated, " X " on the diagonal, NV# for NVLink)."""
+import json
+import os
+import shutil
+import tempfile
 import unittest
 
 from cli_facts import Machine
-from gpuctl_test import EXIT_USAGE, GpuctlTestCase, scenario_names, sim, sim_sh
+from gpuctl_test import EXIT_USAGE, SCENARIOS, GpuctlTestCase, scenario_names, sim, sim_sh
 
 P2P_CODES = {"OK", "NS", "CNS", "GNS", "TNS", "DR", "U"}
 
@@ -183,6 +187,25 @@ class TopoCpu(GpuctlTestCase):
 
 
 class TopoUsage(GpuctlTestCase):
+    def test_disabled_link_mid_range(self):
+        """A part with a link disabled in the middle of its range (NOT_SUPPORTED for link 3 of
+        GPU 0's twelve NVSwitch links, sim/SCENARIO.md "nvlink_disabled"): the links after it
+        still count, 11 for GPU 0 (the fabric pair is the smaller of the two ends)."""
+        with open(os.path.join(SCENARIOS, "dgx-a100.json")) as f:
+            doc = json.load(f)
+        per_gpu = doc["nvlink"]["nvswitch"]["links_per_gpu"]
+        doc["gpus"][0]["nvlink_disabled"] = [3]
+        tmp = tempfile.mkdtemp(prefix="gpuctl-test-topo-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        path = os.path.join(tmp, "dgx-a100-link3.json")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        r = sim(path, "topo", "--format", "json")
+        self.assertOk(r)
+        for l in r.json()["links"]:
+            want = per_gpu - 1 if l["a"] == 0 else per_gpu
+            self.assertEqual((l["nvswitch"], l["nvlinks"]), (True, want), l)
+
     def test_bad_arguments(self):
         for args, needle in ((["topo", "--format", "xml"], "xml"),
                              (["topo", "--bandwidth", "--format", "json"], "--bandwidth"),

@@ -485,14 +485,17 @@ class TestValues(GpuctlTestCase):
             shutil.rmtree(tmp, ignore_errors=True)
         samples = fns["nvmlDeviceGetCount_v2"]  # one per sample, the first snapshot's included
         self.assertGreaterEqual(samples, 5)
+        # the health counters (remapped rows, PCIe replays, ECC) come in one field-value call
         for fn in ("nvmlDeviceGetPowerUsage", "nvmlDeviceGetTemperature",
-                   "nvmlDeviceGetRemappedRows", "nvmlDeviceGetPcieReplayCounter"):
+                   "nvmlDeviceGetFieldValues"):
             self.assertEqual(fns[fn], 8 * samples, fn)
+        for fn in ("nvmlDeviceGetRemappedRows", "nvmlDeviceGetPcieReplayCounter"):
+            self.assertNotIn(fn, fns)
         # identity, static facts and what dgx-a100 does not support: once per GPU
         for fn in ("nvmlDeviceGetUUID", "nvmlDeviceGetName", "nvmlDeviceGetPciInfo_v3",
                    "nvmlDeviceGetArchitecture", "nvmlDeviceGetEccMode", "nvmlDeviceGetMigMode",
                    "nvmlDeviceGetMaxPcieLinkWidth", "nvmlDeviceGetEncoderUtilization",
-                   "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetFieldValues"):
+                   "nvmlDeviceGetTotalEnergyConsumption"):
             self.assertEqual(fns.get(fn), 8, fn)
 
     def test_health_verdicts_checks_and_xids(self):

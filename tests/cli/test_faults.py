@@ -370,6 +370,27 @@ class NvmlErrorOnOneDevice(FaultTestCase):
         self.assertEqual([l for l, c in counts.items() if c > 1], [], r)
 
 
+class NotReadyOrDeprecated(FaultTestCase):
+    """NVML_ERROR_DEPRECATED (26) and NOT_READY (27) from a query leave that fact N/A and never
+    make the GPU FAIL (the loader counts them as unavailable, not as NVML failures); a real
+    error on the same call, the control, is health's "nvml" FAIL."""
+
+    def test_health_and_list(self):
+        for err, verdict in (("DEPRECATED", "OK"), ("NOT_READY", "OK"), ("UNKNOWN", "FAIL")):
+            for fn in ("nvmlDeviceGetTemperature", "nvmlDeviceGetTotalEccErrors"):
+                with self.subTest(error=err, function=fn):
+                    r = sim_sh(M, f"$NVSIM fail {fn} {err} -i 1\n"
+                                  "$GPUCTL health --format json || true\n"
+                                  "$GPUCTL list --query index,temperature.gpu --format csv,noheader")
+                    self.assertOk(r)
+                    doc, end = json.JSONDecoder().raw_decode(r.out)
+                    got = {g["index"]: g["verdict"] for g in doc["gpus"]}
+                    self.assertEqual(got, {i: verdict if i == 1 else "OK" for i in got}, r)
+                    temps = [l.split(", ")[1] for l in r.out[end:].strip().splitlines()]
+                    self.assertEqual([i for i, t in enumerate(temps) if t == "[N/A]"],
+                                     [1] if fn == "nvmlDeviceGetTemperature" else [], r)
+
+
 class NotSupportedEverywhere(FaultTestCase):
     def test_everything_na(self):
         m = Machine(M)

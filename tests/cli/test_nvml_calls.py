@@ -26,6 +26,9 @@ PER_GPU_MAX = {
 TELEMETRY = ("nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetUtilizationRates",
              "nvmlDeviceGetClockInfo", "nvmlDeviceGetEnforcedPowerLimit",
              "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetTotalEccErrors")
+# Health counters that nvmlDeviceGetFieldValues answers in the same call as the other field values
+HEALTH_COUNTERS = ("nvmlDeviceGetRemappedRows", "nvmlDeviceGetPcieReplayCounter",
+                   "nvmlDeviceGetTotalEccErrors")
 # Per-link and per-pair functions of the topology reading (counted separately).
 TOPOLOGY = ("nvmlDeviceGetNvLinkState", "nvmlDeviceGetNvLinkRemoteDeviceType",
             "nvmlDeviceGetNvLinkRemotePciInfo_v2", "nvmlDeviceGetTopologyCommonAncestor",
@@ -63,9 +66,10 @@ class NvmlCallsTest(GpuctlTestCase):
 
     def test_query_of_one_health_field(self):
         fns = calls("dgx-a100", "list", "--query", "uuid,remapped_rows.pending")
-        self.assertEqual(fns.get("nvmlDeviceGetRemappedRows"), self.N)
-        self.assertNotIn("nvmlDeviceGetTotalEccErrors", fns)
-        self.assertNotIn("nvmlDeviceGetPcieReplayCounter", fns)
+        # one field-value call per GPU, with that one field in it
+        self.assertEqual(fns.get("nvmlDeviceGetFieldValues"), self.N)
+        for fn in HEALTH_COUNTERS:
+            self.assertNotIn(fn, fns)
 
     def test_table_reads_what_it_shows_once(self):
         fns = calls("dgx-a100", "list")
@@ -73,8 +77,12 @@ class NvmlCallsTest(GpuctlTestCase):
         for fn in ("nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage",
                    "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo_v2"):
             self.assertEqual(fns.get(fn), self.N, fn)
-        # the HEALTH column reads the health facts (once each), never the NVLink walk
-        self.assertEqual(fns.get("nvmlDeviceGetRemappedRows"), self.N)
+        # the HEALTH column reads the health facts (once each), never the NVLink walk; the
+        # counters (PCIe replays, ECC totals, remapped rows) come with the GPU's one field-value
+        # call, so their own functions are not called (the fallback: test_health_counters_...)
+        self.assertEqual(fns.get("nvmlDeviceGetFieldValues"), self.N)
+        for fn in HEALTH_COUNTERS:
+            self.assertNotIn(fn, fns)
         for fn in ("nvmlDeviceGetSerial", "nvmlDeviceGetClockInfo",
                    "nvmlDeviceGetCpuAffinity") + TOPOLOGY:
             self.assertNotIn(fn, fns)
@@ -83,7 +91,42 @@ class NvmlCallsTest(GpuctlTestCase):
         fns = calls("dgx-a100", "list", "--format", "json")
         self.assertAtMostOncePerFact(fns)
         self.assertEqual(fns.get("nvmlDeviceGetSerial"), self.N)
+        self.assertEqual(fns.get("nvmlDeviceGetFieldValues"), self.N)
+        for fn in HEALTH_COUNTERS:
+            self.assertNotIn(fn, fns)
+
+    def test_health_counters_without_field_values(self):
+        """A driver that cannot answer the field values (here: nvmlDeviceGetFieldValues fails
+        as a whole) gets the same counters from their own functions, once each."""
+        env = {"GPUCTL": GPUCTL, "NVSIM": NVSIM}
+        keys = ("pcie_replay_counter", "ecc_volatile_corrected", "ecc_volatile_uncorrected",
+                "ecc_aggregate_corrected", "ecc_aggregate_uncorrected",
+                "remapped_rows_correctable", "remapped_rows_uncorrectable",
+                "remapped_rows_pending", "remapped_rows_failure")
+        script = ('"$NVSIM" set -i 2 ecc.volatile.corrected=5 remap.uncorrected=2 '
+                  'remap.pending=1 pcie.replay=9\n"$GPUCTL" list --format json\n'
+                  '"$NVSIM" fail nvmlDeviceGetFieldValues NOT_SUPPORTED\n'
+                  '"$GPUCTL" list --format json\n')
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "calls.json")
+            r = run([NVSIM, "exec", "--calls-out", out, "dgx-a100", "--", "sh", "-ec", script],
+                    env=env)
+            self.assertEqual(r.rc, 0, r)
+            with open(out) as f:
+                fns = json.load(f)["functions"]
+        dec = json.JSONDecoder()
+        first, end = dec.raw_decode(r.out)
+        second, _ = dec.raw_decode(r.out[end:].lstrip())
+        got = [[{k: g[k] for k in keys} for g in doc["gpus"]] for doc in (first, second)]
+        self.assertEqual(got[0], got[1])
+        self.assertEqual(got[0][2], {**got[0][0], "pcie_replay_counter": 9,
+                                     "ecc_volatile_corrected": 5,
+                                     "remapped_rows_uncorrectable": 2,
+                                     "remapped_rows_pending": True})
+        # the second run's: one each per GPU (four ECC totals)
         self.assertEqual(fns.get("nvmlDeviceGetRemappedRows"), self.N)
+        self.assertEqual(fns.get("nvmlDeviceGetPcieReplayCounter"), self.N)
+        self.assertEqual(fns.get("nvmlDeviceGetTotalEccErrors"), 4 * self.N)
 
     def test_topo_reads_no_telemetry(self):
         fns = calls("dgx-a100", "topo")

@@ -3,13 +3,13 @@ PIDs), read back through NVML's process list, and attributed to their owner and 
 /proc. The expected values are what the test registered.
 
 The same machine is also read through build/sim/r530/libnvidia-ml.so.1, which writes the
-32-byte _v3 entries of R530-branch drivers: several processes on one GPU expose a reader that
+32-byte _v3 entries of the first R535-branch drivers (NVML 12.2): several processes on one GPU expose a reader that
 steps through them at the wrong stride."""
 import os
 import pwd
 import unittest
 
-from gpuctl_test import BUILD, GPUCTL, NVSIM, GpuctlTestCase, run
+from gpuctl_test import BUILD, GPUCTL, NVSIM, SCENARIOS, GpuctlTestCase, run
 
 R530 = os.path.join(BUILD, "sim", "r530", "libnvidia-ml.so.1")
 
@@ -77,6 +77,46 @@ class ProcessesTest(GpuctlTestCase):
         line = [l for l in self.table.splitlines() if l.startswith("1 ")][0]
         for pid, mem in self.expected()[1].items():
             self.assertIn(f"{user}:{pid}({mem >> 20}MiB)", line)
+
+
+# Processes on two MIG devices of a100-mig's GPU 0 (the devices the scenario file lists, by
+# UUID), read by root and by a caller the simulator treats as unprivileged (NVSIM_UNPRIVILEGED=1:
+# the GPU handle's aggregated list answers NO_PERMISSION, as nvml.h allows for callers without
+# the privileges to see it).
+MIG_SCRIPT = r"""
+sleep 60 & p1=$!; sleep 60 & p2=$!
+trap 'kill $p1 $p2 2>/dev/null' EXIT
+"$NVSIM" proc add --pid $p1 -i "$MIG1" --mem 100MiB
+"$NVSIM" proc add --pid $p2 -i "$MIG2" --mem 200MiB
+echo "pids $p1 $p2"
+echo "=== root"
+"$GPUCTL" list --format json
+echo "=== user"
+NVSIM_UNPRIVILEGED=1 "$GPUCTL" list --format json
+"""
+
+
+class MigProcessesWithoutPrivilege(GpuctlTestCase):
+    def test_same_processes_for_root_and_others(self):
+        import json
+        with open(os.path.join(SCENARIOS, "a100-mig.json")) as f:
+            doc = json.load(f)
+        gpu0 = {**doc.get("defaults", {}), **doc["gpus"][0]}
+        inst = gpu0["mig"]["instances"]
+        r = run([NVSIM, "exec", "a100-mig", "--", "sh", "-ec", MIG_SCRIPT],
+                env={"GPUCTL": GPUCTL, "NVSIM": NVSIM, "MIG1": inst[1]["uuid"],
+                     "MIG2": inst[3]["uuid"]})
+        self.assertEqual(r.rc, 0, r)
+        head, rest = r.out.split("=== root\n")
+        p1, p2 = (int(p) for p in head.split()[1:3])
+        root, user = (json.loads(t) for t in rest.split("=== user\n"))
+        mib = 1 << 20
+        want = {p1: (100 * mib, inst[1]["gi"], inst[1]["ci"]),
+                p2: (200 * mib, inst[3]["gi"], inst[3]["ci"])}
+        for name, d in (("root", root), ("unprivileged", user)):
+            got = {p["pid"]: (p["used_memory"], p["gpu_instance_id"], p["compute_instance_id"])
+                   for p in d["gpus"][0]["processes"]}
+            self.assertEqual(got, want, name)
 
 
 if __name__ == "__main__":

@@ -481,11 +481,13 @@ static int nvlink_errors_severity(uint64_t r0, uint64_t r1, uint64_t rec0, uint6
 	const struct gpuctl_health_finding *f;
 	int sev;
 
-	s->gpus[0].has_nvlink_errors = true;
+	s->gpus[0].has_nvlink_replay = s->gpus[0].has_nvlink_recovery = true;
+	s->gpus[0].has_nvlink_crc = true;
 	s->gpus[0].nvlink_replay = r1;
 	s->gpus[0].nvlink_recovery = rec1;
 	s->gpus[0].nvlink_crc = crc1;
-	p->gpus[0].has_nvlink_errors = prev_has;
+	p->gpus[0].has_nvlink_replay = p->gpus[0].has_nvlink_recovery = prev_has;
+	p->gpus[0].has_nvlink_crc = prev_has;
 	p->gpus[0].nvlink_replay = r0;
 	p->gpus[0].nvlink_recovery = rec0;
 	p->gpus[0].nvlink_crc = crc0;
@@ -516,6 +518,45 @@ static void test_nvlink_errors(void **state)
 	assert_int_equal(nvlink_errors_severity(9, 1, 0, 0, 0, 0, 60, true), -1);
 	assert_int_equal(nvlink_errors_severity(0, 5, 0, 0, 0, 0, 60, false), -1);
 	assert_int_equal(nvlink_errors_severity(0, 5, 0, 0, 0, 0, 0, true), -1);
+}
+
+/* Each NVLink error counter on its own: a GPU whose links answer only the replay counter still
+ * gets its rise; a counter that went back (or one not read) hides none of the others. */
+static void test_nvlink_errors_each(void **state)
+{
+	struct gpuctl_health_opts opts = GPUCTL_HEALTH_OPTS_INIT;
+	struct gpuctl_snapshot *s = healthy(1), *p = healthy(1);
+	struct gpuctl_health_report *rep;
+	const struct gpuctl_health_finding *f;
+
+	(void)state;
+	s->gpus[0].has_nvlink_replay = p->gpus[0].has_nvlink_replay = true;
+	p->gpus[0].nvlink_replay = 5;
+	s->gpus[0].nvlink_replay = 9;
+	opts.prev = p;
+	opts.prev_age_s = 60;
+	rep = check_opts(s, NULL, &opts);
+	f = find(rep, 0, "nvlink-errors");
+	assert_non_null(f);
+	assert_int_equal(f->severity, GPUCTL_HEALTH_WARN);
+	assert_non_null(strstr(f->message, "4 replays, 0 recoveries, 0 CRC errors"));
+	gpuctl_health_report_free(rep);
+	/* CRC read in both and gone back (a reset): the replay rise still counts */
+	s->gpus[0].has_nvlink_crc = p->gpus[0].has_nvlink_crc = true;
+	p->gpus[0].nvlink_crc = 100;
+	s->gpus[0].nvlink_crc = 3;
+	rep = check_opts(s, NULL, &opts);
+	f = find(rep, 0, "nvlink-errors");
+	assert_non_null(f);
+	assert_non_null(strstr(f->message, "4 replays, 0 recoveries, 0 CRC errors"));
+	gpuctl_health_report_free(rep);
+	/* the replay counter read now but not before: nothing to compare */
+	p->gpus[0].has_nvlink_replay = false;
+	rep = check_opts(s, NULL, &opts);
+	assert_null(find(rep, 0, "nvlink-errors"));
+	gpuctl_health_report_free(rep);
+	gpuctl_snapshot_free(s);
+	gpuctl_snapshot_free(p);
 }
 
 static void test_lost_and_nvml_errors(void **state)
@@ -1203,7 +1244,8 @@ static void test_state_round_trip(void **state)
 	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
 	assert_int_equal(snapshot_set_int(s, 1, GPUCTL_F_PCIE_REPLAY, 77), 0);
 	assert_int_equal(snapshot_set_int(s, 2, GPUCTL_F_RETIRED_DBE, 16), 0);
-	s->gpus[2].has_nvlink_errors = true;
+	s->gpus[2].has_nvlink_replay = s->gpus[2].has_nvlink_recovery = true;
+	s->gpus[2].has_nvlink_crc = true;
 	s->gpus[2].nvlink_replay = 3;
 	s->gpus[2].nvlink_crc = 9;
 	assert_int_equal(gpuctl_xid_log_new(&xids), 0);
@@ -1316,6 +1358,7 @@ int main(void)
 	        cmocka_unit_test(test_nvlink_switch),
 	        cmocka_unit_test(test_nvlink_bridges_and_mig),
 	        cmocka_unit_test(test_nvlink_errors),
+	        cmocka_unit_test(test_nvlink_errors_each),
 	        cmocka_unit_test(test_lost_and_nvml_errors),
 	        cmocka_unit_test(test_order_and_verdict),
 	        cmocka_unit_test(test_bad_args),

@@ -125,6 +125,15 @@ static unsigned long long monotonic_us(void)
 	return (unsigned long long)t.tv_sec * 1000000ULL + (unsigned long long)t.tv_nsec / 1000ULL;
 }
 
+/* The Unix-epoch clock the driver stamps process utilisation samples with. */
+static unsigned long long epoch_us(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (unsigned long long)t.tv_sec * 1000000ULL + (unsigned long long)t.tv_nsec / 1000ULL;
+}
+
 static void sleep_ms(long ms)
 {
 	struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
@@ -319,6 +328,10 @@ static void test_mig(void **state)
 	assert_int_equal(cur, NVML_DEVICE_MIG_ENABLE);
 	assert_int_equal(F(nvmlDeviceGetMaxMigDeviceCount)(dev(1), &n), NVML_SUCCESS);
 	assert_int_equal(n, 7);
+	/* nvml.h: zero, and success, where MIG is not supported (or not enabled) */
+	n = 99;
+	assert_int_equal(F(nvmlDeviceGetMaxMigDeviceCount)(dev(0), &n), NVML_SUCCESS);
+	assert_int_equal(n, 0);
 	assert_int_equal(F(nvmlDeviceGetMigDeviceHandleByIndex)(dev(1), 2, &mig),
 	                 NVML_ERROR_NOT_FOUND);
 	assert_int_equal(F(nvmlDeviceGetMigDeviceHandleByIndex)(dev(1), 7, &mig),
@@ -803,9 +816,9 @@ static void test_process_utilization(void **state)
 	/* One sample per live process: smUtil from the registration, the rest 0. */
 	memset(s, 0xff, sizeof(s));
 	n = 4;
-	before = monotonic_us();
+	before = epoch_us();
 	assert_int_equal(F(nvmlDeviceGetProcessUtilization)(dev(0), s, &n, 0), NVML_SUCCESS);
-	after = monotonic_us();
+	after = epoch_us();
 	assert_int_equal(n, 2);
 	for (unsigned int i = 0; i < n; i++) {
 		if (s[i].pid == (unsigned int)getpid())
@@ -955,6 +968,113 @@ static void test_variants(void **state)
 	dlclose(min);
 }
 
+/* What NVML clients other than gpuctl call (nvtop, gpustat, pynvml, nvitop), against the fixture's
+ * values: lookups by UUID and bus id, indices, the first PCI layout, graphics and MPS lists,
+ * fans, P-state, power management, display, driver model, NVLink version. */
+static void test_client_calls(void **state)
+{
+	nvmlDevice_t d = NULL, mig = NULL;
+	nvmlPciInfo_v1_t pci;
+	nvmlEnableState_t on;
+	unsigned int v, lo, hi;
+
+	(void)state;
+	copy_fixture("mixed.json");
+	write_file("state.json", "{}");
+	assert_int_equal(
+	        F(nvmlDeviceGetHandleByUUID)("GPU-22222222-2222-2222-2222-222222222222", &d),
+	        NVML_ERROR_UNINITIALIZED);
+	assert_int_equal(F(nvmlInitWithFlags)(0), NVML_SUCCESS);
+	assert_int_equal(
+	        F(nvmlDeviceGetHandleByUUID)("GPU-22222222-2222-2222-2222-222222222222", &d),
+	        NVML_SUCCESS);
+	assert_ptr_equal(d, dev(2));
+	assert_int_equal(
+	        F(nvmlDeviceGetHandleByUUID)("MIG-bbbbbbbb-bbbb-bbbb-bbbb-bbbbbbbbbbbb", &d),
+	        NVML_SUCCESS);
+	assert_int_equal(F(nvmlDeviceGetMigDeviceHandleByIndex)(dev(1), 1, &mig), NVML_SUCCESS);
+	assert_ptr_equal(d, mig);
+	assert_int_equal(F(nvmlDeviceGetIndex)(mig, &v), NVML_SUCCESS);
+	assert_int_equal(v, 1);
+	assert_int_equal(F(nvmlDeviceGetHandleByUUID)("GPU-2222", &d), NVML_ERROR_NOT_FOUND);
+	assert_int_equal(F(nvmlDeviceGetHandleByUUID)(NULL, &d), NVML_ERROR_INVALID_ARGUMENT);
+	/* the three bus id forms of nvml.h, any case, any digit count */
+	const char *forms[] = {"00000000:87:00.0", "0000:87:00.0", "87:00.0", "0:87:0"};
+	for (size_t i = 0; i < ELEMENTSOF(forms); i++) {
+		d = NULL;
+		assert_int_equal(F(nvmlDeviceGetHandleByPciBusId_v2)(forms[i], &d), NVML_SUCCESS);
+		assert_ptr_equal(d, dev(2));
+	}
+	assert_int_equal(F(nvmlDeviceGetHandleByPciBusId)("0000:c1:00.0", &d), NVML_SUCCESS);
+	assert_ptr_equal(d, dev(3));
+	assert_int_equal(F(nvmlDeviceGetHandleByPciBusId_v2)("00000000:88:00.0", &d),
+	                 NVML_ERROR_NOT_FOUND);
+	for (unsigned int i = 0; i < 4; i++) {
+		assert_int_equal(F(nvmlDeviceGetIndex)(dev(i), &v), NVML_SUCCESS);
+		assert_int_equal(v, i);
+	}
+	/* the first PCI layout: 52 bytes, 16-byte bus id with a 4-digit domain */
+	assert_int_equal(sizeof(nvmlPciInfo_v1_t), 52);
+	assert_int_equal(F(nvmlDeviceGetPciInfo)(dev(2), &pci), NVML_SUCCESS);
+	assert_string_equal(pci.busId, "0000:87:00.0");
+	assert_int_equal(pci.bus, 0x87);
+	assert_int_equal(pci.pciDeviceId, 0x1DB110DE);
+	/* no graphics or MPS clients: an empty list, SUCCESS even for the count-0 sizing call */
+	v = 0;
+	assert_int_equal(F(nvmlDeviceGetGraphicsRunningProcesses_v3)(dev(0), &v, NULL),
+	                 NVML_SUCCESS);
+	assert_int_equal(v, 0);
+	v = 0;
+	assert_int_equal(F(nvmlDeviceGetMPSComputeRunningProcesses_v3)(mig, &v, NULL),
+	                 NVML_SUCCESS);
+	assert_int_equal(v, 0);
+	/* fans: none on the A100, one at 30 % on the GeForce */
+	assert_int_equal(F(nvmlDeviceGetFanSpeed)(dev(0), &v), NVML_ERROR_NOT_SUPPORTED);
+	assert_int_equal(F(nvmlDeviceGetNumFans)(dev(0), &v), NVML_ERROR_NOT_SUPPORTED);
+	assert_int_equal(F(nvmlDeviceGetFanSpeed)(dev(3), &v), NVML_SUCCESS);
+	assert_int_equal(v, 30);
+	assert_int_equal(F(nvmlDeviceGetNumFans)(dev(3), &v), NVML_SUCCESS);
+	assert_int_equal(v, 1);
+	assert_int_equal(F(nvmlDeviceGetFanSpeed_v2)(dev(3), 0, &v), NVML_SUCCESS);
+	assert_int_equal(v, 30);
+	assert_int_equal(F(nvmlDeviceGetFanSpeed_v2)(dev(3), 1, &v), NVML_ERROR_INVALID_ARGUMENT);
+	/* P-state: P0 by default, P8 where the fixture says */
+	assert_int_equal(F(nvmlDeviceGetPerformanceState)(dev(0), &v), NVML_SUCCESS);
+	assert_int_equal(v, 0);
+	assert_int_equal(F(nvmlDeviceGetPerformanceState)(dev(3), &v), NVML_SUCCESS);
+	assert_int_equal(v, 8);
+	/* power management */
+	assert_int_equal(F(nvmlDeviceGetPowerManagementLimit)(dev(0), &v), NVML_SUCCESS);
+	assert_int_equal(v, 400000);
+	assert_int_equal(F(nvmlDeviceGetPowerManagementDefaultLimit)(dev(0), &v), NVML_SUCCESS);
+	assert_int_equal(v, 400000);
+	assert_int_equal(F(nvmlDeviceGetPowerManagementLimitConstraints)(dev(0), &lo, &hi),
+	                 NVML_ERROR_NOT_SUPPORTED);
+	assert_int_equal(F(nvmlDeviceGetPowerManagementLimit)(dev(3), &v), NVML_SUCCESS);
+	assert_int_equal(v, 350000);
+	assert_int_equal(F(nvmlDeviceGetPowerManagementDefaultLimit)(dev(3), &v), NVML_SUCCESS);
+	assert_int_equal(v, 320000);
+	assert_int_equal(F(nvmlDeviceGetPowerManagementLimitConstraints)(dev(3), &lo, &hi),
+	                 NVML_SUCCESS);
+	assert_int_equal(lo, 100000);
+	assert_int_equal(hi, 400000);
+	assert_int_equal(F(nvmlDeviceGetPowerManagementMode)(dev(3), &on), NVML_SUCCESS);
+	assert_int_equal(on, NVML_FEATURE_ENABLED);
+	/* no displays; the driver model is Windows-only */
+	assert_int_equal(F(nvmlDeviceGetDisplayMode)(dev(3), &on), NVML_SUCCESS);
+	assert_int_equal(on, NVML_FEATURE_DISABLED);
+	assert_int_equal(F(nvmlDeviceGetDisplayActive)(dev(3), &on), NVML_SUCCESS);
+	assert_int_equal(on, NVML_FEATURE_DISABLED);
+	assert_int_equal(F(nvmlDeviceGetDriverModel)(dev(0), &lo, &hi), NVML_ERROR_NOT_SUPPORTED);
+	/* NVLink generations: 3.0 on Ampere, 2.0 on Volta; no link 20 on either */
+	assert_int_equal(F(nvmlDeviceGetNvLinkVersion)(dev(0), 0, &v), NVML_SUCCESS);
+	assert_int_equal(v, NVML_NVLINK_VERSION_3_0);
+	assert_int_equal(F(nvmlDeviceGetNvLinkVersion)(dev(2), 0, &v), NVML_SUCCESS);
+	assert_int_equal(v, NVML_NVLINK_VERSION_2_0);
+	assert_int_equal(F(nvmlDeviceGetNvLinkVersion)(dev(0), 20, &v), NVML_ERROR_NOT_SUPPORTED);
+	assert_int_equal(F(nvmlShutdown)(), NVML_SUCCESS);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -971,6 +1091,7 @@ int main(void)
 	        cmocka_unit_test(test_violation_status),
 	        cmocka_unit_test(test_bar1_and_pcie_throughput),
 	        cmocka_unit_test(test_process_utilization),
+	        cmocka_unit_test(test_client_calls),
 	        cmocka_unit_test(test_new_calls_machinery),
 	        cmocka_unit_test(test_variants),
 	};

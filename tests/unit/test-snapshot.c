@@ -687,6 +687,51 @@ static void test_violation_percent_and_proc_util(void **state)
 	gpuctl_snapshot_free(b);
 }
 
+/* NOT_READY and DEPRECATED from a query are no NVML failure of the GPU (health's "nvml" check
+ * counts nvml_errors): the field is N/A. NOT_READY is asked again by the next refresh (the
+ * driver will have an answer), DEPRECATED is remembered like NOT_SUPPORTED; a real error
+ * (UNKNOWN, the control) counts as a failure and is asked again. */
+static void test_sim_not_ready_and_deprecated(void **state)
+{
+	static const enum gpuctl_field temp[] = {GPUCTL_F_TEMP};
+	static const struct {
+		const char *error;
+		unsigned nvml_errors; /* on GPU 1 */
+		bool asked_again;     /* after the failure is cleared, a refresh reads it */
+	} cases[] = {
+	        {"NOT_READY", 0, true},
+	        {"DEPRECATED", 0, false},
+	        {"UNKNOWN", 1, true},
+	};
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		struct gpuctl_snapshot *r1 = NULL;
+		struct simfix f;
+
+		memset(&f, 0, sizeof(f));
+		if (sim_start(&f.sim, "", "lib-mesh.json") < 0)
+			skip();
+		assert_int_equal(gpuctl_ctx_new(&f.ctx), 0);
+		gpuctl_ctx_set_log(f.ctx, log_capture_fn, &f.logs);
+		assert_int_equal(sim_nvsim(&f.sim, "fail", "nvmlDeviceGetTemperature",
+		                           cases[k].error, "-i", "1", NULL),
+		                 0);
+		assert_int_equal(
+		        gpuctl_snapshot_take_fields(f.ctx, GPUCTL_SNAP_BASIC, temp, 1, &f.snap), 0);
+		assert_true(has_int(f.snap, 0, GPUCTL_F_TEMP));
+		assert_false(has_int(f.snap, 1, GPUCTL_F_TEMP));
+		assert_int_equal(f.snap->gpus[1].nvml_errors, cases[k].nvml_errors);
+		assert_int_equal(f.snap->gpus[0].nvml_errors, 0);
+		assert_int_equal(sim_nvsim(&f.sim, "fail", "--clear", NULL), 0);
+		assert_int_equal(gpuctl_snapshot_refresh(f.ctx, f.snap, 0, temp, 1, &r1), 0);
+		assert_int_equal(has_int(r1, 1, GPUCTL_F_TEMP), cases[k].asked_again);
+		assert_int_equal(r1->gpus[1].nvml_errors, 0);
+		gpuctl_snapshot_free(r1);
+		sim_done(&f);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -701,6 +746,7 @@ int main(void)
 	        cmocka_unit_test(test_sim_failures),
 	        cmocka_unit_test(test_sim_not_supported_everywhere),
 	        cmocka_unit_test(test_sim_refresh),
+	        cmocka_unit_test(test_sim_not_ready_and_deprecated),
 	        cmocka_unit_test(test_violation_percent_and_proc_util),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
