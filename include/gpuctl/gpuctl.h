@@ -121,6 +121,15 @@ const char *gpuctl_errmsg(const struct gpuctl_ctx *ctx);
  * are emitted at most once per context. */
 void gpuctl_ctx_set_log(struct gpuctl_ctx *ctx, gpuctl_log_fn fn, void *userdata);
 
+/* How long lease calls on this context wait for a lease directory's select.lock (which every
+ * select-and-lease holds for milliseconds, but which any user who can open the file could hold
+ * longer) before giving up with -EAGAIN and a message naming the holder (pid, user, how long):
+ * select-and-lease and wait tickets wait this long (default 10 s), readers (lease lists,
+ * foreign processes) at most 1 s or this long when it is shorter; release proceeds without
+ * the lock after that. A waiting gpuctl_alloc waits for it until its own deadline instead,
+ * ending early on its cancel_fd. seconds from 0 (try once) to 3600; -EINVAL otherwise. */
+int gpuctl_ctx_set_lock_wait(struct gpuctl_ctx *ctx, double seconds);
+
 /* Loads NVML: $GPUCTL_NVML_LIBRARY if set (then only that file), else libnvidia-ml.so.1, else
  * libnvidia-ml.so; then nvmlInit. Idempotent. Returns -ENOENT when no library is found (no
  * driver), -ENOEXEC when the file loaded is not an NVML library (not a shared object, or lacks

@@ -26,6 +26,9 @@
  *   fields that can change, processes, MIG devices; one device count guards it) and takes a
  *   whole snapshot once a minute, after a failed sample, or when the refresh fails, so
  *   identity, static facts and a changed machine are re-read within EXPORTER_FULL_EVERY.
+ * - The sampling never waits for other users: the lease states are read with a lock wait of
+ *   EXPORTER_LOCK_WAIT_S; past it (someone holds select.lock) the sample has no lease metrics
+ *   and gpuctl_exporter_last_lease_success 0, and the GPU metrics are served as always.
  * - The first sample is taken before serving: no driver is exit 4 at start. Later NVML
  *   failures keep the server up: the page then has only the exporter's own metrics, and
  *   gpuctl_exporter_nvml_errors_total counts them (logged once per streak of failures).
@@ -111,6 +114,7 @@ static int mhd_load(char *buf, size_t size)
 /* Seconds between whole snapshots; the samples between refresh the last one (identity and
  * static facts kept, what a GPU does not support not asked again). */
 #define EXPORTER_FULL_EVERY      60.0
+#define EXPORTER_LOCK_WAIT_S     0.1 /* the most a sample waits for the lease directory */
 #define EXPORTER_MAX_CONNECTIONS 128
 #define EXPORTER_CONN_MEMORY     (16 * 1024)
 #define EXPORTER_DEFAULT_TIMEOUT 10
@@ -428,6 +432,7 @@ static struct gpuctl_lease_list *read_leases(struct sampler *s, const struct gpu
 	const char *path = gpuctl_site_lease_dir_path(s->cli->site);
 	int r;
 
+	s->stats.lease_ok = true;
 	if (lstat(path, &st) < 0 && errno == ENOENT)
 		return NULL; /* nothing is leased */
 	r = gpuctl_lease_dir_open(s->cli->ctx, path, &dir);
@@ -436,6 +441,7 @@ static struct gpuctl_lease_list *read_leases(struct sampler *s, const struct gpu
 	gpuctl_lease_dir_free(dir);
 	if (r < 0) {
 		s->stats.lease_errors++;
+		s->stats.lease_ok = false;
 		if (!s->lease_failing) {
 			const char *msg = gpuctl_errmsg(s->cli->ctx);
 			cli_error("exporter: lease directory %s: %s (no lease metrics until it "
@@ -618,6 +624,9 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	status = cli_site(cli, &cmd_exporter_entry, lease_dir, GPUCTL_SITE_NO_LEASES);
 	if (status)
 		return status;
+	/* a select.lock held by someone else delays a sample by this much at most: the lease
+	 * metrics are left out then, never the GPUs' (docs/metrics.md) */
+	(void)gpuctl_ctx_set_lock_wait(cli->ctx, EXPORTER_LOCK_WAIT_S);
 
 	fd = bind_listen(&spec);
 	if (fd < 0) {

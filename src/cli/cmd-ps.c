@@ -761,7 +761,7 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 	if (r < 0) {
 		const char *msg = gpuctl_errmsg(cli->ctx);
 		cli_error("ps: lease directory %s: %s", path, msg && msg[0] ? msg : strerror(-r));
-		status = CLI_EXIT_FAILURE;
+		status = r == -EAGAIN ? CLI_EXIT_BUSY : CLI_EXIT_FAILURE;
 		goto out;
 	}
 	for (size_t i = 0; i < d.nrows; i++) {

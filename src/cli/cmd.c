@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "parse.h"
 
 const struct cmd_entry *const cmd_table[] = {
         &cmd_exporter_entry,
@@ -43,6 +44,8 @@ static const char exit_status_text[] =
         "     a configuration file that does not parse)\n"
         "  3  no GPU satisfies the request\n"
         "  4  no NVIDIA driver (NVML library not found or NVML cannot initialise)\n"
+        "  6  the lease directory's select.lock was held too long by another process\n"
+        "     (the line names it; GPUCTL_LOCK_WAIT, default 10 s)\n"
         "  10 health: some GPU is WARN, none FAIL\n"
         "  20 health: some GPU is FAIL\n";
 
@@ -208,6 +211,16 @@ int cli_context(struct cli *cli)
 	}
 	if (cli->verbose)
 		gpuctl_ctx_set_log(cli->ctx, log_hook, NULL);
+	const char *lw = getenv("GPUCTL_LOCK_WAIT");
+	double secs;
+	if (lw && lw[0]) {
+		if (parse_seconds(lw, 0, 3600, &secs) < 0) {
+			cli_error("GPUCTL_LOCK_WAIT: '%s' is not a number of seconds (0 to 3600)",
+			          lw);
+			return CLI_EXIT_USAGE;
+		}
+		(void)gpuctl_ctx_set_lock_wait(cli->ctx, secs);
+	}
 	return 0;
 }
 

@@ -28,6 +28,8 @@ enum cli_exit {
 	                        * configuration file that does not parse */
 	CLI_EXIT_NOMATCH = 3,  /* no GPU satisfies the request (select/run) */
 	CLI_EXIT_NODRIVER = 4, /* no NVIDIA driver: NVML not found or cannot initialise */
+	CLI_EXIT_BUSY = 6,     /* the lease directory's select.lock was held past its bound by
+	                        * another process (the line names it; docs/leases.md "Bounds") */
 };
 
 /* State shared by main.c and the commands. */

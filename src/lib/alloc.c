@@ -516,10 +516,20 @@ static int wait_lease(struct plan *p, struct gpuctl_selection **ret_sel,
 	r = never_satisfiable(p);
 	if (r < 0)
 		return r;
+	/* select.lock too is waited for until the deadline, and the cancel descriptor ends that
+	 * wait as it ends the wait in line (docs/leases.md "Bounds") */
+	if (p->ctx) {
+		p->ctx->lock_in_wait = true;
+		p->ctx->lock_until_ms = deadline;
+		p->ctx->lock_cancel_fd = p->in.cancel_fd;
+	}
 	r = gpuctl_wait_ticket_new(p->ctx, dir, p->snap, &p->req, &ticket);
-	if (r < 0)
-		return ctx_error_prefix(p->ctx, r, "lease directory %s",
-		                        gpuctl_lease_dir_path(dir));
+	if (r < 0) {
+		if (r != -EAGAIN && r != -ECANCELED && r != -EINTR)
+			r = ctx_error_prefix(p->ctx, r, "lease directory %s",
+			                     gpuctl_lease_dir_path(dir));
+		goto out;
+	}
 	for (;;) {
 		bool retry = false;
 
@@ -570,6 +580,10 @@ static int wait_lease(struct plan *p, struct gpuctl_selection **ret_sel,
 	}
 out:
 	gpuctl_wait_ticket_free(ticket);
+	if (p->ctx) {
+		p->ctx->lock_in_wait = false;
+		p->ctx->lock_cancel_fd = -1;
+	}
 	return r;
 }
 

@@ -190,10 +190,7 @@ char *lease_user_name(uid_t uid)
 	return strdup(res->pw_name);
 }
 
-/* The pid that took the flock on (dev, ino) per /proc/locks; 0 if unknown. Pids of lines
- * that match the inode but not the device count only when no line matches both (overlay
- * file systems report another device). */
-static pid_t lock_holder(dev_t dev, ino_t ino)
+pid_t lease_lock_holder(dev_t dev, ino_t ino, bool any_kind)
 {
 	_cleanup_fclose_ FILE *f = fopen("/proc/locks", "re");
 	char line[LOCKS_LINE_MAX];
@@ -214,7 +211,7 @@ static pid_t lock_holder(dev_t dev, ino_t ino)
 		     t = lease_next_tok(&cur))
 			tok[n++] = t;
 		/* "1:" "FLOCK" "ADVISORY" "WRITE" pid "maj:min:ino" start end */
-		if (n < 6 || !streq(tok[1], "FLOCK") || !streq(tok[3], "WRITE"))
+		if (n < 6 || !streq(tok[1], "FLOCK") || (!any_kind && !streq(tok[3], "WRITE")))
 			continue;
 		if (!lease_parse_u64(tok[4], strlen(tok[4]), &pid) || pid > INT32_MAX)
 			continue;
@@ -289,22 +286,7 @@ static void sb_str(struct sbuf *b, const char *s, size_t max)
 int lease_user_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, bool create,
                         int *ret_fd)
 {
-	char name[32], path[4096];
-	_cleanup_close_ int fd = -1;
-	int r;
-
-	if (dir->owners_fd < 0)
-		return -ENOENT;
-	(void)snprintf(name, sizeof(name), "%u", (unsigned)geteuid());
-	(void)snprintf(path, sizeof(path), "%s/owners/%s", dir->path, name);
-	r = lease_open_at(ctx, dir->owners_fd, name, path, true, create, 0755, &fd);
-	if (r < 0)
-		return r;
-	r = lease_check_fd(ctx, fd, path, true, geteuid(), false, NULL);
-	if (r < 0)
-		return r;
-	*ret_fd = TAKE_FD(fd);
-	return 0;
+	return lease_own_dir_open(ctx, dir, dir->owners_fd, "owners", create, ret_fd);
 }
 
 /* Writes owners/<euid>/<name> atomically: a temporary file of a random name, fsync, renameat. */
@@ -694,7 +676,7 @@ int lease_records_load(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *di
 		struct stat st;
 		uint64_t uid;
 
-		if (!lease_parse_u64(de->d_name, strlen(de->d_name), &uid) || uid >= UINT32_MAX ||
+		if (!lease_user_dir_name(de->d_name, &uid) ||
 		    (only_uid != (uid_t)-1 && uid != only_uid))
 			continue;
 		ufd = openat(dir->owners_fd, de->d_name,
@@ -775,7 +757,7 @@ void lease_records_prune_shared(int ufd)
 
 ssize_t lease_record_pick(const struct record *v, size_t n, const char *uuid, const struct stat *st)
 {
-	pid_t holder = st ? lock_holder(st->st_dev, st->st_ino) : 0;
+	pid_t holder = st ? lease_lock_holder(st->st_dev, st->st_ino, false) : 0;
 	ssize_t only = -1;
 	size_t count = 0;
 

@@ -200,7 +200,9 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 
 	if (!dir || !snap || !ret_list)
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
-	sfd = lease_select_lock_shared(dir);
+	r = lease_select_lock_shared(ctx, dir, &sfd);
+	if (r < 0)
+		return r;
 	for (size_t g = 0; g < snap->n_gpus; g++)
 		total += 1 + snap->gpus[g].n_migs;
 	l = calloc(1, sizeof(*l));
@@ -638,7 +640,10 @@ int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 
 	if (!dir || !snap)
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
-	sfd = lease_select_lock_shared(dir); /* its probes must not disturb a select-and-lease */
+	/* its probes must not disturb a select-and-lease; a select.lock held past the readers'
+	 * bound does not keep a user from ending their own holders (docs/leases.md "Bounds") */
+	if (lease_select_lock_shared(ctx, dir, &sfd) < 0)
+		ctx_log(ctx, GPUCTL_LOG_WARNING, "%s (releasing without it)", gpuctl_errmsg(ctx));
 	r = lease_records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
 	if (r < 0)
 		return r;
