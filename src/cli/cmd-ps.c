@@ -280,7 +280,7 @@ static json_t *row_json(const struct ps_data *d, const struct gpuctl_snapshot *s
 	for (size_t k = 0; k < row->n_sh; k++)
 		if (json_array_append_new(shares, owner_json(row->sh[k])) < 0)
 			goto fail;
-	if (json_put(o, "device", json_string(label)) < 0 ||
+	if (json_put(o, "device", json_text(label)) < 0 ||
 	    json_put(o, "index", json_integer((json_int_t)row->gpu)) < 0 ||
 	    json_put(o, "mig_index", json_int_or_null(rmi, midx)) < 0 ||
 	    json_put(o, "uuid", json_string_or_null(uuid)) < 0 ||
@@ -288,9 +288,9 @@ static json_t *row_json(const struct ps_data *d, const struct gpuctl_snapshot *s
 	             json_string_or_null(g ? gpuctl_gpu_str(g, GPUCTL_F_PCI_BUS_ID) : NULL)) < 0 ||
 	    json_put(o, "name", json_string_or_null(g ? gpuctl_gpu_str(g, GPUCTL_F_NAME) : NULL)) <
 	            0 ||
-	    json_put(o, "state", json_string(state_name(row))) < 0 ||
-	    json_put(o, "pool", json_string(pool_name(d, row))) < 0 ||
-	    json_put(o, "health", json_string(verdict_name(d, row))) < 0 ||
+	    json_put(o, "state", json_text(state_name(row))) < 0 ||
+	    json_put(o, "pool", json_text(pool_name(d, row))) < 0 ||
+	    json_put(o, "health", json_text(verdict_name(d, row))) < 0 ||
 	    json_put(o, "reason", json_string_or_null(row->reason)) < 0 ||
 	    json_put(o, "shared_declared",
 	             json_int_or_null(row->state == GPUCTL_LEASE_SHARED ? 0 : -ENODATA,
@@ -330,7 +330,7 @@ static int print_json(const struct ps_data *d, const struct gpuctl_snapshot *sna
 		json_decref(arr);
 		return -ENOMEM;
 	}
-	if (json_put(root, "lease_dir", json_string(path)) < 0 ||
+	if (json_put(root, "lease_dir", json_text(path)) < 0 ||
 	    json_put(root, "lease_dir_exists", json_boolean(exists)) < 0) {
 		json_decref(arr);
 		goto out;
@@ -632,7 +632,7 @@ static int ps_waiting(struct cli *cli, const char *lease_dir, bool json)
 			if (!o || json_array_append_new(arr, o) < 0)
 				r = -ENOMEM;
 		}
-		if (r >= 0 && (json_put(root, "lease_dir", json_string(path)) < 0 ||
+		if (r >= 0 && (json_put(root, "lease_dir", json_text(path)) < 0 ||
 		               json_put(root, "waiting", arr) < 0))
 			r = -ENOMEM;
 		else if (r < 0)

@@ -34,7 +34,10 @@ const char *format_compute_mode(int64_t mode);
 /* "GPU-1a2b3c4d" from a full UUID: the prefix and the first group of hex digits. */
 void format_short_uuid(const char *uuid, char *buf, size_t size);
 
-/* json_string(s), or json_null() when s is NULL. */
+/* json_string(s) for text of any bytes: invalid UTF-8 becomes U+FFFD (docs/json.md "Text";
+ * jansson refuses it). NULL when out of memory (or s is NULL). */
+json_t *json_text(const char *s);
+/* json_text(s), or json_null() when s is NULL. */
 json_t *json_string_or_null(const char *s);
 /* json_integer(v) when r >= 0, else json_null(). */
 json_t *json_int_or_null(int r, int64_t v);

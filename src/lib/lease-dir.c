@@ -598,7 +598,7 @@ static int own_dir_find(int parent_fd, const char *prefix)
 int lease_own_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, int parent_fd,
                        const char *parent, bool create, int *ret_fd)
 {
-	char name[64], path[4096];
+	char name[16], path[4096];
 	_cleanup_close_ int fd = -1;
 	int r;
 
@@ -621,7 +621,7 @@ int lease_own_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *di
 	fd = own_dir_find(parent_fd, name);
 	for (int tries = 0; fd < 0 && create && tries < 16; tries++) {
 		uint64_t rnd = 0;
-		char alt[64];
+		char alt[48];
 
 		if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
 			rnd = ((uint64_t)getpid() << 32) ^ (uint64_t)monotonic_ms() ^

@@ -42,6 +42,7 @@
 
 #include "ctx.h"
 #include "lease-internal.h"
+#include "utf8.h"
 #include "util.h"
 
 #define RECORD_MAX 16384 /* bytes: a longer record is unreadable */
@@ -262,25 +263,21 @@ void lease_sb_add(struct sbuf *b, const char *fmt, ...)
 	b->len += (size_t)w;
 }
 
-/* A JSON string (or null), at most max input bytes (longer text is cut). */
+/* A JSON string (or null), at most max input bytes (longer text is cut; invalid UTF-8 becomes
+ * U+FFFD, utf8.h). */
 static void sb_str(struct sbuf *b, const char *s, size_t max)
 {
+	_cleanup_free_ char *q = NULL;
+
 	if (!s) {
 		lease_sb_add(b, "null");
 		return;
 	}
-	lease_sb_add(b, "\"");
-	for (size_t i = 0; s[i] && i < max; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c == '"' || c == '\\')
-			lease_sb_add(b, "\\%c", c);
-		else if (c < 0x20 || c == 0x7f)
-			lease_sb_add(b, "\\u%04x", c);
-		else
-			lease_sb_add(b, "%c", c);
-	}
-	lease_sb_add(b, "\"");
+	q = utf8_json_quote(s, max);
+	if (!q)
+		b->oom = true;
+	else
+		lease_sb_add(b, "%s", q);
 }
 
 int lease_user_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, bool create,

@@ -8,11 +8,14 @@ throwaway users are made and removed by TwoUserCase (test_leases.py)."""
 import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import unittest
 
-from gpuctl_test import EXIT_FAILURE, EXIT_OK, GPUCTL, run
+from gpuctl_test import (EMPTY_CONFIG, EXIT_FAILURE, EXIT_OK, GPUCTL, NVSIM, GpuctlTestCase,
+                         run)
 from test_exporter import Exporter
 from test_leases import TwoUserCase, direct_env, wait_until
 
@@ -209,6 +212,46 @@ class HostileUser(TwoUserCase):
         pa = self.spawn_as(a, [GPUCTL, "run", "--wait=120", "-n", "1", "--", "true"])
         self.assertTrue(wait_until(lambda: len(waiting(self.env)) == 2), "A never got in line")
         self.assertEqual([w["user"] for w in waiting(self.env)], [b, a])
+
+
+class OddBytes(GpuctlTestCase):
+    """Labels, command lines and process names are bytes; every JSON output stays JSON, with
+    U+FFFD for each byte that is not UTF-8 (docs/json.md "Text")."""
+
+    def test_invalid_utf8_in_label_command_and_process_name(self):
+        tmp = tempfile.mkdtemp(prefix="gpuctl-oddbytes-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        prog = os.path.join(tmp.encode(), b"\xff")  # a program named with byte 0xff
+        shutil.copy("/bin/sleep", prog)
+        script = (b'"$GPUCTL" run --lease-dir "$D" -n 1 --label "$(printf \'\\376\')" -- '
+                  b'sh -c "exec sleep 30" "$(printf \'\\377\')" & g=$!\n'
+                  b'"$P" 30 & p=$!\n'
+                  b'"$NVSIM" proc add --pid $p -i 3 --mem 1GiB\n'
+                  b'i=0; until "$GPUCTL" ps --lease-dir "$D" --format json | grep -q leased; do\n'
+                  b'  i=$((i+1)); [ $i -lt 500 ] || exit 9; sleep 0.02; done\n'
+                  b'"$GPUCTL" ps --lease-dir "$D" --format json > "$T/ps.json"\n'
+                  b'"$GPUCTL" list --format json > "$T/list.json"\n'
+                  b'"$GPUCTL" watch --procs --format jsonl -c 1 > "$T/watch.jsonl"\n'
+                  b'kill $g $p\n')
+        r = run([NVSIM, "exec", "dgx-a100", "--", "sh", "-ec", script],
+                env={"GPUCTL": GPUCTL, "NVSIM": NVSIM, "D": os.path.join(tmp, "ld"), "T": tmp,
+                     "P": prog.decode(errors="surrogateescape"), "GPUCTL_CONFIG": EMPTY_CONFIG})
+        self.assertEqual(r.rc, 0, r)
+
+        def load(name):  # strict: bytes must be UTF-8 and the text JSON
+            with open(os.path.join(tmp, name), "rb") as f:
+                return f.read().decode("utf-8")
+        ps = json.loads(load("ps.json"))
+        owners = [d["owner"] for d in ps["devices"] if d.get("owner")]
+        self.assertEqual(len(owners), 1, ps)
+        owner = owners[0]
+        self.assertEqual(owner["label"], "\ufffd")
+        self.assertEqual(owner["command"], "sh -c exec sleep 30 \ufffd")
+        names = [p["command"] for g in json.loads(load("list.json"))["gpus"]
+                 for p in g.get("processes") or []]
+        self.assertIn("\ufffd", names)
+        rows = [json.loads(l) for l in load("watch.jsonl").splitlines()]
+        self.assertIn("\ufffd", [row.get("command") for row in rows])
 
 
 def waiting(env):
