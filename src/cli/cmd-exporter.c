@@ -14,10 +14,16 @@
  * - The listening socket is ours (bound before MHD starts, handed over with
  *   MHD_OPTION_LISTEN_SOCKET), so "port in use" is one clear line (exit 1), and ":PORT" listens
  *   on IPv6 and IPv4 (IPv4 only where the host has no IPv6).
- * - Bounded: one polling thread, at most EXPORTER_MAX_CONNECTIONS connections, a per-connection
- *   memory pool of EXPORTER_CONN_MEMORY bytes (a longer request line or header gets MHD's
- *   error answer and the connection is closed) and an idle timeout (default 10 s; the
- *   GPUCTL_EXPORTER_TIMEOUT environment variable, in seconds, exists for tests). Only GET and
+ * - Bounded: one polling thread, at most EXPORTER_MAX_CONNECTIONS connections and
+ *   EXPORTER_PER_IP from one address, a per-connection memory pool of EXPORTER_CONN_MEMORY
+ *   bytes (a longer request line or header gets MHD's error answer and the connection is
+ *   closed), an idle timeout and a whole-request deadline of the same length (default 10 s;
+ *   the GPUCTL_EXPORTER_TIMEOUT environment variable, in seconds, exists for tests). MHD's idle
+ *   timer restarts on every byte, so a client sending a header line every few seconds
+ *   (slowloris) would keep its connection for ever: a reaper thread shuts down the socket of
+ *   any connection whose request (from accept, or the end of the previous request, to the end
+ *   of the response) has lasted longer than the deadline. The per-address limit keeps one
+ *   client from taking every connection. Only GET and
  *   HEAD (405 with Allow otherwise); a request with a body is refused (413); unknown paths 404.
  * - Memory: most of what is resident is libmicrohttpd and the GnuTLS libraries it pulls in
  *   (about 3 MiB just to dlopen it). Of ours, one malloc arena and malloc_trim() after each
@@ -76,6 +82,9 @@ static struct {
 	void (*destroy_response)(struct MHD_Response *response);
 	const char *(*lookup_connection_value)(struct MHD_Connection *connection,
 	                                       enum MHD_ValueKind kind, const char *key);
+	const union MHD_ConnectionInfo *(*get_connection_info)(struct MHD_Connection *connection,
+	                                                       enum MHD_ConnectionInfoType type,
+	                                                       ...);
 } mhd;
 
 /* Loads libmicrohttpd (the Debian 12 soname, then the development name). 0, or -ENOENT with
@@ -104,6 +113,7 @@ static int mhd_load(char *buf, size_t size)
 	MHD_SYM(queue_response, "MHD_queue_response");
 	MHD_SYM(destroy_response, "MHD_destroy_response");
 	MHD_SYM(lookup_connection_value, "MHD_lookup_connection_value");
+	MHD_SYM(get_connection_info, "MHD_get_connection_info");
 #undef MHD_SYM
 	return 0;
 }
@@ -115,7 +125,9 @@ static int mhd_load(char *buf, size_t size)
  * static facts kept, what a GPU does not support not asked again). */
 #define EXPORTER_FULL_EVERY      60.0
 #define EXPORTER_LOCK_WAIT_S     0.1 /* the most a sample waits for the lease directory */
-#define EXPORTER_MAX_CONNECTIONS 128
+#define EXPORTER_MAX_CONNECTIONS 512
+#define EXPORTER_PER_IP          8   /* connections from one address at once */
+#define EXPORTER_REAP_MS         250 /* how often the deadline is checked */
 #define EXPORTER_CONN_MEMORY     (16 * 1024)
 #define EXPORTER_DEFAULT_TIMEOUT 10
 #define EXPORTER_MAX_TIMEOUT     3600
@@ -142,8 +154,21 @@ static const char index_page[] =
         "<a href=\"/healthz\">Liveness</a></p>\n"
         "</body></html>\n";
 
+/* A connection, for the whole-request deadline (EXPORTER_REQUEST_DEADLINE). */
+struct conn_track {
+	struct conn_track *prev, *next; /* in exporter.conns */
+	int fd;                         /* its socket (MHD's; we only shut it down) */
+	double since;                   /* CLOCK_MONOTONIC: accepted, or its last request ended */
+	bool cut;                       /* shut down by the reaper */
+};
+
 struct exporter {
 	pthread_mutex_t lock;           /* guards page */
+	pthread_mutex_t conns_lock;     /* guards conns and every conn_track in it */
+	struct conn_track *conns;       /* open connections (MHD's thread adds and removes) */
+	double deadline_s;              /* a request's whole time, from accept or the end of the
+	                                 * previous request to the end of its response */
+	volatile sig_atomic_t stopping; /* the reaper thread ends */
 	struct MHD_Response *page;      /* the latest /metrics page; swapped by the sampler */
 	struct MHD_Response *index;     /* "/" */
 	struct MHD_Response *healthz;   /* "/healthz" */
@@ -281,6 +306,85 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	cli_error("exporter: debug: %s", buf);
 }
 
+/* MHD_OPTION_NOTIFY_CONNECTION: tracks each connection for the deadline. An untracked one
+ * (out of memory) still has MHD's idle timeout. Runs in MHD's thread; CLOSED comes before MHD
+ * closes the socket, so the reaper never shuts down a descriptor that was reused. */
+static void notify_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                              enum MHD_ConnectionNotificationCode code)
+{
+	struct exporter *ex = cls;
+	struct conn_track *t;
+
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci =
+		        mhd.get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		*socket_context = NULL;
+		if (!ci || !(t = calloc(1, sizeof(*t))))
+			return;
+		t->fd = ci->connect_fd;
+		t->since = cli_now(CLOCK_MONOTONIC);
+		pthread_mutex_lock(&ex->conns_lock);
+		t->next = ex->conns;
+		if (ex->conns)
+			ex->conns->prev = t;
+		ex->conns = t;
+		pthread_mutex_unlock(&ex->conns_lock);
+		*socket_context = t;
+	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED && (t = *socket_context)) {
+		pthread_mutex_lock(&ex->conns_lock);
+		if (t->prev)
+			t->prev->next = t->next;
+		else
+			ex->conns = t->next;
+		if (t->next)
+			t->next->prev = t->prev;
+		pthread_mutex_unlock(&ex->conns_lock);
+		free(t);
+		*socket_context = NULL;
+	}
+}
+
+/* MHD_OPTION_NOTIFY_COMPLETED: a request ended (answered, or the connection failed): the
+ * next one on the connection has a deadline of its own. */
+static void request_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                              enum MHD_RequestTerminationCode toe)
+{
+	struct exporter *ex = cls;
+	const union MHD_ConnectionInfo *ci =
+	        mhd.get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct conn_track *t = ci ? ci->socket_context : NULL;
+	(void)req_cls;
+	(void)toe;
+
+	if (!t)
+		return;
+	pthread_mutex_lock(&ex->conns_lock);
+	t->since = cli_now(CLOCK_MONOTONIC);
+	pthread_mutex_unlock(&ex->conns_lock);
+}
+
+/* The reaper thread: every EXPORTER_REAP_MS, shuts down the sockets of connections whose
+ * request has run past the deadline; MHD then sees the hang-up and closes them. */
+static void *reaper_main(void *arg)
+{
+	struct exporter *ex = arg;
+	struct timespec tick = {.tv_sec = 0, .tv_nsec = EXPORTER_REAP_MS * 1000000L};
+
+	while (!ex->stopping) {
+		double now = cli_now(CLOCK_MONOTONIC);
+
+		pthread_mutex_lock(&ex->conns_lock);
+		for (struct conn_track *t = ex->conns; t; t = t->next)
+			if (!t->cut && now - t->since > ex->deadline_s) {
+				(void)shutdown(t->fd, SHUT_RDWR);
+				t->cut = true;
+			}
+		pthread_mutex_unlock(&ex->conns_lock);
+		(void)nanosleep(&tick, NULL);
+	}
+	return NULL;
+}
+
 static struct MHD_Response *static_response(const char *text, const char *type)
 {
 	struct MHD_Response *r =
@@ -295,7 +399,8 @@ static struct MHD_Response *static_response(const char *text, const char *type)
 static int exporter_init(struct exporter *ex)
 {
 	static const char text[] = "text/plain; charset=utf-8";
-	if (pthread_mutex_init(&ex->lock, NULL) != 0)
+	if (pthread_mutex_init(&ex->lock, NULL) != 0 ||
+	    pthread_mutex_init(&ex->conns_lock, NULL) != 0)
 		return -ENOMEM;
 	ex->index = static_response(index_page, "text/html; charset=utf-8");
 	ex->healthz = static_response("ok\n", text);
@@ -701,7 +806,9 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	        handle, &ex, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
 	        (unsigned)EXPORTER_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, timeout,
 	        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)EXPORTER_CONN_MEMORY,
-	        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, &ex, MHD_OPTION_END);
+	        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)EXPORTER_PER_IP,
+	        MHD_OPTION_NOTIFY_CONNECTION, notify_connection, &ex, MHD_OPTION_NOTIFY_COMPLETED,
+	        request_completed, &ex, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, &ex, MHD_OPTION_END);
 	if (!daemon) {
 		cli_error("exporter: cannot start the HTTP server on '%s'", listen_text);
 		close(fd);
@@ -710,12 +817,21 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		return CLI_EXIT_FAILURE;
 	}
+	ex.deadline_s = timeout;
+	pthread_t reaper;
+	bool reaping = pthread_create(&reaper, NULL, reaper_main, &ex) == 0;
+	if (!reaping)
+		cli_error("exporter: no request deadline (cannot start a thread); the idle "
+		          "timeout stays");
 	if (cli->verbose)
 		cli_error("exporter: serving http://%s/metrics, sampling every %gs", listen_text,
 		          interval);
 
 	sample_loop(&s, interval, &stop);
 
+	ex.stopping = 1;
+	if (reaping)
+		pthread_join(reaper, NULL);
 	/* MHD_stop_daemon closes the listening socket it was given. */
 	mhd.stop_daemon(daemon);
 	exporter_done(&ex);
@@ -738,7 +854,7 @@ const struct cmd_entry cmd_exporter_entry = {
                    "\n"
                    "Paths: /metrics (Prometheus text format 0.0.4; docs/metrics.md), / (a\n"
                    "page linking to it), /healthz (\"ok\"). SIGINT or SIGTERM stop it (exit 0).\n"
-                   "GPUCTL_EXPORTER_TIMEOUT sets the idle timeout of a connection in seconds\n"
-                   "(default 10).\n",
+                   "GPUCTL_EXPORTER_TIMEOUT sets the idle timeout of a connection and the\n"
+                   "longest a request may last, in seconds (default 10).\n",
         .exec = cmd_exporter_exec,
 };
