@@ -249,6 +249,83 @@ static int open_top(struct gpuctl_ctx *ctx, const char *path, int *ret_fd)
 	return lease_open_at(ctx, pfd, base, path, true, true, 0755, ret_fd);
 }
 
+/* Whether a directory on the way to a lease directory of root's is safe from other users: owned
+ * by root and writable by no one else, or sticky (/tmp: others cannot replace what root made). */
+static bool root_dir_safe(const struct stat *st)
+{
+	return S_ISDIR(st->st_mode) && st->st_uid == 0 &&
+	       (!(st->st_mode & (S_IWGRP | S_IWOTH)) || (st->st_mode & S_ISVTX));
+}
+
+/* Root only (docs/leases.md "Checks"): every component of path must be one no other user could
+ * have replaced, so that root never creates anything where a user's symlink points (with
+ * fs.protected_symlinks=0, /tmp/x -> /etc would make root create /etc/sub). The path as
+ * written: each existing component that is a symlink belongs to root; where it leads (its
+ * realpath): each directory belongs to root and is writable by root only, or sticky. 0 or
+ * -EPERM with one line naming the component. */
+static int root_path_check(struct gpuctl_ctx *ctx, const char *path)
+{
+	char abs[4096], real[4096], probe[4096];
+	size_t n;
+	struct stat st;
+
+	if (path[0] == '/') {
+		if (snprintf(abs, sizeof(abs), "%s", path) >= (int)sizeof(abs))
+			return ctx_error(ctx, -ENAMETOOLONG, "lease directory '%s': too long",
+			                 path);
+	} else {
+		char cwd[2048];
+		if (!getcwd(cwd, sizeof(cwd)) ||
+		    snprintf(abs, sizeof(abs), "%s/%s", cwd, path) >= (int)sizeof(abs))
+			return ctx_error(ctx, -ENAMETOOLONG, "lease directory '%s': too long",
+			                 path);
+	}
+	/* the path as written, prefix by prefix: symlinks must be root's; stop at the first
+	 * missing component (open_top creates the last one at most) */
+	n = strlen(abs);
+	for (size_t i = 1; i <= n; i++) {
+		if (i < n && abs[i] != '/')
+			continue;
+		memcpy(probe, abs, i);
+		probe[i] = '\0';
+		if (lstat(probe, &st) < 0)
+			break;
+		if (S_ISLNK(st.st_mode) && st.st_uid != 0)
+			return ctx_error(ctx, -EPERM,
+			                 "lease directory '%s': '%s' is a symlink of uid %u, which "
+			                 "could point anywhere: root uses no path another user can "
+			                 "change",
+			                 path, probe, (unsigned)st.st_uid);
+	}
+	/* where it leads: the deepest existing prefix, resolved, and every directory above it */
+	snprintf(probe, sizeof(probe), "%s", abs);
+	while (!realpath(probe, real)) {
+		char *slash = strrchr(probe, '/');
+		if (errno != ENOENT || !slash || slash == probe)
+			return 0; /* nothing resolvable: open_top says what is wrong */
+		*slash = '\0';
+	}
+	n = strlen(real);
+	for (size_t i = 1; i <= n; i++) {
+		if (i < n && real[i] != '/')
+			continue;
+		memcpy(probe, real, i);
+		probe[i] = '\0';
+		if (lstat(probe, &st) < 0)
+			return 0;
+		if (S_ISDIR(st.st_mode) && !root_dir_safe(&st))
+			return ctx_error(
+			        ctx, -EPERM,
+			        "lease directory '%s': '%s' belongs to uid %u (mode %04o): "
+			        "root uses no path another user can change",
+			        path, probe, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	}
+	if (lstat("/", &st) == 0 && !root_dir_safe(&st))
+		return ctx_error(ctx, -EPERM, "lease directory '%s': '/' is writable by others",
+		                 path);
+	return 0;
+}
+
 int gpuctl_lease_dir_open(struct gpuctl_ctx *ctx, const char *path,
                           struct gpuctl_lease_dir **ret_dir)
 {
@@ -272,6 +349,8 @@ int gpuctl_lease_dir_open(struct gpuctl_ctx *ctx, const char *path,
 	if (!dir->path)
 		return ctx_error(ctx, -ENOMEM, "out of memory");
 
+	if (geteuid() == 0 && (r = root_path_check(ctx, path)) < 0)
+		return r;
 	r = open_top(ctx, path, &dir->fd);
 	if (r < 0)
 		return r;

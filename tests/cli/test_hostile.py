@@ -213,6 +213,34 @@ class HostileUser(TwoUserCase):
         self.assertTrue(wait_until(lambda: len(waiting(self.env)) == 2), "A never got in line")
         self.assertEqual([w["user"] for w in waiting(self.env)], [b, a])
 
+    def test_root_refuses_a_lease_directory_under_a_users_symlink_or_directory(self):
+        a, b = self.users
+        pub = os.path.join(self.tmp, "pub")  # like /tmp: root's, world-writable, sticky
+        target = os.path.join(self.tmp, "etcish")  # like /etc: root's, 0755
+        for d, mode in ((pub, 0o1777), (target, 0o755)):
+            os.makedirs(d, exist_ok=True)
+            os.chmod(d, mode)
+        self.addCleanup(shutil.rmtree, pub, True)
+        self.addCleanup(shutil.rmtree, target, True)
+        link, udir = os.path.join(pub, "x"), os.path.join(pub, "ud")
+        r = self.as_user(b, cmd=["ln", "-s", target, link])
+        self.assertEqual(r.rc, 0, r)
+        r = self.as_user(b, cmd=["mkdir", "-m", "755", udir])
+        self.assertEqual(r.rc, 0, r)
+        for d, culprit in ((os.path.join(link, "sub"), link), (os.path.join(udir, "sub"), udir)):
+            r = run([GPUCTL, "run", "--lease-dir", d, "-n", "1", "--", "true"], env=self.env)
+            self.assertEqual(r.rc, EXIT_FAILURE, r)
+            self.assertEqual(len(r.err.strip().splitlines()), 1, r)
+            self.assertIn("'%s'" % culprit, r.err)
+        self.assertEqual(os.listdir(target), [])  # nothing created where B's symlink points
+        self.assertEqual(os.listdir(udir), [])
+        # a symlink of root's is followed (/var/run -> /run), and a sticky parent is fine
+        os.symlink(target, os.path.join(self.tmp, "rootlink"))
+        self.addCleanup(os.unlink, os.path.join(self.tmp, "rootlink"))
+        for d in (os.path.join(self.tmp, "rootlink", "ld"), os.path.join(pub, "ld")):
+            r = run([GPUCTL, "run", "--lease-dir", d, "-n", "1", "--", "true"], env=self.env)
+            self.assertEqual(r.rc, EXIT_OK, r)
+
 
 class OddBytes(GpuctlTestCase):
     """Labels, command lines and process names are bytes; every JSON output stays JSON, with
