@@ -873,6 +873,9 @@ const struct gpuctl_wait_entry *gpuctl_wait_list_get(const struct gpuctl_wait_li
 /* ---- Configuration (src/lib/config.c; docs/config.md) ---- */
 
 #define GPUCTL_CONFIG_DEFAULT_PATH "/etc/gpuctl/gpuctl.conf"
+/* The system lease directory, where no --lease-dir, GPUCTL_LEASE_DIR or configured lease_dir
+ * names another (docs/leases.md). */
+#define GPUCTL_LEASE_DIR_DEFAULT "/run/gpuctl"
 
 /* A parsed configuration file: settings and GPU pools. The query functions below accept NULL
  * and answer for an empty configuration then. Never changes once made (share it between

@@ -45,8 +45,7 @@
 #include "snapshot-internal.h"
 #include "util.h"
 
-#define DEFAULT_LEASE_DIR "/run/gpuctl"
-#define CONFIG_PIN_MAX    4096 /* bytes of DIR/config */
+#define CONFIG_PIN_MAX 4096 /* bytes of DIR/config */
 
 /* ---- reaching files below DIR ---- */
 
@@ -280,9 +279,16 @@ static int root_path_check(struct gpuctl_ctx *ctx, const char *path)
 			return ctx_error(ctx, -ENAMETOOLONG, "lease directory '%s': too long",
 			                 path);
 	}
+	/* DIR itself is checked where it is opened (O_NOFOLLOW, owner, mode): what lies above */
+	n = strlen(abs);
+	while (n > 1 && abs[n - 1] == '/')
+		abs[--n] = '\0';
+	while (n > 1 && abs[n - 1] != '/')
+		abs[--n] = '\0';
+	if (n > 1)
+		abs[--n] = '\0';
 	/* the path as written, prefix by prefix: symlinks must be root's; stop at the first
 	 * missing component (open_top creates the last one at most) */
-	n = strlen(abs);
 	for (size_t i = 1; i <= n; i++) {
 		if (i < n && abs[i] != '/')
 			continue;
@@ -340,7 +346,7 @@ int gpuctl_lease_dir_open(struct gpuctl_ctx *ctx, const char *path,
 	if (!path || !*path)
 		path = getenv("GPUCTL_LEASE_DIR");
 	if (!path || !*path)
-		path = DEFAULT_LEASE_DIR;
+		path = GPUCTL_LEASE_DIR_DEFAULT;
 	dir = calloc(1, sizeof(*dir));
 	if (!dir)
 		return ctx_error(ctx, -ENOMEM, "out of memory");

@@ -14,10 +14,10 @@ import subprocess
 import tempfile
 import unittest
 
-from gpuctl_test import (EMPTY_CONFIG, EXIT_FAILURE, EXIT_OK, GPUCTL, NVSIM, GpuctlTestCase,
+from gpuctl_test import (EMPTY_CONFIG, EXIT_FAILURE, EXIT_NOMATCH, EXIT_OK, GPUCTL, NVSIM, GpuctlTestCase,
                          run)
 from test_exporter import Exporter
-from test_leases import TwoUserCase, direct_env, wait_until
+from test_leases import UUIDS, TwoUserCase, direct_env, wait_until
 
 EXIT_BUSY = 6  # docs/gpuctl.1 EXIT STATUS: select.lock held past its bound
 LOCK_WAIT = "1"  # GPUCTL_LOCK_WAIT for these tests (default 10 s): keeps them short
@@ -240,6 +240,44 @@ class HostileUser(TwoUserCase):
         for d in (os.path.join(self.tmp, "rootlink", "ld"), os.path.join(pub, "ld")):
             r = run([GPUCTL, "run", "--lease-dir", d, "-n", "1", "--", "true"], env=self.env)
             self.assertEqual(r.rc, EXIT_OK, r)
+
+    def test_personal_lease_directory_respects_the_system_ones_leases_and_pools(self):
+        a, b = self.users
+        conf = os.path.join(self.tmp, "hostile.conf")
+        with open(conf, "w") as f:
+            f.write("lease_dir = %s\n[pool theirs]\ngpus = 6,7\nusers = %s\n" % (self.dir, b))
+        os.chmod(conf, 0o644)
+        self.addCleanup(os.unlink, conf)
+        r = run([GPUCTL, "--config", conf, "lease", "init", "--lease-dir", self.dir],
+                env=self.env)
+        self.assertEqual(r.rc, 0, r)
+        r = self.as_user(b, "select", "-n", "1", "--only", "0", "--hold", "60",
+                         env={"GPUCTL_CONFIG": conf})
+        self.assertEqual(r.rc, 0, r)
+        # A's own configuration names the system directory and has no pools (a personal
+        # directory may follow any file): the system directory's file still decides them
+        own = os.path.join(self.tmp, "own.conf")
+        with open(own, "w") as f:
+            f.write("lease_dir = %s\n" % self.dir)
+        os.chmod(own, 0o644)
+        self.addCleanup(os.unlink, own)
+        env = {"GPUCTL_CONFIG": own}
+        # A's own directory (A owns its parent): GPU 0 is leased in the system directory,
+        # GPUs 6 and 7 are in a pool A is not in; neither is A's to take there
+        home = os.path.join(self.tmp, "home-a")
+        os.makedirs(home, exist_ok=True)
+        os.chown(home, self.uid[a], self.gid[a])
+        self.addCleanup(shutil.rmtree, home, True)
+        mine = os.path.join(home, "ld")
+        r = self.as_user(a, "run", "--lease-dir", mine, "-n", "8", "--", "true", env=env)
+        self.assertEqual(r.rc, EXIT_NOMATCH, r)
+        self.assertEqual(len(r.err.strip().splitlines()), 1, r)
+        self.assertIn("system lease directory %s: leased there: 0" % self.dir, r.err)
+        self.assertIn("; in a pool not yours: 6,7)", r.err)
+        r = self.as_user(a, "run", "--lease-dir", mine, "-n", "5", "--", "sh", "-c",
+                         "echo $CUDA_VISIBLE_DEVICES", env=env)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(set(r.out.strip().split(",")), {UUIDS[i] for i in (1, 2, 3, 4, 5)})
 
 
 class OddBytes(GpuctlTestCase):
