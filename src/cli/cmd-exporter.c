@@ -30,7 +30,8 @@
  *   sample keep the heap from holding on to freed connection pools and old pages.
  * - A sample refreshes the previous one (gpuctl_snapshot_refresh: the exported and health
  *   fields that can change, processes, MIG devices; one device count guards it) and takes a
- *   whole snapshot once a minute, after a failed sample, or when the refresh fails, so
+ *   whole snapshot once a minute, after a failed sample, while a GPU is lost (a refresh would
+ *   keep it lost: it comes back within one interval) or when the refresh fails, so
  *   identity, static facts and a changed machine are re-read within EXPORTER_FULL_EVERY.
  * - The sampling never waits for other users: the lease states are read with a lock wait of
  *   EXPORTER_LOCK_WAIT_S; past it (someone holds select.lock) the sample has no lease metrics
@@ -560,6 +561,16 @@ static struct gpuctl_lease_list *read_leases(struct sampler *s, const struct gpu
 	return list;
 }
 
+/* Whether a GPU of snap was lost: a refresh keeps it lost (it re-reads only the devices it
+ * has), so the next sample is a whole snapshot, which sees it come back at once. */
+static bool any_lost(const struct gpuctl_snapshot *snap)
+{
+	for (size_t g = 0; g < gpuctl_snapshot_gpu_count(snap); g++)
+		if (gpuctl_gpu_lost(gpuctl_snapshot_gpu(snap, g)))
+			return true;
+	return false;
+}
+
 /* Takes one sample and publishes its page. snap0: a snapshot already taken (the first one),
  * consumed. Returns 0, or -ENOMEM when no page could be made (the old one stays). */
 static int sample(struct sampler *s, struct gpuctl_snapshot *snap0)
@@ -575,7 +586,7 @@ static int sample(struct sampler *s, struct gpuctl_snapshot *snap0)
 	/* A refresh of the previous sample while its whole snapshot is recent; a whole snapshot
 	 * when it is not, after a failed sample, or when the refresh cannot be trusted (NVML
 	 * cannot count the GPUs, or their number changed): that snapshot then decides. */
-	if (!snap && s->last && t0 - s->last_full_s < EXPORTER_FULL_EVERY &&
+	if (!snap && s->last && t0 - s->last_full_s < EXPORTER_FULL_EVERY && !any_lost(s->last) &&
 	    gpuctl_snapshot_refresh(s->cli->ctx, s->last, METRICS_SNAP_FLAGS, s->dynamic,
 	                            s->n_dynamic, &snap) < 0)
 		snap = NULL;

@@ -550,6 +550,14 @@ class TestValues(GpuctlTestCase):
                     self.assertEqual(len(m[name]), 7, name)
             self.assertEqual(ex.get("/healthz")[0], 200)
 
+    def test_lost_gpu_comes_back_within_an_interval(self):
+        with Exporter("dgx-a100") as ex:
+            ex.nvsim("set", "-i", "1", "lost=1")
+            ex.wait_for(lambda m: by_gpu(m, "gpuctl_gpu_lost").get(1) == 1, "GPU 1 lost")
+            ex.nvsim("set", "-i", "1", "lost=0")
+            # a whole snapshot every sample while a GPU is lost, not once a minute
+            ex.wait_for(lambda m: by_gpu(m, "gpuctl_gpu_lost").get(1) == 0, "GPU 1 back")
+
     def test_nvml_failure_then_recovery(self):
         with Exporter("dgx-a100") as ex:
             ex.nvsim("fail", "nvmlDeviceGetCount_v2", "UNKNOWN")
