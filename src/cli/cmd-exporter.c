@@ -744,6 +744,13 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	 * metrics are left out then, never the GPUs' (docs/metrics.md) */
 	(void)gpuctl_ctx_set_lock_wait(cli->ctx, EXPORTER_LOCK_WAIT_S);
 
+	/* Blocked before the socket listens (a client may connect, and a supervisor stop us, at
+	 * once: the signal then waits for sample_loop, which exits 0) and before MHD starts its
+	 * thread, which inherits the mask: only sigtimedwait() in sample_loop takes them. */
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &stop, &old);
 	fd = bind_listen(&spec);
 	if (fd < 0) {
 		cli_error("exporter: cannot listen on '%s': %s", listen_text,
@@ -797,12 +804,6 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 		return CLI_EXIT_FAILURE;
 	}
 
-	/* Blocked before MHD starts its thread, which inherits the mask: only sigtimedwait()
-	 * below takes them. */
-	sigemptyset(&stop);
-	sigaddset(&stop, SIGINT);
-	sigaddset(&stop, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &stop, &old);
 	signal(SIGPIPE, SIG_IGN);
 #ifdef __GLIBC__
 	/* One malloc arena: MHD's thread would otherwise get an arena of its own, which keeps

@@ -87,8 +87,8 @@ enum {
 	"                        MiB, GiB, TiB or K, M, G, T; binary)\n"                           \
 	"  --max-util PCT        GPU utilisation at most PCT percent\n"                            \
 	"  --no-procs            no compute process running on the device\n"                       \
-	"  --only IDS            choose only among these GPUs (indices, UUIDs, UUID prefixes,\n"   \
-	"                        PCI bus ids, comma-separated)\n"                                  \
+	"  --only IDS            choose only among these GPUs (indices, ranges 2-7,\n"             \
+	"                        UUIDs, UUID prefixes, PCI bus ids)\n"                             \
 	"  --exclude IDS         never choose these GPUs\n"                                        \
 	"  --numa NODE           only GPUs attached to CPU NUMA node NODE (also --numa-node)\n"    \
 	"  --mig PROFILE         choose MIG devices of this profile (e.g. 1g.10gb)\n"              \

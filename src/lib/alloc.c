@@ -395,7 +395,8 @@ static void sys_note_add(struct plan *p, const char *heading, bool *first, const
 }
 
 /* A lease directory other than the system one (docs/leases.md "Personal lease directories"):
- * when the system directory (the configuration's lease_dir, else /run/gpuctl) exists and is
+ * when the system directory ($GPUCTL_SYSTEM_LEASE_DIR, else the configuration's lease_dir, else
+ * /run/gpuctl) exists and is
  * root's, the devices leased there count as leased here too, and the GPUs of its restricted
  * pools that the user may not draw from are never chosen (the pools of the configuration that
  * directory names). Both are refused, not merely warned about: a personal directory is for
@@ -413,7 +414,9 @@ static int plan_system_dir(struct plan *p)
 	struct stat a, b;
 	int r;
 
-	if (!sys)
+	if (getenv("GPUCTL_SYSTEM_LEASE_DIR") && getenv("GPUCTL_SYSTEM_LEASE_DIR")[0])
+		sys = getenv("GPUCTL_SYSTEM_LEASE_DIR"); /* tests: a machine of their own */
+	else if (!sys)
 		sys = GPUCTL_LEASE_DIR_DEFAULT;
 	if (!gpuctl_site_lease_dir(p->site) || !mine || streq(mine, sys) || stat(sys, &b) < 0 ||
 	    !S_ISDIR(b.st_mode) || b.st_uid != 0 ||

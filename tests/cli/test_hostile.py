@@ -261,7 +261,7 @@ class HostileUser(TwoUserCase):
             f.write("lease_dir = %s\n" % self.dir)
         os.chmod(own, 0o644)
         self.addCleanup(os.unlink, own)
-        env = {"GPUCTL_CONFIG": own}
+        env = {"GPUCTL_CONFIG": own, "GPUCTL_SYSTEM_LEASE_DIR": ""}
         # A's own directory (A owns its parent): GPU 0 is leased in the system directory,
         # GPUs 6 and 7 are in a pool A is not in; neither is A's to take there
         home = os.path.join(self.tmp, "home-a")
