@@ -684,14 +684,17 @@ enum gpuctl_lease_state {
 /* What the holder wrote about itself (display only: the kernel lock decides). Library-owned,
  * read through the pointers the lease list hands out; grows at its end. */
 struct gpuctl_lease_owner {
-	uint32_t uid;        /* the record's owner (from the file system, not the record) */
-	const char *user;    /* user name, or NULL */
-	uint32_t pid;        /* the holder: gpuctl run's pid, or the --hold holder's */
-	uint32_t job_pid;    /* the job gpuctl run started, 0 if none */
-	uint64_t start_time; /* holder's start, seconds since the epoch */
-	const char *command; /* the job's command line, or NULL */
-	const char *label;   /* --label, or NULL */
-	uint64_t share_mem;  /* bytes a shared lease declared (display only); 0: exclusive */
+	uint32_t uid;          /* the record's owner (from the file system, not the record) */
+	const char *user;      /* user name, or NULL */
+	uint32_t pid;          /* the holder: gpuctl run's pid, or the --hold holder's */
+	uint32_t job_pid;      /* the job gpuctl run started, 0 if none */
+	uint64_t start_time;   /* holder's start, seconds since the epoch */
+	const char *command;   /* the job's command line, or NULL */
+	const char *label;     /* --label, or NULL */
+	uint64_t share_mem;    /* bytes a shared lease declared (display only); 0: exclusive */
+	uint64_t leased_since; /* when the lease was taken (its record written), seconds since
+	                        * the epoch; 0: unknown. Not start_time: a holder may have waited
+	                        * in line first */
 };
 
 /* The lease state of every device of snap (GPUs, then each GPU's MIG devices). Probes under a

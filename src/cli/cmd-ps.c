@@ -232,11 +232,19 @@ static json_t *foreign_json(const struct ps_data *d, const struct gpuctl_snapsho
 	return arr;
 }
 
+/* What a lease's age counts from: when it was taken, else (an older record) when its holder
+ * started. Not the holder's start alone: a holder that waited in line was not leasing. */
+static uint64_t lease_age_base(const struct gpuctl_lease_owner *w)
+{
+	return w->leased_since ? w->leased_since : w->start_time;
+}
+
 /* A lease holder's facts (docs/json.md); NULL when out of memory. */
 static json_t *owner_json(const struct gpuctl_lease_owner *w)
 {
 	time_t now = time(NULL);
-	int rage = w->start_time && now >= 0 && (uint64_t)now >= w->start_time ? 0 : -ENODATA;
+	uint64_t since = lease_age_base(w);
+	int rage = since && now >= 0 && (uint64_t)now >= since ? 0 : -ENODATA;
 	json_t *owner = json_object();
 	if (!owner || json_put(owner, "uid", json_integer(w->uid)) < 0 ||
 	    json_put(owner, "user", json_string_or_null(w->user)) < 0 ||
@@ -247,8 +255,11 @@ static json_t *owner_json(const struct gpuctl_lease_owner *w)
 	    json_put(owner, "label", json_string_or_null(w->label)) < 0 ||
 	    json_put(owner, "start_time",
 	             json_int_or_null(w->start_time ? 0 : -ENODATA, (int64_t)w->start_time)) < 0 ||
-	    json_put(owner, "age_s",
-	             json_int_or_null(rage, (int64_t)((uint64_t)now - w->start_time))) < 0 ||
+	    json_put(owner, "leased_since",
+	             json_int_or_null(w->leased_since ? 0 : -ENODATA, (int64_t)w->leased_since)) <
+	            0 ||
+	    json_put(owner, "age_s", json_int_or_null(rage, (int64_t)((uint64_t)now - since))) <
+	            0 ||
 	    json_put(owner, "share_mem",
 	             json_int_or_null(w->share_mem ? 0 : -ENODATA, (int64_t)w->share_mem)) < 0) {
 		json_decref(owner);
@@ -434,7 +445,7 @@ static int print_table(const struct ps_data *d, const struct gpuctl_snapshot *sn
 					command = w->command;
 				if (w->label && w->label[0])
 					lab = w->label;
-				format_age(w->start_time, age, sizeof(age));
+				format_age(lease_age_base(w), age, sizeof(age));
 			} else if (row->state == GPUCTL_LEASE_HELD ||
 			           row->state == GPUCTL_LEASE_SHARED) {
 				snprintf(user, sizeof(user), "unknown");

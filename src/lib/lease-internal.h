@@ -188,6 +188,7 @@ struct record {
 	uint32_t job_pid;         /* job, 0 if none */
 	uint64_t job_start_ticks; /* job's start, ticks since boot */
 	uint64_t start_time;      /* holder's start, seconds since the epoch */
+	uint64_t created;         /* when the record was written (the lease taken), 0: unknown */
 	char *user;               /* user name, or NULL */
 	char *command;            /* command line, or NULL */
 	char *label;              /* label, or NULL */

@@ -559,6 +559,8 @@ static int record_parse(const char *text, size_t len, struct record *r)
 				r->job_pid = (uint32_t)num;
 			else if (streq(key, "job_start_ticks"))
 				r->job_start_ticks = num;
+			else if (streq(key, "created"))
+				r->created = num;
 			else if (streq(key, "start_time"))
 				r->start_time = num;
 			else if (streq(key, "user"))

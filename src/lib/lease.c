@@ -160,6 +160,7 @@ static struct gpuctl_lease_owner owner_of(const struct record *r)
 	        .command = r->command,
 	        .label = r->label,
 	        .share_mem = r->shared ? r->share_mem : 0,
+	        .leased_since = r->created,
 	};
 }
 

@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 import unittest
 
 from gpuctl_test import (EMPTY_CONFIG, EXIT_FAILURE, EXIT_NOMATCH, EXIT_OK, GPUCTL, NVSIM, GpuctlTestCase,
@@ -318,6 +319,35 @@ class OddBytes(GpuctlTestCase):
         self.assertIn("\ufffd", names)
         rows = [json.loads(l) for l in load("watch.jsonl").splitlines()]
         self.assertIn("\ufffd", [row.get("command") for row in rows])
+
+
+class LeaseAge(GpuctlTestCase):
+    """ps's AGE counts from when the lease was taken, not from when its gpuctl started (which
+    may have waited in line first)."""
+
+    def test_age_excludes_the_wait_in_line(self):
+        tmp = tempfile.mkdtemp(prefix="gpuctl-age-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        env = direct_env(os.path.join(tmp, "ld"))
+        r = run([GPUCTL, "select", "-n", "8", "--hold", "120"], env=env)
+        self.assertEqual(r.rc, 0, r)
+        p = subprocess.Popen([GPUCTL, "run", "--wait=120", "-n", "1", "--", "sleep", "30"],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(p.wait)
+        self.addCleanup(p.terminate)
+        self.assertTrue(wait_until(lambda: len(waiting(env)) == 1), "never got in line")
+        released_at = int(time.time())  # whole seconds, as records keep them
+        r = run([GPUCTL, "release", "--all"], env=env)
+        self.assertEqual(r.rc, 0, r)
+
+        def owner():
+            doc = json.loads(run([GPUCTL, "ps", "--format", "json"], env=env).out)
+            got = [d["owner"] for d in doc["devices"] if d.get("owner")]
+            return got[0] if got and got[0]["command"] == "sleep 30" else None
+        o = wait_until(owner)
+        self.assertTrue(o, "the waiter never got its lease")
+        self.assertGreaterEqual(o["leased_since"], released_at)
+        self.assertLessEqual(o["start_time"], released_at)  # gpuctl run started before
 
 
 def waiting(env):
