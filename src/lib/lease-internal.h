@@ -228,6 +228,12 @@ uint64_t lease_ticks_to_epoch(uint64_t ticks);
 /* The name of user uid (malloc'ed), NULL when unknown or out of memory. */
 char *lease_user_name(uid_t uid);
 
+/* A record made from /proc for a lock file (st) held by no counting record (its holder and
+ * job exited, a grandchild that inherited the descriptor keeps the lease): the first process
+ * with a descriptor of that file (its uid, user, pid, start, comm as the command). Only
+ * processes whose /proc/PID/fd the caller may read are seen. -ENOENT when none. */
+int lease_record_from_fds(const struct stat *st, struct record *ret);
+
 /* The pid that took a flock on (dev, ino) per /proc/locks (exclusive ones only, unless
  * any_kind); 0 if unknown. Pids of lines that match the inode but not the device count only
  * when no line matches both (overlay file systems report another device). */

@@ -772,6 +772,57 @@ ssize_t lease_record_pick(const struct record *v, size_t n, const char *uuid, co
 	return holder <= 0 && count == 1 ? only : -1;
 }
 
+int lease_record_from_fds(const struct stat *st, struct record *ret)
+{
+	_cleanup_(closedirp) DIR *proc = opendir("/proc");
+	struct dirent *pe;
+
+	if (!st || !proc)
+		return -ENOENT;
+	while ((pe = readdir(proc))) {
+		char path[64], comm[64] = "";
+		_cleanup_(closedirp) DIR *fds = NULL;
+		struct dirent *fe;
+		struct stat pst, fst;
+		uint64_t pid, start = 0;
+		bool found = false;
+
+		if (!lease_parse_u64(pe->d_name, strlen(pe->d_name), &pid) || pid > INT32_MAX)
+			continue;
+		(void)snprintf(path, sizeof(path), "/proc/%s/fd", pe->d_name);
+		fds = opendir(path);
+		while (fds && !found && (fe = readdir(fds))) {
+			if (fe->d_name[0] == '.')
+				continue;
+			found = fstatat(dirfd(fds), fe->d_name, &fst, 0) == 0 &&
+			        fst.st_dev == st->st_dev && fst.st_ino == st->st_ino;
+		}
+		(void)snprintf(path, sizeof(path), "/proc/%s", pe->d_name);
+		if (!found || stat(path, &pst) < 0 || lease_proc_stat((pid_t)pid, NULL, &start) < 0)
+			continue;
+		(void)snprintf(path, sizeof(path), "/proc/%s/comm", pe->d_name);
+		{
+			_cleanup_close_ int cfd = open(path, O_RDONLY | O_CLOEXEC);
+			ssize_t k = cfd >= 0 ? read(cfd, comm, sizeof(comm) - 1) : -1;
+
+			comm[k > 0 ? k : 0] = '\0';
+			comm[strcspn(comm, "\n")] = '\0';
+			for (char *c = comm; *c; c++)
+				if ((unsigned char)*c < 0x20 || *c == 0x7f)
+					*c = '?'; /* as records read back */
+		}
+		*ret = (struct record){.uid = pst.st_uid,
+		                       .pid = (uint32_t)pid,
+		                       .pid_start_ticks = start,
+		                       .start_time = lease_ticks_to_epoch(start),
+		                       .pid_alive = true};
+		ret->user = lease_user_name(pst.st_uid);
+		ret->command = comm[0] ? strdup(comm) : NULL;
+		return 0;
+	}
+	return -ENOENT;
+}
+
 int lease_record_parse_text(const char *text, size_t len, const char *uuid)
 {
 	struct record r = {0};

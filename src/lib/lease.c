@@ -249,10 +249,12 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 			if (e->state != GPUCTL_LEASE_HELD)
 				continue;
 			k = lease_record_pick(recs, n_recs, u, &st);
-			if (k < 0)
-				continue;
-			e->rec = recs[k];
-			recs[k] = (struct record){0}; /* taken */
+			if (k >= 0) {
+				e->rec = recs[k];
+				recs[k] = (struct record){0}; /* taken */
+			} else if (lease_record_from_fds(&st, &e->rec) < 0) {
+				continue; /* owner unknown */
+			}
 			e->has_owner = true;
 			e->owner = owner_of(&e->rec);
 		}

@@ -349,6 +349,24 @@ class LeaseAge(GpuctlTestCase):
         self.assertGreaterEqual(o["leased_since"], released_at)
         self.assertLessEqual(o["start_time"], released_at)  # gpuctl run started before
 
+    def test_orphaned_grandchild_is_named_as_the_holder(self):
+        tmp = tempfile.mkdtemp(prefix="gpuctl-orphan-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        env = direct_env(os.path.join(tmp, "ld"))
+        # the job starts a grandchild that inherits the lock descriptors, then the job and
+        # gpuctl run end: the grandchild alone keeps the lease (docs/leases.md)
+        r = run([GPUCTL, "run", "-n", "1", "--", "sh", "-c",
+                 "sleep 60 >/dev/null 2>&1 & echo $!"], env=env)
+        self.assertEqual(r.rc, 0, r)
+        orphan = int(r.out.strip())
+        self.addCleanup(os.kill, orphan, signal.SIGKILL)
+        doc = json.loads(run([GPUCTL, "ps", "--format", "json"], env=env).out)
+        held = [d for d in doc["devices"] if d["state"] == "leased"]
+        self.assertEqual(len(held), 1, doc)
+        self.assertIsNotNone(held[0]["owner"], held[0])
+        self.assertEqual((held[0]["owner"]["pid"], held[0]["owner"]["command"]),
+                         (orphan, "sleep"))
+
 
 def waiting(env):
     """The live tickets in line, in order (gpuctl ps --waiting --format json, docs/json.md)."""
