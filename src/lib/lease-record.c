@@ -789,7 +789,7 @@ int lease_record_from_fds(const struct stat *st, struct record *ret)
 
 		if (!lease_parse_u64(pe->d_name, strlen(pe->d_name), &pid) || pid > INT32_MAX)
 			continue;
-		(void)snprintf(path, sizeof(path), "/proc/%s/fd", pe->d_name);
+		(void)snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
 		fds = opendir(path);
 		while (fds && !found && (fe = readdir(fds))) {
 			if (fe->d_name[0] == '.')
@@ -797,10 +797,10 @@ int lease_record_from_fds(const struct stat *st, struct record *ret)
 			found = fstatat(dirfd(fds), fe->d_name, &fst, 0) == 0 &&
 			        fst.st_dev == st->st_dev && fst.st_ino == st->st_ino;
 		}
-		(void)snprintf(path, sizeof(path), "/proc/%s", pe->d_name);
+		(void)snprintf(path, sizeof(path), "/proc/%d", (int)pid);
 		if (!found || stat(path, &pst) < 0 || lease_proc_stat((pid_t)pid, NULL, &start) < 0)
 			continue;
-		(void)snprintf(path, sizeof(path), "/proc/%s/comm", pe->d_name);
+		(void)snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
 		{
 			_cleanup_close_ int cfd = open(path, O_RDONLY | O_CLOEXEC);
 			ssize_t k = cfd >= 0 ? read(cfd, comm, sizeof(comm) - 1) : -1;
