@@ -1278,6 +1278,8 @@ struct gpuctl_alloc;
  *   -ETIMEDOUT  waited wait_timeout_s ("waited N s: " and why the devices are not free);
  *   -ECANCELED  cancel_fd became ready while waiting;  -EINTR  a signal interrupted the wait;
  *   -EACCES     the calling user may not draw from the pool;
+ *   -EAGAIN     the lease directory's select.lock was held by another process past the bound
+ *               (gpuctl_ctx_set_lock_wait; when waiting, the deadline): the message names it;
  *   -ENODEV     no NVIDIA driver, or NVML cannot initialise;  -ENOEXEC  not an NVML library;
  *   -EPERM, -ENOENT  the lease directory or configuration (gpuctl_site_open);
  *   -EIO, -ENOMEM and other -errno.
