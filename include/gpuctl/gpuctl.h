@@ -121,6 +121,15 @@ const char *gpuctl_errmsg(const struct gpuctl_ctx *ctx);
  * are emitted at most once per context. */
 void gpuctl_ctx_set_log(struct gpuctl_ctx *ctx, gpuctl_log_fn fn, void *userdata);
 
+/* How long lease calls on this context wait for a lease directory's select.lock (which every
+ * select-and-lease holds for milliseconds, but which any user who can open the file could hold
+ * longer) before giving up with -EAGAIN and a message naming the holder (pid, user, how long):
+ * select-and-lease and wait tickets wait this long (default 10 s), readers (lease lists,
+ * foreign processes) at most 1 s or this long when it is shorter; release proceeds without
+ * the lock after that. A waiting gpuctl_alloc waits for it until its own deadline instead,
+ * ending early on its cancel_fd. seconds from 0 (try once) to 3600; -EINVAL otherwise. */
+int gpuctl_ctx_set_lock_wait(struct gpuctl_ctx *ctx, double seconds);
+
 /* Loads NVML: $GPUCTL_NVML_LIBRARY if set (then only that file), else libnvidia-ml.so.1, else
  * libnvidia-ml.so; then nvmlInit. Idempotent. Returns -ENOENT when no library is found (no
  * driver), -ENOEXEC when the file loaded is not an NVML library (not a shared object, or lacks
@@ -727,14 +736,17 @@ enum gpuctl_lease_state {
 /* What the holder wrote about itself (display only: the kernel lock decides). Library-owned,
  * read through the pointers the lease list hands out; grows at its end. */
 struct gpuctl_lease_owner {
-	uint32_t uid;        /* the record's owner (from the file system, not the record) */
-	const char *user;    /* user name, or NULL */
-	uint32_t pid;        /* the holder: gpuctl run's pid, or the --hold holder's */
-	uint32_t job_pid;    /* the job gpuctl run started, 0 if none */
-	uint64_t start_time; /* holder's start, seconds since the epoch */
-	const char *command; /* the job's command line, or NULL */
-	const char *label;   /* --label, or NULL */
-	uint64_t share_mem;  /* bytes a shared lease declared (display only); 0: exclusive */
+	uint32_t uid;          /* the record's owner (from the file system, not the record) */
+	const char *user;      /* user name, or NULL */
+	uint32_t pid;          /* the holder: gpuctl run's pid, or the --hold holder's */
+	uint32_t job_pid;      /* the job gpuctl run started, 0 if none */
+	uint64_t start_time;   /* holder's start, seconds since the epoch */
+	const char *command;   /* the job's command line, or NULL */
+	const char *label;     /* --label, or NULL */
+	uint64_t share_mem;    /* bytes a shared lease declared (display only); 0: exclusive */
+	uint64_t leased_since; /* when the lease was taken (its record written), seconds since
+	                        * the epoch; 0: unknown. Not start_time: a holder may have waited
+	                        * in line first */
 };
 
 /* The lease state of every device of snap (GPUs, then each GPU's MIG devices). Probes under a
@@ -916,6 +928,9 @@ const struct gpuctl_wait_entry *gpuctl_wait_list_get(const struct gpuctl_wait_li
 /* ---- Configuration (src/lib/config.c; docs/config.md) ---- */
 
 #define GPUCTL_CONFIG_DEFAULT_PATH "/etc/gpuctl/gpuctl.conf"
+/* The system lease directory, where no --lease-dir, GPUCTL_LEASE_DIR or configured lease_dir
+ * names another (docs/leases.md). */
+#define GPUCTL_LEASE_DIR_DEFAULT "/run/gpuctl"
 
 /* A parsed configuration file: settings and GPU pools. The query functions below accept NULL
  * and answer for an empty configuration then. Never changes once made (share it between
@@ -1336,6 +1351,8 @@ struct gpuctl_alloc;
  *   -ETIMEDOUT  waited wait_timeout_s ("waited N s: " and why the devices are not free);
  *   -ECANCELED  cancel_fd became ready while waiting;  -EINTR  a signal interrupted the wait;
  *   -EACCES     the calling user may not draw from the pool;
+ *   -EAGAIN     the lease directory's select.lock was held by another process past the bound
+ *               (gpuctl_ctx_set_lock_wait; when waiting, the deadline): the message names it;
  *   -ENODEV     no NVIDIA driver, or NVML cannot initialise;  -ENOEXEC  not an NVML library;
  *   -EPERM, -ENOENT  the lease directory or configuration (gpuctl_site_open);
  *   -EIO, -ENOMEM and other -errno.

@@ -14,18 +14,28 @@
  * - The listening socket is ours (bound before MHD starts, handed over with
  *   MHD_OPTION_LISTEN_SOCKET), so "port in use" is one clear line (exit 1), and ":PORT" listens
  *   on IPv6 and IPv4 (IPv4 only where the host has no IPv6).
- * - Bounded: one polling thread, at most EXPORTER_MAX_CONNECTIONS connections, a per-connection
- *   memory pool of EXPORTER_CONN_MEMORY bytes (a longer request line or header gets MHD's
- *   error answer and the connection is closed) and an idle timeout (default 10 s; the
- *   GPUCTL_EXPORTER_TIMEOUT environment variable, in seconds, exists for tests). Only GET and
+ * - Bounded: one polling thread, at most EXPORTER_MAX_CONNECTIONS connections and
+ *   EXPORTER_PER_IP from one address, a per-connection memory pool of EXPORTER_CONN_MEMORY
+ *   bytes (a longer request line or header gets MHD's error answer and the connection is
+ *   closed), an idle timeout and a whole-request deadline of the same length (default 10 s;
+ *   the GPUCTL_EXPORTER_TIMEOUT environment variable, in seconds, exists for tests). MHD's idle
+ *   timer restarts on every byte, so a client sending a header line every few seconds
+ *   (slowloris) would keep its connection for ever: a reaper thread shuts down the socket of
+ *   any connection whose request (from accept, or the end of the previous request, to the end
+ *   of the response) has lasted longer than the deadline. The per-address limit keeps one
+ *   client from taking every connection. Only GET and
  *   HEAD (405 with Allow otherwise); a request with a body is refused (413); unknown paths 404.
  * - Memory: most of what is resident is libmicrohttpd and the GnuTLS libraries it pulls in
  *   (about 3 MiB just to dlopen it). Of ours, one malloc arena and malloc_trim() after each
  *   sample keep the heap from holding on to freed connection pools and old pages.
  * - A sample refreshes the previous one (gpuctl_snapshot_refresh: the exported and health
  *   fields that can change, processes, MIG devices; one device count guards it) and takes a
- *   whole snapshot once a minute, after a failed sample, or when the refresh fails, so
+ *   whole snapshot once a minute, after a failed sample, while a GPU is lost (a refresh would
+ *   keep it lost: it comes back within one interval) or when the refresh fails, so
  *   identity, static facts and a changed machine are re-read within EXPORTER_FULL_EVERY.
+ * - The sampling never waits for other users: the lease states are read with a lock wait of
+ *   EXPORTER_LOCK_WAIT_S; past it (someone holds select.lock) the sample has no lease metrics
+ *   and gpuctl_exporter_last_lease_success 0, and the GPU metrics are served as always.
  * - The first sample is taken before serving: no driver is exit 4 at start. Later NVML
  *   failures keep the server up: the page then has only the exporter's own metrics, and
  *   gpuctl_exporter_nvml_errors_total counts them (logged once per streak of failures).
@@ -73,6 +83,9 @@ static struct {
 	void (*destroy_response)(struct MHD_Response *response);
 	const char *(*lookup_connection_value)(struct MHD_Connection *connection,
 	                                       enum MHD_ValueKind kind, const char *key);
+	const union MHD_ConnectionInfo *(*get_connection_info)(struct MHD_Connection *connection,
+	                                                       enum MHD_ConnectionInfoType type,
+	                                                       ...);
 } mhd;
 
 /* Loads libmicrohttpd (the Debian 12 soname, then the development name). 0, or -ENOENT with
@@ -101,6 +114,7 @@ static int mhd_load(char *buf, size_t size)
 	MHD_SYM(queue_response, "MHD_queue_response");
 	MHD_SYM(destroy_response, "MHD_destroy_response");
 	MHD_SYM(lookup_connection_value, "MHD_lookup_connection_value");
+	MHD_SYM(get_connection_info, "MHD_get_connection_info");
 #undef MHD_SYM
 	return 0;
 }
@@ -111,7 +125,10 @@ static int mhd_load(char *buf, size_t size)
 /* Seconds between whole snapshots; the samples between refresh the last one (identity and
  * static facts kept, what a GPU does not support not asked again). */
 #define EXPORTER_FULL_EVERY      60.0
-#define EXPORTER_MAX_CONNECTIONS 128
+#define EXPORTER_LOCK_WAIT_S     0.1 /* the most a sample waits for the lease directory */
+#define EXPORTER_MAX_CONNECTIONS 512
+#define EXPORTER_PER_IP          8   /* connections from one address at once */
+#define EXPORTER_REAP_MS         250 /* how often the deadline is checked */
 #define EXPORTER_CONN_MEMORY     (16 * 1024)
 #define EXPORTER_DEFAULT_TIMEOUT 10
 #define EXPORTER_MAX_TIMEOUT     3600
@@ -138,8 +155,21 @@ static const char index_page[] =
         "<a href=\"/healthz\">Liveness</a></p>\n"
         "</body></html>\n";
 
+/* A connection, for the whole-request deadline (EXPORTER_REQUEST_DEADLINE). */
+struct conn_track {
+	struct conn_track *prev, *next; /* in exporter.conns */
+	int fd;                         /* its socket (MHD's; we only shut it down) */
+	double since;                   /* CLOCK_MONOTONIC: accepted, or its last request ended */
+	bool cut;                       /* shut down by the reaper */
+};
+
 struct exporter {
 	pthread_mutex_t lock;           /* guards page */
+	pthread_mutex_t conns_lock;     /* guards conns and every conn_track in it */
+	struct conn_track *conns;       /* open connections (MHD's thread adds and removes) */
+	double deadline_s;              /* a request's whole time, from accept or the end of the
+	                                 * previous request to the end of its response */
+	volatile sig_atomic_t stopping; /* the reaper thread ends */
 	struct MHD_Response *page;      /* the latest /metrics page; swapped by the sampler */
 	struct MHD_Response *index;     /* "/" */
 	struct MHD_Response *healthz;   /* "/healthz" */
@@ -277,6 +307,85 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	cli_error("exporter: debug: %s", buf);
 }
 
+/* MHD_OPTION_NOTIFY_CONNECTION: tracks each connection for the deadline. An untracked one
+ * (out of memory) still has MHD's idle timeout. Runs in MHD's thread; CLOSED comes before MHD
+ * closes the socket, so the reaper never shuts down a descriptor that was reused. */
+static void notify_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                              enum MHD_ConnectionNotificationCode code)
+{
+	struct exporter *ex = cls;
+	struct conn_track *t;
+
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci =
+		        mhd.get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		*socket_context = NULL;
+		if (!ci || !(t = calloc(1, sizeof(*t))))
+			return;
+		t->fd = ci->connect_fd;
+		t->since = cli_now(CLOCK_MONOTONIC);
+		pthread_mutex_lock(&ex->conns_lock);
+		t->next = ex->conns;
+		if (ex->conns)
+			ex->conns->prev = t;
+		ex->conns = t;
+		pthread_mutex_unlock(&ex->conns_lock);
+		*socket_context = t;
+	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED && (t = *socket_context)) {
+		pthread_mutex_lock(&ex->conns_lock);
+		if (t->prev)
+			t->prev->next = t->next;
+		else
+			ex->conns = t->next;
+		if (t->next)
+			t->next->prev = t->prev;
+		pthread_mutex_unlock(&ex->conns_lock);
+		free(t);
+		*socket_context = NULL;
+	}
+}
+
+/* MHD_OPTION_NOTIFY_COMPLETED: a request ended (answered, or the connection failed): the
+ * next one on the connection has a deadline of its own. */
+static void request_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                              enum MHD_RequestTerminationCode toe)
+{
+	struct exporter *ex = cls;
+	const union MHD_ConnectionInfo *ci =
+	        mhd.get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct conn_track *t = ci ? ci->socket_context : NULL;
+	(void)req_cls;
+	(void)toe;
+
+	if (!t)
+		return;
+	pthread_mutex_lock(&ex->conns_lock);
+	t->since = cli_now(CLOCK_MONOTONIC);
+	pthread_mutex_unlock(&ex->conns_lock);
+}
+
+/* The reaper thread: every EXPORTER_REAP_MS, shuts down the sockets of connections whose
+ * request has run past the deadline; MHD then sees the hang-up and closes them. */
+static void *reaper_main(void *arg)
+{
+	struct exporter *ex = arg;
+	struct timespec tick = {.tv_sec = 0, .tv_nsec = EXPORTER_REAP_MS * 1000000L};
+
+	while (!ex->stopping) {
+		double now = cli_now(CLOCK_MONOTONIC);
+
+		pthread_mutex_lock(&ex->conns_lock);
+		for (struct conn_track *t = ex->conns; t; t = t->next)
+			if (!t->cut && now - t->since > ex->deadline_s) {
+				(void)shutdown(t->fd, SHUT_RDWR);
+				t->cut = true;
+			}
+		pthread_mutex_unlock(&ex->conns_lock);
+		(void)nanosleep(&tick, NULL);
+	}
+	return NULL;
+}
+
 static struct MHD_Response *static_response(const char *text, const char *type)
 {
 	struct MHD_Response *r =
@@ -291,7 +400,8 @@ static struct MHD_Response *static_response(const char *text, const char *type)
 static int exporter_init(struct exporter *ex)
 {
 	static const char text[] = "text/plain; charset=utf-8";
-	if (pthread_mutex_init(&ex->lock, NULL) != 0)
+	if (pthread_mutex_init(&ex->lock, NULL) != 0 ||
+	    pthread_mutex_init(&ex->conns_lock, NULL) != 0)
 		return -ENOMEM;
 	ex->index = static_response(index_page, "text/html; charset=utf-8");
 	ex->healthz = static_response("ok\n", text);
@@ -428,6 +538,7 @@ static struct gpuctl_lease_list *read_leases(struct sampler *s, const struct gpu
 	const char *path = gpuctl_site_lease_dir_path(s->cli->site);
 	int r;
 
+	s->stats.lease_ok = true;
 	if (lstat(path, &st) < 0 && errno == ENOENT)
 		return NULL; /* nothing is leased */
 	r = gpuctl_lease_dir_open(s->cli->ctx, path, &dir);
@@ -436,6 +547,7 @@ static struct gpuctl_lease_list *read_leases(struct sampler *s, const struct gpu
 	gpuctl_lease_dir_free(dir);
 	if (r < 0) {
 		s->stats.lease_errors++;
+		s->stats.lease_ok = false;
 		if (!s->lease_failing) {
 			const char *msg = gpuctl_errmsg(s->cli->ctx);
 			cli_error("exporter: lease directory %s: %s (no lease metrics until it "
@@ -447,6 +559,16 @@ static struct gpuctl_lease_list *read_leases(struct sampler *s, const struct gpu
 	}
 	s->lease_failing = false;
 	return list;
+}
+
+/* Whether a GPU of snap was lost: a refresh keeps it lost (it re-reads only the devices it
+ * has), so the next sample is a whole snapshot, which sees it come back at once. */
+static bool any_lost(const struct gpuctl_snapshot *snap)
+{
+	for (size_t g = 0; g < gpuctl_snapshot_gpu_count(snap); g++)
+		if (gpuctl_gpu_lost(gpuctl_snapshot_gpu(snap, g)))
+			return true;
+	return false;
 }
 
 /* Takes one sample and publishes its page. snap0: a snapshot already taken (the first one),
@@ -464,7 +586,7 @@ static int sample(struct sampler *s, struct gpuctl_snapshot *snap0)
 	/* A refresh of the previous sample while its whole snapshot is recent; a whole snapshot
 	 * when it is not, after a failed sample, or when the refresh cannot be trusted (NVML
 	 * cannot count the GPUs, or their number changed): that snapshot then decides. */
-	if (!snap && s->last && t0 - s->last_full_s < EXPORTER_FULL_EVERY &&
+	if (!snap && s->last && t0 - s->last_full_s < EXPORTER_FULL_EVERY && !any_lost(s->last) &&
 	    gpuctl_snapshot_refresh(s->cli->ctx, s->last, METRICS_SNAP_FLAGS, s->dynamic,
 	                            s->n_dynamic, &snap) < 0)
 		snap = NULL;
@@ -618,16 +740,17 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	status = cli_site(cli, &cmd_exporter_entry, lease_dir, GPUCTL_SITE_NO_LEASES);
 	if (status)
 		return status;
+	/* a select.lock held by someone else delays a sample by this much at most: the lease
+	 * metrics are left out then, never the GPUs' (docs/metrics.md) */
+	(void)gpuctl_ctx_set_lock_wait(cli->ctx, EXPORTER_LOCK_WAIT_S);
 
-	/* SIGINT/SIGTERM are blocked before the port opens, and before MHD starts its thread,
-	 * which inherits the mask: a client can connect as soon as the port is bound, so a stop
-	 * that comes during the first sample waits for sigtimedwait() below (exit 0) instead of
-	 * killing the process. Every return from here on ends the process. */
+	/* Blocked before the socket listens (a client may connect, and a supervisor stop us, at
+	 * once: the signal then waits for sample_loop, which exits 0) and before MHD starts its
+	 * thread, which inherits the mask: only sigtimedwait() in sample_loop takes them. */
 	sigemptyset(&stop);
 	sigaddset(&stop, SIGINT);
 	sigaddset(&stop, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &stop, &old);
-
 	fd = bind_listen(&spec);
 	if (fd < 0) {
 		cli_error("exporter: cannot listen on '%s': %s", listen_text,
@@ -695,7 +818,9 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	        handle, &ex, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
 	        (unsigned)EXPORTER_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, timeout,
 	        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)EXPORTER_CONN_MEMORY,
-	        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, &ex, MHD_OPTION_END);
+	        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)EXPORTER_PER_IP,
+	        MHD_OPTION_NOTIFY_CONNECTION, notify_connection, &ex, MHD_OPTION_NOTIFY_COMPLETED,
+	        request_completed, &ex, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, &ex, MHD_OPTION_END);
 	if (!daemon) {
 		cli_error("exporter: cannot start the HTTP server on '%s'", listen_text);
 		close(fd);
@@ -704,12 +829,21 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		return CLI_EXIT_FAILURE;
 	}
+	ex.deadline_s = timeout;
+	pthread_t reaper;
+	bool reaping = pthread_create(&reaper, NULL, reaper_main, &ex) == 0;
+	if (!reaping)
+		cli_error("exporter: no request deadline (cannot start a thread); the idle "
+		          "timeout stays");
 	if (cli->verbose)
 		cli_error("exporter: serving http://%s/metrics, sampling every %gs", listen_text,
 		          interval);
 
 	sample_loop(&s, interval, &stop);
 
+	ex.stopping = 1;
+	if (reaping)
+		pthread_join(reaper, NULL);
 	/* MHD_stop_daemon closes the listening socket it was given. */
 	mhd.stop_daemon(daemon);
 	exporter_done(&ex);
@@ -733,8 +867,8 @@ const struct cmd_entry cmd_exporter_entry = {
                    "\n"
                    "Paths: /metrics (Prometheus text format 0.0.4; docs/metrics.md), / (a\n"
                    "page linking to it), /healthz (\"ok\"). SIGINT or SIGTERM stop it (exit 0).\n"
-                   "GPUCTL_EXPORTER_TIMEOUT sets the idle timeout of a connection in seconds\n"
-                   "(default 10).\n",
+                   "GPUCTL_EXPORTER_TIMEOUT sets the idle timeout of a connection and the\n"
+                   "longest a request may last, in seconds (default 10).\n",
         .exec = cmd_exporter_exec,
         .exits = CMD_EXITS_DRIVER,
 };

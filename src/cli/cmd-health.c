@@ -156,13 +156,13 @@ static json_t *finding_json(const struct gpuctl_health_finding *f)
 {
 	json_t *o = json_object();
 
-	if (json_put(o, "check", json_string(f->check)) < 0 ||
-	    json_put(o, "severity", json_string(gpuctl_health_severity_name(f->severity))) < 0 ||
-	    json_put(o, "message", json_string(f->message)) < 0 ||
-	    json_put(o, "action", json_string(f->action)) < 0 ||
+	if (json_put(o, "check", json_text(f->check)) < 0 ||
+	    json_put(o, "severity", json_text(gpuctl_health_severity_name(f->severity))) < 0 ||
+	    json_put(o, "message", json_text(f->message)) < 0 ||
+	    json_put(o, "action", json_text(f->action)) < 0 ||
 	    json_put(o, "xid", f->xid ? json_integer(f->xid) : json_null()) < 0 ||
 	    json_put(o, "xid_class",
-	             f->xid ? json_string(gpuctl_xid_class_name(f->xid_class)) : json_null()) < 0) {
+	             f->xid ? json_text(gpuctl_xid_class_name(f->xid_class)) : json_null()) < 0) {
 		json_decref(o);
 		return NULL;
 	}
@@ -190,7 +190,7 @@ static json_t *gpu_json(const struct gpuctl_snapshot *snap, const struct gpuctl_
 	    json_put(o, "name", json_string_or_null(gpuctl_gpu_str(g, GPUCTL_F_NAME))) < 0 ||
 	    json_put(o, "lost", json_boolean(gpuctl_gpu_lost(g))) < 0 ||
 	    json_put(o, "verdict",
-	             json_string(gpuctl_health_severity_name(gpuctl_health_verdict(rep, idx)))) < 0)
+	             json_text(gpuctl_health_severity_name(gpuctl_health_verdict(rep, idx)))) < 0)
 		goto fail;
 	if (json_put(o, "findings", findings) < 0) {
 		findings = NULL;
@@ -224,11 +224,11 @@ static int print_json(const struct health_args *a, const struct gpuctl_snapshot 
 	    json_put(summary, "warn", json_integer(counts[1])) < 0 ||
 	    json_put(summary, "fail", json_integer(counts[2])) < 0)
 		goto out;
-	if (json_put(root, "verdict", json_string(gpuctl_health_severity_name(worst))) < 0 ||
+	if (json_put(root, "verdict", json_text(gpuctl_health_severity_name(worst))) < 0 ||
 	    json_put(root, "strict", json_boolean(a->strict)) < 0 ||
 	    json_put(root, "kernel_log",
-	             kmsg_read ? json_string(a->kmsg ? a->kmsg : "/dev/kmsg") : json_null()) < 0 ||
-	    json_put(root, "state_file", state_read ? json_string(a->state) : json_null()) < 0)
+	             kmsg_read ? json_text(a->kmsg ? a->kmsg : "/dev/kmsg") : json_null()) < 0 ||
+	    json_put(root, "state_file", state_read ? json_text(a->state) : json_null()) < 0)
 		goto out;
 	r = json_put(root, "summary", summary);
 	summary = NULL;
@@ -623,10 +623,10 @@ static json_t *slurm_json(const struct slurm_result *res)
 {
 	json_t *o = json_object();
 
-	if (json_put(o, "node", json_string(res->node)) < 0 ||
-	    json_put(o, "action", json_string(slurm_action_name(res->action))) < 0 ||
+	if (json_put(o, "node", json_text(res->node)) < 0 ||
+	    json_put(o, "action", json_text(slurm_action_name(res->action))) < 0 ||
 	    json_put(o, "reason",
-	             res->action == SLURM_DRAIN ? json_string(res->reason) : json_null()) < 0) {
+	             res->action == SLURM_DRAIN ? json_text(res->reason) : json_null()) < 0) {
 		json_decref(o);
 		return NULL;
 	}

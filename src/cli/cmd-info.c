@@ -196,7 +196,7 @@ static json_t *strings_json(const char *const *v)
 {
 	json_t *a = json_array();
 	for (size_t i = 0; a && v && v[i]; i++)
-		if (json_array_append_new(a, json_string(v[i])) < 0) {
+		if (json_array_append_new(a, json_text(v[i])) < 0) {
 			json_decref(a);
 			return NULL;
 		}
@@ -224,7 +224,7 @@ static json_t *pools_json(const struct cli *cli, const struct pools *p,
 		int allowed = gpuctl_config_pool_allows(cli->ctx, gpuctl_site_config(cli->site), i,
 		                                        (uint32_t)geteuid());
 		if (!o || json_array_append_new(arr, o) < 0 ||
-		    json_put(o, "name", json_string(name)) < 0 ||
+		    json_put(o, "name", json_text(name)) < 0 ||
 		    json_put(o, "description", json_string_or_null(desc)) < 0 ||
 		    json_put(o, "gpus", gpus) < 0 ||
 		    json_put(o, "users", strings_json(users)) < 0 ||
@@ -306,7 +306,7 @@ static int print_json(const struct cli *cli, const struct info *in, const struct
 	int r = root && warnings && gpus ? 0 : -ENOMEM;
 	for (size_t i = 0; r >= 0 && i < 2; i++)
 		if (in->warnings[i][0] &&
-		    json_array_append_new(warnings, json_string(in->warnings[i])) < 0)
+		    json_array_append_new(warnings, json_text(in->warnings[i])) < 0)
 			r = -ENOMEM;
 	static const enum gpuctl_field fields[] = {
 	        GPUCTL_F_INDEX,
@@ -330,7 +330,7 @@ static int print_json(const struct cli *cli, const struct info *in, const struct
 		if (r >= 0)
 			r = json_put(o, "lost", json_boolean(gpuctl_gpu_lost(gpu)));
 		if (r >= 0)
-			r = json_put(o, "pool", json_string(pool_of(cli, p, i)));
+			r = json_put(o, "pool", json_text(pool_of(cli, p, i)));
 	}
 	if (r >= 0)
 		r = json_put(

@@ -392,7 +392,7 @@ static json_t *gpu_json(const struct list_args *a, const struct gpuctl_gpu *gpu)
 	if (r >= 0)
 		r = json_put(o, "lost", json_boolean(gpuctl_gpu_lost(gpu)));
 	if (r >= 0 && !a->query_text)
-		r = json_put(o, "health", json_string(verdict_text(a, gpu)));
+		r = json_put(o, "health", json_text(verdict_text(a, gpu)));
 	if (r >= 0 && !a->query_text) {
 		/* json_put() steals arr even when it fails, so nothing leaks on error. */
 		arr = json_array();

@@ -214,11 +214,19 @@ static json_t *foreign_json(const struct ps_data *d, const struct gpuctl_snapsho
 	return arr;
 }
 
+/* What a lease's age counts from: when it was taken, else (an older record) when its holder
+ * started. Not the holder's start alone: a holder that waited in line was not leasing. */
+static uint64_t lease_age_base(const struct gpuctl_lease_owner *w)
+{
+	return w->leased_since ? w->leased_since : w->start_time;
+}
+
 /* A lease holder's facts (docs/json.md); NULL when out of memory. */
 static json_t *owner_json(const struct gpuctl_lease_owner *w)
 {
 	time_t now = time(NULL);
-	int rage = w->start_time && now >= 0 && (uint64_t)now >= w->start_time ? 0 : -ENODATA;
+	uint64_t since = lease_age_base(w);
+	int rage = since && now >= 0 && (uint64_t)now >= since ? 0 : -ENODATA;
 	json_t *owner = json_object();
 	if (!owner || json_put(owner, "uid", json_integer(w->uid)) < 0 ||
 	    json_put(owner, "user", json_string_or_null(w->user)) < 0 ||
@@ -229,8 +237,11 @@ static json_t *owner_json(const struct gpuctl_lease_owner *w)
 	    json_put(owner, "label", json_string_or_null(w->label)) < 0 ||
 	    json_put(owner, "start_time",
 	             json_int_or_null(w->start_time ? 0 : -ENODATA, (int64_t)w->start_time)) < 0 ||
-	    json_put(owner, "age_s",
-	             json_int_or_null(rage, (int64_t)((uint64_t)now - w->start_time))) < 0 ||
+	    json_put(owner, "leased_since",
+	             json_int_or_null(w->leased_since ? 0 : -ENODATA, (int64_t)w->leased_since)) <
+	            0 ||
+	    json_put(owner, "age_s", json_int_or_null(rage, (int64_t)((uint64_t)now - since))) <
+	            0 ||
 	    json_put(owner, "share_mem",
 	             json_int_or_null(w->share_mem ? 0 : -ENODATA, (int64_t)w->share_mem)) < 0) {
 		json_decref(owner);
@@ -262,7 +273,7 @@ static json_t *row_json(const struct ps_data *d, const struct gpuctl_snapshot *s
 	for (size_t k = 0; k < row->n_sh; k++)
 		if (json_array_append_new(shares, owner_json(row->sh[k])) < 0)
 			goto fail;
-	if (json_put(o, "device", json_string(label)) < 0 ||
+	if (json_put(o, "device", json_text(label)) < 0 ||
 	    json_put(o, "index", json_integer((json_int_t)row->gpu)) < 0 ||
 	    json_put(o, "mig_index", json_int_or_null(rmi, midx)) < 0 ||
 	    json_put(o, "uuid", json_string_or_null(uuid)) < 0 ||
@@ -270,9 +281,9 @@ static json_t *row_json(const struct ps_data *d, const struct gpuctl_snapshot *s
 	             json_string_or_null(g ? gpuctl_gpu_str(g, GPUCTL_F_PCI_BUS_ID) : NULL)) < 0 ||
 	    json_put(o, "name", json_string_or_null(g ? gpuctl_gpu_str(g, GPUCTL_F_NAME) : NULL)) <
 	            0 ||
-	    json_put(o, "state", json_string(state_name(row))) < 0 ||
-	    json_put(o, "pool", json_string(pool_name(d, row))) < 0 ||
-	    json_put(o, "health", json_string(verdict_name(d, row))) < 0 ||
+	    json_put(o, "state", json_text(state_name(row))) < 0 ||
+	    json_put(o, "pool", json_text(pool_name(d, row))) < 0 ||
+	    json_put(o, "health", json_text(verdict_name(d, row))) < 0 ||
 	    json_put(o, "reason", json_string_or_null(row->reason)) < 0 ||
 	    json_put(o, "shared_declared",
 	             json_int_or_null(row->state == GPUCTL_LEASE_SHARED ? 0 : -ENODATA,
@@ -312,7 +323,7 @@ static int print_json(const struct ps_data *d, const struct gpuctl_snapshot *sna
 		json_decref(arr);
 		return -ENOMEM;
 	}
-	if (json_put(root, "lease_dir", json_string(path)) < 0 ||
+	if (json_put(root, "lease_dir", json_text(path)) < 0 ||
 	    json_put(root, "lease_dir_exists", json_boolean(exists)) < 0) {
 		json_decref(arr);
 		goto out;
@@ -400,7 +411,7 @@ static int print_table(const struct ps_data *d, const struct gpuctl_snapshot *sn
 					command = w->command;
 				if (w->label && w->label[0])
 					lab = w->label;
-				format_age(w->start_time, age, sizeof(age));
+				format_age(lease_age_base(w), age, sizeof(age));
 			} else if (row->state == GPUCTL_LEASE_HELD ||
 			           row->state == GPUCTL_LEASE_SHARED) {
 				snprintf(user, sizeof(user), "unknown");
@@ -562,7 +573,7 @@ static int ps_waiting(struct cli *cli, const char *lease_dir, bool json)
 			if (!o || json_array_append_new(arr, o) < 0)
 				r = -ENOMEM;
 		}
-		if (r >= 0 && (json_put(root, "lease_dir", json_string(path)) < 0 ||
+		if (r >= 0 && (json_put(root, "lease_dir", json_text(path)) < 0 ||
 		               json_put(root, "waiting", arr) < 0))
 			r = -ENOMEM;
 		else if (r < 0)
@@ -691,7 +702,7 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 	if (r < 0) {
 		const char *msg = gpuctl_errmsg(cli->ctx);
 		cli_error("ps: lease directory %s: %s", path, msg && msg[0] ? msg : strerror(-r));
-		status = CLI_EXIT_FAILURE;
+		status = r == -EAGAIN ? CLI_EXIT_BUSY : CLI_EXIT_FAILURE;
 		goto out;
 	}
 	for (size_t i = 0; i < d.nrows; i++) {
@@ -732,5 +743,5 @@ const struct cmd_entry cmd_ps_entry = {
                    "pid, command, label, age), unusable or uninitialised (why), or busy with\n"
                    "compute processes that belong to no lease (user:pid(memory)).\n",
         .exec = cmd_ps_exec,
-        .exits = CMD_EXITS_DRIVER,
+        .exits = CMD_EXITS_DRIVER | CMD_EXITS_BUSY,
 };

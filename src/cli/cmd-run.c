@@ -1254,5 +1254,6 @@ const struct cmd_entry cmd_run_entry = {
         "directory is exit 1; devices all leased, exit 3. With --retry each process leads a\n"
         "process group of its own; exit 5: a GPU failed again and no failover was left.\n",
         .exec = cmd_run_exec,
-        .exits = CMD_EXITS_DRIVER | CMD_EXITS_NOMATCH | CMD_EXITS_RETRY | CMD_EXITS_JOB,
+        .exits = CMD_EXITS_DRIVER | CMD_EXITS_NOMATCH | CMD_EXITS_RETRY | CMD_EXITS_JOB |
+                 CMD_EXITS_BUSY,
 };

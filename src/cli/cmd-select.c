@@ -451,5 +451,5 @@ const struct cmd_entry cmd_select_entry = {
         "SLURM_JOB_GPUS); -v says which variable constrained it. Devices leased in the lease\n"
         "directory are never chosen; without --hold select takes no lease itself.\n",
         .exec = cmd_select_exec,
-        .exits = CMD_EXITS_DRIVER | CMD_EXITS_NOMATCH,
+        .exits = CMD_EXITS_DRIVER | CMD_EXITS_NOMATCH | CMD_EXITS_BUSY,
 };

@@ -210,7 +210,7 @@ static json_t *link_json(const struct gpuctl_snapshot *snap, size_t a, size_t b)
 	    json_put(o, "level_value", code ? json_integer(l.level) : json_null()) < 0 ||
 	    json_put(o, "nvlinks", ok ? json_integer(l.nvlinks) : json_null()) < 0 ||
 	    json_put(o, "nvswitch", ok ? json_boolean(l.nvswitch) : json_null()) < 0 ||
-	    json_put(o, "p2p", ok ? json_string(p2p_code(l.p2p)) : json_null()) < 0 ||
+	    json_put(o, "p2p", ok ? json_text(p2p_code(l.p2p)) : json_null()) < 0 ||
 	    json_put(o, "bandwidth_gbps", ok ? json_real(l.bandwidth) : json_null()) < 0) {
 		json_decref(o);
 		return NULL;

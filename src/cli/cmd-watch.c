@@ -37,6 +37,7 @@
 #include <time.h>
 
 #include "cmd.h"
+#include "format.h"
 #include "parse.h"
 #include "query.h"
 
@@ -304,10 +305,10 @@ static json_t *json_row(const struct watch *w, const struct gpuctl_gpu *gpu, con
 
 	if (!o)
 		return NULL;
-	if ((w->date && json_object_set_new(o, "date", json_string(date)) < 0) ||
-	    (w->time && json_object_set_new(o, "time", json_string(clock)) < 0) ||
+	if ((w->date && json_object_set_new(o, "date", json_text(date)) < 0) ||
+	    (w->time && json_object_set_new(o, "time", json_text(clock)) < 0) ||
 	    json_object_set_new(o, "gpu", json_integer((json_int_t)gpuctl_gpu_index(gpu))) < 0 ||
-	    json_object_set_new(o, "uuid", uuid ? json_string(uuid) : json_null()) < 0 ||
+	    json_object_set_new(o, "uuid", uuid ? json_text(uuid) : json_null()) < 0 ||
 	    json_object_set_new(o, "lost", json_boolean(gpuctl_gpu_lost(gpu))) < 0) {
 		json_decref(o);
 		return NULL;
@@ -380,7 +381,7 @@ static int print_proc_rows(const struct watch *w, const struct gpuctl_gpu *gpu, 
 			if (!o ||
 			    json_object_set_new(o, "pid", json_integer(gpuctl_proc_pid(proc))) <
 			            0 ||
-			    json_object_set_new(o, "type", json_string("C")) < 0) {
+			    json_object_set_new(o, "type", json_text("C")) < 0) {
 				json_decref(o);
 				return -ENOMEM;
 			}
@@ -397,8 +398,8 @@ static int print_proc_rows(const struct watch *w, const struct gpuctl_gpu *gpu, 
 			if (json_object_set_new(o, "fb_mib",
 			                        has_mem ? json_integer(mem / MIB) : json_null()) <
 			            0 ||
-			    json_object_set_new(o, "command",
-			                        cmd ? json_string(cmd) : json_null()) < 0) {
+			    json_object_set_new(o, "command", cmd ? json_text(cmd) : json_null()) <
+			            0) {
 				json_decref(o);
 				return -ENOMEM;
 			}

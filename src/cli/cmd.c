@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "parse.h"
 
 const struct cmd_entry *const cmd_table[] = {
         &cmd_exporter_entry, &cmd_health_entry,  &cmd_help_entry,
@@ -43,6 +44,11 @@ static void print_exits(FILE *f, unsigned exits)
 		      f);
 	if (exits & CMD_EXITS_RETRY)
 		fputs("  5  run --retry gave up: a GPU failed again and no failover was left\n", f);
+	if (exits & CMD_EXITS_BUSY)
+		fputs("  6  the lease directory's select.lock was held too long by another "
+		      "process\n"
+		      "     (the line names it; GPUCTL_LOCK_WAIT, default 10 s)\n",
+		      f);
 	if (exits & CMD_EXITS_HEALTH)
 		fputs("  10 health: some GPU is WARN, none FAIL\n"
 		      "  20 health: some GPU is FAIL\n",
@@ -101,8 +107,8 @@ void cli_usage(FILE *f)
 	      "                       it (docs/device-strings.md, docs/slurm.md)\n"
 	      "\n",
 	      f);
-	print_exits(f, CMD_EXITS_DRIVER | CMD_EXITS_NOMATCH | CMD_EXITS_RETRY | CMD_EXITS_HEALTH |
-	                       CMD_EXITS_JOB);
+	print_exits(f, CMD_EXITS_DRIVER | CMD_EXITS_NOMATCH | CMD_EXITS_RETRY | CMD_EXITS_BUSY |
+	                       CMD_EXITS_HEALTH | CMD_EXITS_JOB);
 	fputs("\nRun 'gpuctl help COMMAND' or 'gpuctl COMMAND --help' for a command's options.\n",
 	      f);
 }
@@ -227,6 +233,16 @@ int cli_context(struct cli *cli)
 	}
 	if (cli->verbose)
 		gpuctl_ctx_set_log(cli->ctx, log_hook, NULL);
+	const char *lw = getenv("GPUCTL_LOCK_WAIT");
+	double secs;
+	if (lw && lw[0]) {
+		if (parse_seconds(lw, 0, 3600, &secs) < 0) {
+			cli_error("GPUCTL_LOCK_WAIT: '%s' is not a number of seconds (0 to 3600)",
+			          lw);
+			return CLI_EXIT_USAGE;
+		}
+		(void)gpuctl_ctx_set_lock_wait(cli->ctx, secs);
+	}
 	return 0;
 }
 

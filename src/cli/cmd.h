@@ -28,6 +28,8 @@ enum cli_exit {
 	                        * configuration file that does not parse */
 	CLI_EXIT_NOMATCH = 3,  /* no GPU satisfies the request (select/run) */
 	CLI_EXIT_NODRIVER = 4, /* no NVIDIA driver: NVML not found or cannot initialise */
+	CLI_EXIT_BUSY = 6,     /* the lease directory's select.lock was held past its bound by
+	                        * another process (the line names it; docs/leases.md "Bounds") */
 };
 
 /* State shared by main.c and the commands. */
@@ -55,6 +57,7 @@ enum {
 	CMD_EXITS_RETRY = 1u << 2,   /* 5: run --retry gave up */
 	CMD_EXITS_HEALTH = 1u << 3,  /* 10, 20: health's verdicts */
 	CMD_EXITS_JOB = 1u << 4,     /* the command's own status once it started */
+	CMD_EXITS_BUSY = 1u << 5,    /* 6: select.lock held past its bound (docs/leases.md) */
 };
 
 extern const struct cmd_entry cmd_health_entry;

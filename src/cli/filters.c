@@ -10,7 +10,8 @@
  * - The library's errors become exit statuses here and nowhere else: -EINVAL 2, -ENOSPC and
  *   -ETIMEDOUT 3 (too few devices qualify, or not within --wait=SECONDS), -ENODEV 4 (no
  *   driver), everything else 1; its one-line message is printed after the command's name.
- * - --wait: SIGINT and SIGTERM are blocked and taken through a signalfd, which is the
+ * - -EAGAIN (select.lock held past its bound by another process) is exit 6.
+ * - --wait: SIGINT, SIGTERM and SIGHUP are blocked and taken through a signalfd, which is the
  *   library's cancel descriptor, so a signal ends the wait with 128+N and nothing leased. The
  *   --hold holder also stops when the select that started it is gone (its report pipe's reader
  *   closed): both sources are joined in one epoll descriptor.
@@ -164,12 +165,14 @@ static int alloc_status(struct cli *cli, const struct cmd_entry *entry, int r, i
 	case -ENOSPC:
 	case -ETIMEDOUT:
 		return CLI_EXIT_NOMATCH;
+	case -EAGAIN:
+		return CLI_EXIT_BUSY;
 	default:
 		return CLI_EXIT_FAILURE;
 	}
 }
 
-/* A pending SIGINT/SIGTERM on sfd: its number, else 0. */
+/* A pending SIGINT/SIGTERM/SIGHUP on sfd: its number, else 0. */
 static int pending_signal(int sfd)
 {
 	struct signalfd_siginfo si;
@@ -203,6 +206,7 @@ int filters_alloc(struct cli *cli, const struct cmd_entry *entry, struct select_
                   enum gpuctl_alloc_mode mode, const char *command, struct gpuctl_alloc **ret_alloc)
 {
 	struct gpuctl_alloc_request req = o->req;
+	struct sigaction hup;
 	sigset_t set, old;
 	int sfd = -1, cfd = -1, sig = 0, r;
 
@@ -218,6 +222,8 @@ int filters_alloc(struct cli *cli, const struct cmd_entry *entry, struct select_
 		sigemptyset(&set);
 		sigaddset(&set, SIGINT);
 		sigaddset(&set, SIGTERM);
+		if (sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler != SIG_IGN)
+			sigaddset(&set, SIGHUP); /* not under nohup, nor in the --hold holder */
 		sigprocmask(SIG_BLOCK, &set, &old);
 		sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 		cfd = cancel_fd(sfd, o->wait_hangup_fd);

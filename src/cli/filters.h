@@ -87,8 +87,8 @@ enum {
 	"                        MiB, GiB, TiB or K, M, G, T; binary)\n"                           \
 	"  --max-util PCT        GPU utilisation at most PCT percent\n"                            \
 	"  --no-procs            no compute process running on the device\n"                       \
-	"  --only IDS            choose only among these GPUs (indices, UUIDs, UUID prefixes,\n"   \
-	"                        PCI bus ids, comma-separated)\n"                                  \
+	"  --only IDS            choose only among these GPUs (indices, ranges 2-7,\n"             \
+	"                        UUIDs, UUID prefixes, PCI bus ids)\n"                             \
 	"  --exclude IDS         never choose these GPUs\n"                                        \
 	"  --numa NODE           only GPUs attached to CPU NUMA node NODE (also --numa-node)\n"    \
 	"  --mig PROFILE         MIG devices of this profile (1g.10gb, 1g.24gb+me)\n"              \
@@ -121,10 +121,11 @@ int filters_option(const struct cmd_entry *entry, struct select_args *o, int opt
 int filters_check(const struct cmd_entry *entry, struct select_args *o);
 
 /* gpuctl_alloc for o in mode (docs/library.md), with the job's command line for the owner
- * record. With --wait, SIGINT and SIGTERM (and a gone reader of o->wait_hangup_fd, as SIGTERM)
- * end the wait. On failure prints one line and returns the exit status: CLI_EXIT_USAGE for a bad
- * request, CLI_EXIT_NOMATCH when too few devices qualify (or the wait timed out),
- * CLI_EXIT_NODRIVER, 128+N after signal N, else CLI_EXIT_FAILURE. On success returns 0 and sets
+ * record. With --wait, SIGINT, SIGTERM and SIGHUP (unless ignored; and a gone reader of
+ * o->wait_hangup_fd, as SIGTERM) end the wait. On failure prints one line and returns the exit
+ * status: CLI_EXIT_USAGE for a bad request, CLI_EXIT_NOMATCH when too few devices qualify (or the
+ * wait timed out), CLI_EXIT_NODRIVER, CLI_EXIT_BUSY (select.lock held too long), 128+N after
+ * signal N, else CLI_EXIT_FAILURE. On success returns 0 and sets
  * *ret_alloc (caller frees). */
 int filters_alloc(struct cli *cli, const struct cmd_entry *entry, struct select_args *o,
                   enum gpuctl_alloc_mode mode, const char *command,

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "format.h"
+#include "utf8.h"
 
 const char *format_compute_mode(int64_t mode)
 {
@@ -107,9 +108,22 @@ void format_field_smi(const struct gpuctl_gpu *gpu, enum gpuctl_field f, bool un
 	}
 }
 
+json_t *json_text(const char *s)
+{
+	json_t *j = json_string(s); /* NULL: not UTF-8 (or out of memory) */
+	char *fixed;
+
+	if (j || !s)
+		return j;
+	fixed = utf8_valid_copy(s, SIZE_MAX);
+	j = fixed ? json_string(fixed) : NULL;
+	free(fixed);
+	return j;
+}
+
 json_t *json_string_or_null(const char *s)
 {
-	return s ? json_string(s) : json_null();
+	return s ? json_text(s) : json_null();
 }
 
 json_t *json_int_or_null(int r, int64_t v)

@@ -43,7 +43,10 @@ void format_bytes(uint64_t bytes, char *buf, size_t size);
 /* What a waiter asks for, in words: "4 GPUs, only 0,1, max-util 50%". */
 void format_wait_request(const struct gpuctl_wait_entry *w, char *buf, size_t size);
 
-/* json_string(s), or json_null() when s is NULL. */
+/* json_string(s) for text of any bytes: invalid UTF-8 becomes U+FFFD (docs/json.md "Text";
+ * jansson refuses it). NULL when out of memory (or s is NULL). */
+json_t *json_text(const char *s);
+/* json_text(s), or json_null() when s is NULL. */
 json_t *json_string_or_null(const char *s);
 /* json_integer(v) when r >= 0, else json_null(). */
 json_t *json_int_or_null(int r, int64_t v);

@@ -115,16 +115,16 @@ static void print_line(const struct watch_args *w, const struct gpuctl_snapshot 
 	if (w->json) {
 		json_t *o = json_object();
 
-		if (json_put(o, "time", json_string(when)) < 0 ||
+		if (json_put(o, "time", json_text(when)) < 0 ||
 		    json_put(o, "index", json_integer((json_int_t)gpu)) < 0 ||
 		    json_put(o, "uuid", json_string_or_null(uuid)) < 0 ||
-		    json_put(o, "check", json_string(check)) < 0 ||
+		    json_put(o, "check", json_text(check)) < 0 ||
 		    json_put(o, "severity",
-		             cleared ? json_string("OK")
-		                     : json_string(gpuctl_health_severity_name(f->severity))) < 0 ||
+		             cleared ? json_text("OK")
+		                     : json_text(gpuctl_health_severity_name(f->severity))) < 0 ||
 		    json_put(o, "cleared", json_boolean(cleared)) < 0 ||
-		    json_put(o, "message", f ? json_string(f->message) : json_null()) < 0 ||
-		    json_put(o, "action", f ? json_string(f->action) : json_null()) < 0 ||
+		    json_put(o, "message", f ? json_text(f->message) : json_null()) < 0 ||
+		    json_put(o, "action", f ? json_text(f->action) : json_null()) < 0 ||
 		    json_put(o, "xid", f && f->xid ? json_integer(f->xid) : json_null()) < 0) {
 			json_decref(o);
 			return;

@@ -580,6 +580,11 @@ static void render_exporter(struct textbuf *b, const struct metrics_input *in)
 	family(b, "gpuctl_exporter_lease_errors_total", "counter",
 	       "Samples whose lease directory could not be read (no lease metrics then).");
 	textbuf_printf(b, "gpuctl_exporter_lease_errors_total %" PRIu64 "\n", s->lease_errors);
+	family(b, "gpuctl_exporter_last_lease_success", "gauge",
+	       "1 when the latest sample read the lease states (or there is no lease directory); "
+	       "0 when it could not (a select.lock held too long, an unsafe directory): the "
+	       "lease metrics are missing then.");
+	textbuf_printf(b, "gpuctl_exporter_last_lease_success %d\n", s->lease_ok ? 1 : 0);
 	family(b, "gpuctl_exporter_last_sample_success", "gauge",
 	       "1 when the latest sample read NVML successfully, else 0.");
 	textbuf_printf(b, "gpuctl_exporter_last_sample_success %d\n", s->last_ok ? 1 : 0);

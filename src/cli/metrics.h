@@ -73,6 +73,7 @@ struct metrics_stats {
 	uint64_t nvml_errors;   /* samples that failed because NVML did */
 	uint64_t lease_errors;  /* samples whose lease directory could not be read */
 	bool last_ok;           /* the latest sample succeeded */
+	bool lease_ok;          /* the latest sample read the lease states (or there are none) */
 	double last_duration_s; /* how long the latest sample took (snapshot + leases + render) */
 	double last_time_s;     /* when it was taken, seconds since the epoch */
 };

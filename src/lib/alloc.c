@@ -44,9 +44,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "ctx.h"
+#include "lease-internal.h"
 #include "util.h"
 
 /* How often a waiter retries without a file event, and the no-room list's length in names. */
@@ -78,8 +80,11 @@ struct plan {
 	struct gpuctl_snapshot *snap; /* the current snapshot, owned */
 	struct gpuctl_health_report *health;
 	struct gpuctl_devset *within, *pool, *unhealthy, *warned, *leased, *foreign;
-	char *exclude;     /* in.exclude plus the avoided GPUs still listed */
-	char no_room[160]; /* CHOOSE/PREVIEW with share_mem: devices without room */
+	char *exclude;                    /* in.exclude plus the avoided GPUs still listed */
+	char no_room[160];                /* CHOOSE/PREVIEW with share_mem: devices without room */
+	struct gpuctl_devset *sys_leased; /* leased in the system lease directory (another one
+	                                   * is used: plan_system_dir) */
+	char sys_note[256];               /* what the system directory kept from us, for -ENOSPC */
 };
 
 /* The per-GPU fields the filters and the score read (docs/selection.md). */
@@ -118,6 +123,9 @@ static void plan_sets_free(struct plan *p)
 	gpuctl_health_report_free(p->health);
 	p->health = NULL;
 	p->no_room[0] = '\0';
+	gpuctl_devset_free(p->sys_leased);
+	p->sys_leased = NULL;
+	p->sys_note[0] = '\0';
 }
 
 static void plan_done(struct plan *p)
@@ -386,6 +394,142 @@ static int plan_pool(struct plan *p)
 	return 0;
 }
 
+/* Adds one GPU's UUID to the request's exclusions (p->exclude, beside plan_avoid's). */
+static int exclude_add(struct plan *p, const char *uuid)
+{
+	size_t have = p->exclude ? strlen(p->exclude) : (p->in.exclude ? strlen(p->in.exclude) : 0);
+	char *nb = malloc(have + strlen(uuid) + 2);
+
+	if (!nb)
+		return ctx_error(p->ctx, -ENOMEM, "out of memory");
+	(void)snprintf(nb, have + strlen(uuid) + 2, "%s%s%s",
+	               p->exclude ? p->exclude : (p->in.exclude ? p->in.exclude : ""),
+	               have ? "," : "", uuid);
+	free(p->exclude);
+	p->exclude = nb;
+	p->req.exclude = nb;
+	return 0;
+}
+
+/* Appends "label" to the list in p->sys_note after its heading (once). */
+static void sys_note_add(struct plan *p, const char *heading, bool *first, const char *label)
+{
+	size_t l = strlen(p->sys_note);
+
+	(void)snprintf(p->sys_note + l, sizeof(p->sys_note) - l, "%s%s", *first ? heading : ",",
+	               label);
+	*first = false;
+}
+
+/* A lease directory other than the system one (docs/leases.md "Personal lease directories"):
+ * when the system directory ($GPUCTL_SYSTEM_LEASE_DIR, else the configuration's lease_dir, else
+ * /run/gpuctl) exists and is
+ * root's, the devices leased there count as leased here too, and the GPUs of its restricted
+ * pools that the user may not draw from are never chosen (the pools of the configuration that
+ * directory names). Both are refused, not merely warned about: a personal directory is for
+ * keeping one's own jobs apart, not for taking what others hold. */
+static int plan_system_dir(struct plan *p)
+{
+	const char *mine = gpuctl_site_lease_dir_path(p->site);
+	const char *sys = gpuctl_config_settings(gpuctl_site_config(p->site))->lease_dir;
+	struct gpuctl_lease_dir *dir = NULL;
+	struct gpuctl_lease_list *list = NULL;
+	struct gpuctl_config *cfg = NULL;
+	char *cfg_path = NULL, label[48];
+	int *map = NULL;
+	bool first = true;
+	struct stat a, b;
+	int r;
+
+	if (getenv("GPUCTL_SYSTEM_LEASE_DIR") && getenv("GPUCTL_SYSTEM_LEASE_DIR")[0])
+		sys = getenv("GPUCTL_SYSTEM_LEASE_DIR"); /* tests: a machine of their own */
+	else if (!sys)
+		sys = GPUCTL_LEASE_DIR_DEFAULT;
+	if (!gpuctl_site_lease_dir(p->site) || !mine || streq(mine, sys) || stat(sys, &b) < 0 ||
+	    !S_ISDIR(b.st_mode) || b.st_uid != 0 ||
+	    (stat(mine, &a) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino))
+		return 0;
+	r = gpuctl_lease_dir_open(p->ctx, sys, &dir);
+	if (r < 0) {
+		ctx_log(p->ctx, GPUCTL_LOG_DEBUG, "system lease directory %s not used: %s", sys,
+		        gpuctl_errmsg(p->ctx));
+		return 0;
+	}
+	r = gpuctl_lease_list(p->ctx, dir, p->snap, &list);
+	if (r >= 0)
+		r = gpuctl_devset_new(&p->sys_leased);
+	for (size_t i = 0; r >= 0 && i < gpuctl_lease_list_count(list); i++) {
+		size_t gpu;
+		int mig;
+		enum gpuctl_lease_state state;
+
+		r = gpuctl_lease_list_get(list, i, &gpu, &mig, &state, NULL, NULL);
+		if (r < 0 || (state != GPUCTL_LEASE_HELD && state != GPUCTL_LEASE_SHARED))
+			continue;
+		r = gpuctl_devset_add(p->sys_leased, gpu, mig);
+		if (r == -EEXIST)
+			r = 0;
+		gpuctl_device_label(p->snap, gpu, mig, label, sizeof(label));
+		sys_note_add(p, "leased there: ", &first, label);
+	}
+	if (r < 0)
+		goto out;
+	p->req.leased = p->sys_leased; /* LEASE: merged by select-and-lease; else by
+	                                * plan_exclude_leased */
+	if (geteuid() != 0) {
+		/* its pools: root may draw from every pool */
+		bool pfirst = true;
+
+		r = gpuctl_lease_dir_config(p->ctx, dir, &cfg_path);
+		if (r >= 0)
+			r = gpuctl_config_load(
+			        p->ctx, cfg_path ? cfg_path : GPUCTL_CONFIG_DEFAULT_PATH, &cfg);
+		if (r == -ENOENT && !cfg_path)
+			r = 0; /* no configuration: no pools */
+		if (r >= 0 && cfg && gpuctl_config_pool_count(cfg) > 0)
+			r = gpuctl_config_pool_map(p->ctx, cfg, p->snap, &map);
+		for (size_t g = 0; r >= 0 && map && g < gpuctl_snapshot_gpu_count(p->snap); g++) {
+			const char *u =
+			        gpuctl_gpu_str(gpuctl_snapshot_gpu(p->snap, g), GPUCTL_F_UUID);
+			int ok;
+
+			if (map[g] < 0 || !u)
+				continue;
+			ok = gpuctl_config_pool_allows(p->ctx, cfg, (size_t)map[g],
+			                               (uint32_t)geteuid());
+			if (ok < 0) {
+				r = ok;
+				break;
+			}
+			if (ok)
+				continue;
+			r = exclude_add(p, u);
+			gpuctl_device_label(p->snap, g, -1, label, sizeof(label));
+			sys_note_add(p, first ? "in a pool not yours: " : "; in a pool not yours: ",
+			             &pfirst, label);
+		}
+	}
+	if (r >= 0 && p->sys_note[0])
+		ctx_log(p->ctx, GPUCTL_LOG_WARNING,
+		        "system lease directory %s: %s: not chosen in %s", sys, p->sys_note, mine);
+out:
+	if (r < 0)
+		r = ctx_error_prefix(p->ctx, r, "system lease directory %s", sys);
+	free(map);
+	free(cfg_path);
+	gpuctl_config_free(cfg);
+	gpuctl_lease_list_free(list);
+	gpuctl_lease_dir_free(dir);
+	if (r >= 0 && p->sys_note[0]) {
+		char tmp[sizeof(p->sys_note)];
+
+		(void)snprintf(tmp, sizeof(tmp), "%s", p->sys_note);
+		(void)snprintf(p->sys_note, sizeof(p->sys_note),
+		               "system lease directory %.80s: %.140s", sys, tmp);
+	}
+	return r < 0 ? r : 0;
+}
+
 /* A fresh snapshot and every set computed from it (a waiter calls this before every try). */
 static int plan_snapshot(struct plan *p)
 {
@@ -406,6 +550,8 @@ static int plan_snapshot(struct plan *p)
 		r = plan_outer(p);
 	if (r >= 0)
 		r = plan_pool(p);
+	if (r >= 0)
+		r = plan_system_dir(p);
 	return r;
 }
 
@@ -479,6 +625,10 @@ static int plan_exclude_leased(struct plan *p)
 	if (r < 0)
 		return ctx_error_prefix(p->ctx, r, "lease directory %s",
 		                        gpuctl_lease_dir_path(dir));
+	if (r >= 0 && p->sys_leased && lease_devset_merge(p->leased, p->sys_leased) < 0)
+		r = ctx_error(p->ctx, -ENOMEM, "out of memory");
+	if (r < 0)
+		return r;
 	p->req.leased = p->leased;
 	p->req.foreign = p->foreign;
 	ctx_log(p->ctx, GPUCTL_LOG_DEBUG, "%zu device(s) leased in %s",
@@ -543,10 +693,20 @@ static int wait_lease(struct plan *p, struct gpuctl_selection **ret_sel,
 	r = never_satisfiable(p);
 	if (r < 0)
 		return r;
+	/* select.lock too is waited for until the deadline, and the cancel descriptor ends that
+	 * wait as it ends the wait in line (docs/leases.md "Bounds") */
+	if (p->ctx) {
+		p->ctx->lock_in_wait = true;
+		p->ctx->lock_until_ms = deadline;
+		p->ctx->lock_cancel_fd = p->in.cancel_fd;
+	}
 	r = gpuctl_wait_ticket_new(p->ctx, dir, p->snap, &p->req, &ticket);
-	if (r < 0)
-		return ctx_error_prefix(p->ctx, r, "lease directory %s",
-		                        gpuctl_lease_dir_path(dir));
+	if (r < 0) {
+		if (r != -EAGAIN && r != -ECANCELED && r != -EINTR)
+			r = ctx_error_prefix(p->ctx, r, "lease directory %s",
+			                     gpuctl_lease_dir_path(dir));
+		goto out;
+	}
 	for (;;) {
 		bool retry = false;
 
@@ -597,6 +757,10 @@ static int wait_lease(struct plan *p, struct gpuctl_selection **ret_sel,
 	}
 out:
 	gpuctl_wait_ticket_free(ticket);
+	if (p->ctx) {
+		p->ctx->lock_in_wait = false;
+		p->ctx->lock_cancel_fd = -1;
+	}
 	return r;
 }
 
@@ -682,6 +846,12 @@ int gpuctl_alloc(struct gpuctl_ctx *ctx, const struct gpuctl_alloc_request *req,
 		r = plan_exclude_leased(&p);
 		if (r >= 0)
 			r = no_space_with_room(&p, gpuctl_select(ctx, p.snap, &p.req, &a->sel));
+	}
+	if (r == -ENOSPC && p.sys_note[0]) {
+		char msg[sizeof(ctx->errmsg)];
+
+		(void)snprintf(msg, sizeof(msg), "%s", gpuctl_errmsg(ctx));
+		r = ctx_error(ctx, r, "%s (%s)", msg, p.sys_note);
 	}
 	if (r < 0)
 		goto out;

@@ -23,6 +23,7 @@ int gpuctl_ctx_new(struct gpuctl_ctx **ret_ctx)
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
+	ctx->lock_cancel_fd = -1;
 	*ret_ctx = ctx;
 	return 0;
 }
@@ -36,4 +37,13 @@ void gpuctl_ctx_free(struct gpuctl_ctx *ctx)
 		free(ctx->once[i]);
 	free(ctx->once);
 	free(ctx);
+}
+
+int gpuctl_ctx_set_lock_wait(struct gpuctl_ctx *ctx, double seconds)
+{
+	if (!ctx || !(seconds >= 0 && seconds <= 3600))
+		return -EINVAL;
+	ctx->lock_wait_set = true;
+	ctx->lock_wait_ms = (int64_t)(seconds * 1000.0);
+	return 0;
 }

@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gpuctl/gpuctl.h"
 #include "util.h"
@@ -32,6 +33,12 @@ struct gpuctl_ctx {
 	char **once;                 /* keys already logged once (ctx_log_once), owned */
 	size_t n_once;               /* entries used in once */
 	size_t cap_once;             /* entries allocated in once */
+	/* how long lease calls wait for DIR/select.lock (lease-dir.c, docs/leases.md "Bounds") */
+	bool lock_wait_set;    /* gpuctl_ctx_set_lock_wait was called */
+	int64_t lock_wait_ms;  /* its value */
+	bool lock_in_wait;     /* gpuctl_alloc is waiting in line: the two below rule instead */
+	int64_t lock_until_ms; /* monotonic_ms() deadline of that wait, INT64_MAX: none */
+	int lock_cancel_fd;    /* its cancel descriptor, -1: none */
 };
 
 /* ctx-log.c: stores the message and returns r (a -errno). */

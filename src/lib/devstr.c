@@ -84,6 +84,7 @@
 #include "gres.h"
 #include "mig-profile.h"
 #include "snapshot-internal.h"
+#include "utf8.h"
 #include "util.h"
 
 #define QUOTE_MAX   64  /* longest entry quoted in a message */
@@ -1244,28 +1245,17 @@ static void sb_shell_word(struct sbuf *b, const char *s)
 
 static void sb_json_string(struct sbuf *b, const char *s)
 {
+	_cleanup_free_ char *q = NULL;
+
 	if (!s) {
 		sb_puts(b, "null");
 		return;
 	}
-	sb_puts(b, "\"");
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\') {
-			char e[2] = {'\\', (char)c};
-			sb_append(b, e, 2);
-		} else if (c == '\n') {
-			sb_puts(b, "\\n");
-		} else if (c == '\t') {
-			sb_puts(b, "\\t");
-		} else if (c < 0x20 || c == 0x7f) {
-			sb_printf(b, "\\u%04x", c);
-		} else {
-			sb_append(b, s, 1);
-		}
-	}
-	sb_puts(b, "\"");
+	q = utf8_json_quote(s, SIZE_MAX); /* invalid UTF-8 becomes U+FFFD (utf8.h) */
+	if (!q)
+		b->oom = true;
+	else
+		sb_puts(b, q);
 }
 
 /* What a renderer works from. */

@@ -6,7 +6,9 @@
  * - Entries are separated by ','; blanks (space, tab, newline) around an entry are ignored.
  *   An empty entry ("0,,1", a trailing comma, an empty or all-blank list) is an error: a typo
  *   must not silently select fewer GPUs.
- * - An entry of decimal digits only is an index (leading zeros allowed). Anything else with a
+ * - An entry of decimal digits only is an index (leading zeros allowed); "N-M", digits on both
+ *   sides of one dash, is the indices N to M (N <= M), as the configuration's `gpus` accepts
+ *   (a UUID prefix always has letters or "GPU-", so no UUID reads as a range). Anything else with a
  *   ':' is a PCI bus id in one of NVML's forms ("00000000:07:00.0", "0000:07:00.0", "07:00.0";
  *   hex, any case), compared by value, so "0:7:0.0" names the same GPU.
  * - Otherwise the entry is a UUID or UUID prefix, compared case-insensitively, dashes included.
@@ -244,6 +246,19 @@ static int resolve_one(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *sna
 	return resolve_uuid(ctx, snap, e, len, q, ret);
 }
 
+/* "N-M" with digits on both sides of its one dash: the first index and the dash. */
+static const char *range_dash(const char *e, size_t len)
+{
+	const char *dash = memchr(e, '-', len);
+
+	if (!dash || dash == e || dash == e + len - 1)
+		return NULL;
+	for (const char *c = e; c < e + len; c++)
+		if (c != dash && !isdigit((unsigned char)*c))
+			return NULL;
+	return dash;
+}
+
 static bool is_blank(char c)
 {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
@@ -263,7 +278,7 @@ int gpuctl_ids_resolve(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *sna
 	for (p = ids; *p; p++)
 		if (*p == ',')
 			n_entries++;
-	out = calloc(n_entries, sizeof(*out));
+	out = calloc(n_entries > snap->n_gpus ? n_entries : snap->n_gpus, sizeof(*out));
 	seen = calloc(snap->n_gpus ? snap->n_gpus : 1, sizeof(*seen));
 	if (!out || !seen)
 		return ctx_error(ctx, -ENOMEM, "out of memory");
@@ -289,13 +304,31 @@ int gpuctl_ids_resolve(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *sna
 			return ctx_error(ctx, -EINVAL,
 			                 "'%s': entry %zu of the GPU id list is empty", q, pos);
 		}
-		r = resolve_one(ctx, snap, s, (size_t)(e - s), &idx);
+		const char *dash = range_dash(s, (size_t)(e - s));
+		size_t hi;
+
+		if (dash) {
+			char q[QUOTE_MAX + 4];
+
+			quote_text(q, sizeof(q), s, (size_t)(e - s), QUOTE_MAX);
+			r = resolve_index(ctx, snap, s, (size_t)(dash - s), q, &idx);
+			if (r >= 0)
+				r = resolve_index(ctx, snap, dash + 1, (size_t)(e - dash - 1), q,
+				                  &hi);
+			if (r >= 0 && hi < idx)
+				r = ctx_error(ctx, -EINVAL,
+				              "'%s': range goes backwards (N-M needs N <= M)", q);
+		} else {
+			r = resolve_one(ctx, snap, s, (size_t)(e - s), &idx);
+			hi = idx;
+		}
 		if (r < 0)
 			return r;
-		if (!seen[idx]) {
-			seen[idx] = true;
-			out[n_out++] = idx;
-		}
+		for (; idx <= hi; idx++)
+			if (!seen[idx]) {
+				seen[idx] = true;
+				out[n_out++] = idx;
+			}
 		if (!end)
 			break;
 		p = end + 1;

@@ -18,6 +18,9 @@
  *   (stricter than "root or us": a locks/ of another user could have its files unlinked).
  * - A missing lock file in a directory of ours reads as FREE (nobody can hold a lock on a file
  *   that does not exist; select-and-lease creates it); in someone else's, UNINITIALISED.
+ * - select.lock is never waited for without a bound (docs/leases.md "Bounds"): any user can
+ *   hold it, so a wait polls LOCK_NB until the context's deadline or cancel descriptor, and a
+ *   timeout names the holder from /proc/locks (-EAGAIN).
  * - select.lock is opened afresh for every select-and-lease, never kept in the handle: a
  *   forked child sharing the parent's open file description would not be excluded by it.
  * - Sharing (docs/leases.md "Sharing"): a device is SHARED when an exclusive probe fails and a
@@ -26,11 +29,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,8 +45,7 @@
 #include "snapshot-internal.h"
 #include "util.h"
 
-#define DEFAULT_LEASE_DIR "/run/gpuctl"
-#define CONFIG_PIN_MAX    4096 /* bytes of DIR/config */
+#define CONFIG_PIN_MAX 4096 /* bytes of DIR/config */
 
 /* ---- reaching files below DIR ---- */
 
@@ -109,9 +114,10 @@ int lease_check_fd(struct gpuctl_ctx *ctx, int fd, const char *path, bool want_d
 		                 want_dir ? "directory" : "regular file");
 	if (want_uid == (uid_t)-1 ? (st.st_uid != 0 && st.st_uid != geteuid())
 	                          : st.st_uid != want_uid)
-		return ctx_error(ctx, -EPERM, "lease directory '%s': owned by uid %u, not by %s",
+		return ctx_error(ctx, -EPERM, "lease directory '%s': owned by uid %u, not by %s %u",
 		                 path, (unsigned)st.st_uid,
-		                 want_uid == (uid_t)-1 ? "root or you" : "the directory's owner");
+		                 want_uid == (uid_t)-1 ? "root or you, uid" : "uid",
+		                 (unsigned)(want_uid == (uid_t)-1 ? geteuid() : want_uid));
 	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(sticky_ok && (st.st_mode & S_ISVTX)))
 		return ctx_error(ctx, -EPERM,
 		                 "lease directory '%s': writable by group or others (mode %04o)",
@@ -242,6 +248,90 @@ static int open_top(struct gpuctl_ctx *ctx, const char *path, int *ret_fd)
 	return lease_open_at(ctx, pfd, base, path, true, true, 0755, ret_fd);
 }
 
+/* Whether a directory on the way to a lease directory of root's is safe from other users: owned
+ * by root and writable by no one else, or sticky (/tmp: others cannot replace what root made). */
+static bool root_dir_safe(const struct stat *st)
+{
+	return S_ISDIR(st->st_mode) && st->st_uid == 0 &&
+	       (!(st->st_mode & (S_IWGRP | S_IWOTH)) || (st->st_mode & S_ISVTX));
+}
+
+/* Root only (docs/leases.md "Checks"): every component of path must be one no other user could
+ * have replaced, so that root never creates anything where a user's symlink points (with
+ * fs.protected_symlinks=0, /tmp/x -> /etc would make root create /etc/sub). The path as
+ * written: each existing component that is a symlink belongs to root; where it leads (its
+ * realpath): each directory belongs to root and is writable by root only, or sticky. 0 or
+ * -EPERM with one line naming the component. */
+static int root_path_check(struct gpuctl_ctx *ctx, const char *path)
+{
+	char abs[4096], real[4096], probe[4096];
+	size_t n;
+	struct stat st;
+
+	if (path[0] == '/') {
+		if (snprintf(abs, sizeof(abs), "%s", path) >= (int)sizeof(abs))
+			return ctx_error(ctx, -ENAMETOOLONG, "lease directory '%s': too long",
+			                 path);
+	} else {
+		char cwd[2048];
+		if (!getcwd(cwd, sizeof(cwd)) ||
+		    snprintf(abs, sizeof(abs), "%s/%s", cwd, path) >= (int)sizeof(abs))
+			return ctx_error(ctx, -ENAMETOOLONG, "lease directory '%s': too long",
+			                 path);
+	}
+	/* DIR itself is checked where it is opened (O_NOFOLLOW, owner, mode): what lies above */
+	n = strlen(abs);
+	while (n > 1 && abs[n - 1] == '/')
+		abs[--n] = '\0';
+	while (n > 1 && abs[n - 1] != '/')
+		abs[--n] = '\0';
+	if (n > 1)
+		abs[--n] = '\0';
+	/* the path as written, prefix by prefix: symlinks must be root's; stop at the first
+	 * missing component (open_top creates the last one at most) */
+	for (size_t i = 1; i <= n; i++) {
+		if (i < n && abs[i] != '/')
+			continue;
+		memcpy(probe, abs, i);
+		probe[i] = '\0';
+		if (lstat(probe, &st) < 0)
+			break;
+		if (S_ISLNK(st.st_mode) && st.st_uid != 0)
+			return ctx_error(ctx, -EPERM,
+			                 "lease directory '%s': '%s' is a symlink of uid %u, which "
+			                 "could point anywhere: root uses no path another user can "
+			                 "change",
+			                 path, probe, (unsigned)st.st_uid);
+	}
+	/* where it leads: the deepest existing prefix, resolved, and every directory above it */
+	snprintf(probe, sizeof(probe), "%s", abs);
+	while (!realpath(probe, real)) {
+		char *slash = strrchr(probe, '/');
+		if (errno != ENOENT || !slash || slash == probe)
+			return 0; /* nothing resolvable: open_top says what is wrong */
+		*slash = '\0';
+	}
+	n = strlen(real);
+	for (size_t i = 1; i <= n; i++) {
+		if (i < n && real[i] != '/')
+			continue;
+		memcpy(probe, real, i);
+		probe[i] = '\0';
+		if (lstat(probe, &st) < 0)
+			return 0;
+		if (S_ISDIR(st.st_mode) && !root_dir_safe(&st))
+			return ctx_error(
+			        ctx, -EPERM,
+			        "lease directory '%s': '%s' belongs to uid %u (mode %04o): "
+			        "root uses no path another user can change",
+			        path, probe, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	}
+	if (lstat("/", &st) == 0 && !root_dir_safe(&st))
+		return ctx_error(ctx, -EPERM, "lease directory '%s': '/' is writable by others",
+		                 path);
+	return 0;
+}
+
 int gpuctl_lease_dir_open(struct gpuctl_ctx *ctx, const char *path,
                           struct gpuctl_lease_dir **ret_dir)
 {
@@ -256,7 +346,7 @@ int gpuctl_lease_dir_open(struct gpuctl_ctx *ctx, const char *path,
 	if (!path || !*path)
 		path = getenv("GPUCTL_LEASE_DIR");
 	if (!path || !*path)
-		path = DEFAULT_LEASE_DIR;
+		path = GPUCTL_LEASE_DIR_DEFAULT;
 	dir = calloc(1, sizeof(*dir));
 	if (!dir)
 		return ctx_error(ctx, -ENOMEM, "out of memory");
@@ -265,6 +355,8 @@ int gpuctl_lease_dir_open(struct gpuctl_ctx *ctx, const char *path,
 	if (!dir->path)
 		return ctx_error(ctx, -ENOMEM, "out of memory");
 
+	if (geteuid() == 0 && (r = root_path_check(ctx, path)) < 0)
+		return r;
 	r = open_top(ctx, path, &dir->fd);
 	if (r < 0)
 		return r;
@@ -537,7 +629,198 @@ int lease_probe(const struct gpuctl_lease_dir *dir, const char *uuid, bool creat
 	return GPUCTL_LEASE_UNUSABLE;
 }
 
+/* ---- a user's own directory in owners/ and queue/ ---- */
+
+#define OWN_SUFFIX_LEN 16 /* hex digits after "<uid>." */
+
+bool lease_user_dir_name(const char *name, uint64_t *ret_uid)
+{
+	const char *dot = strchr(name, '.');
+	size_t n = dot ? (size_t)(dot - name) : strlen(name);
+	uint64_t uid;
+
+	if (dot && (strlen(dot + 1) != OWN_SUFFIX_LEN ||
+	            strspn(dot + 1, "0123456789abcdef") != OWN_SUFFIX_LEN))
+		return false;
+	if (!lease_parse_u64(name, n, &uid) || uid >= UINT32_MAX)
+		return false;
+	*ret_uid = uid;
+	return true;
+}
+
+/* Whether fd is a directory of ours that no one else may write. */
+static bool own_dir_ok(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+	       !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+/* An existing "<euid>.<hex>" of ours under parent_fd, else -1. */
+static int own_dir_find(int parent_fd, const char *prefix)
+{
+	_cleanup_(closedirp) DIR *d = lease_dir_reopen(parent_fd);
+	struct dirent *de;
+	size_t pl = strlen(prefix);
+
+	while (d && (de = readdir(d))) {
+		uint64_t uid;
+		int fd;
+
+		if (strncmp(de->d_name, prefix, pl) != 0 || de->d_name[pl] != '.' ||
+		    !lease_user_dir_name(de->d_name, &uid))
+			continue;
+		fd = openat(parent_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0 && own_dir_ok(fd))
+			return fd;
+		if (fd >= 0)
+			close(fd);
+	}
+	return -1;
+}
+
+int lease_own_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, int parent_fd,
+                       const char *parent, bool create, int *ret_fd)
+{
+	char name[16], path[4096];
+	_cleanup_close_ int fd = -1;
+	int r;
+
+	if (parent_fd < 0)
+		return -ENOENT;
+	(void)snprintf(name, sizeof(name), "%u", (unsigned)geteuid());
+	(void)snprintf(path, sizeof(path), "%s/%s/%s", dir->path, parent, name);
+	r = lease_open_at(ctx, parent_fd, name, path, true, create, 0755, &fd);
+	if (r == -ENOENT || r == -ENOMEM)
+		return r;
+	if (r >= 0 && own_dir_ok(fd)) {
+		*ret_fd = TAKE_FD(fd);
+		return 0;
+	}
+	/* Taken: in a sticky world-writable parent another user can make "<our uid>" first (or
+	 * it is not ours for some other reason). Ours is then "<uid>.<random hex>", which readers
+	 * accept when its owner is that uid (docs/leases.md "What one user can do to another"). */
+	ctx_log(ctx, GPUCTL_LOG_DEBUG, "'%s' is not a directory of uid %u: using %s/%s.<random>",
+	        path, (unsigned)geteuid(), parent, name);
+	fd = own_dir_find(parent_fd, name);
+	for (int tries = 0; fd < 0 && create && tries < 16; tries++) {
+		uint64_t rnd = 0;
+		char alt[48];
+
+		if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
+			rnd = ((uint64_t)getpid() << 32) ^ (uint64_t)monotonic_ms() ^
+			      ((uint64_t)tries * 0x9e3779b97f4a7c15ull);
+		(void)snprintf(alt, sizeof(alt), "%s.%016" PRIx64, name, rnd);
+		if (mkdirat(parent_fd, alt, 0700) < 0) {
+			if (errno == EEXIST)
+				continue;
+			return ctx_error(ctx, -errno,
+			                 "lease directory '%s/%s/%s': cannot create: %s", dir->path,
+			                 parent, alt, strerror(errno));
+		}
+		fd = openat(parent_fd, alt, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0 && (fchmod(fd, 0755) < 0 || !own_dir_ok(fd))) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	if (fd < 0)
+		return create ? ctx_error(ctx, -EPERM,
+		                          "lease directory '%s': not a directory of uid %u, and no "
+		                          "other could be made",
+		                          path, (unsigned)geteuid())
+		              : -ENOENT;
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
 /* ---- select.lock ---- */
+
+/* The poll interval of a lock wait: 1 ms, doubling to LOCK_POLL_MAX_MS. flock(2) has no
+ * timeout and a blocking one cannot watch a cancel descriptor, so a busy select.lock is
+ * retried with LOCK_NB; a select-and-lease holds it for milliseconds, so the first retries
+ * find it free, and a lock held longer costs a waiter about 16 wake-ups a second. */
+#define LOCK_POLL_MAX_MS 64
+
+/* "select.lock is held by pid P (user U, comm) for N s or more" into buf. */
+static void holder_line(int fd, const char *path, int64_t waited_ms, char *buf, size_t size)
+{
+	struct stat st, pst;
+	pid_t pid = fstat(fd, &st) == 0 ? lease_lock_holder(st.st_dev, st.st_ino, true) : 0;
+	char proc[64], comm[64] = "";
+	_cleanup_free_ char *user = NULL;
+
+	if (pid > 0) {
+		_cleanup_close_ int cfd = -1;
+		ssize_t k;
+
+		(void)snprintf(proc, sizeof(proc), "/proc/%d/comm", (int)pid);
+		cfd = open(proc, O_RDONLY | O_CLOEXEC);
+		k = cfd >= 0 ? read(cfd, comm, sizeof(comm) - 1) : -1;
+		comm[k > 0 ? k : 0] = '\0';
+		comm[strcspn(comm, "\n")] = '\0';
+		for (char *c = comm; *c; c++)
+			if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+				*c = '?';
+		(void)snprintf(proc, sizeof(proc), "/proc/%d", (int)pid);
+		if (stat(proc, &pst) == 0 && !(user = lease_user_name(pst.st_uid)) &&
+		    asprintf(&user, "uid %u", (unsigned)pst.st_uid) < 0)
+			user = NULL;
+	}
+	if (pid > 0)
+		(void)snprintf(buf, size, "'%s' is held by pid %d (user %s%s%s) for %lld s or more",
+		               path, (int)pid, user ? user : "?", comm[0] ? ", " : "", comm,
+		               (long long)((waited_ms + 999) / 1000));
+	else
+		(void)snprintf(buf, size, "'%s' is held by another process for %lld s or more",
+		               path, (long long)((waited_ms + 999) / 1000));
+}
+
+/* flock(fd, op) as the context allows (see lease_select_lock_take). */
+static int lock_bounded(struct gpuctl_ctx *ctx, int fd, int op, bool reader, const char *path)
+{
+	int64_t t0 = monotonic_ms(), until, wait_ms = LEASE_LOCK_WAIT_MS;
+	int cancel_fd = -1, step = 1;
+
+	if (ctx && ctx->lock_wait_set)
+		wait_ms = ctx->lock_wait_ms;
+	if (reader && wait_ms > LEASE_LOCK_READ_MS)
+		wait_ms = LEASE_LOCK_READ_MS;
+	until = t0 + wait_ms;
+	if (ctx && ctx->lock_in_wait && !reader) {
+		until = ctx->lock_until_ms;
+		cancel_fd = ctx->lock_cancel_fd;
+	}
+	for (;;) {
+		struct pollfd p = {.fd = cancel_fd, .events = POLLIN};
+		int64_t now, left;
+		int k;
+
+		if (flock(fd, op | LOCK_NB) == 0)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		if (errno != EWOULDBLOCK)
+			return ctx_error(ctx, -errno, "'%s': flock: %s", path, strerror(errno));
+		now = monotonic_ms();
+		left = until - now;
+		if (left <= 0) {
+			char line[CTX_ERRMSG_MAX];
+
+			holder_line(fd, path, now - t0, line, sizeof(line));
+			return ctx_error(ctx, -EAGAIN, "%s", line);
+		}
+		k = poll(&p, 1, left < step ? (int)left : step);
+		if (k < 0 && errno == EINTR)
+			return ctx_error(ctx, -EINTR, "waiting for '%s': interrupted by a signal",
+			                 path);
+		if (k > 0)
+			return ctx_error(ctx, -ECANCELED, "waiting for '%s': cancelled", path);
+		if (step < LOCK_POLL_MAX_MS)
+			step *= 2;
+	}
+}
 
 int lease_select_lock_take(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, int *ret_fd,
                            ino_t *ret_ino)
@@ -556,26 +839,32 @@ int lease_select_lock_take(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir
 	r = lease_check_fd(ctx, sfd, path, false, dir->owner, false, &st);
 	if (r < 0)
 		return r;
-	while (flock(sfd, LOCK_EX) < 0)
-		if (errno != EINTR)
-			return ctx_error(ctx, -errno, "'%s': flock: %s", path, strerror(errno));
+	r = lock_bounded(ctx, sfd, LOCK_EX, false, path);
+	if (r < 0)
+		return r;
 	if (ret_ino)
 		*ret_ino = st.st_ino;
 	*ret_fd = TAKE_FD(sfd);
 	return 0;
 }
 
-int lease_select_lock_shared(const struct gpuctl_lease_dir *dir)
+int lease_select_lock_shared(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
+                             int *ret_fd)
 {
 	_cleanup_close_ int fd =
 	        openat(dir->fd, "select.lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	char path[4096];
 	struct stat st;
+	int r;
 
+	*ret_fd = -1;
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != dir->owner ||
 	    (st.st_mode & (S_IWGRP | S_IWOTH)))
-		return -1;
-	while (flock(fd, LOCK_SH) < 0)
-		if (errno != EINTR)
-			return -1;
-	return TAKE_FD(fd);
+		return 0;
+	(void)snprintf(path, sizeof(path), "%s/select.lock", dir->path);
+	r = lock_bounded(ctx, fd, LOCK_SH, true, path);
+	if (r < 0)
+		return r;
+	*ret_fd = TAKE_FD(fd);
+	return 0;
 }

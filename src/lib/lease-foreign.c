@@ -231,12 +231,13 @@ int gpuctl_lease_foreign(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 {
 	struct gpuctl_lease_request lr;
 	_cleanup_close_ int sfd = -1;
+	int r;
 
 	if (!snap || !ret_set)
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
 	lease_request_copy(&lr, lreq);
-	if (dir)
-		sfd = lease_select_lock_shared(dir);
+	if (dir && (r = lease_select_lock_shared(ctx, dir, &sfd)) < 0)
+		return r;
 	return lease_foreign(ctx, dir, snap, &lr, ret_set);
 }
 
@@ -246,14 +247,15 @@ int gpuctl_foreign_scan(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 {
 	struct gpuctl_lease_request lr;
 	_cleanup_close_ int sfd = -1;
+	int r;
 
 	if (!snap || !ret)
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
 	if (!(snap->flags & GPUCTL_SNAP_PROCESSES))
 		return ctx_error(ctx, -EINVAL, "the snapshot was taken without its processes");
 	lease_request_copy(&lr, lreq);
-	if (dir)
-		sfd = lease_select_lock_shared(dir);
+	if (dir && (r = lease_select_lock_shared(ctx, dir, &sfd)) < 0)
+		return r;
 	return foreign_scan(ctx, dir, snap, &lr, ret);
 }
 

@@ -139,15 +139,35 @@ int lease_lock_open(const struct gpuctl_lease_dir *dir, const char *uuid, bool c
 int lease_probe(const struct gpuctl_lease_dir *dir, const char *uuid, bool create,
                 struct stat *ret_st, uint64_t *ret_used, char *reason, size_t rsize);
 
-/* Opens select.lock and takes it (blocking). */
+/* Whether name is a user's directory in owners/ or queue/: "<uid>" or "<uid>.<16 hex digits>"
+ * (the second when another user took the first name; either counts only when owned by uid). */
+bool lease_user_dir_name(const char *name, uint64_t *ret_uid);
+
+/* Opens the caller's own directory in parent_fd (DIR/owners or DIR/queue, named parent in
+ * messages), creating it (0755) when create: "<euid>" when that is a directory of the caller's
+ * that others cannot write; else an existing or new "<euid>.<random hex>". -ENOENT when there
+ * is none and create is false. */
+int lease_own_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, int parent_fd,
+                       const char *parent, bool create, int *ret_fd);
+
+/* How long select.lock is waited for (docs/leases.md "Bounds"), unless the context says
+ * otherwise (gpuctl_ctx_set_lock_wait) or gpuctl_alloc waits in line (its deadline). */
+#define LEASE_LOCK_WAIT_MS 10000 /* select-and-lease, wait tickets */
+#define LEASE_LOCK_READ_MS 1000  /* readers: lists, foreign processes, release */
+
+/* Opens select.lock and takes it exclusively, waiting as the context allows: -EAGAIN (the
+ * message names the holder: pid, user, how long), -ECANCELED (the wait's cancel descriptor),
+ * -EINTR (a signal). */
 int lease_select_lock_take(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, int *ret_fd,
                            ino_t *ret_ino);
 
 /* A shared lock on select.lock for readers that probe lock files (list, foreign, ps): probes
  * take flocks themselves, and one taken while a select-and-lease runs could make it see a free
- * device as leased. Returns the descriptor to close, or -1 when select.lock is missing or
- * unsafe (then probe without it: a reader's result is a moment's view anyway). */
-int lease_select_lock_shared(const struct gpuctl_lease_dir *dir);
+ * device as leased. *ret_fd: the descriptor to close, or -1 when select.lock is missing or
+ * unsafe (then probe without it: a reader's result is a moment's view anyway). Errors as
+ * lease_select_lock_take's, after at most LEASE_LOCK_READ_MS. */
+int lease_select_lock_shared(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
+                             int *ret_fd);
 
 /* Whether a probed state means some lease holds the device. */
 static inline bool lease_held(int state)
@@ -168,6 +188,7 @@ struct record {
 	uint32_t job_pid;         /* job, 0 if none */
 	uint64_t job_start_ticks; /* job's start, ticks since boot */
 	uint64_t start_time;      /* holder's start, seconds since the epoch */
+	uint64_t created;         /* when the record was written (the lease taken), 0: unknown */
 	char *user;               /* user name, or NULL */
 	char *command;            /* command line, or NULL */
 	char *label;              /* label, or NULL */
@@ -206,6 +227,17 @@ uint64_t lease_ticks_to_epoch(uint64_t ticks);
 
 /* The name of user uid (malloc'ed), NULL when unknown or out of memory. */
 char *lease_user_name(uid_t uid);
+
+/* A record made from /proc for a lock file (st) held by no counting record (its holder and
+ * job exited, a grandchild that inherited the descriptor keeps the lease): the first process
+ * with a descriptor of that file (its uid, user, pid, start, comm as the command). Only
+ * processes whose /proc/PID/fd the caller may read are seen. -ENOENT when none. */
+int lease_record_from_fds(const struct stat *st, struct record *ret);
+
+/* The pid that took a flock on (dev, ino) per /proc/locks (exclusive ones only, unless
+ * any_kind); 0 if unknown. Pids of lines that match the inode but not the device count only
+ * when no line matches both (overlay file systems report another device). */
+pid_t lease_lock_holder(dev_t dev, ino_t ino, bool any_kind);
 
 /* Opens (creating when create) owners/<euid>/, checked: a real directory of euid, 0755. */
 int lease_user_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, bool create,

@@ -38,6 +38,10 @@
 
 #define TICKET_MAX      4096 /* bytes: a longer ticket is malformed */
 #define TICKET_NAME_MAX 48   /* "<arrival>-<pid>" */
+/* The highest arrival: a name with a higher one is not a ticket, and a new arrival after it is
+ * this again (ordered by uid and pid among equals), so a planted number cannot make the next
+ * one wrap to 0 and go first. 10^15 is more arrivals than any queue lives to see. */
+#define ARRIVAL_MAX 1000000000000000ull
 
 /* A ticket as read back from queue/<uid>/<arrival>-<pid> (strings owned). */
 struct qticket {
@@ -115,7 +119,7 @@ static bool ticket_name_parse(const char *name, uint64_t *ret_arrival, uint32_t 
 	const char *dash = strchr(name, '-');
 	uint64_t a, p;
 
-	if (!dash || !lease_parse_u64(name, (size_t)(dash - name), &a) ||
+	if (!dash || !lease_parse_u64(name, (size_t)(dash - name), &a) || a > ARRIVAL_MAX ||
 	    !lease_parse_u64(dash + 1, strlen(dash + 1), &p) || p == 0 || p > INT32_MAX)
 		return false;
 	*ret_arrival = a;
@@ -253,7 +257,7 @@ static int queue_user_open(const struct gpuctl_lease_dir *dir, const char *name,
 	uint64_t uid;
 	struct stat st;
 
-	if (!lease_parse_u64(name, strlen(name), &uid) || uid > UINT32_MAX - 1)
+	if (!lease_user_dir_name(name, &uid))
 		return -EINVAL;
 	fd = openat(dir->queue_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
@@ -634,7 +638,7 @@ static void ticket_watch(struct gpuctl_wait_ticket *t, const struct gpuctl_lease
 	while ((de = readdir(qd))) {
 		uint64_t uid;
 
-		if (de->d_name[0] == '.' || !lease_parse_u64(de->d_name, strlen(de->d_name), &uid))
+		if (de->d_name[0] == '.' || !lease_user_dir_name(de->d_name, &uid))
 			continue;
 		(void)snprintf(path, sizeof(path), "%s/queue/%s", t->dir_path, de->d_name);
 		(void)inotify_add_watch(t->ifd, path,
@@ -668,7 +672,7 @@ int gpuctl_wait_ticket_new(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	_cleanup_(gpuctl_wait_ticket_freep) struct gpuctl_wait_ticket *t = NULL;
 	_cleanup_close_ int sfd = -1, fd = -1;
 	struct sbuf b = {0};
-	char uname[32], path[4096], tmp[64];
+	char path[4096], tmp[64];
 	uint64_t max = 0, start = 0;
 	int r;
 
@@ -691,18 +695,14 @@ int gpuctl_wait_ticket_new(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	r = lease_select_lock_take(ctx, dir, &sfd, NULL);
 	if (r < 0)
 		return r;
-	(void)snprintf(uname, sizeof(uname), "%u", (unsigned)geteuid());
-	(void)snprintf(path, sizeof(path), "%s/queue/%s", dir->path, uname);
-	r = lease_open_at(ctx, dir->queue_fd, uname, path, true, true, 0755, &t->qfd);
+	r = lease_own_dir_open(ctx, dir, dir->queue_fd, "queue", true, &t->qfd);
 	if (r < 0)
 		return r;
-	r = lease_check_fd(ctx, t->qfd, path, true, geteuid(), false, NULL);
-	if (r < 0)
-		return r;
+	(void)snprintf(path, sizeof(path), "%s/queue/%u", dir->path, (unsigned)geteuid());
 	r = queue_scan(dir, false, false, NULL, NULL, &max, NULL);
 	if (r < 0)
 		return ctx_error(ctx, r, "'%s/queue': %s", dir->path, strerror(-r));
-	t->arrival = max + 1;
+	t->arrival = max < ARRIVAL_MAX ? max + 1 : ARRIVAL_MAX; /* saturates, never wraps */
 	(void)snprintf(t->name, sizeof(t->name), "%" PRIu64 "-%u", t->arrival, t->pid);
 
 	/* the content: what decides which devices the request could use */

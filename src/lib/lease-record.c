@@ -42,6 +42,7 @@
 
 #include "ctx.h"
 #include "lease-internal.h"
+#include "utf8.h"
 #include "util.h"
 
 #define RECORD_MAX 16384 /* bytes: a longer record is unreadable */
@@ -190,10 +191,7 @@ char *lease_user_name(uid_t uid)
 	return strdup(res->pw_name);
 }
 
-/* The pid that took the flock on (dev, ino) per /proc/locks; 0 if unknown. Pids of lines
- * that match the inode but not the device count only when no line matches both (overlay
- * file systems report another device). */
-static pid_t lock_holder(dev_t dev, ino_t ino)
+pid_t lease_lock_holder(dev_t dev, ino_t ino, bool any_kind)
 {
 	_cleanup_fclose_ FILE *f = fopen("/proc/locks", "re");
 	char line[LOCKS_LINE_MAX];
@@ -214,7 +212,7 @@ static pid_t lock_holder(dev_t dev, ino_t ino)
 		     t = lease_next_tok(&cur))
 			tok[n++] = t;
 		/* "1:" "FLOCK" "ADVISORY" "WRITE" pid "maj:min:ino" start end */
-		if (n < 6 || !streq(tok[1], "FLOCK") || !streq(tok[3], "WRITE"))
+		if (n < 6 || !streq(tok[1], "FLOCK") || (!any_kind && !streq(tok[3], "WRITE")))
 			continue;
 		if (!lease_parse_u64(tok[4], strlen(tok[4]), &pid) || pid > INT32_MAX)
 			continue;
@@ -265,46 +263,27 @@ void lease_sb_add(struct sbuf *b, const char *fmt, ...)
 	b->len += (size_t)w;
 }
 
-/* A JSON string (or null), at most max input bytes (longer text is cut). */
+/* A JSON string (or null), at most max input bytes (longer text is cut; invalid UTF-8 becomes
+ * U+FFFD, utf8.h). */
 static void sb_str(struct sbuf *b, const char *s, size_t max)
 {
+	_cleanup_free_ char *q = NULL;
+
 	if (!s) {
 		lease_sb_add(b, "null");
 		return;
 	}
-	lease_sb_add(b, "\"");
-	for (size_t i = 0; s[i] && i < max; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c == '"' || c == '\\')
-			lease_sb_add(b, "\\%c", c);
-		else if (c < 0x20 || c == 0x7f)
-			lease_sb_add(b, "\\u%04x", c);
-		else
-			lease_sb_add(b, "%c", c);
-	}
-	lease_sb_add(b, "\"");
+	q = utf8_json_quote(s, max);
+	if (!q)
+		b->oom = true;
+	else
+		lease_sb_add(b, "%s", q);
 }
 
 int lease_user_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, bool create,
                         int *ret_fd)
 {
-	char name[32], path[4096];
-	_cleanup_close_ int fd = -1;
-	int r;
-
-	if (dir->owners_fd < 0)
-		return -ENOENT;
-	(void)snprintf(name, sizeof(name), "%u", (unsigned)geteuid());
-	(void)snprintf(path, sizeof(path), "%s/owners/%s", dir->path, name);
-	r = lease_open_at(ctx, dir->owners_fd, name, path, true, create, 0755, &fd);
-	if (r < 0)
-		return r;
-	r = lease_check_fd(ctx, fd, path, true, geteuid(), false, NULL);
-	if (r < 0)
-		return r;
-	*ret_fd = TAKE_FD(fd);
-	return 0;
+	return lease_own_dir_open(ctx, dir, dir->owners_fd, "owners", create, ret_fd);
 }
 
 /* Writes owners/<euid>/<name> atomically: a temporary file of a random name, fsync, renameat. */
@@ -580,6 +559,8 @@ static int record_parse(const char *text, size_t len, struct record *r)
 				r->job_pid = (uint32_t)num;
 			else if (streq(key, "job_start_ticks"))
 				r->job_start_ticks = num;
+			else if (streq(key, "created"))
+				r->created = num;
 			else if (streq(key, "start_time"))
 				r->start_time = num;
 			else if (streq(key, "user"))
@@ -694,7 +675,7 @@ int lease_records_load(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *di
 		struct stat st;
 		uint64_t uid;
 
-		if (!lease_parse_u64(de->d_name, strlen(de->d_name), &uid) || uid >= UINT32_MAX ||
+		if (!lease_user_dir_name(de->d_name, &uid) ||
 		    (only_uid != (uid_t)-1 && uid != only_uid))
 			continue;
 		ufd = openat(dir->owners_fd, de->d_name,
@@ -775,7 +756,7 @@ void lease_records_prune_shared(int ufd)
 
 ssize_t lease_record_pick(const struct record *v, size_t n, const char *uuid, const struct stat *st)
 {
-	pid_t holder = st ? lock_holder(st->st_dev, st->st_ino) : 0;
+	pid_t holder = st ? lease_lock_holder(st->st_dev, st->st_ino, false) : 0;
 	ssize_t only = -1;
 	size_t count = 0;
 
@@ -789,6 +770,57 @@ ssize_t lease_record_pick(const struct record *v, size_t n, const char *uuid, co
 		only = (ssize_t)i;
 	}
 	return holder <= 0 && count == 1 ? only : -1;
+}
+
+int lease_record_from_fds(const struct stat *st, struct record *ret)
+{
+	_cleanup_(closedirp) DIR *proc = opendir("/proc");
+	struct dirent *pe;
+
+	if (!st || !proc)
+		return -ENOENT;
+	while ((pe = readdir(proc))) {
+		char path[64], comm[64] = "";
+		_cleanup_(closedirp) DIR *fds = NULL;
+		struct dirent *fe;
+		struct stat pst, fst;
+		uint64_t pid, start = 0;
+		bool found = false;
+
+		if (!lease_parse_u64(pe->d_name, strlen(pe->d_name), &pid) || pid > INT32_MAX)
+			continue;
+		(void)snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+		fds = opendir(path);
+		while (fds && !found && (fe = readdir(fds))) {
+			if (fe->d_name[0] == '.')
+				continue;
+			found = fstatat(dirfd(fds), fe->d_name, &fst, 0) == 0 &&
+			        fst.st_dev == st->st_dev && fst.st_ino == st->st_ino;
+		}
+		(void)snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+		if (!found || stat(path, &pst) < 0 || lease_proc_stat((pid_t)pid, NULL, &start) < 0)
+			continue;
+		(void)snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+		{
+			_cleanup_close_ int cfd = open(path, O_RDONLY | O_CLOEXEC);
+			ssize_t k = cfd >= 0 ? read(cfd, comm, sizeof(comm) - 1) : -1;
+
+			comm[k > 0 ? k : 0] = '\0';
+			comm[strcspn(comm, "\n")] = '\0';
+			for (char *c = comm; *c; c++)
+				if ((unsigned char)*c < 0x20 || *c == 0x7f)
+					*c = '?'; /* as records read back */
+		}
+		*ret = (struct record){.uid = pst.st_uid,
+		                       .pid = (uint32_t)pid,
+		                       .pid_start_ticks = start,
+		                       .start_time = lease_ticks_to_epoch(start),
+		                       .pid_alive = true};
+		ret->user = lease_user_name(pst.st_uid);
+		ret->command = comm[0] ? strdup(comm) : NULL;
+		return 0;
+	}
+	return -ENOENT;
 }
 
 int lease_record_parse_text(const char *text, size_t len, const char *uuid)

@@ -160,6 +160,7 @@ static struct gpuctl_lease_owner owner_of(const struct record *r)
 	        .command = r->command,
 	        .label = r->label,
 	        .share_mem = r->shared ? r->share_mem : 0,
+	        .leased_since = r->created,
 	};
 }
 
@@ -200,7 +201,9 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 
 	if (!dir || !snap || !ret_list)
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
-	sfd = lease_select_lock_shared(dir);
+	r = lease_select_lock_shared(ctx, dir, &sfd);
+	if (r < 0)
+		return r;
 	for (size_t g = 0; g < snap->n_gpus; g++)
 		total += 1 + snap->gpus[g].n_migs;
 	l = calloc(1, sizeof(*l));
@@ -246,10 +249,12 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 			if (e->state != GPUCTL_LEASE_HELD)
 				continue;
 			k = lease_record_pick(recs, n_recs, u, &st);
-			if (k < 0)
-				continue;
-			e->rec = recs[k];
-			recs[k] = (struct record){0}; /* taken */
+			if (k >= 0) {
+				e->rec = recs[k];
+				recs[k] = (struct record){0}; /* taken */
+			} else if (lease_record_from_fds(&st, &e->rec) < 0) {
+				continue; /* owner unknown */
+			}
 			e->has_owner = true;
 			e->owner = owner_of(&e->rec);
 		}
@@ -638,7 +643,10 @@ int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 
 	if (!dir || !snap)
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
-	sfd = lease_select_lock_shared(dir); /* its probes must not disturb a select-and-lease */
+	/* its probes must not disturb a select-and-lease; a select.lock held past the readers'
+	 * bound does not keep a user from ending their own holders (docs/leases.md "Bounds") */
+	if (lease_select_lock_shared(ctx, dir, &sfd) < 0)
+		ctx_log(ctx, GPUCTL_LOG_WARNING, "%s (releasing without it)", gpuctl_errmsg(ctx));
 	r = lease_records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
 	if (r < 0)
 		return r;

@@ -34,8 +34,7 @@
 #include "ctx.h"
 #include "util.h"
 
-#define SITE_DEFAULT_LEASE_DIR "/run/gpuctl"
-#define SITE_STATE_FILE        "gpuctl-health.state"
+#define SITE_STATE_FILE "gpuctl-health.state"
 
 struct gpuctl_site {
 	struct gpuctl_config *config; /* the governing configuration, NULL: empty */
@@ -203,7 +202,7 @@ int gpuctl_site_open(struct gpuctl_ctx *ctx, const char *config_path, const char
 	else if (gpuctl_config_settings(site->config)->lease_dir)
 		path = gpuctl_config_settings(site->config)->lease_dir;
 	else
-		path = SITE_DEFAULT_LEASE_DIR;
+		path = GPUCTL_LEASE_DIR_DEFAULT;
 	site->lease_dir_path = strdup(path);
 	site->health_state_path = state_path_beside(path);
 	if (!site->lease_dir_path || !site->health_state_path)

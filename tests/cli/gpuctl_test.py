@@ -66,6 +66,9 @@ with open(EMPTY_CONFIG, "w"):
     pass
 os.chmod(EMPTY_CONFIG, 0o644)
 os.environ["GPUCTL_CONFIG"] = EMPTY_CONFIG
+# No test sees the machine's own /run/gpuctl as the system lease directory (docs/leases.md
+# "Personal lease directories"): a test's leases are its own.
+os.environ["GPUCTL_SYSTEM_LEASE_DIR"] = os.path.join(CONFIG_DIR, "no-system-lease-dir")
 
 # Slurm's GPU numbers map to devices through the node's gres.conf (docs/slurm.md), found beside
 # $SLURM_CONF: every test process gets a private Slurm configuration directory whose gres.conf

@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 import urllib.error
@@ -552,6 +553,14 @@ class TestValues(GpuctlTestCase):
                     self.assertEqual(len(m[name]), 7, name)
             self.assertEqual(ex.get("/healthz")[0], 200)
 
+    def test_lost_gpu_comes_back_within_an_interval(self):
+        with Exporter("dgx-a100") as ex:
+            ex.nvsim("set", "-i", "1", "lost=1")
+            ex.wait_for(lambda m: by_gpu(m, "gpuctl_gpu_lost").get(1) == 1, "GPU 1 lost")
+            ex.nvsim("set", "-i", "1", "lost=0")
+            # a whole snapshot every sample while a GPU is lost, not once a minute
+            ex.wait_for(lambda m: by_gpu(m, "gpuctl_gpu_lost").get(1) == 0, "GPU 1 back")
+
     def test_nvml_failure_then_recovery(self):
         with Exporter("dgx-a100") as ex:
             ex.nvsim("fail", "nvmlDeviceGetCount_v2", "UNKNOWN")
@@ -717,6 +726,68 @@ class TestHttp(GpuctlTestCase):
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
+
+    def trickle(self, sources, n, stop):
+        """n connections from each source address (127.0.0.0/8 is all loopback on Linux) that
+        send a request line, then a header line every 0.3 s until stop is set (slowloris):
+        the idle timer never fires. Returns the sockets the server accepted."""
+        socks = []
+        for src in sources:
+            for _ in range(n):
+                try:
+                    c = socket.create_connection(("127.0.0.1", self.ex.port), timeout=5,
+                                                 source_address=(src, 0))
+                    c.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+                    socks.append(c)
+                except OSError:
+                    pass
+
+        def feed():
+            while not stop.wait(0.3):
+                for c in socks:
+                    try:
+                        c.sendall(b"X-Slow: 1\r\n")
+                    except OSError:
+                        pass
+        t = threading.Thread(target=feed, daemon=True)
+        t.start()
+        return socks, t
+
+    def test_scrapes_served_while_200_slowloris_connections_are_open(self):
+        stop = threading.Event()
+        socks, t = self.trickle(["127.0.0.2", "127.0.0.3"], 100, stop)
+        try:
+            for _ in range(3):
+                # the issue's bound: a scrape within 1 s (the client gives up after that)
+                status, _, body = http(self.ex.port, "/metrics", timeout=1)
+                self.assertEqual(status, 200)
+                self.assertIn("gpuctl_exporter_last_sample_success 1", body)
+        finally:
+            stop.set()
+            t.join()
+            for c in socks:
+                c.close()
+
+    def test_trickling_request_is_cut_by_the_deadline(self):
+        # GPUCTL_EXPORTER_TIMEOUT=1: the whole request may last 1 s, however often bytes come
+        stop = threading.Event()
+        socks, t = self.trickle(["127.0.0.4"], 1, stop)
+        try:
+            self.assertEqual(len(socks), 1)
+            socks[0].settimeout(15)
+            try:
+                reply = socks[0].recv(4096)  # b"" (closed) or MHD's error answer
+            except ConnectionResetError:
+                reply = b""
+            except socket.timeout:
+                self.fail("a request trickling a header line every 0.3 s was never cut off")
+            self.assertFalse(reply.startswith(b"HTTP/1.1 200"), reply[:200])
+        finally:
+            stop.set()
+            t.join()
+            for c in socks:
+                c.close()
+        self.assertServing()
 
 
 class TestCommandLine(GpuctlTestCase):

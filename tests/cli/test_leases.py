@@ -655,8 +655,15 @@ class TwoUserCase(GpuctlTestCase):
     @classmethod
     def tearDownClass(cls):
         for u in cls.made:
-            subprocess.run(["pkill", "-KILL", "-u", u], capture_output=True)
-            subprocess.run(["userdel", u], capture_output=True)
+            # userdel refuses while the user has processes; pkill's kills take a moment
+            deadline = time.monotonic() + 10
+            while True:
+                subprocess.run(["pkill", "-KILL", "-u", u], capture_output=True)
+                if subprocess.run(["userdel", u], capture_output=True).returncode == 0:
+                    break
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
         shutil.rmtree(cls.tmp, True)
 
     def release_all(self):

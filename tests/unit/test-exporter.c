@@ -263,6 +263,9 @@ static void test_render_without_snapshot(void **state)
 	assert_non_null(strstr(b.data, "gpuctl_exporter_nvml_errors_total 2\n"));
 	assert_non_null(strstr(b.data, "gpuctl_exporter_lease_errors_total 1\n"));
 	assert_non_null(strstr(b.data, "gpuctl_exporter_last_sample_success 0\n"));
+	/* lease_ok false: this sample's lease facts are missing (docs/metrics.md) */
+	assert_non_null(strstr(b.data, "# TYPE gpuctl_exporter_last_lease_success gauge\n"
+	                               "gpuctl_exporter_last_lease_success 0\n"));
 	assert_non_null(strstr(b.data, "gpuctl_exporter_sample_duration_seconds 0.001500\n"));
 	assert_non_null(
 	        strstr(b.data, "gpuctl_exporter_last_sample_timestamp_seconds 1700000000.250\n"));

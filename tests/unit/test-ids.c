@@ -78,6 +78,14 @@ static void test_indices(void **state)
 	expect(f, "7,0,3", L(7, 0, 3));
 	expect(f, "007", L(7));
 	expect(f, " 1 ,\t2 ", L(1, 2));
+	/* ranges, as the configuration's gpus accepts them (docs/config.md) */
+	expect(f, "2-4", L(2, 3, 4));
+	expect(f, "6-7,0", L(6, 7, 0));
+	expect(f, "3-3", L(3));
+	expect(f, "1,0-2", L(1, 0, 2));
+	expect(f, " 0-7 ", L(0, 1, 2, 3, 4, 5, 6, 7));
+	expect_error(f, "4-2", "'4-2': range goes backwards");
+	expect_error(f, "2-9", "'2-9': no GPU with that index");
 }
 
 static void test_uuids(void **state)
