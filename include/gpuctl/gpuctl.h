@@ -269,6 +269,10 @@ enum gpuctl_field {
 	GPUCTL_F_BAR1_USED,         /* int: BAR1 mapped, bytes */
 	GPUCTL_F_PCIE_RX,           /* int: PCIe receive rate, bytes/s (NVML's 20 ms sample) */
 	GPUCTL_F_PCIE_TX,           /* int: PCIe send rate, bytes/s */
+	/* what nvidia-smi --query-gpu scripts ask for */
+	GPUCTL_F_FAN_SPEED,        /* int: the first fan's speed, percent of its maximum */
+	GPUCTL_F_PSTATE,           /* int: performance state, 0 (P0, most) to 15 */
+	GPUCTL_F_POWER_MGMT_LIMIT, /* int: the software power limit, mW (nvidia-smi -pl) */
 	GPUCTL__F_COUNT
 };
 

@@ -18,6 +18,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cmd.h"
 #include "cmd.h"
@@ -36,6 +37,8 @@ struct list_args {
 	size_t *sel;            /* chosen snapshot indices */
 	size_t nsel;            /* number of chosen GPUs */
 	int *verdict;           /* table and JSON: each GPU's health verdict (docs/health.md) */
+	struct timespec now;    /* when the snapshot was taken: --query's timestamp */
+	const char *driver;     /* the driver's version: --query's driver_version (or NULL) */
 };
 
 enum {
@@ -58,23 +61,49 @@ static const struct option list_options[] = {
 
 /* ---- CSV (nvidia-smi --query-gpu) ---- */
 
+/* One queried cell: a GPU field as nvidia-smi writes it, or a column of the whole query. */
+static void query_cell(const struct gpuctl_snapshot *snap, const struct gpuctl_gpu *gpu, int col,
+                       bool units, const struct timespec *now, char *buf, size_t size)
+{
+	if (col == QUERY_DRIVER_VERSION) {
+		const char *v = snap ? gpuctl_snapshot_driver_version(snap) : NULL;
+
+		snprintf(buf, size, "%s", v ? v : "[N/A]");
+	} else if (col == QUERY_TIMESTAMP) {
+		struct tm tm;
+		char day[32];
+
+		localtime_r(&now->tv_sec, &tm);
+		if (strftime(day, sizeof(day), "%Y/%m/%d %H:%M:%S", &tm) == 0)
+			day[0] = '\0';
+		snprintf(buf, size, "%s.%03d", day, (int)(now->tv_nsec / 1000000 % 1000));
+	} else {
+		format_field_smi(gpu, (enum gpuctl_field)col, units, buf, size);
+	}
+}
+
+static const char *query_unit(int col)
+{
+	const struct gpuctl_field_info *fi = gpuctl_field_info((enum gpuctl_field)col);
+
+	return fi ? fi->csv_unit : "";
+}
+
 static void print_csv(const struct list_args *a, const struct gpuctl_snapshot *snap)
 {
 	char buf[256];
 	if (!a->fmt.noheader) {
-		for (size_t c = 0; c < a->query->n; c++) {
-			const struct gpuctl_field_info *fi =
-			        gpuctl_field_info(a->query->cols[c].field);
+		for (size_t c = 0; c < a->query->n; c++)
 			/* nvidia-smi keeps the bracketed unit in the header even with nounits. */
-			printf("%s%s%s", c ? ", " : "", a->query->cols[c].name, fi->csv_unit);
-		}
+			printf("%s%s%s", c ? ", " : "", a->query->cols[c].name,
+			       query_unit((int)a->query->cols[c].field));
 		putchar('\n');
 	}
 	for (size_t i = 0; i < a->nsel; i++) {
 		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(snap, a->sel[i]);
 		for (size_t c = 0; c < a->query->n; c++) {
-			format_field_smi(gpu, a->query->cols[c].field, !a->fmt.nounits, buf,
-			                 sizeof(buf));
+			query_cell(snap, gpu, (int)a->query->cols[c].field, !a->fmt.nounits,
+			           &a->now, buf, sizeof(buf));
 			printf("%s%s", c ? ", " : "", buf);
 		}
 		putchar('\n');
@@ -102,8 +131,8 @@ static int print_query_table(const struct list_args *a, const struct gpuctl_snap
 	for (size_t i = 0; i < a->nsel; i++) {
 		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(snap, a->sel[i]);
 		for (size_t c = 0; c < a->query->n; c++) {
-			format_field_smi(gpu, a->query->cols[c].field, !a->fmt.nounits, bufs[c],
-			                 256);
+			query_cell(snap, gpu, (int)a->query->cols[c].field, !a->fmt.nounits,
+			           &a->now, bufs[c], 256);
 			cells[c] = bufs[c];
 		}
 		if (text_table_add(t, cells) < 0)
@@ -383,8 +412,19 @@ static json_t *gpu_json(const struct list_args *a, const struct gpuctl_gpu *gpu)
 	for (size_t i = 0; r >= 0 && i < sizeof(identity) / sizeof(identity[0]); i++)
 		r = put_field(o, gpu, identity[i]);
 	if (a->query_text) {
-		for (size_t c = 0; r >= 0 && c < a->query->n; c++)
-			r = put_field(o, gpu, a->query->cols[c].field);
+		for (size_t c = 0; r >= 0 && c < a->query->n; c++) {
+			int col = (int)a->query->cols[c].field;
+			char buf[64];
+
+			if (col == QUERY_DRIVER_VERSION) {
+				r = json_put(o, "driver_version", json_string_or_null(a->driver));
+			} else if (col == QUERY_TIMESTAMP) {
+				query_cell(NULL, gpu, col, true, &a->now, buf, sizeof(buf));
+				r = json_put(o, "timestamp", json_text(buf));
+			} else {
+				r = put_field(o, gpu, (enum gpuctl_field)col);
+			}
+		}
 	} else {
 		for (unsigned f = 0; r >= 0 && f < GPUCTL__F_COUNT; f++)
 			r = put_field(o, gpu, (enum gpuctl_field)f);
@@ -555,7 +595,8 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 			goto out;
 		}
 		for (size_t c = 0; c < a.query->n; c++)
-			fields[n_fields++] = a.query->cols[c].field;
+			if ((int)a.query->cols[c].field < (int)GPUCTL__F_COUNT)
+				fields[n_fields++] = a.query->cols[c].field;
 		status = cli_snapshot_fields(cli, flags, fields, n_fields, &snap);
 	} else if (kind == LIST_FORMAT_TABLE) {
 		status = cli_snapshot_fields(cli, flags, table_fields, n_table, &snap);
@@ -564,6 +605,8 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 	}
 	if (status)
 		goto out;
+	clock_gettime(CLOCK_REALTIME, &a.now);
+	a.driver = gpuctl_snapshot_driver_version(snap);
 	status = cli_select_gpus(cli, snap, a.ids, &a.sel, &a.nsel);
 	if (status)
 		goto out;

@@ -96,6 +96,8 @@ void format_field_smi(const struct gpuctl_gpu *gpu, enum gpuctl_field f, bool un
 		const char *name = f == GPUCTL_F_COMPUTE_MODE ? format_compute_mode(v) : NULL;
 		if (name)
 			put(buf, size, name);
+		else if (f == GPUCTL_F_PSTATE) /* nvidia-smi's spelling: P0..P15 */
+			snprintf(buf, size, "P%" PRId64, v);
 		else
 			snprintf(buf, size, "%" PRId64, v);
 		break;
@@ -149,6 +151,12 @@ json_t *format_field_json(const struct gpuctl_gpu *gpu, enum gpuctl_field f)
 		return json_boolean(v != 0);
 	case GPUCTL_FU_ENUM: {
 		const char *name = f == GPUCTL_F_COMPUTE_MODE ? format_compute_mode(v) : NULL;
+		char p[8];
+
+		if (!name && f == GPUCTL_F_PSTATE) {
+			snprintf(p, sizeof(p), "P%d", (int)v);
+			name = p;
+		}
 		return name ? json_string(name) : json_integer((json_int_t)v);
 	}
 	default:

@@ -90,6 +90,10 @@ int query_parse(const char *text, struct query **ret_query, char **ret_bad)
 			goto fail;
 		}
 		int id = gpuctl_field_lookup(name);
+		if (id < 0 && strcasecmp(name, "driver_version") == 0)
+			id = QUERY_DRIVER_VERSION;
+		else if (id < 0 && strcasecmp(name, "timestamp") == 0)
+			id = QUERY_TIMESTAMP;
 		if (id < 0) {
 			if (ret_bad)
 				*ret_bad = name;

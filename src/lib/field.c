@@ -140,6 +140,12 @@ static const struct gpuctl_field_info fields[GPUCTL__F_COUNT] = {
             GPUCTL_FU_NONE, GPUCTL_SNAP_HEALTH,
             "recovery the driver asks for: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 "
             "drain and reset, 5 recover IMEX"),
+        INT(GPUCTL_F_FAN_SPEED, "fan_speed", "fan.speed", " [%]", GPUCTL_FU_PERCENT, 0,
+            "the first fan's speed, percent of its maximum (N/A without fans)"),
+        INT(GPUCTL_F_PSTATE, "pstate", "pstate", "", GPUCTL_FU_ENUM, 0,
+            "performance state, P0 (most performance) to P15"),
+        INT(GPUCTL_F_POWER_MGMT_LIMIT, "power_management_limit", "power.management.limit", " [W]",
+            GPUCTL_FU_MW, 0, "software power limit (nvidia-smi -pl), W"),
 };
 
 /* Other spellings nvidia-smi accepts for the same fact. */
@@ -160,6 +166,7 @@ static const struct {
         {"retired_pages.sbe", GPUCTL_F_RETIRED_SBE},
         {"retired_pages.dbe", GPUCTL_F_RETIRED_DBE},
         {"temperature", GPUCTL_F_TEMP},
+        {"power.limit", GPUCTL_F_POWER_MGMT_LIMIT}, /* nvidia-smi's older name for it */
 };
 
 const struct gpuctl_field_info *gpuctl_field_info(enum gpuctl_field id)

@@ -101,6 +101,9 @@ _Static_assert(offsetof(nvmlProcessInfo_r530_t, computeInstanceId) ==
 	X(temp_threshold, nvml_fn_temp_threshold_t, false, "nvmlDeviceGetTemperatureThreshold")    \
 	X(power_usage, nvml_fn_dev_uint_t, false, "nvmlDeviceGetPowerUsage")                       \
 	X(power_limit, nvml_fn_dev_uint_t, false, "nvmlDeviceGetEnforcedPowerLimit")               \
+	X(power_mgmt_limit, nvml_fn_dev_uint_t, false, "nvmlDeviceGetPowerManagementLimit")        \
+	X(fan_speed, nvml_fn_dev_uint_t, false, "nvmlDeviceGetFanSpeed")                           \
+	X(pstate, nvml_fn_dev_uint_t, false, "nvmlDeviceGetPerformanceState")                      \
 	X(clock, nvml_fn_clock_t, false, "nvmlDeviceGetClockInfo")                                 \
 	X(max_clock, nvml_fn_clock_t, false, "nvmlDeviceGetMaxClockInfo")                          \
 	X(clocks_event, nvml_fn_dev_ull_t, false, "nvmlDeviceGetCurrentClocksEventReasons",        \
@@ -692,6 +695,13 @@ static void read_state(struct reader *rd, size_t i, nvmlDevice_t dev)
 		set_int(rd, i, GPUCTL_F_POWER_DRAW, u);
 	if (want(rd, GPUCTL_F_POWER_LIMIT) && CALL(rd, i, power_limit, dev, &u))
 		set_int(rd, i, GPUCTL_F_POWER_LIMIT, u);
+	if (want(rd, GPUCTL_F_POWER_MGMT_LIMIT) && CALL(rd, i, power_mgmt_limit, dev, &u))
+		set_int(rd, i, GPUCTL_F_POWER_MGMT_LIMIT, u);
+	if (want(rd, GPUCTL_F_FAN_SPEED) && CALL(rd, i, fan_speed, dev, &u))
+		set_int(rd, i, GPUCTL_F_FAN_SPEED, u);
+	/* nvmlPstates_t: 0..15, and 32 for "unknown" (nvml.h), which stays N/A */
+	if (want(rd, GPUCTL_F_PSTATE) && CALL(rd, i, pstate, dev, &u) && u <= 15)
+		set_int(rd, i, GPUCTL_F_PSTATE, u);
 	if (want(rd, GPUCTL_F_CLOCK_SM) && CALL(rd, i, clock, dev, NVML_CLOCK_SM, &u))
 		set_int(rd, i, GPUCTL_F_CLOCK_SM, u);
 	if (want(rd, GPUCTL_F_CLOCK_MEM) && CALL(rd, i, clock, dev, NVML_CLOCK_MEM, &u))

@@ -170,7 +170,11 @@ def scenario_gpus(name):
     """The scenario's GPUs with its defaults applied, as the simulator applies them
     (sim/SCENARIO.md: a GPU's own keys override, objects merge key by key)."""
     with open(os.path.join(SCENARIOS, name + ".json")) as f:
-        doc = json.load(f)
+        return scenario_gpus_of(json.load(f))
+
+
+def scenario_gpus_of(doc):
+    """scenario_gpus() of a scenario document already read."""
     out = []
     for g in doc["gpus"]:
         m = dict(doc.get("defaults", {}))

@@ -5,10 +5,14 @@ import json
 import os
 import pwd
 import re
+import shutil
+import tempfile
+import time
 import unittest
 
 from cli_facts import MIB, Machine
-from gpuctl_test import EXIT_USAGE, GpuctlTestCase, gpuctl, sim, sim_sh
+from gpuctl_test import (EXIT_USAGE, SCENARIOS, GpuctlTestCase, gpuctl, scenario_gpus_of, sim,
+                         sim_sh)
 
 
 def short_uuid(uuid):
@@ -185,6 +189,71 @@ class ListCsv(GpuctlTestCase):
         lines = r.out.splitlines()
         self.assertEqual(lines[0].split(), ["index", "uuid"])
         self.assertEqual(len(lines), len(Machine("dgx-a100")) + 1)
+
+
+class ListScriptFields(GpuctlTestCase):
+    """The nvidia-smi --query-gpu fields scripts ask for, in nvidia-smi's spellings and units,
+    with values from the scenario file (a copy of workstation-mixed whose GPU 1 declares a fan
+    and a P-state)."""
+
+    def setUp(self):
+        with open(os.path.join(SCENARIOS, "workstation-mixed.json")) as f:
+            self.doc = json.load(f)
+        self.doc["gpus"][1]["fan_speed_pct"] = 42
+        self.doc["gpus"][1]["performance_state"] = 2
+        self.tmp = tempfile.mkdtemp(prefix="gpuctl-fields-")
+        self.path = os.path.join(self.tmp, "fans.json")
+        with open(self.path, "w") as f:
+            json.dump(self.doc, f)
+        self.gpus = scenario_gpus_of(self.doc)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_csv(self):
+        before = time.time()
+        r = sim(self.path, "list", "--query", "index,fan.speed,pstate,power.management.limit,"
+                "power.limit,persistence_mode,compute_mode,clocks.max.sm,clocks.max.memory,"
+                "driver_version,timestamp")
+        after = time.time()
+        self.assertOk(r)
+        lines = r.out.splitlines()
+        self.assertEqual(lines[0], "index, fan.speed [%], pstate, power.management.limit [W], "
+                         "power.limit [W], persistence_mode, compute_mode, "
+                         "clocks.max.sm [MHz], clocks.max.memory [MHz], driver_version, "
+                         "timestamp")
+        rows = [l.split(", ") for l in lines[1:]]
+        self.assertEqual(len(rows), len(self.gpus))
+        for i, (row, g) in enumerate(zip(rows, self.gpus)):
+            self.assertEqual(row[0], str(i))
+            # no fan declared: NOT_SUPPORTED, as nvidia-smi prints it
+            self.assertEqual(row[1], "%d %%" % g["fan_speed_pct"] if "fan_speed_pct" in g
+                             else "[N/A]")
+            self.assertEqual(row[2], "P%d" % g.get("performance_state", 0))
+            self.assertEqual(row[3], "%.2f W" % (g["power_limit_mw"] / 1000))
+            self.assertEqual(row[4], row[3])  # nvidia-smi's older name for the same limit
+            self.assertEqual(row[7], "%d MHz" % g["max_clocks_mhz"]["sm"])
+            self.assertEqual(row[8], "%d MHz" % g["max_clocks_mhz"]["mem"])
+            self.assertEqual(row[9], self.doc["system"]["driver_version"])
+            # nvidia-smi's "YYYY/MM/DD HH:MM:SS.mmm", local time, taken during the call
+            m = re.fullmatch(r"(\d{4}/\d\d/\d\d \d\d:\d\d:\d\d)\.(\d{3})", row[10])
+            self.assertTrue(m, row[10])
+            t = time.mktime(time.strptime(m[1], "%Y/%m/%d %H:%M:%S")) + int(m[2]) / 1000
+            self.assertTrue(int(before) <= t <= after + 0.001, (before, t, after))
+        self.assertEqual(rows[1][1], "42 %")
+        self.assertEqual(rows[1][2], "P2")
+
+    def test_json(self):
+        r = sim(self.path, "list", "--query", "fan.speed,pstate,driver_version",
+                "--format", "json")
+        self.assertOk(r)
+        gpus = json.loads(r.out)["gpus"]
+        self.assertEqual([g["fan_speed"] for g in gpus],
+                         [g.get("fan_speed_pct") for g in self.gpus])
+        self.assertEqual([g["pstate"] for g in gpus],
+                         ["P%d" % g.get("performance_state", 0) for g in self.gpus])
+        self.assertEqual({g["driver_version"] for g in gpus},
+                         {self.doc["system"]["driver_version"]})
 
 
 class ListIds(GpuctlTestCase):
