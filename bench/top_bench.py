@@ -6,8 +6,8 @@ and 64 (synthetic-64).
 Each program runs with a 0.5 s refresh (gpuctl top -d 0.5, nvtop -d 5 in tenths) for
 SECONDS after a 2 s warm-up; CPU is the time on a CPU from /proc/PID/schedstat over that window, divided
 by the refreshes in it (window / 0.5). nvtop is measured when installed (Debian contrib,
-`apt-get install nvtop`), else its rows say so; one that ends by itself (nvtop 3.0.1 needs
-nvmlDeviceGetFanSpeed, which the simulator does not export) gets a row saying that. A timing benchmark: figures move with the
+`apt-get install nvtop`), else its rows say so; one that ends by itself gets a row saying
+that. A timing benchmark: figures move with the
 machine's load; bench/RESULTS.md records them with the command.
 Run by bench.py (`make bench`), or alone: python3 bench/top_bench.py --build build [--seconds 15]
 """
@@ -147,13 +147,6 @@ def section(build, seconds=15):
             lines.append(row)
         if not nvtop:
             lines.append("| nvtop | %d | not installed (Debian contrib) | - | - |" % n)
-    if nvtop:
-        lines += ["",
-                  "nvtop 3.0.1 (Debian contrib) looks up nvmlDeviceGetFanSpeed, the unversioned",
-                  "nvmlDeviceGetPciInfo and nvmlDeviceGetGraphicsRunningProcesses, which the",
-                  "simulator does not export yet (issue 14: every common NVML client runs on the",
-                  "simulator), so it reports \"No GPU to monitor\" and ends; its rows fill in once",
-                  "the simulator has them."]
     return lines
 
 
