@@ -19,10 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "cmd.h"
 #include "format.h"
+#include "hostproc.h"
 #include "query.h"
 
 /* What `--format csv` shows without --query. */
@@ -374,6 +376,33 @@ static json_t *mig_json(const struct gpuctl_mig *mig, size_t m)
 	return o;
 }
 
+/* The host's facts of a GPU process (proc(5)), as ps(1) reports them: resident memory, %CPU
+ * over its life (CPU time / elapsed), elapsed seconds, the whole command line; null each when
+ * /proc does not show the process (another PID namespace, gone). */
+static int put_host_facts(json_t *o, uint32_t pid)
+{
+	struct hostproc_stat st;
+	double up = hostproc_uptime(), hz = (double)sysconf(_SC_CLK_TCK);
+	long page = sysconf(_SC_PAGESIZE);
+	char cmd[4096];
+	bool ok = pid > 0 && up >= 0 && hz > 0 && hostproc_read_stat((pid_t)pid, &st) == 0;
+	double elapsed = ok ? up - (double)st.start_ticks / hz : 0;
+
+	if (ok)
+		hostproc_cmdline((pid_t)pid, cmd, sizeof(cmd));
+	if (json_put(o, "host_memory",
+	             ok ? json_integer((json_int_t)st.rss_pages * page) : json_null()) < 0 ||
+	    json_put(o, "cpu_percent",
+	             ok && elapsed > 0 ? json_real((double)st.cpu_ticks / hz / elapsed * 100.0)
+	                               : json_null()) < 0 ||
+	    json_put(o, "elapsed",
+	             ok ? json_integer((json_int_t)(elapsed > 0 ? elapsed : 0)) : json_null()) <
+	            0 ||
+	    json_put(o, "cmdline", ok && cmd[0] ? json_text(cmd) : json_null()) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
 static json_t *proc_json(const struct gpuctl_proc *p)
 {
 	json_t *o = json_object();
@@ -388,7 +417,8 @@ static json_t *proc_json(const struct gpuctl_proc *p)
 	    json_put(o, "user", json_string_or_null(gpuctl_proc_user(p))) < 0 ||
 	    json_put(o, "command", json_string_or_null(gpuctl_proc_command(p))) < 0 ||
 	    json_put(o, "gpu_instance_id", json_int_or_null(m, gi)) < 0 ||
-	    json_put(o, "compute_instance_id", json_int_or_null(m, ci)) < 0) {
+	    json_put(o, "compute_instance_id", json_int_or_null(m, ci)) < 0 ||
+	    put_host_facts(o, gpuctl_proc_pid(p)) < 0) {
 		json_decref(o);
 		return NULL;
 	}

@@ -318,6 +318,34 @@ class ListJson(GpuctlTestCase):
                     self.assertIsNone(g["ecc_mode"])  # GeForce: no ECC
                     self.assertIsNone(g["ecc_volatile_corrected"])
 
+    def test_processes_carry_host_facts(self):
+        # the GPU process is this script's own child; its host facts are compared with what
+        # /proc says of it (proc(5)), read here independently after gpuctl ran
+        script = ('sleep 60 & P=$!\n'
+                  '"$NVSIM" proc add --pid $P -i 1 --mem 1GiB\n'
+                  'echo $P\n'
+                  '"$GPUCTL" list --format json\n'
+                  'cat /proc/$P/stat /proc/uptime\n'
+                  'kill $P\n')
+        r = sim_sh("dgx-a100", script)
+        self.assertOk(r)
+        lines = r.out.splitlines()
+        pid = int(lines[0])
+        end = next(i for i, l in enumerate(lines) if l == "}")
+        doc = json.loads("\n".join(lines[1:end + 1]))
+        stat = lines[end + 1].rsplit(")", 1)[1].split()
+        uptime = float(lines[end + 2].split()[0])
+        (p,) = [p for p in doc["gpus"][1]["processes"] if p["pid"] == pid]
+        # proc(5): rss is field 24 (index 21 after the name), start time field 22 (19)
+        self.assertEqual(p["host_memory"], int(stat[21]) * os.sysconf("SC_PAGESIZE"))
+        self.assertEqual(p["cmdline"], "sleep 60")
+        start = int(stat[19]) / os.sysconf("SC_CLK_TCK")
+        self.assertTrue(0 <= p["elapsed"] <= uptime - start + 1, (p, uptime, start))
+        self.assertIsInstance(p["cpu_percent"], (int, float))
+        self.assertGreaterEqual(p["cpu_percent"], 0)
+        for other in doc["gpus"][0]["processes"]:
+            self.assertIn("host_memory", other)
+
     def test_query_json_has_identity_and_asked_fields(self):
         r = sim("dgx-a100", "list", "--format", "json", "--query", "memory.used,power.draw")
         self.assertOk(r)
