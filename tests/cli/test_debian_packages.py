@@ -1,14 +1,14 @@
 """The Debian packages (debian/, docs/packaging.md): `dpkg-buildpackage -b -us -uc` builds them
 from a copy of the source tree; lintian finds no error in them; installed with apt-get they put
-gpuctl, the library, the Python package and the two systemd units where Debian looks for them;
-`gpuctl --version` prints the project's version, Debian's python3 imports the package from
+gpuctl, its bash completion, the library, the Python package and the two systemd units where
+Debian looks for them; `gpuctl --version` prints the project's version, Debian's python3 imports the package from
 /usr and, on a simulated machine, chooses what the installed gpuctl chooses; `systemd-analyze
 verify` accepts the installed units, whose ExecStart names /usr/bin/gpuctl and whose
 DeviceAllow names every NVIDIA device group; the boot unit's command creates a lock file per
 GPU; purging the packages leaves none of their files behind.
 
-Not part of `make test` (building the packages takes minutes): `make package-check` runs it,
-and so does `make fresh-check`. It installs into /usr, so it runs as root, and refuses to start
+Not part of `make test` (it installs into /usr, on a machine others may share): `make
+package-check` runs it, and so does `make fresh-check`. It runs as root, and refuses to start
 when any of the packages or their files are already there (it would remove them at the end).
 Run by hand: GPUCTL_BUILD_DIR=build python3 -m unittest -v test_debian_packages (in tests/cli).
 """
@@ -68,6 +68,7 @@ def our_paths():
     """Files the packages own; none may exist before the test (else purge would remove them)."""
     lib = "/usr/lib/%s" % multiarch()
     return ["/usr/bin/gpuctl", "/usr/share/man/man1/gpuctl.1.gz", "/usr/include/gpuctl",
+            "/usr/share/bash-completion/completions/gpuctl",
             lib + "/libgpuctl.so.0", lib + "/libgpuctl.so", lib + "/libgpuctl.a",
             lib + "/pkgconfig/libgpuctl.pc", SITE + "/gpuctl"] + \
            [os.path.join(UNITDIR, u) for u in UNITS]
@@ -135,6 +136,7 @@ class DebianPackagesTest(GpuctlTestCase):
         owner = {
             "/usr/bin/gpuctl": "gpuctl",
             "/usr/share/man/man1/gpuctl.1.gz": "gpuctl",
+            "/usr/share/bash-completion/completions/gpuctl": "gpuctl",
             UNITDIR + "/gpuctl-lease-init.service": "gpuctl",
             lib + "/libgpuctl.so.0": "libgpuctl0",
             lib + "/libgpuctl.so": "libgpuctl-dev",
@@ -161,6 +163,14 @@ class DebianPackagesTest(GpuctlTestCase):
         p = sh(["/usr/bin/gpuctl", "--version"])
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn(project_version(), p.stdout)
+
+    def test_bash_completion_installed(self):
+        # where bash-completion loads it from, completing with the installed gpuctl
+        script = ('source /usr/share/bash-completion/completions/gpuctl; '
+                  'COMP_WORDS=(gpuctl s); COMP_CWORD=1; _gpuctl; echo "${COMPREPLY[@]}"')
+        p = sh(["bash", "--norc", "--noprofile", "-c", script], env={"PATH": "/usr/bin:/bin"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(sorted(p.stdout.split()), ["select", "slurm"])
 
     def test_python_package_from_usr(self):
         code = ("import gpuctl, gpuctl._lib as lib\n"

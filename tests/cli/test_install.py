@@ -1,5 +1,5 @@
 """make install's result is usable: `cmake --install` into a staging DESTDIR puts the program,
-the man page, the headers, both libraries, the pkg-config file, the Python package and the
+the man page, the bash completion, the headers, both libraries, the pkg-config file, the Python package and the
 systemd units (ExecStart naming PREFIX's gpuctl) where PREFIX says; the README's example, built as its first line says (`pkg-config --cflags --libs
 libgpuctl`) against that tree, runs on a simulated machine and prints what the scenario holds;
 the installed Python package, with nothing but the install tree (no GPUCTL_LIBRARY, no source
@@ -47,7 +47,8 @@ class InstallTest(GpuctlTestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def test_files_in_place(self):
-        for rel in ("bin/gpuctl", "include/gpuctl/gpuctl.h", "share/man/man1/gpuctl.1"):
+        for rel in ("bin/gpuctl", "include/gpuctl/gpuctl.h", "share/man/man1/gpuctl.1",
+                    "share/bash-completion/completions/gpuctl"):
             self.assertTrue(os.path.isfile(os.path.join(self.root, rel)), rel)
         libdirs = [d for d in ("lib", "lib64", "lib/x86_64-linux-gnu") if
                    os.path.isfile(os.path.join(self.root, d, "libgpuctl.a"))]
