@@ -48,7 +48,7 @@ mkdir -p "$work"
 
 # Everything mounted under $root, deepest first; called on every exit.
 unmount_all() {
-	for m in dev/shm dev/pts dev sys proc; do
+	for m in dev/shm dev/pts dev sys/fs/cgroup sys proc; do
 		if mountpoint -q "$root/$m" 2>/dev/null; then
 			umount "$root/$m" 2>/dev/null || umount -l "$root/$m"
 		fi
@@ -102,6 +102,11 @@ unpack() {
 mount_all() {
 	mount -t proc proc "$root/proc"
 	mount -t sysfs sysfs "$root/sys"
+	# the host's cgroup tree, as systemd mounts it on a real machine (a fresh sysfs has none,
+	# and slurmd, which tests/cli/test_slurm.py runs, refuses to start without it)
+	if mountpoint -q /sys/fs/cgroup; then
+		mount --bind /sys/fs/cgroup "$root/sys/fs/cgroup"
+	fi
 	mount --bind /dev "$root/dev"
 	mount --bind /dev/pts "$root/dev/pts"
 	mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm"
