@@ -50,7 +50,7 @@ mkdir -p "$work"
 unmount_all() {
 	for m in dev/shm dev/pts dev sys/fs/cgroup sys proc; do
 		if mountpoint -q "$root/$m" 2>/dev/null; then
-			umount "$root/$m" 2>/dev/null || umount -l "$root/$m"
+			umount -R "$root/$m" 2>/dev/null || umount -R -l "$root/$m"
 		fi
 	done
 }
@@ -102,10 +102,13 @@ unpack() {
 mount_all() {
 	mount -t proc proc "$root/proc"
 	mount -t sysfs sysfs "$root/sys"
-	# the host's cgroup tree, as systemd mounts it on a real machine (a fresh sysfs has none,
-	# and slurmd, which tests/cli/test_slurm.py runs, refuses to start without it)
+	# the host's cgroup tree with its controllers (recursive: cgroup v1 mounts each one below
+	# a tmpfs), as systemd mounts it on a real machine: a fresh sysfs has none, and slurmd,
+	# which tests/cli/test_slurm.py runs, refuses to start without it. A slave copy, so that
+	# unmounting it here never propagates to the host's mounts.
 	if mountpoint -q /sys/fs/cgroup; then
-		mount --bind /sys/fs/cgroup "$root/sys/fs/cgroup"
+		mount --rbind /sys/fs/cgroup "$root/sys/fs/cgroup"
+		mount --make-rslave "$root/sys/fs/cgroup"
 	fi
 	mount --bind /dev "$root/dev"
 	mount --bind /dev/pts "$root/dev/pts"
