@@ -72,6 +72,20 @@ _gpuctl()
 			break
 		fi
 	done
+	# run's job after "--": a command, then its own arguments (files)
+	if [[ $cmd == run ]]; then
+		local j
+		for ((j = i + 1; j < COMP_CWORD; j++)); do
+			if [[ ${COMP_WORDS[j]} == -- ]]; then
+				if ((COMP_CWORD == j + 1)); then
+					COMPREPLY=($(compgen -c -- "$cur"))
+				else
+					COMPREPLY=($(compgen -f -- "$cur"))
+				fi
+				return
+			fi
+		done
+	fi
 	# a value for the option before the cursor: --opt VALUE, or --opt=VALUE (three words when
 	# COMP_WORDBREAKS has "=", as by default: --opt, =, VALUE)
 	local opt=$prev
@@ -114,7 +128,7 @@ _gpuctl()
 	elif [[ $cmd == lease && $COMP_CWORD -eq $((i + 1)) ]]; then
 		COMPREPLY=($(compgen -W "init" -- "$cur"))
 	elif [[ $cmd == run ]]; then
-		COMPREPLY=($(compgen -c -- "$cur")) # the job's command
+		COMPREPLY=($(compgen -c -- "$cur")) # the job's command, without "--"
 	fi
 }
 complete -F _gpuctl gpuctl

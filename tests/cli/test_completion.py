@@ -49,6 +49,12 @@ class CompletionTest(GpuctlTestCase):
         # an option with a value of its own kind (a count) offers nothing
         self.assertEqual(complete("select", "-n", ""), set())
 
+    def test_run_job(self):
+        # after "--" the job's command line: commands, then its arguments, never gpuctl's options
+        self.assertIn("true", complete("run", "-n", "1", "--", "tru"))
+        self.assertNotIn("--retry", complete("run", "-n", "1", "--", "sh", "--re"))
+        self.assertEqual(complete("run", "-n", "1", "--", "sh", "--re"), set())
+
     def test_gpu_ids(self):
         self.assertEqual(complete("list", "-i", ""), self.ids)
         self.assertEqual(complete("health", "--id", ""), self.ids)
