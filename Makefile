@@ -6,6 +6,11 @@
 #   make bench    benchmarks; results table in bench/RESULTS.md
 #   make fuzz     longer fuzz runs (FUZZ_SECONDS per target, default 60)
 #   make install  honours PREFIX (default /usr/local) and DESTDIR
+#   make package-check  builds the Debian packages (debian/), checks them with lintian, installs
+#                 them, tries them and purges them (tests/cli/test_debian_packages.py; as root;
+#                 not part of `make test`: it changes /usr)
+#   make fresh-check    make demo, make test and make package-check in a fresh Debian 12 root
+#                 (debootstrap + chroot; as root; scripts/fresh-check.sh)
 # Missing Debian packages are installed by scripts/deps.sh (apt-get as root, else it prints
 # the exact command and stops).
 
@@ -25,7 +30,7 @@ CMAKE_COMMON = -DGPUCTL_WERROR=ON -DCMAKE_INSTALL_PREFIX=$(PREFIX)
 MAKEFLAGS += --no-print-directory
 
 .PHONY: all build demo test test-normal test-asan fuzz fuzz-smoke bench install format \
-	format-check deps deps-build clean
+	format-check deps deps-build package-check fresh-check clean
 
 all: build
 
@@ -81,6 +86,15 @@ bench: build
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
+
+package-check: build
+	@scripts/deps.sh pkg
+	cd tests/cli && GPUCTL_BUILD_DIR=$(abspath $(BUILD)) GPUCTL_SOURCE_DIR=$(CURDIR) \
+		PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m unittest -v test_debian_packages
+
+fresh-check:
+	@scripts/deps.sh pkg
+	@scripts/fresh-check.sh
 
 format:
 	@git ls-files '*.c' '*.h' | xargs clang-format -i

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the Debian packages that building and testing gpuctl need, when they are missing.
 # As root it runs apt-get; otherwise it prints the exact commands and exits 1, changing nothing.
-# Usage: scripts/deps.sh [build|test|bench|all]   (default: all; bench: what `make bench` adds)
+# Usage: scripts/deps.sh [build|test|bench|pkg|all]   (default: all; bench: what `make bench`
+#        adds; pkg: what building the Debian packages and `make fresh-check` add)
 #        scripts/deps.sh sources   prints the sources stanzas `test` would write (nothing when
 #                                  contrib and non-free are enabled already), changing nothing
 #
@@ -22,9 +23,15 @@ build_pkgs="gcc make cmake pkg-config libjansson-dev libnuma-dev libmicrohttpd-d
 # slurmctld slurmd slurm-client munge: the real Slurm of tests/cli/test_slurm.py (the packages
 # start no daemon; the test runs its own in a scratch directory)
 contrib_pkgs="nvtop gpustat python3-pynvml libnvidia-ml1"
-test_pkgs="libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest prometheus tmux slurmctld slurmd slurm-client munge $contrib_pkgs"
+# git: scripts/format-check.sh lists the C files with git ls-files (a clone copied to a machine
+# without git has none: make fresh-check found it)
+test_pkgs="git libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest prometheus tmux slurmctld slurmd slurm-client munge $contrib_pkgs"
 # wrk: the HTTP load generator of the exporter benchmark (50 concurrent scrapers)
 bench_pkgs="python3 wrk"
+# The Debian packages (debian/, docs/packaging.md) and their test: dpkg-buildpackage (dpkg-dev)
+# with debhelper and dh-python, lintian, systemd-analyze (systemd); make fresh-check: debootstrap
+# and git (git archive of HEAD).
+pkg_pkgs="python3 dpkg-dev debhelper dh-python lintian systemd debootstrap git"
 # apt's sources directory (/etc/apt/sources.list.d/ unless APT_CONFIG says otherwise)
 sourceparts=/etc/apt/sources.list.d/
 eval "$(apt-config shell sourceparts Dir::Etc::sourceparts/d 2>/dev/null)" || true
@@ -35,8 +42,9 @@ build) want="$build_pkgs" ;;
 test | all) want="$build_pkgs $test_pkgs" ;;
 bench) want="$build_pkgs $bench_pkgs" ;;
 sources) want="" ;;
+pkg) want="$build_pkgs $pkg_pkgs" ;;
 *)
-	echo "scripts/deps.sh: unknown set '$1' (expected build, test, bench, all or sources)" >&2
+	echo "scripts/deps.sh: unknown set '$1' (expected build, test, bench, pkg, all or sources)" >&2
 	exit 2
 	;;
 esac

@@ -1,6 +1,6 @@
 """make install's result is usable: `cmake --install` into a staging DESTDIR puts the program,
-the man page, the headers, both libraries, the pkg-config file and the Python package where
-PREFIX says; the README's example, built as its first line says (`pkg-config --cflags --libs
+the man page, the bash completion, the headers, both libraries, the pkg-config file, the Python package and the
+systemd units (ExecStart naming PREFIX's gpuctl) where PREFIX says; the README's example, built as its first line says (`pkg-config --cflags --libs
 libgpuctl`) against that tree, runs on a simulated machine and prints what the scenario holds;
 the installed Python package, with nothing but the install tree (no GPUCTL_LIBRARY, no source
 tree on its path), finds the installed library and chooses what the installed gpuctl does."""
@@ -47,7 +47,8 @@ class InstallTest(GpuctlTestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def test_files_in_place(self):
-        for rel in ("bin/gpuctl", "include/gpuctl/gpuctl.h", "share/man/man1/gpuctl.1"):
+        for rel in ("bin/gpuctl", "include/gpuctl/gpuctl.h", "share/man/man1/gpuctl.1",
+                    "share/bash-completion/completions/gpuctl"):
             self.assertTrue(os.path.isfile(os.path.join(self.root, rel)), rel)
         libdirs = [d for d in ("lib", "lib64", "lib/x86_64-linux-gnu") if
                    os.path.isfile(os.path.join(self.root, d, "libgpuctl.a"))]
@@ -64,6 +65,21 @@ class InstallTest(GpuctlTestCase):
         for dirpath, _, files in os.walk(self.dest):
             self.assertNotIn("nvsim", files)
             self.assertNotIn("libnvidia-ml.so.1", files)
+
+    def test_systemd_units_follow_the_prefix(self):
+        # PREFIX/lib/systemd/system (systemd.unit(5) searches it for /usr and /usr/local), each
+        # ExecStart naming this install's gpuctl, the prefix given at install time
+        unitdir = os.path.join(self.root, "lib", "systemd", "system")
+        self.assertEqual(sorted(os.listdir(unitdir)),
+                         ["gpuctl-exporter.service", "gpuctl-lease-init.service"])
+        want = {"gpuctl-exporter.service": PREFIX + "/bin/gpuctl exporter --listen :9409",
+                "gpuctl-lease-init.service": PREFIX + "/bin/gpuctl lease init"}
+        for unit, cmd in want.items():
+            with open(os.path.join(unitdir, unit)) as f:
+                lines = [l for l in f.read().splitlines() if l.startswith("ExecStart=")]
+            self.assertEqual(len(lines), 1, lines)
+            self.assertTrue(lines[0].startswith("ExecStart=" + cmd), lines)
+            self.assertNotIn("@", lines[0])
 
     def test_example_builds_with_pkg_config_and_runs(self):
         lib = [d for d in ("lib", "lib64", "lib/x86_64-linux-gnu")

@@ -475,16 +475,14 @@ class Ps(LeaseCase):
         # "Foreign processes": a lease's processes are its own only on its own devices). ps
         # must name that process on GPU 1, as the allocation call judges it: GPU 1 is busy,
         # and run --dry-run avoids it.
-        # "ready" is on stdout before the marker file exists, so before ps prints (ps can see
-        # the process busy before the job's echo otherwise)
-        script = ("M=$NVSIM_STATE_DIR/job-ready\n"
-                  "$GPUCTL run -n 1 --only 0 -- sh -c "
-                  "'$NVSIM proc add --pid $$ -i 1 --mem 1GiB; echo ready; touch $M; "
-                  "exec sleep 30' &\n"
+        # "ready" comes from this script once ps sees GPU 1 busy, not from the job: the job's
+        # echo could come after the ps below on a loaded machine (make fresh-check saw it)
+        script = ("$GPUCTL run -n 1 --only 0 -- sh -c "
+                  "'$NVSIM proc add --pid $$ -i 1 --mem 1GiB; exec sleep 30' &\n"
                   "R=$!\n"
-                  "for i in $(seq 100); do [ -e $M ] && $GPUCTL ps --format json | "
-                  "grep -q '\"busy\"' && break; sleep 0.1; done\n"
-                  "$GPUCTL ps --format json; echo DRY\n"
+                  "for i in $(seq 100); do $GPUCTL ps --format json | grep -q '\"busy\"' && "
+                  "break; sleep 0.1; done\n"
+                  "echo ready; $GPUCTL ps --format json; echo DRY\n"
                   "$GPUCTL run -n 7 --dry-run -- true 2>&1 && echo rc=0 || echo rc=$?\n"
                   "$GPUCTL run -n 6 --exclude 0 --dry-run -- true | head -1\n"
                   "kill $(pgrep -P $R) $R 2>/dev/null || true\nwait\n")
