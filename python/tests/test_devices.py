@@ -46,6 +46,8 @@ def test_every_field_as_gpuctl_list_json(sim):
         for key, value in d.fields.items():
             if key == "compute_mode":  # the CLI prints the mode's name, the field its number
                 assert {0: "Default", 2: "Prohibited", 3: "Exclusive_Process"}[value] == c[key]
+            elif key == "pstate":  # the CLI prints nvidia-smi's P0..P15, the field 0..15
+                assert "P%d" % value == c[key]
             elif key in ("violation_power", "violation_thermal", "energy_total"):
                 assert isinstance(value, int) == isinstance(c[key], int), key  # counters move
             else:
