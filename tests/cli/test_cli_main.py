@@ -59,6 +59,29 @@ class Help(GpuctlTestCase):
         for v in sorted(read):
             self.assertIn(v, out)
 
+    def test_man_synopsis_lists_every_option_of_each_command(self):
+        # docs/gpuctl.1's SYNOPSIS against each command's --help: every long option appears,
+        # by its long form, by its short form, or (select, run) as one of the FILTERS
+        with open(os.path.join(SRC, "docs", "gpuctl.1")) as f:
+            man = f.read()
+        syn = man[man.index(".SH SYNOPSIS"):man.index(".SH DESCRIPTION")].replace("\\-", "-")
+        blocks = {}
+        for m in re.finditer(r"\.B gpuctl ([a-z]+)[^\n]*\n(.*?)(?=\.br\n|\Z)", syn, re.S):
+            blocks.setdefault(m[1], "")
+            blocks[m[1]] += m[2]
+        filters = gpuctl("select", "--help").out.split("Options:", 1)[1]
+        filter_opts = set(re.findall(r"^  (?:-\w, )?--([a-z][a-z-]*)", filters, re.M))
+        self.assertIn("min-free-mem", filter_opts)
+        for cmd, block in blocks.items():
+            with self.subTest(command=cmd):
+                h = gpuctl(cmd, "--help").out
+                for short, long_ in re.findall(r"^  (?:-(\w), )?--([a-z][a-z-]*)", h, re.M):
+                    if long_ == "help" or (cmd in ("select", "run") and long_ in filter_opts
+                                           and "[FILTERS]" in gpuctl(cmd, "--help").out):
+                        continue
+                    self.assertTrue("--" + long_ in block or (short and "-" + short in block),
+                                    "%s: --%s is not in the man page's SYNOPSIS" % (cmd, long_))
+
     def test_version(self):
         # the library's run-time version (gpuctl_version), which is CMake's project version
         with open(os.path.join(SRC, "CMakeLists.txt")) as f:
