@@ -34,7 +34,7 @@ class CompletionTest(GpuctlTestCase):
     def test_commands(self):
         self.assertEqual(complete(""), COMMANDS)
         self.assertEqual(complete("s"), {"select", "slurm"})
-        self.assertEqual(complete("-v", "--config", "/dev/null", "to"), {"topo"})
+        self.assertEqual(complete("-v", "--config", "/dev/null", "to"), {"top", "topo"})
         self.assertEqual(complete("help", "wa"), {"watch"})
         self.assertEqual(complete("lease", ""), {"init"})
 
