@@ -40,6 +40,7 @@
 #include "format.h"
 #include "health-watch.h"
 #include "parse.h"
+#include "gres.h"
 #include "slurm.h"
 
 extern char **environ;
@@ -599,7 +600,7 @@ static int do_slurm(const struct health_args *a, const struct gpuctl_health_repo
 	char err[512] = "";
 	int r;
 
-	r = slurm_node_name(res->node, sizeof(res->node));
+	r = gres_node_name(res->node, sizeof(res->node));
 	if (r < 0) {
 		cli_error("health: --slurm: cannot tell this node's name: %s", strerror(-r));
 		return CLI_EXIT_FAILURE;

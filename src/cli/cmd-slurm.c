@@ -107,14 +107,6 @@ out:
 	return r;
 }
 
-static void short_host(char *buf, size_t size)
-{
-	if (gethostname(buf, size) < 0)
-		(void)snprintf(buf, size, "localhost");
-	buf[size - 1] = '\0';
-	buf[strcspn(buf, ".")] = '\0';
-}
-
 static void print_links(FILE *f, const struct gres_line *l, size_t n)
 {
 	for (size_t j = 0; j < n; j++)
@@ -238,10 +230,14 @@ static int gres_exec(struct cli *cli, bool json, const char *node_opt, const cha
 	                             sizeof(fields) / sizeof(fields[0]), &snap);
 	if (status)
 		return status;
-	if (node_opt)
+	if (node_opt) {
 		(void)snprintf(node, sizeof(node), "%s", node_opt);
-	else
-		short_host(node, sizeof(node));
+	} else if ((r = gres_node_name(node, sizeof(node))) < 0) {
+		cli_error("slurm gres: cannot tell this node's Slurm name (%s): give --node",
+		          strerror(-r));
+		status = CLI_EXIT_FAILURE;
+		goto out;
+	}
 	r = cpu_topology_read(NULL, &topo, why, sizeof(why));
 	if (r < 0) {
 		cli_error("slurm gres: cannot read this node's CPU topology: %s", why);
@@ -379,7 +375,8 @@ const struct cmd_entry cmd_slurm_entry = {
         .summary = "print this node's gres.conf for Slurm, with NVLink and CPU topology",
         .options =
                 "  --format FORMAT  text (default: gres.conf lines) or json\n"
-                "  --node NAME      the Slurm node name (default: the short host name)\n"
+                "  --node NAME      the Slurm node name (default: $SLURMD_NODENAME, else the\n"
+                "                   short host name)\n"
                 "  --dev-dir DIR    where the GPUs' device files are (default /dev)\n"
                 "  -h, --help       print this help\n"
                 "\n"

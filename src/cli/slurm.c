@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 
 #include "slurm.h"
@@ -84,26 +83,6 @@ enum slurm_action slurm_decide(const struct slurm_node *node, bool fail)
 	if (fail)
 		return node->drained ? SLURM_NONE : SLURM_DRAIN;
 	return node->drained && slurm_reason_is_ours(node->reason) ? SLURM_RESUME : SLURM_NONE;
-}
-
-int slurm_node_name(char *buf, size_t size)
-{
-	const char *env = getenv("SLURMD_NODENAME");
-	struct utsname u;
-
-	if (env && env[0]) {
-		if (strlen(env) >= size)
-			return -ENAMETOOLONG;
-		memcpy(buf, env, strlen(env) + 1);
-		return 0;
-	}
-	if (uname(&u) < 0)
-		return -errno;
-	u.nodename[strcspn(u.nodename, ".")] = '\0';
-	if (!u.nodename[0] || strlen(u.nodename) >= size)
-		return -EINVAL;
-	memcpy(buf, u.nodename, strlen(u.nodename) + 1);
-	return 0;
 }
 
 /* Runs scontrol with argv; 0 when it exited 0, else -EIO/-ETIME/-errno with err set. */

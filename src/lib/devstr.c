@@ -898,22 +898,6 @@ static void gres_conf_path(char *buf, size_t size)
 		(void)snprintf(buf, size, "/etc/slurm/gres.conf");
 }
 
-/* Slurm's node name: $SLURMD_NODENAME (slurmd sets it for jobs and its programs), else the short
- * host name. */
-static void slurm_node_name(char *buf, size_t size)
-{
-	const char *n = secure_getenv("SLURMD_NODENAME");
-
-	if (n && *n) {
-		(void)snprintf(buf, size, "%s", n);
-		return;
-	}
-	if (gethostname(buf, size) < 0)
-		buf[0] = '\0';
-	buf[size - 1] = '\0';
-	buf[strcspn(buf, ".")] = '\0';
-}
-
 /* The GPU whose device file has this minor number, or SIZE_MAX. */
 static size_t gpu_by_minor(const struct gpuctl_snapshot *snap, unsigned int minor)
 {
@@ -950,7 +934,9 @@ static int read_slurm_list(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot 
 		                 "(gres.conf names no device files)",
 		                 var);
 	gres_conf_path(path, sizeof(path));
-	slurm_node_name(node, sizeof(node));
+	if ((r = gres_node_name(node, sizeof(node))) < 0)
+		return ctx_error(ctx, -EINVAL, "%s: cannot tell this node's Slurm name: %s", var,
+		                 strerror(-r));
 	r = gres_read_file(path, 1 << 20, &text, &len);
 	if (r < 0)
 		return ctx_error(ctx, -EINVAL,

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/utsname.h>
 
 #include "gres.h"
 #include "parse.h"
@@ -190,6 +191,25 @@ bool gres_hostlist_match(const char *expr, const char *name)
 	if (n > 0)
 		free_names(names, (size_t)n);
 	return found;
+}
+
+int gres_node_name(char *buf, size_t size)
+{
+	const char *env = secure_getenv("SLURMD_NODENAME");
+	struct utsname u;
+
+	if (!env || !env[0]) {
+		if (uname(&u) < 0)
+			return -errno;
+		u.nodename[strcspn(u.nodename, ".")] = '\0';
+		env = u.nodename;
+	}
+	if (!env[0])
+		return -EINVAL;
+	if (strlen(env) >= size)
+		return -ENAMETOOLONG;
+	memcpy(buf, env, strlen(env) + 1);
+	return 0;
 }
 
 /* ---- gres.conf ---- */

@@ -38,6 +38,11 @@ void gres_gpus_free(struct gres_gpus *g);
  * NUL). -errno, -EFBIG when larger. */
 int gres_read_file(const char *path, size_t max, char **ret_text, size_t *ret_len);
 
+/* This node's Slurm name: $SLURMD_NODENAME (slurmd sets it for jobs and the programs it runs),
+ * else the host name up to its first dot (Slurm's default NodeName). 0, -ENAMETOOLONG when it
+ * does not fit size, -EINVAL for an empty host name, or uname's -errno. */
+int gres_node_name(char *buf, size_t size);
+
 /* Whether Slurm hostlist expression expr ("node[01-04,7],gpu-a") names name. */
 bool gres_hostlist_match(const char *expr, const char *name);
 

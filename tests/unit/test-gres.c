@@ -162,6 +162,21 @@ static void test_cpu_topology(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+static void test_node_name(void **state)
+{
+	char buf[64];
+
+	(void)state;
+	assert_int_equal(setenv("SLURMD_NODENAME", "gpu-node-12", 1), 0);
+	assert_int_equal(gres_node_name(buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "gpu-node-12");
+	assert_int_equal(gres_node_name(buf, 4), -ENAMETOOLONG);
+	assert_int_equal(unsetenv("SLURMD_NODENAME"), 0);
+	assert_int_equal(gres_node_name(buf, sizeof(buf)), 0);
+	assert_null(strchr(buf, '.')); /* the short host name */
+	assert_true(buf[0] != '\0');
+}
+
 static void test_types(void **state)
 {
 	static const char *const cases[][2] = {
@@ -190,9 +205,8 @@ static void test_types(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_hostlists),
-	        cmocka_unit_test(test_gres_conf),
-	        cmocka_unit_test(test_cpu_topology),
+	        cmocka_unit_test(test_hostlists),    cmocka_unit_test(test_gres_conf),
+	        cmocka_unit_test(test_cpu_topology), cmocka_unit_test(test_node_name),
 	        cmocka_unit_test(test_types),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

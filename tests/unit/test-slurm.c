@@ -86,27 +86,11 @@ static void test_decide(void **state)
 	assert_int_equal(slurm_decide(&admin, false), SLURM_NONE);
 }
 
-static void test_node_name(void **state)
-{
-	char buf[64];
-
-	(void)state;
-	assert_int_equal(setenv("SLURMD_NODENAME", "gpu-node-12", 1), 0);
-	assert_int_equal(slurm_node_name(buf, sizeof(buf)), 0);
-	assert_string_equal(buf, "gpu-node-12");
-	assert_int_equal(slurm_node_name(buf, 4), -ENAMETOOLONG);
-	assert_int_equal(unsetenv("SLURMD_NODENAME"), 0);
-	assert_int_equal(slurm_node_name(buf, sizeof(buf)), 0);
-	assert_null(strchr(buf, '.')); /* the short host name */
-	assert_true(buf[0] != '\0');
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_parse),
 	        cmocka_unit_test(test_decide),
-	        cmocka_unit_test(test_node_name),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
