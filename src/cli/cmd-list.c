@@ -377,8 +377,9 @@ static json_t *mig_json(const struct gpuctl_mig *mig, size_t m)
 }
 
 /* The host's facts of a GPU process (proc(5)), as ps(1) reports them: resident memory, %CPU
- * over its life (CPU time / elapsed), elapsed seconds, the whole command line; null each when
- * /proc does not show the process (another PID namespace, gone). */
+ * over its life (CPU time / elapsed; 0 within its first clock tick, as ps(1) prints it, since
+ * /proc/uptime and the start time both count in ticks), elapsed seconds, the whole command
+ * line; null each when /proc does not show the process (another PID namespace, gone). */
 static int put_host_facts(json_t *o, uint32_t pid)
 {
 	struct hostproc_stat st;
@@ -393,8 +394,9 @@ static int put_host_facts(json_t *o, uint32_t pid)
 	if (json_put(o, "host_memory",
 	             ok ? json_integer((json_int_t)st.rss_pages * page) : json_null()) < 0 ||
 	    json_put(o, "cpu_percent",
-	             ok && elapsed > 0 ? json_real((double)st.cpu_ticks / hz / elapsed * 100.0)
-	                               : json_null()) < 0 ||
+	             !ok           ? json_null()
+	             : elapsed > 0 ? json_real((double)st.cpu_ticks / hz / elapsed * 100.0)
+	                           : json_real(0.0)) < 0 ||
 	    json_put(o, "elapsed",
 	             ok ? json_integer((json_int_t)(elapsed > 0 ? elapsed : 0)) : json_null()) <
 	            0 ||
