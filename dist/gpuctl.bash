@@ -59,7 +59,7 @@ _gpuctl()
 	local prog=${COMP_WORDS[0]} cmd="" config=${GPUCTL_CONFIG:-/etc/gpuctl/gpuctl.conf}
 	local i w
 	COMPREPLY=()
-	# the command: the first word that is no option nor the value of --config
+	# the command: the first word that is no option nor the value of --config or --color
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		w=${COMP_WORDS[i]}
 		if [[ $w == --config ]]; then
@@ -67,6 +67,8 @@ _gpuctl()
 			config=${COMP_WORDS[i]}
 		elif [[ $w == --config=* ]]; then
 			config=${w#--config=}
+		elif [[ $w == --color ]]; then
+			((i++)) # its value is no command
 		elif [[ $w != -* ]]; then
 			cmd=$w
 			break
@@ -113,6 +115,10 @@ _gpuctl()
 		;;
 	FILE | DIR)
 		COMPREPLY=($(compgen -f -- "$cur"))
+		return
+		;;
+	WHEN)
+		COMPREPLY=($(compgen -W "auto always never" -- "$cur"))
 		return
 		;;
 	?*)

@@ -56,6 +56,7 @@ extern char **environ;
 
 enum {
 	OPT_FORMAT = 0x100,
+	OPT_COLOR,
 	OPT_STRICT,
 	OPT_KMSG,
 	OPT_PROBE,
@@ -72,6 +73,7 @@ enum {
 static const struct option health_options[] = {
         {"id", required_argument, NULL, 'i'},
         {"format", required_argument, NULL, OPT_FORMAT},
+        {"color", required_argument, NULL, OPT_COLOR},
         {"strict", no_argument, NULL, OPT_STRICT},
         {"kmsg", required_argument, NULL, OPT_KMSG},
         {"probe", no_argument, NULL, OPT_PROBE},
@@ -90,6 +92,7 @@ static const struct option health_options[] = {
 struct health_args {
 	const char *ids;        /* -i, NULL: every GPU */
 	bool json;              /* --format json */
+	bool color;             /* colour the verdicts (cli_use_color; never in JSON) */
 	bool strict;            /* --strict */
 	const char *kmsg;       /* --kmsg or $GPUCTL_KMSG; NULL: /dev/kmsg */
 	bool kmsg_named;        /* kmsg was named by the user: it must be readable */
@@ -137,14 +140,19 @@ static void print_table(const struct health_args *a, const struct gpuctl_snapsho
 			format_short_uuid(uuid, shortu, sizeof(shortu));
 		else
 			strscpy_n(shortu, sizeof(shortu), "N/A");
-		printf("GPU %zu  %s  %s  %s\n", a->sel[k], shortu, bus ? bus : "N/A",
-		       gpuctl_health_severity_name(gpuctl_health_verdict(rep, a->sel[k])));
+		int verdict = gpuctl_health_verdict(rep, a->sel[k]);
+		printf("GPU %zu  %s  %s  ", a->sel[k], shortu, bus ? bus : "N/A");
+		format_print_colored(stdout, a->color, format_verdict_sgr(verdict),
+		                     gpuctl_health_severity_name(verdict), 0);
+		putchar('\n');
 		for (size_t i = 0; i < n; i++) {
 			const struct gpuctl_health_finding *f = gpuctl_health_finding(rep, i);
 			if (f->gpu != a->sel[k])
 				continue;
-			printf("  %-4s  %-19s  %s\n", gpuctl_health_severity_name(f->severity),
-			       f->check, f->message);
+			fputs("  ", stdout);
+			format_print_colored(stdout, a->color, format_verdict_sgr(f->severity),
+			                     gpuctl_health_severity_name(f->severity), 4);
+			printf("  %-19s  %s\n", f->check, f->message);
 			printf("  %-4s  %-19s  action: %s\n", "", "", f->action);
 		}
 	}
@@ -725,6 +733,11 @@ static int cmd_health_exec(struct cli *cli, int argc, char **argv)
 				        optarg);
 			a.interval = (unsigned)ul;
 			break;
+		case OPT_COLOR:
+			status = cli_color_option(cli, &cmd_health_entry, optarg);
+			if (status)
+				return status;
+			break;
 		case 'h':
 			cmd_usage(&cmd_health_entry, stdout);
 			return CLI_EXIT_OK;
@@ -843,6 +856,7 @@ static int cmd_health_exec(struct cli *cli, int argc, char **argv)
 	if (a.json) {
 		r = print_json(&a, snap, rep, worst, kmsg_read, state_read, a.slurm ? &sres : NULL);
 	} else {
+		a.color = cli_use_color(cli);
 		print_table(&a, snap, rep);
 		if (a.slurm && sres.action == SLURM_DRAIN)
 			printf("slurm: drained node %s: %s\n", sres.node, sres.reason);
@@ -875,7 +889,7 @@ const struct cmd_entry cmd_health_entry = {
         .usage = "[-i IDS] [--format table|json] [--strict] [--kmsg FILE] [--probe "
                  "[--probe-timeout SECONDS]] [--slurm [--slurm-conf FILE] [--scontrol PATH]] "
                  "[--watch [--interval SECONDS]] "
-                 "[--state FILE]",
+                 "[--state FILE] [--color WHEN]",
         .summary = "check each GPU's health: OK, WARN or FAIL with findings and actions",
         .options =
                 "  -i, --id IDS     only these GPUs (indices, UUIDs or PCI bus ids, "
@@ -904,6 +918,8 @@ const struct cmd_entry cmd_health_entry = {
                 "  --state FILE     the health state file --watch writes and checks read\n"
                 "                   (default: $GPUCTL_HEALTH_STATE, else gpuctl-health.state\n"
                 "                   beside the lease directory)\n"
+                "  --color WHEN     colour the table: auto (on a terminal, unless NO_COLOR is\n"
+                "                   set), always or never\n"
                 "  -h, --help       print this help\n",
         .exec = cmd_health_exec,
         .exits = CMD_EXITS_DRIVER | CMD_EXITS_HEALTH,

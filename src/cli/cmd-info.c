@@ -187,7 +187,7 @@ static int print_pools_text(const struct cli *cli, const struct pools *p,
 		r = text_table_add(t, cells);
 	}
 	if (r >= 0)
-		text_table_print(t, stdout);
+		text_table_print(t, stdout, false);
 	text_table_free(t);
 	return r;
 }
@@ -292,7 +292,7 @@ static int print_text(const struct cli *cli, const struct info *in, const struct
 		r = text_table_add(t, cells);
 	}
 	if (r >= 0)
-		text_table_print(t, stdout);
+		text_table_print(t, stdout, false);
 	text_table_free(t);
 	if (r >= 0)
 		r = print_pools_text(cli, p, snap);

@@ -41,10 +41,13 @@ struct list_args {
 	int *verdict;           /* table and JSON: each GPU's health verdict (docs/health.md) */
 	struct timespec now;    /* when the snapshot was taken: --query's timestamp */
 	const char *driver;     /* the driver's version: --query's driver_version (or NULL) */
+	bool wide;              /* -w/--wide: a process table with the host's facts */
+	bool color;             /* colour the table's cells (cli_use_color) */
 };
 
 enum {
 	OPT_FORMAT = 0x100,
+	OPT_COLOR,
 	OPT_QUERY,
 	OPT_NOHEADER,
 	OPT_NOUNITS,
@@ -52,7 +55,9 @@ enum {
 
 static const struct option list_options[] = {
         {"id", required_argument, NULL, 'i'},
+        {"wide", no_argument, NULL, 'w'},
         {"format", required_argument, NULL, OPT_FORMAT},
+        {"color", required_argument, NULL, OPT_COLOR},
         {"query", required_argument, NULL, OPT_QUERY},
         {"query-gpu", required_argument, NULL, OPT_QUERY},
         {"noheader", no_argument, NULL, OPT_NOHEADER},
@@ -140,7 +145,7 @@ static int print_query_table(const struct list_args *a, const struct gpuctl_snap
 		if (text_table_add(t, cells) < 0)
 			goto out;
 	}
-	text_table_print(t, stdout);
+	text_table_print(t, stdout, false);
 	r = 0;
 out:
 	for (size_t c = 0; bufs && c < a->query->n; c++)
@@ -244,6 +249,49 @@ static void procs_cell(const struct gpuctl_gpu *gpu, const struct gpuctl_mig *mi
 	}
 }
 
+/* The colour thresholds of the table, after gpustat's (its core.py print_to): temperature red
+ * below 50 C, bold red from 50; utilisation green below 30 %, bold green from 30; power magenta
+ * below 40 % of the limit, bold magenta from 40; memory (ours) yellow below half used, bold
+ * yellow from half. Health: OK green, WARN yellow, FAIL bold red (format_verdict_sgr). */
+enum {
+	HOT_TEMP_C = 50,
+	BUSY_UTIL_PCT = 30,
+	HIGH_POWER_PCT = 40,
+	FULL_MEMORY_PCT = 50,
+};
+
+static const char *verdict_sgr(const struct list_args *a, const struct gpuctl_gpu *gpu)
+{
+	return a->verdict ? format_verdict_sgr(a->verdict[gpuctl_gpu_index(gpu)]) : NULL;
+}
+
+/* Colours the cells of a GPU's row (the last one added) by load and health. */
+static void color_gpu_row(const struct list_args *a, struct text_table *t,
+                          const struct gpuctl_gpu *gpu)
+{
+	int64_t v, lim;
+
+	text_table_color(t, COL_GPU, FORMAT_SGR_CYAN);
+	text_table_color(t, COL_NAME, FORMAT_SGR_BLUE);
+	if (gpuctl_gpu_int(gpu, GPUCTL_F_TEMP, &v) >= 0)
+		text_table_color(t, COL_TEMP,
+		                 v < HOT_TEMP_C ? FORMAT_SGR_RED : FORMAT_SGR_BOLD_RED);
+	if (gpuctl_gpu_int(gpu, GPUCTL_F_UTIL_GPU, &v) >= 0)
+		text_table_color(t, COL_UTIL,
+		                 v < BUSY_UTIL_PCT ? FORMAT_SGR_GREEN : FORMAT_SGR_BOLD_GREEN);
+	if (gpuctl_gpu_int(gpu, GPUCTL_F_MEMORY_USED, &v) >= 0 &&
+	    gpuctl_gpu_int(gpu, GPUCTL_F_MEMORY_TOTAL, &lim) >= 0 && lim > 0)
+		text_table_color(t, COL_MEMORY,
+		                 v * 100 < lim * FULL_MEMORY_PCT ? FORMAT_SGR_YELLOW
+		                                                 : FORMAT_SGR_BOLD_YELLOW);
+	if (gpuctl_gpu_int(gpu, GPUCTL_F_POWER_DRAW, &v) >= 0 &&
+	    gpuctl_gpu_int(gpu, GPUCTL_F_POWER_LIMIT, &lim) >= 0 && lim > 0)
+		text_table_color(t, COL_POWER,
+		                 v * 100 < lim * HIGH_POWER_PCT ? FORMAT_SGR_MAGENTA
+		                                                : FORMAT_SGR_BOLD_MAGENTA);
+	text_table_color(t, COL_HEALTH, verdict_sgr(a, gpu));
+}
+
 static int add_gpu_rows(const struct list_args *a, struct text_table *t,
                         const struct gpuctl_gpu *gpu)
 {
@@ -264,7 +312,13 @@ static int add_gpu_rows(const struct list_args *a, struct text_table *t,
 		cells[COL_TEMP] = "lost";
 		cells[COL_UTIL] = cells[COL_MEMORY] = cells[COL_POWER] = "-";
 		cells[COL_PROCS] = NULL;
-		return text_table_add(t, cells);
+		int r = text_table_add(t, cells);
+		if (r >= 0) {
+			text_table_color(t, COL_GPU, FORMAT_SGR_CYAN);
+			text_table_color(t, COL_TEMP, FORMAT_SGR_BOLD_RED);
+			text_table_color(t, COL_HEALTH, verdict_sgr(a, gpu));
+		}
+		return r;
 	}
 
 	if (gpuctl_gpu_int(gpu, GPUCTL_F_TEMP, &v1) >= 0)
@@ -298,6 +352,7 @@ static int add_gpu_rows(const struct list_args *a, struct text_table *t,
 	int r = text_table_add(t, cells);
 	if (r < 0)
 		return r;
+	color_gpu_row(a, t, gpu);
 
 	for (size_t m = 0; m < gpuctl_gpu_mig_count(gpu); m++) {
 		const struct gpuctl_mig *mig = gpuctl_gpu_mig(gpu, m);
@@ -325,10 +380,107 @@ static int add_gpu_rows(const struct list_args *a, struct text_table *t,
 	return 0;
 }
 
+/* ---- --wide: the processes with their host facts ---- */
+
+enum {
+	PCOL_GPU,
+	PCOL_PID,
+	PCOL_USER,
+	PCOL_GPU_MEM,
+	PCOL_CPU,
+	PCOL_RSS,
+	PCOL_ELAPSED,
+	PCOL_COMMAND,
+	NPCOLS,
+};
+
+static const char *const proc_header[NPCOLS] = {
+        "GPU", "PID", "USER", "GPU_MEM", "%CPU", "RSS", "ELAPSED", "COMMAND",
+};
+
+/* format_bytes without its blank ("1.5MiB"), so that a table line splits on blanks. */
+static void compact_bytes(uint64_t bytes, char *buf, size_t size)
+{
+	char tmp[32];
+	size_t k = 0;
+
+	format_bytes(bytes, tmp, sizeof(tmp));
+	for (size_t i = 0; tmp[i] && k + 1 < size; i++)
+		if (tmp[i] != ' ')
+			buf[k++] = tmp[i];
+	buf[k] = '\0';
+}
+
+/* One line of the process table: the process p of gpu, with what /proc says of it ("-" for
+ * each fact it does not show: another PID namespace, gone; COMMAND then NVML's name). */
+static int add_proc_row(struct text_table *t, const struct gpuctl_gpu *gpu,
+                        const struct gpuctl_proc *p)
+{
+	char dev[48], pid[24], mem[32] = "-", cpu[32] = "-", rss[32] = "-", el[32] = "-";
+	char cmd[4096] = "";
+	struct hostproc_facts hf;
+	int64_t v;
+	int mig = gpuctl_proc_mig_device(gpu, p);
+	uint32_t id = gpuctl_proc_pid(p);
+	const char *user = gpuctl_proc_user(p), *name = gpuctl_proc_command(p);
+
+	if (mig >= 0 && gpuctl_mig_int(gpuctl_gpu_mig(gpu, (size_t)mig), GPUCTL_MIG_INDEX, &v) >= 0)
+		snprintf(dev, sizeof(dev), "%zu:%" PRId64, gpuctl_gpu_index(gpu), v);
+	else
+		snprintf(dev, sizeof(dev), "%zu", gpuctl_gpu_index(gpu));
+	snprintf(pid, sizeof(pid), "%" PRIu32, id);
+	if (gpuctl_proc_used_memory(p, &v) >= 0)
+		snprintf(mem, sizeof(mem), "%" PRId64 "MiB", v / (1024 * 1024));
+	if (id > 0 && hostproc_facts((pid_t)id, &hf) == 0) {
+		snprintf(cpu, sizeof(cpu), "%.1f", hf.cpu_percent);
+		compact_bytes(hf.host_memory, rss, sizeof(rss));
+		hostproc_format_elapsed(hf.elapsed, el, sizeof(el));
+		hostproc_cmdline((pid_t)id, cmd, sizeof(cmd));
+	}
+	const char *cells[NPCOLS] = {
+	        [PCOL_GPU] = dev,
+	        [PCOL_PID] = pid,
+	        [PCOL_USER] = user ? user : "?",
+	        [PCOL_GPU_MEM] = mem,
+	        [PCOL_CPU] = cpu,
+	        [PCOL_RSS] = rss,
+	        [PCOL_ELAPSED] = el,
+	        [PCOL_COMMAND] = cmd[0] ? cmd
+	                         : name ? name
+	                                : "?",
+	};
+	return text_table_add(t, cells);
+}
+
+static int print_procs(const struct list_args *a, const struct gpuctl_snapshot *snap)
+{
+	struct text_table *t = NULL;
+	size_t n = 0;
+	int r = text_table_new(NPCOLS, &t);
+
+	if (r < 0)
+		return r;
+	if (!a->fmt.noheader)
+		r = text_table_add(t, proc_header);
+	for (size_t i = 0; r >= 0 && i < a->nsel; i++) {
+		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(snap, a->sel[i]);
+		for (size_t k = 0;
+		     r >= 0 && !gpuctl_gpu_lost(gpu) && k < gpuctl_gpu_proc_count(gpu); k++, n++)
+			r = add_proc_row(t, gpu, gpuctl_gpu_proc(gpu, k));
+	}
+	if (r >= 0 && n)
+		text_table_print(t, stdout, a->color);
+	else if (r >= 0)
+		puts("no GPU processes");
+	text_table_free(t);
+	return r;
+}
+
 static int print_table(const struct list_args *a, const struct gpuctl_snapshot *snap)
 {
 	struct text_table *t = NULL;
-	int r = text_table_new(NCOLS, &t);
+	/* --wide: the processes get their own table, not the last column */
+	int r = text_table_new(a->wide ? NCOLS - 1 : NCOLS, &t);
 	if (r < 0)
 		return r;
 	if (!a->fmt.noheader)
@@ -336,8 +488,12 @@ static int print_table(const struct list_args *a, const struct gpuctl_snapshot *
 	for (size_t i = 0; r >= 0 && i < a->nsel; i++)
 		r = add_gpu_rows(a, t, gpuctl_snapshot_gpu(snap, a->sel[i]));
 	if (r >= 0)
-		text_table_print(t, stdout);
+		text_table_print(t, stdout, a->color);
 	text_table_free(t);
+	if (r >= 0 && a->wide) {
+		putchar('\n');
+		r = print_procs(a, snap);
+	}
 	return r;
 }
 
@@ -376,35 +532,6 @@ static json_t *mig_json(const struct gpuctl_mig *mig, size_t m)
 	return o;
 }
 
-/* The host's facts of a GPU process (proc(5)), as ps(1) reports them: resident memory, %CPU
- * over its life (CPU time / elapsed; 0 within its first clock tick, as ps(1) prints it, since
- * /proc/uptime and the start time both count in ticks), elapsed seconds, the whole command
- * line; null each when /proc does not show the process (another PID namespace, gone). */
-static int put_host_facts(json_t *o, uint32_t pid)
-{
-	struct hostproc_stat st;
-	double up = hostproc_uptime(), hz = (double)sysconf(_SC_CLK_TCK);
-	long page = sysconf(_SC_PAGESIZE);
-	char cmd[4096];
-	bool ok = pid > 0 && up >= 0 && hz > 0 && hostproc_read_stat((pid_t)pid, &st) == 0;
-	double elapsed = ok ? up - (double)st.start_ticks / hz : 0;
-
-	if (ok)
-		hostproc_cmdline((pid_t)pid, cmd, sizeof(cmd));
-	if (json_put(o, "host_memory",
-	             ok ? json_integer((json_int_t)st.rss_pages * page) : json_null()) < 0 ||
-	    json_put(o, "cpu_percent",
-	             !ok           ? json_null()
-	             : elapsed > 0 ? json_real((double)st.cpu_ticks / hz / elapsed * 100.0)
-	                           : json_real(0.0)) < 0 ||
-	    json_put(o, "elapsed",
-	             ok ? json_integer((json_int_t)(elapsed > 0 ? elapsed : 0)) : json_null()) <
-	            0 ||
-	    json_put(o, "cmdline", ok && cmd[0] ? json_text(cmd) : json_null()) < 0)
-		return -ENOMEM;
-	return 0;
-}
-
 static json_t *proc_json(const struct gpuctl_proc *p)
 {
 	json_t *o = json_object();
@@ -420,7 +547,7 @@ static json_t *proc_json(const struct gpuctl_proc *p)
 	    json_put(o, "command", json_string_or_null(gpuctl_proc_command(p))) < 0 ||
 	    json_put(o, "gpu_instance_id", json_int_or_null(m, gi)) < 0 ||
 	    json_put(o, "compute_instance_id", json_int_or_null(m, ci)) < 0 ||
-	    put_host_facts(o, gpuctl_proc_pid(p)) < 0) {
+	    json_put_host_facts(o, gpuctl_proc_pid(p)) < 0) {
 		json_decref(o);
 		return NULL;
 	}
@@ -546,10 +673,13 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 	int opt, status;
 	char *bad = NULL;
 
-	while ((opt = getopt_long(argc, argv, "+:i:h", list_options, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "+:i:wh", list_options, NULL)) != -1) {
 		switch (opt) {
 		case 'i':
 			a.ids = optarg;
+			break;
+		case 'w':
+			a.wide = true;
 			break;
 		case OPT_FORMAT:
 			if (format_parse(optarg, &a.fmt, &bad) < 0) {
@@ -578,6 +708,11 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 		case OPT_NOUNITS:
 			a.fmt.nounits = true;
 			break;
+		case OPT_COLOR:
+			status = cli_color_option(cli, &cmd_list_entry, optarg);
+			if (status)
+				return status;
+			break;
 		case 'h':
 			cmd_usage(&cmd_list_entry, stdout);
 			return CLI_EXIT_OK;
@@ -592,6 +727,10 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 	if (kind == LIST_FORMAT_DEFAULT)
 		kind = a.query_text ? LIST_FORMAT_CSV : LIST_FORMAT_TABLE;
 
+	if (a.wide && (a.query_text || kind != LIST_FORMAT_TABLE))
+		return cmd_usage_error(&cmd_list_entry,
+		                       "--wide: only for the table without --query (the JSON has "
+		                       "the host facts of every process)");
 	if (a.query_text || kind == LIST_FORMAT_CSV) {
 		status = parse_query(a.query_text ? a.query_text : default_csv_fields, &a.query);
 		if (status)
@@ -638,6 +777,7 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 	if (status)
 		goto out;
 	clock_gettime(CLOCK_REALTIME, &a.now);
+	a.color = cli_use_color(cli);
 	a.driver = gpuctl_snapshot_driver_version(snap);
 	status = cli_select_gpus(cli, snap, a.ids, &a.sel, &a.nsel);
 	if (status)
@@ -689,12 +829,16 @@ out:
 
 const struct cmd_entry cmd_list_entry = {
         .name = "list",
-        .usage = "[-i IDS] [--format table|csv|json] [--query FIELDS] [--noheader] [--nounits]",
+        .usage = "[-i IDS] [-w] [--format table|csv|json] [--query FIELDS] [--noheader] "
+                 "[--nounits] [--color WHEN]",
         .summary = "list GPUs and MIG devices with their state",
         .options =
                 "  -i, --id IDS       only these GPUs: indices, UUIDs, UUID prefixes or PCI bus "
                 "ids,\n"
                 "                     comma-separated, in the order given\n"
+                "  -w, --wide         the table, then one line per GPU process with its host\n"
+                "                     facts: user, GPU memory, %CPU, resident memory, elapsed\n"
+                "                     time and the full command line\n"
                 "  --format FORMAT    table (default), csv (default with --query) or json; also\n"
                 "                     nvidia-smi's spelling, e.g. csv,noheader,nounits\n"
                 "  --query FIELDS     comma-separated fields: gpuctl keys (memory_used) or\n"
@@ -702,6 +846,9 @@ const struct cmd_entry cmd_list_entry = {
                 "docs/json.md\n"
                 "  --noheader         no header line\n"
                 "  --nounits          values without units (csv and query tables)\n"
+                "  --color WHEN       colour the table by load and health (docs/gpuctl.1):\n"
+                "                     auto (on a terminal, unless NO_COLOR is set), always,\n"
+                "                     never; CSV and JSON never\n"
                 "  -h, --help         print this help\n",
         .exec = cmd_list_exec,
         .exits = CMD_EXITS_DRIVER,

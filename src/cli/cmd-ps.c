@@ -30,9 +30,11 @@
 
 #include "cmd.h"
 #include "format.h"
+#include "hostproc.h"
 
 enum {
 	OPT_FORMAT = 0x100,
+	OPT_COLOR,
 	OPT_ALL,
 	OPT_LEASE_DIR,
 	OPT_WAITING,
@@ -40,6 +42,7 @@ enum {
 
 static const struct option ps_options[] = {
         {"format", required_argument, NULL, OPT_FORMAT},
+        {"color", required_argument, NULL, OPT_COLOR},
         {"all", no_argument, NULL, OPT_ALL},
         {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
         {"waiting", no_argument, NULL, OPT_WAITING},
@@ -153,6 +156,18 @@ static const char *state_name(const struct ps_row *row)
 	return "unknown";
 }
 
+/* A state's colour: unusable bold red, uninitialised and busy yellow (as health's FAIL and
+ * WARN), the others none. */
+static const char *state_sgr(const struct ps_row *row)
+{
+	if (row->state == GPUCTL_LEASE_UNUSABLE)
+		return FORMAT_SGR_BOLD_RED;
+	if (row->state == GPUCTL_LEASE_UNINITIALISED ||
+	    (row->state == GPUCTL_LEASE_FREE && row->busy))
+		return FORMAT_SGR_YELLOW;
+	return NULL;
+}
+
 /* Whether process proc of GPU g is listed on device row (g, mig): every process of the GPU on
  * its whole-GPU row, a MIG device's own on its row (gpuctl_proc_mig_device, the rule leases
  * and foreign processes follow). */
@@ -205,6 +220,7 @@ static json_t *foreign_json(const struct ps_data *d, const struct gpuctl_snapsho
 		    json_put(o, "user", json_string_or_null(gpuctl_proc_user(p))) < 0 ||
 		    json_put(o, "command", json_string_or_null(gpuctl_proc_command(p))) < 0 ||
 		    json_put(o, "used_memory", json_int_or_null(rm, mem)) < 0 ||
+		    json_put_host_facts(o, gpuctl_proc_pid(p)) < 0 ||
 		    json_array_append_new(arr, o) < 0) {
 			json_decref(o);
 			json_decref(arr);
@@ -243,7 +259,9 @@ static json_t *owner_json(const struct gpuctl_lease_owner *w)
 	    json_put(owner, "age_s", json_int_or_null(rage, (int64_t)((uint64_t)now - since))) <
 	            0 ||
 	    json_put(owner, "share_mem",
-	             json_int_or_null(w->share_mem ? 0 : -ENODATA, (int64_t)w->share_mem)) < 0) {
+	             json_int_or_null(w->share_mem ? 0 : -ENODATA, (int64_t)w->share_mem)) < 0 ||
+	    json_put(owner, "host_pid", json_integer(w->job_pid ? w->job_pid : w->pid)) < 0 ||
+	    json_put_host_facts(owner, w->job_pid ? w->job_pid : w->pid) < 0) {
 		json_decref(owner);
 		return NULL;
 	}
@@ -364,20 +382,40 @@ static void note_add(char *note, size_t size, const char *fmt, ...)
 	va_end(ap);
 }
 
-static int print_table(const struct ps_data *d, const struct gpuctl_snapshot *snap, bool all)
+/* The %CPU and RSS cells of a holder: the host facts (hostproc_facts) of its job, or of the
+ * holder itself when it runs none (select --hold); "-" when /proc does not show it. */
+static void host_cells(const struct gpuctl_lease_owner *w, char *cpu, char *rss, size_t size)
+{
+	struct hostproc_facts hf;
+	uint32_t pid = w->job_pid ? w->job_pid : w->pid;
+
+	if (pid > 0 && hostproc_facts((pid_t)pid, &hf) == 0) {
+		snprintf(cpu, size, "%.1f", hf.cpu_percent);
+		format_bytes(hf.host_memory, rss, size);
+		/* no blank inside a cell: "1.5MiB" */
+		char *sp = strchr(rss, ' ');
+		if (sp)
+			memmove(sp, sp + 1, strlen(sp));
+	}
+}
+
+static int print_table(const struct ps_data *d, const struct gpuctl_snapshot *snap, bool all,
+                       bool color)
 {
 	/* POOL only when the configuration has pools */
-	static const char *const head[] = {"DEVICE", "UUID", "STATE",   "HEALTH", "POOL", "USER",
-	                                   "PID",    "JOB",  "COMMAND", "LABEL",  "AGE",  "NOTE"};
-	const size_t skip = d->pool_of ? 0 : 1, ncol = 12 - skip;
-	const char *row_head[12];
+	enum { NHEAD = 14, COL_STATE = 2, COL_HEALTH = 3, COL_POOL = 4 };
+	static const char *const head[NHEAD] = {"DEVICE",  "UUID",  "STATE", "HEALTH", "POOL",
+	                                        "USER",    "PID",   "JOB",   "%CPU",   "RSS",
+	                                        "COMMAND", "LABEL", "AGE",   "NOTE"};
+	const size_t skip = d->pool_of ? 0 : 1, ncol = NHEAD - skip;
+	const char *row_head[NHEAD];
 	struct text_table *t = NULL;
 	size_t shown = 0;
 	int r = text_table_new(ncol, &t);
 	if (r < 0)
 		return r;
-	for (size_t c = 0, k = 0; c < 12; c++)
-		if (!(skip && c == 4))
+	for (size_t c = 0, k = 0; c < NHEAD; c++)
+		if (!(skip && c == COL_POOL))
 			row_head[k++] = head[c];
 	r = text_table_add(t, row_head);
 	for (size_t i = 0; r >= 0 && i < d->nrows; i++) {
@@ -397,6 +435,7 @@ static int print_table(const struct ps_data *d, const struct gpuctl_snapshot *sn
 		for (size_t k = 0; r >= 0 && k < (row->n_sh ? row->n_sh : 1); k++) {
 			const struct gpuctl_lease_owner *w = row->n_sh ? row->sh[k] : row->owner;
 			char user[48] = "-", pid[24] = "-", job[24] = "-", age[24] = "-";
+			char cpu[32] = "-", rss[32] = "-";
 			char note[1024] = "", size[32];
 			const char *command = "-", *lab = "-";
 			if (w) {
@@ -412,6 +451,7 @@ static int print_table(const struct ps_data *d, const struct gpuctl_snapshot *sn
 				if (w->label && w->label[0])
 					lab = w->label;
 				format_age(lease_age_base(w), age, sizeof(age));
+				host_cells(w, cpu, rss, sizeof(cpu));
 			} else if (row->state == GPUCTL_LEASE_HELD ||
 			           row->state == GPUCTL_LEASE_SHARED) {
 				snprintf(user, sizeof(user), "unknown");
@@ -444,21 +484,30 @@ static int print_table(const struct ps_data *d, const struct gpuctl_snapshot *sn
 			                       user,
 			                       pid,
 			                       job,
+			                       cpu,
+			                       rss,
 			                       command,
 			                       lab,
 			                       age,
 			                       note[0] ? note : "-"};
-			const char *row_cells[12];
-			for (size_t c = 0, j = 0; c < 12; c++)
-				if (!(skip && c == 4))
+			const char *row_cells[NHEAD];
+			for (size_t c = 0, j = 0; c < NHEAD; c++)
+				if (!(skip && c == COL_POOL))
 					row_cells[j++] = cells[c];
 			r = text_table_add(t, row_cells);
+			if (r >= 0) {
+				text_table_color(t, COL_STATE, state_sgr(row));
+				text_table_color(t, COL_HEALTH,
+				                 d->verdict
+				                         ? format_verdict_sgr(d->verdict[row->gpu])
+				                         : NULL);
+			}
 		}
 		shown++;
 	}
 	if (r >= 0) {
 		if (shown)
-			text_table_print(t, stdout);
+			text_table_print(t, stdout, color);
 		else
 			puts(all ? "no devices"
 			         : "no device is leased, unusable, busy or unhealthy (--all lists "
@@ -604,7 +653,7 @@ static int ps_waiting(struct cli *cli, const char *lease_dir, bool json)
 			r = text_table_add(t, cells);
 		}
 		if (r >= 0)
-			text_table_print(t, stdout);
+			text_table_print(t, stdout, false);
 		text_table_free(t);
 	}
 	if (r < 0 && r != -EIO) {
@@ -649,6 +698,12 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 				return cmd_usage_error(&cmd_ps_entry, "--lease-dir: empty path");
 			lease_dir = optarg;
 			break;
+		case OPT_COLOR: {
+			int st = cli_color_option(cli, &cmd_ps_entry, optarg);
+			if (st)
+				return st;
+			break;
+		}
 		case 'h':
 			cmd_usage(&cmd_ps_entry, stdout);
 			return CLI_EXIT_OK;
@@ -710,7 +765,8 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 		row->foreign = gpuctl_foreign_device(d.foreign, row->gpu, row->mig);
 		row->busy = gpuctl_foreign_busy(d.foreign, row->gpu, row->mig);
 	}
-	r = json ? print_json(&d, snap, path, exists, all) : print_table(&d, snap, all);
+	r = json ? print_json(&d, snap, path, exists, all)
+	         : print_table(&d, snap, all, cli_use_color(cli));
 	if (r < 0 && r != -EIO) {
 		cli_error("ps: %s", strerror(-r));
 		status = CLI_EXIT_FAILURE;
@@ -728,7 +784,7 @@ out:
 
 const struct cmd_entry cmd_ps_entry = {
         .name = "ps",
-        .usage = "[--format table|json] [--all | --waiting] [--lease-dir DIR]",
+        .usage = "[--format table|json] [--all | --waiting] [--lease-dir DIR] [--color WHEN]",
         .summary = "show which devices are leased, by whom, and which are busy without a lease",
         .options = "  --format FORMAT  table (default) or json (docs/json.md)\n"
                    "  --all            also list free devices\n"
@@ -737,6 +793,8 @@ const struct cmd_entry cmd_ps_entry = {
                    "  --lease-dir DIR  the lease directory (default $GPUCTL_LEASE_DIR, else the\n"
                    "                   configuration's lease_dir, else /run/gpuctl); a missing\n"
                    "                   one means nothing is leased\n"
+                   "  --color WHEN     colour STATE and HEALTH: auto (on a terminal, unless\n"
+                   "                   NO_COLOR is set), always or never\n"
                    "  -h, --help       print this help\n"
                    "\n"
                    "One row per device (GPU, or GPU:MIG) that is leased (user, holder pid, job\n"

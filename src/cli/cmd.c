@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "parse.h"
@@ -69,8 +70,9 @@ const struct cmd_entry *cmd_find(const char *name)
 
 void cli_usage(FILE *f)
 {
-	fputs("Usage: gpuctl [-v|--verbose] [--config FILE] [--version] [-h|--help] COMMAND "
-	      "[ARGS]\n"
+	fputs("Usage: gpuctl [-v|--verbose] [--config FILE] [--color WHEN] [--version] "
+	      "[-h|--help]\n"
+	      "              COMMAND [ARGS]\n"
 	      "\n"
 	      "Commands:\n",
 	      f);
@@ -85,6 +87,8 @@ void cli_usage(FILE *f)
 	      "  -v, --verbose  print the library's debug messages to stderr\n"
 	      "  --config FILE  the configuration file (default $GPUCTL_CONFIG, else\n"
 	      "                 /etc/gpuctl/gpuctl.conf; docs/config.md)\n"
+	      "  --color WHEN   colour the tables: auto (default: on a terminal, unless\n"
+	      "                 NO_COLOR is set), always or never; JSON and CSV never\n"
 	      "  --version      print the version and exit\n"
 	      "  -h, --help     print this help and exit\n"
 	      "\n"
@@ -106,6 +110,7 @@ void cli_usage(FILE *f)
 	      "                       (default 10; docs/leases.md)\n"
 	      "  GPUCTL_SYSTEM_LEASE_DIR  the system lease directory a personal one respects\n"
 	      "                       (default: the configuration's lease_dir, else /run/gpuctl)\n"
+	      "  NO_COLOR             not empty: no colour unless --color=always (no-color.org)\n"
 	      "  CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, SLURM_STEP_GPUS, SLURM_JOB_GPUS\n"
 	      "                       the allocation gpuctl runs in: select and run choose within\n"
 	      "                       it (docs/device-strings.md, docs/slurm.md)\n"
@@ -351,4 +356,45 @@ double cli_next_tick(double tick, double interval)
 
 	tick += interval;
 	return tick < now ? now + interval : tick;
+}
+
+int cli_color_parse(const char *when, enum cli_color *ret_color)
+{
+	static const struct {
+		const char *name;
+		enum cli_color color;
+	} names[] = {
+	        {"auto", CLI_COLOR_AUTO},   {"tty", CLI_COLOR_AUTO},
+	        {"if-tty", CLI_COLOR_AUTO}, {"always", CLI_COLOR_ALWAYS},
+	        {"yes", CLI_COLOR_ALWAYS},  {"force", CLI_COLOR_ALWAYS},
+	        {"never", CLI_COLOR_NEVER}, {"no", CLI_COLOR_NEVER},
+	        {"none", CLI_COLOR_NEVER},
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(when, names[i].name) == 0) {
+			*ret_color = names[i].color;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+int cli_color_option(struct cli *cli, const struct cmd_entry *entry, const char *when)
+{
+	if (cli_color_parse(when, &cli->color) < 0)
+		return cmd_usage_error(entry, "--color: unknown value '%s' (auto, always or never)",
+		                       when);
+	return 0;
+}
+
+bool cli_use_color(const struct cli *cli)
+{
+	const char *no = getenv("NO_COLOR"), *term = getenv("TERM");
+
+	if (cli->color != CLI_COLOR_AUTO)
+		return cli->color == CLI_COLOR_ALWAYS;
+	if (no && no[0])
+		return false;
+	if (term && strcmp(term, "dumb") == 0)
+		return false;
+	return isatty(STDOUT_FILENO) == 1;
 }

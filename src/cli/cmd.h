@@ -32,9 +32,17 @@ enum cli_exit {
 	                        * another process (the line names it; docs/leases.md "Bounds") */
 };
 
+/* --color=WHEN (docs/gpuctl.1, "Colour"). */
+enum cli_color {
+	CLI_COLOR_AUTO = 0, /* on a terminal, unless NO_COLOR is set and not empty */
+	CLI_COLOR_ALWAYS,   /* even into a pipe, and despite NO_COLOR (an explicit request) */
+	CLI_COLOR_NEVER,
+};
+
 /* State shared by main.c and the commands. */
 struct cli {
 	bool verbose;             /* -v: library debug messages go to stderr */
+	enum cli_color color;     /* --color: whether tables colour their cells (cli_use_color) */
 	struct gpuctl_ctx *ctx;   /* created on first use by cli_snapshot(); freed by main.c */
 	const char *config_path;  /* --config FILE, NULL: $GPUCTL_CONFIG or the default */
 	struct gpuctl_site *site; /* configuration and lease directory, opened on first use
@@ -139,6 +147,17 @@ int cli_wait_until(double until, const sigset_t *stop);
  * interval, or an interval from now when that is already past, so a pass that overran does not
  * make the next ones pile up. */
 double cli_next_tick(double tick, double interval);
+
+/* Parses --color's WHEN: "auto", "always", "never" (and GNU's synonyms yes/force, no/none,
+ * tty/if-tty). 0, or -EINVAL. */
+int cli_color_parse(const char *when, enum cli_color *ret_color);
+/* A command's --color WHEN (the same as the global option, for the commands that colour):
+ * sets cli->color; 0, or the usage error's status after printing it. */
+int cli_color_option(struct cli *cli, const struct cmd_entry *entry, const char *when);
+/* Whether this run colours its tables on stdout: always, never, or (auto) when stdout is a
+ * terminal, NO_COLOR is unset or empty (https://no-color.org) and TERM is not "dumb". Machine
+ * formats (JSON, CSV) never colour, whatever this says. */
+bool cli_use_color(const struct cli *cli);
 
 /* Flushes stdout and reports a write error (exit status 1) if one happened. */
 int cli_finish_output(int status);

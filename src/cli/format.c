@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "format.h"
+#include "hostproc.h"
 #include "utf8.h"
 
 const char *format_compute_mode(int64_t mode)
@@ -180,6 +181,23 @@ void format_short_uuid(const char *uuid, char *buf, size_t size)
 	snprintf(buf, size, "%.*s", (int)(start - uuid + (ptrdiff_t)n), uuid);
 }
 
+int json_put_host_facts(json_t *o, uint32_t pid)
+{
+	struct hostproc_facts hf;
+	char cmd[4096];
+	bool ok = pid > 0 && hostproc_facts((pid_t)pid, &hf) == 0;
+
+	if (ok)
+		hostproc_cmdline((pid_t)pid, cmd, sizeof(cmd));
+	if (json_put(o, "host_memory",
+	             ok ? json_integer((json_int_t)hf.host_memory) : json_null()) < 0 ||
+	    json_put(o, "cpu_percent", ok ? json_real(hf.cpu_percent) : json_null()) < 0 ||
+	    json_put(o, "elapsed", ok ? json_integer((json_int_t)hf.elapsed) : json_null()) < 0 ||
+	    json_put(o, "cmdline", ok && cmd[0] ? json_text(cmd) : json_null()) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
 int json_put(json_t *obj, const char *key, json_t *value)
 {
 	if (!value)
@@ -197,10 +215,11 @@ int json_print(json_t *root)
 }
 
 struct text_table {
-	size_t ncols;  /* cells per row */
-	size_t nrows;  /* rows added */
-	char **cells;  /* nrows * ncols strings, row-major, owned */
-	size_t *width; /* widest cell per column */
+	size_t ncols;     /* cells per row */
+	size_t nrows;     /* rows added */
+	char **cells;     /* nrows * ncols strings, row-major, owned */
+	const char **sgr; /* nrows * ncols colours (static strings or NULL), row-major */
+	size_t *width;    /* widest cell per column */
 };
 
 int text_table_new(size_t ncols, struct text_table **ret_table)
@@ -225,6 +244,7 @@ void text_table_free(struct text_table *t)
 	for (size_t i = 0; i < t->nrows * t->ncols; i++)
 		free(t->cells[i]);
 	free(t->cells);
+	free(t->sgr);
 	free(t->width);
 	free(t);
 }
@@ -235,6 +255,12 @@ int text_table_add(struct text_table *t, const char *const *cells)
 	if (!grown)
 		return -ENOMEM;
 	t->cells = grown;
+	const char **sgr = realloc(t->sgr, (t->nrows + 1) * t->ncols * sizeof(*sgr));
+	if (!sgr)
+		return -ENOMEM;
+	t->sgr = sgr;
+	for (size_t c = 0; c < t->ncols; c++)
+		sgr[t->nrows * t->ncols + c] = NULL;
 	char **row = t->cells + t->nrows * t->ncols;
 	for (size_t c = 0; c < t->ncols; c++) {
 		row[c] = strdup(cells[c] ? cells[c] : "");
@@ -251,19 +277,50 @@ int text_table_add(struct text_table *t, const char *const *cells)
 	return 0;
 }
 
-void text_table_print(const struct text_table *t, FILE *f)
+void text_table_color(struct text_table *t, size_t col, const char *sgr)
+{
+	if (t->nrows > 0 && col < t->ncols)
+		t->sgr[(t->nrows - 1) * t->ncols + col] = sgr;
+}
+
+const char *format_verdict_sgr(int severity)
+{
+	switch (severity) {
+	case GPUCTL_HEALTH_OK:
+		return FORMAT_SGR_GREEN;
+	case GPUCTL_HEALTH_WARN:
+		return FORMAT_SGR_YELLOW;
+	case GPUCTL_HEALTH_FAIL:
+		return FORMAT_SGR_BOLD_RED;
+	default:
+		return NULL;
+	}
+}
+
+void format_print_colored(FILE *f, bool color, const char *sgr, const char *text, int width)
+{
+	int len = (int)strlen(text);
+
+	if (color && sgr && text[0])
+		fprintf(f, "\033[%sm%s\033[0m", sgr, text);
+	else
+		fputs(text, f);
+	if (width > len)
+		fprintf(f, "%*s", width - len, "");
+}
+
+void text_table_print(const struct text_table *t, FILE *f, bool color)
 {
 	for (size_t r = 0; r < t->nrows; r++) {
 		char *const *row = t->cells + r * t->ncols;
+		const char *const *sgr = t->sgr + r * t->ncols;
 		/* The last non-empty cell ends the line: no trailing blanks. */
 		size_t last = t->ncols;
 		while (last > 0 && row[last - 1][0] == '\0')
 			last--;
 		for (size_t c = 0; c < last; c++) {
-			if (c + 1 < last)
-				fprintf(f, "%-*s  ", (int)t->width[c], row[c]);
-			else
-				fputs(row[c], f);
+			format_print_colored(f, color, sgr[c], row[c],
+			                     c + 1 < last ? (int)t->width[c] + 2 : 0);
 		}
 		fputc('\n', f);
 	}

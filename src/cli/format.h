@@ -55,6 +55,11 @@ json_t *json_int_or_null(int r, int64_t v);
  * set fails. */
 int json_put(json_t *obj, const char *key, json_t *value);
 
+/* Puts a process's host facts (docs/json.md): host_memory, cpu_percent, elapsed and cmdline
+ * (hostproc_facts, hostproc_cmdline), each null when /proc does not show pid (another PID
+ * namespace, gone). 0, or -ENOMEM. */
+int json_put_host_facts(json_t *obj, uint32_t pid);
+
 /* Prints root as indented JSON plus a newline to stdout. Returns 0 or -EIO. */
 int json_print(json_t *root);
 
@@ -65,6 +70,29 @@ int text_table_new(size_t ncols, struct text_table **ret_table);
 void text_table_free(struct text_table *t);
 /* Adds a row of ncols cells (NULL cells print empty). */
 int text_table_add(struct text_table *t, const char *const *cells);
-void text_table_print(const struct text_table *t, FILE *f);
+/* Colours cell col of the last row added: sgr is an SGR parameter string (FORMAT_SGR_*, a
+ * static string) or NULL. */
+void text_table_color(struct text_table *t, size_t col, const char *sgr);
+/* Prints the table; with color, each coloured cell's text (not its padding) between its SGR
+ * sequence and the reset "\033[0m". */
+void text_table_print(const struct text_table *t, FILE *f, bool color);
+
+/* SGR parameters of the colours tables use (ECMA-48 8.3.117), after gpustat's palette. */
+#define FORMAT_SGR_RED          "31"
+#define FORMAT_SGR_BOLD_RED     "1;31"
+#define FORMAT_SGR_GREEN        "32"
+#define FORMAT_SGR_BOLD_GREEN   "1;32"
+#define FORMAT_SGR_YELLOW       "33"
+#define FORMAT_SGR_BOLD_YELLOW  "1;33"
+#define FORMAT_SGR_BLUE         "34"
+#define FORMAT_SGR_MAGENTA      "35"
+#define FORMAT_SGR_BOLD_MAGENTA "1;35"
+#define FORMAT_SGR_CYAN         "36"
+
+/* The colour of a health verdict (GPUCTL_HEALTH_*): OK green, WARN yellow, FAIL bold red;
+ * NULL for anything else. */
+const char *format_verdict_sgr(int severity);
+/* Prints text to f, coloured with sgr when color (and sgr), then blanks up to width. */
+void format_print_colored(FILE *f, bool color, const char *sgr, const char *text, int width);
 
 #endif /* GPUCTL_CLI_FORMAT_H */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * hostproc.c: the host's view of a process, from proc(5), for `gpuctl top`.
+ * hostproc.c: the host's view of a process, from proc(5), for `gpuctl top`, list and ps.
  *
  * Decisions:
  * - One read(2) of a whole small file each (stat, cmdline, uptime): the kernel generates them
@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,4 +151,39 @@ double hostproc_uptime(void)
 		return -1;
 	up = strtod(buf, &end);
 	return end == buf || up < 0 ? -1 : up;
+}
+
+int hostproc_facts(pid_t pid, struct hostproc_facts *ret_facts)
+{
+	struct hostproc_stat st;
+	double up = hostproc_uptime(), hz = (double)sysconf(_SC_CLK_TCK);
+	long page = sysconf(_SC_PAGESIZE);
+	int r;
+
+	if (up < 0 || hz <= 0 || page <= 0)
+		return -ENODATA;
+	r = hostproc_read_stat(pid, &st);
+	if (r < 0)
+		return r;
+	/* both clocks count in ticks: a process started in this tick has elapsed 0 */
+	double elapsed = up - (double)st.start_ticks / hz;
+	*ret_facts = (struct hostproc_facts){
+	        .host_memory = st.rss_pages * (uint64_t)page,
+	        .cpu_percent = elapsed > 0 ? (double)st.cpu_ticks / hz / elapsed * 100.0 : 0.0,
+	        .elapsed = elapsed > 0 ? (uint64_t)elapsed : 0,
+	};
+	return 0;
+}
+
+void hostproc_format_elapsed(uint64_t s, char *buf, size_t size)
+{
+	uint64_t d = s / 86400, h = s / 3600 % 24, m = s / 60 % 60;
+
+	if (d)
+		(void)snprintf(buf, size, "%" PRIu64 "-%02" PRIu64 ":%02" PRIu64 ":%02" PRIu64, d,
+		               h, m, s % 60);
+	else if (h)
+		(void)snprintf(buf, size, "%02" PRIu64 ":%02" PRIu64 ":%02" PRIu64, h, m, s % 60);
+	else
+		(void)snprintf(buf, size, "%02" PRIu64 ":%02" PRIu64, m, s % 60);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * hostproc.h: what the host knows about a process (proc(5)): CPU time, resident memory, start
- * time and the full command line, for `gpuctl top`'s process list.
+ * time and the full command line, for `gpuctl top`'s process list and the host facts of list
+ * and ps.
  */
 #ifndef GPUCTL_CLI_HOSTPROC_H
 #define GPUCTL_CLI_HOSTPROC_H
@@ -33,5 +34,20 @@ void hostproc_cmdline(pid_t pid, char *buf, size_t size);
 
 /* Seconds since boot (/proc/uptime); -1 when unknown. */
 double hostproc_uptime(void);
+
+/* A process's facts as ps(1) shows them, for list and ps. */
+struct hostproc_facts {
+	uint64_t host_memory; /* resident set size, bytes */
+	double cpu_percent;   /* CPU time over its whole life / elapsed, x100; 0 within its first
+	                       * clock tick (elapsed 0), as ps(1) prints it */
+	uint64_t elapsed;     /* whole seconds since it started */
+};
+
+/* Reads pid's facts (stat, /proc/uptime). 0, or -errno as hostproc_read_stat (-ENODATA when
+ * the uptime or the clock tick is unknown). */
+int hostproc_facts(pid_t pid, struct hostproc_facts *ret_facts);
+
+/* Elapsed seconds as ps(1) writes etime: [[DD-]hh:]mm:ss. */
+void hostproc_format_elapsed(uint64_t seconds, char *buf, size_t size);
 
 #endif /* GPUCTL_CLI_HOSTPROC_H */

@@ -18,12 +18,14 @@
 enum {
 	OPT_VERSION = 0x100,
 	OPT_CONFIG,
+	OPT_COLOR,
 };
 
 static const struct option global_options[] = {
         {"verbose", no_argument, NULL, 'v'},
         {"version", no_argument, NULL, OPT_VERSION},
         {"config", required_argument, NULL, OPT_CONFIG},
+        {"color", required_argument, NULL, OPT_COLOR},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -45,6 +47,14 @@ int main(int argc, char **argv)
 				return CLI_EXIT_USAGE;
 			}
 			cli.config_path = optarg;
+			break;
+		case OPT_COLOR:
+			if (cli_color_parse(optarg, &cli.color) < 0) {
+				cli_error("--color: unknown value '%s' (auto, always or never; see "
+				          "'gpuctl --help')",
+				          optarg);
+				return CLI_EXIT_USAGE;
+			}
 			break;
 		case OPT_VERSION:
 			printf("gpuctl %s\n", gpuctl_version(NULL, NULL, NULL));

@@ -48,6 +48,11 @@ class CompletionTest(GpuctlTestCase):
         self.assertIn("--hold", complete("select", "--whole", "--h"))
         # an option with a value of its own kind (a count) offers nothing
         self.assertEqual(complete("select", "-n", ""), set())
+        # --color's values, before the command or after list/ps/health; its value is no command
+        self.assertEqual(complete("--color", "a"), {"auto", "always"})
+        self.assertEqual(complete("list", "--color", ""), {"auto", "always", "never"})
+        self.assertEqual(complete("--color", "never", "l"), {"list", "lease"})
+        self.assertIn("--wide", complete("--color", "never", "list", "--w"))
 
     def test_run_job(self):
         # after "--" the job's command line: commands, then its arguments, never gpuctl's options

@@ -325,15 +325,48 @@ static void test_short_uuid(void **state)
 }
 
 /* Prints t into a string (caller frees). */
-static char *table_text(const struct text_table *t)
+static char *table_text_color(const struct text_table *t, bool color)
 {
 	char *text = NULL;
 	size_t len = 0;
 	FILE *mem = open_memstream(&text, &len);
 	assert_non_null(mem);
-	text_table_print(t, mem);
+	text_table_print(t, mem, color);
 	assert_int_equal(fclose(mem), 0);
 	return text;
+}
+
+static char *table_text(const struct text_table *t)
+{
+	return table_text_color(t, false);
+}
+
+/* Coloured cells: ECMA-48 SGR "ESC [ params m" before the text, "ESC [ 0 m" after it, the
+ * padding outside, so the columns line up as without colour; nothing without color. */
+static void test_text_table_color(void **state)
+{
+	(void)state;
+	struct text_table *t = NULL;
+	assert_int_equal(text_table_new(3, &t), 0);
+	const char *const r1[] = {"0", "45C", "OK"};
+	const char *const r2[] = {"10", "", "FAIL"};
+	text_table_color(t, 0, "31"); /* no row yet: ignored */
+	assert_int_equal(text_table_add(t, r1), 0);
+	text_table_color(t, 1, "1;31");
+	text_table_color(t, 2, "32");
+	text_table_color(t, 7, "32"); /* no such column: ignored */
+	assert_int_equal(text_table_add(t, r2), 0);
+	text_table_color(t, 1, "33"); /* empty cell: nothing to colour */
+	text_table_color(t, 2, "1;31");
+	char *text = table_text_color(t, true);
+	assert_string_equal(text, "0   \033[1;31m45C\033[0m  \033[32mOK\033[0m\n"
+	                          "10       \033[1;31mFAIL\033[0m\n");
+	free(text);
+	text = table_text_color(t, false);
+	assert_string_equal(text, "0   45C  OK\n"
+	                          "10       FAIL\n");
+	free(text);
+	text_table_free(t);
 }
 
 static void test_text_table(void **state)
@@ -395,6 +428,7 @@ int main(void)
 	        cmocka_unit_test(test_compute_mode_names),
 	        cmocka_unit_test(test_short_uuid),
 	        cmocka_unit_test(test_text_table),
+	        cmocka_unit_test(test_text_table_color),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
