@@ -1,0 +1,261 @@
+"""Every shell example in README.md runs as shown on the demo's machine (`make demo`: the
+simulated DGX A100, sim/scenarios/dgx-a100.json).
+
+The examples are README's fenced ```sh blocks and the plain ``` blocks whose lines start with
+"$ " (the others are synopses). In a block with "$ " lines each of those is a command and the
+lines after it are what it prints (stdout, then stderr); in a ```sh block without them every line
+is a command that shows no output. The commands of a block run in order on one fresh simulated
+machine with a lease directory of its own, as a reader would type them (a hold taken by one is
+seen by the next); a block whose commands all start nvsim runs them as they are.
+
+Each command must exit with the status the README implies (0, or the code its exit-code table
+gives for the error or verdict shown: STATUS), and where output is shown, the output must be it:
+line for line with blanks collapsed, "..." standing for any text within a line and, alone on a
+line, for any lines. The few samples that show another machine's particulars (other users' jobs,
+a real driver's paths) are checked for their shape instead (SHAPE: the header lines are printed,
+every GPU id shown exists on the machine). Jobs the examples start (python, docker) are stubs on
+PATH that print their arguments and succeed: what is checked is gpuctl, not the job.
+
+No example is silently left out: NOT_RUNNABLE names each one that cannot run here and why, and
+the test fails when the README's examples and the tables here disagree in either direction."""
+import os
+import re
+import shlex
+import shutil
+import tempfile
+import unittest
+
+from gpuctl_test import BUILD, NVSIM, SRC, GpuctlTestCase, run, scenario_gpus
+
+README = os.path.join(SRC, "README.md")
+MACHINE = "dgx-a100"
+
+# Examples that do not run inside this test, with the reason.
+NOT_RUNNABLE = {
+    "make demo": "builds the project and runs the demo: this test runs on that build, and the "
+                 "demo's own gpuctl commands are among these examples",
+    "make test": "runs the whole suite this test is part of",
+}
+
+# Statuses other than 0, from README's "Exit codes" table.
+STATUS = {
+    "gpuctl select -n 9": 3,                     # no GPU satisfies the request
+    "gpuctl select -n 8": 3,
+    "gpuctl select -n 4": 3,
+    "gpuctl health -i 1": 20,                    # some GPU is FAIL
+}
+
+# What the machine needs before a command, as nvsim changes it (sim/README.md).
+SETUP = {
+    # the FAIL and the WARN the sample shows: XID 79 and a pending row remap on GPU 1
+    "gpuctl health -i 1": "nvsim xid -i 1 79; nvsim set -i 1 remap.pending=1",
+    # a device that is leased, so that ps prints its table
+    "gpuctl ps": "gpuctl select -n 1 --only 1 --hold 3600 --label interactive >/dev/null",
+}
+
+# Samples of another machine: checked for shape (see the module's text), with the reason.
+SHAPE = {
+    "gpuctl info": "a real driver's library paths and the reader's configuration file",
+    "gpuctl ps": "other users' jobs (alice's, bob's, carol's, shared leases)",
+    "gpuctl top --once": "the host name, the time, a job of alice's",
+}
+
+# Output lines that depend on the host running the example, not on the GPUs: the CPUs and
+# memory run binds to are the simulated GPUs' (48-63 on node 3), which this host may not have.
+HOST_LINES = ("cpus: ", "memory: ")
+
+# Blocks whose commands need a configuration file: the README block that holds this line.
+CONFIG_BLOCK = "[pool training]"
+CONFIG_COMMANDS = {"gpuctl select -n 4", "gpuctl run -n 2 --pool training -- python train.py"}
+
+
+def blocks():
+    """[(line number of the fence, info string, [lines])] of README's fenced blocks."""
+    out, cur = [], None
+    with open(README) as f:
+        for n, line in enumerate(f, 1):
+            line = line.rstrip("\n")
+            if cur is None and line.startswith("```"):
+                cur = (n, line[3:].strip(), [])
+            elif cur is not None and line.startswith("```"):
+                out.append(cur)
+                cur = None
+            elif cur is not None:
+                cur[2].append(line)
+    return out
+
+
+def key(cmd):
+    """A command without its trailing comment, blanks collapsed: the tables' keys."""
+    words = shlex.split(cmd, comments=True)
+    return " ".join(words)
+
+
+def examples():
+    """[(line, [(command, [shown lines])])] for each example block."""
+    out = []
+    for n, info, lines in blocks():
+        if any(l.startswith("$ ") for l in lines):
+            cmds = []
+            for l in lines:
+                if l.startswith("$ "):
+                    cmds.append((l[2:], []))
+                elif cmds:
+                    cmds[-1][1].append(l)
+            out.append((n, cmds))
+        elif info == "sh":
+            cmds, pending = [], ""
+            for l in lines:
+                pending = pending + "\n" + l if pending else l
+                if pending.count("'") % 2 == 0:  # a quoted argument may span lines
+                    if pending.strip():
+                        cmds.append((pending, []))
+                    pending = ""
+            out.append((n, cmds))
+    return out
+
+
+def norm(line):
+    return " ".join(line.split())
+
+
+def pattern(shown):
+    """A regular expression for the shown lines (see the module's text)."""
+    parts = []
+    for l in shown:
+        t = norm(l)
+        if t == "...":
+            parts.append("(?:[^\n]*\n)*?")
+            continue
+        if t.startswith(HOST_LINES):
+            prefix = next(p for p in HOST_LINES if t.startswith(p))
+            parts.append(re.escape(prefix) + "[^\n]*\n")
+            continue
+        parts.append(".*".join(re.escape(s) for s in t.split("...")) + "\n")
+    return "".join(parts)
+
+
+STUB = "#!/bin/sh\necho \"stub: $(basename \"$0\") $*\"\n"
+
+
+class ReadmeExamples(GpuctlTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="gpuctl-readme-ex-")
+        cls.stubs = os.path.join(cls.tmp, "stubs")
+        os.mkdir(cls.stubs)
+        for name in ("python", "docker"):
+            p = os.path.join(cls.stubs, name)
+            with open(p, "w") as f:
+                f.write(STUB)
+            os.chmod(p, 0o755)
+        config = next(b for b in blocks() if CONFIG_BLOCK in b[2])
+        cls.config = os.path.join(cls.tmp, "gpuctl.conf")
+        with open(cls.config, "w") as f:
+            f.write("\n".join(config[2]) + "\n")
+        cls.ids = set()
+        for g in scenario_gpus(MACHINE):
+            cls.ids.add(g["uuid"])
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_every_example_is_accounted_for(self):
+        keys = {key(c) for _, cmds in examples() for c, _ in cmds}
+        self.assertGreater(len(keys), 20)
+        for table in (NOT_RUNNABLE, STATUS, SETUP, SHAPE):
+            self.assertEqual(set(table) - keys, set(), "entries for examples README lacks")
+        self.assertEqual(CONFIG_COMMANDS - keys, set())
+        # an example that shows an error line says so in STATUS, and the reverse
+        for _, cmds in examples():
+            for c, shown in cmds:
+                shows_error = any(l.startswith("gpuctl: ") for l in shown)
+                verdict = any(re.search(r"\d+ FAIL$", l) for l in shown)
+                self.assertEqual(shows_error or verdict, key(c) in STATUS, c)
+
+    def run_block(self, n, cmds):
+        """Runs a block's commands in order; [(rc, stdout, stderr)] of each."""
+        d = tempfile.mkdtemp(dir=self.tmp, prefix="block-%d-" % n)
+        leases = os.path.join(d, "leases")
+        script = []
+        for i, (c, _) in enumerate(cmds):
+            k = key(c)
+            c = c.replace("build/bin/", os.path.join(BUILD, "bin") + "/")
+            if k in SETUP:
+                script.append("{ %s; } >/dev/null 2>&1" % SETUP[k])
+            script.append("( %s\n) >'%s/%d.out' 2>'%s/%d.err'; echo $? >'%s/%d.rc'"
+                          % (c, d, i, d, i, d, i))
+        script.append("gpuctl release --all >/dev/null 2>&1 || true")
+        env = {"PATH": "%s:%s:%s" % (os.path.join(BUILD, "bin"), self.stubs, os.environ["PATH"]),
+               "GPUCTL_LEASE_DIR": leases}
+        if any(key(c) in CONFIG_COMMANDS for c, _ in cmds):
+            env["GPUCTL_CONFIG"] = self.config
+        text = "\n".join(script) + "\n"
+        if all(key(c).startswith(("nvsim ", "build/bin/nvsim ")) for c, _ in cmds):
+            argv = ["sh", "-c", text]
+        else:
+            argv = [NVSIM, "exec", MACHINE, "--", "sh", "-c", text]
+        p = subprocess_run(argv, env, SRC)
+        self.assertEqual(p.rc, 0, p)
+        res = []
+        for i in range(len(cmds)):
+            with open("%s/%d.rc" % (d, i)) as f:
+                rc = int(f.read())
+            with open("%s/%d.out" % (d, i)) as f:
+                out = f.read()
+            with open("%s/%d.err" % (d, i)) as f:
+                err = f.read()
+            res.append((rc, out, err))
+        return res
+
+    def check_shape(self, c, shown, out):
+        heads = [norm(l) for l in shown
+                 if re.fullmatch(r"[A-Z][A-Z0-9%^_/ -]*", l.strip()) and len(l.split()) >= 3]
+        self.assertTrue(heads, "a SHAPE sample shows a header: %s" % c)
+        got = {norm(l) for l in out.splitlines()}
+        for h in heads:
+            self.assertIn(h, got, "%s: header %r\n%s" % (c, h, out))
+        for u in re.findall(r"GPU-[0-9a-f]{8}[0-9a-f-]*", "\n".join(shown)):
+            self.assertTrue(any(i.startswith(u) for i in self.ids), "%s: no GPU %s" % (c, u))
+
+    def test_examples_run_as_shown(self):
+        for n, cmds in examples():
+            runnable = [(c, s) for c, s in cmds if key(c) not in NOT_RUNNABLE]
+            if not runnable:
+                continue
+            with self.subTest(block=n):
+                results = self.run_block(n, runnable)
+                for (c, shown), (rc, out, err) in zip(runnable, results):
+                    k = key(c)
+                    want = STATUS.get(k, 0)
+                    self.assertEqual(rc, want, "README.md:%d: %s\nstdout:\n%s\nstderr:\n%s"
+                                     % (n, c, out, err))
+                    if not shown:
+                        continue
+                    if k in SHAPE:
+                        self.check_shape(c, shown, out)
+                        continue
+                    text = "".join(norm(l) + "\n" for l in (out + err).splitlines())
+                    self.assertRegex(text, "\\A" + pattern(shown) + "\\Z",
+                                     "README.md:%d: %s" % (n, c))
+
+    def test_config_block_ids_exist(self):
+        # the pool example's GPUs are the demo machine's
+        config = next(b for b in blocks() if CONFIG_BLOCK in b[2])
+        for u in re.findall(r"GPU-[0-9a-f]+", "\n".join(config[2])):
+            self.assertTrue(any(i.startswith(u) for i in self.ids), u)
+
+
+def subprocess_run(argv, env, cwd):
+    """run() from the source directory (README's paths are relative to it)."""
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return run(argv, env=env, timeout=300)
+    finally:
+        os.chdir(old)
+
+
+if __name__ == "__main__":
+    unittest.main()
