@@ -1,8 +1,9 @@
 """Help, man page and README tell the same story: every command of `gpuctl --help` has its entry
 in the man page's COMMANDS and is mentioned in README.md; every option the man page documents
 (OPTIONS, SYNOPSIS) is one that command's --help lists (the reverse of test_cli_main's check
-that every --help option is in the SYNOPSIS). The help text is the source: it is what gpuctl
-accepts."""
+that every --help option is in the SYNOPSIS); README's synopsis of each command lists every
+option of its --help (long or short form; run's "[filters as for select]" stands for select's)
+and no other. The help text is the source: it is what gpuctl accepts."""
 import os
 import re
 import unittest
@@ -85,6 +86,31 @@ class OneSource(GpuctlTestCase):
                 with self.subTest(command=cmd, option=o):
                     self.assertIn(o, have, "SYNOPSIS of %s: %s is not in its --help"
                                   % (cmd or "gpuctl", o))
+
+    def test_readme_synopses_match_help(self):
+        with open(os.path.join(SRC, "README.md")) as f:
+            text = f.read()
+        # README's synopses: the plain fenced blocks that start with a gpuctl command line
+        found = set()
+        for m in re.finditer(r"^```\n((?:sudo )?gpuctl ([a-z]+)[^`]*?)^```", text, re.M):
+            block, cmd = m[1], m[2]
+            found.add(cmd)
+            shown = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*|-[a-zA-Z])\b", block))
+            h = gpuctl(cmd, "--help").out
+            accepted = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*|-[a-zA-Z])\b",
+                                      h.split("Options:", 1)[-1]))
+            pairs = re.findall(r"^  (?:(-\w), )?(--[a-z][a-z-]*)", h, re.M)
+            if "filters as for select" in block:
+                sel = gpuctl("select", "--help").out
+                accepted |= set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*|-[a-zA-Z])\b", sel))
+                pairs = [p for p in pairs if p[1] not in sel]
+            with self.subTest(command=cmd):
+                self.assertEqual(shown - accepted, set(), "README's synopsis of %s" % cmd)
+                for short, long_ in pairs:
+                    if long_ != "--help":
+                        self.assertTrue(long_ in shown or (short and short in shown),
+                                        "README's synopsis of %s lacks %s" % (cmd, long_))
+        self.assertEqual(set(commands()) - found, {"help"}, "commands without a synopsis")
 
 
 if __name__ == "__main__":
