@@ -67,6 +67,9 @@ HOST_LINES = ("cpus: ", "memory: ")
 # Blocks whose commands need a configuration file: the README block that holds this line.
 CONFIG_BLOCK = "[pool training]"
 CONFIG_COMMANDS = {"gpuctl select -n 4", "gpuctl run -n 2 --pool training -- python train.py"}
+# Commands README shows for a member of the training pool (alice): root may use every pool
+# (docs/config.md); anyone else gets exit 1 and the line that says the pool is restricted.
+POOL_MEMBER = {"gpuctl run -n 2 --pool training -- python train.py"}
 
 
 def blocks():
@@ -166,7 +169,7 @@ class ReadmeExamples(GpuctlTestCase):
         self.assertGreater(len(keys), 20)
         for table in (NOT_RUNNABLE, STATUS, SETUP, SHAPE):
             self.assertEqual(set(table) - keys, set(), "entries for examples README lacks")
-        self.assertEqual(CONFIG_COMMANDS - keys, set())
+        self.assertEqual((CONFIG_COMMANDS | POOL_MEMBER) - keys, set())
         # an example that shows an error line says so in STATUS, and the reverse
         for _, cmds in examples():
             for c, shown in cmds:
@@ -178,6 +181,7 @@ class ReadmeExamples(GpuctlTestCase):
         """Runs a block's commands in order; [(rc, stdout, stderr)] of each."""
         d = tempfile.mkdtemp(dir=self.tmp, prefix="block-%d-" % n)
         leases = os.path.join(d, "leases")
+        os.mkdir(leases, 0o700)  # a personal lease directory (docs/leases.md)
         script = []
         for i, (c, _) in enumerate(cmds):
             k = key(c)
@@ -229,6 +233,10 @@ class ReadmeExamples(GpuctlTestCase):
                 for (c, shown), (rc, out, err) in zip(runnable, results):
                     k = key(c)
                     want = STATUS.get(k, 0)
+                    if k in POOL_MEMBER and os.geteuid() != 0:
+                        self.assertEqual(rc, 1, (c, out, err))
+                        self.assertIn("restricted", err)
+                        continue
                     self.assertEqual(rc, want, "README.md:%d: %s\nstdout:\n%s\nstderr:\n%s"
                                      % (n, c, out, err))
                     if not shown:
