@@ -9,7 +9,7 @@ import pwd
 import tempfile
 import unittest
 
-from gpuctl_test import EXIT_USAGE, GpuctlTestCase, sim, sim_sh
+from gpuctl_test import EXIT_USAGE, SCENARIOS, GpuctlTestCase, sim, sim_sh
 
 PAGE = os.sysconf("SC_PAGESIZE")
 HZ = os.sysconf("SC_CLK_TCK")
@@ -85,6 +85,22 @@ class ListWide(GpuctlTestCase):
             cpu_s = (int(after[k][11]) + int(after[k][12])) / HZ
             if after[2] - start >= 1:  # past the first second: %CPU is CPU time / elapsed
                 self.assertLessEqual(float(cells[4]), cpu_s / (before[2] - start) * 100 + 0.1)
+
+    def test_process_on_a_mig_device(self):
+        # GPU:MIG, the MIG device's index being its place among the GPU's instances (NVML's
+        # nvmlDeviceGetMigDeviceHandleByIndex order, the scenario's order)
+        with open(os.path.join(SCENARIOS, "a100-mig.json")) as f:
+            inst = json.load(f)["gpus"][0]["mig"]["instances"]
+        script = ('sleep 60 & P=$!\n'
+                  '"$NVSIM" proc add --pid $P -i %s --mem 1GiB\n'
+                  'echo $P\n'
+                  '"$GPUCTL" list -w\n'
+                  'kill $P\n' % inst[1]["uuid"])
+        r = sim_sh("a100-mig", script)
+        self.assertOk(r)
+        pid = r.out.split("\n", 1)[0]
+        (row,) = [l for l in r.out.splitlines() if l.split()[1:2] == [pid]]
+        self.assertEqual(row.split()[:4], ["0:1", pid, me(), "1024MiB"], r)
 
     def test_no_processes(self):
         r = sim("dgx-a100", "list", "-w")
