@@ -320,6 +320,17 @@ struct gpuctl_lease {
 	char *label;            /* for the records, owned, may be NULL */
 };
 
+/* gpuctl_select_and_lease (ticket NULL) or gpuctl_select_and_lease_queued, with the devices of
+ * keep (the caller's current lease, or NULL) counting as the caller's own: never reserved for
+ * waiters, and kept (a duplicate of keep's descriptor) when chosen again. keep still holds
+ * every device it held when this returns; freeing it then lets go of those not chosen again. */
+int lease_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                           const struct gpuctl_snapshot *snap,
+                           const struct gpuctl_select_request *req,
+                           const struct gpuctl_lease_request *lreq,
+                           struct gpuctl_wait_ticket *ticket, const struct gpuctl_lease *keep,
+                           struct gpuctl_selection **ret_sel, struct gpuctl_lease **ret_lease);
+
 /* ---- the parsers, for fuzz/fuzz-lease.c ---- */
 
 /* Parses an owner record of len bytes as the record of device uuid (docs/leases.md): 0, or
