@@ -691,6 +691,7 @@ static int wait_lease(struct plan *p, struct gpuctl_selection **ret_sel,
 	double t = p->in.wait_timeout_s;
 	int64_t deadline = t < 0 || t > 1e12 ? INT64_MAX : monotonic_ms() + (int64_t)(t * 1000.0);
 	char last[sizeof(p->ctx->errmsg)] = "";
+	int64_t fallback;
 	int r;
 
 	r = never_satisfiable(p);
@@ -720,21 +721,23 @@ static int wait_lease(struct plan *p, struct gpuctl_selection **ret_sel,
 			break;
 		(void)snprintf(last, sizeof(last), "%s", gpuctl_errmsg(p->ctx));
 		ctx_log(p->ctx, GPUCTL_LOG_INFO, "waiting: %s", last);
+		/* the fallback counts from this try, not from the last event: events that change
+		 * nothing (a reader opening the lease directory) must not put it off for ever */
+		fallback = monotonic_ms() + ALLOC_WAIT_FALLBACK_MS;
 		while (!retry) {
 			struct pollfd pfd[2] = {
 			        {.fd = p->in.cancel_fd, .events = POLLIN},
 			        {.fd = gpuctl_wait_ticket_fd(ticket), .events = POLLIN}};
-			int64_t left =
-			        deadline == INT64_MAX ? INT64_MAX : deadline - monotonic_ms();
-			int timeout = left < ALLOC_WAIT_FALLBACK_MS ? (int)(left < 0 ? 0 : left)
-			                                            : ALLOC_WAIT_FALLBACK_MS;
+			int64_t now = monotonic_ms();
+			int64_t left = deadline == INT64_MAX ? INT64_MAX : deadline - now;
+			int64_t wait = fallback - now < left ? fallback - now : left;
 			int k;
 
 			if (left <= 0) {
 				r = ctx_error(p->ctx, -ETIMEDOUT, "waited %g s: %s", t, last);
 				goto out;
 			}
-			k = poll(pfd, 2, timeout);
+			k = poll(pfd, 2, (int)(wait < 0 ? 0 : wait));
 			if (k < 0 && errno == EINTR) {
 				r = ctx_error(p->ctx, -EINTR, "waiting: interrupted by a signal");
 				goto out;
@@ -747,7 +750,7 @@ static int wait_lease(struct plan *p, struct gpuctl_selection **ret_sel,
 				r = ctx_error(p->ctx, -ECANCELED, "waiting: cancelled");
 				goto out;
 			}
-			if (k == 0) {
+			if (k == 0 || monotonic_ms() >= fallback) {
 				retry = true; /* telemetry, foreign processes, no inotify */
 			} else if (pfd[1].revents & POLLIN) {
 				gpuctl_wait_ticket_drain(ticket, dir);

@@ -169,6 +169,32 @@ int lease_select_lock_take(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir
 int lease_select_lock_shared(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
                              int *ret_fd);
 
+/* The flocks of the lease directory's file system, read once from /proc/locks, so that probes
+ * of held devices need not open lock files: an opening probe's close is an inotify event every
+ * waiter wakes up on (docs/leases.md "Wake-ups"), and a reader probing every 0.1 s (the
+ * exporter) would wake them all each time. Positive evidence only: /proc/locks is read in
+ * pages, and a release between two reads shifts the entries after it, so a held lock can be
+ * missed; a lock that is listed was held. A device it does not list is probed by opening its
+ * lock file (on overlay, where /proc/locks names another device, it lists none). */
+#define LOCKS_WRITE 1u /* an exclusive flock */
+#define LOCKS_READ  2u /* a shared flock */
+struct lease_locks_view {
+	bool read;           /* /proc/locks was read */
+	dev_t dev;           /* the lock files' file system */
+	uint64_t *ino;       /* inodes with flocks, owned; n entries */
+	unsigned char *kind; /* LOCKS_WRITE | LOCKS_READ of each, owned */
+	size_t n, cap;
+};
+/* Reads the view (never fails: an empty one when /proc/locks cannot be read). */
+void lease_locks_view_read(const struct gpuctl_lease_dir *dir, struct lease_locks_view *v);
+void lease_locks_view_done(struct lease_locks_view *v);
+/* lease_probe (create false), answered without opening the lock file when v lists a flock on
+ * it (fstatat only) and the caller does not ask a shared device's declared units; otherwise
+ * lease_probe itself. */
+int lease_probe_view(const struct gpuctl_lease_dir *dir, const struct lease_locks_view *v,
+                     const char *uuid, struct stat *ret_st, uint64_t *ret_used, char *reason,
+                     size_t rsize);
+
 /* Whether a probed state means some lease holds the device. */
 static inline bool lease_held(int state)
 {

@@ -82,6 +82,7 @@ struct gpuctl_wait_ticket {
 	uint32_t pid;
 	uint64_t fp;  /* state fingerprint at the last failed try */
 	bool have_fp; /* fp is set */
+	bool quiet;   /* the last drain read only closes of a watched directory itself */
 	struct qcache *cache;
 	size_t n_cache;
 };
@@ -774,11 +775,25 @@ void gpuctl_wait_ticket_drain(struct gpuctl_wait_ticket *t, struct gpuctl_lease_
 {
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
 
+	bool relevant = false;
+	ssize_t n;
+
 	if (!t || t->ifd < 0)
 		return;
-	while (read(t->ifd, buf, sizeof(buf)) > 0)
-		;
-	ticket_watch(t, dir);
+	while ((n = read(t->ifd, buf, sizeof(buf))) > 0)
+		for (ssize_t i = 0; i + (ssize_t)sizeof(struct inotify_event) <= n;) {
+			const struct inotify_event *e = (const void *)(buf + i);
+
+			/* every gpuctl that opens the lease directory opens locks/ (and readers
+			 * list queue/<uid>/): the close of a watched directory itself changes no
+			 * lease and no ticket; anything else may */
+			if (e->len > 0 || !(e->mask & (IN_CLOSE_NOWRITE | IN_CLOSE_WRITE)))
+				relevant = true;
+			i += (ssize_t)sizeof(*e) + e->len;
+		}
+	t->quiet = !relevant;
+	if (relevant)
+		ticket_watch(t, dir); /* a queue/<uid>/ may have appeared */
 }
 
 int gpuctl_wait_ticket_changed(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
@@ -792,6 +807,10 @@ int gpuctl_wait_ticket_changed(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
 	if (!t->have_fp)
 		return 1;
+	if (t->quiet) {
+		t->quiet = false;
+		return 0; /* nothing but directories closed since the drain */
+	}
 	r = lease_select_lock_take(ctx, dir, &sfd, &ino);
 	if (r < 0)
 		return r;

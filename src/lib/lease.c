@@ -195,6 +195,7 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                       const struct gpuctl_snapshot *snap, struct gpuctl_lease_list **ret_list)
 {
 	_cleanup_(gpuctl_lease_list_freep) struct gpuctl_lease_list *l = NULL;
+	_cleanup_(lease_locks_view_done) struct lease_locks_view view = {0};
 	_cleanup_close_ int sfd = -1;
 	struct record *recs = NULL;
 	size_t n_recs = 0, total = 0;
@@ -210,6 +211,7 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	l = calloc(1, sizeof(*l));
 	if (!l || !(l->e = calloc(total ? total : 1, sizeof(*l->e))))
 		return ctx_error(ctx, -ENOMEM, "out of memory");
+	lease_locks_view_read(dir, &view); /* under our shared select.lock */
 	r = lease_records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
 	if (r < 0)
 		return r;
@@ -224,8 +226,8 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 
 			e->gpu = g;
 			e->mig = m;
-			e->state = (enum gpuctl_lease_state)lease_probe(dir, u, false, &st, &used,
-			                                                reason, sizeof(reason));
+			e->state = (enum gpuctl_lease_state)lease_probe_view(
+			        dir, &view, u, &st, &used, reason, sizeof(reason));
 			if (e->state == GPUCTL_LEASE_UNUSABLE ||
 			    e->state == GPUCTL_LEASE_UNINITIALISED) {
 				e->reason = strdup(reason);
@@ -354,6 +356,7 @@ int lease_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	_cleanup_(gpuctl_selection_freep) struct gpuctl_selection *sel = NULL;
 	_cleanup_(gpuctl_lease_freep) struct gpuctl_lease *lease = NULL;
 	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *reserved = NULL, *own = NULL;
+	_cleanup_(lease_locks_view_done) struct lease_locks_view view = {0};
 	_cleanup_close_ int sfd = -1;
 	const struct gpuctl_devset *chosen;
 	char first_reason[REASON_MAX] = "", full[REASON_MAX] = "";
@@ -394,6 +397,7 @@ int lease_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 		return r;
 	if (ticket)
 		fp = lease_queue_fingerprint(dir, sino); /* before the probes: what this try saw */
+	lease_locks_view_read(dir, &view); /* probes that open no lock file: no waiter wakes */
 
 	/* 2. probe every device (those keep holds are ours) */
 	if (gpuctl_devset_new(&leased) < 0 || gpuctl_devset_new(&own) < 0 ||
@@ -414,8 +418,8 @@ int lease_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 					return ctx_error(ctx, r, "out of memory");
 				continue;
 			}
-			s = lease_probe(dir, u, false, NULL, share ? &used : NULL, reason,
-			                sizeof(reason));
+			s = lease_probe_view(dir, &view, u, NULL, share ? &used : NULL, reason,
+			                     sizeof(reason));
 			if (s == GPUCTL_LEASE_FREE && !share)
 				continue;
 			if (share && (s == GPUCTL_LEASE_FREE || s == GPUCTL_LEASE_SHARED)) {

@@ -296,5 +296,71 @@ class Wait(GpuctlTestCase):
         sys.stderr.write("race: %d requests in %.1f s\n" % (len(runs), res["took"]))
 
 
+class LockDirEvents:
+    """inotify on DIR/locks for what wakes a waiter (docs/leases.md "Wake-ups": the close of a
+    lock file, written or not) and opens; read with the kernel's own event stream."""
+    MASK = 0x20 | 0x08 | 0x10  # IN_OPEN | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE
+
+    def __init__(self, path):
+        import ctypes
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self.libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        assert self.fd >= 0, ctypes.get_errno()
+        wd = self.libc.inotify_add_watch(self.fd, os.fsencode(path), self.MASK)
+        assert wd >= 0, ctypes.get_errno()
+
+    def names(self):
+        """The file names of the events since the last call (those of locks/ itself, which
+        every gpuctl opening the lease directory causes and waiters ignore, left out)."""
+        import struct
+        out = []
+        while True:
+            try:
+                buf = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return out
+            i = 0
+            while i < len(buf):
+                _, _, _, n = struct.unpack_from("iIII", buf, i)
+                if n:
+                    out.append(buf[i + 16:i + 16 + n].rstrip(b"\0").decode())
+                i += 16 + n
+
+    def close(self):
+        os.close(self.fd)
+
+
+class ProbesWakeNoWaiter(GpuctlTestCase):
+    """Issue 16: readers (ps, the exporter, select) and select-and-lease tries that fail tell
+    held from free lock files from /proc/locks, opening none: so they cause none of the
+    events an idle waiter wakes up on. Only what changes a lease does."""
+
+    def test_reads_and_failed_tries_open_no_lock_file(self):
+        from test_exporter import Exporter
+        from test_leases import direct_env
+        d = tempfile.mkdtemp(prefix="gpuctl-wake-")
+        self.addCleanup(shutil.rmtree, d, True)
+        ld = os.path.join(d, "leases")
+        env = direct_env(ld)
+        r = run([GPUCTL, "select", "-n", "8", "--hold", "60"], env=env)
+        self.assertEqual(r.rc, 0, r)
+        self.addCleanup(run, [GPUCTL, "release", "--all"], env=env)
+        ev = LockDirEvents(os.path.join(ld, "locks"))
+        self.addCleanup(ev.close)
+        for argv in (["ps"], ["ps", "--format", "json"], ["select", "-n", "1"],
+                     ["run", "-n", "1", "--", "true"], ["select", "-n", "1", "--hold", "5"]):
+            r = run([GPUCTL, *argv], env=env)
+            self.assertEqual(r.rc, EXIT_NOMATCH if argv[0] != "ps" else 0, (argv, r))
+            self.assertEqual(ev.names(), [], argv)
+        # the exporter, sampling leases every 0.1 s
+        with Exporter("dgx-a100", env={"GPUCTL_LEASE_DIR": ld}, interval="0.1") as ex:
+            ex.wait_for(lambda m: m["gpuctl_exporter_samples_total"][0][1] >= 10 and
+                        m["gpuctl_exporter_last_lease_success"][0][1] == 1, "10 samples")
+        self.assertEqual(ev.names(), [], "exporter")
+        # the control: a lease that ends is seen (the watch works)
+        self.assertEqual(run([GPUCTL, "release", "--all"], env=env).rc, 0)
+        self.assertTrue(any(n.endswith(".lock") for n in ev.names()))
+
+
 if __name__ == "__main__":
     unittest.main()
