@@ -100,6 +100,37 @@ class Wait(GpuctlTestCase):
             for t in os.listdir(os.path.join(q, u)))
     '''
 
+    def test_fallback_retry_is_not_put_off_by_events_that_change_nothing(self):
+        # issue 16: a waiter's 2 s fallback (for what changes without a file event, here a
+        # foreign process ending) counts from its last try, not from its last event: a reader
+        # opening the lease directory again and again does not put it off for ever
+        res = self.drive('''
+            RESULT["hold"] = g("select", "-n", "7", "--only", "1-7", "--hold", "60")["rc"]
+            env = dict(os.environ, CUDA_VISIBLE_DEVICES="0")
+            busy = subprocess.Popen([LOAD, "--seconds", "60"], env=env)
+            def gpu0_busy():
+                ps = json.loads(g("ps", "--format", "json")["out"])["devices"]
+                return any(d["index"] == 0 and d["state"] == "busy" for d in ps)
+            RESULT["busy"] = until(gpu0_busy)
+            w = spawn("run", "-n", "1", "--wait=60", *load(0))
+            RESULT["queued"] = until(lambda: len(waiting()) == 1)
+            busy.kill()
+            busy.wait()
+            end = time.time() + 20
+            while w.poll() is None and time.time() < end:
+                g("ps")  # opens the lease directory: events, nothing changed
+            RESULT["rc"] = w.poll()
+            if RESULT["rc"] is None:
+                w.kill()
+            RESULT["err"] = w.communicate(timeout=30)[1]
+            g("release", "--all")
+        ''')
+        self.assertEqual(res["hold"], 0, res)
+        self.assertTrue(res["busy"], res)
+        self.assertTrue(res["queued"], res)
+        self.assertEqual(res["rc"], 0, res)  # it got GPU 0 once the foreign process ended
+        self.assertNothingLeft(res)
+
     def test_waits_then_runs_when_released(self):
         res = self.drive('''
             h = g("select", "-n", "8", "--hold", "60")
