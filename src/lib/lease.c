@@ -322,16 +322,17 @@ static int kept_fd(const struct gpuctl_lease_dir *dir, const struct gpuctl_lease
 		return -1;
 	for (size_t i = 0; i < keep->n; i++) {
 		const struct lease_dev *d = &keep->devs[i];
-		_cleanup_close_ int fd = -1;
+		char name[UUID_MAX + 8];
 		struct stat held, now;
-		char reason[REASON_MAX];
 
 		if (d->fd < 0 || strcmp(d->uuid, uuid) != 0)
 			continue;
-		if (fstat(d->fd, &held) < 0 ||
-		    lease_lock_open(dir, uuid, false, &fd, &now, reason, sizeof(reason)) !=
-		            GPUCTL_LEASE_FREE ||
-		    fd < 0 || held.st_dev != now.st_dev || held.st_ino != now.st_ino)
+		/* fstatat, not open: no inotify event for waiters (docs/leases.md "Wake-ups") */
+		(void)snprintf(name, sizeof(name), "%s.lock", uuid);
+		if (!lease_uuid_ok(uuid) || dir->locks_fd < 0 || fstat(d->fd, &held) < 0 ||
+		    fstatat(dir->locks_fd, name, &now, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISREG(now.st_mode) || now.st_uid != dir->owner || now.st_nlink != 1 ||
+		    held.st_dev != now.st_dev || held.st_ino != now.st_ino)
 			return -1;
 		return d->fd;
 	}
