@@ -201,11 +201,19 @@ class Failover(GpuctlTestCase):
 
     def test_failover_without_a_replacement_holds_until_it_exits(self):
         # no replacement (the job may use GPUs 0 and 1 only): one line saying so, exit 3, and
-        # the healthy GPU stays the job's until gpuctl has exited
-        res = self.go(["-n", "2", "--only", "0,1", "--retry", "1"],
+        # the healthy GPU stays the job's until gpuctl has exited. With --wait too: without
+        # the failed GPU the request can never be satisfied, so it does not wait.
+        for wait in ([], ["--wait=60"]):
+            with self.subTest(wait=wait):
+                self.no_replacement(wait)
+
+    def no_replacement(self, wait):
+        res = self.go(["-n", "2", "--only", "0,1", "--retry", "1"] + wait,
                       [{"launch": 0, "count": 2, "what": "xid:79"}], extra={"COMPETE": "1"})
         self.assertEqual(res["rc"], 3, res)
         self.assertIn("no replacement", res["err"], res)
+        if wait:
+            self.assertIn("can never be satisfied", res["err"], res)
         self.assertEqual(len([l for l in res["err"].splitlines() if "no replacement" in l]), 1)
         self.assertEqual(res["rival_rc"], 0, res)
         self.assertFalse(res["job_running_at_rival_start"], res)
