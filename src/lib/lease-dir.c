@@ -679,27 +679,12 @@ void lease_locks_view_read(const struct gpuctl_lease_dir *dir, struct lease_lock
 	if (!f)
 		return;
 	while (fgets(line, sizeof(line), f)) {
-		char *cur = line, *tok[8], *colon;
-		size_t n = 0;
-		uint64_t ino;
-		unsigned maj, min;
+		struct lease_flock l;
 
-		if (strstr(line, "->") || !strstr(line, "FLOCK"))
-			continue; /* a blocked request, or not a flock */
-		for (char *t = lease_next_tok(&cur); t && n < ELEMENTSOF(tok);
-		     t = lease_next_tok(&cur))
-			tok[n++] = t;
-		/* "1:" "FLOCK" "ADVISORY" "WRITE"|"READ" pid "maj:min:ino" start end */
-		if (n < 6 || !streq(tok[1], "FLOCK"))
-			continue;
-		colon = strrchr(tok[5], ':');
-		if (!colon || !lease_parse_u64(colon + 1, strlen(colon + 1), &ino))
-			continue;
-		*colon = '\0';
-		if (sscanf(tok[5], "%x:%x", &maj, &min) != 2 || maj != major(sl.st_dev) ||
-		    min != minor(sl.st_dev))
+		if (!lease_flock_parse(line, &l) || l.maj != major(sl.st_dev) ||
+		    l.min != minor(sl.st_dev))
 			continue; /* another file system's lock (or overlay's naming: none seen) */
-		if (view_add(v, ino, streq(tok[3], "WRITE") ? LOCKS_WRITE : LOCKS_READ) < 0) {
+		if (view_add(v, l.ino, l.write ? LOCKS_WRITE : LOCKS_READ) < 0) {
 			lease_locks_view_done(v);
 			return;
 		}

@@ -260,6 +260,18 @@ char *lease_user_name(uid_t uid);
  * processes whose /proc/PID/fd the caller may read are seen. -ENOENT when none. */
 int lease_record_from_fds(const struct stat *st, struct record *ret);
 
+/* One held flock of /proc/locks ("1: FLOCK  ADVISORY  WRITE 4242 08:01:1234 0 EOF"). */
+struct lease_flock {
+	bool write;   /* WRITE (exclusive), else READ (shared) */
+	uint64_t pid; /* who took it; 0 when the line has no pid (another pid namespace) */
+	unsigned maj, min;
+	uint64_t ino;
+};
+/* Parses one line of /proc/locks (NUL-terminated; changed in place): true for a held flock,
+ * with its fields in *ret; false for anything else (a blocked request "->", POSIX and OFD
+ * locks, a malformed line). The one parser of /proc/locks (fuzz/fuzz-lease.c). */
+bool lease_flock_parse(char *line, struct lease_flock *ret);
+
 /* The pid that took a flock on (dev, ino) per /proc/locks (exclusive ones only, unless
  * any_kind); 0 if unknown. Pids of lines that match the inode but not the device count only
  * when no line matches both (overlay file systems report another device). */

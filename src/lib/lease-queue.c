@@ -390,27 +390,14 @@ uint64_t lease_queue_fingerprint(const struct gpuctl_lease_dir *dir, ino_t skip_
 	if (!f || fstat(dir->fd, &st) < 0)
 		return (atomic_fetch_add(&unreadable, 1) + 1) * 0x9e3779b97f4a7c15ull;
 	while (fgets(line, sizeof(line), f)) {
-		char *cur = line, *tok[8], *colon;
-		size_t n = 0;
-		uint64_t ino;
-		unsigned maj, min;
+		struct lease_flock l;
+		char ino[24];
 
-		if (strstr(line, "->") || !strstr(line, "FLOCK"))
-			continue;
-		for (char *t = lease_next_tok(&cur); t && n < ELEMENTSOF(tok);
-		     t = lease_next_tok(&cur))
-			tok[n++] = t;
-		if (n < 6 || !streq(tok[1], "FLOCK"))
-			continue;
-		colon = strrchr(tok[5], ':');
-		if (!colon || !lease_parse_u64(colon + 1, strlen(colon + 1), &ino) ||
-		    ino == (uint64_t)skip_ino)
-			continue;
-		*colon = '\0';
-		if (sscanf(tok[5], "%x:%x", &maj, &min) != 2 || maj != major(st.st_dev) ||
-		    min != minor(st.st_dev))
-			continue; /* another file system's lock */
-		h += str_hash(colon + 1) ^ str_hash(tok[3]);
+		if (!lease_flock_parse(line, &l) || l.ino == (uint64_t)skip_ino ||
+		    l.maj != major(st.st_dev) || l.min != minor(st.st_dev))
+			continue; /* not a flock of the lease directory's file system */
+		(void)snprintf(ino, sizeof(ino), "%" PRIu64, l.ino);
+		h += str_hash(ino) ^ str_hash(l.write ? "WRITE" : "READ");
 	}
 	(void)queue_scan(dir, false, false, NULL, NULL, NULL, &names);
 	return h ^ (names * 0xff51afd7ed558ccdull);
