@@ -172,10 +172,12 @@ int lease_select_lock_shared(struct gpuctl_ctx *ctx, const struct gpuctl_lease_d
 /* The flocks of the lease directory's file system, read once from /proc/locks, so that probes
  * of held devices need not open lock files: an opening probe's close is an inotify event every
  * waiter wakes up on (docs/leases.md "Wake-ups"), and a reader probing every 0.1 s (the
- * exporter) would wake them all each time. Positive evidence only: /proc/locks is read in
- * pages, and a release between two reads shifts the entries after it, so a held lock can be
- * missed; a lock that is listed was held. A device it does not list is probed by opening its
- * lock file (on overlay, where /proc/locks names another device, it lists none). */
+ * exporter) would wake them all each time. Positive evidence only: a lock that is listed was
+ * held, but a held lock can be missing: /proc/locks is read a page at a time and a release
+ * between two reads shifts the entries after it; the kernel leaves out locks whose taker is
+ * not visible in the reader's pid namespace, or has exited while a child that inherited the
+ * descriptor keeps the lock (a SIGKILLed gpuctl's job); on overlay the device numbers differ.
+ * A device it does not list is probed by opening its lock file. */
 #define LOCKS_WRITE 1u /* an exclusive flock */
 #define LOCKS_READ  2u /* a shared flock */
 struct lease_locks_view {
