@@ -83,6 +83,7 @@ struct gpuctl_wait_ticket {
 	uint64_t fp;  /* state fingerprint at the last failed try */
 	bool have_fp; /* fp is set */
 	bool quiet;   /* the last drain read only closes of a watched directory itself */
+	int locks_wd; /* the watch of locks/ (-1: none): its events need no rescan of queue/ */
 	struct qcache *cache;
 	size_t n_cache;
 };
@@ -616,9 +617,9 @@ static void ticket_watch(struct gpuctl_wait_ticket *t, const struct gpuctl_lease
 	if (t->ifd < 0)
 		return;
 	(void)snprintf(path, sizeof(path), "%s/locks", t->dir_path);
-	(void)inotify_add_watch(t->ifd, path,
-	                        IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_CREATE | IN_DELETE |
-	                                IN_ONLYDIR | IN_DONT_FOLLOW);
+	t->locks_wd = inotify_add_watch(t->ifd, path,
+	                                IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_CREATE | IN_DELETE |
+	                                        IN_ONLYDIR | IN_DONT_FOLLOW);
 	(void)snprintf(path, sizeof(path), "%s/queue", t->dir_path);
 	(void)inotify_add_watch(t->ifd, path, IN_CREATE | IN_DELETE | IN_ONLYDIR | IN_DONT_FOLLOW);
 	if (!dir || dir->queue_fd < 0 || !(qd = lease_dir_reopen(dir->queue_fd)))
@@ -674,7 +675,7 @@ int gpuctl_wait_ticket_new(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return ctx_error(ctx, -ENOMEM, "out of memory");
-	t->fd = t->qfd = t->ifd = -1;
+	t->fd = t->qfd = t->ifd = t->locks_wd = -1;
 	t->pid = (uint32_t)getpid();
 	t->dir_path = strdup(dir->path);
 	if (!t->dir_path)
@@ -762,7 +763,7 @@ void gpuctl_wait_ticket_drain(struct gpuctl_wait_ticket *t, struct gpuctl_lease_
 {
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
 
-	bool relevant = false;
+	bool relevant = false, queue = false;
 	ssize_t n;
 
 	if (!t || t->ifd < 0)
@@ -770,17 +771,20 @@ void gpuctl_wait_ticket_drain(struct gpuctl_wait_ticket *t, struct gpuctl_lease_
 	while ((n = read(t->ifd, buf, sizeof(buf))) > 0)
 		for (ssize_t i = 0; i + (ssize_t)sizeof(struct inotify_event) <= n;) {
 			const struct inotify_event *e = (const void *)(buf + i);
+			bool self_close =
+			        e->len == 0 && (e->mask & (IN_CLOSE_NOWRITE | IN_CLOSE_WRITE));
 
 			/* every gpuctl that opens the lease directory opens locks/ (and readers
 			 * list queue/<uid>/): the close of a watched directory itself changes no
 			 * lease and no ticket; anything else may */
-			if (e->len > 0 || !(e->mask & (IN_CLOSE_NOWRITE | IN_CLOSE_WRITE)))
-				relevant = true;
+			relevant |= !self_close;
+			/* only queue/ (or an overflow) can mean a new queue/<uid>/ to watch */
+			queue |= !self_close && (e->wd != t->locks_wd || (e->mask & IN_Q_OVERFLOW));
 			i += (ssize_t)sizeof(*e) + e->len;
 		}
 	t->quiet = !relevant;
-	if (relevant)
-		ticket_watch(t, dir); /* a queue/<uid>/ may have appeared */
+	if (queue)
+		ticket_watch(t, dir);
 }
 
 int gpuctl_wait_ticket_changed(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
