@@ -2,11 +2,13 @@
 /*
  * fuzz-lease.c: libFuzzer target for the lease parsers that read what other users wrote
  * (docs/leases.md): owner records and record file names (src/lib/lease-record.c) and waiters'
- * tickets (src/lib/lease-queue.c).
+ * tickets (src/lib/lease-queue.c); and the /proc/locks line parser every lease probe and
+ * waiter's fingerprint rests on (src/lib/lease-record.c).
  *
- * The first byte chooses the parser (mod 3), the rest is its input. Properties checked beyond
+ * The first byte chooses the parser (mod 4), the rest is its input. Properties checked beyond
  * "no crash, no leak": a record name that parses yields a UUID that is a prefix of the name,
- * followed by ".json" or "@"; the parsers return only their documented values.
+ * followed by ".json" or "@"; a /proc/locks line that parses is a FLOCK that is not a blocked
+ * request, and a pid it reports fits a pid_t; the parsers return only their documented values.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -24,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size == 0)
 		return 0;
-	switch (data[0] % 3) {
+	switch (data[0] % 4) {
 	case 0: {
 		int r = lease_record_parse_text(text, len,
 		                                "GPU-12ab0000-1111-2222-3333-444444444444");
@@ -36,6 +38,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 1:
 		(void)lease_ticket_parse_text(text, len);
 		break;
+	case 3: {
+		char line[LOCKS_LINE_MAX], orig[LOCKS_LINE_MAX];
+		struct lease_flock l;
+		size_t n = len < sizeof(line) - 1 ? len : sizeof(line) - 1;
+
+		memcpy(line, text, n);
+		line[n] = '\0';
+		memcpy(orig, line, n + 1);
+		if (lease_flock_parse(line, &l) &&
+		    (!strstr(orig, "FLOCK") || strstr(orig, "->") || l.pid > INT32_MAX))
+			abort();
+		break;
+	}
 	default: {
 		char name[256], uuid[97];
 		bool shared = false;

@@ -1320,6 +1320,14 @@ struct gpuctl_alloc_request {
 	 * names no GPU of the machine is ignored */
 	const char *const *avoid;
 	size_t n_avoid;
+	/* LEASE: the caller's current allocation, which the new one replaces (a failover; NULL:
+	 * none). Its lease's devices count as the caller's own, free to this request and never
+	 * reserved for waiters; those chosen again stay locked throughout (the new lease holds
+	 * the same locked descriptions), so nobody can take them in between. It is not changed:
+	 * it still holds all its devices when gpuctl_alloc returns, success or not; free it then
+	 * to let go of those the new allocation did not keep. The same lease directory (else its
+	 * devices count as leased, as anyone's). A failure's message begins "no replacement: ". */
+	const struct gpuctl_alloc *replace;
 };
 #define GPUCTL_ALLOC_REQUEST_INIT                                                                  \
 	{                                                                                          \

@@ -9,14 +9,15 @@ call, gpuctl_alloc (docs/library.md).
     import torch                          # sees only the leased GPU, as cuda:0
 
 Functions: devices(), topology(), health(), select(), lease(), use(), each().
-Exceptions: Error (base, .errno), NoDeviceError, DriverError, RequestError (a ValueError).
+Exceptions: Error (base, .errno), NoDeviceError, LockBusyError, DriverError, RequestError (a
+ValueError).
 The library is $GPUCTL_LIBRARY, else the one `make install` put beside this package, else
 libgpuctl.so.0 through the dynamic linker; it is loaded at the first call.
 """
 from __future__ import annotations
 
 from . import _lib, _model
-from ._errors import DriverError, Error, NoDeviceError, RequestError
+from ._errors import DriverError, Error, LockBusyError, NoDeviceError, RequestError
 from ._lease import Lease, lease, use
 from ._model import Device, Finding, GpuHealth, Link, MigDevice, Process
 from ._request import FILTERS, check_keywords
@@ -29,7 +30,7 @@ __version__ = "0.1.0"
 
 __all__ = ["devices", "topology", "health", "select", "lease", "use", "each", "Device",
            "MigDevice", "Process", "Link", "Finding", "GpuHealth", "Lease", "Error",
-           "NoDeviceError", "DriverError", "RequestError"]
+           "NoDeviceError", "LockBusyError", "DriverError", "RequestError"]
 
 
 def _site(c, flags: int, config: str | None = None):

@@ -24,6 +24,12 @@ class NoDeviceError(Error):
     "need 2 GPUs, 1 qualify: leased: 0,1,2,3,4,5,6"."""
 
 
+class LockBusyError(Error):
+    """The lease directory's select.lock was held by another process past the bound
+    (errno.EAGAIN; `gpuctl` exits 6): 10 s, or a waiting request's deadline. The message names
+    the holder ("... held by pid 4242 (user bob) for 10 s"); docs/leases.md, "Bounds"."""
+
+
 class DriverError(Error):
     """No NVIDIA driver, NVML cannot initialise (errno.ENODEV, or ENOENT when the NVML library
     is missing), or the library loaded is not NVML (errno.ENOEXEC)."""

@@ -28,7 +28,7 @@ import errno
 import os
 import _thread
 
-from ._errors import DriverError, Error, NoDeviceError, RequestError
+from ._errors import DriverError, Error, LockBusyError, NoDeviceError, RequestError
 
 SONAME = "libgpuctl.so.0"
 
@@ -100,6 +100,7 @@ class AllocRequest(ctypes.Structure):
         ("lease_dir", c_char_p),
         ("avoid", P(c_char_p)),
         ("n_avoid", c_size_t),
+        ("replace", c_void_p),  # a failover's current allocation (unused by the package)
     ]
 
 
@@ -341,6 +342,8 @@ def error(code: int, message: str, nvml: bool = False) -> Error:
         return RequestError(code, message)
     if code in (errno.ENOSPC, errno.ETIMEDOUT):
         return NoDeviceError(code, message)
+    if code == errno.EAGAIN:
+        return LockBusyError(code, message)
     if code in (errno.ENODEV, errno.ENOEXEC) or (nvml and code == errno.ENOENT):
         if code != errno.ENOEXEC and not message.startswith("no NVIDIA driver"):
             message = "no NVIDIA driver: " + message  # as the command line says it

@@ -223,6 +223,34 @@ def test_wait_with_a_deadline(sim):
     assert m.waiting() == []
 
 
+def test_held_select_lock_is_lock_busy_error(sim):
+    # another process holds select.lock (as anyone who can read it can): the wait for it ends at
+    # the request's deadline with its own exception, as `gpuctl run` exits 6 (not 3: no device
+    # was found wanting; nothing is leased, no ticket stays)
+    m = sim("dgx-a100")
+    gpuctl.lease(1).release()  # the lease directory, with its select.lock
+    holder = m.popen_python(textwrap.dedent("""
+        import fcntl, os, sys
+        f = open(os.path.join(os.environ["GPUCTL_LEASE_DIR"], "select.lock"))
+        fcntl.flock(f, fcntl.LOCK_EX)
+        print("held", flush=True)
+        sys.stdin.readline()
+    """), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert readline(holder) == "held"
+        with pytest.raises(gpuctl.LockBusyError) as e:
+            gpuctl.lease(1, wait=1)
+        assert isinstance(e.value, gpuctl.Error)
+        assert e.value.errno == errno.EAGAIN
+        assert "select.lock" in str(e.value) and "pid %d" % holder.pid in str(e.value)
+        r = m.gpuctl("run", "-n", "1", "--wait=1", "--", "true")
+        assert r.returncode == 6, r
+    finally:
+        finish(holder)
+    assert m.waiting() == []
+    assert all(d["state"] == "free" for d in m.ps()["devices"])
+
+
 WAITER = """
     import gpuctl, signal, sys
     def note(sig, frame):

@@ -986,9 +986,13 @@ static int monitor_init(struct cli *cli, struct run_monitor *m, const struct gpu
 
 /* One launch: select and lease, plan, start, wait (watching the GPUs with --retry: m).
  * *ret_ran says whether the command was started; the status is then its own (or the exec
- * failure's), else gpuctl's exit status. */
+ * failure's), else gpuctl's exit status. *held: the allocation of the launch before (a
+ * failover), or NULL; its devices stay locked until the new lease is taken, which keeps
+ * those it chooses again (gpuctl_alloc_request.replace). On return *held is this launch's
+ * allocation (the caller releases it: after a relaunch, or when gpuctl is done), or, when
+ * none was made, still the one before. */
 static int run_once(struct cli *cli, struct run_args *ap, const char *command,
-                    struct run_monitor *m, bool *ret_ran)
+                    struct run_monitor *m, bool *ret_ran, struct gpuctl_alloc **held)
 {
 	struct run_args a = *ap;
 	struct gpuctl_alloc *alloc = NULL;
@@ -1001,12 +1005,17 @@ static int run_once(struct cli *cli, struct run_args *ap, const char *command,
 	int status, r;
 
 	*ret_ran = false;
+	ap->sel.req.replace = *held;
 	status = filters_alloc(cli, &cmd_run_entry, &ap->sel,
 	                       a.dry_run ? GPUCTL_ALLOC_PREVIEW : GPUCTL_ALLOC_LEASE,
 	                       a.dry_run ? NULL : command, &alloc);
+	ap->sel.req.replace = NULL;
 	a.sel = ap->sel;
 	if (status)
 		goto out;
+	/* the new lease holds what it kept: the old one lets go of the rest (the failed GPU) */
+	gpuctl_alloc_free(*held);
+	*held = NULL;
 	const struct gpuctl_snapshot *snap = gpuctl_alloc_snapshot(alloc);
 	lease = gpuctl_alloc_lease(alloc);
 	if (lease) {
@@ -1090,8 +1099,10 @@ out:
 		child_free(&kids[i]);
 	free(kids);
 	free(allowed);
-	/* Every child has ended: the lease ends with gpuctl's descriptors. */
-	gpuctl_alloc_free(alloc);
+	/* Every child has ended: the lease ends with gpuctl's descriptors, when the caller frees
+	 * it (after a relaunch has its own, or when gpuctl is done). */
+	if (alloc)
+		*held = alloc;
 	free(fds);
 	free(fds_text);
 	return status;
@@ -1102,6 +1113,7 @@ static int cmd_run_exec(struct cli *cli, int argc, char **argv)
 	struct run_args a = {.sel = SELECT_ARGS_INIT, .grace_s = RUN_GRACE_DEFAULT_S};
 	unsigned long v;
 	char *command = NULL;
+	struct gpuctl_alloc *held = NULL; /* the current launch's allocation (its lease) */
 	int opt, status, r;
 
 	while ((opt = getopt_long(argc, argv, "+:n:h", run_options, NULL)) != -1) {
@@ -1174,7 +1186,7 @@ static int cmd_run_exec(struct cli *cli, int argc, char **argv)
 	for (a.attempt = 0;; a.attempt++) {
 		struct run_monitor mon = {.failed = -1};
 		bool ran = false;
-		status = run_once(cli, &a, command, &mon, &ran);
+		status = run_once(cli, &a, command, &mon, &ran, &held);
 		bool gpu_failed = mon.failed >= 0;
 		if (ran && a.retry && !gpu_failed && status != 0 && cli->ctx) {
 			/* the job failed by itself: did one of its GPUs fail under it? */
@@ -1215,6 +1227,8 @@ static int cmd_run_exec(struct cli *cli, int argc, char **argv)
 		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 			;
 	}
+	/* the last lease ends only now, after any line saying why gpuctl stops */
+	gpuctl_alloc_free(held);
 	free(command);
 	filters_free(&a.sel);
 	return status;
@@ -1235,24 +1249,31 @@ const struct cmd_entry cmd_run_entry = {
         "  --no-bind             do not bind CPUs and memory to the GPUs' NUMA nodes\n"
         "  --retry N             failover: watch the job's GPUs; when one turns FAIL (as\n"
         "                        gpuctl health judges, XID events included) stop the job,\n"
-        "                        select again without that GPU and relaunch it with\n"
-        "                        GPUCTL_RESTART_COUNT=1, 2, ... at most N times (0-100)\n"
+        "                        select again without that GPU, still holding the others\n"
+        "                        (kept when chosen again; docs/leases.md \"Failover\"), and\n"
+        "                        relaunch it with GPUCTL_RESTART_COUNT=1, 2, ... at most N\n"
+        "                        times (0-100); no replacement: one line, exit 3\n"
         "  --grace SECONDS       on failover, SIGTERM to the job's process groups, then\n"
         "                        SIGKILL after SECONDS (default 10)\n"
         "  --retry-on gpu|any    relaunch only after a GPU failure (default), or also when\n"
         "                        the job fails by itself\n"
-        "  -h, --help            print this help\n"
-        "\n"
-        "The command gets CUDA_VISIBLE_DEVICES=<UUIDs> (empty for -n 0),\n"
-        "CUDA_DEVICE_ORDER=PCI_BUS_ID, GPUCTL_GPUS=<index>:<UUID>,... and, when it was set,\n"
-        "NVIDIA_VISIBLE_DEVICES=<UUIDs>. Its CPUs are those of the GPUs' affinity this process\n"
-        "may use; memory prefers the GPUs' NUMA nodes. SIGINT, SIGTERM, SIGHUP, SIGQUIT,\n"
-        "SIGUSR1 and SIGUSR2 are forwarded to it. gpuctl exits with its status (128+N if\n"
-        "killed by signal N; 127 command not found; 126 not executable).\n"
-        "The chosen devices are leased (docs/leases.md) until gpuctl and the command have both\n"
-        "ended (the command inherits the lock descriptors: GPUCTL_LEASE_FDS). An unsafe lease\n"
-        "directory is exit 1; devices all leased, exit 3. With --retry each process leads a\n"
-        "process group of its own; exit 5: a GPU failed again and no failover was left.\n",
+        "  -h, --help            print this help\n",
+        .notes = "\n"
+                 "The command gets CUDA_VISIBLE_DEVICES=<UUIDs> (empty for -n 0),\n"
+                 "CUDA_DEVICE_ORDER=PCI_BUS_ID, GPUCTL_GPUS=<index>:<UUID>,... and, when it was "
+                 "set,\n"
+                 "NVIDIA_VISIBLE_DEVICES=<UUIDs>. Its CPUs are those of the GPUs' affinity this "
+                 "process\n"
+                 "may use; memory prefers the GPUs' NUMA nodes. SIGINT, SIGTERM, SIGHUP, SIGQUIT,\n"
+                 "SIGUSR1 and SIGUSR2 are forwarded to it. gpuctl exits with its status (128+N if\n"
+                 "killed by signal N; 127 command not found; 126 not executable).\n"
+                 "The chosen devices are leased (docs/leases.md) until gpuctl and the command have "
+                 "both\n"
+                 "ended (the command inherits the lock descriptors: GPUCTL_LEASE_FDS). An unsafe "
+                 "lease\n"
+                 "directory is exit 1; devices all leased, exit 3. With --retry each process leads "
+                 "a\n"
+                 "process group of its own; exit 5: a GPU failed again and no failover was left.\n",
         .exec = cmd_run_exec,
         .exits = CMD_EXITS_DRIVER | CMD_EXITS_NOMATCH | CMD_EXITS_RETRY | CMD_EXITS_JOB |
                  CMD_EXITS_BUSY,

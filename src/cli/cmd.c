@@ -127,7 +127,7 @@ void cmd_usage(const struct cmd_entry *entry, FILE *f)
 	fprintf(f, "Usage: gpuctl %s%s%s\n\n%s\n\n", entry->name, entry->usage[0] ? " " : "",
 	        entry->usage, entry->summary);
 	if (entry->options && entry->options[0])
-		fprintf(f, "Options:\n%s\n", entry->options);
+		fprintf(f, "Options:\n%s%s\n", entry->options, entry->notes ? entry->notes : "");
 	print_exits(f, entry->exits);
 }
 

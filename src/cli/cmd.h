@@ -54,6 +54,8 @@ struct cmd_entry {
 	const char *usage;   /* arguments after the name, for the usage line */
 	const char *summary; /* one line for `gpuctl --help` */
 	const char *options; /* the option list for `gpuctl COMMAND --help`, one per line */
+	const char *notes;   /* text printed right after options (NULL: none): a second string
+	                      * literal, so that neither reaches C's 4095-character limit */
 	int (*exec)(struct cli *cli, int argc, char **argv); /* argv[0] is the command name */
 	unsigned exits; /* CMD_EXITS_*: the statuses beyond 0, 1 and 2 it can end with,
 	                 * which its --help lists (docs/gpuctl.1, EXIT STATUS) */

@@ -54,8 +54,9 @@
 /* How often a waiter retries without a file event, and the no-room list's length in names. */
 #define ALLOC_WAIT_FALLBACK_MS 2000
 #define ALLOC_NO_ROOM_NAMES    8
-/* The size of the first release's request: a caller's struct_size may not be smaller. */
-#define ALLOC_REQUEST_V1_SIZE sizeof(struct gpuctl_alloc_request)
+/* The size of the first release's request (up to n_avoid): a caller's struct_size may not be
+ * smaller; fields after it (replace) keep their defaults for an older caller. */
+#define ALLOC_REQUEST_V1_SIZE (offsetof(struct gpuctl_alloc_request, n_avoid) + sizeof(size_t))
 
 struct gpuctl_alloc {
 	struct gpuctl_site *site;            /* owned: the lease directory the lease is in */
@@ -178,6 +179,8 @@ static int plan_init(struct plan *p, struct gpuctl_ctx *ctx, const struct gpuctl
 		return ctx_error(ctx, -EINVAL, "numa_node %d is not a NUMA node", r->numa_node);
 	if (r->n_avoid && !r->avoid)
 		return ctx_error(ctx, -EINVAL, "avoid list missing");
+	if (r->replace && r->mode != GPUCTL_ALLOC_LEASE)
+		return ctx_error(ctx, -EINVAL, "replacing a lease needs mode GPUCTL_ALLOC_LEASE");
 
 	p->req = (struct gpuctl_select_request)GPUCTL_SELECT_REQUEST_INIT;
 	p->req.count = r->count;
@@ -688,6 +691,7 @@ static int wait_lease(struct plan *p, struct gpuctl_selection **ret_sel,
 	double t = p->in.wait_timeout_s;
 	int64_t deadline = t < 0 || t > 1e12 ? INT64_MAX : monotonic_ms() + (int64_t)(t * 1000.0);
 	char last[sizeof(p->ctx->errmsg)] = "";
+	int64_t fallback;
 	int r;
 
 	r = never_satisfiable(p);
@@ -710,27 +714,30 @@ static int wait_lease(struct plan *p, struct gpuctl_selection **ret_sel,
 	for (;;) {
 		bool retry = false;
 
-		r = gpuctl_select_and_lease_queued(p->ctx, dir, p->snap, &p->req, &p->lreq, ticket,
-		                                   ret_sel, ret_lease);
+		r = lease_select_and_lease(p->ctx, dir, p->snap, &p->req, &p->lreq, ticket,
+		                           p->in.replace ? p->in.replace->lease : NULL, ret_sel,
+		                           ret_lease);
 		if (r == 0 || (r != -ENOSPC && r != -EBUSY))
 			break;
 		(void)snprintf(last, sizeof(last), "%s", gpuctl_errmsg(p->ctx));
 		ctx_log(p->ctx, GPUCTL_LOG_INFO, "waiting: %s", last);
+		/* the fallback counts from this try, not from the last event: events that change
+		 * nothing (a reader opening the lease directory) must not put it off for ever */
+		fallback = monotonic_ms() + ALLOC_WAIT_FALLBACK_MS;
 		while (!retry) {
 			struct pollfd pfd[2] = {
 			        {.fd = p->in.cancel_fd, .events = POLLIN},
 			        {.fd = gpuctl_wait_ticket_fd(ticket), .events = POLLIN}};
-			int64_t left =
-			        deadline == INT64_MAX ? INT64_MAX : deadline - monotonic_ms();
-			int timeout = left < ALLOC_WAIT_FALLBACK_MS ? (int)(left < 0 ? 0 : left)
-			                                            : ALLOC_WAIT_FALLBACK_MS;
+			int64_t now = monotonic_ms();
+			int64_t left = deadline == INT64_MAX ? INT64_MAX : deadline - now;
+			int64_t wait = fallback - now < left ? fallback - now : left;
 			int k;
 
 			if (left <= 0) {
 				r = ctx_error(p->ctx, -ETIMEDOUT, "waited %g s: %s", t, last);
 				goto out;
 			}
-			k = poll(pfd, 2, timeout);
+			k = poll(pfd, 2, (int)(wait < 0 ? 0 : wait));
 			if (k < 0 && errno == EINTR) {
 				r = ctx_error(p->ctx, -EINTR, "waiting: interrupted by a signal");
 				goto out;
@@ -743,7 +750,7 @@ static int wait_lease(struct plan *p, struct gpuctl_selection **ret_sel,
 				r = ctx_error(p->ctx, -ECANCELED, "waiting: cancelled");
 				goto out;
 			}
-			if (k == 0) {
+			if (k == 0 || monotonic_ms() >= fallback) {
 				retry = true; /* telemetry, foreign processes, no inotify */
 			} else if (pfd[1].revents & POLLIN) {
 				gpuctl_wait_ticket_drain(ticket, dir);
@@ -840,8 +847,9 @@ int gpuctl_alloc(struct gpuctl_ctx *ctx, const struct gpuctl_alloc_request *req,
 	if (p.in.mode == GPUCTL_ALLOC_LEASE && p.in.wait)
 		r = wait_lease(&p, &a->sel, &a->lease);
 	else if (p.in.mode == GPUCTL_ALLOC_LEASE)
-		r = gpuctl_select_and_lease(ctx, gpuctl_site_lease_dir(p.site), p.snap, &p.req,
-		                            &p.lreq, &a->sel, &a->lease);
+		r = lease_select_and_lease(ctx, gpuctl_site_lease_dir(p.site), p.snap, &p.req,
+		                           &p.lreq, NULL, p.in.replace ? p.in.replace->lease : NULL,
+		                           &a->sel, &a->lease);
 	else {
 		r = plan_exclude_leased(&p);
 		if (r >= 0)
@@ -853,6 +861,8 @@ int gpuctl_alloc(struct gpuctl_ctx *ctx, const struct gpuctl_alloc_request *req,
 		(void)snprintf(msg, sizeof(msg), "%s", gpuctl_errmsg(ctx));
 		r = ctx_error(ctx, r, "%s (%s)", msg, p.sys_note);
 	}
+	if ((r == -ENOSPC || r == -ETIMEDOUT) && p.in.replace)
+		r = ctx_error_prefix(ctx, r, "no replacement");
 	if (r < 0)
 		goto out;
 	r = visible_devices(p.snap, gpuctl_selection_devices(a->sel), &a->cuda_visible);

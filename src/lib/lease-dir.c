@@ -38,6 +38,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "ctx.h"
@@ -627,6 +628,97 @@ int lease_probe(const struct gpuctl_lease_dir *dir, const char *uuid, bool creat
 		return GPUCTL_LEASE_HELD;
 	(void)snprintf(reason, rsize, "locks/%s.lock: flock: %s", uuid, strerror(errno));
 	return GPUCTL_LEASE_UNUSABLE;
+}
+
+/* ---- probing from /proc/locks, without opening lock files ---- */
+
+void lease_locks_view_done(struct lease_locks_view *v)
+{
+	free(v->ino);
+	free(v->kind);
+	*v = (struct lease_locks_view){0};
+}
+
+/* Adds one flock of inode ino (kind LOCKS_WRITE or LOCKS_READ) to v: 0 or -ENOMEM. */
+static int view_add(struct lease_locks_view *v, uint64_t ino, unsigned char kind)
+{
+	for (size_t i = 0; i < v->n; i++)
+		if (v->ino[i] == ino) {
+			v->kind[i] |= kind;
+			return 0;
+		}
+	if (v->n == v->cap) {
+		size_t cap = v->cap ? v->cap * 2 : 32;
+		uint64_t *ni = realloc(v->ino, cap * sizeof(*ni));
+		unsigned char *nk;
+
+		if (!ni)
+			return -ENOMEM;
+		v->ino = ni;
+		nk = realloc(v->kind, cap * sizeof(*nk));
+		if (!nk)
+			return -ENOMEM;
+		v->kind = nk;
+		v->cap = cap;
+	}
+	v->ino[v->n] = ino;
+	v->kind[v->n++] = kind;
+	return 0;
+}
+
+void lease_locks_view_read(const struct gpuctl_lease_dir *dir, struct lease_locks_view *v)
+{
+	_cleanup_fclose_ FILE *f = NULL;
+	char line[LOCKS_LINE_MAX];
+	struct stat sl;
+
+	*v = (struct lease_locks_view){0};
+	if (dir->locks_fd < 0 || fstat(dir->locks_fd, &sl) < 0)
+		return;
+	f = fopen("/proc/locks", "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		struct lease_flock l;
+
+		if (!lease_flock_parse(line, &l) || l.maj != major(sl.st_dev) ||
+		    l.min != minor(sl.st_dev))
+			continue; /* another file system's lock (or overlay's naming: none seen) */
+		if (view_add(v, l.ino, l.write ? LOCKS_WRITE : LOCKS_READ) < 0) {
+			lease_locks_view_done(v);
+			return;
+		}
+	}
+	v->dev = sl.st_dev;
+	v->read = true;
+}
+
+int lease_probe_view(const struct gpuctl_lease_dir *dir, const struct lease_locks_view *v,
+                     const char *uuid, struct stat *ret_st, uint64_t *ret_used, char *reason,
+                     size_t rsize)
+{
+	char name[UUID_MAX + 8];
+	unsigned char kind = 0;
+	struct stat st;
+
+	if (!v || !v->read || !lease_uuid_ok(uuid) || dir->locks_fd < 0)
+		return lease_probe(dir, uuid, false, ret_st, ret_used, reason, rsize);
+	(void)snprintf(name, sizeof(name), "%s.lock", uuid);
+	/* anything but a usable lock file: the opening probe says what is wrong */
+	if (fstatat(dir->locks_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_uid != dir->owner || st.st_nlink != 1 || st.st_dev != v->dev)
+		return lease_probe(dir, uuid, false, ret_st, ret_used, reason, rsize);
+	for (size_t i = 0; i < v->n; i++)
+		if (v->ino[i] == (uint64_t)st.st_ino)
+			kind = v->kind[i];
+	/* seen free, or shared with its declared units asked for: probe by opening */
+	if (!kind || (!(kind & LOCKS_WRITE) && ret_used))
+		return lease_probe(dir, uuid, false, ret_st, ret_used, reason, rsize);
+	if (ret_st)
+		*ret_st = st;
+	if (ret_used)
+		*ret_used = 0;
+	return kind & LOCKS_WRITE ? GPUCTL_LEASE_HELD : GPUCTL_LEASE_SHARED;
 }
 
 /* ---- a user's own directory in owners/ and queue/ ---- */

@@ -152,11 +152,14 @@ static int foreign_scan(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 			lease_records_free(recs, n_recs);
 			return ctx_error(ctx, -ENOMEM, "out of memory");
 		}
+		_cleanup_(lease_locks_view_done) struct lease_locks_view view = {0};
+
+		lease_locks_view_read(dir, &view); /* the caller holds select.lock */
 		for (size_t i = 0; i < n_recs; i++) {
 			char reason[REASON_MAX];
 
-			held_rec[i] = lease_held(lease_probe(dir, recs[i].uuid, false, NULL, NULL,
-			                                     reason, sizeof(reason)));
+			held_rec[i] = lease_held(lease_probe_view(dir, &view, recs[i].uuid, NULL,
+			                                          NULL, reason, sizeof(reason)));
 		}
 	}
 	for (size_t g = 0, dev = 0, proc = 0; g < snap->n_gpus; g++) {

@@ -169,6 +169,34 @@ int lease_select_lock_take(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir
 int lease_select_lock_shared(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
                              int *ret_fd);
 
+/* The flocks of the lease directory's file system, read once from /proc/locks, so that probes
+ * of held devices need not open lock files: an opening probe's close is an inotify event every
+ * waiter wakes up on (docs/leases.md "Wake-ups"), and a reader probing every 0.1 s (the
+ * exporter) would wake them all each time. Positive evidence only: a lock that is listed was
+ * held, but a held lock can be missing: /proc/locks is read a page at a time and a release
+ * between two reads shifts the entries after it; the kernel leaves out locks whose taker is
+ * not visible in the reader's pid namespace, or has exited while a child that inherited the
+ * descriptor keeps the lock (a SIGKILLed gpuctl's job); on overlay the device numbers differ.
+ * A device it does not list is probed by opening its lock file. */
+#define LOCKS_WRITE 1u /* an exclusive flock */
+#define LOCKS_READ  2u /* a shared flock */
+struct lease_locks_view {
+	bool read;           /* /proc/locks was read */
+	dev_t dev;           /* the lock files' file system */
+	uint64_t *ino;       /* inodes with flocks, owned; n entries */
+	unsigned char *kind; /* LOCKS_WRITE | LOCKS_READ of each, owned */
+	size_t n, cap;
+};
+/* Reads the view (never fails: an empty one when /proc/locks cannot be read). */
+void lease_locks_view_read(const struct gpuctl_lease_dir *dir, struct lease_locks_view *v);
+void lease_locks_view_done(struct lease_locks_view *v);
+/* lease_probe (create false), answered without opening the lock file when v lists a flock on
+ * it (fstatat only) and the caller does not ask a shared device's declared units; otherwise
+ * lease_probe itself. */
+int lease_probe_view(const struct gpuctl_lease_dir *dir, const struct lease_locks_view *v,
+                     const char *uuid, struct stat *ret_st, uint64_t *ret_used, char *reason,
+                     size_t rsize);
+
 /* Whether a probed state means some lease holds the device. */
 static inline bool lease_held(int state)
 {
@@ -233,6 +261,18 @@ char *lease_user_name(uid_t uid);
  * with a descriptor of that file (its uid, user, pid, start, comm as the command). Only
  * processes whose /proc/PID/fd the caller may read are seen. -ENOENT when none. */
 int lease_record_from_fds(const struct stat *st, struct record *ret);
+
+/* One held flock of /proc/locks ("1: FLOCK  ADVISORY  WRITE 4242 08:01:1234 0 EOF"). */
+struct lease_flock {
+	bool write;   /* WRITE (exclusive), else READ (shared) */
+	uint64_t pid; /* who took it; 0 when the line has no pid (another pid namespace) */
+	unsigned maj, min;
+	uint64_t ino;
+};
+/* Parses one line of /proc/locks (NUL-terminated; changed in place): true for a held flock,
+ * with its fields in *ret; false for anything else (a blocked request "->", POSIX and OFD
+ * locks, a malformed line). The one parser of /proc/locks (fuzz/fuzz-lease.c). */
+bool lease_flock_parse(char *line, struct lease_flock *ret);
 
 /* The pid that took a flock on (dev, ino) per /proc/locks (exclusive ones only, unless
  * any_kind); 0 if unknown. Pids of lines that match the inode but not the device count only
@@ -319,6 +359,17 @@ struct gpuctl_lease {
 	char *command;          /* for the records, owned, may be NULL */
 	char *label;            /* for the records, owned, may be NULL */
 };
+
+/* gpuctl_select_and_lease (ticket NULL) or gpuctl_select_and_lease_queued, with the devices of
+ * keep (the caller's current lease, or NULL) counting as the caller's own: never reserved for
+ * waiters, and kept (a duplicate of keep's descriptor) when chosen again. keep still holds
+ * every device it held when this returns; freeing it then lets go of those not chosen again. */
+int lease_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                           const struct gpuctl_snapshot *snap,
+                           const struct gpuctl_select_request *req,
+                           const struct gpuctl_lease_request *lreq,
+                           struct gpuctl_wait_ticket *ticket, const struct gpuctl_lease *keep,
+                           struct gpuctl_selection **ret_sel, struct gpuctl_lease **ret_lease);
 
 /* ---- the parsers, for fuzz/fuzz-lease.c ---- */
 

@@ -82,6 +82,8 @@ struct gpuctl_wait_ticket {
 	uint32_t pid;
 	uint64_t fp;  /* state fingerprint at the last failed try */
 	bool have_fp; /* fp is set */
+	bool quiet;   /* the last drain read only closes of a watched directory itself */
+	int locks_wd; /* the watch of locks/ (-1: none): its events need no rescan of queue/ */
 	struct qcache *cache;
 	size_t n_cache;
 };
@@ -389,27 +391,14 @@ uint64_t lease_queue_fingerprint(const struct gpuctl_lease_dir *dir, ino_t skip_
 	if (!f || fstat(dir->fd, &st) < 0)
 		return (atomic_fetch_add(&unreadable, 1) + 1) * 0x9e3779b97f4a7c15ull;
 	while (fgets(line, sizeof(line), f)) {
-		char *cur = line, *tok[8], *colon;
-		size_t n = 0;
-		uint64_t ino;
-		unsigned maj, min;
+		struct lease_flock l;
+		char ino[24];
 
-		if (strstr(line, "->") || !strstr(line, "FLOCK"))
-			continue;
-		for (char *t = lease_next_tok(&cur); t && n < ELEMENTSOF(tok);
-		     t = lease_next_tok(&cur))
-			tok[n++] = t;
-		if (n < 6 || !streq(tok[1], "FLOCK"))
-			continue;
-		colon = strrchr(tok[5], ':');
-		if (!colon || !lease_parse_u64(colon + 1, strlen(colon + 1), &ino) ||
-		    ino == (uint64_t)skip_ino)
-			continue;
-		*colon = '\0';
-		if (sscanf(tok[5], "%x:%x", &maj, &min) != 2 || maj != major(st.st_dev) ||
-		    min != minor(st.st_dev))
-			continue; /* another file system's lock */
-		h += str_hash(colon + 1) ^ str_hash(tok[3]);
+		if (!lease_flock_parse(line, &l) || l.ino == (uint64_t)skip_ino ||
+		    l.maj != major(st.st_dev) || l.min != minor(st.st_dev))
+			continue; /* not a flock of the lease directory's file system */
+		(void)snprintf(ino, sizeof(ino), "%" PRIu64, l.ino);
+		h += str_hash(ino) ^ str_hash(l.write ? "WRITE" : "READ");
 	}
 	(void)queue_scan(dir, false, false, NULL, NULL, NULL, &names);
 	return h ^ (names * 0xff51afd7ed558ccdull);
@@ -628,9 +617,9 @@ static void ticket_watch(struct gpuctl_wait_ticket *t, const struct gpuctl_lease
 	if (t->ifd < 0)
 		return;
 	(void)snprintf(path, sizeof(path), "%s/locks", t->dir_path);
-	(void)inotify_add_watch(t->ifd, path,
-	                        IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_CREATE | IN_DELETE |
-	                                IN_ONLYDIR | IN_DONT_FOLLOW);
+	t->locks_wd = inotify_add_watch(t->ifd, path,
+	                                IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_CREATE | IN_DELETE |
+	                                        IN_ONLYDIR | IN_DONT_FOLLOW);
 	(void)snprintf(path, sizeof(path), "%s/queue", t->dir_path);
 	(void)inotify_add_watch(t->ifd, path, IN_CREATE | IN_DELETE | IN_ONLYDIR | IN_DONT_FOLLOW);
 	if (!dir || dir->queue_fd < 0 || !(qd = lease_dir_reopen(dir->queue_fd)))
@@ -686,7 +675,7 @@ int gpuctl_wait_ticket_new(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return ctx_error(ctx, -ENOMEM, "out of memory");
-	t->fd = t->qfd = t->ifd = -1;
+	t->fd = t->qfd = t->ifd = t->locks_wd = -1;
 	t->pid = (uint32_t)getpid();
 	t->dir_path = strdup(dir->path);
 	if (!t->dir_path)
@@ -774,11 +763,28 @@ void gpuctl_wait_ticket_drain(struct gpuctl_wait_ticket *t, struct gpuctl_lease_
 {
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
 
+	bool relevant = false, queue = false;
+	ssize_t n;
+
 	if (!t || t->ifd < 0)
 		return;
-	while (read(t->ifd, buf, sizeof(buf)) > 0)
-		;
-	ticket_watch(t, dir);
+	while ((n = read(t->ifd, buf, sizeof(buf))) > 0)
+		for (ssize_t i = 0; i + (ssize_t)sizeof(struct inotify_event) <= n;) {
+			const struct inotify_event *e = (const void *)(buf + i);
+			bool self_close =
+			        e->len == 0 && (e->mask & (IN_CLOSE_NOWRITE | IN_CLOSE_WRITE));
+
+			/* every gpuctl that opens the lease directory opens locks/ (and readers
+			 * list queue/<uid>/): the close of a watched directory itself changes no
+			 * lease and no ticket; anything else may */
+			relevant |= !self_close;
+			/* only queue/ (or an overflow) can mean a new queue/<uid>/ to watch */
+			queue |= !self_close && (e->wd != t->locks_wd || (e->mask & IN_Q_OVERFLOW));
+			i += (ssize_t)sizeof(*e) + e->len;
+		}
+	t->quiet = !relevant;
+	if (queue)
+		ticket_watch(t, dir);
 }
 
 int gpuctl_wait_ticket_changed(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
@@ -792,6 +798,10 @@ int gpuctl_wait_ticket_changed(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
 	if (!t->have_fp)
 		return 1;
+	if (t->quiet) {
+		t->quiet = false;
+		return 0; /* nothing but directories closed since the drain */
+	}
 	r = lease_select_lock_take(ctx, dir, &sfd, &ino);
 	if (r < 0)
 		return r;

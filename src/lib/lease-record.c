@@ -191,6 +191,30 @@ char *lease_user_name(uid_t uid)
 	return strdup(res->pw_name);
 }
 
+bool lease_flock_parse(char *line, struct lease_flock *ret)
+{
+	char *cur = line, *tok[8], *colon;
+	size_t n = 0;
+
+	if (strstr(line, "->"))
+		return false; /* a request blocked on the lock above it */
+	for (char *t = lease_next_tok(&cur); t && n < ELEMENTSOF(tok); t = lease_next_tok(&cur))
+		tok[n++] = t;
+	/* "1:" "FLOCK" "ADVISORY" "WRITE"|"READ" pid "maj:min:ino" start end */
+	if (n < 6 || !streq(tok[1], "FLOCK") || (!streq(tok[3], "WRITE") && !streq(tok[3], "READ")))
+		return false;
+	colon = strrchr(tok[5], ':');
+	if (!colon || !lease_parse_u64(colon + 1, strlen(colon + 1), &ret->ino))
+		return false;
+	*colon = '\0';
+	if (sscanf(tok[5], "%x:%x", &ret->maj, &ret->min) != 2)
+		return false;
+	if (!lease_parse_u64(tok[4], strlen(tok[4]), &ret->pid) || ret->pid > INT32_MAX)
+		ret->pid = 0;
+	ret->write = streq(tok[3], "WRITE");
+	return true;
+}
+
 pid_t lease_lock_holder(dev_t dev, ino_t ino, bool any_kind)
 {
 	_cleanup_fclose_ FILE *f = fopen("/proc/locks", "re");
@@ -200,32 +224,15 @@ pid_t lease_lock_holder(dev_t dev, ino_t ino, bool any_kind)
 	if (!f)
 		return 0;
 	while (fgets(line, sizeof(line), f)) {
-		char *cur = line, *tok[8];
-		size_t n = 0;
-		uint64_t pid, inode;
-		unsigned maj, min;
-		char *colon;
+		struct lease_flock l;
 
-		if (strstr(line, "->") || !strstr(line, "FLOCK"))
+		if (!lease_flock_parse(line, &l) || (!any_kind && !l.write) || !l.pid ||
+		    l.ino != (uint64_t)ino)
 			continue;
-		for (char *t = lease_next_tok(&cur); t && n < ELEMENTSOF(tok);
-		     t = lease_next_tok(&cur))
-			tok[n++] = t;
-		/* "1:" "FLOCK" "ADVISORY" "WRITE" pid "maj:min:ino" start end */
-		if (n < 6 || !streq(tok[1], "FLOCK") || (!any_kind && !streq(tok[3], "WRITE")))
-			continue;
-		if (!lease_parse_u64(tok[4], strlen(tok[4]), &pid) || pid > INT32_MAX)
-			continue;
-		colon = strrchr(tok[5], ':');
-		if (!colon || !lease_parse_u64(colon + 1, strlen(colon + 1), &inode) ||
-		    inode != (uint64_t)ino)
-			continue;
-		*colon = '\0';
-		if (sscanf(tok[5], "%x:%x", &maj, &min) == 2 && maj == major(dev) &&
-		    min == minor(dev))
-			return (pid_t)pid;
+		if (l.maj == major(dev) && l.min == minor(dev))
+			return (pid_t)l.pid;
 		if (!ino_only)
-			ino_only = (pid_t)pid;
+			ino_only = (pid_t)l.pid;
 	}
 	return ino_only;
 }

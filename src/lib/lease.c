@@ -29,6 +29,7 @@
  *   internal lease_foreign is used.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -194,6 +195,7 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                       const struct gpuctl_snapshot *snap, struct gpuctl_lease_list **ret_list)
 {
 	_cleanup_(gpuctl_lease_list_freep) struct gpuctl_lease_list *l = NULL;
+	_cleanup_(lease_locks_view_done) struct lease_locks_view view = {0};
 	_cleanup_close_ int sfd = -1;
 	struct record *recs = NULL;
 	size_t n_recs = 0, total = 0;
@@ -209,6 +211,7 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	l = calloc(1, sizeof(*l));
 	if (!l || !(l->e = calloc(total ? total : 1, sizeof(*l->e))))
 		return ctx_error(ctx, -ENOMEM, "out of memory");
+	lease_locks_view_read(dir, &view); /* under our shared select.lock */
 	r = lease_records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
 	if (r < 0)
 		return r;
@@ -223,8 +226,8 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 
 			e->gpu = g;
 			e->mig = m;
-			e->state = (enum gpuctl_lease_state)lease_probe(dir, u, false, &st, &used,
-			                                                reason, sizeof(reason));
+			e->state = (enum gpuctl_lease_state)lease_probe_view(
+			        dir, &view, u, &st, &used, reason, sizeof(reason));
 			if (e->state == GPUCTL_LEASE_UNUSABLE ||
 			    e->state == GPUCTL_LEASE_UNINITIALISED) {
 				e->reason = strdup(reason);
@@ -309,21 +312,52 @@ static const char *size_text_of(uint64_t bytes, char *buf, size_t size)
 	return buf;
 }
 
+/* The descriptor of keep's lock on device uuid when it is the lock file dir has for uuid now
+ * (same file system and inode: the same directory, the file never replaced) and keep's kind
+ * (shared or exclusive) is the request's; else -1. */
+static int kept_fd(const struct gpuctl_lease_dir *dir, const struct gpuctl_lease *keep,
+                   const char *uuid, uint64_t share_mem)
+{
+	if (!keep || !uuid || keep->share_mem != share_mem)
+		return -1;
+	for (size_t i = 0; i < keep->n; i++) {
+		const struct lease_dev *d = &keep->devs[i];
+		char name[UUID_MAX + 8];
+		struct stat held, now;
+
+		if (d->fd < 0 || strcmp(d->uuid, uuid) != 0)
+			continue;
+		/* fstatat, not open: no inotify event for waiters (docs/leases.md "Wake-ups") */
+		(void)snprintf(name, sizeof(name), "%s.lock", uuid);
+		if (!lease_uuid_ok(uuid) || dir->locks_fd < 0 || fstat(d->fd, &held) < 0 ||
+		    fstatat(dir->locks_fd, name, &now, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISREG(now.st_mode) || now.st_uid != dir->owner || now.st_nlink != 1 ||
+		    held.st_dev != now.st_dev || held.st_ino != now.st_ino)
+			return -1;
+		return d->fd;
+	}
+	return -1;
+}
+
 /* Select-and-lease; with ticket, as that waiter (only older waiters are ahead), else as the
- * youngest (every live waiter is ahead). */
-static int select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
-                            const struct gpuctl_snapshot *snap,
-                            const struct gpuctl_select_request *req,
-                            const struct gpuctl_lease_request *lreq,
-                            struct gpuctl_wait_ticket *ticket, struct gpuctl_selection **ret_sel,
-                            struct gpuctl_lease **ret_lease)
+ * youngest (every live waiter is ahead). The devices keep (the caller's current lease, or NULL)
+ * holds count as free to the caller: waiters do not reserve them, and chosen again they are
+ * kept through a duplicate of keep's descriptor, so they are never unlocked in between (a
+ * failover's replacement, docs/leases.md "Failover"). */
+int lease_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                           const struct gpuctl_snapshot *snap,
+                           const struct gpuctl_select_request *req,
+                           const struct gpuctl_lease_request *lreq,
+                           struct gpuctl_wait_ticket *ticket, const struct gpuctl_lease *keep,
+                           struct gpuctl_selection **ret_sel, struct gpuctl_lease **ret_lease)
 {
 	struct gpuctl_select_request sreq = GPUCTL_SELECT_REQUEST_INIT;
 	struct gpuctl_lease_request lr;
 	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *leased = NULL, *foreign = NULL;
 	_cleanup_(gpuctl_selection_freep) struct gpuctl_selection *sel = NULL;
 	_cleanup_(gpuctl_lease_freep) struct gpuctl_lease *lease = NULL;
-	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *reserved = NULL;
+	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *reserved = NULL, *own = NULL;
+	_cleanup_(lease_locks_view_done) struct lease_locks_view view = {0};
 	_cleanup_close_ int sfd = -1;
 	const struct gpuctl_devset *chosen;
 	char first_reason[REASON_MAX] = "", full[REASON_MAX] = "";
@@ -364,9 +398,11 @@ static int select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir
 		return r;
 	if (ticket)
 		fp = lease_queue_fingerprint(dir, sino); /* before the probes: what this try saw */
+	lease_locks_view_read(dir, &view); /* probes that open no lock file: no waiter wakes */
 
-	/* 2. probe every device */
-	if (gpuctl_devset_new(&leased) < 0 || lease_devset_merge(leased, sreq.leased) < 0)
+	/* 2. probe every device (those keep holds are ours) */
+	if (gpuctl_devset_new(&leased) < 0 || gpuctl_devset_new(&own) < 0 ||
+	    lease_devset_merge(leased, sreq.leased) < 0)
 		return ctx_error(ctx, -ENOMEM, "out of memory");
 	for (size_t g = 0; g < snap->n_gpus; g++)
 		for (int m = -1; m < (int)snap->gpus[g].n_migs; m++) {
@@ -377,8 +413,14 @@ static int select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir
 
 			if (m < 0 && (!u || snap->gpus[g].lost))
 				continue; /* never chosen anyway ("lost or unidentified") */
-			s = lease_probe(dir, u, false, NULL, share ? &used : NULL, reason,
-			                sizeof(reason));
+			if (kept_fd(dir, keep, u, share ? lr.share_mem : 0) >= 0) {
+				r = gpuctl_devset_add(own, g, m);
+				if (r < 0 && r != -EEXIST)
+					return ctx_error(ctx, r, "out of memory");
+				continue;
+			}
+			s = lease_probe_view(dir, &view, u, NULL, share ? &used : NULL, reason,
+			                     sizeof(reason));
 			if (s == GPUCTL_LEASE_FREE && !share)
 				continue;
 			if (share && (s == GPUCTL_LEASE_FREE || s == GPUCTL_LEASE_SHARED)) {
@@ -411,8 +453,16 @@ static int select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir
 	r = lease_queue_reserved(ctx, dir, snap, ticket, reserved, &ahead);
 	if (r < 0)
 		return ctx_error(ctx, r, "'%s/queue': %s", dir->path, strerror(-r));
-	if (lease_devset_merge(leased, reserved) < 0)
-		return ctx_error(ctx, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < gpuctl_devset_count(reserved); i++) {
+		size_t g;
+		int m;
+
+		if (gpuctl_devset_get(reserved, i, &g, &m) < 0 || gpuctl_devset_contains(own, g, m))
+			continue; /* ours: no waiter can have it before we let go */
+		r = gpuctl_devset_add(leased, g, m);
+		if (r < 0 && r != -EEXIST)
+			return ctx_error(ctx, -ENOMEM, "out of memory");
+	}
 	sreq.leased = leased;
 	if (!lr.ignore_foreign) {
 		r = lease_foreign(ctx, dir, snap, &lr, &foreign); /* select.lock is ours */
@@ -476,6 +526,16 @@ static int select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir
 		if (gpuctl_devset_get(chosen, i, &d->gpu, &d->mig) < 0)
 			return ctx_error(ctx, -EIO, "selection out of range");
 		u = lease_dev_uuid(snap, d->gpu, d->mig);
+		if (gpuctl_devset_contains(own, d->gpu, d->mig)) {
+			/* kept: the same locked description, never let go */
+			d->fd = fcntl(kept_fd(dir, keep, u, lease->share_mem), F_DUPFD_CLOEXEC, 3);
+			if (d->fd < 0)
+				return ctx_error(ctx, -errno, "cannot keep %s: %s", u,
+				                 strerror(errno));
+			lease->n++;
+			strscpy(d->uuid, sizeof(d->uuid), u);
+			continue;
+		}
 		s = lease_lock_open(dir, u, true, &d->fd, NULL, reason, sizeof(reason));
 		if (s != GPUCTL_LEASE_FREE || d->fd < 0)
 			return ctx_error(ctx, -EBUSY, "cannot lease %s: %s", u ? u : "?",
@@ -520,7 +580,7 @@ int gpuctl_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir
                             const struct gpuctl_lease_request *lreq,
                             struct gpuctl_selection **ret_sel, struct gpuctl_lease **ret_lease)
 {
-	return select_and_lease(ctx, dir, snap, req, lreq, NULL, ret_sel, ret_lease);
+	return lease_select_and_lease(ctx, dir, snap, req, lreq, NULL, NULL, ret_sel, ret_lease);
 }
 
 int gpuctl_select_and_lease_queued(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
@@ -533,7 +593,7 @@ int gpuctl_select_and_lease_queued(struct gpuctl_ctx *ctx, struct gpuctl_lease_d
 {
 	if (!lease_ticket_queued(ticket))
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
-	return select_and_lease(ctx, dir, snap, req, lreq, ticket, ret_sel, ret_lease);
+	return lease_select_and_lease(ctx, dir, snap, req, lreq, ticket, NULL, ret_sel, ret_lease);
 }
 
 /* ---- release ---- */

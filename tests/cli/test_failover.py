@@ -1,7 +1,8 @@
 """`gpuctl run --retry N` end to end (issue 5, "Failover"): when a GPU of the job fails (lost,
 uncorrectable ECC errors, a row-remap failure: the failures a health snapshot shows), gpuctl stops
-the job (SIGTERM to its process group, SIGKILL after --grace), releases its leases, selects again
-without the failed GPU and relaunches with GPUCTL_RESTART_COUNT set; at most N times; a job that
+the job (SIGTERM to its process group, SIGKILL after --grace), selects again without the failed
+GPU while still holding the job's GPUs (issue 16: the healthy ones are kept, nobody can take them
+in between; no replacement: one line, exit 3, released only then) and relaunches with GPUCTL_RESTART_COUNT set; at most N times; a job that
 fails by itself on healthy GPUs is not relaunched unless --retry-on any; exit 5 when a GPU
 failed once more and no failover was left.
 
@@ -43,6 +44,8 @@ DRIVER = textwrap.dedent(r'''
     job = subprocess.Popen([G, "run", *args, "--", "sh", "-c", os.environ["JOB"]],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     injected = []
+    compete = os.environ.get("COMPETE")  # "1": another job waits for the healthy GPU
+    rival = None
     for step in json.loads(os.environ["INJECT"]):
         # wait until the launch numbered step["launch"] holds its GPUs, then break one of them
         end = time.time() + 20
@@ -53,14 +56,42 @@ DRIVER = textwrap.dedent(r'''
             time.sleep(0.02)
         time.sleep(0.3)
         gpu = held[0]
+        if compete and rival is None:
+            # a rival waits in line for the job's other (healthy) GPU; when it starts it
+            # notes whether the job's gpuctl was still running (state of /proc/<pid>/stat)
+            saw = os.path.join(state, "rival-saw")
+            rival = subprocess.Popen(
+                [G, "run", "--wait=60", "-n", "1", "--only", str(held[1]), "--", "sh", "-c",
+                 'cat /proc/%d/stat > %s 2>/dev/null; exec "$LOAD" --seconds 0' % (job.pid, saw)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            end = time.time() + 20
+            while time.time() < end:
+                p = subprocess.run([G, "ps", "--waiting", "--format", "json"],
+                                   capture_output=True, text=True)
+                if any(w["pid"] == rival.pid for w in json.loads(p.stdout)["waiting"]):
+                    break
+                time.sleep(0.02)
+            rival_gpu = held[1]
         injected.append({"gpu": gpu, "at": time.time()})
         if step["what"].startswith("xid:"):
             subprocess.run([NV, "xid", "-i", str(gpu), step["what"][4:]], check=True)
         else:
             subprocess.run([NV, "set", "-i", str(gpu), step["what"]], check=True)
     rc = job.wait(90)
-    print(json.dumps({"rc": rc, "err": job.stderr.read(), "injected": injected,
-                      "ledger": ledger()}))
+    out = {"rc": rc, "err": job.stderr.read(), "injected": injected}
+    if rival is not None:
+        out["rival_gpu"] = rival_gpu
+        out["rival_rc"] = rival.wait(60)
+        try:
+            with open(os.path.join(state, "rival-saw")) as f:
+                stat = f.read()
+        except FileNotFoundError:
+            stat = ""
+        # the job's state when the rival started: gone, or a zombie (exited), or running
+        out["job_running_at_rival_start"] = bool(stat) and \
+            stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    out["ledger"] = ledger()
+    print(json.dumps(out))
 ''')
 
 
@@ -140,6 +171,52 @@ class Failover(GpuctlTestCase):
         first, second = res["ledger"]
         self.assertIn(self.uuid_of(res, 0), self.gpus(first))
         self.assertNotIn(self.uuid_of(res, 0), self.gpus(second))
+
+    def test_failover_keeps_the_healthy_gpu_until_the_replacement_is_leased(self):
+        # issue 16: the job's healthy GPU is never let go while a replacement is sought. A
+        # rival waits in line for exactly that GPU; the job (2 of GPUs 0-2) loses one GPU and
+        # moves to the healthy one plus GPU 2. The rival gets the healthy GPU only after the
+        # job has ended. With --wait too: the rival, older in line, waits for that very GPU,
+        # but the job's own GPUs are not the rival's to reserve.
+        for wait in ([], ["--wait=60"]):
+            with self.subTest(wait=wait):
+                self.keeps_the_healthy_gpu(wait)
+
+    def keeps_the_healthy_gpu(self, wait):
+        res = self.go(["-n", "2", "--only", "0,1,2", "--retry", "1"] + wait,
+                      [{"launch": 0, "count": 2, "what": "xid:79"}], extra={"COMPETE": "1"})
+        self.assertEqual(res["rc"], 0, res)
+        job = [e for e in res["ledger"] if e["cuda_visible_devices"] and
+               len(e["devices"]) == 2]
+        self.assertEqual(len(job), 2, res)
+        first, second = job
+        failed = self.uuid_of(res, 0)
+        from cli_facts import Machine
+        healthy = Machine("dgx-a100").gpus[res["rival_gpu"]]["uuid"]
+        self.assertEqual(self.gpus(first), {failed, healthy}, res)
+        self.assertIn(healthy, self.gpus(second), res)
+        self.assertNotIn(failed, self.gpus(second), res)
+        self.assertEqual(res["rival_rc"], 0, res)
+        self.assertFalse(res["job_running_at_rival_start"], res)
+
+    def test_failover_without_a_replacement_holds_until_it_exits(self):
+        # no replacement (the job may use GPUs 0 and 1 only): one line saying so, exit 3, and
+        # the healthy GPU stays the job's until gpuctl has exited. With --wait too: without
+        # the failed GPU the request can never be satisfied, so it does not wait.
+        for wait in ([], ["--wait=60"]):
+            with self.subTest(wait=wait):
+                self.no_replacement(wait)
+
+    def no_replacement(self, wait):
+        res = self.go(["-n", "2", "--only", "0,1", "--retry", "1"] + wait,
+                      [{"launch": 0, "count": 2, "what": "xid:79"}], extra={"COMPETE": "1"})
+        self.assertEqual(res["rc"], 3, res)
+        self.assertIn("no replacement", res["err"], res)
+        if wait:
+            self.assertIn("can never be satisfied", res["err"], res)
+        self.assertEqual(len([l for l in res["err"].splitlines() if "no replacement" in l]), 1)
+        self.assertEqual(res["rival_rc"], 0, res)
+        self.assertFalse(res["job_running_at_rival_start"], res)
 
     def test_gives_up_after_n_failovers(self):
         res = self.go(["-n", "1", "--retry", "1", "--grace", "1"],

@@ -100,6 +100,37 @@ class Wait(GpuctlTestCase):
             for t in os.listdir(os.path.join(q, u)))
     '''
 
+    def test_fallback_retry_is_not_put_off_by_events_that_change_nothing(self):
+        # issue 16: a waiter's 2 s fallback (for what changes without a file event, here a
+        # foreign process ending) counts from its last try, not from its last event: a reader
+        # opening the lease directory again and again does not put it off for ever
+        res = self.drive('''
+            RESULT["hold"] = g("select", "-n", "7", "--only", "1-7", "--hold", "60")["rc"]
+            env = dict(os.environ, CUDA_VISIBLE_DEVICES="0")
+            busy = subprocess.Popen([LOAD, "--seconds", "60"], env=env)
+            def gpu0_busy():
+                ps = json.loads(g("ps", "--format", "json")["out"])["devices"]
+                return any(d["index"] == 0 and d["state"] == "busy" for d in ps)
+            RESULT["busy"] = until(gpu0_busy)
+            w = spawn("run", "-n", "1", "--wait=60", *load(0))
+            RESULT["queued"] = until(lambda: len(waiting()) == 1)
+            busy.kill()
+            busy.wait()
+            end = time.time() + 20
+            while w.poll() is None and time.time() < end:
+                g("ps")  # opens the lease directory: events, nothing changed
+            RESULT["rc"] = w.poll()
+            if RESULT["rc"] is None:
+                w.kill()
+            RESULT["err"] = w.communicate(timeout=30)[1]
+            g("release", "--all")
+        ''')
+        self.assertEqual(res["hold"], 0, res)
+        self.assertTrue(res["busy"], res)
+        self.assertTrue(res["queued"], res)
+        self.assertEqual(res["rc"], 0, res)  # it got GPU 0 once the foreign process ended
+        self.assertNothingLeft(res)
+
     def test_waits_then_runs_when_released(self):
         res = self.drive('''
             h = g("select", "-n", "8", "--hold", "60")
@@ -294,6 +325,72 @@ class Wait(GpuctlTestCase):
                 self.assertLessEqual(e1, s2, "pids %d and %d overlap on %s" % (p1, p2, uuid))
         self.assertNothingLeft(res)
         sys.stderr.write("race: %d requests in %.1f s\n" % (len(runs), res["took"]))
+
+
+class LockDirEvents:
+    """inotify on DIR/locks for what wakes a waiter (docs/leases.md "Wake-ups": the close of a
+    lock file, written or not) and opens; read with the kernel's own event stream."""
+    MASK = 0x20 | 0x08 | 0x10  # IN_OPEN | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE
+
+    def __init__(self, path):
+        import ctypes
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self.libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        assert self.fd >= 0, ctypes.get_errno()
+        wd = self.libc.inotify_add_watch(self.fd, os.fsencode(path), self.MASK)
+        assert wd >= 0, ctypes.get_errno()
+
+    def names(self):
+        """The file names of the events since the last call (those of locks/ itself, which
+        every gpuctl opening the lease directory causes and waiters ignore, left out)."""
+        import struct
+        out = []
+        while True:
+            try:
+                buf = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return out
+            i = 0
+            while i < len(buf):
+                _, _, _, n = struct.unpack_from("iIII", buf, i)
+                if n:
+                    out.append(buf[i + 16:i + 16 + n].rstrip(b"\0").decode())
+                i += 16 + n
+
+    def close(self):
+        os.close(self.fd)
+
+
+class ProbesWakeNoWaiter(GpuctlTestCase):
+    """Issue 16: readers (ps, the exporter, select) and select-and-lease tries that fail tell
+    held from free lock files from /proc/locks, opening none: so they cause none of the
+    events an idle waiter wakes up on. Only what changes a lease does."""
+
+    def test_reads_and_failed_tries_open_no_lock_file(self):
+        from test_exporter import Exporter
+        from test_leases import direct_env
+        d = tempfile.mkdtemp(prefix="gpuctl-wake-")
+        self.addCleanup(shutil.rmtree, d, True)
+        ld = os.path.join(d, "leases")
+        env = direct_env(ld)
+        r = run([GPUCTL, "select", "-n", "8", "--hold", "60"], env=env)
+        self.assertEqual(r.rc, 0, r)
+        self.addCleanup(run, [GPUCTL, "release", "--all"], env=env)
+        ev = LockDirEvents(os.path.join(ld, "locks"))
+        self.addCleanup(ev.close)
+        for argv in (["ps"], ["ps", "--format", "json"], ["select", "-n", "1"],
+                     ["run", "-n", "1", "--", "true"], ["select", "-n", "1", "--hold", "5"]):
+            r = run([GPUCTL, *argv], env=env)
+            self.assertEqual(r.rc, EXIT_NOMATCH if argv[0] != "ps" else 0, (argv, r))
+            self.assertEqual(ev.names(), [], argv)
+        # the exporter, sampling leases every 0.1 s
+        with Exporter("dgx-a100", env={"GPUCTL_LEASE_DIR": ld}, interval="0.1") as ex:
+            ex.wait_for(lambda m: m["gpuctl_exporter_samples_total"][0][1] >= 10 and
+                        m["gpuctl_exporter_last_lease_success"][0][1] == 1, "10 samples")
+        self.assertEqual(ev.names(), [], "exporter")
+        # the control: a lease that ends is seen (the watch works)
+        self.assertEqual(run([GPUCTL, "release", "--all"], env=env).rc, 0)
+        self.assertTrue(any(n.endswith(".lock") for n in ev.names()))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@
 /* From sim/scenarios/dgx-a100.json: GPU 0 and GPU 5. */
 #define GPU0_BUS  "00000000:07:00.0"
 #define GPU0_UUID "GPU-7678cc1a"
+#define GPU0_FULL "GPU-7678cc1a-b9d2-add0-5a60-0853a8779508"
+#define GPU1_UUID "GPU-f4c6dae6"
 #define GPU5_BUS  "00000000:90:00.0"
 
 struct fixture {
@@ -153,7 +155,13 @@ static void test_request_init(void **state)
 	assert_int_equal(((struct gpuctl_alloc_request *)(void *)big)->struct_size, sizeof(big));
 	for (size_t i = sizeof(struct gpuctl_alloc_request); i < sizeof(big); i++)
 		assert_int_equal(big[i], 0);
-	assert_int_equal(gpuctl_alloc_request_init(&got, sizeof(got) - 1), -EINVAL);
+	/* the first release's struct ended with n_avoid: a caller of that size is served (replace
+	 * stays NULL), a smaller one is refused */
+	assert_int_equal(
+	        gpuctl_alloc_request_init(&got, offsetof(struct gpuctl_alloc_request, replace)), 0);
+	assert_int_equal(
+	        gpuctl_alloc_request_init(&got, offsetof(struct gpuctl_alloc_request, replace) - 1),
+	        -EINVAL);
 	assert_int_equal(gpuctl_alloc_request_init(NULL, sizeof(got)), -EINVAL);
 }
 
@@ -343,6 +351,53 @@ static void test_lease_and_leased(void **state)
 	gpuctl_alloc_free(a);
 	req.mode = GPUCTL_ALLOC_LEASE;
 	assert_int_equal(gpuctl_alloc(f->ctx, &req, &a), 0);
+	gpuctl_alloc_free(a);
+}
+
+/* A failover's replacement (gpuctl_alloc_request.replace): the current lease's devices are the
+ * caller's own, those chosen again are never unlocked, the rest go when the old one is freed. */
+static void test_replace_keeps_what_it_chooses_again(void **state)
+{
+	struct fixture *f = *state;
+	struct gpuctl_alloc_request req = GPUCTL_ALLOC_REQUEST_INIT;
+	struct gpuctl_alloc *old = NULL, *a = NULL, *other = NULL;
+	const char *avoid[] = {GPU0_FULL};
+
+	req.mode = GPUCTL_ALLOC_LEASE;
+	req.count = 2;
+	req.only = "0,1";
+	assert_int_equal(gpuctl_alloc(f->ctx, &req, &old), 0);
+	/* GPU 0 failed: 2 of GPUs 0-2 without it, still holding 0 and 1 */
+	req.only = "0,1,2";
+	req.avoid = avoid;
+	req.n_avoid = 1;
+	req.replace = old;
+	assert_int_equal(gpuctl_alloc(f->ctx, &req, &a), 0);
+	assert_null(strstr(gpuctl_alloc_cuda_visible_devices(a), GPU0_UUID));
+	assert_non_null(strstr(gpuctl_alloc_cuda_visible_devices(a), GPU1_UUID));
+	/* nobody else gets GPU 1 or 2, even once the old allocation is freed; GPU 0 is free then */
+	struct gpuctl_alloc_request one = GPUCTL_ALLOC_REQUEST_INIT;
+	one.mode = GPUCTL_ALLOC_LEASE;
+	one.only = "1";
+	assert_int_equal(gpuctl_alloc(f->ctx, &one, &other), -ENOSPC);
+	one.only = "0";
+	assert_int_equal(gpuctl_alloc(f->ctx, &one, &other), -ENOSPC); /* old holds it */
+	gpuctl_alloc_free(old);
+	one.only = "1,2";
+	assert_int_equal(gpuctl_alloc(f->ctx, &one, &other), -ENOSPC);
+	one.only = "0";
+	assert_int_equal(gpuctl_alloc(f->ctx, &one, &other), 0);
+	gpuctl_alloc_free(other);
+	/* no replacement: the message says so, nothing changes */
+	req.only = "1,2";
+	req.count = 3;
+	req.replace = a;
+	assert_int_equal(gpuctl_alloc(f->ctx, &req, &other), -ENOSPC);
+	assert_ptr_equal(strstr(gpuctl_errmsg(f->ctx), "no replacement: "), gpuctl_errmsg(f->ctx));
+	/* only a lease can be replaced */
+	req.count = 1;
+	req.mode = GPUCTL_ALLOC_CHOOSE;
+	assert_int_equal(gpuctl_alloc(f->ctx, &req, &other), -EINVAL);
 	gpuctl_alloc_free(a);
 }
 
@@ -587,6 +642,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_outer_allocation, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_avoid, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_lease_and_leased, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_replace_keeps_what_it_chooses_again, setup,
+	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_wait_ends, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_pool_refused, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_site, setup, teardown),

@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include "gpuctl/gpuctl.h"
+#include "lease-internal.h"
 #include "snapshot-internal.h"
 #include "test-fixtures.h"
 
@@ -856,6 +857,41 @@ static void test_select_fields(void **state)
 	gpuctl_ctx_free(ctx);
 }
 
+/* /proc/locks lines as proc(5) documents them: ordinal, class (FLOCK, POSIX, OFDLCK), ADVISORY
+ * or MANDATORY, READ or WRITE, pid, major:minor:inode (hex device numbers), range; a request
+ * blocked on the lock above is printed "N: -> ..." */
+static void test_flock_parse(void **state)
+{
+	struct lease_flock l;
+	char a[] = "1: FLOCK  ADVISORY  WRITE 4242 08:01:1234567 0 EOF\n";
+	char b[] = "12: FLOCK  ADVISORY  READ 77 fd:1a:99 0 EOF";
+	char c[] = "3: POSIX  ADVISORY  WRITE 4242 08:01:1234567 0 EOF";
+	char d[] = "4: -> FLOCK  ADVISORY  WRITE 4243 08:01:1234567 0 EOF";
+	char e[] = "5: OFDLCK ADVISORY  READ -1 08:01:1234567 0 9";
+	char f[] = "6: FLOCK  ADVISORY  WRITE 4242 08:01 0 EOF";
+	char g[] = "7: FLOCK  ADVISORY  WRITE -1 00:2a:5 0 EOF";
+
+	(void)state;
+	assert_true(lease_flock_parse(a, &l));
+	assert_true(l.write);
+	assert_int_equal(l.pid, 4242);
+	assert_int_equal(l.maj, 8);
+	assert_int_equal(l.min, 1);
+	assert_int_equal(l.ino, 1234567);
+	assert_true(lease_flock_parse(b, &l));
+	assert_false(l.write);
+	assert_int_equal(l.maj, 0xfd);
+	assert_int_equal(l.min, 0x1a);
+	assert_int_equal(l.ino, 99);
+	assert_false(lease_flock_parse(c, &l)); /* not a flock */
+	assert_false(lease_flock_parse(d, &l)); /* blocked, not held */
+	assert_false(lease_flock_parse(e, &l));
+	assert_false(lease_flock_parse(f, &l)); /* no inode */
+	assert_true(lease_flock_parse(g, &l));  /* held; its pid unknown here */
+	assert_int_equal(l.pid, 0);
+	assert_int_equal(l.min, 0x2a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -870,6 +906,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_release, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_share_accounting, setup, teardown),
 	        cmocka_unit_test(test_select_fields),
+	        cmocka_unit_test(test_flock_parse),
 	};
 
 	(void)prctl(PR_SET_CHILD_SUBREAPER, 1);
