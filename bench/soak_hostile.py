@@ -2,7 +2,9 @@
 """Soak for issue 16 (not part of `make bench`): idle waiters beside a fast exporter, then mixed
 launches with SIGKILLs, on a simulated 8-GPU machine (dgx-a100) and a private lease directory.
 
-1. All 8 GPUs held (select --hold); WAITERS `gpuctl run --wait -n 1` wait in line; an exporter
+1. All 8 GPUs held (select --hold; with --free K, all but the first K, in a directory whose lock
+   files `lease init` made, and the waiters ask for K+1); WAITERS `gpuctl run --wait -n 1` wait
+   in line; an exporter
    samples every 0.1 s. For IDLE_S seconds, the CPU time (utime+stime, /proc/PID/stat) of the
    waiters is measured: CPU per idle waiter, in percent of one core.
 2. The hold is released (the waiters run `true` and leave); then LAUNCHES `gpuctl run -n K
@@ -10,7 +12,7 @@ launches with SIGKILLs, on a simulated 8-GPU machine (dgx-a100) and a private le
    marks/<UUID> with O_EXCL (an existing mark is a double grant, counted), sleeps 20-80 ms and
    removes them. One launch in KILL_EVERY gets SIGKILL on its gpuctl (the job keeps the lease
    and ends by itself). At the end, no device may be leased and no ticket live (ps).
-Usage: python3 bench/soak_hostile.py --build build [--waiters 100] [--launches 1000]
+Usage: python3 bench/soak_hostile.py --build build [--waiters 100] [--launches 1000] [--free K]
 """
 import argparse
 import json
@@ -53,6 +55,7 @@ def main():
     ap.add_argument("--idle", type=float, default=10.0)
     ap.add_argument("--kill-every", type=int, default=10)
     ap.add_argument("--seed", type=int, default=16)
+    ap.add_argument("--free", type=int, default=0, choices=range(0, 8))
     a = ap.parse_args()
     rnd = random.Random(a.seed)
     b = os.path.abspath(a.build)
@@ -69,13 +72,17 @@ def main():
         env.pop(k, None)
     procs = []
     try:
-        subprocess.run([gpuctl, "select", "-n", "8", "--hold", "600"], env=env, check=True,
-                       stdout=subprocess.DEVNULL)
+        if a.free:
+            subprocess.run([gpuctl, "lease", "init"], env=env, check=True,
+                           stdout=subprocess.DEVNULL)
+        subprocess.run([gpuctl, "select", "-n", str(8 - a.free), "--only", f"{a.free}-7",
+                        "--hold", "600"], env=env, check=True, stdout=subprocess.DEVNULL)
         ex = subprocess.Popen([nvsim, "exec", "dgx-a100", "--", gpuctl, "exporter", "--listen",
                                "127.0.0.1:19457", "--interval", "0.1"], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(ex)
-        waiters = [subprocess.Popen([gpuctl, "run", "--wait", "-n", "1", "--", "true"], env=env,
+        waiters = [subprocess.Popen([gpuctl, "run", "--wait", "-n", str(a.free + 1), "--",
+                                     "true"], env=env,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                    for _ in range(a.waiters)]
         procs += waiters

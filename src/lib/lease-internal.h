@@ -238,6 +238,12 @@ struct sbuf {
  * later append does nothing. */
 void lease_sb_add(struct sbuf *b, const char *fmt, ...) _printf_(2, 3);
 
+/* Frees b's text (for _cleanup_). */
+static inline void lease_sb_done(struct sbuf *b)
+{
+	free(b->p);
+}
+
 /* Strict decimal (no sign, no blanks) of exactly len characters. */
 bool lease_parse_u64(const char *s, size_t len, uint64_t *ret);
 
@@ -324,8 +330,10 @@ int lease_queue_reserved(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *
 bool lease_ticket_queued(const struct gpuctl_wait_ticket *t);
 
 /* Notes that a select-and-lease as t found nothing, having seen the state fingerprint fp:
- * gpuctl_wait_ticket_changed compares the state with it. */
-void lease_ticket_failed(struct gpuctl_wait_ticket *t, uint64_t fp);
+ * gpuctl_wait_ticket_changed compares the state with it. free_locks (owned by t from now on;
+ * NULL: none known) lists the lock files of the devices that try found free, each as
+ * "UUID.lock" followed by a newline, the whole after a newline: their closes wake no one. */
+void lease_ticket_failed(struct gpuctl_wait_ticket *t, uint64_t fp, char *free_locks);
 
 /* Leaves the queue (removes and unlocks t's ticket) when t is still in it: a waiter that got
  * its lease does so while select.lock still orders everyone. */

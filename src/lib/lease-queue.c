@@ -13,12 +13,14 @@
  *   excludes, as if leased, the devices the older live tickets could use (their static filters
  *   run through gpuctl_select one device at a time; malformed: every GPU). Wake-ups are
  *   inotify events filtered by a fingerprint of /proc/locks and the ticket names that opens no
- *   lock file (so checking it makes no event).
+ *   lock file (so checking it makes no event); closes of lock files the last failed try found
+ *   free (a probe's, or a lease come and gone) are not even that: nothing came free.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -80,10 +82,11 @@ struct gpuctl_wait_ticket {
 	char name[TICKET_NAME_MAX]; /* "<arrival>-<pid>" */
 	uint64_t arrival;
 	uint32_t pid;
-	uint64_t fp;  /* state fingerprint at the last failed try */
-	bool have_fp; /* fp is set */
-	bool quiet;   /* the last drain read only closes of a watched directory itself */
-	int locks_wd; /* the watch of locks/ (-1: none): its events need no rescan of queue/ */
+	uint64_t fp;      /* state fingerprint at the last failed try */
+	bool have_fp;     /* fp is set */
+	bool quiet;       /* the last drain read only events that change nothing (see drain) */
+	char *free_locks; /* "\nUUID.lock\n..." of each device the last failed try found free */
+	int locks_wd;     /* the watch of locks/ (-1: none): its events need no rescan of queue/ */
 	struct qcache *cache;
 	size_t n_cache;
 };
@@ -649,6 +652,7 @@ void gpuctl_wait_ticket_free(struct gpuctl_wait_ticket *t)
 		gpuctl_devset_free(t->cache[i].set);
 	free(t->cache);
 	free(t->dir_path);
+	free(t->free_locks);
 	free(t);
 }
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_wait_ticket *, gpuctl_wait_ticket_free)
@@ -759,6 +763,20 @@ int gpuctl_wait_ticket_fd(const struct gpuctl_wait_ticket *t)
 	return t ? t->ifd : -1;
 }
 
+/* Whether name (an event's, in locks/) is the lock file of a device the last failed try found
+ * free. */
+static bool was_free(const struct gpuctl_wait_ticket *t, const char *name)
+{
+	size_t n = strnlen(name, NAME_MAX + 1);
+
+	if (!t->free_locks || n == 0 || n > NAME_MAX || strchr(name, '\n'))
+		return false;
+	for (const char *p = t->free_locks; (p = strstr(p, name)); p += n)
+		if (p > t->free_locks && p[-1] == '\n' && p[n] == '\n')
+			return true;
+	return false;
+}
+
 void gpuctl_wait_ticket_drain(struct gpuctl_wait_ticket *t, struct gpuctl_lease_dir *dir)
 {
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
@@ -771,13 +789,17 @@ void gpuctl_wait_ticket_drain(struct gpuctl_wait_ticket *t, struct gpuctl_lease_
 	while ((n = read(t->ifd, buf, sizeof(buf))) > 0)
 		for (ssize_t i = 0; i + (ssize_t)sizeof(struct inotify_event) <= n;) {
 			const struct inotify_event *e = (const void *)(buf + i);
-			bool self_close =
-			        e->len == 0 && (e->mask & (IN_CLOSE_NOWRITE | IN_CLOSE_WRITE));
+			bool close_only = !(e->mask & ~(IN_CLOSE_NOWRITE | IN_CLOSE_WRITE));
+			bool self_close = e->len == 0 && close_only;
+			bool free_close = close_only && e->len > 0 && e->wd == t->locks_wd &&
+			                  was_free(t, e->name);
 
 			/* every gpuctl that opens the lease directory opens locks/ (and readers
 			 * list queue/<uid>/): the close of a watched directory itself changes no
-			 * lease and no ticket; anything else may */
-			relevant |= !self_close;
+			 * lease and no ticket. Nor does the close of a lock file the last try
+			 * found free (a probe's, or a lease come and gone since): a waiter needs
+			 * a device to come free, and that one already was; anything else may */
+			relevant |= !self_close && !free_close;
 			/* only queue/ (or an overflow) can mean a new queue/<uid>/ to watch */
 			queue |= !self_close && (e->wd != t->locks_wd || (e->mask & IN_Q_OVERFLOW));
 			i += (ssize_t)sizeof(*e) + e->len;
@@ -813,10 +835,12 @@ bool lease_ticket_queued(const struct gpuctl_wait_ticket *t)
 	return t && t->fd >= 0;
 }
 
-void lease_ticket_failed(struct gpuctl_wait_ticket *t, uint64_t fp)
+void lease_ticket_failed(struct gpuctl_wait_ticket *t, uint64_t fp, char *free_locks)
 {
 	t->fp = fp;
 	t->have_fp = true;
+	free(t->free_locks);
+	t->free_locks = free_locks;
 }
 
 void lease_ticket_leave(struct gpuctl_wait_ticket *t)

@@ -358,6 +358,7 @@ int lease_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	_cleanup_(gpuctl_lease_freep) struct gpuctl_lease *lease = NULL;
 	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *reserved = NULL, *own = NULL;
 	_cleanup_(lease_locks_view_done) struct lease_locks_view view = {0};
+	_cleanup_(lease_sb_done) struct sbuf free_locks = {0}; /* for the ticket: see below */
 	_cleanup_close_ int sfd = -1;
 	const struct gpuctl_devset *chosen;
 	char first_reason[REASON_MAX] = "", full[REASON_MAX] = "";
@@ -421,6 +422,10 @@ int lease_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 			}
 			s = lease_probe_view(dir, &view, u, NULL, share ? &used : NULL, reason,
 			                     sizeof(reason));
+			/* a waiter's: closes of this lock file cannot help it (lease-queue.c) */
+			if (ticket && s == GPUCTL_LEASE_FREE)
+				lease_sb_add(&free_locks, "%s%s.lock\n", free_locks.len ? "" : "\n",
+				             u);
 			if (s == GPUCTL_LEASE_FREE && !share)
 				continue;
 			if (share && (s == GPUCTL_LEASE_FREE || s == GPUCTL_LEASE_SHARED)) {
@@ -476,7 +481,7 @@ int lease_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	/* 3. select */
 	r = gpuctl_select(ctx, snap, &sreq, &sel);
 	if (r == -ENOSPC && ticket)
-		lease_ticket_failed(ticket, fp);
+		lease_ticket_failed(ticket, fp, free_locks.oom ? NULL : TAKE_PTR(free_locks.p));
 	if (r == -ENOSPC && (n_bad > 0 || ahead > 0 || n_full > 0)) {
 		char msg[CTX_ERRMSG_MAX], bad[2 * REASON_MAX + 96] = "", wait[96] = "";
 

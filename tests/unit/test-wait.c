@@ -5,7 +5,7 @@
  * order, the content parser, the backfill rule (devices an older live waiter could use are its
  * own), dead tickets ignored (and removed for our own uid), malformed tickets conservative
  * ("could use any device"), a registered ticket behind older ones and ahead of younger ones,
- * and the change detector.
+ * and the change detector, which a close of a lock file found free does not wake.
  *
  * A ticket is live while some open file description holds a flock on it: the test holds one
  * itself (flock locks belong to the description, so the library's own probe conflicts).
@@ -308,6 +308,73 @@ static void test_registered_ticket(void **state)
 	gpuctl_ctx_free(ctx);
 }
 
+/* Opens and closes DIR/locks/<uuid of GPU i>.lock, as another gpuctl's probe does. */
+static void probe_close(size_t i)
+{
+	char path[600];
+	int fd;
+
+	(void)snprintf(path, sizeof(path), "%s/locks/%s.lock", ldir, fixture_uuid_of(i));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	(void)close(fd);
+}
+
+/* The close of a lock file the last failed try found free is no reason to look again (the
+ * device was free already; a waiter waits for more to come free), so the waiter does not even
+ * take select.lock; the close of one it found held is. The test holds select.lock itself: a
+ * waiter that looks fails to get it within its bound (-EAGAIN). */
+static void test_free_lock_closes_wake_no_one(void **state)
+{
+	struct gpuctl_select_request req = GPUCTL_SELECT_REQUEST_INIT;
+	struct gpuctl_ctx *ctx = NULL;
+	struct gpuctl_snapshot *snap = fixture_snap_n(4, 0);
+	struct gpuctl_lease_dir *dir;
+	struct gpuctl_wait_ticket *t = NULL;
+	struct gpuctl_selection *sel = NULL;
+	struct gpuctl_lease *l = NULL, *hold = NULL;
+	unsigned m = 0;
+	size_t free_gpu = 4, held_gpu = 4;
+	char path[600];
+	int sfd;
+
+	(void)state;
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	assert_int_equal(gpuctl_ctx_set_lock_wait(ctx, 0.05), 0);
+	dir = fixture_lease_dir(ctx, ldir);
+	assert_true(gpuctl_lease_dir_init(ctx, dir, snap) >=
+	            0); /* every lock file, as lease init */
+	assert_int_equal(lease(ctx, dir, snap, 3, &m, &hold), 0);
+	for (size_t i = 0; i < 4; i++)
+		*(m & (1u << i) ? &held_gpu : &free_gpu) = i;
+	assert_true(free_gpu < 4 && held_gpu < 4);
+	req.count = 2; /* one GPU is free: not enough */
+	assert_int_equal(gpuctl_wait_ticket_new(ctx, dir, snap, &req, &t), 0);
+	assert_int_equal(gpuctl_select_and_lease_queued(ctx, dir, snap, &req, NULL, t, &sel, &l),
+	                 -ENOSPC);
+	gpuctl_wait_ticket_drain(t, dir); /* what the try itself did */
+
+	(void)snprintf(path, sizeof(path), "%s/select.lock", ldir);
+	sfd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(sfd >= 0);
+	assert_int_equal(flock(sfd, LOCK_EX | LOCK_NB), 0);
+
+	probe_close(free_gpu);
+	gpuctl_wait_ticket_drain(t, dir);
+	assert_int_equal(gpuctl_wait_ticket_changed(ctx, dir, t), 0); /* select.lock untouched */
+
+	probe_close(held_gpu);
+	gpuctl_wait_ticket_drain(t, dir);
+	assert_int_equal(gpuctl_wait_ticket_changed(ctx, dir, t), -EAGAIN); /* it looked */
+
+	(void)close(sfd);
+	gpuctl_lease_free(hold);
+	gpuctl_wait_ticket_free(t);
+	gpuctl_snapshot_free(snap);
+	gpuctl_lease_dir_free(dir);
+	gpuctl_ctx_free(ctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -316,6 +383,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_dead_ignored, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_malformed_conservative, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_registered_ticket, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_free_lock_closes_wake_no_one, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
