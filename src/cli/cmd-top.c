@@ -789,6 +789,9 @@ static int run_screen(struct top_model *m, struct top_view *v, unsigned long cou
 	keypad(stdscr, TRUE);
 	(void)curs_set(0);
 	set_escdelay(25);
+	/* no look for typeahead while updating: ncurses would flush its output and poll stdin
+	 * every few changed lines (a write and a poll each); keys are read between refreshes */
+	(void)typeahead(-1);
 	/* clicks and the wheel; endwin() turns the terminal's mouse reporting off again */
 	(void)mousemask(BUTTON1_PRESSED | BUTTON1_CLICKED | BUTTON4_PRESSED | BUTTON5_PRESSED,
 	                NULL);
@@ -840,7 +843,7 @@ static int cmd_top_exec(struct cli *cli, int argc, char **argv)
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
 	};
-	struct top_model m = {0};
+	struct top_model m = {.lease_ifd = -1};
 	struct top_view v = {.sort = TOP_COL_GPU, .delay = 1.0};
 	const char *lease_dir = NULL;
 	unsigned long count = 0;

@@ -69,8 +69,14 @@ struct top_model {
 	size_t hist_len;        /* samples in them (<= TOP_HISTORY) */
 	struct top_proc *procs; /* every compute process of snap */
 	size_t n_procs;
-	double sample_time;      /* CLOCK_MONOTONIC of the last refresh */
-	size_t health_next;      /* next health field to re-read (rotation) */
+	double sample_time; /* CLOCK_MONOTONIC of the last refresh */
+	size_t health_next; /* next health field to re-read (rotation) */
+	/* the lease and wait lists are read again only when the lease directory changed
+	 * (top-model.c, "Decisions"): */
+	int lease_ifd;           /* inotify on its directories, -1 none (then: every refresh) */
+	uint64_t lists_devices;  /* a hash of the devices (UUIDs) the lists are of */
+	double lists_time;       /* CLOCK_MONOTONIC of that read */
+	bool lists_current;      /* the lists were read whole and nothing changed since */
 	unsigned long refreshes; /* refreshes that succeeded */
 	char error[256];         /* the last refresh's failure, "" after a good one */
 };
