@@ -239,14 +239,15 @@ static attr_t cell_attr(const struct screen *s, const struct top_cell *c, bool s
 	return s->attr[c->attr < TOP_A_N ? c->attr : 0] | (selected ? A_REVERSE : 0);
 }
 
-/* Puts line l on row y: runs of plain cells of one attribute in one addchnstr, a sparkline
- * level as its block element (UTF-8) or its ASCII stand-in. */
-static void draw_line(struct screen *s, int y, const struct top_line *l, bool selected)
+/* Puts cells [from, to) of line l on row y: runs of plain cells of one attribute in one
+ * addchnstr, a sparkline level as its block element (UTF-8) or its ASCII stand-in. */
+static void draw_span(struct screen *s, int y, const struct top_line *l, bool selected, int from,
+                      int to)
 {
 	static const wchar_t blocks[] = L"\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588";
 	chtype run[256];
 
-	for (int x = 0; x < l->width;) {
+	for (int x = from; x < to;) {
 		const struct top_cell *c = &l->cells[x];
 		attr_t a = cell_attr(s, c, selected);
 
@@ -259,7 +260,7 @@ static void draw_line(struct screen *s, int y, const struct top_line *l, bool se
 			continue;
 		}
 		int n = 0, x0 = x;
-		while (x < l->width && n < (int)(sizeof(run) / sizeof(run[0])) &&
+		while (x < to && n < (int)(sizeof(run) / sizeof(run[0])) &&
 		       !(l->cells[x].glyph && s->utf8) &&
 		       cell_attr(s, &l->cells[x], selected) == a) {
 			unsigned char ch = (unsigned char)l->cells[x].ch;
@@ -296,21 +297,35 @@ static void fit_shown(struct screen *s, int rows, int cols)
 	/* else cells of ch 0, which no line has: each row differs from the first line put there */
 }
 
-/* Puts l on row y unless the row shows it already. */
+static bool same_cell(const struct top_cell *a, const struct top_cell *b)
+{
+	return a->ch == b->ch && a->attr == b->attr && a->glyph == b->glyph;
+}
+
+/* Puts l on row y unless the row shows it already; else from its first changed cell to its
+ * last. */
 static void put_row(struct screen *s, int y, const struct top_line *l, bool selected)
 {
 	if (y < 0 || y >= LINES)
 		return;
+	int from = 0, to = l->width;
+
 	if (s->shown && y < s->shown_rows && l->width == s->shown_cols) {
 		struct top_cell *row = &s->shown[(size_t)y * (size_t)s->shown_cols];
 		s->stamp[y] = s->frame;
-		if (s->shown_sel[y] == selected &&
-		    memcmp(row, l->cells, (size_t)l->width * sizeof(*row)) == 0)
-			return;
+		if (s->shown_sel[y] == selected) {
+			/* the same: nothing; else from the first changed cell to the last */
+			if (!memcmp(row, l->cells, (size_t)l->width * sizeof(*row)))
+				return;
+			while (same_cell(&row[from], &l->cells[from]))
+				from++; /* stops at a difference, which there is */
+			while (same_cell(&row[to - 1], &l->cells[to - 1]))
+				to--;
+		}
 		memcpy(row, l->cells, (size_t)l->width * sizeof(*row));
 		s->shown_sel[y] = selected;
 	}
-	draw_line(s, y, l, selected);
+	draw_span(s, y, l, selected, from, to);
 }
 
 /* Blanks the rows this frame did not put (l: a line of the screen's width, cleared). */
