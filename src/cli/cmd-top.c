@@ -297,31 +297,19 @@ static void fit_shown(struct screen *s, int rows, int cols)
 	/* else cells of ch 0, which no line has: each row differs from the first line put there */
 }
 
-static bool same_cell(const struct top_cell *a, const struct top_cell *b)
-{
-	return a->ch == b->ch && a->attr == b->attr && a->glyph == b->glyph;
-}
-
 /* Puts l on row y unless the row shows it already; else from its first changed cell to its
  * last. */
 static void put_row(struct screen *s, int y, const struct top_line *l, bool selected)
 {
-	if (y < 0 || y >= LINES)
-		return;
 	int from = 0, to = l->width;
 
+	if (y < 0 || y >= LINES)
+		return;
 	if (s->shown && y < s->shown_rows && l->width == s->shown_cols) {
 		struct top_cell *row = &s->shown[(size_t)y * (size_t)s->shown_cols];
 		s->stamp[y] = s->frame;
-		if (s->shown_sel[y] == selected) {
-			/* the same: nothing; else from the first changed cell to the last */
-			if (!memcmp(row, l->cells, (size_t)l->width * sizeof(*row)))
-				return;
-			while (same_cell(&row[from], &l->cells[from]))
-				from++; /* stops at a difference, which there is */
-			while (same_cell(&row[to - 1], &l->cells[to - 1]))
-				to--;
-		}
+		if (s->shown_sel[y] == selected && !top_line_diff(row, l, &from, &to))
+			return;
 		memcpy(row, l->cells, (size_t)l->width * sizeof(*row));
 		s->shown_sel[y] = selected;
 	}

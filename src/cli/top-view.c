@@ -40,6 +40,26 @@ int top_line_init(struct top_line *l, int width)
 	return 0;
 }
 
+static bool same_cell(const struct top_cell *a, const struct top_cell *b)
+{
+	return a->ch == b->ch && a->attr == b->attr && a->glyph == b->glyph;
+}
+
+bool top_line_diff(const struct top_cell *old, const struct top_line *l, int *ret_from, int *ret_to)
+{
+	int from = 0, to = l->width;
+
+	while (from < to && same_cell(&old[from], &l->cells[from]))
+		from++;
+	if (from == to)
+		return false;
+	while (same_cell(&old[to - 1], &l->cells[to - 1]))
+		to--; /* stops at the cell `from` at the latest */
+	*ret_from = from;
+	*ret_to = to;
+	return true;
+}
+
 void top_line_free(struct top_line *l)
 {
 	free(l->cells);

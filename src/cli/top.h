@@ -142,6 +142,10 @@ const char *top_col_name(enum top_col c);
 enum top_col top_col_at(int x);
 
 int top_line_init(struct top_line *l, int width);
+/* The cells of l that differ from old (l->width cells): [*ret_from, *ret_to), the first changed
+ * cell to the last; false (and nothing set) when none does. */
+bool top_line_diff(const struct top_cell *old, const struct top_line *l, int *ret_from,
+                   int *ret_to);
 void top_line_free(struct top_line *l);
 void top_line_clear(struct top_line *l);
 
