@@ -42,9 +42,6 @@
 #include "parse.h"
 #include "top.h"
 
-#define TOP_MIN_DELAY 0.1
-#define TOP_MAX_DELAY 86400.0
-
 enum {
 	OPT_ONCE = 0x100,
 	OPT_LEASE_DIR,
@@ -857,17 +854,12 @@ static int cmd_top_exec(struct cli *cli, int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "+:d:n:bh", options, NULL)) != -1) {
 		switch (opt) {
 		case 'd':
-			if (parse_seconds(optarg, TOP_MIN_DELAY, TOP_MAX_DELAY, &v.delay) < 0)
-				return cmd_usage_error(&cmd_top_entry,
-				                       "-d: '%s' is not a number of seconds from "
-				                       "0.1 to 86400",
-				                       optarg);
+			if ((status = cmd_parse_delay(&cmd_top_entry, "-d", optarg, &v.delay)))
+				return status;
 			break;
 		case 'n':
-			if (parse_uint(optarg, 1, 1000000000, &count) < 0)
-				return cmd_usage_error(
-				        &cmd_top_entry,
-				        "-n: '%s' is not a count from 1 to 1000000000", optarg);
+			if ((status = cmd_parse_count(&cmd_top_entry, "-n", optarg, &count)))
+				return status;
 			break;
 		case 'b':
 			batch = true;
