@@ -474,6 +474,8 @@ int top_model_init(struct top_model *m, struct cli *cli)
 
 	m->cli = cli;
 	m->lease_ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (gethostname(m->host, sizeof(m->host) - 1) < 0)
+		m->host[0] = '\0';
 	m->flags = GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH;
 	m->lreq = (struct gpuctl_lease_request)GPUCTL_LEASE_REQUEST_INIT;
 	status = cli_snapshot_fields(cli, m->flags, fields, n, &m->snap);

@@ -79,6 +79,7 @@ struct top_model {
 	bool lists_current;      /* the lists were read whole and nothing changed since */
 	unsigned long refreshes; /* refreshes that succeeded */
 	char error[256];         /* the last refresh's failure, "" after a good one */
+	char host[64];           /* the host name, read at the start (the title) */
 };
 
 /* Takes the first snapshot and reads leases, health, processes (top_refresh's reads, all of
