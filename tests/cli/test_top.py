@@ -270,6 +270,12 @@ class Screen(TopCase):
         self.tm.keys("/", "BSpace", "BSpace", "BSpace", "Enter")
         s = self.tm.wait_for(lambda s: "filter" not in s.splitlines()[0], "the filter cleared")
         self.assertEqual(sorted(procs(s)), ["1", "2", "3"])
+        self.tm.keys("/", "9")  # Esc cancels the prompt: no filter, the key line back
+        self.tm.wait_text("filter (user or command): 9_")
+        self.tm.keys("Escape")
+        s = self.tm.wait_text("h help  q quit")
+        self.assertNotIn("filter", s.splitlines()[0])
+        self.assertEqual(sorted(procs(s)), ["1", "2", "3"])
         self.tm.keys("h")
         self.tm.wait_text("gpuctl top: keys")
         self.tm.keys("x")
