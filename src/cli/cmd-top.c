@@ -6,8 +6,12 @@
  * Decisions:
  * - ncurses (Debian's libncurses-dev, docs/ARCHITECTURE.md "Dependencies"): terminfo, resize
  *   (KEY_RESIZE), keys, and its screen diff, which sends the terminal only the cells that
- *   changed since the last refresh, so a full redraw of our lines every second does not
- *   flicker.
+ *   changed since the last refresh, so nothing flickers.
+ * - The screen keeps the cells it last put on each row (struct screen's shown): a refresh
+ *   builds every line but hands ncurses only the rows whose cells changed, and a changed row
+ *   goes in runs of one attribute (addchnstr) rather than cell by cell: ncurses's own diff
+ *   still runs, on far fewer rows (bench/RESULTS.md "Top": drawing was most of a refresh's
+ *   CPU).
  * - --once and --batch print the same lines as plain text (no terminal needed): for scripts
  *   and tests.
  * - SIGINT, SIGTERM and SIGHUP end the loop through a flag (handlers installed before initscr,
@@ -27,6 +31,7 @@
 #include <getopt.h>
 #include <langinfo.h>
 #include <locale.h>
+#include <poll.h>
 #include <ncurses.h>
 #include <term.h>
 #include <signal.h>
@@ -37,9 +42,6 @@
 #include "hostproc.h"
 #include "parse.h"
 #include "top.h"
-
-#define TOP_MIN_DELAY 0.1
-#define TOP_MAX_DELAY 86400.0
 
 enum {
 	OPT_ONCE = 0x100,
@@ -172,6 +174,13 @@ struct screen {
 	bool help;
 	char status[256]; /* the last action's outcome */
 	bool status_bad;
+	/* what each row of the terminal shows (shown_rows x shown_cols cells), whether it is
+	 * selected, and the frame that last put it (stamp); NULL: nothing known, draw all */
+	struct top_cell *shown;
+	bool *shown_sel;
+	unsigned *stamp;
+	int shown_rows, shown_cols;
+	unsigned frame;
 };
 
 static const char *const help_text[] = {
@@ -223,21 +232,95 @@ static void init_attrs(struct screen *s)
 	s->attr[TOP_A_INFO] = COLOR_PAIR(4);
 }
 
-static void draw_line(struct screen *s, int y, const struct top_line *l, bool selected)
+static attr_t cell_attr(const struct screen *s, const struct top_cell *c, bool selected)
 {
-	static const char *const blocks[] = {"\u2581", "\u2582", "\u2583", "\u2584",
-	                                     "\u2585", "\u2586", "\u2587", "\u2588"};
-	move(y, 0);
-	for (int x = 0; x < l->width; x++) {
+	return s->attr[c->attr < TOP_A_N ? c->attr : 0] | (selected ? A_REVERSE : 0);
+}
+
+/* Puts cells [from, to) of line l on row y: runs of plain cells of one attribute in one
+ * addchnstr, a sparkline level as its block element (UTF-8) or its ASCII stand-in. */
+static void draw_span(struct screen *s, int y, const struct top_line *l, bool selected, int from,
+                      int to)
+{
+	static const wchar_t blocks[] = L"\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588";
+	chtype run[256];
+
+	for (int x = from; x < to;) {
 		const struct top_cell *c = &l->cells[x];
-		attr_t a = s->attr[c->attr < TOP_A_N ? c->attr : 0] | (selected ? A_REVERSE : 0);
-		attrset(a);
-		if (c->glyph && s->utf8)
-			addstr(blocks[c->glyph - 1]);
-		else
-			addch((chtype)(unsigned char)c->ch);
+		attr_t a = cell_attr(s, c, selected);
+
+		if (c->glyph && s->utf8) {
+			wchar_t w[2] = {blocks[(c->glyph - 1) & 7], L'\0'};
+			cchar_t cc;
+			if (setcchar(&cc, w, a & ~A_COLOR, (short)PAIR_NUMBER(a), NULL) == OK)
+				(void)mvadd_wch(y, x, &cc);
+			x++;
+			continue;
+		}
+		int n = 0, x0 = x;
+		while (x < to && n < (int)(sizeof(run) / sizeof(run[0])) &&
+		       !(l->cells[x].glyph && s->utf8) &&
+		       cell_attr(s, &l->cells[x], selected) == a) {
+			unsigned char ch = (unsigned char)l->cells[x].ch;
+			run[n++] = (chtype)(ch >= 0x20 && ch < 0x7f ? ch : '?') | a;
+			x++;
+		}
+		(void)mvaddchnstr(y, x0, run, n);
 	}
-	attrset(A_NORMAL);
+}
+
+static void free_shown(struct screen *s)
+{
+	free(s->shown);
+	free(s->shown_sel);
+	free(s->stamp);
+	s->shown = NULL;
+	s->shown_sel = NULL;
+	s->stamp = NULL;
+}
+
+/* Makes s->shown fit the screen (rows x cols); a new size forgets what was shown. */
+static void fit_shown(struct screen *s, int rows, int cols)
+{
+	if (s->shown && s->shown_rows == rows && s->shown_cols == cols)
+		return;
+	free_shown(s);
+	s->shown_rows = rows > 0 ? rows : 0;
+	s->shown_cols = cols > 0 ? cols : 0;
+	s->shown = calloc((size_t)s->shown_rows * (size_t)s->shown_cols + 1, sizeof(*s->shown));
+	s->shown_sel = calloc((size_t)s->shown_rows + 1, sizeof(*s->shown_sel));
+	s->stamp = calloc((size_t)s->shown_rows + 1, sizeof(*s->stamp));
+	if (!s->shown || !s->shown_sel || !s->stamp)
+		free_shown(s); /* then every row is drawn */
+	/* else cells of ch 0, which no line has: each row differs from the first line put there */
+}
+
+/* Puts l on row y unless the row shows it already; else from its first changed cell to its
+ * last. */
+static void put_row(struct screen *s, int y, const struct top_line *l, bool selected)
+{
+	int from = 0, to = l->width;
+
+	if (y < 0 || y >= LINES)
+		return;
+	if (s->shown && y < s->shown_rows && l->width == s->shown_cols) {
+		struct top_cell *row = &s->shown[(size_t)y * (size_t)s->shown_cols];
+		s->stamp[y] = s->frame;
+		if (s->shown_sel[y] == selected && !top_line_diff(row, l, &from, &to))
+			return;
+		memcpy(row, l->cells, (size_t)l->width * sizeof(*row));
+		s->shown_sel[y] = selected;
+	}
+	draw_span(s, y, l, selected, from, to);
+}
+
+/* Blanks the rows this frame did not put (l: a line of the screen's width, cleared). */
+static void blank_rest(struct screen *s, struct top_line *l)
+{
+	top_line_clear(l);
+	for (int y = 0; y < LINES; y++)
+		if (!s->shown || y >= s->shown_rows || s->stamp[y] != s->frame)
+			put_row(s, y, l, false);
 }
 
 /* Heights of the parts for a screen of rows lines. */
@@ -307,46 +390,51 @@ static void draw(struct screen *s)
 
 	if (top_line_init(&l, cols) < 0)
 		return;
-	erase();
+	fit_shown(s, rows, cols);
+	s->frame++;
+	if (!s->shown)
+		erase();
 	if (s->help) {
 		for (size_t i = 0; i < sizeof(help_text) / sizeof(help_text[0]) && (int)i < rows;
 		     i++) {
 			top_line_clear(&l);
 			top_put(&l, i == 0 ? TOP_A_HEAD : TOP_A_NONE, help_text[i]);
-			draw_line(s, (int)i, &l, false);
+			put_row(s, (int)i, &l, false);
 		}
+		if (s->shown)
+			blank_rest(s, &l);
 		top_line_free(&l);
 		refresh();
 		return;
 	}
 	top_title(&l, s->m, s->v, s->focus ? "processes" : "GPUs");
-	draw_line(s, 0, &l, false);
+	put_row(s, 0, &l, false);
 	top_gpu_head(&l);
-	draw_line(s, 1, &l, false);
+	put_row(s, 1, &l, false);
 	size_t shown_gpus = (size_t)L.gpu_lines / 2;
 	clamp_scroll(&s->gpu_sel, &s->gpu_top, s->m->n_gpus, shown_gpus);
 	for (size_t k = 0; k < shown_gpus && s->gpu_top + k < s->m->n_gpus; k++) {
 		size_t g = s->gpu_top + k;
 		for (int part = 0; part < 2; part++) {
 			top_gpu_line(&l, s->m, g, part);
-			draw_line(s, L.gpu_y + (int)(2 * k) + part, &l,
-			          s->focus == 0 && g == s->gpu_sel);
+			put_row(s, L.gpu_y + (int)(2 * k) + part, &l,
+			        s->focus == 0 && g == s->gpu_sel);
 		}
 	}
 	top_proc_head(&l, s->v);
-	draw_line(s, L.proc_head_y, &l, false);
+	put_row(s, L.proc_head_y, &l, false);
 	clamp_scroll(&s->proc_sel, &s->proc_top, s->v->n_order, (size_t)L.proc_lines);
 	for (int k = 0; k < L.proc_lines && s->proc_top + (size_t)k < s->v->n_order; k++) {
 		size_t i = s->proc_top + (size_t)k;
 		top_proc_line(&l, s->m, &s->m->procs[s->v->order[i]]);
-		draw_line(s, L.proc_y + k, &l, s->focus == 1 && i == s->proc_sel);
+		put_row(s, L.proc_y + k, &l, s->focus == 1 && i == s->proc_sel);
 	}
 	if (L.queue_lines > 0) {
 		top_queue_head(&l, s->m);
-		draw_line(s, L.queue_y, &l, false);
+		put_row(s, L.queue_y, &l, false);
 		for (int k = 0; k + 1 < L.queue_lines; k++) {
 			top_queue_line(&l, s->m, (size_t)k);
-			draw_line(s, L.queue_y + 1 + k, &l, false);
+			put_row(s, L.queue_y + 1 + k, &l, false);
 		}
 	}
 	top_line_clear(&l);
@@ -373,7 +461,9 @@ static void draw(struct screen *s)
 			        "k kill  r release");
 		break;
 	}
-	draw_line(s, L.status_y, &l, false);
+	put_row(s, L.status_y, &l, false);
+	if (s->shown)
+		blank_rest(s, &l);
 	top_line_free(&l);
 	refresh();
 }
@@ -697,9 +787,20 @@ static int run_screen(struct top_model *m, struct top_view *v, unsigned long cou
 	cbreak();
 	noecho();
 	nonl();
+	/* ncurses flushes its output after every cursor move until the screen has once been
+	 * left and resumed (its mvcur treats a screen still in its initial state as used by a
+	 * low-level terminfo program): leaving and resuming before the first frame makes a
+	 * refresh one write instead of one per changed span (strace: ~6 a refresh at 8 GPUs); the
+	 * keypad and the mouse are set after it, as endwin() turns them off */
+	endwin();
+	refresh();
 	keypad(stdscr, TRUE);
 	(void)curs_set(0);
 	set_escdelay(25);
+	timeout(0); /* getch: only what has come (the loop waits in poll) */
+	/* no look for typeahead while updating: ncurses would flush its output and poll stdin
+	 * every few changed lines (a write and a poll each); keys are read between refreshes */
+	(void)typeahead(-1);
 	/* clicks and the wheel; endwin() turns the terminal's mouse reporting off again */
 	(void)mousemask(BUTTON1_PRESSED | BUTTON1_CLICKED | BUTTON4_PRESSED | BUTTON5_PRESSED,
 	                NULL);
@@ -719,21 +820,25 @@ static int run_screen(struct top_model *m, struct top_view *v, unsigned long cou
 			draw(&s);
 			continue;
 		}
-		int ms = (int)((next - now) * 1000.0) + 1;
-		timeout(ms);
-		int ch = getch();
-		if (ch == ERR)
-			continue; /* the interval passed, or a signal came */
-		if (ch == KEY_RESIZE) {
-			draw(&s);
-			continue;
+		/* the wait is a poll of the terminal (a key, a signal: SIGWINCH is a resize, or the
+		 * interval's end), then every key ncurses has, without waiting: a getch with a
+		 * timeout swaps signal handlers around each wait, a refresh's worth of syscalls */
+		struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
+		if (poll(&pfd, 1, (int)((next - now) * 1000.0) + 1) == 0)
+			continue; /* the interval passed */
+		bool quit = false, any = false;
+		for (int ch; !quit && (ch = getch()) != ERR;) {
+			any = true;
+			quit = ch != KEY_RESIZE && !key(&s, ch);
 		}
-		if (!key(&s, ch))
+		if (quit)
 			break;
-		draw(&s);
+		if (any)
+			draw(&s);
 	}
 	endwin();
 	delscreen(scr);
+	free_shown(&s);
 	return CLI_EXIT_OK;
 }
 
@@ -750,7 +855,7 @@ static int cmd_top_exec(struct cli *cli, int argc, char **argv)
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
 	};
-	struct top_model m = {0};
+	struct top_model m = {.lease_ifd = -1};
 	struct top_view v = {.sort = TOP_COL_GPU, .delay = 1.0};
 	const char *lease_dir = NULL;
 	unsigned long count = 0;
@@ -761,17 +866,12 @@ static int cmd_top_exec(struct cli *cli, int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "+:d:n:bh", options, NULL)) != -1) {
 		switch (opt) {
 		case 'd':
-			if (parse_seconds(optarg, TOP_MIN_DELAY, TOP_MAX_DELAY, &v.delay) < 0)
-				return cmd_usage_error(&cmd_top_entry,
-				                       "-d: '%s' is not a number of seconds from "
-				                       "0.1 to 86400",
-				                       optarg);
+			if ((status = cmd_parse_delay(&cmd_top_entry, "-d", optarg, &v.delay)))
+				return status;
 			break;
 		case 'n':
-			if (parse_uint(optarg, 1, 1000000000, &count) < 0)
-				return cmd_usage_error(
-				        &cmd_top_entry,
-				        "-n: '%s' is not a count from 1 to 1000000000", optarg);
+			if ((status = cmd_parse_count(&cmd_top_entry, "-n", optarg, &count)))
+				return status;
 			break;
 		case 'b':
 			batch = true;

@@ -41,8 +41,6 @@
 #include "parse.h"
 #include "query.h"
 
-#define WATCH_MIN_DELAY     0.1
-#define WATCH_MAX_DELAY     86400.0
 #define WATCH_DEFAULT_GROUP "puc"
 #define WATCH_GROUPS        "pucvmet"
 #define MIB                 1048576
@@ -557,17 +555,12 @@ static int cmd_watch_exec(struct cli *cli, int argc, char **argv)
 			ids = optarg;
 			break;
 		case 'd':
-			if (parse_seconds(optarg, WATCH_MIN_DELAY, WATCH_MAX_DELAY, &delay) < 0)
-				return cmd_usage_error(&cmd_watch_entry,
-				                       "-d: '%s' is not a number of seconds from "
-				                       "0.1 to 86400",
-				                       optarg);
+			if ((r = cmd_parse_delay(&cmd_watch_entry, "-d", optarg, &delay)))
+				return r;
 			break;
 		case 'c':
-			if (parse_uint(optarg, 1, 1000000000, &count) < 0)
-				return cmd_usage_error(
-				        &cmd_watch_entry,
-				        "-c: '%s' is not a count from 1 to 1000000000", optarg);
+			if ((r = cmd_parse_count(&cmd_watch_entry, "-c", optarg, &count)))
+				return r;
 			break;
 		case 's':
 			groups = optarg;

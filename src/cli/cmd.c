@@ -167,6 +167,24 @@ int cmd_usage_error(const struct cmd_entry *entry, const char *fmt, ...)
 	return CLI_EXIT_USAGE;
 }
 
+int cmd_parse_delay(const struct cmd_entry *entry, const char *opt, const char *arg,
+                    double *ret_seconds)
+{
+	if (parse_seconds(arg, CMD_MIN_DELAY, CMD_MAX_DELAY, ret_seconds) < 0)
+		return cmd_usage_error(entry, "%s: '%s' is not a number of seconds from %g to %g",
+		                       opt, arg, CMD_MIN_DELAY, CMD_MAX_DELAY);
+	return 0;
+}
+
+int cmd_parse_count(const struct cmd_entry *entry, const char *opt, const char *arg,
+                    unsigned long *ret_count)
+{
+	if (parse_uint(arg, 1, 1000000000, ret_count) < 0)
+		return cmd_usage_error(entry, "%s: '%s' is not a count from 1 to 1000000000", opt,
+		                       arg);
+	return 0;
+}
+
 void cli_bad_option_text(int opt, char **argv, char *buf, size_t size)
 {
 	/* optind already points past the offending word (or its missing argument). For a long

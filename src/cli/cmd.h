@@ -105,6 +105,16 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cmd_usage_error(const struct cmd_entry *entry, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
 
+/* The refresh options of the live commands (watch, top): a delay in seconds, 0.1 to 86400
+ * (-d), and a count of refreshes, 1 to 1000000000 (-c, -n). 0, or the usage error's exit
+ * status after its line ("-d: 'x' is not a number of seconds from 0.1 to 86400"). */
+#define CMD_MIN_DELAY 0.1
+#define CMD_MAX_DELAY 86400.0
+int cmd_parse_delay(const struct cmd_entry *entry, const char *opt, const char *arg,
+                    double *ret_seconds);
+int cmd_parse_count(const struct cmd_entry *entry, const char *opt, const char *arg,
+                    unsigned long *ret_count);
+
 /* Standard getopt error handling for a command: call on '?' and ':' returns. */
 int cmd_bad_option(const struct cmd_entry *entry, int opt, char **argv);
 /* Describes the option getopt_long just refused ('?' or ':' in opt), naming it as typed. */

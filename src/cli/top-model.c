@@ -15,20 +15,40 @@
  *   for holders and shares, gpuctl_foreign_scan for processes of no lease (the rule
  *   select-and-lease applies), gpuctl_wait_list for the queue, gpuctl_site_health for the
  *   verdict (the XIDs of the kernel log and the health state file included).
+ * - The lease list and the wait queue are read again only when something they show may have
+ *   changed. A name in the lease directory's parts (inotify on DIR, locks/, owners/, queue/
+ *   and each owners/<uid>/ and queue/<uid>/): a holder's record written (every lease taken
+ *   writes one), a record or ticket removed (release), a lock file made. A lock that no name
+ *   shows: each device held exclusively is probed (its lock file cannot be locked shared while
+ *   held), so a holder gone without a word is seen at the next refresh; while a device is
+ *   shared or someone waits (a shared holder's or a waiter's leaving shows in no name, and
+ *   /proc/locks costs more than the lists: the kernel's global lock and a line per lock on
+ *   the machine) the lists are read at every refresh. A new snapshot's devices, or 10 s since
+ *   the last read, read them too. The watches are set before the lists are read, so a change
+ *   during a read is an event at the next refresh. Reading the lists costs a few syscalls per
+ *   device (its lock probe) plus the records: most of an idle refresh's system time.
+ * - A lease directory that did not exist when top started is looked for at each refresh
+ *   (one lstat); once it exists the site is opened again, as at a start.
  * - A failed refresh keeps the last state and says why (m->error): the view shows a line and
  *   tries again at the next interval. A change in the number of GPUs takes a new snapshot.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "hostproc.h"
 #include "top.h"
 
 #define TOP_HEALTH_PER_REFRESH 2
+#define TOP_LISTS_MAX_AGE      10.0 /* seconds: the lease and wait lists are read again */
 
 /* Read at every refresh: what the bars and the process list show. */
 static const enum gpuctl_field shown_fields[] = {
@@ -139,19 +159,28 @@ static const struct top_proc *previous(const struct top_proc *old, size_t n_old,
 	return NULL;
 }
 
+/* The compute processes of snap's GPUs, those of lost GPUs (which top shows no rows of)
+ * included or not. */
+static size_t snapshot_procs(const struct gpuctl_snapshot *snap, bool lost_too)
+{
+	size_t n = 0;
+
+	for (size_t g = 0; g < gpuctl_snapshot_gpu_count(snap); g++) {
+		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(snap, g);
+		n += gpuctl_gpu_lost(gpu) && !lost_too ? 0 : gpuctl_gpu_proc_count(gpu);
+	}
+	return n;
+}
+
 /* Fills m->procs from m->snap and /proc; old/n_old: the rows of the previous refresh (for
  * %CPU) taken `dt` seconds before. -ENOMEM. */
 static int read_procs(struct top_model *m, const struct top_proc *old, size_t n_old, double dt)
 {
-	size_t n = 0;
+	size_t n = snapshot_procs(m->snap, false);
 	long hz = sysconf(_SC_CLK_TCK);
 	long page = sysconf(_SC_PAGESIZE);
-	double up = hostproc_uptime();
+	double up = n ? hostproc_uptime() : -1;
 
-	for (size_t g = 0; g < m->n_gpus; g++) {
-		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(m->snap, g);
-		n += gpuctl_gpu_lost(gpu) ? 0 : gpuctl_gpu_proc_count(gpu);
-	}
 	struct top_proc *rows = calloc(n ? n : 1, sizeof(*rows));
 	if (!rows)
 		return -ENOMEM;
@@ -202,6 +231,188 @@ static int read_procs(struct top_model *m, const struct top_proc *old, size_t n_
 	return 0;
 }
 
+/* ---- when to read the lease directory again ---- */
+
+#define WATCH_MASK                                                                                 \
+	(IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE | IN_ATTRIB |        \
+	 IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW)
+
+static uint64_t hash_str(uint64_t h, const char *str)
+{
+	for (const char *c = str ? str : ""; *c; c++)
+		h = (h ^ (unsigned char)*c) * 1099511628211ull;
+	return (h ^ 0xff) * 1099511628211ull; /* an end mark: "ab","c" is not "a","bc" */
+}
+
+/* Watches path/name (name NULL: path itself). */
+static void watch(int ifd, const char *path, const char *name)
+{
+	char p[4096];
+
+	if (snprintf(p, sizeof(p), "%s%s%s", path, name ? "/" : "", name ? name : "") <
+	    (int)sizeof(p))
+		(void)inotify_add_watch(ifd, p, WATCH_MASK);
+}
+
+/* Watches path/part and each directory in it (a user's owners/<uid>/ or queue/<uid>/). */
+static void watch_part(int ifd, const char *path, const char *part)
+{
+	char p[4096];
+	DIR *d;
+	struct dirent *de;
+
+	if (snprintf(p, sizeof(p), "%s/%s", path, part) >= (int)sizeof(p))
+		return;
+	(void)inotify_add_watch(ifd, p, WATCH_MASK);
+	d = opendir(p);
+	while (d && (de = readdir(d)))
+		if (de->d_name[0] != '.')
+			watch(ifd, p, de->d_name);
+	if (d)
+		closedir(d);
+}
+
+/* Whether the device of lease list entry i is still held exclusively: its lock file
+ * (DIR/locks/<UUID>.lock, docs/leases.md) cannot be locked shared. A probe as the library's
+ * own (open, flock, close). */
+static bool still_held(const struct top_model *m, const char *path, size_t i)
+{
+	const struct gpuctl_gpu *gpu;
+	const char *uuid;
+	char p[4096];
+	size_t g;
+	int mig, fd;
+	bool held;
+
+	if (gpuctl_lease_list_get(m->leases, i, &g, &mig, NULL, NULL, NULL) < 0 || g >= m->n_gpus)
+		return false;
+	gpu = gpuctl_snapshot_gpu(m->snap, g);
+	uuid = mig < 0 ? gpuctl_gpu_str(gpu, GPUCTL_F_UUID)
+	       : (size_t)mig < gpuctl_gpu_mig_count(gpu)
+	               ? gpuctl_mig_uuid(gpuctl_gpu_mig(gpu, (size_t)mig))
+	               : NULL;
+	if (!uuid || snprintf(p, sizeof(p), "%s/locks/%s.lock", path, uuid) >= (int)sizeof(p))
+		return false;
+	fd = open(p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	held = flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+	close(fd); /* drops the probe's lock */
+	return held;
+}
+
+/* Whether the lists' locks are as they were read: every device held exclusively still is,
+ * nothing is shared (a shared holder's leaving shows in no name) and nobody waits (a
+ * waiter's ticket lock likewise). A device that was free and is taken shows in a name: the
+ * holder's record. */
+static bool locks_unchanged(const struct top_model *m, const char *path)
+{
+	if (!m->leases || gpuctl_wait_list_count(m->waiters) > 0)
+		return false;
+	for (size_t i = 0; i < gpuctl_lease_list_count(m->leases); i++) {
+		enum gpuctl_lease_state st;
+		if (gpuctl_lease_list_get(m->leases, i, NULL, NULL, &st, NULL, NULL) < 0)
+			return false;
+		if (st == GPUCTL_LEASE_SHARED ||
+		    (st == GPUCTL_LEASE_HELD && !still_held(m, path, i)))
+			return false;
+	}
+	return true;
+}
+
+/* Whether an inotify event came (the queue read to its end). */
+static bool drain(int ifd)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	bool any = false;
+
+	while (read(ifd, buf, sizeof(buf)) > 0)
+		any = true;
+	return any;
+}
+
+/* The devices of snap (GPUs and MIG devices, by UUID, in order), which the lists are of. */
+static uint64_t devices_hash(const struct gpuctl_snapshot *snap)
+{
+	uint64_t h = 14695981039346656037ull;
+
+	for (size_t g = 0; g < gpuctl_snapshot_gpu_count(snap); g++) {
+		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(snap, g);
+		h = hash_str(h, gpuctl_gpu_str(gpu, GPUCTL_F_UUID));
+		for (size_t k = 0; k < gpuctl_gpu_mig_count(gpu); k++)
+			h = hash_str(h, gpuctl_mig_uuid(gpuctl_gpu_mig(gpu, k)));
+	}
+	return h;
+}
+
+/* Whether the lease and wait lists must be read again. */
+static bool lists_stale(struct top_model *m, struct gpuctl_lease_dir *dir, double now)
+{
+	bool stale = !m->lists_current || m->lease_ifd < 0 ||
+	             devices_hash(m->snap) != m->lists_devices ||
+	             now - m->lists_time >= TOP_LISTS_MAX_AGE;
+
+	if (m->lease_ifd >= 0 && drain(m->lease_ifd))
+		stale = true;
+	return stale || !locks_unchanged(m, gpuctl_lease_dir_path(dir));
+}
+
+/* Reads the lease list and the wait queue of dir again; the watches are set first, so what
+ * changes during the read is an event at the next refresh. */
+static void read_lists(struct top_model *m, struct gpuctl_lease_dir *dir, double now)
+{
+	int r, r2;
+
+	gpuctl_lease_list_free(m->leases);
+	m->leases = NULL;
+	gpuctl_wait_list_free(m->waiters);
+	m->waiters = NULL;
+	if (m->lease_ifd >= 0) {
+		const char *path = gpuctl_lease_dir_path(dir);
+		watch(m->lease_ifd, path, NULL);
+		watch(m->lease_ifd, path, "locks");
+		watch_part(m->lease_ifd, path, "owners");
+		watch_part(m->lease_ifd, path, "queue");
+	}
+	r = gpuctl_lease_list(m->cli->ctx, dir, m->snap, &m->leases);
+	if (r < 0)
+		set_error(m, "lease directory", r);
+	r2 = gpuctl_wait_list(m->cli->ctx, dir, &m->waiters);
+	if (r2 < 0)
+		set_error(m, "wait queue", r2);
+	m->lists_current = r >= 0 && r2 >= 0;
+	m->lists_devices = devices_hash(m->snap);
+	m->lists_time = now;
+}
+
+/* The lease directory, when the site had none (it did not exist when top started) and it
+ * exists now: the site is opened again (its configuration may be the directory's), and the
+ * pools and thresholds read from it. */
+static struct gpuctl_lease_dir *late_lease_dir(struct top_model *m)
+{
+	const char *path = gpuctl_site_lease_dir_path(m->cli->site);
+	struct gpuctl_site *site = NULL;
+	struct stat st;
+	int r;
+
+	if (!path || lstat(path, &st) < 0)
+		return NULL;
+	r = gpuctl_site_open(m->cli->ctx, m->cli->config_path, path, 0, &site);
+	if (r < 0) {
+		set_error(m, "lease directory", r);
+		return NULL;
+	}
+	gpuctl_site_free(m->cli->site);
+	m->cli->site = site;
+	m->lreq = (struct gpuctl_lease_request)GPUCTL_LEASE_REQUEST_INIT;
+	(void)gpuctl_site_lease_defaults(site, &m->lreq);
+	r = read_pools(m);
+	if (r < 0)
+		set_error(m, "pools", r);
+	m->lists_current = false;
+	return gpuctl_site_lease_dir(site);
+}
+
 /* Everything but NVML, for m->snap: leases, foreign processes, waiters, health, processes.
  * A part that cannot be read is left empty and named in m->error. */
 static void read_rest(struct top_model *m, double now)
@@ -212,25 +423,21 @@ static void read_rest(struct top_model *m, double now)
 	double dt = m->sample_time > 0 ? now - m->sample_time : 0;
 	int r;
 
-	gpuctl_lease_list_free(m->leases);
-	m->leases = NULL;
+	if (!dir)
+		dir = late_lease_dir(m);
 	gpuctl_foreign_free(m->foreign);
 	m->foreign = NULL;
-	gpuctl_wait_list_free(m->waiters);
-	m->waiters = NULL;
 	gpuctl_health_report_free(m->health);
 	m->health = NULL;
-	if (dir) {
-		r = gpuctl_lease_list(m->cli->ctx, dir, m->snap, &m->leases);
+	if (dir && lists_stale(m, dir, now))
+		read_lists(m, dir, now);
+	/* no compute process, no foreign one: the scan (select.lock, the owner records) is
+	 * skipped, and a NULL m->foreign answers false for every process and device */
+	if (snapshot_procs(m->snap, true) > 0) {
+		r = gpuctl_foreign_scan(m->cli->ctx, dir, m->snap, &m->lreq, &m->foreign);
 		if (r < 0)
-			set_error(m, "lease directory", r);
-		r = gpuctl_wait_list(m->cli->ctx, dir, &m->waiters);
-		if (r < 0)
-			set_error(m, "wait queue", r);
+			set_error(m, "foreign processes", r);
 	}
-	r = gpuctl_foreign_scan(m->cli->ctx, dir, m->snap, &m->lreq, &m->foreign);
-	if (r < 0)
-		set_error(m, "foreign processes", r);
 	r = gpuctl_site_health(m->cli->ctx, m->cli->site, m->snap, &m->health);
 	if (r < 0)
 		set_error(m, "health", r);
@@ -266,6 +473,9 @@ int top_model_init(struct top_model *m, struct cli *cli)
 	int status, r;
 
 	m->cli = cli;
+	m->lease_ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (gethostname(m->host, sizeof(m->host) - 1) < 0)
+		m->host[0] = '\0';
 	m->flags = GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH;
 	m->lreq = (struct gpuctl_lease_request)GPUCTL_LEASE_REQUEST_INIT;
 	status = cli_snapshot_fields(cli, m->flags, fields, n, &m->snap);
@@ -355,7 +565,10 @@ void top_model_free(struct top_model *m)
 	gpuctl_wait_list_free(m->waiters);
 	free(m->gpus);
 	free(m->procs);
+	if (m->lease_ifd >= 0)
+		close(m->lease_ifd);
 	memset(m, 0, sizeof(*m));
+	m->lease_ifd = -1;
 }
 
 int top_gpu_verdict(const struct top_model *m, size_t g, char *finding, size_t size)

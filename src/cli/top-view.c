@@ -40,6 +40,31 @@ int top_line_init(struct top_line *l, int width)
 	return 0;
 }
 
+/* lines are compared with memcmp: a cell has no padding */
+_Static_assert(sizeof(struct top_cell) == 3, "struct top_cell has padding");
+
+static bool same_cell(const struct top_cell *a, const struct top_cell *b)
+{
+	return a->ch == b->ch && a->attr == b->attr && a->glyph == b->glyph;
+}
+
+bool top_line_diff(const struct top_cell *old, const struct top_line *l, int *ret_from, int *ret_to)
+{
+	int from = 0, to = l->width;
+
+	if (!memcmp(old, l->cells, (size_t)l->width * sizeof(*old)))
+		return false; /* most rows, most refreshes */
+	while (from < to && same_cell(&old[from], &l->cells[from]))
+		from++;
+	if (from == to)
+		return false;
+	while (same_cell(&old[to - 1], &l->cells[to - 1]))
+		to--; /* stops at the cell `from` at the latest */
+	*ret_from = from;
+	*ret_to = to;
+	return true;
+}
+
 void top_line_free(struct top_line *l)
 {
 	free(l->cells);
@@ -556,16 +581,14 @@ int top_view_sort(struct top_view *v, const struct top_model *m)
 void top_title(struct top_line *l, const struct top_model *m, const struct top_view *v,
                const char *focus)
 {
-	char host[64] = "?", clock[16] = "";
+	char clock[16] = "";
 	time_t t = time(NULL);
 	struct tm tm;
 
 	top_line_clear(l);
-	(void)gethostname(host, sizeof(host) - 1);
-	host[sizeof(host) - 1] = '\0';
 	if (localtime_r(&t, &tm))
 		(void)strftime(clock, sizeof(clock), "%H:%M:%S", &tm);
-	top_putf(l, TOP_A_HEAD, "gpuctl top - %s", host);
+	top_putf(l, TOP_A_HEAD, "gpuctl top - %s", m->host[0] ? m->host : "?");
 	top_putf(l, TOP_A_NONE, "  %zu GPUs  %zu procs  every %.1fs  sort %s %s", m->n_gpus,
 	         m->n_procs, v->delay, top_col_name(v->sort), v->descending ? "desc" : "asc");
 	if (v->filter[0])

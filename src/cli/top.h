@@ -69,10 +69,17 @@ struct top_model {
 	size_t hist_len;        /* samples in them (<= TOP_HISTORY) */
 	struct top_proc *procs; /* every compute process of snap */
 	size_t n_procs;
-	double sample_time;      /* CLOCK_MONOTONIC of the last refresh */
-	size_t health_next;      /* next health field to re-read (rotation) */
+	double sample_time; /* CLOCK_MONOTONIC of the last refresh */
+	size_t health_next; /* next health field to re-read (rotation) */
+	/* the lease and wait lists are read again only when the lease directory changed
+	 * (top-model.c, "Decisions"): */
+	int lease_ifd;           /* inotify on its directories, -1 none (then: every refresh) */
+	uint64_t lists_devices;  /* a hash of the devices (UUIDs) the lists are of */
+	double lists_time;       /* CLOCK_MONOTONIC of that read */
+	bool lists_current;      /* the lists were read whole and nothing changed since */
 	unsigned long refreshes; /* refreshes that succeeded */
 	char error[256];         /* the last refresh's failure, "" after a good one */
+	char host[64];           /* the host name, read at the start (the title) */
 };
 
 /* Takes the first snapshot and reads leases, health, processes (top_refresh's reads, all of
@@ -136,6 +143,10 @@ const char *top_col_name(enum top_col c);
 enum top_col top_col_at(int x);
 
 int top_line_init(struct top_line *l, int width);
+/* The cells of l that differ from old (l->width cells): [*ret_from, *ret_to), the first changed
+ * cell to the last; false (and nothing set) when none does. */
+bool top_line_diff(const struct top_cell *old, const struct top_line *l, int *ret_from,
+                   int *ret_to);
 void top_line_free(struct top_line *l);
 void top_line_clear(struct top_line *l);
 

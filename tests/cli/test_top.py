@@ -13,6 +13,7 @@ import json
 import os
 import pwd
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -268,6 +269,12 @@ class Screen(TopCase):
         self.assertEqual(procs(s), ["2"])
         self.tm.keys("/", "BSpace", "BSpace", "BSpace", "Enter")
         s = self.tm.wait_for(lambda s: "filter" not in s.splitlines()[0], "the filter cleared")
+        self.assertEqual(sorted(procs(s)), ["1", "2", "3"])
+        self.tm.keys("/", "9")  # Esc cancels the prompt: no filter, the key line back
+        self.tm.wait_text("filter (user or command): 9_")
+        self.tm.keys("Escape")
+        s = self.tm.wait_text("h help  q quit")
+        self.assertNotIn("filter", s.splitlines()[0])
         self.assertEqual(sorted(procs(s)), ["1", "2", "3"])
         self.tm.keys("h")
         self.tm.wait_text("gpuctl top: keys")
@@ -558,6 +565,72 @@ if __name__ == "__main__":
     unittest.main()
 
 
+def alive(pid):
+    """Whether pid runs (a zombie has closed its files, so dropped its locks)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+class Batch:
+    """gpuctl top --batch in the background, its frames read as they come; `after` does
+    something between two refreshes (top stopped with SIGSTOP, so no refresh runs meanwhile)
+    and returns the frames of the refreshes that follow it."""
+
+    TITLE = "gpuctl top - "
+
+    def __init__(self, case, *args):
+        self.p = subprocess.Popen([GPUCTL, "top", "--batch", *args],
+                                  env={**os.environ, **case.env()}, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE)
+        case.addCleanup(stop, self.p)
+        self.fd = self.p.stdout.fileno()
+        os.set_blocking(self.fd, False)
+        self.text = ""
+
+    def read(self, timeout):
+        r, _, _ = select.select([self.fd], [], [], timeout)
+        if r:
+            try:
+                data = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return
+            if not data:
+                raise AssertionError("top ended: %s" % self.p.stderr.read())
+            self.text += data.decode()
+
+    def frames(self, n, start=0):
+        """The first n whole frames printed after text offset start (polled, bounded)."""
+        deadline = time.monotonic() + POLL
+        while True:
+            parts = self.text[start:].split(self.TITLE)[1:]
+            if len(parts) > n:  # the one after the n-th began: those n are whole
+                return [self.TITLE + f for f in parts[:n]]
+            if time.monotonic() > deadline:
+                raise AssertionError("top printed no %d frames:\n%s" % (n, self.text[start:]))
+            self.read(0.1)
+
+    def after(self, action, n=2):
+        self.p.send_signal(signal.SIGSTOP)
+        try:
+            while True:  # what it printed before it stopped
+                before = len(self.text)
+                self.read(0.05)
+                if len(self.text) == before:
+                    break
+            mark = len(self.text)
+            action()
+        finally:
+            self.p.send_signal(signal.SIGCONT)
+        # the frame it was printing when stopped, if any, is of a refresh before the action
+        frames = self.frames(n + 1, mark)
+        if not self.text[mark:].startswith(self.TITLE):
+            frames = frames[1:]
+        return frames[:n]
+
+
 class Holders(TopCase):
     """Who holds what, who waits, what runs without a lease, which pool: in the frame gpuctl
     top --once prints on the same machine while the holders live."""
@@ -584,6 +657,50 @@ class Holders(TopCase):
         self.assertEqual(r.rc, 0, r)
         self.lease_dir = os.path.join(self.tmp, "leases")
         os.mkdir(self.lease_dir, 0o700)
+
+    def test_lease_dir_made_after_start(self):
+        """A lease directory that does not exist when top starts: a hold taken in it once top
+        runs shows within two refreshes after it is granted, and goes after release."""
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        self.lease_dir = os.path.join(self.tmp, "made-later")
+        top = Batch(self, "-d", "0.2", "-n", "500")
+        first = top.frames(2)
+        self.assertNotIn("held by", "".join(first))
+        self.assertFalse(os.path.exists(self.lease_dir))
+
+        def take():
+            h = self.hold("-n", "1", "--only", "2", "--hold", "120", "--label", "later")
+            self.assertIn("GPU-", h.stdout.readline())
+            self.assertTrue(os.path.isdir(self.lease_dir))
+        frames = top.after(take)
+        self.assertTrue(any("held by %s 'later'" % me in f for f in frames), frames)
+        frames = top.after(lambda: self.assertOk(self.gpuctl("release", "--all")))
+        self.assertNotIn("held by", frames[-1])
+
+    def test_holder_killed_goes(self):
+        """A holder killed (SIGKILL: no release, its record stays) no longer shows within two
+        refreshes: the kernel dropped its lock."""
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        h = self.hold("-n", "1", "--only", "3", "--hold", "120", "--label", "killed")
+        uuid = h.stdout.readline().strip().split("=", 1)[1]
+        top = Batch(self, "-d", "0.2", "-n", "500")
+        f = top.frames(2)
+        self.assertIn("held by %s 'killed'" % me, f[1])
+        # the holder select --hold started (its own session): the pid its record names
+        with open(os.path.join(self.lease_dir, "owners", str(os.geteuid()),
+                               uuid + ".json")) as rec:
+            holder = json.load(rec)["pid"]
+
+        def kill():
+            os.kill(holder, signal.SIGKILL)
+            deadline = time.monotonic() + POLL  # gone (it is not our child: no wait)
+            while alive(holder):
+                self.assertLess(time.monotonic(), deadline, "the holder lives on")
+                time.sleep(0.05)
+        frames = top.after(kill)
+        self.assertNotIn("'killed'", frames[-1])
+        # and a frame long after (no change since) still shows it free
+        self.assertNotIn("'killed'", top.frames(8, len(top.text) - 1)[-1])
 
     def test_shared_holders_and_room(self):
         me = pwd.getpwuid(os.geteuid()).pw_name
