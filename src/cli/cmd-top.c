@@ -46,6 +46,7 @@
 enum {
 	OPT_ONCE = 0x100,
 	OPT_LEASE_DIR,
+	OPT_COLOR,
 };
 
 static volatile sig_atomic_t top_signal;
@@ -206,10 +207,14 @@ static const char *const help_text[] = {
         "  first health finding. '!' before a process's GPU: it belongs to no lease.",
 };
 
-static void init_attrs(struct screen *s)
+/* Attributes, coloured as --color says: never; always (even under NO_COLOR: an explicit
+ * request); auto, unless NO_COLOR is set and not empty (no-color.org). A screen is a terminal,
+ * and ncurses knows whether it has colours (TERM=dumb has none). */
+static void init_attrs(struct screen *s, enum cli_color when)
 {
 	const char *nc = getenv("NO_COLOR");
-	bool color = has_colors() && !(nc && nc[0]); /* no-color.org: set and not empty */
+	bool color = has_colors() &&
+	             (when == CLI_COLOR_ALWAYS || (when == CLI_COLOR_AUTO && !(nc && nc[0])));
 
 	s->attr[TOP_A_NONE] = A_NORMAL;
 	s->attr[TOP_A_HEAD] = A_BOLD;
@@ -805,7 +810,7 @@ static int run_screen(struct top_model *m, struct top_view *v, unsigned long cou
 	(void)mousemask(BUTTON1_PRESSED | BUTTON1_CLICKED | BUTTON4_PRESSED | BUTTON5_PRESSED,
 	                NULL);
 	(void)mouseinterval(0);
-	init_attrs(&s);
+	init_attrs(&s, m->cli->color);
 	(void)top_view_sort(v, m);
 	next = cli_next_tick(cli_now(CLOCK_MONOTONIC), v->delay);
 	draw(&s);
@@ -852,6 +857,7 @@ static int cmd_top_exec(struct cli *cli, int argc, char **argv)
 	        {"batch", no_argument, NULL, 'b'},
 	        {"once", no_argument, NULL, OPT_ONCE},
 	        {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
+	        {"color", required_argument, NULL, OPT_COLOR},
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
 	};
@@ -885,6 +891,10 @@ static int cmd_top_exec(struct cli *cli, int argc, char **argv)
 				return cmd_usage_error(&cmd_top_entry, "--lease-dir: empty path");
 			lease_dir = optarg;
 			break;
+		case OPT_COLOR:
+			if ((status = cli_color_option(cli, &cmd_top_entry, optarg)))
+				return status;
+			break;
 		case 'h':
 			cmd_usage(&cmd_top_entry, stdout);
 			return CLI_EXIT_OK;
@@ -913,7 +923,7 @@ static int cmd_top_exec(struct cli *cli, int argc, char **argv)
 
 const struct cmd_entry cmd_top_entry = {
         .name = "top",
-        .usage = "[-d SECONDS] [-n COUNT] [--once | --batch] [--lease-dir DIR]",
+        .usage = "[-d SECONDS] [-n COUNT] [--once | --batch] [--lease-dir DIR] [--color WHEN]",
         .summary = "live full-screen view: GPUs, holders, health, processes, the wait queue",
         .options = "  -d, --delay SECONDS   seconds between refreshes, 0.1 to 86400 (default 1)\n"
                    "  -n, --iterations N    stop after N refreshes (default: until q or a "
@@ -924,6 +934,9 @@ const struct cmd_entry cmd_top_entry = {
                    "  --lease-dir DIR       the lease directory (default $GPUCTL_LEASE_DIR, "
                    "else the\n"
                    "                        configuration's lease_dir, else /run/gpuctl)\n"
+                   "  --color WHEN          colour the screen: auto (unless NO_COLOR is set), "
+                   "always,\n"
+                   "                        never (default: the global --color, else auto)\n"
                    "  -h, --help            print this help\n"
                    "\n"
                    "Keys: arrows, PgUp/PgDn, Home/End move; Tab switches GPUs/processes; s or "
@@ -933,7 +946,7 @@ const struct cmd_entry cmd_top_entry = {
                    "selected process, as kill(2) allows you; r releases your own --hold "
                    "lease;\n"
                    "h help; q quits. Mouse: a click selects (on a heading: sorts), the wheel\n"
-                   "scrolls. NO_COLOR turns colours off.\n",
+                   "scrolls. NO_COLOR turns colours off (unless --color=always).\n",
         .exec = cmd_top_exec,
         .exits = CMD_EXITS_DRIVER,
 };

@@ -791,25 +791,34 @@ class Holders(TopCase):
 
 class Terminal(TopCase):
     def test_no_color(self):
-        """Colours without NO_COLOR, none with it (capture-pane -e keeps the attributes)."""
+        """Colours without NO_COLOR, none with it, as --color says (never; always wins over
+        NO_COLOR: no-color.org's advice for an explicit request). capture-pane -e keeps the
+        attributes."""
         sgr_colour = re.compile(r"\x1b\[[0-9;]*(3[0-7]|38;5;\d+)[;m]")
-        self.open_top("-d", "0.2")
-        self.tm.wait_text("HLTH")
-        coloured = self.tm.tmux("capture-pane", "-p", "-e").stdout
-        self.assertRegex(coloured, sgr_colour)
-        self.tm.keys("q")
-        self.finish()
-        self.tm.stop()
-        shutil.rmtree(self.tmp, True)
-        os.mkdir(self.tmp)
-        self.tm = Tmux(self.tmp)
-        self.extra["NO_COLOR"] = "1"
-        self.open_top("-d", "0.2")
-        self.tm.wait_text("HLTH")
-        plain = self.tm.tmux("capture-pane", "-p", "-e").stdout
-        self.assertNotRegex(plain, sgr_colour)
-        self.tm.keys("q")
-        self.assertEqual(self.finish(), 0)
+        cases = [({}, (), True), ({"NO_COLOR": "1"}, (), False),
+                 ({}, ("--color=never",), False), ({"NO_COLOR": "1"}, ("--color=always",), True),
+                 ({}, ("--color", "auto"), True)]
+        for i, (env, args, want) in enumerate(cases):
+            with self.subTest(env=env, args=args):
+                if i:
+                    self.tm.stop()
+                    shutil.rmtree(self.tmp, True)
+                    os.mkdir(self.tmp)
+                    self.tm = Tmux(self.tmp)
+                self.extra.pop("NO_COLOR", None)
+                self.extra.update(env)
+                self.open_top("-d", "0.2", *args)
+                self.tm.wait_text("HLTH")
+                screen = self.tm.tmux("capture-pane", "-p", "-e").stdout
+                (self.assertRegex if want else self.assertNotRegex)(screen, sgr_colour)
+                self.tm.keys("q")
+                self.assertEqual(self.finish(), 0)
+
+    def test_bad_color_is_a_usage_error(self):
+        r = run([GPUCTL, "top", "--once", "--color=sometimes"])
+        self.assertEqual(r.rc, 2, r)
+        self.assertEqual(len(r.err.splitlines()), 1, r)
+        self.assertIn("sometimes", r.err)
 
     def test_sparklines_in_utf8(self):
         """Block elements U+2581..U+2588 where the locale is UTF-8, ASCII levels otherwise."""
