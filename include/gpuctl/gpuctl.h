@@ -172,6 +172,12 @@ enum gpuctl_snapshot_flags {
 	 * active link: 384 on a DGX A100). For a one-shot check with no earlier sample to
 	 * compare with; gpuctl_alloc sets it when no health state file exists. */
 	GPUCTL_SNAP_NO_RATE_COUNTERS = 1u << 5,
+	/* A modifier, not a read: with GPUCTL_SNAP_PROCESSES, leave out each process's owner
+	 * and command (gpuctl_proc_uid, _user and _command answer unknown), which cost a stat,
+	 * a user-database lookup and a read of /proc/PID/cmdline per process. For a caller that
+	 * reads /proc for them itself and keeps them between refreshes (gpuctl top). Also taken
+	 * by gpuctl_snapshot_refresh. */
+	GPUCTL_SNAP_NO_PROC_IDENTITY = 1u << 6,
 };
 
 /* Takes a snapshot (loads NVML first if needed). A GPU that is lost does not fail the

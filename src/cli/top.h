@@ -51,7 +51,9 @@ struct top_proc {
 	uint64_t start_ticks; /* its start time (proc(5)), to recognise it when signalling it */
 	uint64_t cpu_ticks;   /* utime + stime at this refresh */
 	char user[33];        /* user name (or uid), "?" unknown */
-	char command[256];    /* full command line, else the driver's name, "?" */
+	char command[256];    /* full command line, else the kernel's name of it, "?" */
+	char comm[16];        /* the kernel's name of it when command was read (exec changes it) */
+	double command_time;  /* CLOCK_MONOTONIC of that read */
 };
 
 struct top_model {

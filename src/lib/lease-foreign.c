@@ -54,7 +54,14 @@ static bool belongs(const struct gpuctl_snapshot *snap, const struct record *v, 
                     const bool *held_rec, size_t g, int mig, pid_t pid)
 {
 	pid_t p = pid;
+	bool any = false;
 
+	/* no counting record concerns the device: nothing to match, no parent walk (a read of
+	 * /proc/PID/stat per level, up to init) */
+	for (size_t i = 0; i < n && !any; i++)
+		any = held_rec[i] && record_concerns(snap, v[i].uuid, g, mig);
+	if (!any)
+		return false;
 	for (int depth = 0; p > 1 && depth < ANCESTOR_MAX; depth++) {
 		pid_t pp = 0;
 

@@ -86,6 +86,11 @@ def stop(p):
             f.close()
 
 
+def comm(pid):
+    with open("/proc/%d/comm" % pid) as f:
+        return f.read()
+
+
 def wait_file(path):
     deadline = time.monotonic() + POLL
     while time.monotonic() < deadline:
@@ -701,6 +706,31 @@ class Holders(TopCase):
         self.assertNotIn("'killed'", frames[-1])
         # and a frame long after (no change since) still shows it free
         self.assertNotIn("'killed'", top.frames(8, len(top.text) - 1)[-1])
+
+    def test_exec_seen(self):
+        """A process top has shown that then execs another program: its new command line shows
+        within two refreshes (top keeps a command line between refreshes while the kernel's
+        name of the process, proc(5) stat field 2, stays the same)."""
+        p = subprocess.Popen(["sh", "-c", "read x; exec sleep 6066"], stdin=subprocess.PIPE)
+        self.addCleanup(stop, p)
+        self.addCleanup(p.stdin.close)
+        self.nvsim("proc", "add", "--pid", str(p.pid), "-i", "5", "--mem", "1GiB")
+
+        def line(frame):
+            return next(l for l in frame.splitlines() if re.match(r"^! 5 +%d " % p.pid, l))
+        top = Batch(self, "-d", "0.2", "-n", "500")
+        for f in top.frames(3):
+            self.assertRegex(line(f), r" \d+s +sh -c read x; exec sleep 6066$")
+
+        def execs():
+            p.stdin.write(b"\n")
+            p.stdin.flush()
+            deadline = time.monotonic() + POLL
+            while comm(p.pid) != "sleep\n":
+                self.assertLess(time.monotonic(), deadline, "it never exec'd")
+                time.sleep(0.05)
+        frames = top.after(execs)
+        self.assertRegex(line(frames[-1]), r" \d+s +sleep 6066$")
 
     def test_shared_holders_and_room(self):
         me = pwd.getpwuid(os.geteuid()).pw_name
