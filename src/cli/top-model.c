@@ -19,12 +19,13 @@
  *   changed. A name in the lease directory's parts (inotify on DIR, locks/, owners/, queue/
  *   and each owners/<uid>/ and queue/<uid>/): a holder's record written (every lease taken
  *   writes one), a record or ticket removed (release), a lock file made. A lock that no name
- *   shows: each device held exclusively is probed (its lock file cannot be locked shared while
- *   held), so a holder gone without a word is seen at the next refresh; while a device is
- *   shared or someone waits (a shared holder's or a waiter's leaving shows in no name, and
- *   /proc/locks costs more than the lists: the kernel's global lock and a line per lock on
- *   the machine) the lists are read at every refresh. A new snapshot's devices, or 10 s since
- *   the last read, read them too. The watches are set before the lists are read, so a change
+ *   shows (a holder or waiter killed): each device held exclusively is probed (its lock file
+ *   cannot be locked shared while held), each shared device's read locks are counted again
+ *   (gpuctl_lease_list_shares_current) and each waiter's ticket lock probed on the descriptor
+ *   the wait list keeps (gpuctl_wait_list_waiting), so a holder or waiter gone without a word
+ *   is seen at the next refresh (/proc/locks would cost more: the kernel's global lock and a
+ *   line per lock on the machine). A new snapshot's devices, or 10 s since the last read,
+ *   read them too. The watches are set before the lists are read, so a change
  *   during a read is an event at the next refresh. Reading the lists costs a few syscalls per
  *   device (its lock probe) plus the records: most of an idle refresh's system time.
  * - A lease directory that did not exist when top started is looked for at each refresh
@@ -373,18 +374,22 @@ static bool still_held(const struct top_model *m, const char *path, size_t i)
 }
 
 /* Whether the lists' locks are as they were read: every device held exclusively still is,
- * nothing is shared (a shared holder's leaving shows in no name) and nobody waits (a
- * waiter's ticket lock likewise). A device that was free and is taken shows in a name: the
- * holder's record. */
-static bool locks_unchanged(const struct top_model *m, const char *path)
+ * every shared device's leases still declare what they did (gpuctl_lease_list_shares_current)
+ * and every waiter still waits (gpuctl_wait_list_waiting): what ends without a name changing,
+ * a holder or waiter killed. A device that was free and is taken, a shared lease or a waiter
+ * that arrives, show in a name: the holder's record, the ticket. */
+static bool locks_unchanged(const struct top_model *m, struct gpuctl_lease_dir *dir)
 {
-	if (!m->leases || gpuctl_wait_list_count(m->waiters) > 0)
+	const char *path = gpuctl_lease_dir_path(dir);
+
+	if (!m->leases || !m->waiters || !gpuctl_wait_list_waiting(m->waiters))
 		return false;
 	for (size_t i = 0; i < gpuctl_lease_list_count(m->leases); i++) {
 		enum gpuctl_lease_state st;
 		if (gpuctl_lease_list_get(m->leases, i, NULL, NULL, &st, NULL, NULL) < 0)
 			return false;
-		if (st == GPUCTL_LEASE_SHARED ||
+		if ((st == GPUCTL_LEASE_SHARED &&
+		     !gpuctl_lease_list_shares_current(m->leases, i, dir, m->snap)) ||
 		    (st == GPUCTL_LEASE_HELD && !still_held(m, path, i)))
 			return false;
 	}
@@ -425,7 +430,7 @@ static bool lists_stale(struct top_model *m, struct gpuctl_lease_dir *dir, doubl
 
 	if (m->lease_ifd >= 0 && drain(m->lease_ifd))
 		stale = true;
-	return stale || !locks_unchanged(m, gpuctl_lease_dir_path(dir));
+	return stale || !locks_unchanged(m, dir);
 }
 
 /* Reads the lease list and the wait queue of dir again; the watches are set first, so what

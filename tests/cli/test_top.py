@@ -732,6 +732,62 @@ class Holders(TopCase):
         frames = top.after(execs)
         self.assertRegex(line(frames[-1]), r" \d+s +sleep 6066$")
 
+    def kill_and_wait(self, pid):
+        """SIGKILL to pid, not a child of ours (no wait): returns once it is gone."""
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + POLL
+        while alive(pid):
+            self.assertLess(time.monotonic(), deadline, "%d lives on" % pid)
+            time.sleep(0.05)
+
+    def test_shared_holder_killed_goes(self):
+        """One of two shared holders killed (its records stay, the kernel drops its locks): the
+        device shows one holder within two refreshes, and still does long after."""
+        a = self.hold("-n", "1", "--only", "4", "--share", "--mem", "10GiB", "--hold", "120",
+                      "--label", "stays")
+        self.assertIn("GPU-", a.stdout.readline())
+        b = self.hold("-n", "1", "--only", "4", "--share", "--mem", "20GiB", "--hold", "120",
+                      "--label", "killed")
+        self.assertIn("GPU-", b.stdout.readline())
+        top = Batch(self, "-d", "0.2", "-n", "500")
+        _, second = self.row_of(top.frames(2)[1], 4)
+        self.assertIn("shared by 2, ", second)
+        # the holder `select --hold` started (its own session): the pid its record names
+        owners = os.path.join(self.lease_dir, "owners", str(os.geteuid()))
+        killed = None
+        for name in os.listdir(owners):
+            with open(os.path.join(owners, name)) as rec:
+                r = json.load(rec)
+            if r.get("label") == "killed":
+                killed = r["pid"]
+        self.assertIsNotNone(killed)
+        frames = top.after(lambda: self.kill_and_wait(killed))
+        _, second = self.row_of(frames[-1], 4)
+        self.assertIn("shared by 1, ", second)
+        _, second = self.row_of(top.frames(8, len(top.text) - 1)[-1], 4)
+        self.assertIn("shared by 1, ", second)
+
+    def test_waiter_killed_goes(self):
+        """A waiter killed (its ticket stays, the kernel drops its lock): the queue shows no one
+        within two refreshes, and still does long after."""
+        h = self.hold("-n", "8", "--hold", "120")
+        self.assertIn("GPU-", h.stdout.readline())
+        self.hold("-n", "2", "--only", "0,1", "--hold", "120", "--wait")
+        deadline = time.monotonic() + POLL
+        while True:
+            r = self.gpuctl("ps", "--waiting", "--format", "json")
+            self.assertOk(r)
+            if r.json()["waiting"]:
+                break
+            self.assertLess(time.monotonic(), deadline, "no one waits")
+            time.sleep(0.05)
+        waiter = r.json()["waiting"][0]["pid"]
+        top = Batch(self, "-d", "0.2", "-n", "500")
+        self.assertIn("WAITING (1)", top.frames(2)[1])
+        frames = top.after(lambda: self.kill_and_wait(waiter))
+        self.assertNotIn("WAITING (1)", frames[-1])
+        self.assertNotIn("WAITING (1)", top.frames(8, len(top.text) - 1)[-1])
+
     def test_shared_holders_and_room(self):
         me = pwd.getpwuid(os.geteuid()).pw_name
         a = self.hold("-n", "1", "--only", "4", "--share", "--mem", "10GiB", "--hold", "120")
