@@ -817,6 +817,14 @@ struct gpuctl_foreign;
 int gpuctl_foreign_scan(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                         const struct gpuctl_snapshot *snap, const struct gpuctl_lease_request *lreq,
                         struct gpuctl_foreign **ret);
+/* prev's classification for snap, a later snapshot of the same processes (the same pids on
+ * the same GPUs, in the same order; else -ESTALE, nothing made): each process stays foreign or
+ * not, each device's use and busy verdict are judged again with snap's memory and utilisation
+ * and lreq's thresholds. No lease file or /proc read: for a caller that knows the leases did
+ * not change since prev was made (gpuctl top, which watches the lease directory). -ENOMEM. */
+int gpuctl_foreign_rejudge(struct gpuctl_ctx *ctx, const struct gpuctl_foreign *prev,
+                           const struct gpuctl_snapshot *snap,
+                           const struct gpuctl_lease_request *lreq, struct gpuctl_foreign **ret);
 void gpuctl_foreign_free(struct gpuctl_foreign *foreign);
 /* Whether process k of GPU gpu (gpuctl_gpu_proc(gpuctl_snapshot_gpu(snap, gpu), k)) belongs to
  * no lease; false for indices out of range. */

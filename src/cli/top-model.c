@@ -28,6 +28,9 @@
  *   read them too. The watches are set before the lists are read, so a change
  *   during a read is an event at the next refresh. Reading the lists costs a few syscalls per
  *   device (its lock probe) plus the records: most of an idle refresh's system time.
+ * - The foreign-process scan (read_foreign) is redone with the lists, when the processes
+ *   change, or after TOP_LISTS_MAX_AGE; in between the last scan's classification is judged
+ *   again (gpuctl_foreign_rejudge: no file read).
  * - A lease directory that did not exist when top started is looked for at each refresh
  *   (one lstat); once it exists the site is opened again, as at a start.
  * - A failed refresh keeps the last state and says why (m->error): the view shows a line and
@@ -489,6 +492,34 @@ static struct gpuctl_lease_dir *late_lease_dir(struct top_model *m)
 	return gpuctl_site_lease_dir(site);
 }
 
+/* The foreign processes of m->snap. No compute process, no foreign one: the scan
+ * (select.lock, the owner records) is skipped, and a NULL m->foreign answers false for every
+ * process and device. Where the leases did not change since the last scan (its classification
+ * still there, read_rest dropped it otherwise), the processes are the same and it is less than
+ * TOP_LISTS_MAX_AGE old (a process's parents can change: its parent's end), the last scan's
+ * classification is judged again with this snapshot's memory and utilisation, without a read. */
+static void read_foreign(struct top_model *m, struct gpuctl_lease_dir *dir, double now)
+{
+	struct gpuctl_foreign *f = NULL;
+	int r = -ESTALE;
+
+	if (snapshot_procs(m->snap, true) == 0) {
+		gpuctl_foreign_free(m->foreign);
+		m->foreign = NULL;
+		return;
+	}
+	if (m->foreign && now - m->foreign_time < TOP_LISTS_MAX_AGE)
+		r = gpuctl_foreign_rejudge(m->cli->ctx, m->foreign, m->snap, &m->lreq, &f);
+	if (r == -ESTALE) {
+		r = gpuctl_foreign_scan(m->cli->ctx, dir, m->snap, &m->lreq, &f);
+		m->foreign_time = now;
+	}
+	gpuctl_foreign_free(m->foreign);
+	m->foreign = f;
+	if (r < 0)
+		set_error(m, "foreign processes", r);
+}
+
 /* Everything but NVML, for m->snap: leases, foreign processes, waiters, health, processes.
  * A part that cannot be read is left empty and named in m->error. */
 static void read_rest(struct top_model *m, double now)
@@ -501,19 +532,14 @@ static void read_rest(struct top_model *m, double now)
 
 	if (!dir)
 		dir = late_lease_dir(m);
-	gpuctl_foreign_free(m->foreign);
-	m->foreign = NULL;
 	gpuctl_health_report_free(m->health);
 	m->health = NULL;
-	if (dir && lists_stale(m, dir, now))
+	if (dir && lists_stale(m, dir, now)) {
 		read_lists(m, dir, now);
-	/* no compute process, no foreign one: the scan (select.lock, the owner records) is
-	 * skipped, and a NULL m->foreign answers false for every process and device */
-	if (snapshot_procs(m->snap, true) > 0) {
-		r = gpuctl_foreign_scan(m->cli->ctx, dir, m->snap, &m->lreq, &m->foreign);
-		if (r < 0)
-			set_error(m, "foreign processes", r);
+		gpuctl_foreign_free(m->foreign); /* the leases may have changed: a new scan */
+		m->foreign = NULL;
 	}
+	read_foreign(m, dir, now);
 	r = gpuctl_site_health(m->cli->ctx, m->cli->site, m->snap, &m->health);
 	if (r < 0)
 		set_error(m, "health", r);

@@ -62,7 +62,8 @@ struct top_model {
 	struct gpuctl_snapshot *snap;        /* the current snapshot, owned */
 	struct gpuctl_health_report *health; /* of snap, owned; NULL if it failed */
 	struct gpuctl_lease_list *leases;    /* owned; NULL without a lease directory */
-	struct gpuctl_foreign *foreign;      /* owned */
+	struct gpuctl_foreign *foreign;      /* owned; NULL: none (no process) or read anew */
+	double foreign_time;                 /* CLOCK_MONOTONIC of its scan */
 	struct gpuctl_wait_list *waiters;    /* owned; NULL when none can be read */
 	struct gpuctl_lease_request lreq;    /* the site's thresholds and share margin */
 	struct top_gpu *gpus;                /* per snapshot index */
