@@ -952,7 +952,8 @@ void gpuctl_wait_list_free(struct gpuctl_wait_list *list);
 /* Whether every waiter of list still waits: each ticket's lock is still held (a probe on the
  * descriptor the list keeps of it, one flock each; docs/leases.md "Live and dead"). A waiter
  * that leaves in order removes its ticket and one that arrives makes one: a caller watching
- * DIR/queue sees those; this sees one killed. */
+ * DIR/queue sees those; this sees one killed. False when it cannot tell (a list keeps the
+ * descriptors of its first 64 tickets only). */
 bool gpuctl_wait_list_waiting(const struct gpuctl_wait_list *list);
 size_t gpuctl_wait_list_count(const struct gpuctl_wait_list *list);
 const struct gpuctl_wait_entry *gpuctl_wait_list_get(const struct gpuctl_wait_list *list, size_t i);

@@ -279,6 +279,10 @@ static int queue_user_open(const struct gpuctl_lease_dir *dir, const char *name,
 	return TAKE_FD(fd);
 }
 
+#define KEEP_FDS_MAX                                                                               \
+	64 /* tickets whose descriptor a wait list keeps (a long queue: the rest                   \
+	    * are not kept, and gpuctl_wait_list_waiting cannot tell) */
+
 /* Scans DIR/queue. Always: the highest arrival of any well-named ticket (*ret_max) and an
  * order-independent hash of the names (*ret_names). With ret: the live tickets (their lock is
  * held), sorted, content parsed when content, each with its open descriptor when keep. With
@@ -357,7 +361,7 @@ static int queue_scan(const struct gpuctl_lease_dir *dir, bool cleanup, bool con
 			if (content && st.st_size <= TICKET_MAX &&
 			    lease_read_all(fd, TICKET_MAX, &text, &len) == 0 && strlen(text) == len)
 				(void)ticket_parse(text, &t);
-			if (keep) {
+			if (keep && n < KEEP_FDS_MAX) {
 				t.fd = TAKE_FD(fd);
 				t.has_fd = true;
 			}
