@@ -130,6 +130,7 @@ def measure(build, scenario, argv, seconds, busy=None):
     env = {"GPUCTL_LEASE_DIR": leases, "GPUCTL_CONFIG": conf, "LANG": "C.UTF-8"}
     run = "sh -c 'echo $$ > %s; exec %s'" % (pidf, " ".join(argv))
     tmux = ["tmux", "-S", sock, "-f", "/dev/null"]
+    pid = None
     try:
         if busy:
             # the state directory outlives `nvsim exec --keep`: the processes registered in
@@ -165,6 +166,11 @@ def measure(build, scenario, argv, seconds, busy=None):
         return (c1 - c0) / refreshes * 1000.0, mem["VmRSS"], mem["VmHWM"]
     finally:
         subprocess.run(tmux + ["kill-server"], capture_output=True)
+        # the program ends on the hangup; the simulator's library writes its call counts
+        # into the state directory as it exits: wait for that before removing it (bounded)
+        deadline = time.monotonic() + 5
+        while pid and os.path.exists("/proc/%d" % pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
         if machine:
             machine.stop()
         shutil.rmtree(tmp, True)
