@@ -839,6 +839,29 @@ class Holders(TopCase):
         self.assertTrue(line.startswith("! 6"), line)
         self.assertIn("2.0G", line)
 
+    def test_foreign_busy_follows_memory(self):
+        """A foreign process under the busy threshold (docs/config.md busy_memory) marks its
+        GPU `foreign:`; once its memory passes the threshold, `FOREIGN:` (busy) within two
+        refreshes, the process and the leases unchanged."""
+        conf = os.path.join(self.tmp, "busy.conf")
+        with open(conf, "w") as f:
+            f.write("busy_memory = 2GiB\n")
+        self.extra["GPUCTL_CONFIG"] = conf
+        p = subprocess.Popen(["sleep", "6077"])
+        self.addCleanup(stop, p)
+        self.nvsim("proc", "add", "--pid", str(p.pid), "-i", "6", "--mem", "1GiB")
+        top = Batch(self, "-d", "0.2", "-n", "500")
+        for f in top.frames(3):
+            _, second = self.row_of(f, 6)
+            self.assertIn(" foreign: ", second)
+
+        def grow():
+            self.nvsim("proc", "rm", str(p.pid))
+            self.nvsim("proc", "add", "--pid", str(p.pid), "-i", "6", "--mem", "3GiB")
+        frames = top.after(grow)
+        _, second = self.row_of(frames[-1], 6)
+        self.assertIn(" FOREIGN: ", second)
+
     def test_process_columns(self):
         """GPU, pid, user, GPU memory, %SM (the simulator's per-process util), host %CPU (none
         on the first frame: no interval yet), host memory (VmRSS of /proc/PID/status), elapsed
