@@ -172,6 +172,12 @@ enum gpuctl_snapshot_flags {
 	 * active link: 384 on a DGX A100). For a one-shot check with no earlier sample to
 	 * compare with; gpuctl_alloc sets it when no health state file exists. */
 	GPUCTL_SNAP_NO_RATE_COUNTERS = 1u << 5,
+	/* A modifier, not a read: with GPUCTL_SNAP_PROCESSES, leave out each process's owner
+	 * and command (gpuctl_proc_uid, _user and _command answer unknown), which cost a stat,
+	 * a user-database lookup and a read of /proc/PID/cmdline per process. For a caller that
+	 * reads /proc for them itself and keeps them between refreshes (gpuctl top). Also taken
+	 * by gpuctl_snapshot_refresh. */
+	GPUCTL_SNAP_NO_PROC_IDENTITY = 1u << 6,
 };
 
 /* Takes a snapshot (loads NVML first if needed). A GPU that is lost does not fail the
@@ -773,6 +779,15 @@ int gpuctl_lease_list_get(const struct gpuctl_lease_list *list, size_t i, size_t
 int gpuctl_lease_list_shares(const struct gpuctl_lease_list *list, size_t i, uint64_t *ret_declared,
                              const struct gpuctl_lease_owner *const **ret_owners, size_t *ret_n);
 
+/* Whether SHARED entry i of list (made from snap) still has the shared leases it was read
+ * with: the kernel's read locks on its lock file still declare the same total (an open and a
+ * few fcntl). A shared lease ends by dropping its locks, even when killed; one that starts
+ * writes an owner record, which a caller watching DIR/owners sees. False for an entry that is
+ * not SHARED or when it cannot tell. */
+bool gpuctl_lease_list_shares_current(const struct gpuctl_lease_list *list, size_t i,
+                                      struct gpuctl_lease_dir *dir,
+                                      const struct gpuctl_snapshot *snap);
+
 struct gpuctl_lease_request;
 /* The bytes a new shared lease could still declare on entry i (a device of snap, the snapshot
  * the list was made from) under lreq's margin (NULL: the default 5 %): 0 for a device held
@@ -802,6 +817,14 @@ struct gpuctl_foreign;
 int gpuctl_foreign_scan(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                         const struct gpuctl_snapshot *snap, const struct gpuctl_lease_request *lreq,
                         struct gpuctl_foreign **ret);
+/* prev's classification for snap, a later snapshot of the same processes (the same pids on
+ * the same GPUs, in the same order; else -ESTALE, nothing made): each process stays foreign or
+ * not, each device's use and busy verdict are judged again with snap's memory and utilisation
+ * and lreq's thresholds. No lease file or /proc read: for a caller that knows the leases did
+ * not change since prev was made (gpuctl top, which watches the lease directory). -ENOMEM. */
+int gpuctl_foreign_rejudge(struct gpuctl_ctx *ctx, const struct gpuctl_foreign *prev,
+                           const struct gpuctl_snapshot *snap,
+                           const struct gpuctl_lease_request *lreq, struct gpuctl_foreign **ret);
 void gpuctl_foreign_free(struct gpuctl_foreign *foreign);
 /* Whether process k of GPU gpu (gpuctl_gpu_proc(gpuctl_snapshot_gpu(snap, gpu), k)) belongs to
  * no lease; false for indices out of range. */
@@ -926,6 +949,12 @@ struct gpuctl_wait_list;
 int gpuctl_wait_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                      struct gpuctl_wait_list **ret_list);
 void gpuctl_wait_list_free(struct gpuctl_wait_list *list);
+/* Whether every waiter of list still waits: each ticket's lock is still held (a probe on the
+ * descriptor the list keeps of it, one flock each; docs/leases.md "Live and dead"). A waiter
+ * that leaves in order removes its ticket and one that arrives makes one: a caller watching
+ * DIR/queue sees those; this sees one killed. False when it cannot tell (a list keeps the
+ * descriptors of its first 64 tickets only). */
+bool gpuctl_wait_list_waiting(const struct gpuctl_wait_list *list);
 size_t gpuctl_wait_list_count(const struct gpuctl_wait_list *list);
 const struct gpuctl_wait_entry *gpuctl_wait_list_get(const struct gpuctl_wait_list *list, size_t i);
 

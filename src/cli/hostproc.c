@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hostproc.h"
@@ -45,6 +46,14 @@ int hostproc_parse_stat(const char *text, size_t len, struct hostproc_stat *ret_
 		i--;
 	if (i == 0)
 		return -EINVAL;
+	/* the name: from the first '(' to the last ')', cut to comm's size */
+	const char *open_paren = memchr(text, '(', i - 1);
+	if (open_paren) {
+		size_t from = (size_t)(open_paren - text) + 1, n = i - 1 - from;
+		if (n >= sizeof(st.comm))
+			n = sizeof(st.comm) - 1;
+		memcpy(st.comm, text + from, n);
+	}
 	/* i is just after the last ')': field 3 onwards, separated by single blanks */
 	while (i < len && field < 24) {
 		while (i < len && (text[i] == ' ' || text[i] == '\n'))
@@ -88,10 +97,12 @@ int hostproc_parse_stat(const char *text, size_t len, struct hostproc_stat *ret_
 	return 0;
 }
 
-/* Reads a small proc file whole into buf (NUL-terminated). Its length, or -errno. */
-static ssize_t read_small(const char *path, char *buf, size_t size)
+/* Reads a small proc file whole into buf (NUL-terminated), and its owner when ret_uid is not
+ * NULL. Its length, or -errno. */
+static ssize_t read_small_owner(const char *path, char *buf, size_t size, uint32_t *ret_uid)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
 	ssize_t n;
 
 	if (fd < 0)
@@ -99,22 +110,36 @@ static ssize_t read_small(const char *path, char *buf, size_t size)
 	n = read(fd, buf, size - 1);
 	if (n < 0)
 		n = -errno;
+	else if (ret_uid && fstat(fd, &st) < 0)
+		n = -errno;
+	else if (ret_uid)
+		*ret_uid = (uint32_t)st.st_uid;
 	close(fd);
 	if (n >= 0)
 		buf[n] = '\0';
 	return n;
 }
 
-int hostproc_read_stat(pid_t pid, struct hostproc_stat *ret_stat)
+static ssize_t read_small(const char *path, char *buf, size_t size)
+{
+	return read_small_owner(path, buf, size, NULL);
+}
+
+int hostproc_read_stat_uid(pid_t pid, struct hostproc_stat *ret_stat, uint32_t *ret_uid)
 {
 	char path[48], buf[1024];
 	ssize_t n;
 
 	(void)snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	n = read_small(path, buf, sizeof(buf));
+	n = read_small_owner(path, buf, sizeof(buf), ret_uid);
 	if (n < 0)
 		return n == -ENOENT ? -ESRCH : (int)n;
 	return hostproc_parse_stat(buf, (size_t)n, ret_stat);
+}
+
+int hostproc_read_stat(pid_t pid, struct hostproc_stat *ret_stat)
+{
+	return hostproc_read_stat_uid(pid, ret_stat, NULL);
 }
 
 void hostproc_cmdline(pid_t pid, char *buf, size_t size)

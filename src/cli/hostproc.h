@@ -13,6 +13,8 @@
 
 /* The fields of /proc/PID/stat that top shows (proc(5), field numbers from 1). */
 struct hostproc_stat {
+	char comm[16];        /* field 2 without its parentheses: the kernel's name of the
+	                       * process (at most 15 bytes; exec changes it), as it is */
 	char state;           /* field 3: R, S, D, Z, ... */
 	uint64_t cpu_ticks;   /* fields 14 + 15: utime + stime, in clock ticks */
 	uint64_t start_ticks; /* field 22: start time after boot, in clock ticks */
@@ -27,6 +29,9 @@ int hostproc_parse_stat(const char *text, size_t len, struct hostproc_stat *ret_
 /* Reads /proc/PID/stat. 0, -ESRCH when there is no such process, -EINVAL unparsable,
  * other -errno. */
 int hostproc_read_stat(pid_t pid, struct hostproc_stat *ret_stat);
+/* As hostproc_read_stat, and the owner of the file read (ret_uid), which is the process's
+ * effective uid as /proc/PID's owner is (proc(5); root for a process that is not dumpable). */
+int hostproc_read_stat_uid(pid_t pid, struct hostproc_stat *ret_stat, uint32_t *ret_uid);
 
 /* The command line of pid (/proc/PID/cmdline, arguments joined by one space, control
  * characters as '?') into buf; "" when it cannot be read (kernel threads, gone). */

@@ -19,14 +19,18 @@
  *   changed. A name in the lease directory's parts (inotify on DIR, locks/, owners/, queue/
  *   and each owners/<uid>/ and queue/<uid>/): a holder's record written (every lease taken
  *   writes one), a record or ticket removed (release), a lock file made. A lock that no name
- *   shows: each device held exclusively is probed (its lock file cannot be locked shared while
- *   held), so a holder gone without a word is seen at the next refresh; while a device is
- *   shared or someone waits (a shared holder's or a waiter's leaving shows in no name, and
- *   /proc/locks costs more than the lists: the kernel's global lock and a line per lock on
- *   the machine) the lists are read at every refresh. A new snapshot's devices, or 10 s since
- *   the last read, read them too. The watches are set before the lists are read, so a change
+ *   shows (a holder or waiter killed): each device held exclusively is probed (its lock file
+ *   cannot be locked shared while held), each shared device's read locks are counted again
+ *   (gpuctl_lease_list_shares_current) and each waiter's ticket lock probed on the descriptor
+ *   the wait list keeps (gpuctl_wait_list_waiting), so a holder or waiter gone without a word
+ *   is seen at the next refresh (/proc/locks would cost more: the kernel's global lock and a
+ *   line per lock on the machine). A new snapshot's devices, or 10 s since the last read,
+ *   read them too. The watches are set before the lists are read, so a change
  *   during a read is an event at the next refresh. Reading the lists costs a few syscalls per
  *   device (its lock probe) plus the records: most of an idle refresh's system time.
+ * - The foreign-process scan (read_foreign) is redone with the lists, when the processes
+ *   change, or after TOP_LISTS_MAX_AGE; in between the last scan's classification is judged
+ *   again (gpuctl_foreign_rejudge: no file read).
  * - A lease directory that did not exist when top started is looked for at each refresh
  *   (one lstat); once it exists the site is opened again, as at a start.
  * - A failed refresh keeps the last state and says why (m->error): the view shows a line and
@@ -36,12 +40,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hostproc.h"
@@ -49,6 +55,7 @@
 
 #define TOP_HEALTH_PER_REFRESH 2
 #define TOP_LISTS_MAX_AGE      10.0 /* seconds: the lease and wait lists are read again */
+#define TOP_COMMAND_MAX_AGE    10.0 /* seconds: a process's command line is read again */
 
 /* Read at every refresh: what the bars and the process list show. */
 static const enum gpuctl_field shown_fields[] = {
@@ -172,14 +179,84 @@ static size_t snapshot_procs(const struct gpuctl_snapshot *snap, bool lost_too)
 	return n;
 }
 
+/* The name of uid into buf (its number when it has none), as the library names a process's
+ * owner. */
+static void user_name(uint32_t uid, char *buf, size_t size)
+{
+	struct passwd pw, *res = NULL;
+	char tmp[4096];
+
+	if (getpwuid_r((uid_t)uid, &pw, tmp, sizeof(tmp), &res) == 0 && res && res->pw_name)
+		snprintf(buf, size, "%s", res->pw_name);
+	else
+		snprintf(buf, size, "%" PRIu32, uid);
+}
+
+/* A row's owner and command: from the row of the previous refresh for the same process
+ * (before, NULL if none) where they cannot have changed, else from /proc. The owner is the
+ * stat file's (uid), its name looked up again only when the uid changed; the command line is
+ * read again when the kernel's name of the process changed (an exec) or it is
+ * TOP_COMMAND_MAX_AGE old (a process may rewrite its own arguments). */
+static void identify(struct top_proc *row, const struct top_proc *before,
+                     const struct hostproc_stat *st, uint32_t uid, double now)
+{
+	row->uid = uid;
+	row->has_uid = true;
+	if (before && before->has_uid && before->uid == uid)
+		memcpy(row->user, before->user, sizeof(row->user));
+	else
+		user_name(uid, row->user, sizeof(row->user));
+	if (before && strcmp(before->comm, st->comm) == 0 &&
+	    now - before->command_time < TOP_COMMAND_MAX_AGE) {
+		memcpy(row->command, before->command, sizeof(row->command));
+		row->command_time = before->command_time;
+	} else {
+		hostproc_cmdline((pid_t)row->pid, row->command, sizeof(row->command));
+		row->command_time = now;
+	}
+	memcpy(row->comm, st->comm, sizeof(row->comm));
+	if (!row->command[0]) /* a kernel thread, a zombie: the kernel's name */
+		snprintf(row->command, sizeof(row->command), "%s", st->comm[0] ? st->comm : "?");
+}
+
+/* Reads pid's stat, and its owner (uid): the previous refresh's for the same process (pid and
+ * start time), else the stat file's (one fstat fewer per process and refresh; a process that
+ * changes its effective uid keeps the owner top first saw). 0, or -errno as
+ * hostproc_read_stat. */
+static int read_stat(uint32_t pid, const struct top_proc *old, size_t n_old,
+                     struct hostproc_stat *st, uint32_t *ret_uid)
+{
+	const struct top_proc *seen = NULL, *before;
+	int r;
+
+	for (size_t i = 0; i < n_old && !seen; i++)
+		if (old[i].pid == pid && old[i].has_uid)
+			seen = &old[i];
+	r = hostproc_read_stat_uid((pid_t)pid, st, seen ? NULL : ret_uid);
+	if (r < 0 || !seen)
+		return r;
+	before = previous(old, n_old, pid, st->start_ticks);
+	if (!before) /* the pid is another process's now */
+		return hostproc_read_stat_uid((pid_t)pid, st, ret_uid);
+	*ret_uid = before->uid;
+	return 0;
+}
+
 /* Fills m->procs from m->snap and /proc; old/n_old: the rows of the previous refresh (for
- * %CPU) taken `dt` seconds before. -ENOMEM. */
-static int read_procs(struct top_model *m, const struct top_proc *old, size_t n_old, double dt)
+ * %CPU, owner and command) taken `dt` seconds before, `now` (CLOCK_MONOTONIC). The snapshot
+ * has no owner or command (GPUCTL_SNAP_NO_PROC_IDENTITY): one read of /proc/PID/stat per
+ * process gives CPU, memory, start time, owner and name. -ENOMEM. */
+static int read_procs(struct top_model *m, const struct top_proc *old, size_t n_old, double dt,
+                      double now)
 {
 	size_t n = snapshot_procs(m->snap, false);
 	long hz = sysconf(_SC_CLK_TCK);
 	long page = sysconf(_SC_PAGESIZE);
-	double up = n ? hostproc_uptime() : -1;
+	struct timespec boot;
+	/* seconds since boot: /proc/uptime's clock, read without a file */
+	double up = n && clock_gettime(CLOCK_BOOTTIME, &boot) == 0
+	                    ? (double)boot.tv_sec + (double)boot.tv_nsec / 1e9
+	                    : -1;
 
 	struct top_proc *rows = calloc(n ? n : 1, sizeof(*rows));
 	if (!rows)
@@ -192,22 +269,23 @@ static int read_procs(struct top_model *m, const struct top_proc *old, size_t n_
 			const struct gpuctl_proc *p = gpuctl_gpu_proc(gpu, k);
 			struct top_proc *row = &rows[n++];
 			struct hostproc_stat st;
-			const char *user = gpuctl_proc_user(p), *cmd = gpuctl_proc_command(p);
+			uint32_t uid;
 
 			row->gpu = g;
 			row->pid = gpuctl_proc_pid(p);
-			row->has_uid = gpuctl_proc_uid(p, &row->uid) == 0;
 			row->foreign = m->foreign && gpuctl_foreign_proc(m->foreign, g, k);
 			if (gpuctl_proc_used_memory(p, &row->gpu_mem) < 0)
 				row->gpu_mem = -1;
 			if (gpuctl_proc_util(p, GPUCTL_PROC_SM, &row->sm) < 0)
 				row->sm = -1;
-			snprintf(row->user, sizeof(row->user), "%s", user ? user : "?");
+			snprintf(row->user, sizeof(row->user), "?");
+			snprintf(row->command, sizeof(row->command), "?");
 			row->cpu = row->elapsed = -1;
 			row->host_mem = -1;
-			if (row->pid > 0 && hostproc_read_stat((pid_t)row->pid, &st) == 0) {
+			if (row->pid > 0 && read_stat(row->pid, old, n_old, &st, &uid) == 0) {
 				const struct top_proc *before =
 				        previous(old, n_old, row->pid, st.start_ticks);
+				identify(row, before, &st, uid, now);
 				row->start_ticks = st.start_ticks;
 				row->cpu_ticks = st.cpu_ticks;
 				if (page > 0)
@@ -220,9 +298,6 @@ static int read_procs(struct top_model *m, const struct top_proc *old, size_t n_
 					row->cpu = (double)(st.cpu_ticks - before->cpu_ticks) /
 					           (double)hz / dt * 100.0;
 			}
-			hostproc_cmdline((pid_t)row->pid, row->command, sizeof(row->command));
-			if (!row->command[0])
-				snprintf(row->command, sizeof(row->command), "%s", cmd ? cmd : "?");
 		}
 	}
 	free(m->procs);
@@ -302,18 +377,22 @@ static bool still_held(const struct top_model *m, const char *path, size_t i)
 }
 
 /* Whether the lists' locks are as they were read: every device held exclusively still is,
- * nothing is shared (a shared holder's leaving shows in no name) and nobody waits (a
- * waiter's ticket lock likewise). A device that was free and is taken shows in a name: the
- * holder's record. */
-static bool locks_unchanged(const struct top_model *m, const char *path)
+ * every shared device's leases still declare what they did (gpuctl_lease_list_shares_current)
+ * and every waiter still waits (gpuctl_wait_list_waiting): what ends without a name changing,
+ * a holder or waiter killed. A device that was free and is taken, a shared lease or a waiter
+ * that arrives, show in a name: the holder's record, the ticket. */
+static bool locks_unchanged(const struct top_model *m, struct gpuctl_lease_dir *dir)
 {
-	if (!m->leases || gpuctl_wait_list_count(m->waiters) > 0)
+	const char *path = gpuctl_lease_dir_path(dir);
+
+	if (!m->leases || !m->waiters || !gpuctl_wait_list_waiting(m->waiters))
 		return false;
 	for (size_t i = 0; i < gpuctl_lease_list_count(m->leases); i++) {
 		enum gpuctl_lease_state st;
 		if (gpuctl_lease_list_get(m->leases, i, NULL, NULL, &st, NULL, NULL) < 0)
 			return false;
-		if (st == GPUCTL_LEASE_SHARED ||
+		if ((st == GPUCTL_LEASE_SHARED &&
+		     !gpuctl_lease_list_shares_current(m->leases, i, dir, m->snap)) ||
 		    (st == GPUCTL_LEASE_HELD && !still_held(m, path, i)))
 			return false;
 	}
@@ -354,7 +433,7 @@ static bool lists_stale(struct top_model *m, struct gpuctl_lease_dir *dir, doubl
 
 	if (m->lease_ifd >= 0 && drain(m->lease_ifd))
 		stale = true;
-	return stale || !locks_unchanged(m, gpuctl_lease_dir_path(dir));
+	return stale || !locks_unchanged(m, dir);
 }
 
 /* Reads the lease list and the wait queue of dir again; the watches are set first, so what
@@ -413,6 +492,34 @@ static struct gpuctl_lease_dir *late_lease_dir(struct top_model *m)
 	return gpuctl_site_lease_dir(site);
 }
 
+/* The foreign processes of m->snap. No compute process, no foreign one: the scan
+ * (select.lock, the owner records) is skipped, and a NULL m->foreign answers false for every
+ * process and device. Where the leases did not change since the last scan (its classification
+ * still there, read_rest dropped it otherwise), the processes are the same and it is less than
+ * TOP_LISTS_MAX_AGE old (a process's parents can change: its parent's end), the last scan's
+ * classification is judged again with this snapshot's memory and utilisation, without a read. */
+static void read_foreign(struct top_model *m, struct gpuctl_lease_dir *dir, double now)
+{
+	struct gpuctl_foreign *f = NULL;
+	int r = -ESTALE;
+
+	if (snapshot_procs(m->snap, true) == 0) {
+		gpuctl_foreign_free(m->foreign);
+		m->foreign = NULL;
+		return;
+	}
+	if (m->foreign && now - m->foreign_time < TOP_LISTS_MAX_AGE)
+		r = gpuctl_foreign_rejudge(m->cli->ctx, m->foreign, m->snap, &m->lreq, &f);
+	if (r == -ESTALE) {
+		r = gpuctl_foreign_scan(m->cli->ctx, dir, m->snap, &m->lreq, &f);
+		m->foreign_time = now;
+	}
+	gpuctl_foreign_free(m->foreign);
+	m->foreign = f;
+	if (r < 0)
+		set_error(m, "foreign processes", r);
+}
+
 /* Everything but NVML, for m->snap: leases, foreign processes, waiters, health, processes.
  * A part that cannot be read is left empty and named in m->error. */
 static void read_rest(struct top_model *m, double now)
@@ -425,25 +532,20 @@ static void read_rest(struct top_model *m, double now)
 
 	if (!dir)
 		dir = late_lease_dir(m);
-	gpuctl_foreign_free(m->foreign);
-	m->foreign = NULL;
 	gpuctl_health_report_free(m->health);
 	m->health = NULL;
-	if (dir && lists_stale(m, dir, now))
+	if (dir && lists_stale(m, dir, now)) {
 		read_lists(m, dir, now);
-	/* no compute process, no foreign one: the scan (select.lock, the owner records) is
-	 * skipped, and a NULL m->foreign answers false for every process and device */
-	if (snapshot_procs(m->snap, true) > 0) {
-		r = gpuctl_foreign_scan(m->cli->ctx, dir, m->snap, &m->lreq, &m->foreign);
-		if (r < 0)
-			set_error(m, "foreign processes", r);
+		gpuctl_foreign_free(m->foreign); /* the leases may have changed: a new scan */
+		m->foreign = NULL;
 	}
+	read_foreign(m, dir, now);
 	r = gpuctl_site_health(m->cli->ctx, m->cli->site, m->snap, &m->health);
 	if (r < 0)
 		set_error(m, "health", r);
 	m->procs = NULL; /* old is kept until the new rows are made */
 	m->n_procs = 0;
-	r = read_procs(m, old, n_old, dt);
+	r = read_procs(m, old, n_old, dt, now);
 	if (r < 0)
 		set_error(m, "processes", r);
 	free(old);
@@ -476,7 +578,8 @@ int top_model_init(struct top_model *m, struct cli *cli)
 	m->lease_ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (gethostname(m->host, sizeof(m->host) - 1) < 0)
 		m->host[0] = '\0';
-	m->flags = GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH;
+	m->flags = GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH |
+	           GPUCTL_SNAP_NO_PROC_IDENTITY;
 	m->lreq = (struct gpuctl_lease_request)GPUCTL_LEASE_REQUEST_INIT;
 	status = cli_snapshot_fields(cli, m->flags, fields, n, &m->snap);
 	if (status)
@@ -536,7 +639,9 @@ int top_refresh(struct top_model *m)
 			fields[n++] = f;
 	}
 	m->error[0] = '\0';
-	r = gpuctl_snapshot_refresh(m->cli->ctx, m->snap, GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_MIG,
+	r = gpuctl_snapshot_refresh(m->cli->ctx, m->snap,
+	                            GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_MIG |
+	                                    GPUCTL_SNAP_NO_PROC_IDENTITY,
 	                            fields, n, &snap);
 	if (r == -ESTALE) {
 		r = retake(m);

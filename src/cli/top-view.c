@@ -222,6 +222,16 @@ static void owner_text(const struct gpuctl_lease_owner *w, char *buf, size_t siz
 		snprintf(buf + n, size - n, " %s", age);
 }
 
+/* The user name of GPU g's process pid as its row shows it (the model reads it from /proc),
+ * "?" when it has none. */
+static const char *proc_user(const struct top_model *m, size_t g, uint32_t pid)
+{
+	for (size_t i = 0; i < m->n_procs; i++)
+		if (m->procs[i].gpu == g && m->procs[i].pid == pid)
+			return m->procs[i].user;
+	return "?";
+}
+
 /* Who holds GPU g: "held by alice 'train' 3m", "shared by 2, 20 GiB left: ...", "free". */
 static void holder(struct top_line *l, const struct top_model *m, size_t g)
 {
@@ -280,11 +290,9 @@ static void holder(struct top_line *l, const struct top_model *m, size_t g)
 		top_put(l, TOP_A_WARN,
 		        gpuctl_foreign_busy(m->foreign, g, -1) ? " FOREIGN:" : " foreign:");
 		for (size_t k = 0; gpu_ && k < gpuctl_gpu_proc_count(gpu_); k++) {
-			const struct gpuctl_proc *p = gpuctl_gpu_proc(gpu_, k);
-			const char *u = gpuctl_proc_user(p);
+			uint32_t pid = gpuctl_proc_pid(gpuctl_gpu_proc(gpu_, k));
 			if (gpuctl_foreign_proc(m->foreign, g, k))
-				top_putf(l, TOP_A_WARN, " %s:%" PRIu32, u ? u : "?",
-				         gpuctl_proc_pid(p));
+				top_putf(l, TOP_A_WARN, " %s:%" PRIu32, proc_user(m, g, pid), pid);
 		}
 	}
 }

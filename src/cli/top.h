@@ -51,7 +51,9 @@ struct top_proc {
 	uint64_t start_ticks; /* its start time (proc(5)), to recognise it when signalling it */
 	uint64_t cpu_ticks;   /* utime + stime at this refresh */
 	char user[33];        /* user name (or uid), "?" unknown */
-	char command[256];    /* full command line, else the driver's name, "?" */
+	char command[256];    /* full command line, else the kernel's name of it, "?" */
+	char comm[16];        /* the kernel's name of it when command was read (exec changes it) */
+	double command_time;  /* CLOCK_MONOTONIC of that read */
 };
 
 struct top_model {
@@ -60,7 +62,8 @@ struct top_model {
 	struct gpuctl_snapshot *snap;        /* the current snapshot, owned */
 	struct gpuctl_health_report *health; /* of snap, owned; NULL if it failed */
 	struct gpuctl_lease_list *leases;    /* owned; NULL without a lease directory */
-	struct gpuctl_foreign *foreign;      /* owned */
+	struct gpuctl_foreign *foreign;      /* owned; NULL: none (no process) or read anew */
+	double foreign_time;                 /* CLOCK_MONOTONIC of its scan */
 	struct gpuctl_wait_list *waiters;    /* owned; NULL when none can be read */
 	struct gpuctl_lease_request lreq;    /* the site's thresholds and share margin */
 	struct top_gpu *gpus;                /* per snapshot index */

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "ctx.h"
@@ -54,7 +55,14 @@ static bool belongs(const struct gpuctl_snapshot *snap, const struct record *v, 
                     const bool *held_rec, size_t g, int mig, pid_t pid)
 {
 	pid_t p = pid;
+	bool any = false;
 
+	/* no counting record concerns the device: nothing to match, no parent walk (a read of
+	 * /proc/PID/stat per level, up to init) */
+	for (size_t i = 0; i < n && !any; i++)
+		any = held_rec[i] && record_concerns(snap, v[i].uuid, g, mig);
+	if (!any)
+		return false;
 	for (int depth = 0; p > 1 && depth < ANCESTOR_MAX; depth++) {
 		pid_t pp = 0;
 
@@ -85,6 +93,7 @@ struct gpuctl_foreign {
 	size_t n_dev;            /* entries in use[] and busy[] */
 	size_t *proc_base;       /* per GPU: the index of its first process in foreign[] */
 	bool *foreign;           /* per process, GPU by GPU */
+	uint32_t *pids;          /* per process, GPU by GPU: what was classified */
 	size_t *dev_base;        /* per GPU: its whole-GPU entry in use[]; MIG m at +1+m */
 	struct foreign_use *use; /* per device */
 	bool *busy;              /* per device: busy by the thresholds */
@@ -96,6 +105,7 @@ void gpuctl_foreign_free(struct gpuctl_foreign *f)
 		return;
 	free(f->proc_base);
 	free(f->foreign);
+	free(f->pids);
 	free(f->dev_base);
 	free(f->use);
 	free(f->busy);
@@ -114,6 +124,73 @@ static bool foreign_busy(const struct foreign_use *u, int util,
 	return lr->busy_utilization >= 0 && util > lr->busy_utilization;
 }
 
+/* A classification of snap's processes with nothing foreign yet and its bases set, or NULL
+ * (out of memory). */
+static struct gpuctl_foreign *foreign_new(const struct gpuctl_snapshot *snap)
+{
+	_cleanup_(gpuctl_foreign_freep) struct gpuctl_foreign *f = calloc(1, sizeof(*f));
+	size_t n_dev = 0, n_procs = 0;
+
+	if (!f)
+		return NULL;
+	f->n_gpus = snap->n_gpus;
+	f->proc_base = calloc(snap->n_gpus ? snap->n_gpus : 1, sizeof(*f->proc_base));
+	f->dev_base = calloc(snap->n_gpus ? snap->n_gpus : 1, sizeof(*f->dev_base));
+	if (!f->proc_base || !f->dev_base)
+		return NULL;
+	for (size_t g = 0; g < snap->n_gpus; g++) {
+		f->proc_base[g] = n_procs;
+		f->dev_base[g] = n_dev;
+		n_dev += 1 + snap->gpus[g].n_migs;
+		n_procs += snap->gpus[g].n_procs;
+	}
+	f->n_dev = n_dev;
+	f->n_procs = n_procs;
+	f->foreign = calloc(n_procs ? n_procs : 1, sizeof(*f->foreign));
+	f->pids = calloc(n_procs ? n_procs : 1, sizeof(*f->pids));
+	f->use = calloc(n_dev ? n_dev : 1, sizeof(*f->use));
+	f->busy = calloc(n_dev ? n_dev : 1, sizeof(*f->busy));
+	if (!f->foreign || !f->pids || !f->use || !f->busy)
+		return NULL;
+	for (size_t g = 0, k = 0; g < snap->n_gpus; g++)
+		for (size_t i = 0; i < snap->gpus[g].n_procs; i++)
+			f->pids[k++] = snap->gpus[g].procs[i].pid;
+	return TAKE_PTR(f);
+}
+
+/* Each device's foreign use (f->foreign[] with snap's memory) and whether lr's thresholds make
+ * it busy (snap's utilisation). */
+static void judge(struct gpuctl_foreign *f, const struct gpuctl_snapshot *snap,
+                  const struct gpuctl_lease_request *lr)
+{
+	memset(f->use, 0, f->n_dev * sizeof(*f->use));
+	for (size_t g = 0, proc = 0; g < snap->n_gpus; g++) {
+		const struct gpuctl_gpu *gp = &snap->gpus[g];
+		size_t dev = f->dev_base[g];
+		int64_t util = -1;
+
+		for (size_t i = 0; i < gp->n_procs; i++, proc++) {
+			const struct gpuctl_proc *pr = &gp->procs[i];
+			struct foreign_use *u =
+			        &f->use[dev + 1 + (size_t)gpuctl_proc_mig_device(gp, pr)];
+
+			if (!f->foreign[proc])
+				continue;
+			u->n++;
+			if (!pr->has_memory || pr->used_memory < 0 ||
+			    u->mem > UINT64_MAX - (uint64_t)pr->used_memory)
+				u->mem = UINT64_MAX;
+			else
+				u->mem += (uint64_t)pr->used_memory;
+		}
+		(void)gpuctl_gpu_int(gp, GPUCTL_F_UTIL_GPU, &util);
+		/* a MIG device's utilisation is not known: memory decides */
+		for (int m = -1; m < (int)gp->n_migs; m++)
+			f->busy[dev + 1 + (size_t)m] = foreign_busy(&f->use[dev + 1 + (size_t)m],
+			                                            m < 0 ? (int)util : -1, lr);
+	}
+}
+
 /* Classifies every process of snap against the records of dir (NULL: none, every process is
  * foreign) and judges each device by lr's thresholds. */
 static int foreign_scan(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
@@ -123,25 +200,11 @@ static int foreign_scan(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	_cleanup_(gpuctl_foreign_freep) struct gpuctl_foreign *f = NULL;
 	struct record *recs = NULL;
 	_cleanup_free_ bool *held_rec = NULL;
-	size_t n_recs = 0, n_dev = 0, n_procs = 0;
+	size_t n_recs = 0;
 	int r;
 
-	f = calloc(1, sizeof(*f));
+	f = foreign_new(snap);
 	if (!f)
-		return ctx_error(ctx, -ENOMEM, "out of memory");
-	f->n_gpus = snap->n_gpus;
-	for (size_t g = 0; g < snap->n_gpus; g++) {
-		n_dev += 1 + snap->gpus[g].n_migs;
-		n_procs += snap->gpus[g].n_procs;
-	}
-	f->n_dev = n_dev;
-	f->n_procs = n_procs;
-	f->proc_base = calloc(snap->n_gpus ? snap->n_gpus : 1, sizeof(*f->proc_base));
-	f->dev_base = calloc(snap->n_gpus ? snap->n_gpus : 1, sizeof(*f->dev_base));
-	f->foreign = calloc(n_procs ? n_procs : 1, sizeof(*f->foreign));
-	f->use = calloc(n_dev ? n_dev : 1, sizeof(*f->use));
-	f->busy = calloc(n_dev ? n_dev : 1, sizeof(*f->busy));
-	if (!f->proc_base || !f->dev_base || !f->foreign || !f->use || !f->busy)
 		return ctx_error(ctx, -ENOMEM, "out of memory");
 	if (dir) {
 		r = lease_records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
@@ -162,34 +225,18 @@ static int foreign_scan(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 			                                          NULL, reason, sizeof(reason)));
 		}
 	}
-	for (size_t g = 0, dev = 0, proc = 0; g < snap->n_gpus; g++) {
+	for (size_t g = 0, proc = 0; g < snap->n_gpus; g++) {
 		const struct gpuctl_gpu *gp = &snap->gpus[g];
-		int64_t util = -1;
 
-		f->proc_base[g] = proc;
-		f->dev_base[g] = dev;
 		for (size_t i = 0; i < gp->n_procs; i++, proc++) {
 			const struct gpuctl_proc *pr = &gp->procs[i];
 			int mig = gpuctl_proc_mig_device(gp, pr);
-			struct foreign_use *u = &f->use[dev + 1 + (size_t)mig];
 
-			if (n_recs && belongs(snap, recs, n_recs, held_rec, g, mig, (pid_t)pr->pid))
-				continue;
-			f->foreign[proc] = true;
-			u->n++;
-			if (!pr->has_memory || pr->used_memory < 0 ||
-			    u->mem > UINT64_MAX - (uint64_t)pr->used_memory)
-				u->mem = UINT64_MAX;
-			else
-				u->mem += (uint64_t)pr->used_memory;
+			f->foreign[proc] = !n_recs || !belongs(snap, recs, n_recs, held_rec, g, mig,
+			                                       (pid_t)pr->pid);
 		}
-		(void)gpuctl_gpu_int(gp, GPUCTL_F_UTIL_GPU, &util);
-		/* a MIG device's utilisation is not known: memory decides */
-		for (int m = -1; m < (int)gp->n_migs; m++)
-			f->busy[dev + 1 + (size_t)m] = foreign_busy(&f->use[dev + 1 + (size_t)m],
-			                                            m < 0 ? (int)util : -1, lr);
-		dev += 1 + gp->n_migs;
 	}
+	judge(f, snap, lr);
 	lease_records_free(recs, n_recs);
 	*ret = TAKE_PTR(f);
 	return 0;
@@ -260,6 +307,33 @@ int gpuctl_foreign_scan(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	if (dir && (r = lease_select_lock_shared(ctx, dir, &sfd)) < 0)
 		return r;
 	return foreign_scan(ctx, dir, snap, &lr, ret);
+}
+
+int gpuctl_foreign_rejudge(struct gpuctl_ctx *ctx, const struct gpuctl_foreign *prev,
+                           const struct gpuctl_snapshot *snap,
+                           const struct gpuctl_lease_request *lreq, struct gpuctl_foreign **ret)
+{
+	_cleanup_(gpuctl_foreign_freep) struct gpuctl_foreign *f = NULL;
+	struct gpuctl_lease_request lr;
+
+	if (!prev || !snap || !ret)
+		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	if (!(snap->flags & GPUCTL_SNAP_PROCESSES))
+		return ctx_error(ctx, -EINVAL, "the snapshot was taken without its processes");
+	f = foreign_new(snap);
+	if (!f)
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+	/* the same devices and the same processes on each, in the same order */
+	if (f->n_gpus != prev->n_gpus || f->n_dev != prev->n_dev || f->n_procs != prev->n_procs ||
+	    memcmp(f->proc_base, prev->proc_base, f->n_gpus * sizeof(*f->proc_base)) != 0 ||
+	    memcmp(f->dev_base, prev->dev_base, f->n_gpus * sizeof(*f->dev_base)) != 0 ||
+	    memcmp(f->pids, prev->pids, f->n_procs * sizeof(*f->pids)) != 0)
+		return -ESTALE;
+	memcpy(f->foreign, prev->foreign, f->n_procs * sizeof(*f->foreign));
+	lease_request_copy(&lr, lreq);
+	judge(f, snap, &lr);
+	*ret = TAKE_PTR(f);
+	return 0;
 }
 
 bool gpuctl_foreign_proc(const struct gpuctl_foreign *f, size_t gpu, size_t k)

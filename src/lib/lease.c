@@ -130,6 +130,28 @@ int gpuctl_lease_list_shares(const struct gpuctl_lease_list *list, size_t i, uin
 	return 0;
 }
 
+bool gpuctl_lease_list_shares_current(const struct gpuctl_lease_list *list, size_t i,
+                                      struct gpuctl_lease_dir *dir,
+                                      const struct gpuctl_snapshot *snap)
+{
+	const struct list_entry *e;
+	_cleanup_close_ int fd = -1;
+	char reason[REASON_MAX];
+	uint64_t used = 0;
+	int s;
+
+	if (!list || i >= list->n || !dir || !snap || list->e[i].state != GPUCTL_LEASE_SHARED)
+		return false;
+	e = &list->e[i];
+	if (e->gpu >= snap->n_gpus || (e->mig >= 0 && (size_t)e->mig >= snap->gpus[e->gpu].n_migs))
+		return false;
+	s = lease_lock_open(dir, lease_dev_uuid(snap, e->gpu, e->mig), false, &fd, NULL, reason,
+	                    sizeof(reason));
+	if (s != GPUCTL_LEASE_FREE || fd < 0 || lease_share_used(fd, &used) < 0)
+		return false;
+	return used <= UINT64_MAX / SHARE_UNIT && used * SHARE_UNIT == e->declared;
+}
+
 uint64_t gpuctl_lease_list_room(const struct gpuctl_lease_list *list, size_t i,
                                 const struct gpuctl_snapshot *snap,
                                 const struct gpuctl_lease_request *lreq)

@@ -1098,6 +1098,8 @@ static void add_proc(struct reader *rd, size_t i, uint32_t pid, unsigned long lo
 		p->ci = ci;
 		p->has_mig = true;
 	}
+	if (rd->flags & GPUCTL_SNAP_NO_PROC_IDENTITY)
+		return;
 	proc_identity(p, &user, &cmd);
 	if (proc_set_strs(p, user, cmd) < 0)
 		rd->oom = -ENOMEM;

@@ -22,7 +22,8 @@
 #include "nvml-loader.h"
 #include "snapshot-internal.h"
 
-#define FBIT(f) (UINT64_C(1) << (f))
+#define FBIT(f)     (UINT64_C(1) << (f))
+#define KNOWN_FLAGS (GPUCTL_SNAP_ALL | GPUCTL_SNAP_NO_RATE_COUNTERS | GPUCTL_SNAP_NO_PROC_IDENTITY)
 _Static_assert(GPUCTL__F_COUNT <= 64, "the field set is one 64-bit mask");
 
 /* The per-GPU fields every snapshot reads: they identify a GPU to people, to -i and to the
@@ -59,10 +60,9 @@ int gpuctl_snapshot_take_fields(struct gpuctl_ctx *ctx, unsigned flags,
 
 	if (!ctx || !ret_snap || (!fields && n_fields))
 		return -EINVAL;
-	if (flags & ~(unsigned)(GPUCTL_SNAP_ALL | GPUCTL_SNAP_NO_RATE_COUNTERS))
-		return ctx_error(
-		        ctx, -EINVAL, "unknown snapshot flags 0x%x",
-		        flags & ~(unsigned)(GPUCTL_SNAP_ALL | GPUCTL_SNAP_NO_RATE_COUNTERS));
+	if (flags & ~(unsigned)KNOWN_FLAGS)
+		return ctx_error(ctx, -EINVAL, "unknown snapshot flags 0x%x",
+		                 flags & ~(unsigned)KNOWN_FLAGS);
 	if (!fields) {
 		/* every field but the PCIe rates: NVML measures each over 20 ms while the caller
 		 * waits, so only a caller that shows them asks for them */
@@ -105,7 +105,8 @@ int gpuctl_snapshot_take_fields(struct gpuctl_ctx *ctx, unsigned flags,
 }
 
 #define REFRESHABLE                                                                                \
-	(GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_HEALTH | GPUCTL_SNAP_MIG)
+	(GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_HEALTH | GPUCTL_SNAP_MIG |    \
+	 GPUCTL_SNAP_NO_PROC_IDENTITY)
 
 int gpuctl_snapshot_refresh(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *prev,
                             unsigned flags, const enum gpuctl_field *fields, size_t n_fields,

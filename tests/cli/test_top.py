@@ -86,6 +86,11 @@ def stop(p):
             f.close()
 
 
+def comm(pid):
+    with open("/proc/%d/comm" % pid) as f:
+        return f.read()
+
+
 def wait_file(path):
     deadline = time.monotonic() + POLL
     while time.monotonic() < deadline:
@@ -702,6 +707,87 @@ class Holders(TopCase):
         # and a frame long after (no change since) still shows it free
         self.assertNotIn("'killed'", top.frames(8, len(top.text) - 1)[-1])
 
+    def test_exec_seen(self):
+        """A process top has shown that then execs another program: its new command line shows
+        within two refreshes (top keeps a command line between refreshes while the kernel's
+        name of the process, proc(5) stat field 2, stays the same)."""
+        p = subprocess.Popen(["sh", "-c", "read x; exec sleep 6066"], stdin=subprocess.PIPE)
+        self.addCleanup(stop, p)
+        self.addCleanup(p.stdin.close)
+        self.nvsim("proc", "add", "--pid", str(p.pid), "-i", "5", "--mem", "1GiB")
+
+        def line(frame):
+            return next(l for l in frame.splitlines() if re.match(r"^! 5 +%d " % p.pid, l))
+        top = Batch(self, "-d", "0.2", "-n", "500")
+        for f in top.frames(3):
+            self.assertRegex(line(f), r" \d+s +sh -c read x; exec sleep 6066$")
+
+        def execs():
+            p.stdin.write(b"\n")
+            p.stdin.flush()
+            deadline = time.monotonic() + POLL
+            while comm(p.pid) != "sleep\n":
+                self.assertLess(time.monotonic(), deadline, "it never exec'd")
+                time.sleep(0.05)
+        frames = top.after(execs)
+        self.assertRegex(line(frames[-1]), r" \d+s +sleep 6066$")
+
+    def kill_and_wait(self, pid):
+        """SIGKILL to pid, not a child of ours (no wait): returns once it is gone."""
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + POLL
+        while alive(pid):
+            self.assertLess(time.monotonic(), deadline, "%d lives on" % pid)
+            time.sleep(0.05)
+
+    def test_shared_holder_killed_goes(self):
+        """One of two shared holders killed (its records stay, the kernel drops its locks): the
+        device shows one holder within two refreshes, and still does long after."""
+        a = self.hold("-n", "1", "--only", "4", "--share", "--mem", "10GiB", "--hold", "120",
+                      "--label", "stays")
+        self.assertIn("GPU-", a.stdout.readline())
+        b = self.hold("-n", "1", "--only", "4", "--share", "--mem", "20GiB", "--hold", "120",
+                      "--label", "killed")
+        self.assertIn("GPU-", b.stdout.readline())
+        top = Batch(self, "-d", "0.2", "-n", "500")
+        _, second = self.row_of(top.frames(2)[1], 4)
+        self.assertIn("shared by 2, ", second)
+        # the holder `select --hold` started (its own session): the pid its record names
+        owners = os.path.join(self.lease_dir, "owners", str(os.geteuid()))
+        killed = None
+        for name in os.listdir(owners):
+            with open(os.path.join(owners, name)) as rec:
+                r = json.load(rec)
+            if r.get("label") == "killed":
+                killed = r["pid"]
+        self.assertIsNotNone(killed)
+        frames = top.after(lambda: self.kill_and_wait(killed))
+        _, second = self.row_of(frames[-1], 4)
+        self.assertIn("shared by 1, ", second)
+        _, second = self.row_of(top.frames(8, len(top.text) - 1)[-1], 4)
+        self.assertIn("shared by 1, ", second)
+
+    def test_waiter_killed_goes(self):
+        """A waiter killed (its ticket stays, the kernel drops its lock): the queue shows no one
+        within two refreshes, and still does long after."""
+        h = self.hold("-n", "8", "--hold", "120")
+        self.assertIn("GPU-", h.stdout.readline())
+        self.hold("-n", "2", "--only", "0,1", "--hold", "120", "--wait")
+        deadline = time.monotonic() + POLL
+        while True:
+            r = self.gpuctl("ps", "--waiting", "--format", "json")
+            self.assertOk(r)
+            if r.json()["waiting"]:
+                break
+            self.assertLess(time.monotonic(), deadline, "no one waits")
+            time.sleep(0.05)
+        waiter = r.json()["waiting"][0]["pid"]
+        top = Batch(self, "-d", "0.2", "-n", "500")
+        self.assertIn("WAITING (1)", top.frames(2)[1])
+        frames = top.after(lambda: self.kill_and_wait(waiter))
+        self.assertNotIn("WAITING (1)", frames[-1])
+        self.assertNotIn("WAITING (1)", top.frames(8, len(top.text) - 1)[-1])
+
     def test_shared_holders_and_room(self):
         me = pwd.getpwuid(os.geteuid()).pw_name
         a = self.hold("-n", "1", "--only", "4", "--share", "--mem", "10GiB", "--hold", "120")
@@ -752,6 +838,29 @@ class Holders(TopCase):
         line = next(l for l in out.splitlines() if "sleep 6033" in l)
         self.assertTrue(line.startswith("! 6"), line)
         self.assertIn("2.0G", line)
+
+    def test_foreign_busy_follows_memory(self):
+        """A foreign process under the busy threshold (docs/config.md busy_memory) marks its
+        GPU `foreign:`; once its memory passes the threshold, `FOREIGN:` (busy) within two
+        refreshes, the process and the leases unchanged."""
+        conf = os.path.join(self.tmp, "busy.conf")
+        with open(conf, "w") as f:
+            f.write("busy_memory = 2GiB\n")
+        self.extra["GPUCTL_CONFIG"] = conf
+        p = subprocess.Popen(["sleep", "6077"])
+        self.addCleanup(stop, p)
+        self.nvsim("proc", "add", "--pid", str(p.pid), "-i", "6", "--mem", "1GiB")
+        top = Batch(self, "-d", "0.2", "-n", "500")
+        for f in top.frames(3):
+            _, second = self.row_of(f, 6)
+            self.assertIn(" foreign: ", second)
+
+        def grow():
+            self.nvsim("proc", "rm", str(p.pid))
+            self.nvsim("proc", "add", "--pid", str(p.pid), "-i", "6", "--mem", "3GiB")
+        frames = top.after(grow)
+        _, second = self.row_of(frames[-1], 6)
+        self.assertIn(" FOREIGN: ", second)
 
     def test_process_columns(self):
         """GPU, pid, user, GPU memory, %SM (the simulator's per-process util), host %CPU (none

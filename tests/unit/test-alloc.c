@@ -631,11 +631,62 @@ static void test_foreign_scan(void **state)
 	gpuctl_snapshot_free(snap);
 }
 
+/* Registers pid on GPU gpu with mem (nvsim proc add) and takes a snapshot of the processes. */
+static struct gpuctl_snapshot *proc_snap(struct fixture *f, const char *pid, const char *gpu,
+                                         const char *mem)
+{
+	struct gpuctl_snapshot *snap = NULL;
+
+	assert_int_equal(
+	        sim_nvsim(&f->sim, "proc", "add", "--pid", pid, "-i", gpu, "--mem", mem, NULL), 0);
+	assert_int_equal(gpuctl_snapshot_take(f->ctx, GPUCTL_SNAP_PROCESSES, &snap), 0);
+	return snap;
+}
+
+/* gpuctl_foreign_rejudge: a later snapshot of the same processes keeps each one's
+ * classification and judges the devices again by its memory (here 1 GiB, then 3 GiB, against a
+ * 2 GiB threshold); another process makes it -ESTALE, with nothing returned. */
+static void test_foreign_rejudge(void **state)
+{
+	struct fixture *f = *state;
+	struct gpuctl_lease_request lreq = GPUCTL_LEASE_REQUEST_INIT;
+	struct gpuctl_snapshot *s1, *s2, *s3;
+	struct gpuctl_foreign *fs = NULL, *again = NULL, *none = (struct gpuctl_foreign *)&lreq;
+	char pid[24], ppid[24];
+
+	(void)snprintf(pid, sizeof(pid), "%ld", (long)getpid());
+	(void)snprintf(ppid, sizeof(ppid), "%ld", (long)getppid());
+	lreq.busy_memory = 2ull << 30;
+	s1 = proc_snap(f, pid, "2", "1GiB");
+	assert_int_equal(gpuctl_foreign_scan(f->ctx, NULL, s1, &lreq, &fs), 0);
+	assert_true(gpuctl_foreign_proc(fs, 2, 0));
+	assert_false(gpuctl_foreign_busy(fs, 2, -1));
+	/* the same process, now with 3 GiB */
+	assert_int_equal(sim_nvsim(&f->sim, "proc", "rm", pid, NULL), 0);
+	s2 = proc_snap(f, pid, "2", "3GiB");
+	assert_int_equal(gpuctl_foreign_rejudge(f->ctx, fs, s2, &lreq, &again), 0);
+	assert_true(gpuctl_foreign_proc(again, 2, 0));
+	assert_true(gpuctl_foreign_device(again, 2, -1));
+	assert_true(gpuctl_foreign_busy(again, 2, -1));
+	assert_false(gpuctl_foreign_device(again, 3, -1));
+	assert_false(gpuctl_foreign_busy(fs, 2, -1)); /* prev is not changed */
+	gpuctl_foreign_free(again);
+	/* one more process: not the same processes */
+	s3 = proc_snap(f, ppid, "3", "1GiB");
+	assert_int_equal(gpuctl_foreign_rejudge(f->ctx, fs, s3, &lreq, &none), -ESTALE);
+	assert_ptr_equal(none, (struct gpuctl_foreign *)&lreq);
+	gpuctl_foreign_free(fs);
+	gpuctl_snapshot_free(s1);
+	gpuctl_snapshot_free(s2);
+	gpuctl_snapshot_free(s3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_request_init),
 	        cmocka_unit_test_setup_teardown(test_choose, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_foreign_rejudge, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_bad_requests, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_no_driver, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_health_fail_is_never_chosen, setup, teardown),

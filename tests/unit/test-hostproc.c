@@ -31,7 +31,9 @@ static void test_fields(void **state)
 	        "4242 (python)" TAIL,
 	        "4242 (a) b) c)" TAIL, /* a name with ')' and blanks: the last ')' ends it */
 	        "4242 (x\ny)" TAIL,    /* even a newline */
+	        "4242 (0123456789abcdefXYZ)" TAIL, /* longer than the kernel's 15 bytes */
 	};
+	static const char *const names[] = {"python", "a) b) c", "x\ny", "0123456789abcde"};
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
@@ -41,6 +43,7 @@ static void test_fields(void **state)
 		assert_int_equal(st.cpu_ticks, 12 + 34);
 		assert_int_equal(st.start_ticks, 98765);
 		assert_int_equal(st.rss_pages, 250);
+		assert_string_equal(st.comm, names[i]);
 	}
 }
 
@@ -69,10 +72,17 @@ static void test_own_process(void **state)
 {
 	struct hostproc_stat st;
 	char cmd[256];
+	uint32_t uid = 12345;
 
 	(void)state;
+
 	assert_int_equal(hostproc_read_stat(getpid(), &st), 0);
 	assert_true(st.state == 'R' || st.state == 'S');
+	/* proc(5): /proc/PID is owned by the process's effective uid; comm is the executable's
+	 * name */
+	assert_int_equal(hostproc_read_stat_uid(getpid(), &st, &uid), 0);
+	assert_int_equal(uid, geteuid());
+	assert_string_equal(st.comm, "test-hostproc");
 	assert_true(st.rss_pages > 0);
 	hostproc_cmdline(getpid(), cmd, sizeof(cmd));
 	assert_non_null(strstr(cmd, "test-hostproc"));
