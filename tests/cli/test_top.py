@@ -662,6 +662,9 @@ class Holders(TopCase):
         self.assertEqual(r.rc, 0, r)
         self.lease_dir = os.path.join(self.tmp, "leases")
         os.mkdir(self.lease_dir, 0o700)
+        # the holders `select --hold` starts live in their own sessions, out of stop()'s reach:
+        # released after each test's own cleanups, before the directory goes
+        self.addCleanup(self.gpuctl, "release", "--all")
 
     def test_lease_dir_made_after_start(self):
         """A lease directory that does not exist when top starts: a hold taken in it once top
