@@ -779,14 +779,14 @@ int gpuctl_lease_list_get(const struct gpuctl_lease_list *list, size_t i, size_t
 int gpuctl_lease_list_shares(const struct gpuctl_lease_list *list, size_t i, uint64_t *ret_declared,
                              const struct gpuctl_lease_owner *const **ret_owners, size_t *ret_n);
 
-/* Whether SHARED entry i of list (made from snap) still has the shared leases it was read
- * with: the kernel's read locks on its lock file still declare the same total (an open and a
- * few fcntl). A shared lease ends by dropping its locks, even when killed; one that starts
- * writes an owner record, which a caller watching DIR/owners sees. False for an entry that is
- * not SHARED or when it cannot tell. */
-bool gpuctl_lease_list_shares_current(const struct gpuctl_lease_list *list, size_t i,
-                                      struct gpuctl_lease_dir *dir,
-                                      const struct gpuctl_snapshot *snap);
+/* Whether the lease of entry i of list (made from snap) is still the one it was read with: a
+ * HELD device's lock file is still locked exclusively (a probe: an open and two flock), a
+ * SHARED device's read locks still declare the same total (an open and a few fcntl). A lease
+ * ends by dropping its lock, even when its holder is killed, and no file changes then; one that
+ * starts writes an owner record, which a caller watching DIR/owners sees. False for an entry
+ * in another state, or when it cannot tell. */
+bool gpuctl_lease_list_current(const struct gpuctl_lease_list *list, size_t i,
+                               struct gpuctl_lease_dir *dir, const struct gpuctl_snapshot *snap);
 
 struct gpuctl_lease_request;
 /* The bytes a new shared lease could still declare on entry i (a device of snap, the snapshot
@@ -949,12 +949,6 @@ struct gpuctl_wait_list;
 int gpuctl_wait_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                      struct gpuctl_wait_list **ret_list);
 void gpuctl_wait_list_free(struct gpuctl_wait_list *list);
-/* Whether every waiter of list still waits: each ticket's lock is still held (a probe on the
- * descriptor the list keeps of it, one flock each; docs/leases.md "Live and dead"). A waiter
- * that leaves in order removes its ticket and one that arrives makes one: a caller watching
- * DIR/queue sees those; this sees one killed. False when it cannot tell (a list keeps the
- * descriptors of its first 64 tickets only). */
-bool gpuctl_wait_list_waiting(const struct gpuctl_wait_list *list);
 size_t gpuctl_wait_list_count(const struct gpuctl_wait_list *list);
 const struct gpuctl_wait_entry *gpuctl_wait_list_get(const struct gpuctl_wait_list *list, size_t i);
 

@@ -18,13 +18,14 @@
  * - The lease list and the wait queue are read again only when something they show may have
  *   changed. A name in the lease directory's parts (inotify on DIR, locks/, owners/, queue/
  *   and each owners/<uid>/ and queue/<uid>/): a holder's record written (every lease taken
- *   writes one), a record or ticket removed (release), a lock file made. A lock that no name
- *   shows (a holder or waiter killed): each device held exclusively is probed (its lock file
- *   cannot be locked shared while held), each shared device's read locks are counted again
- *   (gpuctl_lease_list_shares_current) and each waiter's ticket lock probed on the descriptor
- *   the wait list keeps (gpuctl_wait_list_waiting), so a holder or waiter gone without a word
- *   is seen at the next refresh (/proc/locks would cost more: the kernel's global lock and a
- *   line per lock on the machine). A new snapshot's devices, or 10 s since the last read,
+ *   writes one), a record or ticket removed (release), a lock file made, a ticket closed by
+ *   its waiter's end (a waiter writes its ticket, so its last close, killed or not, is
+ *   IN_CLOSE_WRITE). What no event shows is a holder killed: lock files are opened read-only,
+ *   and a close that is no write is not watched (every probe makes one). So each leased
+ *   device is asked whether its lease is the one read (gpuctl_lease_list_current: held still
+ *   locked exclusively, shared still declaring the same total), and a holder gone without a
+ *   word is seen at the next refresh (/proc/locks would cost more: the kernel's global lock
+ *   and a line per lock on the machine). A new snapshot's devices, or 10 s since the last read,
  *   read them too. The watches are set before the lists are read, so a change
  *   during a read is an event at the next refresh. Reading the lists costs a few syscalls per
  *   device (its lock probe) plus the records: most of an idle refresh's system time.
@@ -38,7 +39,6 @@
  */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -46,7 +46,6 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
-#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -347,53 +346,19 @@ static void watch_part(int ifd, const char *path, const char *part)
 		closedir(d);
 }
 
-/* Whether the device of lease list entry i is still held exclusively: its lock file
- * (DIR/locks/<UUID>.lock, docs/leases.md) cannot be locked shared. A probe as the library's
- * own (open, flock, close). */
-static bool still_held(const struct top_model *m, const char *path, size_t i)
-{
-	const struct gpuctl_gpu *gpu;
-	const char *uuid;
-	char p[4096];
-	size_t g;
-	int mig, fd;
-	bool held;
-
-	if (gpuctl_lease_list_get(m->leases, i, &g, &mig, NULL, NULL, NULL) < 0 || g >= m->n_gpus)
-		return false;
-	gpu = gpuctl_snapshot_gpu(m->snap, g);
-	uuid = mig < 0 ? gpuctl_gpu_str(gpu, GPUCTL_F_UUID)
-	       : (size_t)mig < gpuctl_gpu_mig_count(gpu)
-	               ? gpuctl_mig_uuid(gpuctl_gpu_mig(gpu, (size_t)mig))
-	               : NULL;
-	if (!uuid || snprintf(p, sizeof(p), "%s/locks/%s.lock", path, uuid) >= (int)sizeof(p))
-		return false;
-	fd = open(p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	held = flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
-	close(fd); /* drops the probe's lock */
-	return held;
-}
-
-/* Whether the lists' locks are as they were read: every device held exclusively still is,
- * every shared device's leases still declare what they did (gpuctl_lease_list_shares_current)
- * and every waiter still waits (gpuctl_wait_list_waiting): what ends without a name changing,
- * a holder or waiter killed. A device that was free and is taken, a shared lease or a waiter
- * that arrives, show in a name: the holder's record, the ticket. */
+/* Whether the leases are as they were read (gpuctl_lease_list_current for each leased
+ * device): what ends without a watched event, a holder killed. A device that is taken, a
+ * shared lease or a waiter that arrives or goes, show in a name or a ticket's close. */
 static bool locks_unchanged(const struct top_model *m, struct gpuctl_lease_dir *dir)
 {
-	const char *path = gpuctl_lease_dir_path(dir);
-
-	if (!m->leases || !m->waiters || !gpuctl_wait_list_waiting(m->waiters))
+	if (!m->leases || !m->waiters)
 		return false;
 	for (size_t i = 0; i < gpuctl_lease_list_count(m->leases); i++) {
 		enum gpuctl_lease_state st;
 		if (gpuctl_lease_list_get(m->leases, i, NULL, NULL, &st, NULL, NULL) < 0)
 			return false;
-		if ((st == GPUCTL_LEASE_SHARED &&
-		     !gpuctl_lease_list_shares_current(m->leases, i, dir, m->snap)) ||
-		    (st == GPUCTL_LEASE_HELD && !still_held(m, path, i)))
+		if ((st == GPUCTL_LEASE_SHARED || st == GPUCTL_LEASE_HELD) &&
+		    !gpuctl_lease_list_current(m->leases, i, dir, m->snap))
 			return false;
 	}
 	return true;

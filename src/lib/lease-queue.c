@@ -63,8 +63,6 @@ struct qticket {
 	char *within;          /* the outer allocation as comma-separated UUIDs, NULL: none */
 	char *pool;            /* the pool's GPUs as comma-separated UUIDs, NULL: no pool */
 	char *pool_name;       /* the pool's name, for display; NULL when not given */
-	bool has_fd;           /* fd is the ticket as the scan opened it (gpuctl_wait_list) */
-	int fd;
 };
 
 /* The devices an older waiter could use, cached for the lifetime of a waiting ticket. */
@@ -115,11 +113,8 @@ static void qticket_clear(struct qticket *t)
 
 static void qtickets_free(struct qticket *v, size_t n)
 {
-	for (size_t i = 0; v && i < n; i++) {
+	for (size_t i = 0; v && i < n; i++)
 		qticket_clear(&v[i]);
-		if (v[i].has_fd)
-			close(v[i].fd);
-	}
 	free(v);
 }
 
@@ -279,15 +274,11 @@ static int queue_user_open(const struct gpuctl_lease_dir *dir, const char *name,
 	return TAKE_FD(fd);
 }
 
-#define KEEP_FDS_MAX                                                                               \
-	64 /* tickets whose descriptor a wait list keeps (a long queue: the rest                   \
-	    * are not kept, and gpuctl_wait_list_waiting cannot tell) */
-
 /* Scans DIR/queue. Always: the highest arrival of any well-named ticket (*ret_max) and an
  * order-independent hash of the names (*ret_names). With ret: the live tickets (their lock is
- * held), sorted, content parsed when content, each with its open descriptor when keep. With
- * cleanup, dead tickets of the caller's uid are removed (call under select.lock only). */
-static int queue_scan(const struct gpuctl_lease_dir *dir, bool cleanup, bool content, bool keep,
+ * held), sorted, content parsed when content. With cleanup, dead tickets of the caller's uid
+ * are removed (call under select.lock only). */
+static int queue_scan(const struct gpuctl_lease_dir *dir, bool cleanup, bool content,
                       struct qticket **ret, size_t *ret_n, uint64_t *ret_max, uint64_t *ret_names)
 {
 	_cleanup_(closedirp) DIR *qd = NULL;
@@ -361,18 +352,12 @@ static int queue_scan(const struct gpuctl_lease_dir *dir, bool cleanup, bool con
 			if (content && st.st_size <= TICKET_MAX &&
 			    lease_read_all(fd, TICKET_MAX, &text, &len) == 0 && strlen(text) == len)
 				(void)ticket_parse(text, &t);
-			if (keep && n < KEEP_FDS_MAX) {
-				t.fd = TAKE_FD(fd);
-				t.has_fd = true;
-			}
 			if (n == cap) {
 				size_t nc = cap ? cap * 2 : 16;
 				struct qticket *nv = realloc(v, nc * sizeof(*v));
 
 				if (!nv) {
 					qticket_clear(&t);
-					if (t.has_fd)
-						close(t.fd);
 					qtickets_free(v, n);
 					return -ENOMEM;
 				}
@@ -418,7 +403,7 @@ uint64_t lease_queue_fingerprint(const struct gpuctl_lease_dir *dir, ino_t skip_
 		(void)snprintf(ino, sizeof(ino), "%" PRIu64, l.ino);
 		h += str_hash(ino) ^ str_hash(l.write ? "WRITE" : "READ");
 	}
-	(void)queue_scan(dir, false, false, false, NULL, NULL, NULL, &names);
+	(void)queue_scan(dir, false, false, NULL, NULL, NULL, &names);
 	return h ^ (names * 0xff51afd7ed558ccdull);
 }
 
@@ -528,7 +513,7 @@ int lease_queue_reserved(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *
 	*ret_ahead = 0;
 	if (dir->queue_fd < 0)
 		return 0;
-	r = queue_scan(dir, true, true, false, &v, &n, NULL, NULL);
+	r = queue_scan(dir, true, true, &v, &n, NULL, NULL);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; ticket && i < ticket->n_cache; i++)
@@ -707,7 +692,7 @@ int gpuctl_wait_ticket_new(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	if (r < 0)
 		return r;
 	(void)snprintf(path, sizeof(path), "%s/queue/%u", dir->path, (unsigned)geteuid());
-	r = queue_scan(dir, false, false, false, NULL, NULL, &max, NULL);
+	r = queue_scan(dir, false, false, NULL, NULL, &max, NULL);
 	if (r < 0)
 		return ctx_error(ctx, r, "'%s/queue': %s", dir->path, strerror(-r));
 	t->arrival = max < ARRIVAL_MAX ? max + 1 : ARRIVAL_MAX; /* saturates, never wraps */
@@ -891,7 +876,7 @@ int gpuctl_wait_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return ctx_error(ctx, -ENOMEM, "out of memory");
-	r = queue_scan(dir, false, true, true, &l->t, &l->n, NULL, NULL);
+	r = queue_scan(dir, false, true, &l->t, &l->n, NULL, NULL);
 	if (r < 0) {
 		free(l);
 		return ctx_error(ctx, r, "'%s/queue': %s", dir->path, strerror(-r));
@@ -926,23 +911,6 @@ int gpuctl_wait_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	}
 	*ret_list = l;
 	return 0;
-}
-
-bool gpuctl_wait_list_waiting(const struct gpuctl_wait_list *list)
-{
-	for (size_t i = 0; list && i < list->n; i++) {
-		int fd = list->t[i].fd;
-
-		if (!list->t[i].has_fd)
-			return false;
-		if (flock(fd, LOCK_SH | LOCK_NB) == 0) { /* its waiter is gone */
-			(void)flock(fd, LOCK_UN);
-			return false;
-		}
-		if (errno != EWOULDBLOCK)
-			return false;
-	}
-	return true;
 }
 
 size_t gpuctl_wait_list_count(const struct gpuctl_wait_list *list)

@@ -130,9 +130,8 @@ int gpuctl_lease_list_shares(const struct gpuctl_lease_list *list, size_t i, uin
 	return 0;
 }
 
-bool gpuctl_lease_list_shares_current(const struct gpuctl_lease_list *list, size_t i,
-                                      struct gpuctl_lease_dir *dir,
-                                      const struct gpuctl_snapshot *snap)
+bool gpuctl_lease_list_current(const struct gpuctl_lease_list *list, size_t i,
+                               struct gpuctl_lease_dir *dir, const struct gpuctl_snapshot *snap)
 {
 	const struct list_entry *e;
 	_cleanup_close_ int fd = -1;
@@ -140,10 +139,15 @@ bool gpuctl_lease_list_shares_current(const struct gpuctl_lease_list *list, size
 	uint64_t used = 0;
 	int s;
 
-	if (!list || i >= list->n || !dir || !snap || list->e[i].state != GPUCTL_LEASE_SHARED)
+	if (!list || i >= list->n || !dir || !snap)
 		return false;
 	e = &list->e[i];
 	if (e->gpu >= snap->n_gpus || (e->mig >= 0 && (size_t)e->mig >= snap->gpus[e->gpu].n_migs))
+		return false;
+	if (e->state == GPUCTL_LEASE_HELD)
+		return lease_probe(dir, lease_dev_uuid(snap, e->gpu, e->mig), false, NULL, NULL,
+		                   reason, sizeof(reason)) == GPUCTL_LEASE_HELD;
+	if (e->state != GPUCTL_LEASE_SHARED)
 		return false;
 	s = lease_lock_open(dir, lease_dev_uuid(snap, e->gpu, e->mig), false, &fd, NULL, reason,
 	                    sizeof(reason));
