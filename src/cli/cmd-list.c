@@ -398,19 +398,6 @@ static const char *const proc_header[NPCOLS] = {
         "GPU", "PID", "USER", "GPU_MEM", "%CPU", "RSS", "ELAPSED", "COMMAND",
 };
 
-/* format_bytes without its blank ("1.5MiB"), so that a table line splits on blanks. */
-static void compact_bytes(uint64_t bytes, char *buf, size_t size)
-{
-	char tmp[32];
-	size_t k = 0;
-
-	format_bytes(bytes, tmp, sizeof(tmp));
-	for (size_t i = 0; tmp[i] && k + 1 < size; i++)
-		if (tmp[i] != ' ')
-			buf[k++] = tmp[i];
-	buf[k] = '\0';
-}
-
 /* One line of the process table: the process p of gpu, with what /proc says of it ("-" for
  * each fact it does not show: another PID namespace, gone; COMMAND then NVML's name). */
 static int add_proc_row(struct text_table *t, const struct gpuctl_gpu *gpu,
@@ -433,7 +420,7 @@ static int add_proc_row(struct text_table *t, const struct gpuctl_gpu *gpu,
 		snprintf(mem, sizeof(mem), "%" PRId64 "MiB", v / (1024 * 1024));
 	if (id > 0 && hostproc_facts((pid_t)id, &hf) == 0) {
 		snprintf(cpu, sizeof(cpu), "%.1f", hf.cpu_percent);
-		compact_bytes(hf.host_memory, rss, sizeof(rss));
+		format_bytes_compact(hf.host_memory, rss, sizeof(rss));
 		hostproc_format_elapsed(hf.elapsed, el, sizeof(el));
 		hostproc_cmdline((pid_t)id, cmd, sizeof(cmd));
 	}

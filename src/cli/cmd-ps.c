@@ -391,11 +391,7 @@ static void host_cells(const struct gpuctl_lease_owner *w, char *cpu, char *rss,
 
 	if (pid > 0 && hostproc_facts((pid_t)pid, &hf) == 0) {
 		snprintf(cpu, size, "%.1f", hf.cpu_percent);
-		format_bytes(hf.host_memory, rss, size);
-		/* no blank inside a cell: "1.5MiB" */
-		char *sp = strchr(rss, ' ');
-		if (sp)
-			memmove(sp, sp + 1, strlen(sp));
+		format_bytes_compact(hf.host_memory, rss, size);
 	}
 }
 

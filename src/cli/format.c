@@ -344,7 +344,8 @@ void format_age(uint64_t start, char *buf, size_t size)
 		snprintf(buf, size, "%" PRIu64 "d", s / 86400);
 }
 
-void format_bytes(uint64_t bytes, char *buf, size_t size)
+/* format_bytes with sep between the number and the unit. */
+static void bytes_text(uint64_t bytes, const char *sep, char *buf, size_t size)
 {
 	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
 	double v = (double)bytes;
@@ -354,9 +355,19 @@ void format_bytes(uint64_t bytes, char *buf, size_t size)
 		u++;
 	}
 	if (u == 0 || v == (double)(uint64_t)v)
-		snprintf(buf, size, "%" PRIu64 " %s", (uint64_t)v, units[u]);
+		snprintf(buf, size, "%" PRIu64 "%s%s", (uint64_t)v, sep, units[u]);
 	else
-		snprintf(buf, size, "%.1f %s", v, units[u]);
+		snprintf(buf, size, "%.1f%s%s", v, sep, units[u]);
+}
+
+void format_bytes(uint64_t bytes, char *buf, size_t size)
+{
+	bytes_text(bytes, " ", buf, size);
+}
+
+void format_bytes_compact(uint64_t bytes, char *buf, size_t size)
+{
+	bytes_text(bytes, "", buf, size);
 }
 
 void format_wait_request(const struct gpuctl_wait_entry *w, char *buf, size_t size)

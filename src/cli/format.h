@@ -40,6 +40,8 @@ void format_short_uuid(const char *uuid, char *buf, size_t size);
 void format_age(uint64_t start, char *buf, size_t size);
 /* "16 GiB", "512 MiB", "1.5 GiB": a size for people (binary units, at most one decimal). */
 void format_bytes(uint64_t bytes, char *buf, size_t size);
+/* The same without the blank ("1.5GiB"), for a table cell that must not split on blanks. */
+void format_bytes_compact(uint64_t bytes, char *buf, size_t size);
 /* What a waiter asks for, in words: "4 GPUs, only 0,1, max-util 50%". */
 void format_wait_request(const struct gpuctl_wait_entry *w, char *buf, size_t size);
 

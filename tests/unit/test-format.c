@@ -343,6 +343,25 @@ static char *table_text(const struct text_table *t)
 
 /* Coloured cells: ECMA-48 SGR "ESC [ params m" before the text, "ESC [ 0 m" after it, the
  * padding outside, so the columns line up as without colour; nothing without color. */
+/* Sizes for people: binary units, one decimal only when needed; the compact form has no blank
+ * (a table cell). 1536 KiB = 1.5 MiB; 16 * 2^30 = 16 GiB exactly. */
+static void test_bytes(void **state)
+{
+	char b[32];
+
+	(void)state;
+	format_bytes(512, b, sizeof(b));
+	assert_string_equal(b, "512 B");
+	format_bytes(1536ull * 1024, b, sizeof(b));
+	assert_string_equal(b, "1.5 MiB");
+	format_bytes_compact(1536ull * 1024, b, sizeof(b));
+	assert_string_equal(b, "1.5MiB");
+	format_bytes_compact(16ull << 30, b, sizeof(b));
+	assert_string_equal(b, "16GiB");
+	format_bytes_compact(0, b, sizeof(b));
+	assert_string_equal(b, "0B");
+}
+
 static void test_text_table_color(void **state)
 {
 	(void)state;
@@ -429,6 +448,7 @@ int main(void)
 	        cmocka_unit_test(test_short_uuid),
 	        cmocka_unit_test(test_text_table),
 	        cmocka_unit_test(test_text_table_color),
+	        cmocka_unit_test(test_bytes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
