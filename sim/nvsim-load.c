@@ -14,6 +14,7 @@
  *   (then with "error"), so a test sees every run.
  * - Exit: 0; 1 when a CUDA call failed, or with --fail-if-none when no device is visible;
  *   2 for bad usage. */
+#include "args.h"
 #include "cuda/cuda-sim-abi.h"
 #include "util.h"
 
@@ -82,37 +83,6 @@ __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ..
 	return 2;
 }
 
-/* "512MiB", "10GiB", "1TiB", "4096B", "2KiB"; a bare number is MiB (like nvsim). */
-static int parse_size(const char *s, unsigned long long *ret)
-{
-	static const struct {
-		const char *suffix;
-		unsigned long long mult;
-	} units[] = {{"TiB", 1ULL << 40},
-	             {"GiB", 1ULL << 30},
-	             {"MiB", 1ULL << 20},
-	             {"KiB", 1ULL << 10},
-	             {"B", 1},
-	             {"", 1ULL << 20}};
-	char *end;
-	unsigned long long v;
-
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	for (size_t i = 0; i < SIM_ELEMENTSOF(units); i++)
-		if (strcmp(end, units[i].suffix) == 0) {
-			if (v > (1ULL << 50) / units[i].mult)
-				return -ERANGE;
-			*ret = v * units[i].mult;
-			return 0;
-		}
-	return -EINVAL;
-}
-
 static int parse_args(int argc, char **argv, struct options *o)
 {
 	for (int i = 1; i < argc; i++) {
@@ -132,7 +102,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 			return usage_error("%s: needs a value", a);
 		i++;
 		if (strcmp(a, "--mem") == 0) {
-			if (parse_size(v, &o->mem) < 0)
+			if (nvsim_parse_size(v, &o->mem) < 0)
 				return usage_error("--mem \"%s\": expected a size such as 512MiB",
 				                   v);
 		} else if (strcmp(a, "--util") == 0) {

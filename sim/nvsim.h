@@ -3,6 +3,7 @@
 #ifndef NVSIM_H
 #define NVSIM_H
 
+#include "args.h"
 #include "scenario.h"
 #include "state.h"
 
@@ -29,10 +30,6 @@ int nvstate_open(struct nvstate *st);
 int nvstate_validate(struct nvstate *st, const char *what);
 int nvstate_save(struct nvstate *st);
 void nvstate_close(struct nvstate *st);
-/* Resolves "-i" lists: indices or UUIDs, comma-separated, into a bitmap of GPUs. */
-int nvsim_parse_gpus(const struct sim_scenario *sc, const char *list, bool *sel);
-/* Parses sizes: "512MiB", "10GiB", "1TiB", "123456B", plain number = MiB. */
-int nvsim_parse_size(const char *s, unsigned long long *ret_bytes);
 /* Resolves a scenario argument (name or path) and loads it; prints errors. */
 int nvsim_load_scenario(const char *arg, char **ret_buf, size_t *ret_len,
                         struct sim_scenario **ret);

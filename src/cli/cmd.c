@@ -376,43 +376,10 @@ double cli_next_tick(double tick, double interval)
 	return tick < now ? now + interval : tick;
 }
 
-int cli_color_parse(const char *when, enum cli_color *ret_color)
-{
-	static const struct {
-		const char *name;
-		enum cli_color color;
-	} names[] = {
-	        {"auto", CLI_COLOR_AUTO},   {"tty", CLI_COLOR_AUTO},
-	        {"if-tty", CLI_COLOR_AUTO}, {"always", CLI_COLOR_ALWAYS},
-	        {"yes", CLI_COLOR_ALWAYS},  {"force", CLI_COLOR_ALWAYS},
-	        {"never", CLI_COLOR_NEVER}, {"no", CLI_COLOR_NEVER},
-	        {"none", CLI_COLOR_NEVER},
-	};
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (strcmp(when, names[i].name) == 0) {
-			*ret_color = names[i].color;
-			return 0;
-		}
-	return -EINVAL;
-}
-
 int cli_color_option(struct cli *cli, const struct cmd_entry *entry, const char *when)
 {
 	if (cli_color_parse(when, &cli->color) < 0)
 		return cmd_usage_error(entry, "--color: unknown value '%s' (auto, always or never)",
 		                       when);
 	return 0;
-}
-
-bool cli_use_color(const struct cli *cli)
-{
-	const char *no = getenv("NO_COLOR"), *term = getenv("TERM");
-
-	if (cli->color != CLI_COLOR_AUTO)
-		return cli->color == CLI_COLOR_ALWAYS;
-	if (no && no[0])
-		return false;
-	if (term && strcmp(term, "dumb") == 0)
-		return false;
-	return isatty(STDOUT_FILENO) == 1;
 }

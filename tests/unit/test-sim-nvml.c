@@ -642,6 +642,12 @@ static void test_violation_status(void **state)
 	assert_int_equal(nvsim("set", "-i", "3", "violation.power=101", NULL), 2);
 	assert_int_equal(nvsim("set", "-i", "3", "violation.thermal=x", NULL), 2);
 	expect_violation_pct(dev(3), NVML_PERF_POLICY_POWER, 100); /* refused: unchanged */
+	/* -i takes decimal indices (sim/README.md): "03" is GPU 3, "0x3" names no GPU. */
+	assert_int_equal(nvsim("set", "-i", "0x3", "violation.power=20", NULL), 2);
+	expect_violation_pct(dev(3), NVML_PERF_POLICY_POWER, 100);
+	assert_int_equal(nvsim("set", "-i", "03", "violation.power=20", NULL), 0);
+	expect_violation_pct(dev(3), NVML_PERF_POLICY_POWER, 20);
+	expect_violation_pct(dev(2), NVML_PERF_POLICY_POWER, 100);
 	assert_int_equal(F(nvmlShutdown)(), NVML_SUCCESS);
 	/* A scenario without the keys: NOT_SUPPORTED; the argument checks still come first. */
 	copy_fixture("mixed.json");
