@@ -1,6 +1,7 @@
 """examples/python: every script compiles, and those that need no framework run on a simulated
 machine and do what their docstring says; what CUDA saw comes from the simulated driver
-(the UUIDs it reports, nvsim-load's ledger), the choice from the command line."""
+(the UUIDs it reports, nvsim-load's ledger), the choice from the command line. The two that
+need PyTorch or TensorFlow run in test_documented_python.py, with its framework doubles."""
 import os
 import py_compile
 import subprocess
