@@ -174,7 +174,8 @@ def each(fn: Callable, n: int, *, args: tuple = (), grace: float = 30.0,
          **kwargs: object) -> list:
     """Leases n devices and runs fn(*args) once per device, each in its own "spawn" process
     that sees only its device, with LOCAL_RANK, RANK, WORLD_SIZE and LOCAL_WORLD_SIZE as
-    `gpuctl run --each` sets them; returns the results in rank order, or raises the first
+    `gpuctl run --each` sets them (and MASTER_ADDR/MASTER_PORT, unless set, for
+    torch.distributed); returns the results in rank order, or raises the first
     failure after stopping the other ranks (SIGTERM, SIGKILL after grace seconds). Keywords
     as gpuctl.lease(). See gpuctl._each for the details."""
     from ._each import each as run_each

@@ -5,7 +5,9 @@ Decisions:
   are multiprocessing "spawn" children (a fresh interpreter: no CUDA state, no lock descriptors
   inherited), each started with only its device visible: CUDA_VISIBLE_DEVICES=<its UUID>,
   CUDA_DEVICE_ORDER=PCI_BUS_ID, GPUCTL_GPUS=<index>:<UUID>, LOCAL_RANK=RANK=<rank>,
-  WORLD_SIZE=LOCAL_WORLD_SIZE=<n> (NVIDIA_VISIBLE_DEVICES rewritten when it is set): the values
+  WORLD_SIZE=LOCAL_WORLD_SIZE=<n> (NVIDIA_VISIBLE_DEVICES rewritten when it is set), and
+  unless this process has them, MASTER_ADDR=127.0.0.1 and MASTER_PORT=<a free TCP port there>
+  for torch.distributed's env:// rendezvous (torchrun --standalone's): the values
   `gpuctl run --each` gives its ranks. The environment is the child's from its first
   instruction (it is set in os.environ, under a lock, while the child is started, because the
   spawn start method passes the parent's environment), so even module-level CUDA work in the
@@ -66,12 +68,31 @@ def _rank_main(fn, args, rank: int, env: dict, parent: int, conn) -> None:
     conn.close()
 
 
-def _rank_env(rank: int, world: int, device) -> dict:
+def _rendezvous() -> dict:
+    """MASTER_ADDR and MASTER_PORT for the ranks, those this process does not set already: the
+    loopback address and a TCP port free on it now (the kernel's pick for port 0, let go before
+    the ranks start, as `gpuctl run --each` and torchrun --standalone do)."""
+    import socket
+    env = {}
+    if "MASTER_ADDR" not in os.environ:
+        env["MASTER_ADDR"] = "127.0.0.1"
+    if "MASTER_PORT" not in os.environ:
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("127.0.0.1", 0))
+                env["MASTER_PORT"] = str(s.getsockname()[1])
+        except OSError:
+            pass  # no loopback: torch.distributed will say MASTER_PORT is missing
+    return env
+
+
+def _rank_env(rank: int, world: int, device, rendezvous: dict) -> dict:
     env = {"CUDA_VISIBLE_DEVICES": device.uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
            "GPUCTL_GPUS": "%s:%s" % (device.label, device.uuid), "LOCAL_RANK": str(rank),
            "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world)}
     if "NVIDIA_VISIBLE_DEVICES" in os.environ:
         env["NVIDIA_VISIBLE_DEVICES"] = device.uuid
+    env.update(rendezvous)
     return env
 
 
@@ -143,7 +164,8 @@ def each(fn, n: int, *, args: tuple = (), grace: float = GRACE_S, **kwargs) -> l
     """Leases n devices (keywords as gpuctl.lease()) and runs fn(*args) once per device, each
     in its own process (multiprocessing's "spawn") that sees only that device, with LOCAL_RANK,
     RANK, WORLD_SIZE and LOCAL_WORLD_SIZE set as `gpuctl run --each` (and torchrun on one node)
-    sets them. Returns fn's results in rank order. When a rank fails, the others are stopped
+    sets them, and MASTER_ADDR/MASTER_PORT (127.0.0.1 and a free port, unless set) for
+    torch.distributed.init_process_group. Returns fn's results in rank order. When a rank fails, the others are stopped
     (SIGTERM, then SIGKILL after grace seconds) and the first failure is raised: the rank's
     exception (its traceback in a note), or ChildProcessError when it died without one. The
     lease ends when each() returns; the ranks die with this process.
@@ -162,14 +184,15 @@ def each(fn, n: int, *, args: tuple = (), grace: float = GRACE_S, **kwargs) -> l
     ctx = multiprocessing.get_context("spawn")
     with lease(n, **kwargs) as held:
         world = len(held.devices)
+        rendezvous = _rendezvous()
         procs, conns = [], []
         try:
             for rank, device in enumerate(held.devices):
+                env = _rank_env(rank, world, device, rendezvous)
                 r, w = ctx.Pipe(duplex=False)
                 p = ctx.Process(target=_rank_main, name="gpuctl-rank-%d" % rank,
-                                args=(fn, args, rank, _rank_env(rank, world, device),
-                                      os.getpid(), w))
-                _start(p, _rank_env(rank, world, device))
+                                args=(fn, args, rank, env, os.getpid(), w))
+                _start(p, env)
                 w.close()
                 procs.append(p)
                 conns.append(r)

@@ -7,7 +7,7 @@ import subprocess
 import time
 
 RANK_VARS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "GPUCTL_GPUS", "LOCAL_RANK", "RANK",
-             "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+             "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 def run_load(load, seconds="0"):

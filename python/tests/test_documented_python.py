@@ -106,6 +106,8 @@ def test_block_runs_as_written(sim, tmp_path, rel, line, code):
             [("torch.distributed.init_process_group", "nccl", i, i, 4, [u])
              for i, u in enumerate(want)], where
         assert len({e["pid"] for e in log}) == 4
+        # they met at one rendezvous gpuctl.each gave them (the block sets none)
+        assert len({e["master"] for e in log}) == 1 and log[0]["master"].startswith("127.0.0.1:")
     elif kind == "failover":  # the job saw the two GPUs that passed the probe, GPU 0 not
         assert [(e["call"], e["cuda"]) for e in log] == [("train.py", want)], where
         assert m.uuids[0] not in want

@@ -45,6 +45,8 @@ def test_each_rank_lands_on_its_gpu(sim):
                 res["CUDA_DEVICE_ORDER"]) == (str(rank), str(rank), "4", "4", "PCI_BUS_ID")
         assert res["GPUCTL_GPUS"] == "%d:%s" % (m.uuids.index(got[rank]), got[rank])
         assert res["pid"] != os.getpid()
+        assert (res["MASTER_ADDR"], res["MASTER_PORT"]) == \
+            ("127.0.0.1", results[0]["MASTER_PORT"])  # one rendezvous (torchrun --standalone)
     # the lease ended with each()
     m.gpuctl("release", "--all")
     assert m.held() == {}
@@ -57,6 +59,9 @@ def test_each_on_mig_devices_sets_what_run_each_sets(sim):
     want = [dict(w.split("=", 1) for w in line.split())
             for line in r.stdout.splitlines() if line.startswith("CUDA_VISIBLE_DEVICES=")]
     results = gpuctl.each(each_workers.run_load, 3, args=(NVSIM_LOAD,), mig="1g.5gb")
+    # the same variables; MASTER_PORT is a port free at the time, the same for every rank
+    assert len({w.pop("MASTER_PORT") for w in want}) == 1
+    assert len({res.pop("MASTER_PORT") for res in results}) == 1
     assert [{k: v for k, v in res.items() if k != "pid"} for res in results] == want
     # what the simulated CUDA opened: the MIG devices of the scenario, one per rank
     inst = [x["uuid"] for g in scenario("a100-mig")
@@ -64,6 +69,14 @@ def test_each_on_mig_devices_sets_what_run_each_sets(sim):
     runs = by_rank(m.ledger())
     assert [r["devices"][0]["uuid"] for r in runs] == [w["CUDA_VISIBLE_DEVICES"] for w in want]
     assert all(r["devices"][0]["uuid"] in inst for r in runs)
+
+
+def test_each_keeps_the_callers_rendezvous(sim, monkeypatch):
+    sim("dgx-a100")
+    monkeypatch.setenv("MASTER_ADDR", "10.0.0.1")  # a multi-node launch sets its own
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    results = gpuctl.each(each_workers.run_load, 2, args=(NVSIM_LOAD,))
+    assert [(r["MASTER_ADDR"], r["MASTER_PORT"]) for r in results] == [("10.0.0.1", "29500")] * 2
 
 
 def test_a_failing_rank_stops_the_others(sim):

@@ -13,7 +13,11 @@
  *   NVIDIA_VISIBLE_DEVICES is rewritten to the same UUIDs ("void" for -n 0) only when it was
  *   inherited: a container runtime started by the job then gets the same devices, and a job
  *   that never had it does not get it. With --each: LOCAL_RANK=RANK=i, WORLD_SIZE and
- *   LOCAL_WORLD_SIZE = N, as torchrun sets them on one node.
+ *   LOCAL_WORLD_SIZE = N, as torchrun sets them on one node, and the rendezvous
+ *   torch.distributed's env:// reads, as `torchrun --standalone` gives it: MASTER_ADDR=127.0.0.1
+ *   and MASTER_PORT = a TCP port free on it (the kernel's pick for port 0, let go before the
+ *   ranks start), the same for every rank, each only when not already set (a multi-node job
+ *   sets its own).
  * - Binding (unless --no-bind, and never for -n 0). CPUs: the union of the chosen GPUs' CPU
  *   affinity (NVML's ideal CPUs) intersected with the CPUs this process may use; when that is
  *   empty, or a GPU's affinity is unknown, nothing is bound (-v says why). Memory: the
@@ -50,10 +54,12 @@
  *   would (excluding leased devices and, unless --ignore-foreign, devices busy without a
  *   lease) and says so.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <numa.h>
 #include <numaif.h>
 #include <sched.h>
@@ -61,6 +67,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -155,6 +162,8 @@ struct run_args {
 	unsigned grace_s;           /* --grace: seconds between SIGTERM and SIGKILL on failover */
 	bool retry_any;             /* --retry-on any: also relaunch a job that failed by itself */
 	unsigned attempt;           /* GPUCTL_RESTART_COUNT of this launch */
+	const char *master_addr;    /* --each: MASTER_ADDR for the ranks, NULL: inherited */
+	char master_port[8];        /* --each: MASTER_PORT for the ranks, "": inherited or none */
 };
 
 /* What watching a job's GPUs found (run --retry). */
@@ -452,6 +461,27 @@ static void child_free(struct run_child *c)
 	free(c->nodes);
 }
 
+/* A TCP port free on 127.0.0.1 now, as text (the kernel's choice for port 0); -errno. The
+ * socket is closed before the ranks start, so rank 0's store can bind it; another program
+ * could take it in between, as with `torchrun --standalone`, and the job then fails saying so. */
+static int free_local_port(char *buf, size_t len)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+	socklen_t salen = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), r = 0;
+
+	if (fd < 0)
+		return -errno;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &salen) < 0)
+		r = -errno;
+	close(fd);
+	if (r == 0)
+		snprintf(buf, len, "%u", (unsigned)ntohs(sa.sin_port));
+	return r;
+}
+
 /* Fills child c for devices [from, to) of the selection (rank >= 0 with --each). */
 static int plan_child(struct run_child *c, const struct run_args *a,
                       const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set,
@@ -477,6 +507,10 @@ static int plan_child(struct run_child *c, const struct run_args *a,
 		if ((r = set_env(c, "LOCAL_RANK", rk)) >= 0 && (r = set_env(c, "RANK", rk)) >= 0 &&
 		    (r = set_env(c, "WORLD_SIZE", ws)) >= 0)
 			r = set_env(c, "LOCAL_WORLD_SIZE", ws);
+		if (r >= 0 && a->master_addr)
+			r = set_env(c, "MASTER_ADDR", a->master_addr);
+		if (r >= 0 && a->master_port[0])
+			r = set_env(c, "MASTER_PORT", a->master_port);
 	}
 	if (r >= 0 && a->lease_fds_text) {
 		r = set_env(c, "GPUCTL_LEASE_FDS", a->lease_fds_text);
@@ -1052,6 +1086,16 @@ static int run_once(struct cli *cli, struct run_args *ap, const char *command,
 	r = allowed_cpus(allowed);
 	if (r < 0)
 		goto fail;
+	if (a.each) { /* one rendezvous for the ranks of this launch, unless the job has its own */
+		a.master_addr = getenv("MASTER_ADDR") ? NULL : "127.0.0.1";
+		a.master_port[0] = '\0';
+		int pr = 0;
+		if (!getenv("MASTER_PORT"))
+			pr = free_local_port(a.master_port, sizeof(a.master_port));
+		if (pr < 0 && cli->verbose)
+			cli_error("run: no MASTER_PORT for the ranks: 127.0.0.1: %s",
+			          strerror(-pr));
+	}
 	for (size_t i = 0; i < nkids; i++) {
 		if (a.each)
 			r = plan_child(&kids[i], &a, snap, set, i, i + 1, (long)i, ndev, allowed);
@@ -1242,8 +1286,10 @@ const struct cmd_entry cmd_run_entry = {
         .options = FILTER_OPTIONS_HELP
         "  --each                one process per chosen device, each with its own\n"
         "                        CUDA_VISIBLE_DEVICES and LOCAL_RANK=RANK=i, WORLD_SIZE=\n"
-        "                        LOCAL_WORLD_SIZE=N; when one fails the others get SIGTERM\n"
-        "                        (SIGKILL 30 s later) and the first failure's status is returned\n"
+        "                        LOCAL_WORLD_SIZE=N, MASTER_ADDR=127.0.0.1 and a free\n"
+        "                        MASTER_PORT unless set (torchrun --standalone's); when one\n"
+        "                        fails the others get SIGTERM (SIGKILL 30 s later) and the\n"
+        "                        first failure's status is returned\n"
         "  --dry-run             print each process's environment changes, CPU and memory\n"
         "                        binding and command; start nothing\n"
         "  --no-bind             do not bind CPUs and memory to the GPUs' NUMA nodes\n"

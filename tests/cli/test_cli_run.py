@@ -16,7 +16,7 @@ import time
 import unittest
 
 from cli_facts import Machine
-from gpuctl_test import (BUILD, EXIT_NOMATCH, EXIT_USAGE, GPUCTL, SCENARIOS, SIMLIB,
+from gpuctl_test import (BUILD, EXIT_NOMATCH, EXIT_USAGE, GPUCTL, SCENARIOS, SIMLIB, SRC,
                          GpuctlTestCase, gpuctl, scenario_names, sim, sim_sh)
 
 LOAD = os.path.join(BUILD, "bin", "nvsim-load")
@@ -274,6 +274,45 @@ class Environment(GpuctlTestCase):
         self.assertEqual([x[:4] for x in rows], [[str(i), str(i), "3", "3"] for i in range(3)])
         self.assertEqual(sorted(x[4] for x in rows),
                          sorted(A100.gpus[i]["uuid"] for i in (1, 4, 7)))
+
+
+    def test_each_rendezvous(self):
+        # torch.distributed's env:// needs MASTER_ADDR and MASTER_PORT, which torchrun
+        # --standalone sets: --each gives every rank the same loopback address and free port,
+        # and the ranks really meet there over TCP (rank 0 listens, the others connect: the
+        # framework double's rendezvous, python/tests/frameworks/torch/distributed.py)
+        meet = ("import os, torch.distributed as d\n"
+                "e = os.environ\n"
+                "d._meet(e['MASTER_ADDR'], int(e['MASTER_PORT']), int(e['RANK']),"
+                " int(e['WORLD_SIZE']))\n"
+                "print(e['RANK'], e['MASTER_ADDR'], e['MASTER_PORT'])\n")
+        env = {"PYTHONPATH": os.path.join(SRC, "python", "tests", "frameworks")}
+        r = sim("dgx-a100", "run", "-n", "4", "--each", "--", "/usr/bin/python3", "-c", meet,
+                env=env)
+        self.assertOk(r)
+        rows = sorted(line.split() for line in r.out.splitlines())
+        self.assertEqual([x[0] for x in rows], ["0", "1", "2", "3"], r)
+        self.assertEqual({x[1] for x in rows}, {"127.0.0.1"})
+        self.assertEqual(len({x[2] for x in rows}), 1, r)
+        self.assertTrue(1 <= int(rows[0][2]) <= 65535)
+        # a job's own rendezvous (a multi-node launch) is kept, and --dry-run shows gpuctl's
+        r = sim("dgx-a100", "run", "-n", "2", "--each", "--", "sh", "-c",
+                'echo "$MASTER_ADDR $MASTER_PORT"',
+                env={"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"})
+        self.assertOk(r)
+        self.assertEqual(r.out.splitlines(), ["10.0.0.1 29500"] * 2)
+        r = sim("dgx-a100", "run", "-n", "2", "--each", "--dry-run", "--", "true",
+                env={"MASTER_PORT": "29500"})
+        self.assertOk(r)
+        envs = [dict(w.split("=", 1) for w in shlex.split(b.splitlines()[1]))
+                for b in r.out.strip().split("\n\n")]
+        self.assertEqual([(e["MASTER_ADDR"], "MASTER_PORT" in e) for e in envs],
+                         [("127.0.0.1", False)] * 2)
+        # without --each one process gets every GPU and no rendezvous is invented
+        r = sim("dgx-a100", "run", "-n", "2", "--", "sh", "-c",
+                'echo "${MASTER_ADDR-unset} ${MASTER_PORT-unset}"')
+        self.assertOk(r)
+        self.assertEqual(r.out, "unset unset\n")
 
 
 class ExitStatus(GpuctlTestCase):
