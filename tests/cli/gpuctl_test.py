@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import unittest
 
 SRC = os.path.abspath(os.environ.get("GPUCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")))
@@ -150,6 +151,36 @@ def sim_sh(scenario, script, nvsim_args=(), env=None, **kw):
     if env:
         e.update(env)
     return run([NVSIM, "exec", *nvsim_args, scenario, "--", "sh", "-ec", script], env=e, **kw)
+
+
+# Shell: `settled PID` waits until PID, a `sleep` just started in the background, has exec'd
+# and sleeps, so that its RSS and CPU time no longer change while a test compares what gpuctl
+# shows with /proc (on a loaded machine it may still be in the dynamic loader).
+SETTLED_SH = ('settled() {\n'
+              '  i=0\n'
+              '  until [ "$(cat /proc/$1/comm 2>/dev/null)" = sleep ] &&'
+              ' grep -q "^State:[[:space:]]*S" /proc/$1/status; do\n'
+              '    i=$((i + 1)); [ $i -lt 3000 ] || return 9; sleep 0.01\n'
+              '  done\n'
+              '}\n')
+
+
+def wait_settled(pid, timeout=30.0):
+    """SETTLED_SH's wait, from Python."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with open("/proc/%d/comm" % pid) as f:
+                comm = f.read().strip()
+            with open("/proc/%d/status" % pid) as f:
+                state = next(l for l in f if l.startswith("State:")).split()[1]
+        except (OSError, StopIteration):
+            comm, state = "", ""
+        if comm == "sleep" and state == "S":
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError("process %d never settled into sleep" % pid)
+        time.sleep(0.01)
 
 
 def readme_example():

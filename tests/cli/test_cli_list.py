@@ -11,8 +11,8 @@ import time
 import unittest
 
 from cli_facts import MIB, Machine
-from gpuctl_test import (EXIT_USAGE, SCENARIOS, GpuctlTestCase, gpuctl, scenario_gpus_of, sim,
-                         sim_sh)
+from gpuctl_test import (EXIT_USAGE, SCENARIOS, SETTLED_SH, GpuctlTestCase, gpuctl,
+                         scenario_gpus_of, sim, sim_sh)
 
 
 def short_uuid(uuid):
@@ -321,8 +321,10 @@ class ListJson(GpuctlTestCase):
     def test_processes_carry_host_facts(self):
         # the GPU process is this script's own child; its host facts are compared with what
         # /proc says of it (proc(5)), read here independently after gpuctl ran
-        script = ('sleep 60 & P=$!\n'
+        script = (SETTLED_SH +
+                  'sleep 60 & P=$!\n'
                   '"$NVSIM" proc add --pid $P -i 1 --mem 1GiB\n'
+                  'settled $P\n'
                   'echo $P\n'
                   '"$GPUCTL" list --format json\n'
                   'cat /proc/$P/stat /proc/uptime\n'

@@ -398,24 +398,26 @@ class TestProbe(HealthCase):
         self.assertEqual(doc["summary"], {"ok": 8, "warn": 0, "fail": 0})
 
     def test_probe_hang_and_failures(self):
-        # a hung allocation is killed at the timeout: FAIL, and gpuctl returns
-        _, doc = self.health_json(
-            "dgx-a100", '"$NVSIM" set -i 1 cuda.alloc=hang\n'
-            '"$NVSIM" set -i 2 cuda.alloc=fail:OUT_OF_MEMORY\n'
-            '"$NVSIM" set -i 3 cuda.alloc=fail', "--probe", "--probe-timeout", "2",
-            "-i", "0,1,2,3", rc=EXIT_FAIL)
-        self.assertEqual(doc["gpus"][0]["verdict"], "OK", doc)
+        # a hung allocation is killed at the timeout: FAIL, and gpuctl returns (probed alone,
+        # so the short timeout never races the healthy probes of a loaded machine)
+        _, doc = self.health_json("dgx-a100", '"$NVSIM" set -i 1 cuda.alloc=hang', "--probe",
+                                  "--probe-timeout", "2", "-i", "1", rc=EXIT_FAIL)
         _, f = self.finding(doc, 1, "cuda-probe")
         self.assertEqual(f["severity"], "FAIL")
         self.assertIn("hung", f["message"])
         self.assertIn("2 s", f["message"])
+        self.assertEqual(doc["summary"], {"ok": 0, "warn": 0, "fail": 1})
+        _, doc = self.health_json(
+            "dgx-a100", '"$NVSIM" set -i 2 cuda.alloc=fail:OUT_OF_MEMORY\n'
+            '"$NVSIM" set -i 3 cuda.alloc=fail', "--probe", "-i", "0,2,3", rc=EXIT_FAIL)
+        self.assertEqual(doc["gpus"][0]["verdict"], "OK", doc)
         _, f = self.finding(doc, 2, "cuda-probe")
         self.assertEqual(f["severity"], "FAIL")
         self.assertIn("cuMemAlloc", f["message"])
         self.assertIn("CUDA_ERROR_OUT_OF_MEMORY", f["message"])
         _, f = self.finding(doc, 3, "cuda-probe")
         self.assertIn("CUDA_ERROR_UNKNOWN", f["message"])
-        self.assertEqual(doc["summary"], {"ok": 1, "warn": 0, "fail": 3})
+        self.assertEqual(doc["summary"], {"ok": 1, "warn": 0, "fail": 2})
 
     def test_probe_mig(self):
         # a100-mig: GPUs 0 and 1 in MIG mode with instances, GPU 2 in MIG mode without any,
@@ -580,14 +582,29 @@ class TestSlurm(HealthCase):
         self.assertOneLineError(r, EXIT_FAILURE, "scontrol")
 
 
+# Shell: waits until a running --watch has saved its state file N more times. It saves after
+# every check (and after an XID event), and each save has a new "time" line, so N=3 after a
+# change means at least one whole check began after it, printed what it found and saved.
+SAVES = ('saves() {\n'
+         '  n=0; t=$(sed -n 3p "$GPUCTL_HEALTH_STATE" 2>/dev/null)\n'
+         '  for i in $(seq 1200); do\n'
+         '    u=$(sed -n 3p "$GPUCTL_HEALTH_STATE" 2>/dev/null)\n'
+         '    if [ "$u" != "$t" ]; then n=$((n + 1)); t=$u; [ $n -lt $1 ] || return 0; fi\n'
+         '    sleep 0.05\n'
+         '  done\n'
+         '  echo "the watch saved its state $n times in 60 s, not $1" >&2; return 9\n'
+         '}\n')
+
+
 class TestWatch(HealthCase):
-    WATCH = ('"$GPUCTL" health --watch --interval 1 --format json %s > "$NVSIM_STATE_DIR/out" &\n'
+    WATCH = (SAVES +
+             '"$GPUCTL" health --watch --interval 1 --format json %s > "$NVSIM_STATE_DIR/out" &\n'
              'pid=$!\n'
-             # ready: its first check printed (the setup makes it print a line), or 5 s passed
-             'for i in $(seq 50); do [ -s "$NVSIM_STATE_DIR/out" ] && break; sleep 0.1; done\n'
+             # ready: its first check printed what it found, then saved the state file
+             'for i in $(seq 600); do [ -s "$GPUCTL_HEALTH_STATE" ] && break; sleep 0.1; done\n'
              'sleep 1\n'
              '%s\n'
-             'sleep 2.5\n'
+             'saves 3\n'
              'kill $pid\n'
              'rc=0; wait $pid || rc=$?\n'
              'cat "$NVSIM_STATE_DIR/out"\n'
@@ -661,11 +678,12 @@ def boot_id():
 class TestState(HealthCase):
     """--watch records what it saw in the state file; one-shot checks use it
     (docs/health.md, "State file")."""
-    RECORD = ('"$GPUCTL" health --watch --interval 1 > /dev/null &\n'
+    RECORD = (SAVES +
+              '"$GPUCTL" health --watch --interval 1 > /dev/null &\n'
               'pid=$!\n'
-              'for i in $(seq 50); do [ -s "$GPUCTL_HEALTH_STATE" ] && break; sleep 0.1; done\n'
+              'for i in $(seq 600); do [ -s "$GPUCTL_HEALTH_STATE" ] && break; sleep 0.1; done\n'
               '%s\n'
-              'sleep 1.5\n'
+              'saves 3\n'
               'kill $pid; wait $pid || true\n')
 
     def test_watch_xids_reach_one_shot(self):
@@ -738,7 +756,7 @@ class TestState(HealthCase):
         # file then no longer fences the GPU
         uuid = gpu_fact("dgx-a100", 2, "uuid")
         r = sim_sh("dgx-a100", self.RECORD % (
-            '"$NVSIM" xid -i 2 79\nsleep 1.5\n'
+            '"$NVSIM" xid -i 2 79\nsaves 3\n'
             'printf "GPU reset executed: %s\\n" >> "$NVSIM_STATE_DIR/kmsg"' % uuid) +
             'grep -c "^xid %s" "$GPUCTL_HEALTH_STATE" || true\n'
             '"$GPUCTL" health --format json --kmsg /dev/null >/dev/null; echo rc=$?\n' % uuid)
@@ -765,11 +783,14 @@ class TestState(HealthCase):
 
     def test_state_option(self):
         other = self.state + ".other"
-        r = sim_sh("dgx-a100", ('"$GPUCTL" health --watch --interval 1 --state %s > /dev/null &\n'
-                                'pid=$!; sleep 1; "$NVSIM" xid -i 1 95; sleep 1.5\n'
+        r = sim_sh("dgx-a100", (SAVES +
+                                '"$GPUCTL" health --watch --interval 1 --state %s > /dev/null &\n'
+                                'pid=$!; export GPUCTL_HEALTH_STATE=%s\n'
+                                'for i in $(seq 600); do [ -s %s ] && break; sleep 0.1; done\n'
+                                '"$NVSIM" xid -i 1 95; saves 3\n'
                                 'kill $pid; wait $pid || true\n'
                                 '"$GPUCTL" health --format json --kmsg /dev/null --state %s')
-                   % (other, other))
+                   % (other, other, other, other))
         self.assertEqual(r.rc, EXIT_FAIL, r)
         self.assertFalse(os.path.exists(self.state))
         self.only_finding(r.json(), 1, "xid", "FAIL")
@@ -777,7 +798,11 @@ class TestState(HealthCase):
     def test_unwritable_state_warns_once(self):
         r = sim_sh("dgx-a100", '"$GPUCTL" health --watch --interval 1 --state /nonexistent/s '
                    '> /dev/null 2> "$NVSIM_STATE_DIR/err" &\n'
-                   'pid=$!; sleep 2.5; kill $pid; wait $pid || true; cat "$NVSIM_STATE_DIR/err"')
+                   'pid=$!\n'
+                   # the first check warned; then two more checks, which must not warn again
+                   'for i in $(seq 600); do [ -s "$NVSIM_STATE_DIR/err" ] && break; sleep 0.1;'
+                   ' done\n'
+                   'sleep 2.5; kill $pid; wait $pid || true; cat "$NVSIM_STATE_DIR/err"')
         lines = r.out.splitlines()
         self.assertEqual(len(lines), 1, r)
         self.assertIn("/nonexistent/s", lines[0])

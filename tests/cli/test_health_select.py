@@ -67,8 +67,8 @@ class HealthSelect(GpuctlTestCase):
             state = os.path.join(tmp, "health.state")
             script = ('$GPUCTL health --watch --interval 1 --state "$STATE" >/dev/null &\n'
                       'W=$!\n'
-                      'for i in $(seq 600); do grep -q nvlink "$STATE" 2>/dev/null && break; '
-                      'sleep 0.1; done\n'
+                      # the first check's sample is written (the file appears whole)
+                      'for i in $(seq 600); do [ -s "$STATE" ] && break; sleep 0.1; done\n'
                       'kill $W; wait $W 2>/dev/null || true\n'
                       '$NVSIM set -i 2 nvlink.3.crc_flit=10000000\n'
                       '$GPUCTL select -n 8 || echo rc=$?\n'
@@ -92,8 +92,9 @@ class HealthSelect(GpuctlTestCase):
                       # the watcher is up (its first check written) before the XID comes
                       'for i in $(seq 600); do [ -s "$STATE" ] && break; sleep 0.1; done\n'
                       '$NVSIM xid -i 5 48\n'
-                      'for i in $(seq 600); do grep -q 48 "$STATE" && break; '
-                      'sleep 0.1; done\n'
+                      # the XID's own line: "48" alone also matches boot ids and times
+                      'for i in $(seq 600); do grep -Eq "^xid GPU-[0-9a-f-]+ 48( |$)" '
+                      '"$STATE" && break; sleep 0.1; done\n'
                       'kill $W; wait $W 2>/dev/null || true\n'
                       'GPUCTL_KMSG="$EMPTY" $GPUCTL select -n 8 || echo rc=$?\n'
                       'GPUCTL_KMSG="$EMPTY" GPUCTL_HEALTH_STATE=/nonexistent $GPUCTL select -n 8\n')

@@ -9,7 +9,7 @@ import pwd
 import tempfile
 import unittest
 
-from gpuctl_test import EXIT_USAGE, SCENARIOS, GpuctlTestCase, sim, sim_sh
+from gpuctl_test import EXIT_USAGE, SCENARIOS, SETTLED_SH, GpuctlTestCase, sim, sim_sh
 
 PAGE = os.sysconf("SC_PAGESIZE")
 HZ = os.sysconf("SC_CLK_TCK")
@@ -46,10 +46,12 @@ def stat_of(line):
 
 class ListWide(GpuctlTestCase):
     def test_one_line_per_process_with_host_facts(self):
-        script = ('sleep 60 & P=$!\n'
+        script = (SETTLED_SH +
+                  'sleep 60 & P=$!\n'
                   '"$NVSIM" proc add --pid $P -i 1 --mem 1GiB\n'
                   'sleep 61 & Q=$!\n'
                   '"$NVSIM" proc add --pid $Q -i 5 --mem 300MiB\n'
+                  'settled $P; settled $Q\n'
                   'echo $P $Q\n'
                   'cat /proc/$P/stat /proc/$Q/stat /proc/uptime\n'
                   '"$GPUCTL" list --wide\n'
@@ -116,7 +118,8 @@ class ListWide(GpuctlTestCase):
 class PsHostFacts(GpuctlTestCase):
     def test_holder_job_and_foreign_process(self):
         # a lease whose job is sleep, and a foreign process on another GPU
-        script = ('"$GPUCTL" run -n 1 --only 2 --label facts -- sleep 60 >/dev/null 2>&1 &\n'
+        script = (SETTLED_SH +
+                  '"$GPUCTL" run -n 1 --only 2 --label facts -- sleep 60 >/dev/null 2>&1 &\n'
                   'R=$!\n'
                   'i=0\n'
                   'until "$GPUCTL" ps --format json | grep -q \'"job_pid": [0-9]\'; do\n'
@@ -128,6 +131,8 @@ class PsHostFacts(GpuctlTestCase):
                   'J=$(/usr/bin/python3 -c \'import json,sys; '
                   'print(json.load(open(sys.argv[1]))["devices"][0]["owner"]["job_pid"])\' '
                   '"$T/ps.json")\n'
+                  'settled $J; settled $F\n'
+                  '"$GPUCTL" ps --format json > "$T/ps.json"\n'
                   'cat "$T/ps.json"\n'
                   'echo ---\n'
                   '"$GPUCTL" ps\n'

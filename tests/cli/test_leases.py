@@ -478,12 +478,14 @@ class Ps(LeaseCase):
         # "ready" comes from this script once ps sees GPU 1 busy, not from the job: the job's
         # echo could come after the ps below on a loaded machine (make fresh-check saw it).
         # It looks for the state, not the word: every leased device has a "busy" key (the
-        # project's CI broke out of this loop as soon as GPU 0 was leased, before GPU 1 was)
+        # project's CI broke out of this loop as soon as GPU 0 was leased, before GPU 1 was);
+        # and for the job's pid, which gpuctl records after the fork (the job may be first)
         script = ("$GPUCTL run -n 1 --only 0 -- sh -c "
                   "'$NVSIM proc add --pid $$ -i 1 --mem 1GiB; exec sleep 30' &\n"
                   "R=$!\n"
-                  "for i in $(seq 100); do $GPUCTL ps --format json | "
-                  "grep -q '\"state\": \"busy\"' && break; sleep 0.1; done\n"
+                  "for i in $(seq 300); do J=$($GPUCTL ps --format json); "
+                  "echo \"$J\" | grep -q '\"state\": \"busy\"' && "
+                  "echo \"$J\" | grep -q '\"job_pid\": [0-9]' && break; sleep 0.1; done\n"
                   "echo ready; $GPUCTL ps --format json; echo DRY\n"
                   "$GPUCTL run -n 7 --dry-run -- true 2>&1 && echo rc=0 || echo rc=$?\n"
                   "$GPUCTL run -n 6 --exclude 0 --dry-run -- true | head -1\n"

@@ -50,8 +50,12 @@ for _ in $(seq 100); do
     grep -Eq "Device $last ?\[" "$OUT/nvtop.txt" && grep -q "PID USER" "$OUT/nvtop.txt" && break
     sleep 0.1
 done
-sleep 1.5  # nvtop's second refresh: utilisation and processes are read after the first
-tmux -L "$S" capture-pane -p -t nvtop > "$OUT/nvtop.txt"
+# nvtop's second refresh reads utilisation and processes: this shell's row appears then
+for _ in $(seq 300); do
+    tmux -L "$S" capture-pane -p -t nvtop > "$OUT/nvtop.txt"
+    grep -Eq "^ *$$ " "$OUT/nvtop.txt" && break
+    sleep 0.1
+done
 tmux -L "$S" kill-server
 """
 

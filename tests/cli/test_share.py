@@ -157,13 +157,23 @@ class ShareLedger(GpuctlTestCase):
             def start(*a):
                 return subprocess.Popen([G, "run", "-n", "1", "--only", "0", *a],
                                         stderr=subprocess.PIPE, text=True)
-            s1 = start("--share", "--mem", "20GiB", "--", L, "--seconds", "1.5", "--mem", "20GiB")
-            s2 = start("--share", "--mem", "20GiB", "--", L, "--seconds", "1.5", "--mem", "20GiB")
-            time.sleep(0.5)
+            def ps(*a):
+                return json.loads(subprocess.run([G, "ps", "--format", "json", *a],
+                                                 capture_output=True, text=True).stdout)
+            def until(pred):  # polls what ps says (a bound against hanging, not a timing)
+                deadline = time.monotonic() + 60
+                while not pred():
+                    if time.monotonic() > deadline:
+                        raise SystemExit("timed out: %s" % json.dumps(ps("--all")))
+                    time.sleep(0.05)
+            s1 = start("--share", "--mem", "20GiB", "--", L, "--seconds", "3", "--mem", "20GiB")
+            s2 = start("--share", "--mem", "20GiB", "--", L, "--seconds", "3", "--mem", "20GiB")
+            until(lambda: any(d["index"] == 0 and len(d["shares"]) == 2
+                              for d in ps()["devices"]))
             now = subprocess.run([G, "run", "-n", "1", "--only", "0", "--", L, "--seconds", "0.1"],
                                  capture_output=True, text=True)
             ex = start("--wait=30", "--", L, "--seconds", "0.3")
-            time.sleep(0.3)
+            until(lambda: any(w["pid"] == ex.pid for w in ps("--waiting")["waiting"]))
             # a shared request that arrives after the exclusive waiter waits behind it
             s3 = start("--share", "--mem", "1GiB", "--wait=30", "--", L, "--seconds", "0.2",
                        "--mem", "1GiB")

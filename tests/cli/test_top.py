@@ -22,7 +22,7 @@ import time
 import unittest
 
 from gpuctl_test import (EMPTY_CONFIG, EXIT_USAGE, GPUCTL, LEASE_DIR, NVSIM, SIMLIB,
-                         GpuctlTestCase, run, scenario_gpus, sim)
+                         GpuctlTestCase, run, scenario_gpus, sim, wait_settled)
 
 POLL = 15.0  # seconds a screen has to show what a test waits for (polled, not slept)
 
@@ -309,6 +309,12 @@ class Selection(TopCase):
         self.nvsim("proc", "add", "--pid", str(a.pid), "-i", "5")
         self.tm.wait_text("sleep 6081")
         self.tm.keys("Tab")  # the only process is selected
+        # top has taken the key (its prompt names a) before b exists: a refresh that came
+        # first would otherwise show b above a when Tab arrives
+        self.tm.keys("k")
+        self.tm.wait_text("send SIGTERM to pid %d? [y/N]" % a.pid)
+        self.tm.keys("n")
+        self.tm.wait_for(lambda s: "send SIGTERM" not in s, "the prompt answered")
         self.nvsim("proc", "add", "--pid", str(b.pid), "-i", "1")  # sorts above it (GPU 1)
         s = self.tm.wait_text("sleep 6082")
         self.assertLess(s.index("sleep 6082"), s.index("sleep 6081"))
@@ -873,6 +879,7 @@ class Holders(TopCase):
         self.addCleanup(stop, p)
         self.nvsim("proc", "add", "--pid", str(p.pid), "-i", "3", "--mem", "1536MiB",
                    "--util", "40")
+        wait_settled(p.pid)  # no CPU time, no RSS growth from here on
         r = self.gpuctl("top", "--batch", "-n", "2", "-d", "0.2")
         self.assertOk(r)
         frames = r.out.split("gpuctl top - ")[1:]

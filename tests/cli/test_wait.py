@@ -136,7 +136,7 @@ class Wait(GpuctlTestCase):
             h = g("select", "-n", "8", "--hold", "60")
             RESULT["hold"] = h["rc"]
             w = spawn("run", "-n", "2", "--wait", *load(0.1))
-            time.sleep(0.5)
+            until(lambda: len(waiting()) == 1 or w.poll() is not None)
             RESULT["running_after_wait"] = w.poll() is None
             RESULT["ledger_before"] = len(ledger())
             RESULT["line"] = waiting()
@@ -201,7 +201,9 @@ class Wait(GpuctlTestCase):
             def held(label):
                 return [d["device"] for d in leased() if (d["owner"] or {}).get("label") == label]
             RESULT["h"] = [len(held("H1")), len(held("H2"))]
-            a = spawn("run", "-n", "4", "--wait", "--label", "A", *load(1.0))
+            a_out = os.path.join(os.environ["NVSIM_STATE_DIR"], "a.out")
+            a = spawn("run", "-n", "4", "--wait", "--label", "A", *load(1.0),
+                      out=open(a_out, "w"))
             until(lambda: len(waiting()) == 1)
             bs = []
             for i in range(6):
@@ -215,7 +217,9 @@ class Wait(GpuctlTestCase):
             RESULT["a_devices"] = sorted(held("A")) == sorted(h1_devices)
             RESULT["b_held"] = len(held("B"))
             RESULT["b_waiting"] = len(waiting())
-            time.sleep(0.3)  # A's job is running by now (it runs 1 s)
+            # A's job is running (nvsim-load says "ready" once its GPUs are open; its ledger
+            # start is taken before that) before the Bs may have any GPU
+            until(lambda: open(a_out).read().startswith("ready"))
             g("release", "--all")
             RESULT["rcs"] = [p.wait(timeout=60) for p in [a] + bs]
             RESULT["ledger"] = ledger()

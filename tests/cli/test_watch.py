@@ -245,14 +245,25 @@ class Stream(GpuctlTestCase):
         out, err = p.communicate(timeout=30)
         return (self.pending + out).decode(), err.decode()
 
+    def change_between_intervals(self, p, state_dir, *nvsim_args):
+        """Runs nvsim with the watch (nvsim exec p's child) stopped, so the change comes
+        before its next interval however slowly nvsim starts on a loaded machine."""
+        with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+            (watch,) = [int(x) for x in f.read().split()]
+        os.kill(watch, signal.SIGSTOP)
+        try:
+            r = run([NVSIM, *nvsim_args], env={"NVSIM_STATE_DIR": state_dir})
+        finally:
+            os.kill(watch, signal.SIGCONT)
+        self.assertOk(r)
+
     def test_gpu_lost_mid_stream(self):
         with tempfile.TemporaryDirectory() as d:
             p = self.start(d, "-i", "2,3", "-s", "pu", "-d", "1", "-c", "4")
             try:
                 first = self.read_lines(p, 4)  # two header lines, then GPU 2 and 3
                 self.assertIsNone(p.poll())    # flushed while still running
-                r = run([NVSIM, "set", "-i", "3", "lost=1"], env={"NVSIM_STATE_DIR": d})
-                self.assertOk(r)
+                self.change_between_intervals(p, d, "set", "-i", "3", "lost=1")
                 out, err = self.finish(p)
             finally:
                 p.kill()
@@ -275,9 +286,7 @@ class Stream(GpuctlTestCase):
             p = self.start(d, "-i", "0", "-s", "p", "-d", "1", "-c", "5")
             try:
                 first = self.read_lines(p, 3)
-                r = run([NVSIM, "fail", "nvmlDeviceGetCount_v2", "UNKNOWN"],
-                        env={"NVSIM_STATE_DIR": d})
-                self.assertOk(r)
+                self.change_between_intervals(p, d, "fail", "nvmlDeviceGetCount_v2", "UNKNOWN")
                 out, err = self.finish(p)
             finally:
                 p.kill()

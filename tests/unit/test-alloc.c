@@ -448,14 +448,19 @@ static void test_wait_ends(void **state)
 	assert_int_equal(gpuctl_alloc(f->ctx, &req, &a), -ECANCELED);
 	close(efd);
 
-	/* a signal handler that ran: the caller decides (Python raises KeyboardInterrupt) */
+	/* a signal handler that ran: the caller decides (Python raises KeyboardInterrupt). The
+	 * alarm repeats, so one that comes before the call blocks (a loaded machine) is followed
+	 * by one that finds it waiting. */
 	struct sigaction sa = {.sa_handler = on_alarm}, old;
-	struct itimerval it = {.it_value = {.tv_sec = 0, .tv_usec = 200000}};
+	struct itimerval it = {.it_value = {.tv_sec = 0, .tv_usec = 200000},
+	                       .it_interval = {.tv_sec = 0, .tv_usec = 50000}};
+	struct itimerval off = {{0, 0}, {0, 0}};
 	sigemptyset(&sa.sa_mask);
 	assert_int_equal(sigaction(SIGALRM, &sa, &old), 0); /* no SA_RESTART */
 	req.cancel_fd = -1;
 	assert_int_equal(setitimer(ITIMER_REAL, &it, NULL), 0);
 	assert_int_equal(gpuctl_alloc(f->ctx, &req, &a), -EINTR);
+	assert_int_equal(setitimer(ITIMER_REAL, &off, NULL), 0);
 	assert_int_equal(sigaction(SIGALRM, &old, NULL), 0);
 	assert_null(a);
 
