@@ -285,7 +285,9 @@ class Environment(GpuctlTestCase):
                 "e = os.environ\n"
                 "d._meet(e['MASTER_ADDR'], int(e['MASTER_PORT']), int(e['RANK']),"
                 " int(e['WORLD_SIZE']))\n"
-                "print(e['RANK'], e['MASTER_ADDR'], e['MASTER_PORT'])\n")
+                # one write(2) per rank: lines of ranks sharing a pipe never interleave
+                "os.write(1, ('%s %s %s\\n' % (e['RANK'], e['MASTER_ADDR'],"
+                " e['MASTER_PORT'])).encode())\n")
         env = {"PYTHONPATH": os.path.join(SRC, "python", "tests", "frameworks")}
         r = sim("dgx-a100", "run", "-n", "4", "--each", "--", "/usr/bin/python3", "-c", meet,
                 env=env)
