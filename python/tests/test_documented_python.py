@@ -32,8 +32,8 @@ def blocks():
     return out
 
 
-# Per block, in order: the `gpuctl select` arguments of the block's request (None: the block
-# leases nothing the test can see after it), and what the frameworks must have logged.
+# Per block, in order: what it does (which framework calls it makes, checked below) and the
+# `gpuctl select` arguments of its request.
 EXPECT = {
     "README.md": [
         ("torch", ["-n", "1", "--min-free-mem", "10GiB"]),
@@ -54,7 +54,7 @@ EPILOGUE = "\nimport os as _os\nprint('CVD=' + _os.environ.get('CUDA_VISIBLE_DEV
 TRAIN = "import _cuda\n_cuda.log('train.py')\n"
 
 
-def framework_run(m, tmp_path, argv):
+def framework_run(tmp_path, argv):
     """Runs argv (a Python program) in tmp_path with the framework doubles importable; returns
     (the CompletedProcess, the log's entries)."""
     log = tmp_path / "framework.jsonl"
@@ -89,7 +89,7 @@ def test_block_runs_as_written(sim, tmp_path, rel, line, code):
     want = chosen(m, args)
     (tmp_path / "train.py").write_text(TRAIN)
     (tmp_path / "block.py").write_text(code + (EPILOGUE if kind == "environment" else ""))
-    r, log = framework_run(m, tmp_path, [sys.executable, "block.py"])
+    r, log = framework_run(tmp_path, [sys.executable, "block.py"])
     where = "%s:%d" % (rel, line)
     assert r.returncode == 0, "%s: %s" % (where, r.stderr)
     assert r.stderr == "", where
@@ -126,8 +126,8 @@ def test_pytorch_example(sim, tmp_path):
     m = sim("dgx-a100")
     m.hold("-n", "1", "--only", "0")  # someone else's: the example must go around it
     want = chosen(m, ["-n", "2", "--min-free-mem", "10GiB"])
-    r, log = framework_run(m, tmp_path, [sys.executable,
-                                         os.path.join(EXAMPLES, "pytorch_device.py"), "2"])
+    r, log = framework_run(tmp_path,
+                           [sys.executable, os.path.join(EXAMPLES, "pytorch_device.py"), "2"])
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["cuda:%d is %s" % (i, described(m, u))
                                      for i, u in enumerate(want)] + ["checksum 0.0"]
@@ -140,8 +140,8 @@ def test_tensorflow_example(sim, tmp_path):
     m = sim("dgx-a100")
     m.nvsim("set", "-i", "0,1", "utilization.gpu=90")  # above the example's max_util=20
     want = chosen(m, ["-n", "1", "--min-free-mem", "8GiB", "--max-util", "20"])
-    r, log = framework_run(m, tmp_path, [sys.executable,
-                                         os.path.join(EXAMPLES, "tensorflow_device.py")])
+    r, log = framework_run(tmp_path,
+                           [sys.executable, os.path.join(EXAMPLES, "tensorflow_device.py")])
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["/GPU:0 is " + described(m, want[0]), "checksum 0.0"]
     assert [(e["call"], e["ordinal"], e["cuda"]) for e in log] == \
@@ -157,7 +157,7 @@ def test_the_doubles_fail_where_cuda_would(sim, tmp_path):
             "try:\n    gpuctl.use(1)\nexcept RuntimeError as e:\n    print('refused')\n"
             "torch.randn(2, 2, device='cuda:8')\n")
     (tmp_path / "early.py").write_text(code)
-    r, log = framework_run(m, tmp_path, [sys.executable, "early.py"])
+    r, log = framework_run(tmp_path, [sys.executable, "early.py"])
     assert r.stdout == "refused\n"
     assert r.returncode == 1 and "invalid device ordinal 8 (8 visible)" in r.stderr
     assert [e["cuda"] for e in log] == [m.uuids]
