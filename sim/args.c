@@ -10,7 +10,7 @@
 
 static bool decimal(const char *s)
 {
-	return *s && strspn(s, "0123456789") == strlen(s);
+	return strspn(s, "0123456789") == strlen(s);
 }
 
 static int parse_gpus(const struct sim_scenario *sc, char *list, bool *sel)
@@ -23,6 +23,8 @@ static int parse_gpus(const struct sim_scenario *sc, char *list, bool *sel)
 		next = strchr(tok, ',');
 		if (next)
 			*next++ = '\0';
+		if (!*tok)
+			return -ENOENT;
 		if (decimal(tok)) {
 			unsigned long idx;
 
@@ -33,7 +35,7 @@ static int parse_gpus(const struct sim_scenario *sc, char *list, bool *sel)
 			sel[idx] = true;
 			continue;
 		}
-		for (unsigned int i = 0; *tok && i < sc->n_gpus; i++)
+		for (unsigned int i = 0; i < sc->n_gpus; i++)
 			if (strcasecmp(sc->gpus[i].uuid, tok) == 0) {
 				sel[i] = true;
 				found = true;

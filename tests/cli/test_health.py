@@ -583,12 +583,13 @@ class TestSlurm(HealthCase):
 
 
 # Shell: waits until a running --watch has saved its state file N more times. It saves after
-# every check (and after an XID event), and each save has a new "time" line, so N=3 after a
-# change means at least one whole check began after it, printed what it found and saved.
+# every check (and after an XID event), and each save has a new "time" line (docs/health.md,
+# "State file"), so N=3 after a change means at least one whole check began after it, printed
+# what it found and saved.
 SAVES = ('saves() {\n'
-         '  n=0; t=$(sed -n 3p "$GPUCTL_HEALTH_STATE" 2>/dev/null)\n'
+         '  n=0; t=$(grep "^time " "$GPUCTL_HEALTH_STATE" 2>/dev/null)\n'
          '  for i in $(seq 1200); do\n'
-         '    u=$(sed -n 3p "$GPUCTL_HEALTH_STATE" 2>/dev/null)\n'
+         '    u=$(grep "^time " "$GPUCTL_HEALTH_STATE" 2>/dev/null)\n'
          '    if [ "$u" != "$t" ]; then n=$((n + 1)); t=$u; [ $n -lt $1 ] || return 0; fi\n'
          '    sleep 0.05\n'
          '  done\n'
