@@ -31,7 +31,10 @@
  *   interactive job, Ctrl-C and Ctrl-Z work as without gpuctl). SIGINT, SIGTERM, SIGHUP,
  *   SIGQUIT, SIGUSR1 and SIGUSR2 sent to gpuctl are forwarded to the child (to every child with
  *   --each), except one the terminal generated (the child got it already, being in the
- *   foreground group) and one the child itself sent. gpuctl itself waits on.
+ *   foreground group) and one the child itself sent. gpuctl itself waits on. A signal that
+ *   gpuctl was started ignoring (nohup's SIGHUP; SIGINT and SIGQUIT in a shell's background
+ *   job) stays ignored, by gpuctl and by the child, which inherits SIG_IGN through exec as it
+ *   would without gpuctl.
  * - Exit status: the child's, or 128+N when signal N killed it; 127 when the command is not
  *   found, 126 when it cannot be executed (exec errors come back through a close-on-exec pipe,
  *   so the message is gpuctl's one line). gpuctl's own failures (2, 3, 4, 1) happen before any
@@ -591,6 +594,10 @@ static volatile size_t fwd_count;
 /* run --retry: each child leads a process group of its own (so a failover can stop the whole
  * job), and signals go to those groups, from the terminal too (it only reaches ours). */
 static volatile bool fwd_groups;
+/* The forwarded signals gpuctl was started with set to SIG_IGN (nohup's SIGHUP, SIGINT and
+ * SIGQUIT of a shell's background job): gpuctl goes on ignoring them and the child inherits
+ * the SIG_IGN through exec, as it would without gpuctl. Set before fork. */
+static bool fwd_ignored[N_FORWARDED];
 
 static void forward_signal(int sig, siginfo_t *si, void *uc)
 {
@@ -627,7 +634,8 @@ __attribute__((noreturn)) static void child_exec(const struct run_child *c, char
 		(void)setpgid(0, 0);
 	sigemptyset(&dfl.sa_mask);
 	for (size_t i = 0; i < N_FORWARDED; i++)
-		sigaction(forwarded_signals[i], &dfl, NULL);
+		if (!fwd_ignored[i])
+			sigaction(forwarded_signals[i], &dfl, NULL);
 	sigprocmask(SIG_SETMASK, mask, NULL);
 	for (size_t i = 0; i < c->nlease_fds; i++) {
 		int fl = fcntl(c->lease_fds[i], F_GETFD);
@@ -845,8 +853,14 @@ static int start_children(struct cli *cli, struct run_child *kids, size_t n, cha
 	fwd_pids = pids;
 	fwd_count = n;
 	fwd_groups = m != NULL;
-	for (size_t i = 0; i < N_FORWARDED; i++)
-		sigaction(forwarded_signals[i], &sa, NULL);
+	for (size_t i = 0; i < N_FORWARDED; i++) {
+		struct sigaction cur;
+		/* ours from an earlier launch (--retry) is never SIG_IGN */
+		fwd_ignored[i] = sigaction(forwarded_signals[i], NULL, &cur) == 0 &&
+		                 !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN;
+		if (!fwd_ignored[i])
+			sigaction(forwarded_signals[i], &sa, NULL);
+	}
 	fflush(NULL);
 
 	for (size_t i = 0; i < n; i++) {
@@ -1311,7 +1325,8 @@ const struct cmd_entry cmd_run_entry = {
                  "NVIDIA_VISIBLE_DEVICES=<UUIDs>. Its CPUs are those of the GPUs' affinity this "
                  "process\n"
                  "may use; memory prefers the GPUs' NUMA nodes. SIGINT, SIGTERM, SIGHUP, SIGQUIT,\n"
-                 "SIGUSR1 and SIGUSR2 are forwarded to it. gpuctl exits with its status (128+N if\n"
+                 "SIGUSR1 and SIGUSR2 are forwarded to it, but one gpuctl was started ignoring\n"
+                 "(nohup) stays ignored by both. gpuctl exits with its status (128+N if\n"
                  "killed by signal N; 127 command not found; 126 not executable).\n"
                  "The chosen devices are leased (docs/leases.md) until gpuctl and the command have "
                  "both\n"

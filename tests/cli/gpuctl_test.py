@@ -183,6 +183,71 @@ def wait_settled(pid, timeout=30.0):
         time.sleep(0.01)
 
 
+def _descendants(pid):
+    """pid and every process below it, parents first (from /proc/*/stat)."""
+    children = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/%s/stat" % name) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop(0)
+        out.append(p)
+        todo.extend(sorted(children.get(p, [])))
+    return out
+
+
+def _proc_facts(pid):
+    """What a hung process is doing: its command, state, signal masks, tracer, kernel wait
+    channel and system call, for a test's failure message."""
+    facts = ["pid %d" % pid]
+    for name, keep in (("cmdline", None), ("status", ("State", "SigQ", "SigPnd", "ShdPnd",
+                                                      "SigBlk", "SigIgn", "SigCgt",
+                                                      "TracerPid", "Threads")),
+                       ("wchan", None), ("syscall", None), ("stack", None)):
+        try:
+            with open("/proc/%d/%s" % (pid, name), "rb") as f:
+                text = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError as e:
+            text = "(%s)" % e.strerror
+        if keep:
+            text = " ".join(l.replace("\t", " ") for l in text.splitlines()
+                            if l.split(":")[0] in keep)
+        facts.append("  %s: %s" % (name, text.replace("\n", " | ")))
+    return "\n".join(facts)
+
+
+def communicate_or_explain(p, timeout, files=()):
+    """p.communicate(timeout), but a process still running after timeout seconds is a test
+    failure that says what it and everything it started were doing (and what the named files
+    held) before it is killed, instead of a bare TimeoutExpired."""
+    try:
+        return p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pids = _descendants(p.pid)
+        report = ["%s still running after %s s" % (p.args, timeout)]
+        report += [_proc_facts(q) for q in pids]
+        for path in files:
+            try:
+                with open(path) as f:
+                    report.append("%s: %r" % (path, f.read()))
+            except OSError as e:
+                report.append("%s: (%s)" % (path, e.strerror))
+        for q in reversed(pids):
+            try:
+                os.kill(q, 9)
+            except OSError:
+                pass
+        out, err = p.communicate()
+        report.append("stdout: %r\nstderr: %r" % (out, err))
+        raise AssertionError("\n".join(report)) from None
+
+
 def readme_example():
     """The C program of README.md's "Using the library": the fenced block after the marker
     <!-- test: readme-example -->, exactly as shown."""

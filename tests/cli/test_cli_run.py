@@ -17,6 +17,7 @@ import unittest
 
 from cli_facts import Machine
 from gpuctl_test import (BUILD, EXIT_NOMATCH, EXIT_USAGE, GPUCTL, SCENARIOS, SIMLIB, SRC,
+                         communicate_or_explain,
                          GpuctlTestCase, gpuctl, scenario_names, sim, sim_sh)
 
 LOAD = os.path.join(BUILD, "bin", "nvsim-load")
@@ -372,26 +373,22 @@ class ExitStatus(GpuctlTestCase):
 
 
 CHILD = r"""
-import os, signal, sys, time
+import os, signal, sys
 out, ready = sys.argv[1], sys.argv[2]
-busy = False
-def h(sig, frame):
-    # Python runs a handler for a second signal inside the first one's (at any bytecode), so
-    # a SIGTERM that gpuctl sends when another rank has exited could preempt the recording of
-    # the SIGUSR1 forwarded before it: the first signal is the one recorded.
-    global busy
-    if busy:
-        return
-    busy = True
-    with open(out, "a") as f:
-        f.write("%d %s\n" % (sig, os.environ.get("RANK", "-")))
-    sys.exit(100 + sig)
-for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
-          signal.SIGUSR2):
-    signal.signal(s, h)
+# The signals are taken synchronously (blocked, then sigwait), not by handlers: Python runs a
+# handler only between bytecodes, and an exception a handler raises inside a finalizer is
+# printed and dropped, which would leave this process asleep. With --each a rank may also get
+# gpuctl's SIGTERM (sent once another rank has exited, so after the forwarded signal): it
+# records the forwarded one, as Linux hands out the lowest-numbered pending signal first and
+# SIGTERM (15) is above every other signal here.
+sigs = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+        signal.SIGUSR2}
+signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
 open(ready + os.environ.get("RANK", ""), "w").close()
-time.sleep(60)
-sys.exit(0)
+sig = signal.sigwait(sigs)
+with open(out, "a") as f:
+    f.write("%d %s\n" % (sig, os.environ.get("RANK", "-")))
+sys.exit(100 + sig)
 """
 
 
@@ -429,7 +426,7 @@ class Signals(GpuctlTestCase):
                 p = self.start(d, "-n", "1")
                 self.wait_ready(d, ["ready"])
                 os.kill(p.pid, sig)
-                out, err = p.communicate(timeout=30)
+                out, err = communicate_or_explain(p, 30, [os.path.join(d, "got")])
                 self.assertEqual(p.returncode, 100 + sig, err)
                 with open(os.path.join(d, "got")) as f:
                     self.assertEqual(f.read().split(), [str(int(sig)), "-"])
@@ -439,7 +436,7 @@ class Signals(GpuctlTestCase):
             p = self.start(d, "-n", "3", "--each")
             self.wait_ready(d, ["ready0", "ready1", "ready2"])
             os.kill(p.pid, signal.SIGUSR1)
-            out, err = p.communicate(timeout=30)
+            out, err = communicate_or_explain(p, 30, [os.path.join(d, "got")])
             self.assertEqual(p.returncode, 100 + signal.SIGUSR1, err)
             with open(os.path.join(d, "got")) as f:
                 got = sorted(l.split()[1] for l in f.read().splitlines())
@@ -448,6 +445,47 @@ class Signals(GpuctlTestCase):
                 usr1 = [l.split()[1] for l in f.read().splitlines()
                         if l.split()[0] == str(int(signal.SIGUSR1))]
             self.assertEqual(sorted(usr1), ["0", "1", "2"], got)
+
+    def test_signal_ignored_at_start_stays_ignored(self):
+        # nohup: gpuctl started with SIGHUP (and here SIGINT) ignored. Those stay ignored by
+        # gpuctl (a SIGHUP to it is neither forwarded nor fatal) and by the command, which
+        # inherits them as ignored, as it would without gpuctl; SIGUSR1 is still forwarded.
+        child = (r"""
+import signal, sys
+sigign, ready = sys.argv[1], sys.argv[2]
+with open("/proc/self/status") as f:
+    mask = next(int(l.split()[1], 16) for l in f if l.startswith("SigIgn:"))
+with open(sigign, "w") as f:
+    f.write(" ".join(str(n) for n in range(1, 65) if mask >> (n - 1) & 1))
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+open(ready, "w").close()
+sys.exit(100 + signal.sigwait({signal.SIGUSR1}))
+""")
+
+        def ignore():
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+        with tempfile.TemporaryDirectory() as d:
+            script = os.path.join(d, "child.py")
+            with open(script, "w") as f:
+                f.write(child)
+            env = dict(os.environ, GPUCTL_NVML_LIBRARY=SIMLIB,
+                       NVSIM_SCENARIO=os.path.join(SCENARIOS, "dgx-a100.json"))
+            env.pop("NVSIM_STATE_DIR", None)
+            p = subprocess.Popen([GPUCTL, "run", "-n", "1", "--", sys.executable, script,
+                                  os.path.join(d, "sigign"), os.path.join(d, "ready")],
+                                 env=env, preexec_fn=ignore, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+            self.wait_ready(d, ["ready"])
+            os.kill(p.pid, signal.SIGHUP)
+            os.kill(p.pid, signal.SIGUSR1)
+            out, err = communicate_or_explain(p, 30)
+            self.assertEqual(p.returncode, 100 + signal.SIGUSR1, err)
+            with open(os.path.join(d, "sigign")) as f:
+                ignored = {int(n) for n in f.read().split()}
+            self.assertLessEqual({int(signal.SIGHUP), int(signal.SIGINT)}, ignored)
+            self.assertNotIn(int(signal.SIGUSR1), ignored)
 
     def test_child_killed_by_signal_is_128_plus_n(self):
         with tempfile.TemporaryDirectory() as d:
