@@ -25,6 +25,7 @@
  *   of the response) has lasted longer than the deadline. The per-address limit keeps one
  *   client from taking every connection. Only GET and
  *   HEAD (405 with Allow otherwise); a request with a body is refused (413); unknown paths 404.
+ *   Connections are kept alive between a scraper's requests (answered at MHD's second call).
  * - Memory: most of what is resident is libmicrohttpd and the GnuTLS libraries it pulls in
  *   (about 3 MiB just to dlopen it). Of ours, one malloc arena and malloc_trim() after each
  *   sample keep the heap from holding on to freed connection pools and old pages.
@@ -269,7 +270,6 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 	enum MHD_Result r;
 	(void)version;
 	(void)upload_data;
-	(void)req_cls;
 
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
 		return mhd.queue_response(conn, MHD_HTTP_METHOD_NOT_ALLOWED, ex->badmethod);
@@ -279,6 +279,14 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 	if ((cl && strcmp(cl, "0") != 0) || *upload_data_size ||
 	    mhd.lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
 		return mhd.queue_response(conn, MHD_HTTP_CONTENT_TOO_LARGE, ex->toolarge);
+	/* MHD calls this once the headers are in and again once the whole request is. A response
+	 * queued at the first call is an early answer after which MHD closes the connection
+	 * (libmicrohttpd 0.9.75, Debian 12), so a good request is answered at the second call and
+	 * the connection stays open for the scraper's next request (keep-alive). */
+	if (!*req_cls) {
+		*req_cls = ex;
+		return MHD_YES;
+	}
 
 	if (strcmp(url, "/metrics") == 0) {
 		pthread_mutex_lock(&ex->lock);

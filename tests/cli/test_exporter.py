@@ -23,6 +23,7 @@ import time
 import unittest
 import urllib.error
 import urllib.request
+from http.client import HTTPConnection
 
 from cli_facts import Machine, MIB
 from gpuctl_test import (EMPTY_CONFIG, EXIT_FAILURE, EXIT_NODRIVER, EXIT_OK, EXIT_USAGE, GPUCTL,
@@ -711,6 +712,25 @@ class TestHttp(GpuctlTestCase):
         self.assertEqual(self.ex.get("/metrics?debug=1")[0], 200)
         for path in ("/nope", "/metrics/", "/metricsx", "/healthz/x", "/index.html"):
             self.assertEqual(self.ex.get(path)[0], 404, path)
+
+    def test_keep_alive(self):
+        # Prometheus reuses its connection from scrape to scrape: three requests on one
+        # HTTP/1.1 connection are all answered on it (the same local port; HTTPConnection would
+        # open a new connection after a "Connection: close").
+        c = HTTPConnection("127.0.0.1", self.ex.port, timeout=10)
+        try:
+            ports = []
+            for path in ("/metrics", "/healthz", "/metrics"):
+                c.request("GET", path)
+                r = c.getresponse()
+                body = r.read()
+                self.assertEqual(r.status, 200, path)
+                self.assertTrue(body, path)
+                self.assertNotEqual((r.getheader("Connection") or "").lower(), "close", path)
+                ports.append(c.sock.getsockname()[1])
+            self.assertEqual(len(set(ports)), 1, ports)
+        finally:
+            c.close()
 
     def test_head(self):
         status, headers, body = self.ex.get("/metrics", method="HEAD")
