@@ -17,6 +17,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -233,17 +234,50 @@ def main():
         import nvml_coverage
         lines += nvml_coverage.section(build)
 
-    # The hand-written reading of the numbers below the table survives a new run.
-    notes = ""
+    # What was written by hand survives a new run: the reading of the numbers (from "## Reading
+    # the table" on) and, within the generated sections, the measurements `make bench` does not
+    # take (marked blocks, put back at the end of their section).
+    notes, blocks = "", []
     if os.path.exists(a.out):
         with open(a.out) as f:
             old = f.read()
         k = old.find("\n## Reading the table")
         if k >= 0:
-            notes = old[k:]
+            notes, old = old[k:], old[:k]
+        blocks = hand_blocks(old)
     with open(a.out, "w") as f:
-        f.write("\n".join(lines) + "\n" + notes)
-    print(f"bench: wrote {a.out}")
+        f.write(with_hand_blocks("\n".join(lines) + "\n", blocks) + notes)
+    print(f"bench: wrote {a.out}" + (f" ({len(blocks)} blocks by hand kept)" if blocks else ""))
+
+
+# A block measured by hand inside a generated section of RESULTS.md:
+#   <!-- by hand: SECTION -->
+#   ...
+#   <!-- end by hand -->
+# where SECTION is the title of the "## " heading it belongs under.
+HAND_BLOCK = re.compile(r"<!-- by hand: (.+?) -->\n.*?<!-- end by hand -->\n", re.S)
+
+
+def hand_blocks(text):
+    """[(section, block)] of the blocks by hand in text, in order."""
+    return [(m.group(1), m.group(0)) for m in HAND_BLOCK.finditer(text)]
+
+
+def with_hand_blocks(text, blocks):
+    """text with each block appended to the end of its section (after the blocks before it);
+    a block whose section was not generated this run (--scenario) ends the text under its
+    heading, so nothing written by hand is lost."""
+    for section, block in blocks:
+        head = "\n## %s\n" % section
+        k = text.find(head)
+        if k < 0:
+            text = text.rstrip("\n") + "\n" + head + "\n"
+            k = text.find(head)
+        end = text.find("\n## ", k + len(head))
+        if end < 0:
+            end = len(text)
+        text = text[:end].rstrip("\n") + "\n\n" + block + text[end:]
+    return text
 
 
 if __name__ == "__main__":
