@@ -71,11 +71,13 @@ def _rank_main(fn, args, rank: int, env: dict, parent: int, conn) -> None:
 def _rendezvous() -> dict:
     """MASTER_ADDR and MASTER_PORT for the ranks, those this process does not set already: the
     loopback address and a TCP port free on it now (the kernel's pick for port 0, let go before
-    the ranks start, as `gpuctl run --each` and torchrun --standalone do)."""
+    the ranks start, as `gpuctl run --each` and torchrun --standalone do). When the caller set
+    MASTER_ADDR, nothing: a port free here would mean nothing on that host."""
     import socket
     env = {}
-    if "MASTER_ADDR" not in os.environ:
-        env["MASTER_ADDR"] = "127.0.0.1"
+    if "MASTER_ADDR" in os.environ:
+        return env  # the caller's rendezvous (another host's address: no port of ours)
+    env["MASTER_ADDR"] = "127.0.0.1"
     if "MASTER_PORT" not in os.environ:
         try:
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

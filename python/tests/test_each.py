@@ -77,6 +77,10 @@ def test_each_keeps_the_callers_rendezvous(sim, monkeypatch):
     monkeypatch.setenv("MASTER_PORT", "29500")
     results = gpuctl.each(each_workers.run_load, 2, args=(NVSIM_LOAD,))
     assert [(r["MASTER_ADDR"], r["MASTER_PORT"]) for r in results] == [("10.0.0.1", "29500")] * 2
+    # another host's address without a port: no port free here is made up for it
+    monkeypatch.delenv("MASTER_PORT")
+    results = gpuctl.each(each_workers.run_load, 2, args=(NVSIM_LOAD,))
+    assert [(r["MASTER_ADDR"], r.get("MASTER_PORT")) for r in results] == [("10.0.0.1", None)] * 2
 
 
 def test_a_failing_rank_stops_the_others(sim):

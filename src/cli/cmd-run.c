@@ -17,7 +17,7 @@
  *   torch.distributed's env:// reads, as `torchrun --standalone` gives it: MASTER_ADDR=127.0.0.1
  *   and MASTER_PORT = a TCP port free on it (the kernel's pick for port 0, let go before the
  *   ranks start), the same for every rank, each only when not already set (a multi-node job
- *   sets its own).
+ *   sets its own); no port is picked for a MASTER_ADDR the caller set (another host's).
  * - Binding (unless --no-bind, and never for -n 0). CPUs: the union of the chosen GPUs' CPU
  *   affinity (NVML's ideal CPUs) intersected with the CPUs this process may use; when that is
  *   empty, or a GPU's affinity is unknown, nothing is bound (-v says why). Memory: the
@@ -1104,7 +1104,8 @@ static int run_once(struct cli *cli, struct run_args *ap, const char *command,
 		a.master_addr = getenv("MASTER_ADDR") ? NULL : "127.0.0.1";
 		a.master_port[0] = '\0';
 		int pr = 0;
-		if (!getenv("MASTER_PORT"))
+		/* a port free here means nothing for another host's MASTER_ADDR */
+		if (a.master_addr && !getenv("MASTER_PORT"))
 			pr = free_local_port(a.master_port, sizeof(a.master_port));
 		if (pr < 0 && cli->verbose)
 			cli_error("run: no MASTER_PORT for the ranks: 127.0.0.1: %s",

@@ -311,6 +311,11 @@ class Environment(GpuctlTestCase):
                 for b in r.out.strip().split("\n\n")]
         self.assertEqual([(e["MASTER_ADDR"], "MASTER_PORT" in e) for e in envs],
                          [("127.0.0.1", False)] * 2)
+        # another host's address without a port: no port free here is made up for it
+        r = sim("dgx-a100", "run", "-n", "2", "--each", "--", "sh", "-c",
+                'echo "$MASTER_ADDR ${MASTER_PORT-unset}"', env={"MASTER_ADDR": "10.0.0.1"})
+        self.assertOk(r)
+        self.assertEqual(r.out.splitlines(), ["10.0.0.1 unset"] * 2)
         # without --each one process gets every GPU and no rendezvous is invented
         r = sim("dgx-a100", "run", "-n", "2", "--", "sh", "-c",
                 'echo "${MASTER_ADDR-unset} ${MASTER_PORT-unset}"')
