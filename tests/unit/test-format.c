@@ -341,8 +341,6 @@ static char *table_text(const struct text_table *t)
 	return table_text_color(t, false);
 }
 
-/* Coloured cells: ECMA-48 SGR "ESC [ params m" before the text, "ESC [ 0 m" after it, the
- * padding outside, so the columns line up as without colour; nothing without color. */
 /* Sizes for people: binary units, one decimal only when needed; the compact form has no blank
  * (a table cell). 1536 KiB = 1.5 MiB; 16 * 2^30 = 16 GiB exactly. */
 static void test_bytes(void **state)
@@ -362,6 +360,8 @@ static void test_bytes(void **state)
 	assert_string_equal(b, "0B");
 }
 
+/* Coloured cells: ECMA-48 SGR "ESC [ params m" before the text, "ESC [ 0 m" after it, the
+ * padding outside, so the columns line up as without colour; nothing without color. */
 static void test_text_table_color(void **state)
 {
 	(void)state;
