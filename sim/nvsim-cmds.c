@@ -436,24 +436,64 @@ static bool known_function(const char *name)
 	return false;
 }
 
+/* Appends one rule per selected GPU (or one for any GPU without -i) to state.json's array
+ * KEY ("fail" or "hang"): {"function": FN[, "error": NAME][, "gpu": N]}; validates and saves. */
+static int add_rules(struct nvstate *st, const char *key, const char *fn, const char *error,
+                     const char *list)
+{
+	bool sel[SIM_MAX_GPUS];
+	json_t *rules = json_object_get(st->state, key);
+	int r;
+
+	if (!json_is_array(rules)) {
+		rules = json_array();
+		json_object_set_new(st->state, key, rules);
+	}
+	if (list && nvsim_parse_gpus(st->sc, list, sel) < 0)
+		return nvsim_err(EXIT_USAGE, "-i %s: no such GPU", list);
+	for (unsigned int g = 0; g < (list ? st->sc->n_gpus : 1); g++) {
+		json_t *rule;
+		if (list && !sel[g])
+			continue;
+		rule = json_pack("{ss}", "function", fn);
+		if (!rule)
+			return nvsim_err(EXIT_FAILURE, "out of memory");
+		if (error)
+			json_object_set_new(rule, "error", json_string(error));
+		if (list)
+			json_object_set_new(rule, "gpu", json_integer(g));
+		json_array_append_new(rules, rule);
+	}
+	r = nvstate_validate(st, fn);
+	return r ? r : nvstate_save(st);
+}
+
+/* Splits `CMD POS... [-i LIST] [--clear]` into at most max positionals. */
+static int rule_args(int argc, char **argv, const char **pos, int max, int *ret_n,
+                     const char **ret_list, bool *ret_clear)
+{
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--clear") == 0)
+			*ret_clear = true;
+		else if (strcmp(argv[i], "-i") == 0 && i + 1 < argc)
+			*ret_list = argv[++i];
+		else if (*ret_n < max)
+			pos[(*ret_n)++] = argv[i];
+		else
+			return nvsim_err(EXIT_USAGE, "%s: too many arguments", argv[0]);
+	}
+	return 0;
+}
+
 int cmd_fail(int argc, char **argv)
 {
 	const char *pos[2] = {NULL, NULL}, *list = NULL;
-	bool clear = false, sel[SIM_MAX_GPUS];
+	bool clear = false;
 	struct nvstate st;
-	json_t *fails;
 	int n = 0, err, r;
 
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--clear") == 0)
-			clear = true;
-		else if (strcmp(argv[i], "-i") == 0 && i + 1 < argc)
-			list = argv[++i];
-		else if (n < 2)
-			pos[n++] = argv[i];
-		else
-			return nvsim_err(EXIT_USAGE, "fail: too many arguments");
-	}
+	if ((r = rule_args(argc, argv, pos, 2, &n, &list, &clear)) != 0)
+		return r;
 	if (!clear && n != 2)
 		return nvsim_err(EXIT_USAGE, "fail: usage: nvsim fail FUNCTION ERROR [-i GPU] | "
 		                             "nvsim fail --clear");
@@ -469,32 +509,120 @@ int cmd_fail(int argc, char **argv)
 	if (clear) {
 		json_object_del(st.state, "fail");
 		r = nvstate_save(&st);
+	} else {
+		r = add_rules(&st, "fail", pos[0], sim_error_name(err), list);
+	}
+out:
+	nvstate_close(&st);
+	return r;
+}
+
+int cmd_hang(int argc, char **argv)
+{
+	const char *pos[1] = {NULL}, *list = NULL;
+	bool clear = false;
+	struct nvstate st;
+	int n = 0, r;
+
+	if ((r = rule_args(argc, argv, pos, 1, &n, &list, &clear)) != 0)
+		return r;
+	if (clear || n != 1)
+		return nvsim_err(EXIT_USAGE, "hang: usage: nvsim hang FUNCTION [-i GPU[,GPU...]]");
+	if (!known_function(pos[0]))
+		return nvsim_err(EXIT_USAGE, "%s: not an NVML function the simulator knows",
+		                 pos[0]);
+	if ((r = nvstate_open(&st)) == 0)
+		r = add_rules(&st, "hang", pos[0], NULL, list);
+	nvstate_close(&st);
+	return r;
+}
+
+int cmd_unhang(int argc, char **argv)
+{
+	struct nvstate st;
+	json_t *rules, *keep;
+	size_t i;
+	json_t *el;
+	int r;
+
+	if (argc > 2)
+		return nvsim_err(EXIT_USAGE, "unhang: usage: nvsim unhang [FUNCTION]");
+	if ((r = nvstate_open(&st)) != 0)
+		goto out;
+	rules = json_object_get(st.state, "hang");
+	keep = json_array();
+	if (!keep) {
+		r = nvsim_err(EXIT_FAILURE, "out of memory");
 		goto out;
 	}
-	fails = json_object_get(st.state, "fail");
-	if (!json_is_array(fails)) {
-		fails = json_array();
-		json_object_set_new(st.state, "fail", fails);
+	json_array_foreach(rules, i, el)
+	{
+		const char *fn = json_string_value(json_object_get(el, "function"));
+		if (argc == 2 && fn && strcmp(fn, argv[1]) != 0)
+			json_array_append(keep, el);
 	}
-	if (list && nvsim_parse_gpus(st.sc, list, sel) < 0) {
-		r = nvsim_err(EXIT_USAGE, "-i %s: no such GPU", list);
+	if (json_array_size(keep))
+		json_object_set_new(st.state, "hang", keep);
+	else {
+		json_decref(keep);
+		json_object_del(st.state, "hang");
+	}
+	r = nvstate_save(&st);
+out:
+	nvstate_close(&st);
+	return r;
+}
+
+/* The calls blocked by hang rules now: STATE_DIR/hung/ (sim/nvml/init.c), live PIDs only. */
+int cmd_hung(int argc, char **argv)
+{
+	_cleanup_(json_decrefp) json_t *out = json_array();
+	struct nvstate st;
+	struct dirent *de;
+	char dir[4200];
+	bool as_json = argc == 2 && strcmp(argv[1], "--json") == 0;
+	DIR *d;
+	int r;
+
+	if (argc > 2 || (argc == 2 && !as_json))
+		return nvsim_err(EXIT_USAGE, "hung: usage: nvsim hung [--json]");
+	if (!out)
+		return nvsim_err(EXIT_FAILURE, "out of memory");
+	if ((r = nvstate_open(&st)) != 0)
 		goto out;
-	}
-	for (unsigned int g = 0; g < (list ? st.sc->n_gpus : 1); g++) {
-		json_t *rule;
-		if (list && !sel[g])
+	snprintf(dir, sizeof(dir), "%s/hung", st.dir);
+	d = opendir(dir);
+	while (d && (de = readdir(d))) {
+		char path[4500], *buf = NULL;
+		size_t len;
+		json_t *v;
+		if (de->d_name[0] == '.')
 			continue;
-		rule = json_pack("{ssss}", "function", pos[0], "error", sim_error_name(err));
-		if (!rule) {
-			r = nvsim_err(EXIT_FAILURE, "out of memory");
-			goto out;
-		}
-		if (list)
-			json_object_set_new(rule, "gpu", json_integer(g));
-		json_array_append_new(fails, rule);
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (sim_read_file(path, 4096, &buf, &len) < 0)
+			continue;
+		v = json_loadb(buf, len, 0, NULL);
+		free(buf);
+		if (json_is_object(v) &&
+		    sim_pid_alive((pid_t)json_integer_value(json_object_get(v, "pid"))))
+			json_array_append(out, v);
+		json_decref(v);
 	}
-	if ((r = nvstate_validate(&st, pos[0])) == 0)
-		r = nvstate_save(&st);
+	if (d)
+		closedir(d);
+	if (as_json) {
+		json_dumpf(out, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+		putchar('\n');
+	} else {
+		size_t i;
+		json_t *el;
+		json_array_foreach(out, i, el)
+		        printf("%lld %lld %s %lld\n",
+		               (long long)json_integer_value(json_object_get(el, "pid")),
+		               (long long)json_integer_value(json_object_get(el, "tid")),
+		               json_string_value(json_object_get(el, "function")),
+		               (long long)json_integer_value(json_object_get(el, "gpu")));
+	}
 out:
 	nvstate_close(&st);
 	return r;

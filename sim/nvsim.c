@@ -444,11 +444,16 @@ static const struct {
         {"check", cmd_check, "check FILE|NAME             validate a scenario"},
         {"exec", cmd_exec, "exec [opts] SCENARIO -- CMD  run CMD on a fresh simulated machine"},
         {"fail", cmd_fail, "fail FUNCTION ERROR [-i GPU] | fail --clear   inject NVML errors"},
+        {"hang", cmd_hang, "hang FUNCTION [-i GPU]      block matching NVML calls until unhang"},
+        {"hung", cmd_hung,
+         "hung [--json]               the calls blocked now (pid tid function gpu)"},
         {"latency", cmd_latency, "latency US                  add US microseconds to every call"},
         {"proc", cmd_proc, "proc add --pid PID -i GPU [--mem SIZE] [--util PCT] | proc rm PID"},
         {"scenarios", cmd_scenarios, "scenarios                   list scenario names"},
         {"set", cmd_set, "set [-i GPU[,GPU]] KEY=VALUE...   change GPU state"},
         {"show", cmd_show, "show                        print the state as JSON"},
+        {"unhang", cmd_unhang,
+         "unhang [FUNCTION]           let hung calls return (all, or FUNCTION's)"},
         {"xid", cmd_xid, "xid -i GPU[,GPU] CODE [TEXT] log an XID (kernel log + NVML event)"},
 };
 

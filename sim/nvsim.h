@@ -37,6 +37,9 @@ const char *nvsim_scenario_dir(void);
 
 int cmd_set(int argc, char **argv);
 int cmd_fail(int argc, char **argv);
+int cmd_hang(int argc, char **argv);
+int cmd_unhang(int argc, char **argv);
+int cmd_hung(int argc, char **argv);
 int cmd_latency(int argc, char **argv);
 int cmd_proc(int argc, char **argv);
 int cmd_calls(int argc, char **argv);

@@ -375,6 +375,21 @@ int sim_dyn_from_json(json_t *state, unsigned int n_gpus, struct sim_dyn *ret, c
 		f->gpu = json_is_integer(g) ? (int)json_integer_value(g) : -1;
 		ret->n_fails++;
 	}
+	json_array_foreach(json_object_get(state, "hang"), i, el)
+	{
+		struct sim_hang *h;
+		json_t *fn = json_object_get(el, "function"), *g = json_object_get(el, "gpu");
+		if (ret->n_hangs >= SIM_MAX_FAILS)
+			break;
+		h = &ret->hangs[ret->n_hangs];
+		if (!json_is_string(fn) || (g && !json_is_integer(g))) {
+			snprintf(err, errlen, "hang[%zu]: expected function and gpu", i);
+			return -EINVAL;
+		}
+		sim_strlcpy(h->function, json_string_value(fn), sizeof(h->function));
+		h->gpu = g ? (int)json_integer_value(g) : -1;
+		ret->n_hangs++;
+	}
 	return 0;
 }
 

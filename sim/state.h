@@ -3,6 +3,7 @@
  *   state.json      dynamic overrides written by nvsim (format in sim/README.md)
  *   procs/PID.json  registered compute processes
  *   calls/PID-SEQ.json  call counts dumped by each process using the library
+ *   hung/PID-TID.json  a call blocked now by a "hang" rule (removed when it goes on)
  *   kmsg, cuda/     reserved
  *   ledger.jsonl    nvsim-load's record of where each run ran
  * Writers replace files atomically (temp + fsync + rename); readers stat before re-reading. */
@@ -23,6 +24,13 @@
 struct sim_fail {
 	char function[64];
 	int error;
+	int gpu;
+};
+
+/* One hang rule (`nvsim hang`): a call matching it blocks until the rule is gone. Same matching
+ * as struct sim_fail: function name or "*", GPU index or -1 = any. */
+struct sim_hang {
+	char function[64];
 	int gpu;
 };
 
@@ -50,6 +58,8 @@ struct sim_dyn {
 	long long latency_us; /* -1 = not set */
 	struct sim_fail fails[SIM_MAX_FAILS];
 	size_t n_fails;
+	struct sim_hang hangs[SIM_MAX_FAILS];
+	size_t n_hangs;
 	struct sim_gpu_dyn gpus[SIM_MAX_GPUS];
 };
 

@@ -23,7 +23,9 @@
 
 #include <dlfcn.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 struct sim_lib sim_lib = {.lock = PTHREAD_MUTEX_INITIALIZER, .env_latency_us = -1};
 
@@ -244,6 +246,61 @@ nvmlReturn_t sim_injected(enum sim_fn fn, int gpu)
 	return NVML_SUCCESS;
 }
 
+static bool hang_ruled(enum sim_fn fn, int gpu)
+{
+	for (size_t i = 0; i < sim_lib.dyn.n_hangs; i++) {
+		const struct sim_hang *h = &sim_lib.dyn.hangs[i];
+		bool name = strcmp(h->function, fn_names[fn]) == 0 ||
+		            (fn_star[fn] && strcmp(h->function, "*") == 0);
+		if (name && (h->gpu < 0 || h->gpu == gpu))
+			return true;
+	}
+	return false;
+}
+
+/* STATE_DIR/hung/PID-TID.json names a call blocked by a hang rule, so a test waits for the
+ * hang itself rather than for a guessed time; removed when the call goes on. A process killed
+ * while hung leaves its file: readers check that the PID lives (`nvsim hung` does). */
+static void hung_mark(enum sim_fn fn, int gpu, bool on)
+{
+	char dir[4200], path[4300];
+	long tid = (long)syscall(SYS_gettid);
+	json_t *v;
+
+	snprintf(dir, sizeof(dir), "%s/hung", sim_lib.state_dir);
+	snprintf(path, sizeof(path), "%s/%ld-%ld.json", dir, (long)getpid(), tid);
+	if (!on) {
+		unlink(path);
+		return;
+	}
+	v = json_pack("{sIsIsssi}", "pid", (json_int_t)getpid(), "tid", (json_int_t)tid, "function",
+	              fn_names[fn], "gpu", gpu);
+	if (v && sim_mkdir_p(dir) == 0)
+		(void)sim_write_json_atomic(path, v);
+	json_decref(v);
+}
+
+/* Blocks while a hang rule matches fn on gpu (-1: a call without a device), as a driver that
+ * stopped answering would. Called with the lock held; it is released while waiting, so other
+ * threads' calls (to other GPUs, or unhung functions) still answer, and state.json is re-read
+ * every 10 ms, so `nvsim unhang` ends the wait. The caller must not keep pointers into
+ * sim_lib.sc across it: a re-read replaces the scenario. */
+void sim_hang_point(enum sim_fn fn, int gpu)
+{
+	const struct timespec tick = {0, 10 * 1000 * 1000};
+
+	if (!sim_lib.state_dir[0] || !hang_ruled(fn, gpu))
+		return;
+	hung_mark(fn, gpu, true);
+	do {
+		pthread_mutex_unlock(&sim_lib.lock);
+		nanosleep(&tick, NULL);
+		pthread_mutex_lock(&sim_lib.lock);
+		refresh();
+	} while (sim_lib.init_count && hang_ruled(fn, gpu));
+	hung_mark(fn, gpu, false);
+}
+
 /* What every simulated call does first: count it, take the lock (sim_end releases it), pick
  * up nvsim's changes, and spend the configured latency. */
 static void enter(enum sim_fn fn)
@@ -260,8 +317,10 @@ nvmlReturn_t sim_begin(enum sim_fn fn, bool need_init)
 	enter(fn);
 	if (need_init && !sim_lib.init_count)
 		return NVML_ERROR_UNINITIALIZED;
-	if (sim_lib.init_count)
+	if (sim_lib.init_count) {
+		sim_hang_point(fn, -1);
 		return sim_injected(fn, -1);
+	}
 	return NVML_SUCCESS;
 }
 
@@ -301,6 +360,14 @@ nvmlReturn_t sim_begin_dev(enum sim_fn fn, nvmlDevice_t dev, unsigned int flags,
 	r = sim_resolve(dev, c);
 	if (r != NVML_SUCCESS)
 		return r;
+	if (hang_ruled(fn, (int)c->gpu)) {
+		sim_hang_point(fn, (int)c->gpu);
+		if (!sim_lib.init_count)
+			return NVML_ERROR_UNINITIALIZED;
+		r = sim_resolve(dev, c); /* the scenario may have been re-read meanwhile */
+		if (r != NVML_SUCCESS)
+			return r;
+	}
 	if (sim_lib.lost_left[c->gpu] >= 0) {
 		if (sim_lib.lost_left[c->gpu] == 0) {
 			sim_lib.lost_local[c->gpu] = true;
@@ -459,6 +526,7 @@ static nvmlReturn_t do_init(enum sim_fn fn)
 	sim_lib.restat_us = coarse_us();
 	refresh();
 	busy_wait_us(latency_us());
+	sim_hang_point(fn, -1);
 	r = sim_injected(fn, -1);
 	if (r != NVML_SUCCESS) {
 		sim_lib.init_count = 0;
@@ -615,6 +683,7 @@ static nvmlReturn_t by_index(enum sim_fn fn, unsigned int index, nvmlDevice_t *d
 		return sim_end(NVML_ERROR_UNINITIALIZED);
 	if (!device || index >= sim_lib.n_gpus)
 		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
+	sim_hang_point(fn, (int)index);
 	if (sim_gpu_lost(index))
 		return sim_end(NVML_ERROR_GPU_IS_LOST);
 	r = sim_injected(fn, (int)index);
@@ -640,6 +709,7 @@ static nvmlReturn_t found(enum sim_fn fn, unsigned int gpu, int mig, nvmlDevice_
 {
 	nvmlReturn_t r;
 
+	sim_hang_point(fn, (int)gpu);
 	if (sim_gpu_lost(gpu))
 		return sim_end(NVML_ERROR_GPU_IS_LOST);
 	r = sim_injected(fn, (int)gpu);

@@ -69,6 +69,8 @@ nvmlReturn_t sim_resolve(nvmlDevice_t dev, struct sim_call *c);
 bool sim_exported(enum sim_fn fn);
 /* The error an nvsim fail rule injects into fn on GPU gpu (-1: no GPU), or SUCCESS. */
 nvmlReturn_t sim_injected(enum sim_fn fn, int gpu);
+/* Blocks while an `nvsim hang` rule matches (lock held on entry and return). */
+void sim_hang_point(enum sim_fn fn, int gpu);
 /* Epilogue: drops the lock and passes r through. */
 nvmlReturn_t sim_end(nvmlReturn_t r);
 /* Is this GPU lost (state.json or lost_after_calls in this process)? */
