@@ -75,7 +75,7 @@ class Lease:
         self._lock = _thread.allocate_lock()  # release() from two threads frees once
         self._saved: dict[str, str | None] = {}  # what apply() changed: the earlier values
         self._set: dict[str, str] = {}           # ... and what it set them to
-        self.devices = devices
+        self.devices: list[_model.Device | _model.MigDevice] = devices
         self.cuda_visible_devices = cuda_visible
         self.lease_dir = lease_dir
         self.share_mem = share_mem
@@ -86,7 +86,7 @@ class Lease:
         return self._alloc is None
 
     @property
-    def uuids(self) -> list:
+    def uuids(self) -> list[str | None]:
         """The devices' UUIDs, in order."""
         return [d.uuid for d in self.devices]
 
