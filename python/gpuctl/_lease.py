@@ -333,7 +333,7 @@ def _cuda_initialised() -> str | None:
 
 _use_lock = _thread.allocate_lock()
 _used: list = []      # [Lease, the request's key, the call as text] of use()'s last lease
-_at_exit: list = []   # [True] once release() is registered with atexit
+_at_exit: list = []   # [True] once _release_at_exit is registered with atexit
 
 
 def _call_text(n: object, kwargs: dict) -> str:
@@ -362,15 +362,15 @@ def use(n: int = 1, **kwargs) -> Lease:
     It must run before CUDA initialises in this process, because CUDA reads
     CUDA_VISIBLE_DEVICES only then: if PyTorch is imported and has initialised CUDA, it raises
     RuntimeError instead of pretending (it never imports a framework itself)."""
-    kwargs = {k: v for k, v in kwargs.items() if v is not None}  # label=None is no label
-    key = (repr(n), sorted((k, repr(v)) for k, v in kwargs.items()))
+    given = {k: v for k, v in kwargs.items() if v is not None}  # label=None is no label
+    key = (repr(n), sorted((k, repr(v)) for k, v in given.items()))
     with _use_lock:
         held = _held_by_use()
         if held is not None:
             if held[1] == key:
                 return held[0]
             raise Error(errno.EBUSY, "%s: this process holds %s from %s: release it first "
-                        "with gpuctl.release()" % (_call_text(n, kwargs),
+                        "with gpuctl.release()" % (_call_text(n, given),
                                                    held[0].cuda_visible_devices or "a lease",
                                                    held[2]))
         why = _cuda_initialised()
@@ -387,9 +387,9 @@ def use(n: int = 1, **kwargs) -> Lease:
             raise
         if not _at_exit:
             import atexit
-            atexit.register(release)
+            atexit.register(_release_at_exit)
             _at_exit.append(True)
-        _used[:] = [lease_, key, _call_text(n, kwargs)]
+        _used[:] = [lease_, key, _call_text(n, given)]
         return lease_
 
 
@@ -401,4 +401,12 @@ def release() -> None:
         held = _held_by_use()
         _used.clear()
     if held is not None:
+        held[0].release()
+
+
+def _release_at_exit() -> None:
+    """release() at interpreter exit, without _use_lock: a daemon thread may still be inside
+    use() (waiting for devices) holding it, and exit must not wait for that."""
+    held = list(_used)
+    if held:
         held[0].release()

@@ -97,8 +97,7 @@ class Venv:
         (nothing of this user's is touched)."""
         e = dict(os.environ)
         for k in list(e):
-            if k in ("PYTHONPATH", "PYTHONHOME", "PYTHONDONTWRITEBYTECODE",
-                     "GPUCTL_LIBRARY") or k.startswith("PIP_"):
+            if k in ("PYTHONPATH", "PYTHONHOME", "GPUCTL_LIBRARY") or k.startswith("PIP_"):
                 del e[k]
         e.update({"PIP_CONFIG_FILE": os.devnull, "PIP_NO_CACHE_DIR": "1",
                   "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
