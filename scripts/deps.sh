@@ -24,8 +24,9 @@ build_pkgs="gcc make cmake pkg-config libjansson-dev libnuma-dev libmicrohttpd-d
 # start no daemon; the test runs its own in a scratch directory)
 contrib_pkgs="nvtop gpustat python3-pynvml libnvidia-ml1"
 # git: scripts/format-check.sh lists the C files with git ls-files (a clone copied to a machine
-# without git has none: make fresh-check found it)
-test_pkgs="git libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest prometheus tmux slurmctld slurmd slurm-client munge $contrib_pkgs"
+# without git has none: make fresh-check found it); python3-venv: `python3 -m venv` with the pip
+# Debian bundles, for the pip installs of python/tests/test_pip_install.py
+test_pkgs="git libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest python3-venv prometheus tmux slurmctld slurmd slurm-client munge $contrib_pkgs"
 # wrk: the HTTP load generator of the exporter benchmark (50 concurrent scrapers)
 bench_pkgs="python3 wrk"
 # The Debian packages (debian/, docs/packaging.md) and their test: dpkg-buildpackage (dpkg-dev)

@@ -8,17 +8,18 @@ call, gpuctl_alloc (docs/library.md).
     gpuctl.use(1, min_free_mem="10GiB")   # before torch/tensorflow touch CUDA
     import torch                          # sees only the leased GPU, as cuda:0
 
-Functions: devices(), topology(), health(), select(), lease(), use(), each().
+Functions: devices(), topology(), health(), select(), lease(), use(), release(), each().
 Exceptions: Error (base, .errno), NoDeviceError, LockBusyError, DriverError, RequestError (a
 ValueError).
-The library is $GPUCTL_LIBRARY, else the one `make install` put beside this package, else
-libgpuctl.so.0 through the dynamic linker; it is loaded at the first call.
+The library is $GPUCTL_LIBRARY, else the copy a wheel of the build bundles (gpuctl/
+libgpuctl.so.0), else the one `make install` put beside this package, else libgpuctl.so.0
+through the dynamic linker; it is loaded at the first call.
 """
 from __future__ import annotations
 
 from . import _lib, _model
 from ._errors import DriverError, Error, LockBusyError, NoDeviceError, RequestError
-from ._lease import Lease, lease, use
+from ._lease import Lease, lease, release, use
 from ._model import Device, Finding, GpuHealth, Link, MigDevice, Process
 from ._request import FILTERS, check_keywords
 
@@ -28,8 +29,8 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-__all__ = ["devices", "topology", "health", "select", "lease", "use", "each", "Device",
-           "MigDevice", "Process", "Link", "Finding", "GpuHealth", "Lease", "Error",
+__all__ = ["devices", "topology", "health", "select", "lease", "use", "release", "each",
+           "Device", "MigDevice", "Process", "Link", "Finding", "GpuHealth", "Lease", "Error",
            "NoDeviceError", "LockBusyError", "DriverError", "RequestError"]
 
 

@@ -16,6 +16,16 @@ Decisions:
   it); the library's -EINTR is the fallback elsewhere. Then Python's handlers run
   (PyErr_CheckSignals): Ctrl-C raises KeyboardInterrupt with nothing leased; a handler that
   returns normally lets the wait go on for the time left, with a new place in the line.
+- Environment: apply() remembers what each variable it sets was before (unset included), and
+  release() puts back those it set that still hold its value (one changed since is someone
+  else's and stays), so a released lease leaves no CUDA_VISIBLE_DEVICES pointing at devices
+  that may be leased to another job by now.
+- use() is the one call of a process (a script, a notebook): it keeps the lease in this
+  module, so running its cell again, with the same request, returns the lease it holds instead
+  of asking for more devices (the old one excluding them: "leased: 6"); another request while
+  it holds one fails with both named and how to release it (gpuctl.release()). lease() makes a
+  new lease at every call, also for the same request: two leases of one request are two sets
+  of devices (one per worker) or two shares of one device, and a program asks for them so.
 - probe=True: each chosen GPU gets a CUDA allocation test in a fresh child process that sees
   only that GPU, under a timeout (gpuctl._probe); failed GPUs join the request's avoid list
   and the devices are allocated again, PROBE_ROUNDS times at most.
@@ -30,7 +40,7 @@ import sys
 import time
 
 from . import _lib, _model
-from ._errors import NoDeviceError, RequestError
+from ._errors import Error, NoDeviceError, RequestError
 from ._request import FILTERS, Request, check_keywords, wait_seconds
 
 PROBE_ROUNDS = 3          # allocations tried with probe=True before giving up
@@ -51,6 +61,10 @@ class Lease:
     started with exec (subprocess, multiprocessing's "spawn", gpuctl.each) do not inherit the
     descriptors (they are close-on-exec): give them the devices through the environment.
 
+    Environment: release() puts back the variables apply() set (CUDA_VISIBLE_DEVICES,
+    CUDA_DEVICE_ORDER, NVIDIA_VISIBLE_DEVICES) as they were before it, unset if they were,
+    except one changed since apply() (that value is someone else's, and stays).
+
     Attributes: devices (Device or MigDevice, best first), cuda_visible_devices (the
     CUDA_VISIBLE_DEVICES value: their full UUIDs, comma-separated), lease_dir (where the lease
     is), share_mem (bytes declared per device for a shared lease, else None)."""
@@ -59,7 +73,9 @@ class Lease:
                  share_mem: int | None) -> None:
         self._alloc = alloc
         self._lock = _thread.allocate_lock()  # release() from two threads frees once
-        self.devices = devices
+        self._saved: dict[str, str | None] = {}  # what apply() changed: the earlier values
+        self._set: dict[str, str] = {}           # ... and what it set them to
+        self.devices: list[_model.Device | _model.MigDevice] = devices
         self.cuda_visible_devices = cuda_visible
         self.lease_dir = lease_dir
         self.share_mem = share_mem
@@ -70,7 +86,7 @@ class Lease:
         return self._alloc is None
 
     @property
-    def uuids(self) -> list:
+    def uuids(self) -> list[str | None]:
         """The devices' UUIDs, in order."""
         return [d.uuid for d in self.devices]
 
@@ -94,17 +110,33 @@ class Lease:
                 if r < 0:
                     raise RequestError(-r, c.message() + "; give each process one device "
                                        "(gpuctl.each)")
-        os.environ["CUDA_VISIBLE_DEVICES"] = self.cuda_visible_devices
-        os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        values = {"CUDA_VISIBLE_DEVICES": self.cuda_visible_devices,
+                  "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
         if "NVIDIA_VISIBLE_DEVICES" in os.environ:
-            os.environ["NVIDIA_VISIBLE_DEVICES"] = self.cuda_visible_devices or "void"
+            values["NVIDIA_VISIBLE_DEVICES"] = self.cuda_visible_devices or "void"
+        with self._lock:
+            for k, v in values.items():
+                if k not in self._saved:  # a second apply() keeps the first one's record
+                    self._saved[k] = os.environ.get(k)
+                os.environ[k] = v
+                self._set[k] = v
 
     def release(self) -> None:
-        """Ends this process's hold on the devices (a forked child's hold stays). Idempotent."""
+        """Ends this process's hold on the devices (a forked child's hold stays) and puts back
+        the environment apply() changed (see the class). Idempotent."""
         with self._lock:
             a, self._alloc = self._alloc, None
+            saved, self._saved = self._saved, {}
+            mine, self._set = self._set, {}
         if a:
             _lib.lib().gpuctl_alloc_free(a)
+        for k, old in saved.items():
+            if os.environ.get(k) != mine.get(k):
+                continue  # changed since apply(): not ours to undo
+            if old is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = old
 
     def __enter__(self) -> "Lease":
         return self
@@ -299,26 +331,82 @@ def _cuda_initialised() -> str | None:
     return None
 
 
-_used: list = []
+_use_lock = _thread.allocate_lock()
+_used: list = []      # [Lease, the request's key, the call as text] of use()'s last lease
+_at_exit: list = []   # [True] once _release_at_exit is registered with atexit
+
+
+def _call_text(n: object, kwargs: dict) -> str:
+    args = [repr(n)] + ["%s=%r" % kv for kv in sorted(kwargs.items())]
+    return "gpuctl.use(%s)" % ", ".join(args)
+
+
+def _held_by_use() -> list | None:
+    """use()'s [Lease, key, call] while its lease is held (not released by any means)."""
+    if _used and not _used[0].released:
+        return list(_used)
+    return None
 
 
 def use(n: int = 1, **kwargs) -> Lease:
-    """The one line at the top of a training script: leases n devices (keywords as
-    gpuctl.lease()), sets CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER in os.environ
+    """The one line at the top of a training script or notebook: leases n devices (keywords
+    as gpuctl.lease()), sets CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER in os.environ
     (Lease.apply), and releases them when the interpreter exits (atexit; a kill ends the lease
-    too). Returns the Lease.
+    too), or at the end of a with block, or with gpuctl.release(). Returns the Lease.
+
+    Called again while its lease is held (a notebook cell run twice), with the same request
+    (the same n and keywords), it returns that lease; with another request it raises Error
+    (errno.EBUSY) naming the lease held and how to release it (gpuctl.release()). Releasing
+    puts back the environment it changed.
 
     It must run before CUDA initialises in this process, because CUDA reads
     CUDA_VISIBLE_DEVICES only then: if PyTorch is imported and has initialised CUDA, it raises
     RuntimeError instead of pretending (it never imports a framework itself)."""
-    why = _cuda_initialised()
-    if why:
-        raise RuntimeError("gpuctl.use: CUDA is already initialised in this process (%s), so "
-                           "it would not see the leased devices: call gpuctl.use() before any "
-                           "CUDA work (before torch.cuda, model.to('cuda'), ...)" % why)
-    held = lease(n, **kwargs)
-    held.apply()
-    import atexit
-    atexit.register(held.release)
-    _used.append(held)
-    return held
+    given = {k: v for k, v in kwargs.items() if v is not None}  # label=None is no label
+    key = (repr(n), sorted((k, repr(v)) for k, v in given.items()))
+    with _use_lock:
+        held = _held_by_use()
+        if held is not None:
+            if held[1] == key:
+                return held[0]
+            raise Error(errno.EBUSY, "%s: this process holds %s from %s: release it first "
+                        "with gpuctl.release()" % (_call_text(n, given),
+                                                   held[0].cuda_visible_devices or "a lease",
+                                                   held[2]))
+        why = _cuda_initialised()
+        if why:
+            raise RuntimeError("gpuctl.use: CUDA is already initialised in this process (%s), "
+                               "so it would not see the leased devices: call gpuctl.use() "
+                               "before any CUDA work (before torch.cuda, model.to('cuda'), ...)"
+                               % why)
+        lease_ = lease(n, **kwargs)
+        try:
+            lease_.apply()
+        except BaseException:
+            lease_.release()
+            raise
+        if not _at_exit:
+            import atexit
+            atexit.register(_release_at_exit)
+            _at_exit.append(True)
+        _used[:] = [lease_, key, _call_text(n, given)]
+        return lease_
+
+
+def release() -> None:
+    """Releases the lease gpuctl.use() holds in this process, if any, and puts back the
+    environment it changed (Lease.release). The next gpuctl.use() leases afresh. Also run at
+    exit."""
+    with _use_lock:
+        held = _held_by_use()
+        _used.clear()
+    if held is not None:
+        held[0].release()
+
+
+def _release_at_exit() -> None:
+    """release() at interpreter exit, without _use_lock: a daemon thread may still be inside
+    use() (waiting for devices) holding it, and exit must not wait for that."""
+    held = list(_used)
+    if held:
+        held[0].release()

@@ -3,9 +3,11 @@ context per thread, and the library's -errno codes as exceptions.
 
 Decisions:
 - The library is found at $GPUCTL_LIBRARY when it is set (that file only, as
-  GPUCTL_NVML_LIBRARY is for NVML), else in the directory `make install` wrote into
-  gpuctl/_install.py, else by its soname through the dynamic linker. It is loaded at the first
-  call, not at import, so `import gpuctl` is cheap and never fails.
+  GPUCTL_NVML_LIBRARY is for NVML), else beside this module (gpuctl/libgpuctl.so.0: the copy
+  the build's wheel bundles, python/backend/gpuctl_backend.py), else in the directory
+  `make install` wrote into gpuctl/_install.py, else by its soname through the dynamic linker
+  (the system's, LD_LIBRARY_PATH). It is loaded at the first call, not at import, so
+  `import gpuctl` is cheap and never fails.
 - Every function used has its argtypes and restype declared here, in one table; opaque handles
   are c_void_p. Structures mirror include/gpuctl/gpuctl.h field by field (python/tests/
   test_abi.py compares every offset and size with a C program compiled against the header).
@@ -261,6 +263,9 @@ def _candidates() -> list[str]:
     if env:
         return [env]
     out = []
+    bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), SONAME)
+    if os.path.exists(bundled):
+        out.append(bundled)
     try:
         from . import _install  # written by `make install` (python/CMakeLists.txt)
         out.append(os.path.join(_install.LIBDIR, SONAME))

@@ -94,6 +94,11 @@ class _Identified(_Record):
 
 class Process:
     """A compute process on a GPU (or MIG device), as NVML reports it."""
+    pid: int
+    used_memory: int | None
+    uid: int | None
+    user: str | None
+    command: str | None
     __slots__ = ("pid", "used_memory", "uid", "user", "command")
 
     def __init__(self, pid: int, used_memory: int | None, uid: int | None, user: str | None,
@@ -134,6 +139,24 @@ class Device(_Identified):
     `gpuctl health` judges it; None when not judged), lost (fell off the bus), processes
     (Process), mig_devices (MigDevice), fields (every field read, by the library's keys, in its
     units)."""
+    # the attributes' types, for type checkers (py.typed); values are set by _Record
+    index: int
+    label: str
+    uuid: str | None
+    pci_bus_id: str | None
+    name: str | None
+    memory_total: int | None
+    memory_used: int | None
+    memory_free: int | None
+    utilization: int | None
+    temperature: int | None
+    power: float | None
+    numa_node: int | None
+    health: str | None
+    lost: bool
+    processes: tuple[Process, ...]
+    mig_devices: tuple[MigDevice, ...]
+    fields: dict[str, int | str | bool | None]
     __slots__ = ("index", "label", "uuid", "pci_bus_id", "name", "memory_total", "memory_used",
                  "memory_free", "utilization", "temperature", "power", "numa_node", "health",
                  "lost", "processes", "mig_devices", "fields")
@@ -148,6 +171,15 @@ class MigDevice(_Identified):
     accepts in CUDA_VISIBLE_DEVICES. parent is its GPU (a Device); index its place among the
     GPU's MIG devices (as `gpuctl list --format json`); label "GPU:MIG" with NVML's MIG index,
     as gpuctl prints it and NVIDIA_VISIBLE_DEVICES reads it."""
+    index: int
+    label: str
+    uuid: str | None
+    profile: str | None
+    gpu_instance_id: int | None
+    compute_instance_id: int | None
+    memory_total: int | None
+    memory_used: int | None
+    parent: Device
     __slots__ = ("index", "label", "uuid", "profile", "gpu_instance_id", "compute_instance_id",
                  "memory_total", "memory_used", "parent")
 
@@ -229,6 +261,16 @@ class Link(_Record):
     level_value (NVML's number), nvlinks (NVLinks between them; for an NVSwitch fabric, the
     links each has into it), nvswitch, p2p (nvidia-smi topo -p2p's code: "OK", "CNS", "GNS",
     "TNS", "DR", "NS", "U"), bandwidth (modelled GB/s per direction, docs/topology.md)."""
+    a: int
+    b: int
+    a_uuid: str | None
+    b_uuid: str | None
+    level: str | None
+    level_value: int | None
+    nvlinks: int | None
+    nvswitch: bool | None
+    p2p: str | None
+    bandwidth: float | None
     __slots__ = ("a", "b", "a_uuid", "b_uuid", "level", "level_value", "nvlinks", "nvswitch",
                  "p2p", "bandwidth")
 
@@ -261,6 +303,12 @@ class Finding(_Record):
     ("OK", "WARN", "FAIL"), message (what was seen, with the numbers), action (what to do),
     xid and xid_class ("fence", "application", "check", "info", "unknown") for an XID, else
     None."""
+    check: str
+    severity: str
+    message: str
+    action: str | None
+    xid: int | None
+    xid_class: str | None
     __slots__ = ("check", "severity", "message", "action", "xid", "xid_class")
 
     def __repr__(self) -> str:
@@ -271,6 +319,13 @@ class Finding(_Record):
 class GpuHealth(_Record):
     """One GPU's health: index, uuid, pci_bus_id, name, lost, verdict ("OK", "WARN", "FAIL"),
     findings (Finding, worst first)."""
+    index: int
+    uuid: str | None
+    pci_bus_id: str | None
+    name: str | None
+    lost: bool
+    verdict: str | None
+    findings: list[Finding]
     __slots__ = ("index", "uuid", "pci_bus_id", "name", "lost", "verdict", "findings")
 
     def __repr__(self) -> str:

@@ -42,13 +42,19 @@ EXPECT = {
         ("failover", ["-n", "2", "--exclude", "0"]),  # GPU 0 fails its CUDA probe below
         ("environment", ["-n", "1", "--min-free-mem", "4GiB"]),
     ],
-    "python/README.md": [("environment", ["-n", "1", "--min-free-mem", "10GiB"])],
-    "docs/library.md": [("environment", ["-n", "2", "--min-free-mem", "20GiB"])],
+    "python/README.md": [("environment", ["-n", "1", "--min-free-mem", "10GiB"]),
+                         ("restored", ["-n", "1"])],
+    "docs/library.md": [("restored", ["-n", "2", "--min-free-mem", "20GiB"])],
 }
 
 # The block's environment after it ran, printed by a line the test appends (only to blocks that
 # start no other process, which would run it too).
 EPILOGUE = "\nimport os as _os\nprint('CVD=' + _os.environ.get('CUDA_VISIBLE_DEVICES', ''))\n"
+
+# A block whose lease ended (a with block, gpuctl.release()): its `lease` had the devices, and
+# the environment is as it was before apply() (CUDA_VISIBLE_DEVICES unset here).
+RESTORED = ("\nimport os as _os\nprint('LEASE=' + lease.cuda_visible_devices)\n"
+            "print('CVD=' + _os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>'))\n")
 
 # train.py of the failover block: the job it starts, which reports what CUDA showed it.
 TRAIN = "import _cuda\n_cuda.log('train.py')\n"
@@ -88,7 +94,8 @@ def test_block_runs_as_written(sim, tmp_path, rel, line, code):
         m.nvsim("set", "-i", "0", "cuda.alloc=fail")
     want = chosen(m, args)
     (tmp_path / "train.py").write_text(TRAIN)
-    (tmp_path / "block.py").write_text(code + (EPILOGUE if kind == "environment" else ""))
+    (tmp_path / "block.py").write_text(code + {"environment": EPILOGUE,
+                                                "restored": RESTORED}.get(kind, ""))
     r, log = framework_run(tmp_path, [sys.executable, "block.py"])
     where = "%s:%d" % (rel, line)
     assert r.returncode == 0, "%s: %s" % (where, r.stderr)
@@ -111,6 +118,9 @@ def test_block_runs_as_written(sim, tmp_path, rel, line, code):
     elif kind == "failover":  # the job saw the two GPUs that passed the probe, GPU 0 not
         assert [(e["call"], e["cuda"]) for e in log] == [("train.py", want)], where
         assert m.uuids[0] not in want
+    elif kind == "restored":
+        assert log == [], where
+        assert r.stdout.splitlines()[-2:] == ["LEASE=" + ",".join(want), "CVD=<unset>"], where
     else:
         assert log == [], where
         assert r.stdout.splitlines() == ["CVD=" + ",".join(want)], where

@@ -133,7 +133,8 @@ class PythonInstallTest(GpuctlTestCase):
                 dest = os.path.join(self.tmp, prefix.strip("/").replace("/", "-"))
                 self.install(prefix, dest)
                 pkg = dest + site_dir(prefix) + "/gpuctl"
-                self.assertEqual(sorted(os.listdir(pkg)), sorted(self.PACKAGE + ("__pycache__",)))
+                self.assertEqual(sorted(os.listdir(pkg)),
+                                 sorted(self.PACKAGE + ("__pycache__", "py.typed")))
                 # byte-compiled at install (users cannot write __pycache__ there)
                 tag = "cpython-%s" % python_minor().replace(".", "")
                 self.assertEqual(sorted(os.listdir(os.path.join(pkg, "__pycache__"))),
