@@ -1,5 +1,6 @@
 """gpuctl exporter: /metrics in the Prometheus text format over simulated machines, checked by
-promtool and scraped by a real Prometheus server; HTTP edge cases; options.
+promtool and scraped by a real Prometheus server; HTTP edge cases; a hung NVML call (the
+overdue page, /healthz 503, SIGTERM); options.
 
 Expected metric names, labels and units come from dcgm-exporter's defaults as
 /work/shared/reference/health-monitoring.md section 5.1 records them (copied below as

@@ -1,6 +1,6 @@
 """`gpuctl health` end to end: conditions injected with nvsim on fitting scenarios, the verdict,
-the finding (check id, severity, message numbers, action), the exit status, the JSON shape, and
-bad input.
+the finding (check id, severity, message numbers, action), the exit status, the JSON shape, bad
+input, and --watch (findings as they come, the state file, a hung NVML call).
 
 Expected values come from the issue's rules and DCGM's thresholds (docs/health.md): volatile DBE
 > 0 FAIL, remap failure FAIL, pending remap/retirement WARN (FAIL with --strict), 63 retired pages

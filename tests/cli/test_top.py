@@ -1,8 +1,9 @@
 """gpuctl top: the plain-text frame (--once, --batch) and the full screen, driven in tmux
 (send-keys, capture-pane) on simulated machines: a row per GPU, scrolling 64 GPUs, a `select
 --hold` lease appearing and going, an injected XID turning a verdict to FAIL, sorting,
-filtering, help, `k` as the kernel allows it, `r`, NVML failure as a line, a lost GPU, NVML
-calls per refresh, and the terminal's state after every way of leaving.
+filtering, help, `k` as the kernel allows it, `r`, NVML failure as a line, a lost GPU, a hung
+NVML call (the stale mark, q and SIGTERM while it hangs), NVML calls per refresh, and the
+terminal's state after every way of leaving.
 
 Expected values come from the scenario files (sim/scenarios/*.json: the GPUs' UUIDs and names),
 NVIDIA's XID catalog (XID 79, "GPU has fallen off the bus", is a FAIL in docs/health.md), the
