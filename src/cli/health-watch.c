@@ -353,7 +353,9 @@ static int failed(int r, const char *why)
 }
 
 /* Takes what the XID feed has: XIDs are checked at once; a lost GPU asks the sampler for a
- * snapshot now (*resnap: the feed is made again from it). 0, or -errno (said). */
+ * snapshot now (*resnap: the feed is made again from it). 0; 1 when the feed has no events
+ * any more (its set could not be made again: the kernel log is the source from now on); or
+ * -errno (said). */
 static int take_xids(struct watch *st, struct xid_feed *feed, struct sampler *smp, bool *resnap)
 {
 	size_t before = gpuctl_xid_log_count(st->xids);
@@ -363,6 +365,12 @@ static int take_xids(struct watch *st, struct xid_feed *feed, struct sampler *sm
 
 	if (r < 0)
 		return failed(r, err);
+	if (r == XID_FEED_NONE) {
+		if (st->cli->verbose)
+			fprintf(stderr, "gpuctl: debug: %s; re-reading the kernel log instead\n",
+			        err);
+		return 1;
+	}
 	if (lost) {
 		*resnap = true;
 		sampler_kick(smp);
@@ -401,7 +409,7 @@ static int take_sample(struct watch *st, const struct sampler_sample *m, struct 
 
 /* Waits until the XID feed has made its event set; *ret_events says whether it could (else
  * its thread has ended and the kernel log is re-read every interval instead). Returns the
- * signal that came first, else 0. */
+ * signal that came first, 0, or -errno (said) when the feed failed at once. */
 static int feed_ready(struct watch *st, struct xid_feed *feed, const sigset_t *stop,
                       bool *ret_events)
 {
@@ -414,13 +422,13 @@ static int feed_ready(struct watch *st, struct xid_feed *feed, const sigset_t *s
 		if (sig)
 			return sig;
 		r = xid_feed_take(feed, st->xids, &lost, err, sizeof(err));
-		if (r == 0)
+		if (r == XID_FEED_STARTING)
 			continue;
-		*ret_events = r > 0;
-		if (r < 0 && st->cli->verbose)
+		*ret_events = r == XID_FEED_EVENTS;
+		if (r == XID_FEED_NONE && st->cli->verbose)
 			fprintf(stderr, "gpuctl: debug: %s; re-reading the kernel log instead\n",
 			        err);
-		return 0;
+		return r < 0 ? failed(r, err) : 0;
 	}
 }
 
@@ -441,8 +449,14 @@ static int watch_loop(struct watch *st, struct sampler *smp, struct xid_feed *fe
 
 		if (cli_wait_fds(p, 2, overdue ? kmsg_next : sampler_overdue_at(smp), stop))
 			return 0;
-		if (feed && p[1].revents && (r = take_xids(st, feed, smp, &resnap)) < 0)
-			return r;
+		if (feed && p[1].revents && (r = take_xids(st, feed, smp, &resnap)) != 0) {
+			if (r < 0)
+				return r;
+			feed = NULL; /* no events any more: the kernel log, from the next snapshot
+			              */
+			resnap = false;
+			r = 0;
+		}
 		m = sampler_latest(smp);
 		if (m && m->seq > st->cur->seq) {
 			if (overdue && m->status == 0)
@@ -557,8 +571,13 @@ int health_watch(struct cli *cli, const struct watch_args *w)
 		goto end;
 	}
 	bool events = false;
-	if (feed_ready(&st, feed, &stop, &events))
+	r = feed_ready(&st, feed, &stop, &events);
+	if (r > 0)
 		goto end; /* a signal before the first check: nothing found, 0 */
+	if (r < 0) {
+		status = CLI_EXIT_FAILURE;
+		goto end;
+	}
 	r = check(&st);
 	if (r < 0)
 		r = failed(r, gpuctl_errmsg(cli->ctx));

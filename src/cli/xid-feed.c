@@ -8,8 +8,10 @@
  * - The thread waits in slices of XID_FEED_SLICE_MS (gpuctl_xid_watch_wait), so a stop is
  *   seen within one; an event is published at once (lock, append, eventfd), so the main
  *   thread checks and prints it while the sampler may be stuck in another call.
- * - A lost GPU (-ENODEV) frees the set and waits for a new snapshot (xid_feed_rewatch); any
- *   other failure ends the thread with its status, which the main thread reports.
+ * - A lost GPU (-ENODEV) frees the set and waits for a new snapshot (xid_feed_rewatch). A set
+ *   that cannot be made ends the thread with XID_FEED_NONE (the kernel log is then the only
+ *   source, as without an event API); a failed wait ends it with its -errno, which the main
+ *   thread reports.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -36,7 +38,7 @@ struct xid_feed {
 	struct gpuctl_xid_log *pending;      /* XIDs the main thread has not taken */
 	const struct gpuctl_snapshot *snap;  /* to make the event set from, NULL: none */
 	const struct sampler_sample *holder; /* keeps snap alive */
-	int status;                          /* 0 making the set, 1 working, or what ended it */
+	int status;                          /* XID_FEED_*, or the -errno of a failed wait */
 	char error[256];                     /* its message */
 	bool lost;                           /* NVML reported a GPU lost */
 	bool stop;                           /* xid_feed_stop asked */
@@ -48,12 +50,12 @@ static void say(struct xid_feed *f)
 	(void)eventfd_write(f->efd, 1);
 }
 
-/* Ends the feed with r (under the lock). */
-static void fail(struct xid_feed *f, int r)
+/* Ends the feed with status, r its reason (under the lock). */
+static void fail(struct xid_feed *f, int status, int r)
 {
 	const char *msg = gpuctl_errmsg(f->ctx);
 
-	f->status = r;
+	f->status = status;
 	snprintf(f->error, sizeof(f->error), "%s", msg && msg[0] ? msg : strerror(-r));
 	say(f);
 }
@@ -73,10 +75,10 @@ static int make_watch(struct xid_feed *f)
 	pthread_mutex_lock(&f->lock);
 	if (r < 0) {
 		f->watch = NULL;
-		fail(f, r);
+		fail(f, XID_FEED_NONE, r);
 		return r;
 	}
-	f->status = 1;
+	f->status = XID_FEED_EVENTS;
 	say(f);
 	return 0;
 }
@@ -107,7 +109,7 @@ static int wait_slice(struct xid_feed *f, struct gpuctl_xid_log *got)
 		f->lost = true;
 		say(f);
 	} else if (r < 0) {
-		fail(f, r);
+		fail(f, r, r);
 		return r;
 	}
 	return 0;
@@ -131,13 +133,13 @@ static void *feed_main(void *arg)
 			continue;
 		}
 		if (gpuctl_xid_log_new(&got) < 0) {
-			fail(f, -ENOMEM);
+			fail(f, -ENOMEM, -ENOMEM);
 			break;
 		}
 		int r = wait_slice(f, got);
 		gpuctl_xid_log_free(got);
 		if (r == -ENOMEM)
-			fail(f, r);
+			fail(f, r, r);
 		if (r < 0)
 			break;
 	}
@@ -241,7 +243,7 @@ int xid_feed_take(struct xid_feed *f, struct gpuctl_xid_log *log, bool *ret_lost
 	*ret_lost = f->lost;
 	f->lost = false;
 	r = f->status;
-	if (r < 0)
+	if (r < 0 || r == XID_FEED_NONE)
 		snprintf(err, errsize, "%s", f->error);
 	pthread_mutex_unlock(&f->lock);
 	return r;

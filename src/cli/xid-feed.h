@@ -28,12 +28,19 @@ int xid_feed_start(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
 /* Readable while the feed has something to say (for poll). */
 int xid_feed_fd(const struct xid_feed *f);
 
+/* What xid_feed_take says of the feed (or a -errno: waiting failed, the feed has ended). */
+enum {
+	XID_FEED_STARTING = 0, /* the event set is being made */
+	XID_FEED_EVENTS = 1,   /* it works */
+	XID_FEED_NONE = 2,     /* it could not be made (no event API, no GPU with XID events:
+	                        * the kernel log is the only source); the feed has ended */
+};
+
 /* What the feed has: appends the XIDs seen since the last call to log (indices of the
  * snapshot its event set was made from) and sets *ret_lost when NVML reported a GPU lost since
- * (the feed then waits for xid_feed_rewatch). Returns 1 while the event set works, 0 while it
- * is being made, or the -errno that ended the feed, its message in err: -EOPNOTSUPP and the
- * like when the set could not be made (no event API: use the kernel log), -EIO when waiting
- * failed. -ENOMEM when log could not take the XIDs (kept for the next call). */
+ * (the feed then waits for xid_feed_rewatch). Returns an XID_FEED_* state, or the -errno of a
+ * failed wait; for XID_FEED_NONE and a failure, the reason is in err. -ENOMEM when log could
+ * not take the XIDs. */
 int xid_feed_take(struct xid_feed *f, struct gpuctl_xid_log *log, bool *ret_lost, char *err,
                   size_t errsize);
 
