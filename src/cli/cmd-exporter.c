@@ -4,13 +4,21 @@
  * (docs/metrics.md), with libmicrohttpd.
  *
  * Decisions:
- * - Sampling is decoupled from scraping. The main thread is the sampler: every --interval it
- *   takes one snapshot (only the fields metrics.c exports, plus processes and MIG), reads the
- *   lease states, renders the whole page once and swaps it in under a mutex. A scrape only
- *   queues the latest page (a reference-counted MHD response), so any number of scrapers cost
- *   no NVML call and no rendering.
- * - The main thread waits for the next sample in sigtimedwait() with SIGINT/SIGTERM blocked in
- *   every thread, so a signal ends the loop at once and the server stops cleanly (exit 0).
+ * - Sampling is decoupled from scraping. A sampler thread (sampler.h) takes every --interval
+ *   one snapshot (only the fields metrics.c exports, plus processes and MIG), the XID events,
+ *   the lease states and the verdicts; the main thread renders each sample's page once and
+ *   swaps it in under a mutex. A scrape only queues the latest page (a reference-counted MHD
+ *   response), so any number of scrapers cost no NVML call and no rendering.
+ * - The main thread never calls NVML: it waits for the next sample, the overdue time or a
+ *   signal (SIGINT/SIGTERM blocked in every thread, taken through a signalfd), so a signal
+ *   ends the loop at once and the server stops (exit 0), even while a call hangs; a sample
+ *   still under way then is not waited for (cli_exit_now).
+ * - Overdue: no sample for more than two intervals (sampler.h) is a hung driver. The page then
+ *   has the exporter's own metrics only, with last_sample_success 0 and
+ *   sample_overdue_seconds (rendered again every interval), and /healthz answers 503. The GPU
+ *   series are left out, not served with their old values: Prometheus would record those with
+ *   the scrape's time, as if just measured, where a series gone from a scrape is marked stale
+ *   (docs/metrics.md, "A hung driver").
  * - The listening socket is ours (bound before MHD starts, handed over with
  *   MHD_OPTION_LISTEN_SOCKET), so "port in use" is one clear line (exit 1), and ":PORT" listens
  *   on IPv6 and IPv4 (IPv4 only where the host has no IPv6).
@@ -49,6 +57,7 @@
 #endif
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -65,6 +74,7 @@
 #include "listen.h"
 #include "metrics.h"
 #include "parse.h"
+#include "sampler.h"
 
 /* libmicrohttpd, loaded when the exporter starts: linking it would make every gpuctl command
  * load it and GnuTLS with it (about 1.5 ms of every start, docs/ARCHITECTURE.md). The header
@@ -165,15 +175,17 @@ struct conn_track {
 };
 
 struct exporter {
-	pthread_mutex_t lock;           /* guards page */
+	pthread_mutex_t lock;           /* guards page and overdue */
 	pthread_mutex_t conns_lock;     /* guards conns and every conn_track in it */
 	struct conn_track *conns;       /* open connections (MHD's thread adds and removes) */
 	double deadline_s;              /* a request's whole time, from accept or the end of the
 	                                 * previous request to the end of its response */
 	volatile sig_atomic_t stopping; /* the reaper thread ends */
-	struct MHD_Response *page;      /* the latest /metrics page; swapped by the sampler */
+	struct MHD_Response *page;      /* the latest /metrics page; swapped by the main thread */
+	bool overdue;                   /* the page is an overdue one: /healthz answers 503 */
 	struct MHD_Response *index;     /* "/" */
-	struct MHD_Response *healthz;   /* "/healthz" */
+	struct MHD_Response *healthz;   /* "/healthz", 200 */
+	struct MHD_Response *unhealthy; /* "/healthz" while the sample is overdue, 503 */
 	struct MHD_Response *notfound;  /* 404 */
 	struct MHD_Response *badmethod; /* 405, with Allow */
 	struct MHD_Response *toolarge;  /* 413 */
@@ -297,7 +309,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 	if (strcmp(url, "/") == 0) {
 		resp = ex->index;
 	} else if (strcmp(url, "/healthz") == 0) {
-		resp = ex->healthz;
+		pthread_mutex_lock(&ex->lock);
+		bool overdue = ex->overdue;
+		pthread_mutex_unlock(&ex->lock);
+		resp = overdue ? ex->unhealthy : ex->healthz;
+		code = overdue ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK;
 	} else {
 		resp = ex->notfound;
 		code = MHD_HTTP_NOT_FOUND;
@@ -413,10 +429,13 @@ static int exporter_init(struct exporter *ex)
 		return -ENOMEM;
 	ex->index = static_response(index_page, "text/html; charset=utf-8");
 	ex->healthz = static_response("ok\n", text);
+	ex->unhealthy =
+	        static_response("503 NVML not answering: the latest sample is overdue\n", text);
 	ex->notfound = static_response("404 not found: try /metrics\n", text);
 	ex->badmethod = static_response("405 method not allowed: GET or HEAD\n", text);
 	ex->toolarge = static_response("413 request bodies are not accepted\n", text);
-	if (!ex->index || !ex->healthz || !ex->notfound || !ex->badmethod || !ex->toolarge ||
+	if (!ex->index || !ex->healthz || !ex->unhealthy || !ex->notfound || !ex->badmethod ||
+	    !ex->toolarge ||
 	    mhd.add_response_header(ex->badmethod, MHD_HTTP_HEADER_ALLOW, "GET, HEAD") != MHD_YES ||
 	    mhd.add_response_header(ex->toolarge, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES)
 		return -ENOMEM;
@@ -425,7 +444,7 @@ static int exporter_init(struct exporter *ex)
 
 static void exporter_done(struct exporter *ex)
 {
-	struct MHD_Response **all[] = {&ex->page,     &ex->index,     &ex->healthz,
+	struct MHD_Response **all[] = {&ex->page,     &ex->index,     &ex->healthz, &ex->unhealthy,
 	                               &ex->notfound, &ex->badmethod, &ex->toolarge};
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
 		if (*all[i])
@@ -435,27 +454,50 @@ static void exporter_done(struct exporter *ex)
 	pthread_mutex_destroy(&ex->lock);
 }
 
-/* ---- sampling ---- */
+/* ---- sampling (on the sampler's thread, sampler.h) ---- */
 
-struct sampler {
-	struct cli *cli;
-	struct exporter *ex;
-	enum gpuctl_field fields[64]; /* what the snapshot reads */
+/* What the sampler's thread keeps between samples: only it touches this once sampling began. */
+struct sampling {
+	const struct gpuctl_site *site; /* the configuration and lease directory (read-only) */
+	enum gpuctl_field fields[64];   /* what the snapshot reads */
 	size_t n_fields;
 	enum gpuctl_field dynamic[64]; /* of those, what a refresh re-reads (not static_field) */
 	size_t n_dynamic;
-	struct gpuctl_snapshot *last;       /* the previous sample's snapshot (owned), NULL after a
-	                                     * failed one */
 	double last_full_s;                 /* CLOCK_MONOTONIC time of the last whole snapshot */
-	char hostname[256];                 /* the Hostname label */
 	struct metrics_stats stats;         /* the exporter's counters */
+	bool first;                         /* the next sample is the first */
 	bool nvml_failing;                  /* the previous sample failed (log once per streak) */
 	bool lease_failing;                 /* the same for the lease directory */
 	struct gpuctl_xid_watch *xid_watch; /* NVML's XID events, NULL when it has none */
+	bool xid_tried;                     /* the watch was made (or could not be) */
+	bool verbose;                       /* -v: say why there are no XID events */
 	struct metrics_xid *xids;           /* their counts per GPU and code (owned) */
 	size_t n_xids;
 	uint64_t xid_seq; /* events counted so far */
 };
+
+/* One sample, as the main thread renders it. Never changes once made. */
+struct exporter_sample {
+	struct gpuctl_snapshot *snap;        /* NULL when NVML failed (status, error) */
+	int status;                          /* that failure's -errno */
+	char error[256];                     /* its message */
+	struct gpuctl_lease_list *leases;    /* NULL: no lease directory, or unreadable */
+	struct gpuctl_health_report *health; /* NULL: none */
+	struct metrics_stats stats;          /* the counters after this sample */
+	struct metrics_xid *xids;            /* the XID counts after it (a copy) */
+	size_t n_xids;
+};
+
+static void exporter_sample_free(void *p)
+{
+	struct exporter_sample *x = p;
+
+	gpuctl_snapshot_free(x->snap);
+	gpuctl_lease_list_free(x->leases);
+	gpuctl_health_report_free(x->health);
+	free(x->xids);
+	free(x);
+}
 
 /* Facts that change only with a driver reload, a reboot, a GPU reset or an administrator's
  * mode change: read by the whole snapshot every EXPORTER_FULL_EVERY seconds, not by the
@@ -491,10 +533,12 @@ static bool static_field(enum gpuctl_field f)
 	}
 }
 
-static void sampler_done(struct sampler *s)
+/* The sampler thread's end: the XID watch goes before its context. */
+static void sampling_finish(struct gpuctl_ctx *ctx, void *userdata)
 {
-	gpuctl_snapshot_free(s->last);
-	s->last = NULL;
+	struct sampling *s = userdata;
+	(void)ctx;
+
 	gpuctl_xid_watch_free(s->xid_watch);
 	free(s->xids);
 	s->xid_watch = NULL;
@@ -504,14 +548,14 @@ static void sampler_done(struct sampler *s)
 
 /* Drains the XID events NVML has for us into the per-(GPU, code) counts: memory stays bounded
  * by the codes seen, however many events come. -ENOMEM keeps what was counted. */
-static int count_xids(struct sampler *s)
+static int count_xids(struct gpuctl_ctx *ctx, struct sampling *s)
 {
 	struct gpuctl_xid_log *log = NULL;
 	int r = 0;
 
 	if (!s->xid_watch || gpuctl_xid_log_new(&log) < 0)
 		return s->xid_watch ? -ENOMEM : 0;
-	while (gpuctl_xid_watch_wait(s->cli->ctx, s->xid_watch, 0, log) > 0)
+	while (gpuctl_xid_watch_wait(ctx, s->xid_watch, 0, log) > 0)
 		;
 	for (size_t k = 0; r == 0 && k < gpuctl_xid_log_count(log); k++) {
 		size_t g, j;
@@ -538,26 +582,27 @@ static int count_xids(struct sampler *s)
 
 /* The lease states of snap's devices, NULL when there is no lease directory or it cannot be
  * read (counted and logged once). */
-static struct gpuctl_lease_list *read_leases(struct sampler *s, const struct gpuctl_snapshot *snap)
+static struct gpuctl_lease_list *read_leases(struct gpuctl_ctx *ctx, struct sampling *s,
+                                             const struct gpuctl_snapshot *snap)
 {
 	struct gpuctl_lease_dir *dir = NULL;
 	struct gpuctl_lease_list *list = NULL;
 	struct stat st;
-	const char *path = gpuctl_site_lease_dir_path(s->cli->site);
+	const char *path = gpuctl_site_lease_dir_path(s->site);
 	int r;
 
 	s->stats.lease_ok = true;
 	if (lstat(path, &st) < 0 && errno == ENOENT)
 		return NULL; /* nothing is leased */
-	r = gpuctl_lease_dir_open(s->cli->ctx, path, &dir);
+	r = gpuctl_lease_dir_open(ctx, path, &dir);
 	if (r >= 0)
-		r = gpuctl_lease_list(s->cli->ctx, dir, snap, &list);
+		r = gpuctl_lease_list(ctx, dir, snap, &list);
 	gpuctl_lease_dir_free(dir);
 	if (r < 0) {
 		s->stats.lease_errors++;
 		s->stats.lease_ok = false;
 		if (!s->lease_failing) {
-			const char *msg = gpuctl_errmsg(s->cli->ctx);
+			const char *msg = gpuctl_errmsg(ctx);
 			cli_error("exporter: lease directory %s: %s (no lease metrics until it "
 			          "can be read)",
 			          path, msg && msg[0] ? msg : strerror(-r));
@@ -579,74 +624,105 @@ static bool any_lost(const struct gpuctl_snapshot *snap)
 	return false;
 }
 
-/* Takes one sample and publishes its page. snap0: a snapshot already taken (the first one),
- * consumed. Returns 0, or -ENOMEM when no page could be made (the old one stays). */
-static int sample(struct sampler *s, struct gpuctl_snapshot *snap0)
+/* The snapshot of a sample: a refresh of the previous one while its whole snapshot is recent;
+ * a whole snapshot when it is not, after a failed sample, or when the refresh cannot be
+ * trusted (NVML cannot count the GPUs, or their number changed): that snapshot then decides. */
+static int read_snapshot(struct gpuctl_ctx *ctx, struct sampling *s,
+                         const struct exporter_sample *prev, double t0,
+                         struct gpuctl_snapshot **ret_snap)
 {
-	struct gpuctl_snapshot *snap = snap0;
-	struct gpuctl_lease_list *leases = NULL;
-	struct gpuctl_health_report *health = NULL;
-	struct textbuf buf = {0};
-	double t0 = cli_now(CLOCK_MONOTONIC);
-	int r = 0;
+	int r;
 
+	if (prev && prev->snap && t0 - s->last_full_s < EXPORTER_FULL_EVERY &&
+	    !any_lost(prev->snap) &&
+	    gpuctl_snapshot_refresh(ctx, prev->snap, METRICS_SNAP_FLAGS, s->dynamic, s->n_dynamic,
+	                            ret_snap) >= 0)
+		return 0;
+	r = gpuctl_snapshot_take_fields(ctx, METRICS_SNAP_FLAGS, s->fields, s->n_fields, ret_snap);
+	s->last_full_s = t0;
+	return r;
+}
+
+/* The sampler's take: the snapshot, the XIDs since the last sample, the lease states and the
+ * verdicts. An NVML failure is a sample too (no snapshot: the page then has the exporter's own
+ * metrics only); only running out of memory fails. */
+static int exporter_take(struct gpuctl_ctx *ctx, void *userdata, const void *prevp, void **ret_data)
+{
+	struct sampling *s = userdata;
+	struct exporter_sample *x = calloc(1, sizeof(*x));
+	double t0 = cli_now(CLOCK_MONOTONIC);
+	bool first = s->first;
+	int r;
+
+	if (!x)
+		return -ENOMEM;
+	s->first = false;
 	s->stats.last_time_s = cli_now(CLOCK_REALTIME);
-	/* A refresh of the previous sample while its whole snapshot is recent; a whole snapshot
-	 * when it is not, after a failed sample, or when the refresh cannot be trusted (NVML
-	 * cannot count the GPUs, or their number changed): that snapshot then decides. */
-	if (!snap && s->last && t0 - s->last_full_s < EXPORTER_FULL_EVERY && !any_lost(s->last) &&
-	    gpuctl_snapshot_refresh(s->cli->ctx, s->last, METRICS_SNAP_FLAGS, s->dynamic,
-	                            s->n_dynamic, &snap) < 0)
-		snap = NULL;
-	if (!snap) {
-		r = gpuctl_snapshot_take_fields(s->cli->ctx, METRICS_SNAP_FLAGS, s->fields,
-		                                s->n_fields, &snap);
-		s->last_full_s = t0;
-	} else if (snap == snap0) {
-		s->last_full_s = t0;
-	}
+	r = read_snapshot(ctx, s, prevp, t0, &x->snap);
 	s->stats.samples++;
 	if (r < 0) {
+		const char *msg = gpuctl_errmsg(ctx);
+		x->snap = NULL;
+		x->status = r;
+		snprintf(x->error, sizeof(x->error), "%s", msg && msg[0] ? msg : strerror(-r));
 		s->stats.nvml_errors++;
-		if (!s->nvml_failing) {
-			const char *msg = gpuctl_errmsg(s->cli->ctx);
+		/* the first sample's failure is the command's error (it exits) */
+		if (!s->nvml_failing && !first)
 			cli_error("exporter: NVML: %s (serving no GPU metrics until it recovers)",
-			          msg && msg[0] ? msg : strerror(-r));
-		}
+			          x->error);
 		s->nvml_failing = true;
-		snap = NULL;
 	} else {
 		if (s->nvml_failing)
 			cli_error("exporter: NVML: sampling again");
 		s->nvml_failing = false;
-		leases = read_leases(s, snap);
+		/* XID events from the first good snapshot on (none when NVML cannot deliver
+		 * them: the kernel log still counts for the verdicts) */
+		if (!s->xid_tried) {
+			s->xid_tried = true;
+			if (gpuctl_xid_watch_new(ctx, x->snap, &s->xid_watch) < 0) {
+				s->xid_watch = NULL;
+				if (s->verbose)
+					cli_error("exporter: no XID events: %s",
+					          gpuctl_errmsg(ctx));
+			}
+		}
+		x->leases = read_leases(ctx, s, x->snap);
 		/* XIDs since the last sample, then the verdicts (docs/health.md: the kernel log and
 		 * what health --watch recorded, as gpuctl health reads them) */
-		if (count_xids(s) < 0)
+		if (count_xids(ctx, s) < 0)
 			cli_error("exporter: out of memory counting XIDs");
-		r = gpuctl_site_health(s->cli->ctx, s->cli->site, snap, &health);
-		if (r < 0) {
+		if (gpuctl_site_health(ctx, s->site, x->snap, &x->health) < 0) {
 			/* the other metrics are served */
-			cli_error("exporter: health check: %s", gpuctl_errmsg(s->cli->ctx));
-			health = NULL;
-			r = 0;
+			cli_error("exporter: health check: %s", gpuctl_errmsg(ctx));
+			x->health = NULL;
 		}
 	}
-	s->stats.last_ok = snap != NULL;
+	s->stats.last_ok = x->snap != NULL;
 	/* the duration covers the NVML and lease reads; rendering is measured by `make bench` */
 	s->stats.last_duration_s = cli_now(CLOCK_MONOTONIC) - t0;
-	struct metrics_input in = {.snap = snap,
-	                           .leases = leases,
-	                           .hostname = s->hostname,
-	                           .stats = &s->stats,
-	                           .health = health,
-	                           .xids = s->xids,
-	                           .n_xids = s->n_xids};
-	r = metrics_render(&in, &buf);
-	gpuctl_health_report_free(health);
-	gpuctl_lease_list_free(leases);
-	gpuctl_snapshot_free(s->last);
-	s->last = snap; /* the next sample refreshes it */
+	x->stats = s->stats;
+	if (s->n_xids) {
+		x->xids = malloc(s->n_xids * sizeof(*x->xids));
+		if (!x->xids) {
+			exporter_sample_free(x);
+			return -ENOMEM;
+		}
+		memcpy(x->xids, s->xids, s->n_xids * sizeof(*x->xids));
+		x->n_xids = s->n_xids;
+	}
+	*ret_data = x;
+	return 0;
+}
+
+/* ---- publishing (on the main thread) ---- */
+
+/* Renders in as the /metrics page and swaps it in, with /healthz answering ok or 503. 0, or
+ * -ENOMEM when no page could be made (the old one stays). */
+static int publish(struct exporter *ex, const struct metrics_input *in, bool overdue)
+{
+	struct textbuf buf = {0};
+	int r = metrics_render(in, &buf);
+
 	if (r < 0) {
 		textbuf_free(&buf);
 		return r;
@@ -662,32 +738,92 @@ static int sample(struct sampler *s, struct gpuctl_snapshot *snap0)
 		mhd.destroy_response(page);
 		return -ENOMEM;
 	}
-	pthread_mutex_lock(&s->ex->lock);
-	struct MHD_Response *old = s->ex->page;
-	s->ex->page = page;
+	pthread_mutex_lock(&ex->lock);
+	struct MHD_Response *old = ex->page;
+	ex->page = page;
+	ex->overdue = overdue;
 	/* connections still sending the old page hold their own reference */
 	if (old)
 		mhd.destroy_response(old);
-	pthread_mutex_unlock(&s->ex->lock);
+	pthread_mutex_unlock(&ex->lock);
 	return 0;
 }
 
-/* Samples every interval until SIGINT or SIGTERM (blocked in every thread, taken here). */
-static void sample_loop(struct sampler *s, double interval, const sigset_t *stop)
+/* Publishes a sample's page; *ret_stats gets its counters (for the overdue pages after it). */
+static int publish_sample(struct exporter *ex, const struct exporter_sample *x,
+                          const char *hostname, struct metrics_stats *ret_stats)
 {
-	double next = cli_now(CLOCK_MONOTONIC) + interval;
+	struct metrics_input in = {.snap = x->snap,
+	                           .leases = x->leases,
+	                           .hostname = hostname,
+	                           .stats = &x->stats,
+	                           .health = x->health,
+	                           .xids = x->xids,
+	                           .n_xids = x->n_xids};
 
-	while (cli_wait_until(next, stop) == 0) {
-		if (sample(s, NULL) < 0)
-			cli_error("exporter: out of memory rendering the metrics (serving the "
-			          "previous "
-			          "page)");
+	*ret_stats = x->stats;
+	return publish(ex, &in, false);
+}
+
+/* While the latest sample is overdue: the exporter's own metrics only, with
+ * last_sample_success 0 and how long NVML has been silent; no GPU series, so Prometheus marks
+ * them stale instead of recording old values as new (docs/metrics.md, "A hung driver"). */
+static int publish_overdue(struct exporter *ex, const struct metrics_stats *last, double silent_s,
+                           const char *hostname)
+{
+	struct metrics_stats st = *last;
+	struct metrics_input in = {.hostname = hostname, .stats = &st};
+
+	st.last_ok = false;
+	st.overdue_s = silent_s;
+	return publish(ex, &in, true);
+}
+
+/* Serves until SIGINT or SIGTERM (blocked in every thread, taken here): each new sample's
+ * page, and while the sampler is overdue an overdue page every interval. */
+static void serve(struct exporter *ex, struct sampler *smp, uint64_t seq,
+                  const struct metrics_stats *first, double interval, const char *hostname,
+                  const sigset_t *stop)
+{
+	struct metrics_stats last = *first;
+	bool overdue = false;
+	double again = 0; /* while overdue: when to render its page again */
+
+	for (;;) {
+		struct pollfd p = {.fd = sampler_fd(smp), .events = POLLIN};
+		const struct sampler_sample *m;
+		double now;
+
+		if (cli_wait_fds(&p, 1, overdue ? again : sampler_overdue_at(smp), stop))
+			return;
+		m = sampler_latest(smp);
+		if (m && m->seq > seq) {
+			seq = m->seq;
+			if (overdue)
+				cli_error("exporter: NVML answering again");
+			overdue = false;
+			if (!m->data || publish_sample(ex, m->data, hostname, &last) < 0)
+				cli_error("exporter: out of memory rendering the metrics (serving "
+				          "the previous page)");
 #ifdef __GLIBC__
-		/* give back what the sample freed (and what connections that closed left), not
-		 * only the top of the heap: about 0.1 MiB after a load */
-		malloc_trim(0);
+			/* give back what the sample freed (and what connections that closed
+			 * left), not only the top of the heap: about 0.1 MiB after a load */
+			malloc_trim(0);
 #endif
-		next = cli_next_tick(next, interval);
+		}
+		sampler_put(m);
+		now = cli_now(CLOCK_MONOTONIC);
+		if (!sampler_overdue(smp, now) || (overdue && now < again))
+			continue;
+		double silent = sampler_silence(smp, now);
+		if (!overdue)
+			cli_error("exporter: NVML not answering for %.0f s (serving only the "
+			          "exporter's own metrics, /healthz 503, until it answers)",
+			          silent);
+		overdue = true;
+		again = now + interval;
+		if (publish_overdue(ex, &last, silent, hostname) < 0)
+			cli_error("exporter: out of memory rendering the metrics");
 	}
 }
 
@@ -699,8 +835,9 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	double interval = EXPORTER_DEFAULT_INTERVAL;
 	struct listen_spec spec;
 	struct exporter ex = {0};
-	struct sampler s = {.cli = cli, .ex = &ex};
-	struct gpuctl_snapshot *snap = NULL;
+	struct sampling s = {.first = true};
+	struct sampler *smp = NULL;
+	char hostname[256]; /* the Hostname label */
 	struct MHD_Daemon *daemon = NULL;
 	unsigned timeout;
 	sigset_t stop, old;
@@ -748,13 +885,13 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	status = cli_site(cli, &cmd_exporter_entry, lease_dir, GPUCTL_SITE_NO_LEASES);
 	if (status)
 		return status;
-	/* a select.lock held by someone else delays a sample by this much at most: the lease
-	 * metrics are left out then, never the GPUs' (docs/metrics.md) */
-	(void)gpuctl_ctx_set_lock_wait(cli->ctx, EXPORTER_LOCK_WAIT_S);
+	s.site = cli->site;
+	s.verbose = cli->verbose;
 
 	/* Blocked before the socket listens (a client may connect, and a supervisor stop us, at
-	 * once: the signal then waits for sample_loop, which exits 0) and before MHD starts its
-	 * thread, which inherits the mask: only sigtimedwait() in sample_loop takes them. */
+	 * once: the signal then waits for serve(), which exits 0) and before MHD starts its
+	 * thread, which inherits the mask (the sampler's thread blocks all): only the main
+	 * thread's signalfd takes them (cli_wait_fds), whatever the sampler does. */
 	sigemptyset(&stop);
 	sigaddset(&stop, SIGINT);
 	sigaddset(&stop, SIGTERM);
@@ -779,9 +916,9 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	for (size_t k = 0; k < s.n_fields; k++)
 		if (!static_field(s.fields[k]))
 			s.dynamic[s.n_dynamic++] = s.fields[k];
-	if (gethostname(s.hostname, sizeof(s.hostname)) < 0)
-		s.hostname[0] = '\0';
-	s.hostname[sizeof(s.hostname) - 1] = '\0';
+	if (gethostname(hostname, sizeof(hostname)) < 0)
+		hostname[0] = '\0';
+	hostname[sizeof(hostname) - 1] = '\0';
 	ex.verbose = cli->verbose;
 
 	char mhd_why[256];
@@ -793,23 +930,62 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 		close(fd);
 		return CLI_EXIT_FAILURE;
 	}
-
-	/* The first sample before serving: no driver is exit 4 now, not an empty page later. */
-	status = cli_snapshot_fields(cli, METRICS_SNAP_FLAGS, s.fields, s.n_fields, &snap);
-	if (status) {
-		close(fd);
-		return status;
-	}
-	/* XID events from now on (none when NVML cannot deliver them: the kernel log still
-	 * counts for the verdicts) */
-	if (gpuctl_xid_watch_new(cli->ctx, snap, &s.xid_watch) < 0 && cli->verbose)
-		cli_error("exporter: no XID events: %s", gpuctl_errmsg(cli->ctx));
-	if (exporter_init(&ex) < 0 || sample(&s, snap) < 0) {
+	if (exporter_init(&ex) < 0) {
 		cli_error("exporter: out of memory");
 		close(fd);
 		exporter_done(&ex);
-		sampler_done(&s);
 		return CLI_EXIT_FAILURE;
+	}
+
+	/* NVML is read on the sampler's thread, with a context of its own; the first sample is
+	 * taken before serving: no driver is exit 4 now, not an empty page later */
+	struct gpuctl_ctx *sctx = NULL;
+	status = cli_context_new(cli, &sctx);
+	if (status) {
+		close(fd);
+		exporter_done(&ex);
+		return status;
+	}
+	/* a select.lock held by someone else delays a sample by this much at most: the lease
+	 * metrics are left out then, never the GPUs' (docs/metrics.md) */
+	(void)gpuctl_ctx_set_lock_wait(sctx, EXPORTER_LOCK_WAIT_S);
+	struct sampler_config cfg = {.interval = interval,
+	                             .ctx = sctx,
+	                             .take = exporter_take,
+	                             .free_data = exporter_sample_free,
+	                             .finish = sampling_finish,
+	                             .userdata = &s};
+	int r = sampler_start(&cfg, &smp);
+	if (r < 0) {
+		cli_error("exporter: cannot start the sampler: %s", strerror(-r));
+		gpuctl_ctx_free(sctx);
+		close(fd);
+		exporter_done(&ex);
+		return CLI_EXIT_FAILURE;
+	}
+	const struct sampler_sample *m = NULL;
+	if (cli_first_sample(smp, "exporter", &stop, &m)) {
+		close(fd);
+		status = CLI_EXIT_OK; /* stopped before it served */
+		goto stop_sampler;
+	}
+	const struct exporter_sample *x = m->data;
+	if (!x || !x->snap) {
+		status = x ? cli_driver_error_msg(x->status, x->error)
+		           : (cli_error("exporter: out of memory"), CLI_EXIT_FAILURE);
+		sampler_put(m);
+		close(fd);
+		goto stop_sampler;
+	}
+	struct metrics_stats first;
+	uint64_t seq = m->seq;
+	r = publish_sample(&ex, x, hostname, &first);
+	sampler_put(m);
+	if (r < 0) {
+		cli_error("exporter: out of memory");
+		close(fd);
+		status = CLI_EXIT_FAILURE;
+		goto stop_sampler;
 	}
 
 	signal(SIGPIPE, SIG_IGN);
@@ -817,7 +993,7 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	/* One malloc arena: MHD's thread would otherwise get an arena of its own, which keeps
 	 * the connections' memory pools (EXPORTER_CONN_MEMORY each) resident after they close
 	 * (measured: about 0.4 MiB more resident after 50 scrapers left). The sampler
-	 * allocates once per interval, so the two threads hardly ever contend. */
+	 * allocates once per interval, so the threads hardly ever contend. */
 	mallopt(M_ARENA_MAX, 1);
 #endif
 
@@ -832,10 +1008,8 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	if (!daemon) {
 		cli_error("exporter: cannot start the HTTP server on '%s'", listen_text);
 		close(fd);
-		exporter_done(&ex);
-		sampler_done(&s);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		return CLI_EXIT_FAILURE;
+		status = CLI_EXIT_FAILURE;
+		goto stop_sampler;
 	}
 	ex.deadline_s = timeout;
 	pthread_t reaper;
@@ -847,17 +1021,21 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 		cli_error("exporter: serving http://%s/metrics, sampling every %gs", listen_text,
 		          interval);
 
-	sample_loop(&s, interval, &stop);
+	serve(&ex, smp, seq, &first, interval, hostname, &stop);
 
 	ex.stopping = 1;
 	if (reaping)
 		pthread_join(reaper, NULL);
 	/* MHD_stop_daemon closes the listening socket it was given. */
 	mhd.stop_daemon(daemon);
+	status = CLI_EXIT_OK;
+stop_sampler:
+	/* a sample hung in NVML is not waited for: the process ends without it */
+	if (sampler_stop(smp, SAMPLER_STOP_WAIT_S) < 0)
+		cli_exit_now(status);
 	exporter_done(&ex);
-	sampler_done(&s);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return CLI_EXIT_OK;
+	return status;
 }
 
 const struct cmd_entry cmd_exporter_entry = {
@@ -874,7 +1052,9 @@ const struct cmd_entry cmd_exporter_entry = {
                    "  -h, --help           print this help\n"
                    "\n"
                    "Paths: /metrics (Prometheus text format 0.0.4; docs/metrics.md), / (a\n"
-                   "page linking to it), /healthz (\"ok\"). SIGINT or SIGTERM stop it (exit 0).\n"
+                   "page linking to it), /healthz (\"ok\"; 503 while NVML is not answering:\n"
+                   "no sample for two intervals, and only the exporter's own metrics are\n"
+                   "served). SIGINT or SIGTERM stop it at once (exit 0).\n"
                    "GPUCTL_EXPORTER_TIMEOUT sets the idle timeout of a connection and the\n"
                    "longest a request may last, in seconds (default 10).\n",
         .exec = cmd_exporter_exec,

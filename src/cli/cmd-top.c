@@ -14,10 +14,16 @@
  *   CPU).
  * - --once and --batch print the same lines as plain text (no terminal needed): for scripts
  *   and tests.
+ * - NVML is read by the sampler's thread (sampler.h, top_take): the screen waits in poll() on
+ *   the terminal and the sampler's descriptor, so keys, resizes and signals never wait for a
+ *   driver call. A sample overdue (none for two intervals) leaves the last values on the
+ *   screen, dimmed, with a line saying for how long NVML has not answered, redrawn every
+ *   second; --batch prints a frame saying so every interval.
  * - SIGINT, SIGTERM and SIGHUP end the loop through a flag (handlers installed before initscr,
- *   so ncurses leaves them to us, without SA_RESTART so a waiting getch returns); endwin() then
- *   restores the terminal, and the exit status is 0, as for `q`. An NVML failure is a line on
- *   the screen and another try at the next interval, not an exit.
+ *   so ncurses leaves them to us, without SA_RESTART so a waiting poll returns); endwin() then
+ *   restores the terminal, and the exit status is 0, as for `q`. A sample still hung in NVML
+ *   then is not waited for (cli_exit_now). An NVML failure is a line on the screen and another
+ *   try at the next interval, not an exit.
  * - `k` signals a process only through kill(2) as the user who runs top: the kernel decides,
  *   and its answer is shown. The pid is checked against the start time seen at the last
  *   refresh, so a reused pid is never signalled. The first confirmation sends SIGTERM, a second
@@ -31,7 +37,9 @@
 #include <getopt.h>
 #include <langinfo.h>
 #include <locale.h>
+#include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <ncurses.h>
 #include <term.h>
 #include <signal.h>
@@ -41,6 +49,7 @@
 
 #include "hostproc.h"
 #include "parse.h"
+#include "sampler.h"
 #include "top.h"
 
 enum {
@@ -87,6 +96,8 @@ static int print_frame(const struct top_model *m, struct top_view *v)
 		return r;
 	top_title(&l, m, v, NULL);
 	print_line(&l);
+	if (top_stale_line(&l, m))
+		print_line(&l);
 	if (m->error[0]) {
 		top_line_clear(&l);
 		top_put(&l, TOP_A_FAIL, m->error);
@@ -117,24 +128,54 @@ static int print_frame(const struct top_model *m, struct top_view *v)
 	return fflush(stdout) == 0 ? 0 : -EIO;
 }
 
-/* --once / --batch: count frames (0: until a signal), one per interval. */
-static int run_batch(struct top_model *m, struct top_view *v, unsigned long count)
+/* m->stale_s for the frame drawn at now. */
+static void mark_stale(struct top_model *m, struct sampler *smp, double now)
 {
-	sigset_t stop, old;
-	double next = cli_now(CLOCK_MONOTONIC);
+	m->stale_s = sampler_overdue(smp, now) ? sampler_silence(smp, now) : 0;
+}
+
+/* The sample after seq, when one came (a reference), else NULL. */
+static const struct sampler_sample *new_sample(struct sampler *smp, uint64_t seq)
+{
+	const struct sampler_sample *x = sampler_latest(smp);
+
+	if (x && x->seq > seq)
+		return x;
+	sampler_put(x);
+	return NULL;
+}
+
+/* --once / --batch: count frames (0: until a signal), one per sample, or one per interval
+ * with the overdue mark while none comes. The signals of stop are blocked. */
+static int run_batch(struct top_model *m, struct top_view *v, struct sampler *smp,
+                     unsigned long count, const sigset_t *stop)
+{
+	uint64_t seq = m->sample->seq;
+	double again = 0; /* while overdue: the next frame's time */
 	int status = CLI_EXIT_OK;
 
-	sigemptyset(&stop);
-	sigaddset(&stop, SIGINT);
-	sigaddset(&stop, SIGTERM);
-	sigaddset(&stop, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &stop, &old);
 	for (unsigned long k = 0; count == 0 || k < count; k++) {
 		if (k > 0) {
-			next = cli_next_tick(next, v->delay);
-			if (cli_wait_until(next, &stop))
-				break;
-			(void)top_refresh(m); /* a failure is the frame's error line */
+			for (;;) {
+				struct pollfd p = {.fd = sampler_fd(smp), .events = POLLIN};
+				double until = m->stale_s > 0 ? again : sampler_overdue_at(smp);
+				const struct sampler_sample *x;
+
+				if (cli_wait_fds(&p, 1, until, stop))
+					goto out;
+				if ((x = new_sample(smp, seq))) {
+					seq = x->seq;
+					(void)top_model_update(m,
+					                       x); /* a failure: the error line */
+					sampler_put(x);
+					m->stale_s = 0;
+					break;
+				}
+				if (sampler_overdue(smp, cli_now(CLOCK_MONOTONIC)))
+					break;
+			}
+			mark_stale(m, smp, cli_now(CLOCK_MONOTONIC));
+			again = cli_now(CLOCK_MONOTONIC) + v->delay;
 			if (k + 1 < count || count == 0)
 				putchar('\n');
 		}
@@ -143,7 +184,7 @@ static int run_batch(struct top_model *m, struct top_view *v, unsigned long coun
 			break;
 		}
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+out:
 	return cli_finish_output(status);
 }
 
@@ -422,6 +463,8 @@ static void draw(struct screen *s)
 		size_t g = s->gpu_top + k;
 		for (int part = 0; part < 2; part++) {
 			top_gpu_line(&l, s->m, g, part);
+			if (s->m->stale_s > 0)
+				top_line_dim(&l);
 			put_row(s, L.gpu_y + (int)(2 * k) + part, &l,
 			        s->focus == 0 && g == s->gpu_sel);
 		}
@@ -432,6 +475,8 @@ static void draw(struct screen *s)
 	for (int k = 0; k < L.proc_lines && s->proc_top + (size_t)k < s->v->n_order; k++) {
 		size_t i = s->proc_top + (size_t)k;
 		top_proc_line(&l, s->m, &s->m->procs[s->v->order[i]]);
+		if (s->m->stale_s > 0)
+			top_line_dim(&l);
 		put_row(s, L.proc_y + k, &l, s->focus == 1 && i == s->proc_sel);
 	}
 	if (L.queue_lines > 0) {
@@ -455,6 +500,8 @@ static void draw(struct screen *s)
 		top_putf(&l, TOP_A_WARN, "release your hold on GPU %zu? [y/N]", s->target_gpu);
 		break;
 	case PROMPT_NONE:
+		if (top_stale_line(&l, s->m))
+			break;
 		if (s->m->error[0])
 			top_putf(&l, TOP_A_FAIL, "%s; trying again every %.1fs", s->m->error,
 			         s->v->delay);
@@ -739,15 +786,15 @@ static bool key(struct screen *s, int ch)
 	return true;
 }
 
-/* Refreshes the model and sorts it again, keeping the selected process selected (by pid and
- * start time) where it still runs. */
-static void keep_selection(struct screen *s)
+/* Takes a new sample into the model and sorts it again, keeping the selected process selected
+ * (by pid and start time) where it still runs. */
+static void keep_selection(struct screen *s, const struct sampler_sample *x)
 {
 	const struct top_proc *p = selected_proc(s);
 	uint32_t pid = p ? p->pid : 0;
 	uint64_t start = p ? p->start_ticks : 0;
 
-	(void)top_refresh(s->m); /* a failure shows as the status line */
+	(void)top_model_update(s->m, x); /* a failure shows as the status line */
 	(void)top_view_sort(s->v, s->m);
 	for (size_t i = 0; pid && i < s->v->n_order; i++) {
 		const struct top_proc *q = &s->m->procs[s->v->order[i]];
@@ -758,17 +805,22 @@ static void keep_selection(struct screen *s)
 	}
 }
 
-static int run_screen(struct top_model *m, struct top_view *v, unsigned long count)
+/* The screen until q, a signal, or count refreshes and an interval after the last. The
+ * signals of stop are blocked on entry; their handlers are installed before they are let in. */
+static int run_screen(struct top_model *m, struct top_view *v, struct sampler *smp,
+                      unsigned long count, const sigset_t *stop)
 {
 	struct screen s = {.m = m, .v = v};
 	struct sigaction sa = {.sa_handler = on_signal}; /* no SA_RESTART: getch returns */
-	double next;
+	double end = INFINITY; /* -n: an interval after the last refresh */
+	uint64_t seq = m->sample->seq;
 	unsigned long frames = 1;
 
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	pthread_sigmask(SIG_UNBLOCK, stop, NULL);
 	(void)setlocale(LC_CTYPE, "");
 	s.utf8 = strcmp(nl_langinfo(CODESET), "UTF-8") == 0;
 	/* the terminal description first (setupterm reports an unknown TERM, where initscr
@@ -812,33 +864,46 @@ static int run_screen(struct top_model *m, struct top_view *v, unsigned long cou
 	(void)mouseinterval(0);
 	init_attrs(&s, m->cli->color);
 	(void)top_view_sort(v, m);
-	next = cli_next_tick(cli_now(CLOCK_MONOTONIC), v->delay);
+	if (count && frames >= count)
+		end = cli_now(CLOCK_MONOTONIC) + v->delay;
 	draw(&s);
 	while (!top_signal) {
-		double now = cli_now(CLOCK_MONOTONIC);
-		if (now >= next) {
-			if (count && frames >= count)
-				break;
-			keep_selection(&s);
-			frames++;
-			next = cli_next_tick(next, v->delay);
-			draw(&s);
-			continue;
-		}
-		/* the wait is a poll of the terminal (a key, a signal: SIGWINCH is a resize, or the
-		 * interval's end), then every key ncurses has, without waiting: a getch with a
-		 * timeout swaps signal handlers around each wait, a refresh's worth of syscalls */
-		struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
-		if (poll(&pfd, 1, (int)((next - now) * 1000.0) + 1) == 0)
-			continue; /* the interval passed */
+		double now = cli_now(CLOCK_MONOTONIC), until;
+		const struct sampler_sample *x;
+
+		if (now >= end)
+			break;
+		/* the wait is a poll of the terminal (a key, a signal: SIGWINCH is a resize) and of
+		 * the sampler (a sample), until the sample is overdue, or while it is, the next
+		 * second (the silence counts on screen); then every key ncurses has, without
+		 * waiting: a getch with a timeout swaps signal handlers around each wait, a
+		 * refresh's worth of syscalls */
+		until = m->stale_s > 0 ? now + 1 : sampler_overdue_at(smp);
+		if (end < until)
+			until = end;
+		struct pollfd pfd[2] = {{.fd = STDIN_FILENO, .events = POLLIN},
+		                        {.fd = sampler_fd(smp), .events = POLLIN}};
+		int ms = isinf(until) ? -1 : (int)((until - now) * 1000.0) + 1;
+		if (poll(pfd, 2, ms) < 0)
+			continue; /* a signal */
 		bool quit = false, any = false;
+		if ((x = new_sample(smp, seq))) {
+			seq = x->seq;
+			keep_selection(&s, x);
+			sampler_put(x);
+			any = true;
+			if (count && ++frames >= count)
+				end = cli_now(CLOCK_MONOTONIC) + v->delay;
+		}
 		for (int ch; !quit && (ch = getch()) != ERR;) {
 			any = true;
 			quit = ch != KEY_RESIZE && !key(&s, ch);
 		}
 		if (quit)
 			break;
-		if (any)
+		double was = m->stale_s;
+		mark_stale(m, smp, cli_now(CLOCK_MONOTONIC));
+		if (any || was > 0 || m->stale_s > 0)
 			draw(&s);
 	}
 	endwin();
@@ -913,9 +978,47 @@ static int cmd_top_exec(struct cli *cli, int argc, char **argv)
 	status = cli_site(cli, &cmd_top_entry, lease_dir, 0);
 	if (status)
 		return status;
-	status = top_model_init(&m, cli);
-	if (status == 0)
-		status = batch ? run_batch(&m, &v, count) : run_screen(&m, &v, count);
+	top_model_init(&m, cli);
+	/* NVML on the sampler's thread (sampler.h), with a context of its own; one sample per
+	 * frame of -n */
+	struct top_sampling ts = {0};
+	struct sampler *smp = NULL;
+	struct gpuctl_ctx *sctx = NULL;
+	const struct sampler_sample *first = NULL;
+	sigset_t stop, old;
+	status = cli_context_new(cli, &sctx);
+	if (status)
+		goto out;
+	struct sampler_config cfg = {.interval = v.delay,
+	                             .max_samples = count,
+	                             .ctx = sctx,
+	                             .take = top_take,
+	                             .free_data = top_sample_free,
+	                             .userdata = &ts};
+	int r = sampler_start(&cfg, &smp);
+	if (r < 0) {
+		gpuctl_ctx_free(sctx);
+		cli_error("top: cannot start the sampler: %s", strerror(-r));
+		status = CLI_EXIT_FAILURE;
+		goto out;
+	}
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &stop, &old);
+	if (cli_first_sample(smp, "top", &stop, &first) == 0) {
+		status = top_model_start(&m, first);
+		sampler_put(first);
+		if (status == 0)
+			status = batch ? run_batch(&m, &v, smp, count, &stop)
+			               : run_screen(&m, &v, smp, count, &stop);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/* the terminal is restored; a sample hung in NVML is not waited for */
+	if (sampler_stop(smp, SAMPLER_STOP_WAIT_S) < 0)
+		cli_exit_now(status);
+out:
 	top_model_free(&m);
 	free(v.order);
 	return status;
@@ -946,7 +1049,9 @@ const struct cmd_entry cmd_top_entry = {
                    "selected process, as kill(2) allows you; r releases your own --hold "
                    "lease;\n"
                    "h help; q quits. Mouse: a click selects (on a heading: sorts), the wheel\n"
-                   "scrolls. NO_COLOR turns colours off (unless --color=always).\n",
+                   "scrolls. NO_COLOR turns colours off (unless --color=always). While NVML\n"
+                   "does not answer for two refreshes, the last values stay, dimmed, under\n"
+                   "a line saying so.\n",
         .exec = cmd_top_exec,
         .exits = CMD_EXITS_DRIVER,
 };

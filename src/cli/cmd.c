@@ -13,13 +13,17 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "cmd.h"
 #include "parse.h"
+#include "sampler.h"
 
 const struct cmd_entry *const cmd_table[] = {
         &cmd_exporter_entry, &cmd_health_entry,  &cmd_help_entry,
@@ -226,7 +230,11 @@ static void log_hook(void *userdata, enum gpuctl_log_level level, const char *ms
 
 int cli_driver_error(struct cli *cli, int r)
 {
-	const char *msg = gpuctl_errmsg(cli->ctx);
+	return cli_driver_error_msg(r, gpuctl_errmsg(cli->ctx));
+}
+
+int cli_driver_error_msg(int r, const char *msg)
+{
 	if (!msg || !msg[0])
 		msg = strerror(-r);
 	if (r == -ENOENT || r == -ENODEV) {
@@ -248,29 +256,37 @@ int cli_snapshot(struct cli *cli, unsigned flags, struct gpuctl_snapshot **ret_s
 	return cli_snapshot_fields(cli, flags, NULL, 0, ret_snap);
 }
 
-int cli_context(struct cli *cli)
+int cli_context_new(const struct cli *cli, struct gpuctl_ctx **ret_ctx)
 {
-	int r;
-	if (cli->ctx)
-		return 0;
-	r = gpuctl_ctx_new(&cli->ctx);
+	struct gpuctl_ctx *ctx = NULL;
+	int r = gpuctl_ctx_new(&ctx);
+
 	if (r < 0) {
 		cli_error("cannot create context: %s", strerror(-r));
 		return CLI_EXIT_FAILURE;
 	}
 	if (cli->verbose)
-		gpuctl_ctx_set_log(cli->ctx, log_hook, NULL);
+		gpuctl_ctx_set_log(ctx, log_hook, NULL);
 	const char *lw = getenv("GPUCTL_LOCK_WAIT");
 	double secs;
 	if (lw && lw[0]) {
 		if (parse_seconds(lw, 0, 3600, &secs) < 0) {
 			cli_error("GPUCTL_LOCK_WAIT: '%s' is not a number of seconds (0 to 3600)",
 			          lw);
+			gpuctl_ctx_free(ctx);
 			return CLI_EXIT_USAGE;
 		}
-		(void)gpuctl_ctx_set_lock_wait(cli->ctx, secs);
+		(void)gpuctl_ctx_set_lock_wait(ctx, secs);
 	}
+	*ret_ctx = ctx;
 	return 0;
+}
+
+int cli_context(struct cli *cli)
+{
+	if (cli->ctx)
+		return 0;
+	return cli_context_new(cli, &cli->ctx);
 }
 
 int cli_site(struct cli *cli, const struct cmd_entry *entry, const char *lease_dir, unsigned flags)
@@ -366,6 +382,77 @@ int cli_wait_until(double until, const sigset_t *stop)
 		if (sig > 0)
 			return sig;
 	}
+}
+
+int cli_wait_fds(struct pollfd *fds, size_t n, double until, const sigset_t *stop)
+{
+	struct pollfd all[CLI_WAIT_MAX_FDS + 1];
+	struct signalfd_siginfo si;
+	int sfd = signalfd(-1, stop, SFD_NONBLOCK | SFD_CLOEXEC), sig = 0;
+
+	if (n > CLI_WAIT_MAX_FDS)
+		n = CLI_WAIT_MAX_FDS;
+	for (;;) {
+		double left = until - cli_now(CLOCK_MONOTONIC);
+		int ms = isinf(until) ? -1
+		         : left <= 0  ? 0
+		         : left > 1e6 ? 1000000000
+		                      : (int)(left * 1000) + 1;
+		int k;
+
+		for (size_t i = 0; i < n; i++) {
+			fds[i].revents = 0;
+			all[i] = fds[i];
+		}
+		all[n] = (struct pollfd){.fd = sfd, .events = POLLIN};
+		k = poll(all, n + 1, ms);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) /* the time came (or poll failed: nothing to wait on) */
+			break;
+		for (size_t i = 0; i < n; i++)
+			fds[i].revents = all[i].revents;
+		if (all[n].revents && read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+			sig = (int)si.ssi_signo;
+		break;
+	}
+	if (sfd >= 0)
+		close(sfd);
+	return sig;
+}
+
+int cli_first_sample(struct sampler *s, const char *who, const sigset_t *stop,
+                     const struct sampler_sample **ret_sample)
+{
+	bool said = false;
+
+	for (;;) {
+		struct pollfd p = {.fd = sampler_fd(s), .events = POLLIN};
+		const struct sampler_sample *m;
+		double now = cli_now(CLOCK_MONOTONIC);
+		int sig;
+
+		if (!said && sampler_overdue(s, now)) {
+			cli_error("%s: NVML not answering for %.0f s", who,
+			          sampler_silence(s, now));
+			said = true;
+		}
+		sig = cli_wait_fds(&p, 1, said ? INFINITY : sampler_overdue_at(s), stop);
+		if (sig)
+			return sig;
+		m = sampler_latest(s);
+		if (m) {
+			*ret_sample = m;
+			return 0;
+		}
+	}
+}
+
+_Noreturn void cli_exit_now(int status)
+{
+	status = cli_finish_output(status);
+	fflush(stderr);
+	_exit(status);
 }
 
 double cli_next_tick(double tick, double interval)

@@ -124,6 +124,10 @@ void cli_bad_option_text(int opt, char **argv, char *buf, size_t size);
  * CLI_EXIT_FAILURE after printing the error. */
 int cli_context(struct cli *cli);
 
+/* A new context set up as cli_context sets up cli->ctx (the log hook with -v, GPUCTL_LOCK_WAIT),
+ * for another thread (a sampler's). 0, or the exit status after printing the error. */
+int cli_context_new(const struct cli *cli, struct gpuctl_ctx **ret_ctx);
+
 /* Opens the site once (gpuctl_site_open with --config and lease_dir: --lease-dir or NULL;
  * flags as there) into cli->site, which the command then reads. On failure prints the one-line
  * error and returns CLI_EXIT_USAGE for a bad configuration, else CLI_EXIT_FAILURE. Creates the
@@ -134,6 +138,9 @@ int cli_site(struct cli *cli, const struct cmd_entry *entry, const char *lease_d
  * status: CLI_EXIT_NODRIVER for -ENOENT/-ENODEV ("no NVIDIA driver: ..."), else
  * CLI_EXIT_FAILURE ("NVML: ..."). */
 int cli_driver_error(struct cli *cli, int r);
+/* The same for a failure r whose message is msg (NULL or "": strerror), as a sampler thread's
+ * context kept it (sampler.h). */
+int cli_driver_error_msg(int r, const char *msg);
 
 /* Creates the context (once) and takes a snapshot with the given flags. On failure prints the
  * one-line error and returns the exit status (CLI_EXIT_NODRIVER for -ENOENT/-ENODEV, else
@@ -155,6 +162,26 @@ double cli_now(clockid_t clock);
 /* Waits until `until` (CLOCK_MONOTONIC seconds), taking a signal of stop if one comes (the
  * caller has them blocked). Returns the signal's number, or 0 when the time came. */
 int cli_wait_until(double until, const sigset_t *stop);
+/* Waits until one of fds (at most CLI_WAIT_MAX_FDS) is ready (their revents are set), until
+ * `until` (CLOCK_MONOTONIC seconds; INFINITY: no limit), or a signal of stop comes (the caller
+ * has them blocked; taken through a signalfd). Returns the signal's number, else 0. */
+#define CLI_WAIT_MAX_FDS 8
+struct pollfd;
+int cli_wait_fds(struct pollfd *fds, size_t n, double until, const sigset_t *stop);
+/* Ends the process now, with status (1 after a write error on stdout), without running exit
+ * handlers or freeing anything: for a program whose sampler thread is stuck in a driver call
+ * (sampler.h), which can be neither joined nor safely unloaded under. Flushes stdout and
+ * stderr first; a screen must have been restored (endwin) by the caller. */
+_Noreturn void cli_exit_now(int status);
+
+/* Waits for s's first sample (sampler.h) with the signals of stop blocked by the caller: 0 and
+ * *ret_sample (a reference), or the number of the signal that came first. While the sample is
+ * overdue it says so once on stderr ("gpuctl: WHO: NVML not answering for N s"). */
+struct sampler;
+struct sampler_sample;
+int cli_first_sample(struct sampler *s, const char *who, const sigset_t *stop,
+                     const struct sampler_sample **ret_sample);
+
 /* The tick after `tick` for a loop that runs every interval seconds (CLOCK_MONOTONIC): tick +
  * interval, or an interval from now when that is already past, so a pass that overran does not
  * make the next ones pile up. */

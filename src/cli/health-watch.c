@@ -4,26 +4,35 @@
  * when it appears (and when it clears) instead of a report.
  *
  * Decisions:
- * - Two sources of change. XIDs arrive through NVML events (gpuctl_xid_watch_wait), waited on in
- *   slices of at most 200 ms so a signal is noticed quickly; an XID is checked and printed at
- *   once (the aim is under a second from injection to finding). Everything else is read by a
- *   fresh snapshot every --interval seconds, checked with the previous snapshot as `prev`, so
- *   the rate rules (PCIe replays, growing DBE pages) work here although a one-shot check cannot
- *   apply them.
- * - Without NVML events (old driver, -EOPNOTSUPP) the kernel log is re-read at every interval
- *   instead. When NVML reports a GPU lost, a snapshot is taken at once (it marks the one lost
- *   GPU) and the event set is made again without it.
+ * - Two sources of change, each on a thread of its own, so this one never calls NVML: XIDs
+ *   arrive through NVML events, waited for by the XID feed (xid-feed.h); an XID is checked
+ *   and printed at once (the aim is under a second from injection to finding). Everything
+ *   else is read by a fresh snapshot every --interval seconds on the sampler's thread
+ *   (sampler.h), checked with the previous snapshot as `prev`, so the rate rules (PCIe
+ *   replays, growing DBE pages) work here although a one-shot check cannot apply them. This
+ *   thread waits on both and a signalfd.
+ * - Without NVML events (old driver, -EOPNOTSUPP) the kernel log is re-read with every new
+ *   snapshot instead. When NVML reports a GPU lost, the sampler takes a snapshot at once (it
+ *   marks the one lost GPU) and the event set is made again from it.
+ * - A hung driver call stops the snapshots only: XIDs still come (without events, the kernel
+ *   log is re-read every interval while the snapshot is overdue), and once none has come for
+ *   two intervals one finding of no GPU, nvml-hang, says "NVML not answering for N s", cleared
+ *   by the next snapshot; it changes no verdict.
  * - A finding is printed once: its key is the GPU's UUID, the check and the severity (for XIDs
  *   also the message, so each new occurrence prints). One that is gone at the next check prints
  *   as "cleared".
  * - Lines: "TIME GPU N UUID SEVERITY CHECK MESSAGE (action: ...)", or with --format json one
  *   JSON object per line (docs/json.md). stdout is flushed after each.
- * - Exit: on SIGINT/SIGTERM/SIGHUP, with the worst verdict of the last check (0, 10, 20).
+ * - Exit: on SIGINT/SIGTERM/SIGHUP, with the worst verdict of the last check (0, 10, 20); a
+ *   thread still in an NVML call then is not waited for (cli_exit_now).
  * - After every check the state file (gpuctl_health_state_write) gets the XIDs seen and this
  *   sample, for one-shot checks (and later select and run). Writing it is best effort: a
  *   failure is said once on stderr and the watch goes on.
  */
 #include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,16 +41,8 @@
 
 #include "format.h"
 #include "health-watch.h"
-
-#define SLICE_MS 200
-
-static volatile sig_atomic_t stop;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop = 1;
-}
+#include "sampler.h"
+#include "xid-feed.h"
 
 /* The keys printed at the last check. */
 struct seen {
@@ -239,133 +240,365 @@ out:
 	return r;
 }
 
-int health_watch(struct cli *cli, const struct watch_args *w)
-{
-	struct gpuctl_snapshot *snap = NULL, *prev = NULL;
-	struct gpuctl_xid_log *xids = NULL;
-	struct gpuctl_xid_watch *events = NULL;
-	struct seen seen = {0};
-	struct sigaction sa = {.sa_handler = on_signal};
-	size_t *sel = NULL, nsel = 0;
-	double taken, prev_taken = 0;
-	int status, r, worst = GPUCTL_HEALTH_OK;
-	bool warned = false;
-	const unsigned flags = GPUCTL_SNAP_HEALTH | GPUCTL_SNAP_TOPOLOGY;
+/* ---- the samples (on the sampler's thread) and the loop ---- */
 
-	/* every interval reads the facts the checks read, and identity: nothing else is shown */
+#define WATCH_FLAGS (GPUCTL_SNAP_HEALTH | GPUCTL_SNAP_TOPOLOGY)
+/* How long the end waits for the XID feed's thread: a little more than its wait slice. */
+#define FEED_STOP_WAIT_S 0.5
+
+/* sampler_take_fn: every interval a snapshot of the facts the checks read, and identity:
+ * nothing else is shown. */
+static int watch_take(struct gpuctl_ctx *ctx, void *userdata, const void *prev, void **ret_data)
+{
+	struct gpuctl_snapshot *snap = NULL;
 	size_t nhf;
 	const enum gpuctl_field *hf = gpuctl_health_fields(&nhf);
-	status = cli_snapshot_fields(cli, flags, hf, nhf, &snap);
+	int r = gpuctl_snapshot_take_fields(ctx, WATCH_FLAGS, hf, nhf, &snap);
+	(void)userdata;
+	(void)prev;
+
+	if (r >= 0)
+		*ret_data = snap;
+	return r;
+}
+
+static void snapshot_free(void *snap)
+{
+	gpuctl_snapshot_free(snap);
+}
+
+/* What the loop keeps between checks (the main thread's). */
+struct watch {
+	struct cli *cli;
+	const struct watch_args *w;
+	const struct sampler_sample *cur;  /* the latest sample (its snapshot is checked) */
+	const struct sampler_sample *prev; /* the one before, NULL: none (the rate rules' prev) */
+	struct gpuctl_xid_log *xids;       /* the XIDs seen */
+	struct seen seen;                  /* what the last check printed */
+	size_t *sel, nsel;                 /* the GPUs watched */
+	bool warned;                       /* a state file write failed (said once) */
+	int worst;                         /* the worst verdict of the last check */
+};
+
+/* Checks the latest snapshot with the XIDs seen, prints what changed and saves the state. */
+static int check(struct watch *st)
+{
+	const struct gpuctl_snapshot *snap = st->cur->data;
+	const struct gpuctl_snapshot *prev = st->prev ? st->prev->data : NULL;
+	double age = st->prev ? st->cur->done - st->prev->done : 0;
+	int r = check_and_print(st->cli, st->w, snap, prev, age, st->xids, st->sel, st->nsel,
+	                        &st->seen, &st->worst);
+
+	if (r >= 0)
+		save_state(st->cli, st->w, snap, st->xids, &st->warned);
+	return r;
+}
+
+/* Without NVML events: the XIDs the kernel log has now, for the latest snapshot. -ENOMEM. */
+static int reread_kmsg(struct watch *st)
+{
+	struct gpuctl_xid_log *now = NULL;
+
+	if (gpuctl_xid_log_new(&now) < 0)
+		return -ENOMEM;
+	(void)gpuctl_xid_log_read(st->cli->ctx, now, st->cur->data, st->w->kmsg);
+	gpuctl_xid_log_free(st->xids);
+	st->xids = now;
+	return 0;
+}
+
+/* The finding that NVML is not answering (or, cleared, that it answers again): no GPU's, so
+ * index and UUID are "-" (null in JSON). */
+static void print_nvml(const struct watch_args *w, bool cleared, double silent_s)
+{
+	static const char check_id[] = "nvml-hang";
+	static const char action[] = "XIDs are still checked; if it does not answer again, check "
+	                             "the kernel log, then reset the GPU or reboot";
+	char when[32], msg[96];
+
+	now_text(when, sizeof(when));
+	snprintf(msg, sizeof(msg), "NVML not answering for %.0f s", silent_s);
+	if (w->json) {
+		json_t *o = json_object();
+
+		if (json_put(o, "time", json_text(when)) < 0 ||
+		    json_put(o, "index", json_null()) < 0 || json_put(o, "uuid", json_null()) < 0 ||
+		    json_put(o, "check", json_text(check_id)) < 0 ||
+		    json_put(o, "severity", json_text(cleared ? "OK" : "WARN")) < 0 ||
+		    json_put(o, "cleared", json_boolean(cleared)) < 0 ||
+		    json_put(o, "message", cleared ? json_null() : json_text(msg)) < 0 ||
+		    json_put(o, "action", cleared ? json_null() : json_text(action)) < 0 ||
+		    json_put(o, "xid", json_null()) < 0) {
+			json_decref(o);
+			return;
+		}
+		char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		if (text)
+			printf("%s\n", text);
+		free(text);
+		json_decref(o);
+	} else if (cleared) {
+		printf("%s  GPU -  -  OK    %s  cleared\n", when, check_id);
+	} else {
+		printf("%s  GPU -  -  WARN  %s  %s (action: %s)\n", when, check_id, msg, action);
+	}
+	fflush(stdout);
+}
+
+/* Says a failure of the watch ("health: --watch: why") and returns r. */
+static int failed(int r, const char *why)
+{
+	cli_error("health: --watch: %s", why && why[0] ? why : strerror(-r));
+	return r;
+}
+
+/* Takes what the XID feed has: XIDs are checked at once; a lost GPU asks the sampler for a
+ * snapshot now (*resnap: the feed is made again from it). 0; 1 when the feed has no events
+ * any more (its set could not be made again: the kernel log is the source from now on); or
+ * -errno (said). */
+static int take_xids(struct watch *st, struct xid_feed *feed, struct sampler *smp, bool *resnap)
+{
+	size_t before = gpuctl_xid_log_count(st->xids);
+	char err[256] = "";
+	bool lost = false;
+	int r = xid_feed_take(feed, st->xids, &lost, err, sizeof(err));
+
+	if (r < 0)
+		return failed(r, err);
+	if (r == XID_FEED_NONE) {
+		if (st->cli->verbose)
+			fprintf(stderr, "gpuctl: debug: %s; re-reading the kernel log instead\n",
+			        err);
+		return 1;
+	}
+	if (lost) {
+		*resnap = true;
+		sampler_kick(smp);
+	}
+	if (gpuctl_xid_log_count(st->xids) == before)
+		return 0;
+	r = check(st);
+	return r < 0 ? failed(r, gpuctl_errmsg(st->cli->ctx)) : 0;
+}
+
+/* A new sample: the previous becomes the rate rules' prev; the XIDs follow the new snapshot
+ * (the kernel log read again, or the GPUs it shows reset forgotten); then a check. 0, or
+ * -errno (said). */
+static int take_sample(struct watch *st, const struct sampler_sample *m, struct xid_feed *feed,
+                       bool *resnap)
+{
+	int r;
+
+	if (m->status < 0)
+		return failed(m->status, m->error);
+	sampler_put(st->prev);
+	st->prev = st->cur;
+	st->cur = sampler_hold(m);
+	if (!feed) {
+		r = reread_kmsg(st);
+	} else {
+		if (*resnap)
+			xid_feed_rewatch(feed, m->data, sampler_hold(m));
+		*resnap = false;
+		r = forget_reset_gpus(st->cli, st->w, m->data, st->xids);
+	}
+	if (r >= 0)
+		r = check(st);
+	return r < 0 ? failed(r, gpuctl_errmsg(st->cli->ctx)) : 0;
+}
+
+/* Waits until the XID feed has made its event set; *ret_events says whether it could (else
+ * its thread has ended and the kernel log is re-read every interval instead). Returns the
+ * signal that came first, 0, or -errno (said) when the feed failed at once. */
+static int feed_ready(struct watch *st, struct xid_feed *feed, const sigset_t *stop,
+                      bool *ret_events)
+{
+	for (;;) {
+		struct pollfd p = {.fd = xid_feed_fd(feed), .events = POLLIN};
+		char err[256] = "";
+		bool lost;
+		int sig = cli_wait_fds(&p, 1, INFINITY, stop), r;
+
+		if (sig)
+			return sig;
+		r = xid_feed_take(feed, st->xids, &lost, err, sizeof(err));
+		if (r == XID_FEED_STARTING)
+			continue;
+		*ret_events = r == XID_FEED_EVENTS;
+		if (r == XID_FEED_NONE && st->cli->verbose)
+			fprintf(stderr, "gpuctl: debug: %s; re-reading the kernel log instead\n",
+			        err);
+		return r < 0 ? failed(r, err) : 0;
+	}
+}
+
+/* The loop: samples, XIDs, the overdue finding, until a signal (0) or a failure (-errno,
+ * said). feed: NULL without NVML events. */
+static int watch_loop(struct watch *st, struct sampler *smp, struct xid_feed *feed,
+                      const sigset_t *stop)
+{
+	bool overdue = false, resnap = false;
+	double kmsg_next = INFINITY; /* while overdue without events: the next kernel-log read */
+	int r = 0;
+
+	while (r >= 0) {
+		struct pollfd p[2] = {{.fd = sampler_fd(smp), .events = POLLIN},
+		                      {.fd = feed ? xid_feed_fd(feed) : -1, .events = POLLIN}};
+		const struct sampler_sample *m;
+		double now;
+
+		if (cli_wait_fds(p, 2, overdue ? kmsg_next : sampler_overdue_at(smp), stop))
+			return 0;
+		if (feed && p[1].revents && (r = take_xids(st, feed, smp, &resnap)) != 0) {
+			if (r < 0)
+				return r;
+			feed = NULL; /* no events any more: the kernel log, from the next snapshot
+			              */
+			resnap = false;
+			r = 0;
+		}
+		m = sampler_latest(smp);
+		if (m && m->seq > st->cur->seq) {
+			if (overdue && m->status == 0)
+				print_nvml(st->w, true, 0);
+			overdue = false;
+			kmsg_next = INFINITY;
+			r = take_sample(st, m, feed, &resnap);
+		}
+		sampler_put(m);
+		now = cli_now(CLOCK_MONOTONIC);
+		if (r < 0 || !sampler_overdue(smp, now))
+			continue;
+		if (!overdue) {
+			print_nvml(st->w, false, sampler_silence(smp, now));
+			overdue = true;
+			kmsg_next = feed ? INFINITY : now;
+		}
+		if (!feed && now >= kmsg_next) {
+			/* the samples wait for NVML, the kernel log does not */
+			kmsg_next = now + st->w->interval;
+			r = reread_kmsg(st);
+			if (r >= 0)
+				r = check(st);
+			if (r < 0)
+				return failed(r, gpuctl_errmsg(st->cli->ctx));
+		}
+	}
+	return r;
+}
+
+/* Reads what comes before the first check: the GPUs watched, the kernel log, the state file.
+ * 0, or the exit status after the line. */
+static int watch_begin(struct watch *st)
+{
+	const struct gpuctl_snapshot *snap = st->cur->data;
+	int status = cli_select_gpus(st->cli, snap, st->w->ids, &st->sel, &st->nsel);
+	int r;
+
 	if (status)
 		return status;
-	taken = cli_now(CLOCK_MONOTONIC);
-	status = cli_select_gpus(cli, snap, w->ids, &sel, &nsel);
-	if (status)
-		goto out;
-	if (gpuctl_xid_log_new(&xids) < 0) {
-		status = CLI_EXIT_FAILURE;
+	if (gpuctl_xid_log_new(&st->xids) < 0) {
 		cli_error("health: out of memory");
-		goto out;
+		return CLI_EXIT_FAILURE;
 	}
-	r = gpuctl_xid_log_read(cli->ctx, xids, snap, w->kmsg);
-	if (r < 0 && (w->kmsg_named || r == -ENOMEM)) {
-		cli_error("health: %s", gpuctl_errmsg(cli->ctx));
-		status = CLI_EXIT_FAILURE;
-		goto out;
+	r = gpuctl_xid_log_read(st->cli->ctx, st->xids, snap, st->w->kmsg);
+	if (r < 0 && (st->w->kmsg_named || r == -ENOMEM)) {
+		cli_error("health: %s", gpuctl_errmsg(st->cli->ctx));
+		return CLI_EXIT_FAILURE;
 	}
-	if (w->state) {
+	if (st->w->state) {
 		/* what an earlier watch of this boot recorded (NVML events are not in the log) */
 		struct gpuctl_snapshot *old = NULL;
 		double age;
-		if (gpuctl_health_state_read(cli->ctx, w->state, snap, xids, &old, &age) >= 0)
+		if (gpuctl_health_state_read(st->cli->ctx, st->w->state, snap, st->xids, &old,
+		                             &age) >= 0)
 			gpuctl_snapshot_free(old);
 	}
-	r = gpuctl_xid_watch_new(cli->ctx, snap, &events);
-	if (r < 0) {
-		events = NULL;
-		if (cli->verbose)
-			fprintf(stderr, "gpuctl: debug: %s; re-reading the kernel log instead\n",
-			        gpuctl_errmsg(cli->ctx));
-	}
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	r = check_and_print(cli, w, snap, NULL, 0, xids, sel, nsel, &seen, &worst);
-	if (r >= 0)
-		save_state(cli, w, snap, xids, &warned);
-	while (r >= 0 && !stop) {
-		double next = taken + w->interval;
-		bool resnap = false;
+	return 0;
+}
 
-		while (!stop && cli_now(CLOCK_MONOTONIC) < next && !resnap) {
-			double left_ms = (next - cli_now(CLOCK_MONOTONIC)) * 1000;
-			unsigned slice = left_ms < SLICE_MS ? (unsigned)left_ms + 1 : SLICE_MS;
+int health_watch(struct cli *cli, const struct watch_args *w)
+{
+	struct watch st = {.cli = cli, .w = w, .worst = GPUCTL_HEALTH_OK};
+	struct sampler *smp = NULL;
+	struct xid_feed *feed = NULL;
+	struct gpuctl_ctx *sctx = NULL, *fctx = NULL;
+	sigset_t stop, old;
+	int status, r;
 
-			if (!events) {
-				struct timespec ts = {0, (long)slice * 1000000L};
-				nanosleep(&ts, NULL);
-				continue;
-			}
-			r = gpuctl_xid_watch_wait(cli->ctx, events, slice, xids);
-			if (r == 1) {
-				r = check_and_print(cli, w, snap, prev, taken - prev_taken, xids,
-				                    sel, nsel, &seen, &worst);
-				if (r >= 0)
-					save_state(cli, w, snap, xids, &warned);
-			} else if (r == -ENODEV)
-				resnap = true, r = 0;
-			if (r < 0)
-				break;
-		}
-		if (r < 0 || stop)
-			break;
-		gpuctl_snapshot_free(prev);
-		prev = snap;
-		prev_taken = taken;
-		snap = NULL;
-		if (gpuctl_snapshot_take_fields(cli->ctx, flags, hf, nhf, &snap) < 0) {
-			r = -EIO;
-			break;
-		}
-		taken = cli_now(CLOCK_MONOTONIC);
-		if (!events) {
-			/* no NVML events: what the kernel log says now */
-			gpuctl_xid_log_free(xids);
-			xids = NULL;
-			if (gpuctl_xid_log_new(&xids) < 0) {
-				r = -ENOMEM;
-				break;
-			}
-			(void)gpuctl_xid_log_read(cli->ctx, xids, snap, w->kmsg);
-		} else {
-			if (resnap) {
-				gpuctl_xid_watch_free(events);
-				if (gpuctl_xid_watch_new(cli->ctx, snap, &events) < 0)
-					events = NULL;
-			}
-			r = forget_reset_gpus(cli, w, snap, xids);
-			if (r < 0)
-				break;
-		}
-		r = check_and_print(cli, w, snap, prev, taken - prev_taken, xids, sel, nsel, &seen,
-		                    &worst);
-		if (r >= 0)
-			save_state(cli, w, snap, xids, &warned);
-	}
+	/* signals are taken through a signalfd (cli_wait_fds), never in the NVML threads */
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &stop, &old);
+	/* the main thread's context (kernel log, state file, checks; no NVML), and the
+	 * sampler's */
+	status = cli_context(cli);
+	if (!status)
+		status = cli_context_new(cli, &sctx);
+	if (status)
+		goto out;
+	struct sampler_config cfg = {.interval = w->interval,
+	                             .ctx = sctx,
+	                             .take = watch_take,
+	                             .free_data = snapshot_free};
+	r = sampler_start(&cfg, &smp);
 	if (r < 0) {
-		cli_error("health: --watch: %s",
-		          gpuctl_errmsg(cli->ctx)[0] ? gpuctl_errmsg(cli->ctx) : strerror(-r));
+		gpuctl_ctx_free(sctx);
+		cli_error("health: --watch: cannot start the sampler: %s", strerror(-r));
 		status = CLI_EXIT_FAILURE;
-	} else {
-		status = worst == GPUCTL_HEALTH_FAIL ? 20 : worst == GPUCTL_HEALTH_WARN ? 10 : 0;
+		goto out;
 	}
+	if (cli_first_sample(smp, "health", &stop, &st.cur))
+		goto end; /* a signal before the first check: nothing found, 0 */
+	if (st.cur->status < 0) {
+		status = cli_driver_error_msg(st.cur->status, st.cur->error);
+		goto end;
+	}
+	status = watch_begin(&st);
+	if (status)
+		goto end;
+	/* XIDs from NVML's events, on a thread of their own (xid-feed.h) */
+	status = cli_context_new(cli, &fctx);
+	if (status)
+		goto end;
+	r = xid_feed_start(fctx, st.cur->data, sampler_hold(st.cur), &feed);
+	if (r < 0) {
+		feed = NULL;
+		cli_error("health: --watch: cannot start the XID events: %s", strerror(-r));
+		status = CLI_EXIT_FAILURE;
+		goto end;
+	}
+	bool events = false;
+	r = feed_ready(&st, feed, &stop, &events);
+	if (r > 0)
+		goto end; /* a signal before the first check: nothing found, 0 */
+	if (r < 0) {
+		status = CLI_EXIT_FAILURE;
+		goto end;
+	}
+	r = check(&st);
+	if (r < 0)
+		r = failed(r, gpuctl_errmsg(cli->ctx));
+	else
+		r = watch_loop(&st, smp, events ? feed : NULL, &stop);
+	if (r < 0)
+		status = CLI_EXIT_FAILURE;
+	else
+		status = st.worst == GPUCTL_HEALTH_FAIL   ? 20
+		         : st.worst == GPUCTL_HEALTH_WARN ? 10
+		                                          : 0;
+end:
+	/* a thread stuck in NVML is not waited for: the process ends without it */
+	if (xid_feed_stop(feed, FEED_STOP_WAIT_S) < 0 || sampler_stop(smp, SAMPLER_STOP_WAIT_S) < 0)
+		cli_exit_now(status);
 out:
-	seen_free(&seen);
-	gpuctl_xid_watch_free(events);
-	gpuctl_xid_log_free(xids);
-	gpuctl_snapshot_free(prev);
-	gpuctl_snapshot_free(snap);
-	free(sel);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	sampler_put(st.prev);
+	sampler_put(st.cur);
+	seen_free(&st.seen);
+	gpuctl_xid_log_free(st.xids);
+	free(st.sel);
 	return status;
 }

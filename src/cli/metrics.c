@@ -588,6 +588,11 @@ static void render_exporter(struct textbuf *b, const struct metrics_input *in)
 	family(b, "gpuctl_exporter_last_sample_success", "gauge",
 	       "1 when the latest sample read NVML successfully, else 0.");
 	textbuf_printf(b, "gpuctl_exporter_last_sample_success %d\n", s->last_ok ? 1 : 0);
+	family(b, "gpuctl_exporter_sample_overdue_seconds", "gauge",
+	       "0 while samples come in time; once none has come for more than two intervals "
+	       "(NVML not answering), the seconds since the latest one, whose GPU metrics are "
+	       "then not served.");
+	textbuf_printf(b, "gpuctl_exporter_sample_overdue_seconds %.3f\n", s->overdue_s);
 	family(b, "gpuctl_exporter_sample_duration_seconds", "gauge",
 	       "How long the latest sample took to read NVML and the lease states (seconds).");
 	textbuf_printf(b, "gpuctl_exporter_sample_duration_seconds %.6f\n", s->last_duration_s);

@@ -76,6 +76,8 @@ struct metrics_stats {
 	bool lease_ok;          /* the latest sample read the lease states (or there are none) */
 	double last_duration_s; /* how long the latest sample took (snapshot + leases + render) */
 	double last_time_s;     /* when it was taken, seconds since the epoch */
+	double overdue_s;       /* 0, or once the next sample is overdue (sampler.h), the seconds
+	                         * since the latest one: how long NVML has not answered */
 };
 
 /* XIDs of one code on one GPU since the exporter started, in order of first appearance. */

@@ -5,6 +5,9 @@
  * host facts.
  *
  * Decisions:
+ * - NVML is read on the sampler's thread (top_take, with its own context; sampler.h) and
+ *   nothing else is: the rest of a refresh runs on the main thread once the sample is in
+ *   (top_model_update), so a hung driver call stops the samples, never the screen.
  * - NVML is read as `gpuctl watch` reads it: the first snapshot reads identity, static facts
  *   and every health field; each refresh after it is a gpuctl_snapshot_refresh of the shown
  *   fields (utilisation, memory used, power, temperature) and the processes with their SM
@@ -35,7 +38,8 @@
  * - A lease directory that did not exist when top started is looked for at each refresh
  *   (one lstat); once it exists the site is opened again, as at a start.
  * - A failed refresh keeps the last state and says why (m->error): the view shows a line and
- *   tries again at the next interval. A change in the number of GPUs takes a new snapshot.
+ *   the sampler tries again at the next interval, refreshing the last good sample. A change
+ *   in the number of GPUs takes a new snapshot.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -50,6 +54,7 @@
 #include <unistd.h>
 
 #include "hostproc.h"
+#include "sampler.h"
 #include "top.h"
 
 #define TOP_HEALTH_PER_REFRESH 2
@@ -533,30 +538,124 @@ static int fit_gpus(struct top_model *m)
 	return 0;
 }
 
-int top_model_init(struct top_model *m, struct cli *cli)
+/* ---- the sampler's side ---- */
+
+/* One sample: a snapshot, and whether it is a first one (identity and static facts read
+ * anew: the model fits its GPUs to it). */
+struct top_sample {
+	struct gpuctl_snapshot *snap; /* owned */
+	bool whole;
+};
+
+#define TOP_SNAP_FLAGS                                                                             \
+	(GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH |                            \
+	 GPUCTL_SNAP_NO_PROC_IDENTITY)
+
+void top_sample_free(void *data)
+{
+	struct top_sample *t = data;
+
+	gpuctl_snapshot_free(t->snap);
+	free(t);
+}
+
+/* A first snapshot: the shown and static fields and every health field. */
+static int take_whole(struct gpuctl_ctx *ctx, struct gpuctl_snapshot **ret_snap)
 {
 	enum gpuctl_field fields[N_SHOWN + N_STATIC + GPUCTL__F_COUNT];
 	size_t n = first_fields(fields);
-	int status, r;
 
+	return gpuctl_snapshot_take_fields(ctx, TOP_SNAP_FLAGS, fields, n, ret_snap);
+}
+
+/* A refresh of prev: the shown fields and the next TOP_HEALTH_PER_REFRESH health fields of
+ * the rotation. */
+static int take_refresh(struct gpuctl_ctx *ctx, struct top_sampling *ts,
+                        const struct gpuctl_snapshot *prev, struct gpuctl_snapshot **ret_snap)
+{
+	enum gpuctl_field fields[N_SHOWN + TOP_HEALTH_PER_REFRESH];
+	size_t n = 0, nh = 0, tried = 0;
+	const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
+
+	for (size_t k = 0; k < N_SHOWN; k++)
+		fields[n++] = shown_fields[k];
+	while (n < N_SHOWN + TOP_HEALTH_PER_REFRESH && tried < nh) {
+		enum gpuctl_field f = hf[ts->health_next % nh];
+		ts->health_next = (ts->health_next + 1) % nh;
+		tried++;
+		if (rotated(f))
+			fields[n++] = f;
+	}
+	return gpuctl_snapshot_refresh(
+	        ctx, prev, GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_MIG | GPUCTL_SNAP_NO_PROC_IDENTITY,
+	        fields, n, ret_snap);
+}
+
+int top_take(struct gpuctl_ctx *ctx, void *userdata, const void *prevp, void **ret_data)
+{
+	const struct top_sample *prev = prevp;
+	struct top_sample *t = calloc(1, sizeof(*t));
+	int r;
+
+	if (!t)
+		return -ENOMEM;
+	r = prev ? take_refresh(ctx, userdata, prev->snap, &t->snap) : -ESTALE;
+	if (r == -ESTALE) { /* the first, or the number of GPUs changed */
+		t->whole = true;
+		r = take_whole(ctx, &t->snap);
+	}
+	if (r < 0) {
+		free(t);
+		return r;
+	}
+	*ret_data = t;
+	return 0;
+}
+
+/* ---- the main thread's side ---- */
+
+void top_model_init(struct top_model *m, struct cli *cli)
+{
 	m->cli = cli;
 	m->lease_ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (gethostname(m->host, sizeof(m->host) - 1) < 0)
 		m->host[0] = '\0';
-	m->flags = GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH |
-	           GPUCTL_SNAP_NO_PROC_IDENTITY;
 	m->lreq = (struct gpuctl_lease_request)GPUCTL_LEASE_REQUEST_INIT;
-	status = cli_snapshot_fields(cli, m->flags, fields, n, &m->snap);
-	if (status)
-		return status;
 	(void)gpuctl_site_lease_defaults(cli->site, &m->lreq);
-	if (fit_gpus(m) < 0) {
-		cli_error("top: out of memory");
-		return CLI_EXIT_FAILURE;
+}
+
+/* Makes smp (a good sample) the current one: a whole snapshot fits the GPUs and their pools
+ * to it. 0, or -errno from the pools (message on the context). */
+static int take_sample(struct top_model *m, const struct sampler_sample *smp)
+{
+	const struct top_sample *t = smp->data;
+	int r = 0;
+
+	sampler_put(m->sample);
+	m->sample = sampler_hold(smp);
+	m->snap = t->snap;
+	m->values_time = smp->wall;
+	if (t->whole) {
+		free(m->procs);
+		m->procs = NULL;
+		m->n_procs = 0;
+		r = fit_gpus(m);
+		if (r >= 0)
+			r = read_pools(m);
 	}
-	r = read_pools(m);
+	return r;
+}
+
+int top_model_start(struct top_model *m, const struct sampler_sample *smp)
+{
+	int r;
+
+	if (smp->status < 0)
+		return cli_driver_error_msg(smp->status, smp->error);
+	r = take_sample(m, smp);
 	if (r < 0) {
-		cli_error("top: %s", gpuctl_errmsg(cli->ctx));
+		const char *msg = gpuctl_errmsg(m->cli->ctx);
+		cli_error("top: %s", msg && msg[0] ? msg : strerror(-r));
 		return r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
 	}
 	read_rest(m, cli_now(CLOCK_MONOTONIC));
@@ -564,63 +663,19 @@ int top_model_init(struct top_model *m, struct cli *cli)
 	return 0;
 }
 
-/* A new first snapshot, when the number of GPUs changed. */
-static int retake(struct top_model *m)
+int top_model_update(struct top_model *m, const struct sampler_sample *smp)
 {
-	enum gpuctl_field fields[N_SHOWN + N_STATIC + GPUCTL__F_COUNT];
-	size_t n = first_fields(fields);
-	struct gpuctl_snapshot *snap = NULL;
-	int r = gpuctl_snapshot_take_fields(m->cli->ctx, m->flags, fields, n, &snap);
-
-	if (r < 0)
-		return r;
-	gpuctl_snapshot_free(m->snap);
-	m->snap = snap;
-	free(m->procs);
-	m->procs = NULL;
-	m->n_procs = 0;
-	r = fit_gpus(m);
-	if (r >= 0)
-		r = read_pools(m);
-	return r;
-}
-
-int top_refresh(struct top_model *m)
-{
-	enum gpuctl_field fields[N_SHOWN + TOP_HEALTH_PER_REFRESH];
-	size_t n = 0, nh = 0, tried = 0;
-	const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
-	struct gpuctl_snapshot *snap = NULL;
 	int r;
 
-	for (size_t k = 0; k < N_SHOWN; k++)
-		fields[n++] = shown_fields[k];
-	/* the next TOP_HEALTH_PER_REFRESH health fields of the rotation */
-	while (n < N_SHOWN + TOP_HEALTH_PER_REFRESH && tried < nh) {
-		enum gpuctl_field f = hf[m->health_next % nh];
-		m->health_next = (m->health_next + 1) % nh;
-		tried++;
-		if (rotated(f))
-			fields[n++] = f;
-	}
 	m->error[0] = '\0';
-	r = gpuctl_snapshot_refresh(m->cli->ctx, m->snap,
-	                            GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_MIG |
-	                                    GPUCTL_SNAP_NO_PROC_IDENTITY,
-	                            fields, n, &snap);
-	if (r == -ESTALE) {
-		r = retake(m);
-		if (r < 0) {
-			set_error(m, "NVML", r);
-			return r;
-		}
-	} else if (r < 0) {
-		set_error(m, "NVML", r);
-		return r;
-	} else {
-		gpuctl_snapshot_free(m->snap);
-		m->snap = snap;
+	if (smp->status < 0) {
+		snprintf(m->error, sizeof(m->error), "NVML: %.*s", (int)sizeof(m->error) - 8,
+		         smp->error);
+		return smp->status;
 	}
+	r = take_sample(m, smp);
+	if (r < 0)
+		set_error(m, "pools", r);
 	read_rest(m, cli_now(CLOCK_MONOTONIC));
 	m->refreshes++;
 	return 0;
@@ -628,7 +683,7 @@ int top_refresh(struct top_model *m)
 
 void top_model_free(struct top_model *m)
 {
-	gpuctl_snapshot_free(m->snap);
+	sampler_put(m->sample);
 	gpuctl_health_report_free(m->health);
 	gpuctl_lease_list_free(m->leases);
 	gpuctl_foreign_free(m->foreign);

@@ -14,6 +14,9 @@
  * - A GPU's second line says who holds it, as gpuctl ps does: the holder (user, label, age),
  *   or every shared holder with its declaration and the room left, and "FOREIGN" with the
  *   processes of no lease; then its health verdict's first finding.
+ * - Values of an overdue sample (m->stale_s: NVML has not answered for two intervals) are
+ *   dimmed and a line says so, with the time they are from: they are the last NVML gave, not
+ *   the machine now.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -76,6 +79,27 @@ void top_line_clear(struct top_line *l)
 	for (int i = 0; i < l->width; i++)
 		l->cells[i] = (struct top_cell){.ch = ' '};
 	l->x = 0;
+}
+
+void top_line_dim(struct top_line *l)
+{
+	for (int i = 0; i < l->width; i++)
+		l->cells[i].attr = TOP_A_DIM;
+}
+
+bool top_stale_line(struct top_line *l, const struct top_model *m)
+{
+	char when[16] = "?";
+	time_t t = (time_t)m->values_time;
+	struct tm tm;
+
+	top_line_clear(l);
+	if (!(m->stale_s > 0))
+		return false;
+	if (localtime_r(&t, &tm))
+		(void)strftime(when, sizeof(when), "%H:%M:%S", &tm);
+	top_putf(l, TOP_A_FAIL, "NVML not answering for %.0f s - values from %s", m->stale_s, when);
+	return true;
 }
 
 void top_put(struct top_line *l, enum top_attr attr, const char *text)

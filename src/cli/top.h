@@ -3,6 +3,9 @@
  * top.h: `gpuctl top`'s parts: the model (top-model.c: one refresh of GPUs, leases, health,
  * processes and waiters), the view (top-view.c: the model as lines of cells), and the command
  * (cmd-top.c: options, the plain-text frame, the ncurses screen and its keys).
+ *
+ * Threads: the NVML part of a refresh (top_take) runs on the sampler's thread (sampler.h);
+ * everything else, the model included, is the main thread's, which never calls NVML.
  */
 #ifndef GPUCTL_CLI_TOP_H
 #define GPUCTL_CLI_TOP_H
@@ -56,10 +59,12 @@ struct top_proc {
 	double command_time;  /* CLOCK_MONOTONIC of that read */
 };
 
+struct sampler_sample;
+
 struct top_model {
 	struct cli *cli;
-	unsigned flags;                      /* snapshot flags of the first snapshot */
-	struct gpuctl_snapshot *snap;        /* the current snapshot, owned */
+	const struct sampler_sample *sample; /* the current sample (a reference, sampler.h) */
+	const struct gpuctl_snapshot *snap;  /* its snapshot */
 	struct gpuctl_health_report *health; /* of snap, owned; NULL if it failed */
 	struct gpuctl_lease_list *leases;    /* owned; NULL without a lease directory */
 	struct gpuctl_foreign *foreign;      /* owned; NULL: none (no process) or read anew */
@@ -73,7 +78,6 @@ struct top_model {
 	struct top_proc *procs; /* every compute process of snap */
 	size_t n_procs;
 	double sample_time; /* CLOCK_MONOTONIC of the last refresh */
-	size_t health_next; /* next health field to re-read (rotation) */
 	/* the lease and wait lists are read again only when the lease directory changed
 	 * (top-model.c, "Decisions"): */
 	int lease_ifd;           /* inotify on its directories, -1 none (then: every refresh) */
@@ -83,15 +87,38 @@ struct top_model {
 	unsigned long refreshes; /* refreshes that succeeded */
 	char error[256];         /* the last refresh's failure, "" after a good one */
 	char host[64];           /* the host name, read at the start (the title) */
+	/* set by cmd-top.c before each frame: 0, or while the next sample is overdue
+	 * (sampler.h) the seconds NVML has not answered; the values are then those of the
+	 * sample taken at values_time */
+	double stale_s;
+	double values_time; /* CLOCK_REALTIME of the current sample */
 };
 
-/* Takes the first snapshot and reads leases, health, processes (top_refresh's reads, all of
- * them). 0, or the exit status after printing the error (before the screen is set up). */
-int top_model_init(struct top_model *m, struct cli *cli);
-/* Re-reads what changes (gpuctl_snapshot_refresh of the shown fields and a few health fields,
- * then leases, waiters, health verdicts and /proc). On failure keeps the last state, sets
- * m->error and returns -errno; a change in the number of GPUs takes a new snapshot. */
-int top_refresh(struct top_model *m);
+/* ---- the sampler's side (on its thread, with its context) ---- */
+
+/* What the sampler's thread keeps between takes. */
+struct top_sampling {
+	size_t health_next; /* next health field to re-read (rotation) */
+};
+
+/* sampler_take_fn: the first snapshot (prev NULL: identity, static facts, every health field,
+ * the processes), else a refresh of prev (gpuctl_snapshot_refresh of the shown fields and the
+ * next health fields of the rotation), or a new first snapshot when the number of GPUs
+ * changed. The data is a struct top_sample (top_sample_free). */
+int top_take(struct gpuctl_ctx *ctx, void *userdata, const void *prev, void **ret_data);
+void top_sample_free(void *data);
+
+/* ---- the main thread's side ---- */
+
+/* Sets up what does not come from NVML (no NVML call). */
+void top_model_init(struct top_model *m, struct cli *cli);
+/* The first sample: a failed one is the command's error (printed; its exit status returned);
+ * else its snapshot with leases, health and processes read for it: 0, or the exit status
+ * after printing the error (before the screen is set up). */
+int top_model_start(struct top_model *m, const struct sampler_sample *smp);
+/* A later sample: its snapshot, then leases, waiters, health verdicts and /proc read again
+ * for it. A failed sample keeps the last state, sets m->error and returns its -errno. */
+int top_model_update(struct top_model *m, const struct sampler_sample *smp);
 void top_model_free(struct top_model *m);
 
 /* The per-interval snapshot fields top re-reads (for docs and the calls test). */
@@ -154,6 +181,11 @@ void top_line_free(struct top_line *l);
 void top_line_clear(struct top_line *l);
 
 /* The lines of each part; `line` is cleared first. */
+/* While the sample is overdue (m->stale_s): "NVML not answering for N s - values from
+ * HH:MM:SS"; false (and l cleared) when it is not. */
+bool top_stale_line(struct top_line *l, const struct top_model *m);
+/* Makes every cell of l dim: the values of an overdue sample. */
+void top_line_dim(struct top_line *l);
 void top_title(struct top_line *l, const struct top_model *m, const struct top_view *v,
                const char *focus);
 void top_gpu_head(struct top_line *l);

@@ -1,5 +1,6 @@
 """gpuctl exporter: /metrics in the Prometheus text format over simulated machines, checked by
-promtool and scraped by a real Prometheus server; HTTP edge cases; options.
+promtool and scraped by a real Prometheus server; HTTP edge cases; a hung NVML call (the
+overdue page, /healthz 503, SIGTERM); options.
 
 Expected metric names, labels and units come from dcgm-exporter's defaults as
 /work/shared/reference/health-monitoring.md section 5.1 records them (copied below as
@@ -836,6 +837,80 @@ class TestSlowloris(GpuctlTestCase):
                 t.join()
                 for c in socks:
                     c.close()
+
+
+def wait_hung(state, what="a hung NVML call"):
+    """Waits (bounded) until `nvsim hung` lists a call blocked by a hang rule: the hang itself,
+    not a guessed time (sim/README.md, "hang")."""
+    deadline = time.monotonic() + START_S
+    while time.monotonic() < deadline:
+        r = run([NVSIM, "hung"], env={"NVSIM_STATE_DIR": state})
+        assert r.rc == 0, r
+        if r.out.strip():
+            return r.out
+        time.sleep(0.05)
+    raise AssertionError("never saw %s" % what)
+
+
+class TestHang(GpuctlTestCase):
+    """A driver call that does not return (nvsim hang): the page says so (docs/metrics.md, "A
+    hung driver"): gpuctl_exporter_last_sample_success 0, gpuctl_exporter_sample_overdue_seconds
+    above 0, no GPU series, /healthz 503; all back once the call answers; SIGTERM ends the
+    exporter while the call hangs, at start as later."""
+
+    def test_overdue_while_hung_then_back(self):
+        with Exporter("dgx-a100") as ex:
+            ex.wait_for(lambda m: "DCGM_FI_DEV_GPU_TEMP" in m, "a first page")
+            # every sample counts the GPUs first (the refresh's guard, docs/ARCHITECTURE.md)
+            ex.nvsim("hang", "nvmlDeviceGetCount_v2")
+            wait_hung(ex.state)
+            m = ex.wait_for(lambda m: m["gpuctl_exporter_last_sample_success"][0][1] == 0,
+                            "last_sample_success 0 while the call hangs")
+            self.assertGreater(m["gpuctl_exporter_sample_overdue_seconds"][0][1], 0)
+            self.assertFalse([n for n in m if not n.startswith("gpuctl_exporter_")], m)
+            status, _, body = ex.get("/healthz")
+            self.assertEqual(status, 503, body)
+            if PROMTOOL:
+                TestPromtool.check(self, ex.get()[2])
+            ex.nvsim("unhang")
+            m = ex.wait_for(lambda m: m["gpuctl_exporter_last_sample_success"][0][1] == 1 and
+                            "DCGM_FI_DEV_GPU_TEMP" in m, "the GPU metrics back")
+            self.assertEqual(m["gpuctl_exporter_sample_overdue_seconds"][0][1], 0)
+            self.assertEqual(ex.get("/healthz")[0], 200)
+            err = ex.stderr()
+            self.assertIn("NVML not answering for", err)
+            self.assertIn("NVML answering again", err)
+
+    def test_sigterm_while_hung(self):
+        with Exporter("dgx-a100") as ex:
+            ex.nvsim("hang", "nvmlDeviceGetCount_v2")
+            wait_hung(ex.state)
+            self.assertEqual(ex.stop(signal.SIGTERM), EXIT_OK)
+
+    def test_sigterm_while_the_first_sample_hangs(self):
+        tmp = tempfile.mkdtemp(prefix="gpuctl-exporter-hang-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        state = os.path.join(tmp, "state")
+        r = run([NVSIM, "exec", "--keep", "--state-dir", state, "dgx-a100", "--", "true"])
+        self.assertOk(r)
+        r = run([NVSIM, "hang", "nvmlDeviceGetCount_v2"], env={"NVSIM_STATE_DIR": state})
+        self.assertOk(r)
+        p = subprocess.Popen([GPUCTL, "exporter", "--listen", "127.0.0.1:%d" % free_port(),
+                              "--interval", INTERVAL],
+                             env=test_env({"NVSIM_STATE_DIR": state,
+                                           "GPUCTL_NVML_LIBRARY": SIMLIB}),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_hung(state)
+            p.send_signal(signal.SIGTERM)
+            p.wait(STOP_S)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            err = p.stderr.read()
+            p.stderr.close()
+        self.assertEqual(p.returncode, EXIT_OK, err)
 
 
 class TestCommandLine(GpuctlTestCase):

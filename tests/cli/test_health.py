@@ -1,6 +1,6 @@
 """`gpuctl health` end to end: conditions injected with nvsim on fitting scenarios, the verdict,
-the finding (check id, severity, message numbers, action), the exit status, the JSON shape, and
-bad input.
+the finding (check id, severity, message numbers, action), the exit status, the JSON shape, bad
+input, and --watch (findings as they come, the state file, a hung NVML call).
 
 Expected values come from the issue's rules and DCGM's thresholds (docs/health.md): volatile DBE
 > 0 FAIL, remap failure FAIL, pending remap/retirement WARN (FAIL with --strict), 63 retired pages
@@ -11,11 +11,15 @@ below its maximum WARN, fence-class XIDs FAIL, application-class XIDs and 999 WA
 GeForce: no ECC) must not raise anything."""
 import json
 import os
+import shutil
+import signal
+import subprocess
 import tempfile
+import time
 import unittest
 
-from gpuctl_test import (EXIT_FAILURE, EXIT_NODRIVER, EXIT_OK, EXIT_USAGE, GPUCTL, SCENARIOS,
-                         GpuctlTestCase, gpuctl, sim, sim_sh)
+from gpuctl_test import (EXIT_FAILURE, EXIT_NODRIVER, EXIT_OK, EXIT_USAGE, GPUCTL, NVSIM,
+                         SCENARIOS, SIMLIB, GpuctlTestCase, gpuctl, run, sim, sim_sh)
 
 EXIT_WARN = 10
 EXIT_FAIL = 20
@@ -669,6 +673,113 @@ class TestWatch(HealthCase):
         self.assertOneLineError(gpuctl("health", "--watch", "--slurm"), EXIT_USAGE, "--watch")
         self.assertOneLineError(gpuctl("health", "--watch", "--interval", "0"), EXIT_USAGE,
                                 "--interval")
+
+
+class TestWatchHang(HealthCase):
+    """--watch while an NVML call does not return (`nvsim hang`, sim/README.md): the snapshots
+    wait on the sampler's thread, so SIGTERM still ends the watch, an XID (NVML's events, or
+    without them the kernel log) is printed while the hang lasts, and one `nvml-hang` finding
+    says NVML is not answering, cleared when it answers again (docs/health.md, "Watching").
+    Each test waits for the hang itself (`nvsim hung`), then for the line, within a bound."""
+
+    HUNG = "nvmlDeviceGetCount_v2"  # every snapshot counts the GPUs first
+    BOUND = 30  # seconds a line has to appear (polled)
+
+    def start(self, lib=SIMLIB):
+        tmp = tempfile.mkdtemp(prefix="gpuctl-watch-hang-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        self.sim_state = os.path.join(tmp, "state")
+        r = run([NVSIM, "exec", "--keep", "--state-dir", self.sim_state, "dgx-a100", "--", "true"])
+        self.assertEqual(r.rc, 0, r)
+        self.out = os.path.join(tmp, "out")
+        env = dict(os.environ, NVSIM_STATE_DIR=self.sim_state, GPUCTL_NVML_LIBRARY=lib,
+                   GPUCTL_KMSG=os.path.join(self.sim_state, "kmsg"),
+                   GPUCTL_CPUINFO=os.path.join(self.sim_state, "cpuinfo"))
+        with open(self.out, "w") as out:
+            self.p = subprocess.Popen([GPUCTL, "health", "--watch", "--interval", "1",
+                                       "--format", "json"], env=env, stdout=out,
+                                      stderr=subprocess.PIPE, text=True)
+        self.addCleanup(self.kill)
+        # ready: its first check printed what it found, then saved the state file
+        self.until(lambda: os.path.exists(self.state) and os.path.getsize(self.state) > 0,
+                   "the first check")
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+        self.p.stderr.close()
+
+    def nvsim(self, *args):
+        r = run([NVSIM, *args], env={"NVSIM_STATE_DIR": self.sim_state})
+        self.assertEqual(r.rc, 0, r)
+        return r.out
+
+    def until(self, pred, what):
+        deadline = time.monotonic() + self.BOUND
+        while not pred():
+            self.assertIsNone(self.p.poll(), "the watch ended waiting for %s" % what)
+            self.assertLess(time.monotonic(), deadline, "no %s within %d s" % (what, self.BOUND))
+            time.sleep(0.05)
+
+    def lines(self):
+        with open(self.out) as f:
+            return [json.loads(l) for l in f.read().splitlines() if l.endswith("}")]
+
+    def hang(self):
+        self.nvsim("hang", self.HUNG)
+        self.until(lambda: self.nvsim("hung").strip(), "hung call")
+
+    def stop(self):
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            return self.p.wait(self.BOUND)
+        except subprocess.TimeoutExpired:
+            self.fail("the watch did not end on SIGTERM")
+
+    def test_sigterm_while_hung(self):
+        self.start()
+        self.hang()
+        self.assertEqual(self.stop(), EXIT_OK)
+
+    def xid_while_hung(self, lib):
+        self.start(lib)
+        self.hang()
+        self.nvsim("xid", "-i", "2", "79")
+        self.until(lambda: [l for l in self.lines() if l["check"] == "xid"], "XID line")
+        self.assertTrue(self.nvsim("hung").strip(), "the hang lasted")
+        x = [l for l in self.lines() if l["check"] == "xid"][0]
+        self.assertEqual((x["index"], x["severity"], x["xid"]), (2, "FAIL", 79))
+        self.assertEqual(x["uuid"], gpu_fact("dgx-a100", 2, "uuid"))
+        self.nvsim("unhang")
+        self.assertEqual(self.stop(), EXIT_FAIL)  # XID 79 is FAIL (docs/health.md)
+
+    def test_xid_event_while_hung(self):
+        self.xid_while_hung(SIMLIB)
+
+    def test_xid_in_kernel_log_while_hung(self):
+        # the minimal simulated NVML has no event API: the kernel log is the XIDs' source
+        lib = os.path.join(os.path.dirname(GPUCTL), "..", "sim", "minimal", "libnvidia-ml.so.1")
+        self.xid_while_hung(lib)
+
+    def test_not_answering_then_answering(self):
+        self.start()
+        self.hang()
+
+        def hangs(cleared):
+            return [l for l in self.lines() if l["check"] == "nvml-hang" and
+                    l["cleared"] == cleared]
+        self.until(lambda: hangs(False), "nvml-hang finding")
+        f = hangs(False)[0]
+        self.assertEqual((f["index"], f["uuid"], f["severity"], f["xid"]),
+                         (None, None, "WARN", None))
+        self.assertRegex(f["message"], r"^NVML not answering for \d+ s$")
+        self.nvsim("unhang")
+        self.until(lambda: hangs(True), "the finding cleared")
+        self.assertEqual(len(hangs(False)), 1, self.lines())  # said once
+        c = hangs(True)[0]
+        self.assertEqual((c["severity"], c["message"]), ("OK", None))
+        self.assertEqual(self.stop(), EXIT_OK)
 
 
 def boot_id():

@@ -1,8 +1,9 @@
 """gpuctl top: the plain-text frame (--once, --batch) and the full screen, driven in tmux
 (send-keys, capture-pane) on simulated machines: a row per GPU, scrolling 64 GPUs, a `select
 --hold` lease appearing and going, an injected XID turning a verdict to FAIL, sorting,
-filtering, help, `k` as the kernel allows it, `r`, NVML failure as a line, a lost GPU, NVML
-calls per refresh, and the terminal's state after every way of leaving.
+filtering, help, `k` as the kernel allows it, `r`, NVML failure as a line, a lost GPU, a hung
+NVML call (the stale mark, q and SIGTERM while it hangs), NVML calls per refresh, and the
+terminal's state after every way of leaving.
 
 Expected values come from the scenario files (sim/scenarios/*.json: the GPUs' UUIDs and names),
 NVIDIA's XID catalog (XID 79, "GPU has fallen off the bus", is a FAIL in docs/health.md), the
@@ -420,6 +421,72 @@ class ExitPaths(TopCase):
         self.tm.wait_text("NVML:")
         self.tm.keys("q")
         self.assertEqual(self.finish(), 0)
+
+
+class Hang(TopCase):
+    """A driver call that does not return (`nvsim hang`, sim/README.md): NVML is read on a
+    thread of its own, so the screen marks its values stale (a line saying so, the values
+    dimmed) and q and SIGTERM still end top, with the terminal restored, while the call hangs.
+    Each test waits for the hang itself (`nvsim hung`), then polls the screen."""
+
+    # every refresh counts the GPUs first (gpuctl_snapshot_refresh's guard)
+    HUNG = "nvmlDeviceGetCount_v2"
+    MARK = re.compile(r"NVML not answering for \d+ s - values from \d\d:\d\d:\d\d")
+
+    def hang(self):
+        self.nvsim("hang", self.HUNG)
+        deadline = time.monotonic() + POLL
+        while not self.nvsim("hung").out.strip():
+            self.assertLess(time.monotonic(), deadline, "no call hung")
+            time.sleep(0.05)
+
+    def test_stale_mark_while_hung(self):
+        self.open_top("-d", "0.2")
+        self.tm.wait_text("HLTH")
+        self.hang()
+        s = self.tm.wait_for(lambda s: self.MARK.search(s), "the stale mark")
+        self.assertEqual(len(gpu_rows(s)), 8, s)  # the last values still shown
+        self.nvsim("unhang")
+        self.tm.wait_for(lambda s: "NVML not answering" not in s and "HLTH" in s,
+                         "the mark gone once NVML answers")
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+    def test_q_while_hung(self):
+        self.open_top("-d", "0.2")
+        self.tm.wait_text("HLTH")
+        self.hang()
+        self.tm.keys("q")
+        self.assertEqual(self.finish(), 0)
+
+    def test_sigterm_while_hung(self):
+        self.open_top("-d", "0.2")
+        self.tm.wait_text("HLTH")
+        self.hang()
+        os.kill(self.pid, signal.SIGTERM)
+        self.assertEqual(self.finish(), 0)
+
+    def test_batch_frames_say_stale(self):
+        r = run([NVSIM, "exec", "--keep", "--state-dir", self.state, self.SCENARIO, "--", "true"])
+        self.assertEqual(r.rc, 0, r)
+        top = Batch(self, "-d", "0.2", "-n", "1000")
+        top.frames(1)
+        self.hang()
+        deadline = time.monotonic() + POLL
+        while not self.MARK.search(top.text):
+            self.assertLess(time.monotonic(), deadline, "no frame said NVML is late")
+            top.read(0.1)
+        self.nvsim("unhang")
+        mark = len(top.text)
+        # a whole frame after the unhang without the mark: fresh values again
+        while True:
+            whole = top.text[mark:].split(Batch.TITLE)[1:-1]
+            if any("NVML not answering" not in f for f in whole):
+                break
+            self.assertLess(time.monotonic(), deadline + POLL, "the mark stayed")
+            top.read(0.1)
+        top.p.send_signal(signal.SIGTERM)
+        self.assertEqual(top.p.wait(POLL), 0)
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: creates a throwaway user")
