@@ -6,6 +6,7 @@ lease directory against a second user.
 Expected values come from docs/leases.md, docs/json.md and the scenario files (UUIDs, GPU and MIG
 counts), never from gpuctl's own output. Every test uses a lease directory of its own under a
 private temporary directory: never /run/gpuctl."""
+import errno
 import json
 import os
 import pwd
@@ -84,6 +85,27 @@ def wait_until(pred, timeout=15.0, step=0.02):
             return v
         time.sleep(step)
     return pred()
+
+
+def holders_of(path):
+    """The processes with a descriptor of a file under path (their /proc/PID/fd links)."""
+    out = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fds = os.listdir("/proc/%s/fd" % name)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink("/proc/%s/fd/%s" % (name, fd))
+            except OSError:
+                continue
+            if target.startswith(path + "/"):
+                out.add(int(name))
+                break
+    return out
 
 
 class LeaseCase(GpuctlTestCase):
@@ -306,6 +328,30 @@ class HoldRelease(LeaseCase):
         self.assertTrue(wait_until(lambda: not alive(holder)), "holder still alive")
         r = self.g("release", "--all")
         self.assertEqual((r.rc, r.out.strip()), (0, "released 0 holders"), r)
+
+    def test_release_ends_a_holder_whose_record_is_gone(self):
+        # A hold whose owner record was deleted or damaged (issue 24) is still a holder: the
+        # kernel's lock says so, and release finds it through the lock (docs/leases.md
+        # "Release"), by id and with --all.
+        for how, args in (("deleted", ("-i",)), ("corrupt", ("--all",))):
+            with self.subTest(how=how):
+                (uuid,) = self.hold("-n", "1", "--hold", "60")
+                holder = self.leased()[uuid]["owner"]["pid"]
+                self.pids.append(holder)
+                rec = os.path.join(self.dir, "owners", str(os.geteuid()), uuid + ".json")
+                self.assertTrue(os.path.isfile(rec), rec)
+                if how == "deleted":
+                    os.unlink(rec)
+                else:
+                    with open(rec, "w") as f:
+                        f.write('{"pid": "not a number"')
+                if args == ("-i",):
+                    args = ("-i", str(UUIDS.index(uuid)))
+                r = self.g("release", *args)
+                self.assertEqual((r.rc, r.out.strip(), r.err), (0, "released 1 holder", ""), r)
+                # release returns once the holder has gone
+                self.assertFalse(alive(holder), "release returned before the holder ended")
+                self.assertEqual(self.leased(), {})
 
     def test_release_all_ends_every_hold(self):
         a = self.hold("-n", "2", "--hold", "60")
@@ -624,6 +670,104 @@ class UnsafeDirectory(LeaseCase):
         r = self.g("select", "-n", "7")
         self.assertEqual(r.rc, 0, r)
         self.assertNotIn(UUIDS[3], r.out)
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: mounts a small tmpfs")
+@unittest.skipUnless(shutil.which("mount") and shutil.which("umount"), "needs mount, umount")
+class FullLeaseDirectory(LeaseCase):
+    """The lease directory on a full file system (issue 24): a hold or run whose owner record
+    cannot be written is refused before it starts, one line naming the directory and the
+    cause, exit 1 (docs/gpuctl.1, EXIT STATUS), nothing held. The file system is a 64 KiB tmpfs
+    of the test's own, unmounted in its cleanup whatever happened."""
+
+    def setUp(self):
+        super().setUp()
+        self.mnt = os.path.join(self.tmp, "small")
+        os.mkdir(self.mnt)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs",
+                            self.mnt], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.addCleanup(self.unmount)
+        self.dir = os.path.join(self.mnt, "leases")
+        self.env = direct_env(self.dir)
+        self.filler = os.path.join(self.mnt, "filler")
+        # the lock files exist already: what a full disk refuses is the record
+        r = self.g("lease", "init")
+        self.assertEqual(r.rc, 0, r)
+
+    def unmount(self):
+        # a holder left by a failed test keeps lock files open: end it first
+        for _ in range(100):
+            pids = holders_of(self.mnt)
+            if not pids:
+                break
+            for p in pids:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+            wait_until(lambda: not (pids & holders_of(self.mnt)), timeout=5)
+        if subprocess.run(["umount", self.mnt], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", self.mnt], capture_output=True)
+
+    def fill(self, leave_pages=0):
+        """Fills the file system, then gives back leave_pages pages (statvfs confirms)."""
+        fd = os.open(self.filler, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        size = 0
+        try:
+            while True:
+                size += os.write(fd, b"\0" * 4096)
+        except OSError as e:
+            self.assertEqual(e.errno, errno.ENOSPC)
+        if leave_pages:
+            os.ftruncate(fd, size - leave_pages * 4096)
+        os.close(fd)
+        st = os.statvfs(self.mnt)
+        self.assertEqual(st.f_bavail * st.f_frsize, leave_pages * 4096)
+
+    def assert_nothing_held(self):
+        self.assertEqual(self.leased(), {})
+        # no process keeps a lock file (the holder of a refused hold has exited)
+        self.assertTrue(wait_until(lambda: not holders_of(self.dir)), holders_of(self.dir))
+        owners = os.path.join(self.dir, "owners")
+        for d in os.listdir(owners):
+            tmp = [f for f in os.listdir(os.path.join(owners, d)) if f.startswith(".tmp")]
+            self.assertEqual(tmp, [], "temporary record files left")
+
+    def test_hold_and_run_are_refused_on_a_full_directory(self):
+        self.fill()
+        why = os.strerror(errno.ENOSPC)
+        r = self.g("select", "-n", "1", "--hold", "60", timeout=20)
+        self.assertOneLineError(r, EXIT_FAILURE, "'%s'" % self.dir,
+                                "cannot write the lease record", why)
+        self.assertEqual(r.out, "", r)
+        self.assert_nothing_held()
+        marker = os.path.join(self.tmp, "started")
+        r = self.g("run", "-n", "1", "--", "touch", marker)
+        self.assertOneLineError(r, EXIT_FAILURE, "'%s'" % self.dir,
+                                "cannot write the lease record", why)
+        self.assertFalse(os.path.exists(marker), "the job was started")
+        self.assert_nothing_held()
+        # with room again, the same hold works and release ends it
+        os.unlink(self.filler)
+        r = self.g("select", "-n", "1", "--hold", "60", timeout=20)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(len(self.leased()), 1)
+        r = self.g("release", "--all")
+        self.assertEqual((r.rc, r.out.strip()), (0, "released 1 holder"), r)
+        self.assert_nothing_held()
+
+    def test_run_whose_job_record_cannot_be_written_starts_nothing(self):
+        # Room for one record page: the lease's first record (naming gpuctl) fits, the record
+        # that adds the job's pid does not. Without it `release` would take the run for a
+        # hold, so the job must not start.
+        self.fill(leave_pages=1)
+        marker = os.path.join(self.tmp, "started")
+        r = self.g("run", "-n", "1", "--only", "0", "--", "touch", marker)
+        self.assertOneLineError(r, EXIT_FAILURE, "'%s'" % self.dir,
+                                "cannot write the lease record", os.strerror(errno.ENOSPC))
+        self.assertFalse(os.path.exists(marker), "the job was started")
+        self.assert_nothing_held()
 
 
 def _useradd(name):
