@@ -108,6 +108,16 @@ def holders_of(path):
     return out
 
 
+def ancestors(pid):
+    """The parents of pid up to init, from /proc/PID/stat (proc(5): field 4)."""
+    chain = []
+    while pid > 1:
+        with open("/proc/%d/stat" % pid) as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        chain.append(pid)
+    return chain
+
+
 class LeaseCase(GpuctlTestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="gpuctl-leases-")
@@ -571,6 +581,73 @@ class Ps(LeaseCase):
         self.assertEqual((devs[2]["state"], len(devs[2]["foreign"])), ("free", 1), r.out)
         self.assertEqual((devs[3]["state"], len(devs[3]["foreign"])), ("busy", 1), r.out)
         self.assertEqual(devs[4]["foreign"], [], r.out)
+
+    def test_daemonised_job_is_its_leases_own(self):
+        # A job that daemonises (setsid, parent gone: reparented away from gpuctl's tree) but
+        # keeps the inherited lease descriptors holds the lease's lock, so it is the lease's
+        # process, not foreign (issue 24; docs/leases.md "Busy without a lease"): while the run
+        # lives, and after it ended with the daemon holding the lease alone, when release
+        # ends it (no record accounts for it then).
+        t = self.tmp
+        with open(os.path.join(t, "daemon.sh"), "w") as f:
+            f.write('"$NVSIM" proc add --pid $$ -i 0 --mem 1GiB\n'
+                    'echo $$ >"$T/daemon.new" && mv "$T/daemon.new" "$T/daemon.pid"\n'
+                    'exec sleep 30\n')
+        with open(os.path.join(t, "job.sh"), "w") as f:
+            f.write('(setsid sh "$T/daemon.sh" </dev/null >/dev/null 2>&1 &)\n'
+                    'exec sleep 30\n')
+        script = (
+            "trap 'kill $(cat \"$T/daemon.pid\" 2>/dev/null) 2>/dev/null' EXIT\n"
+            "$GPUCTL run -n 1 --only 0 -- sh \"$T/job.sh\" >/dev/null 2>\"$T/run.err\" &\n"
+            "R=$!\n"
+            "for i in $(seq 300); do [ -s \"$T/daemon.pid\" ] && $GPUCTL ps --format json | "
+            "grep -q '\"job_pid\": [0-9]' && break; sleep 0.1; done\n"
+            "D=$(cat \"$T/daemon.pid\"); J=$(pgrep -P $R)\n"
+            "echo \"R=$R J=$J D=$D\"\n"
+            "p=$D; chain=; while [ \"$p\" -gt 1 ]; do p=$(cut -d' ' -f4 /proc/$p/stat); "
+            "chain=\"$chain $p\"; done; echo \"chain=$chain\"\n"
+            "echo \"flocks=$(cat /proc/$D/fdinfo/* | grep -c FLOCK)\"\n"
+            "echo LIVE; $GPUCTL ps --format json\n"
+            "echo RELEASE-LIVE; $GPUCTL release -i 0\n"
+            "kill $J; wait $R || true\n"
+            "echo ALONE; $GPUCTL ps --format json\n"
+            "echo RELEASE; $GPUCTL release -i 0\n"
+            "echo AFTER; $GPUCTL ps --format json\n"
+            # gone, or a zombie its new parent has not reaped (proc(5): state Z)
+            "echo \"daemon=$(cut -d' ' -f3 /proc/$D/stat 2>/dev/null || echo gone)\"\n")
+        r = sim_sh("dgx-a100", script, env={"GPUCTL_LEASE_DIR": self.dir, "T": t})
+        self.assertEqual(r.rc, 0, r)
+        head, rest = r.out.split("LIVE\n", 1)
+        facts = dict(w.split("=", 1) for w in head.split() if "=" in w and
+                     w.split("=", 1)[0] in ("R", "J", "D", "flocks"))
+        run_pid, job, daemon = int(facts["R"]), int(facts["J"]), int(facts["D"])
+        self.pids.append(daemon)
+        chain = [int(p) for p in head.split("chain=", 1)[1].splitlines()[0].split()]
+        # the scenario is the one claimed: the daemon is outside gpuctl's tree and holds a flock
+        self.assertNotIn(run_pid, chain, r)
+        self.assertNotIn(job, chain, r)
+        self.assertGreaterEqual(int(facts["flocks"]), 1, r)
+        live, rest = rest.split("RELEASE-LIVE\n", 1)
+        released_live, rest = rest.split("ALONE\n", 1)
+        alone, rest = rest.split("RELEASE\n", 1)
+        released, rest = rest.split("AFTER\n", 1)
+        after, tail = rest.rsplit("}\n", 1)
+        devs = {d["index"]: d for d in json.loads(live)["devices"]}
+        self.assertEqual(devs[0]["state"], "leased", live)
+        self.assertEqual(devs[0]["owner"]["job_pid"], job, live)
+        self.assertEqual(devs[0]["foreign"], [], live)
+        self.assertFalse(devs[0]["busy"], live)
+        # the run's lease is not a hold: release leaves it, daemon included
+        self.assertEqual(released_live.strip(), "released 0 holders", r)
+        devs = {d["index"]: d for d in json.loads(alone)["devices"]}
+        self.assertEqual(devs[0]["state"], "leased", alone)
+        self.assertEqual(devs[0]["owner"]["pid"], daemon, alone)
+        self.assertEqual(devs[0]["foreign"], [], alone)
+        self.assertEqual(released.strip(), "released 1 holder", r)
+        # nothing leased any more (the simulator still lists the process it was told of)
+        self.assertEqual([d["index"] for d in json.loads(after + "}")["devices"]
+                          if d["state"] == "leased"], [], r)
+        self.assertIn(tail.strip(), ("daemon=gone", "daemon=Z"), r)
 
     def test_dry_run_sees_foreign_processes_before_any_lease(self):
         # No lease directory yet: run --dry-run still chooses as run would, leaving out the
