@@ -3,12 +3,15 @@
  * fuzz-lease.c: libFuzzer target for the lease parsers that read what other users wrote
  * (docs/leases.md): owner records and record file names (src/lib/lease-record.c) and waiters'
  * tickets (src/lib/lease-queue.c); and the /proc/locks line parser every lease probe and
- * waiter's fingerprint rests on (src/lib/lease-record.c).
+ * waiter's fingerprint rests on, and the /proc/PID/fdinfo reader around it that finds a lease's
+ * holders (src/lib/lease-record.c).
  *
  * The first byte chooses the parser (mod 4), the rest is its input. Properties checked beyond
  * "no crash, no leak": a record name that parses yields a UUID that is a prefix of the name,
  * followed by ".json" or "@"; a /proc/locks line that parses is a FLOCK that is not a blocked
- * request, and a pid it reports fits a pid_t; the parsers return only their documented values.
+ * request, and a pid it reports fits a pid_t; an fdinfo text (the same input, case 3) yields a
+ * flock only from a "lock:" line naming FLOCK; the parsers return only their documented
+ * values.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -48,6 +51,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memcpy(orig, line, n + 1);
 		if (lease_flock_parse(line, &l) &&
 		    (!strstr(orig, "FLOCK") || strstr(orig, "->") || l.pid > INT32_MAX))
+			abort();
+		memcpy(line, orig, n + 1);
+		if (lease_fdinfo_flock(line, &l) &&
+		    (!strstr(orig, "lock:") || !strstr(orig, "FLOCK") || l.pid > INT32_MAX))
 			abort();
 		break;
 	}

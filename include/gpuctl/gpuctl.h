@@ -869,7 +869,8 @@ struct gpuctl_lease_request {
  * (and foreign-busy ones unless lreq->ignore_foreign), selects with req, and locks the chosen
  * devices. On success *ret_sel is the selection and *ret_lease holds its locks; the owner
  * records name the calling process. Errors as gpuctl_select (-ENOSPC names "leased" devices),
- * and -EPERM/-ENOENT for lease files as above. */
+ * -EPERM/-ENOENT for lease files as above, and -EIO when the owner records cannot be written
+ * (a full file system: the message names the directory and the cause; nothing is held). */
 int gpuctl_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                             const struct gpuctl_snapshot *snap,
                             const struct gpuctl_select_request *req,
@@ -880,14 +881,18 @@ void gpuctl_lease_free(struct gpuctl_lease *lease);
 /* The lock descriptors, for a child to inherit (close-on-exec until the caller clears that in
  * the child). Writes up to max; returns how many there are. */
 size_t gpuctl_lease_fds(const struct gpuctl_lease *lease, int *fds, size_t max);
-/* Rewrites the owner records (once the job's pid is known, or for a --hold holder). */
+/* Rewrites the owner records (once the job's pid is known, or for a --hold holder): 0, or -EIO
+ * when one cannot be written (a record not rewritten keeps what it said). */
 int gpuctl_lease_set_owner(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, uint32_t pid,
                            uint32_t job_pid);
 /* Ends the --hold holders of the calling user that hold any device of set (NULL: all of the
- * user's holders): SIGTERM after checking the pid's owner and start time, then waits until they
- * have exited (at most 10 s; a holder still running then is a logged warning), so their devices
- * are free when it returns. Returns how many were signalled; -EPERM if set names a device held
- * by another user's holder. */
+ * user's holders): those of the user's records without a job, and the user's processes holding
+ * a device's lock that no record accounts for (found through /proc/PID/fdinfo: a hold whose
+ * record is gone, a job left holding a lease after its run ended; docs/leases.md "Release").
+ * SIGTERM after checking the pid's owner and start time, then waits until they have exited (at
+ * most 10 s; a holder still running then is a logged warning), so their devices are free when it
+ * returns. Returns how many processes were signalled; -EPERM if set names a device held by
+ * another user's holder. */
 int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                          const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set);
 

@@ -11,6 +11,9 @@
  *   user on a named device is one line and exit 1 (nothing signalled), never a signal.
  * - Prints how many holders were ended ("released 0 holders" is not an error: the lease may
  *   have expired already). Leases of `gpuctl run` end with their job, not with release.
+ * - A process of the user's that holds a lease's lock with no record accounting for it (a hold
+ *   whose record was deleted, a job that kept the lease after its run ended) is a holder too:
+ *   the library finds it through the kernel's locks, and each such process counts as one.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -137,7 +140,10 @@ const struct cmd_entry cmd_release_entry = {
                 "they have exited (at most 10 s), so the GPUs are free when it returns, and\n"
                 "prints how many were ended. A named device held by another user's holder is exit "
                 "1 and\n"
-                "nothing is signalled. Leases taken by gpuctl run end with their command.\n",
+                "nothing is signalled. Leases taken by gpuctl run end with their command. Your\n"
+                "processes that hold a lease's lock without an owner record accounting for them\n"
+                "(a hold whose record was deleted, a job left holding a lease after its run\n"
+                "ended) are found through the kernel's locks and ended too.\n",
         .exec = cmd_release_exec,
         .exits = CMD_EXITS_DRIVER,
 };

@@ -53,9 +53,11 @@
  *   leaves the job holding it. With --each every rank inherits every descriptor (simplest
  *   correct choice): the lease of all devices ends when the last rank (and gpuctl) has ended,
  *   not device by device. The owner record names gpuctl and the first child
- *   (gpuctl_lease_set_owner once it is forked). --dry-run takes no lease: it selects as run
- *   would (excluding leased devices and, unless --ignore-foreign, devices busy without a
- *   lease) and says so.
+ *   (gpuctl_lease_set_owner once it is forked, before it execs: the child waits on a pipe for
+ *   the record, since `gpuctl release` takes a record without a job for a hold; when it cannot
+ *   be written the child exits without exec and run exits 1, one line). --dry-run takes no
+ *   lease: it selects as run would (excluding leased devices and, unless --ignore-foreign,
+ *   devices busy without a lease) and says so.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -627,7 +629,7 @@ static void block_forwarded(sigset_t *ret_old)
 
 /* In the child: only system calls from here on (async-signal-safe after fork). */
 __attribute__((noreturn)) static void child_exec(const struct run_child *c, char **cmd,
-                                                 const sigset_t *mask, int errfd)
+                                                 const sigset_t *mask, int errfd, int gofd)
 {
 	struct sigaction dfl = {.sa_handler = SIG_DFL};
 	if (fwd_groups)
@@ -654,6 +656,15 @@ __attribute__((noreturn)) static void child_exec(const struct run_child *c, char
 			        1UL << ((unsigned long)c->first_node % bits);
 			(void)set_mempolicy(MPOL_PREFERRED, one, 1024 + 1);
 		}
+	}
+	if (gofd >= 0) { /* the lease's record names this job before it runs */
+		char go = 0;
+		ssize_t k;
+		do
+			k = read(gofd, &go, 1);
+		while (k < 0 && errno == EINTR);
+		if (k != 1)
+			_exit(CLI_EXIT_FAILURE); /* gpuctl could not write it, or is gone */
 	}
 	execvpe(cmd[0], cmd, c->envp);
 	int e = errno;
@@ -864,9 +875,17 @@ static int start_children(struct cli *cli, struct run_child *kids, size_t n, cha
 	fflush(NULL);
 
 	for (size_t i = 0; i < n; i++) {
-		int p[2];
+		int p[2], go[2] = {-1, -1};
+		bool gate = lease && i == 0; /* the first child waits for its record */
 		if (pipe2(p, O_CLOEXEC) < 0) {
 			cli_error("run: pipe: %s", strerror(errno));
+			status = CLI_EXIT_FAILURE;
+			break;
+		}
+		if (gate && pipe2(go, O_CLOEXEC) < 0) {
+			cli_error("run: pipe: %s", strerror(errno));
+			close(p[0]);
+			close(p[1]);
 			status = CLI_EXIT_FAILURE;
 			break;
 		}
@@ -875,14 +894,22 @@ static int start_children(struct cli *cli, struct run_child *kids, size_t n, cha
 			cli_error("run: fork: %s", strerror(errno));
 			close(p[0]);
 			close(p[1]);
+			if (gate) {
+				close(go[0]);
+				close(go[1]);
+			}
 			status = CLI_EXIT_FAILURE;
 			break;
 		}
 		if (pid == 0) {
 			close(p[0]);
-			child_exec(&kids[i], cmd, &old, p[1]);
+			if (gate)
+				close(go[1]);
+			child_exec(&kids[i], cmd, &old, p[1], go[0]);
 		}
 		close(p[1]);
+		if (gate)
+			close(go[0]);
 		if (m) {
 			(void)setpgid(pid, pid); /* as the child does: whichever runs first */
 			kids[i].pgid = pid;
@@ -890,14 +917,23 @@ static int start_children(struct cli *cli, struct run_child *kids, size_t n, cha
 		kids[i].pid = pid;
 		pids[i] = pid;
 		started++;
-		/* The record names gpuctl and its (first) job, for ps and foreign-process checks.
+		/* The record names gpuctl and its (first) job, for ps, release and foreign-process
+		 * checks; without it release would take the run for a hold: the job does not start.
 		 */
-		if (lease && i == 0) {
-			int rr = gpuctl_lease_set_owner(cli->ctx, lease, (uint32_t)getpid(),
-			                                (uint32_t)pid);
-			if (rr < 0 && cli->verbose)
-				cli_error("run: cannot update the lease's owner record: %s",
-				          gpuctl_errmsg(cli->ctx));
+		if (gate) {
+			if (gpuctl_lease_set_owner(cli->ctx, lease, (uint32_t)getpid(),
+			                           (uint32_t)pid) < 0) {
+				cli_error("run: %s", gpuctl_errmsg(cli->ctx));
+				close(go[1]); /* the child exits without exec */
+				close(p[0]);
+				status = CLI_EXIT_FAILURE;
+				break;
+			}
+			ssize_t w;
+			do
+				w = write(go[1], "", 1);
+			while (w < 0 && errno == EINTR);
+			close(go[1]);
 		}
 		int e = 0;
 		ssize_t got;

@@ -8,18 +8,30 @@
  * Tests: tests/unit/test-lease.c (foreign processes), tests/cli/test_leases.py.
  *
  * Decisions:
- * - Foreign processes: a compute process on a device is a lease's only when its pid or an
- *   ancestor (up to ANCESTOR_MAX levels) is the pid or job_pid of a counting record for that
- *   same device (or its whole GPU, or, for a whole GPU, one of its MIG devices). Stricter than
- *   "any lease": a job that wanders onto a GPU it did not lease makes that GPU busy. A process
- *   on a MIG device that cannot be matched to one by GI/CI marks its whole GPU.
+ * - Foreign processes: a compute process on a device is a lease's only when it or an ancestor
+ *   (up to ANCESTOR_MAX levels) is the pid or job_pid of a counting record for that same device
+ *   (or its whole GPU, or, for a whole GPU, one of its MIG devices), or holds the lock of one
+ *   of those devices (a descriptor whose open file description has the flock, per
+ *   /proc/PID/fdinfo: lease_proc_holds). Stricter than "any lease": a job that wanders onto a
+ *   GPU it did not lease makes that GPU busy. A process on a MIG device that cannot be matched
+ *   to one by GI/CI marks its whole GPU.
+ * - The lock decides, whatever the parents: a job that daemonised itself (setsid, its parent
+ *   gone) keeping the inherited lease descriptors is its lease's, and so is a process left
+ *   holding a lease whose run has ended. Records are tried first (a parent walk through
+ *   /proc/PID/stat); descriptors only for a process they do not account for, and only those
+ *   whose link names a .lock file are looked at further (lease_proc_holds). The lock files are
+ *   found by fstatat, never opened (no inotify event for waiters). Only descriptors the caller
+ *   may read are seen: to another user (not root) such a process still looks foreign.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "ctx.h"
@@ -73,6 +85,51 @@ static bool belongs(const struct gpuctl_snapshot *snap, const struct record *v, 
 			    (v[i].job_alive && (pid_t)v[i].job_pid == p))
 				return true;
 		}
+		if (lease_proc_stat(p, &pp, NULL) < 0)
+			return false;
+		p = pp;
+	}
+	return false;
+}
+
+/* The lock file of device uuid in dir when it is a usable one (lease-dir.c's checks), by
+ * fstatat: no lock file is opened, so its close wakes no waiter (docs/leases.md "Wake-ups"). */
+static bool lock_id_of(const struct gpuctl_lease_dir *dir, const char *uuid,
+                       struct lease_lock_id *ret)
+{
+	char name[UUID_MAX + 8];
+	struct stat st;
+
+	if (!uuid || !lease_uuid_ok(uuid) || dir->locks_fd < 0)
+		return false;
+	(void)snprintf(name, sizeof(name), "%s.lock", uuid);
+	if (fstatat(dir->locks_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_uid != dir->owner || st.st_nlink != 1)
+		return false;
+	*ret = (struct lease_lock_id){.dev = st.st_dev, .ino = st.st_ino};
+	return true;
+}
+
+/* Whether pid or one of its ancestors holds the lock of a device that concerns device (g, mig)
+ * (as record_concerns: itself, its whole GPU, or for a whole GPU its MIG devices). Whoever
+ * holds the flock holds the lease: no probe of the device is needed. */
+static bool holds_lock(const struct gpuctl_lease_dir *dir, const struct gpuctl_snapshot *snap,
+                       size_t g, int mig, pid_t pid)
+{
+	struct lease_lock_id ids[1 + 64];
+	size_t n = 0;
+	pid_t p = pid;
+
+	for (int m = -1; m < (int)snap->gpus[g].n_migs && n < ELEMENTSOF(ids); m++) {
+		if (m >= 0 && mig >= 0 && m != mig)
+			continue;
+		n += lock_id_of(dir, lease_dev_uuid(snap, g, m), &ids[n]);
+	}
+	for (int depth = 0; n > 0 && p > 1 && depth < ANCESTOR_MAX; depth++) {
+		pid_t pp = 0;
+
+		if (lease_proc_holds(p, ids, n, NULL, NULL) > 0)
+			return true;
 		if (lease_proc_stat(p, &pp, NULL) < 0)
 			return false;
 		p = pp;
@@ -191,8 +248,8 @@ static void judge(struct gpuctl_foreign *f, const struct gpuctl_snapshot *snap,
 	}
 }
 
-/* Classifies every process of snap against the records of dir (NULL: none, every process is
- * foreign) and judges each device by lr's thresholds. */
+/* Classifies every process of snap against the records and lock holders of dir (NULL: none,
+ * every process is foreign) and judges each device by lr's thresholds. */
 static int foreign_scan(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                         const struct gpuctl_snapshot *snap, const struct gpuctl_lease_request *lr,
                         struct gpuctl_foreign **ret)
@@ -232,8 +289,11 @@ static int foreign_scan(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 			const struct gpuctl_proc *pr = &gp->procs[i];
 			int mig = gpuctl_proc_mig_device(gp, pr);
 
-			f->foreign[proc] = !n_recs || !belongs(snap, recs, n_recs, held_rec, g, mig,
-			                                       (pid_t)pr->pid);
+			f->foreign[proc] = !dir || !belongs(snap, recs, n_recs, held_rec, g, mig,
+			                                    (pid_t)pr->pid);
+			/* not a record's: a holder of the lock all the same? */
+			if (f->foreign[proc] && dir)
+				f->foreign[proc] = !holds_lock(dir, snap, g, mig, (pid_t)pr->pid);
 		}
 	}
 	judge(f, snap, lr);

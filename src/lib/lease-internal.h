@@ -285,13 +285,44 @@ bool lease_flock_parse(char *line, struct lease_flock *ret);
  * when no line matches both (overlay file systems report another device). */
 pid_t lease_lock_holder(dev_t dev, ino_t ino, bool any_kind);
 
+/* The flock of one descriptor, from its /proc/PID/fdinfo/N text (NUL-terminated, changed in
+ * place): true with it in *ret when a "lock:" line holds one (lease_flock_parse's fields). A
+ * description has at most one flock (the kernel shows only the flock of that description); its
+ * other lock lines are POSIX and OFD locks (a shared lease's declared memory), which the line
+ * parser refuses. fuzz/fuzz-lease.c drives it. */
+bool lease_fdinfo_flock(char *text, struct lease_flock *ret);
+
+/* A lock file, as stat(2) names it. */
+struct lease_lock_id {
+	dev_t dev;
+	ino_t ino;
+};
+
+/* Which of the n lock files ids[] process pid holds a flock on through a descriptor of its own
+ * (an open file description with the flock on it, per /proc/PID/fdinfo: a descriptor inherited
+ * from whoever took the lock counts, one merely open on the file does not). holds[i] (when not
+ * NULL) is set for each, takers[i] (when not NULL) to the pid that took that flock (0 when the
+ * kernel does not say: another pid namespace). Returns how many such descriptors; 0 also when
+ * the caller may not read pid's descriptors (another user's process, unless root). With both
+ * arrays NULL it stops at the first. Opens only /proc files: the lock files' own file system is
+ * touched only to stat a descriptor whose flock is on one of ids' inodes. */
+size_t lease_proc_holds(pid_t pid, const struct lease_lock_id *ids, size_t n, bool *holds,
+                        pid_t *takers);
+
 /* Opens (creating when create) owners/<euid>/, checked: a real directory of euid, 0755. */
 int lease_user_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, bool create,
                         int *ret_fd);
 
-/* Writes the records of every device of lease naming pid/job_pid. */
+/* Writes the records of every device of lease naming pid/job_pid. A record that cannot be
+ * written is -EIO (-ENOMEM for memory), the message naming the lease directory and the cause
+ * ("lease directory 'DIR': cannot write the lease record: No space left on device"): -EIO,
+ * not the write's own errno, since -ENOSPC and -EBUSY mean "no device now" to the callers. */
 int lease_records_write(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, pid_t pid,
                         pid_t job_pid);
+
+/* Removes the records of lease's devices that it does not keep from another lease (the devices
+ * whose lock it took itself): what a select-and-lease that failed after writing some leaves. */
+void lease_records_remove(const struct gpuctl_lease *lease);
 
 /* Frees r's strings (r itself stays); lease_records_free frees n records and the array. */
 void lease_record_clear(struct record *r);
@@ -355,6 +386,7 @@ struct lease_dev {
 	int fd;                  /* the locked description, O_CLOEXEC */
 	size_t gpu;              /* snapshot index */
 	int mig;                 /* MIG index, -1 for the whole GPU */
+	bool kept;               /* fd duplicates the caller's current lease's (a failover) */
 	char uuid[UUID_MAX + 1]; /* its UUID */
 };
 
@@ -364,6 +396,7 @@ struct gpuctl_lease {
 	uint64_t share_mem;     /* bytes declared per device; 0: exclusive */
 	uint32_t tag;           /* a shared lease's record names: <UUID>@<tag>.json (creator pid) */
 	int user_fd;            /* owners/<euid>/, -1 when records cannot be written */
+	char *dir_path;         /* the lease directory as opened, for messages, owned */
 	char *command;          /* for the records, owned, may be NULL */
 	char *label;            /* for the records, owned, may be NULL */
 };

@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -237,6 +238,82 @@ pid_t lease_lock_holder(dev_t dev, ino_t ino, bool any_kind)
 	return ino_only;
 }
 
+bool lease_fdinfo_flock(char *text, struct lease_flock *ret)
+{
+	char *next;
+
+	for (char *line = text; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		if (strncmp(line, "lock:", 5) != 0)
+			continue;
+		line += 5;
+		line += strspn(line, " \t");
+		if (lease_flock_parse(line, ret))
+			return true;
+	}
+	return false;
+}
+
+size_t lease_proc_holds(pid_t pid, const struct lease_lock_id *ids, size_t n, bool *holds,
+                        pid_t *takers)
+{
+	_cleanup_(closedirp) DIR *fds = NULL;
+	_cleanup_close_ int info = -1;
+	struct dirent *de;
+	char path[64];
+	size_t found = 0;
+
+	if (pid <= 0 || !ids || n == 0)
+		return 0;
+	(void)snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	fds = opendir(path);
+	(void)snprintf(path, sizeof(path), "/proc/%d/fdinfo", (int)pid);
+	info = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (!fds || info < 0)
+		return 0;
+	while ((de = readdir(fds))) {
+		char target[PATH_MAX], text[4096];
+		_cleanup_close_ int fd = -1;
+		struct lease_flock l;
+		struct stat st;
+		ssize_t k;
+
+		if (de->d_name[0] == '.')
+			continue;
+		/* lock files are <UUID>.lock: the link's text (no look at the file) weeds out the
+		 * rest; a replaced lock file reads "... (deleted)" and is no lease any more */
+		k = readlinkat(dirfd(fds), de->d_name, target, sizeof(target));
+		if (k < 5 || (size_t)k >= sizeof(target) || memcmp(target + k - 5, ".lock", 5) != 0)
+			continue;
+		fd = openat(info, de->d_name, O_RDONLY | O_CLOEXEC);
+		k = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+		if (k <= 0)
+			continue;
+		text[k] = '\0'; /* the flock line comes first, after four short lines */
+		if (!lease_fdinfo_flock(text, &l))
+			continue;
+		for (size_t i = 0; i < n; i++) {
+			/* the inode matches: the descriptor's own file confirms the device (the
+			 * kernel's lock line names another device on overlay) */
+			if (l.ino != (uint64_t)ids[i].ino ||
+			    fstatat(dirfd(fds), de->d_name, &st, 0) < 0 ||
+			    st.st_dev != ids[i].dev || st.st_ino != ids[i].ino)
+				continue;
+			found++;
+			if (holds)
+				holds[i] = true;
+			if (takers)
+				takers[i] = (pid_t)l.pid;
+			if (!holds && !takers)
+				return found;
+			break;
+		}
+	}
+	return found;
+}
+
 /* ---- writing ---- */
 
 void lease_sb_add(struct sbuf *b, const char *fmt, ...)
@@ -293,6 +370,17 @@ int lease_user_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *d
 	return lease_own_dir_open(ctx, dir, dir->owners_fd, "owners", create, ret_fd);
 }
 
+#define RECORD_NAME_MAX (UUID_MAX + 24) /* "<UUID>@<tag>.json" */
+
+/* The record file name of device i of lease: <UUID>.json, or <UUID>@<tag>.json when shared. */
+static void record_name(const struct gpuctl_lease *lease, size_t i, char *buf, size_t size)
+{
+	if (lease->share_mem > 0)
+		(void)snprintf(buf, size, "%s@%" PRIu32 ".json", lease->devs[i].uuid, lease->tag);
+	else
+		(void)snprintf(buf, size, "%s.json", lease->devs[i].uuid);
+}
+
 /* Writes owners/<euid>/<name> atomically: a temporary file of a random name, fsync, renameat. */
 static int record_write(int ufd, const char *name, const char *text, size_t len)
 {
@@ -347,13 +435,9 @@ int lease_records_write(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, pid_
 			                 (int)job_pid, strerror(-r));
 	}
 	for (size_t i = 0; i < lease->n; i++) {
-		char name[UUID_MAX + 24];
+		char name[RECORD_NAME_MAX];
 
-		if (lease->share_mem > 0)
-			(void)snprintf(name, sizeof(name), "%s@%" PRIu32 ".json",
-			               lease->devs[i].uuid, lease->tag);
-		else
-			(void)snprintf(name, sizeof(name), "%s.json", lease->devs[i].uuid);
+		record_name(lease, i, name, sizeof(name));
 		b.len = 0;
 		lease_sb_add(
 		        &b,
@@ -377,12 +461,25 @@ int lease_records_write(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, pid_
 		r = record_write(lease->user_fd, name, b.p, b.len);
 		if (r < 0) {
 			free(b.p);
-			return ctx_error(ctx, r, "owner record owners/%u/%s: %s",
-			                 (unsigned)geteuid(), name, strerror(-r));
+			return ctx_error(ctx, -EIO,
+			                 "lease directory '%s': cannot write the lease record: %s",
+			                 lease->dir_path ? lease->dir_path : "?", strerror(-r));
 		}
 	}
 	free(b.p);
 	return 0;
+}
+
+void lease_records_remove(const struct gpuctl_lease *lease)
+{
+	for (size_t i = 0; lease->user_fd >= 0 && i < lease->n; i++) {
+		char name[RECORD_NAME_MAX];
+
+		if (lease->devs[i].kept)
+			continue; /* the other lease's, which still holds the device */
+		record_name(lease, i, name, sizeof(name));
+		(void)unlinkat(lease->user_fd, name, 0);
+	}
 }
 
 /* ---- reading (strict, bounded) ---- */

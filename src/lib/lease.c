@@ -16,10 +16,19 @@
  *   lock-file problem, and it becomes -ENOENT (with `sudo gpuctl lease init`) when a missing
  *   lock file was among the causes. Every device of the snapshot is probed, whatever the
  *   request, so the rule holds in both directions.
- * - Failing to write a record does not fail select-and-lease (the lock is the lease); it is
- *   logged. gpuctl_lease_set_owner does report the failure.
+ * - A lease whose owner records cannot be written (a full file system, no owners/) is
+ *   refused: select-and-lease lets go of the locks it took, removes the records it wrote and
+ *   fails with -EIO, the message naming the lease directory and the cause. The lock is still
+ *   the lease, but without a record `release` could not tell a hold from a run's job, and ps
+ *   would name nobody. -EIO, not the write's -ENOSPC, which means "too few devices" (exit 3,
+ *   and a reason to wait on) to every caller.
  * - Release signals through a pidfd when the kernel has pidfd_open (start time and owner are
  *   checked after opening it, so the pid cannot be recycled in between); else kill().
+ * - Release finds holders through records (those without a job: holds, library leases) and
+ *   through the kernel's locks: a process of the caller's holding a device's lock that no
+ *   counting record accounts for (lock_accounted) is ended too, so a hold whose record was
+ *   deleted or damaged is not beyond reach. A run's job is never ended while its record
+ *   counts; once the run and its job have ended, a process still holding the lease is.
  * - Sharing (docs/leases.md "Sharing"): a shared request also raises min_free_mem to what it
  *   declares. (A device is SHARED per the probe of lease-dir.c; declared memory is counted by
  *   lease-share.c; shared leases' records are named by lease-record.c.)
@@ -301,6 +310,7 @@ void gpuctl_lease_free(struct gpuctl_lease *lease)
 	for (size_t i = 0; i < lease->n; i++)
 		closep(&lease->devs[i].fd);
 	closep(&lease->user_fd);
+	free(lease->dir_path);
 	free(lease->devs);
 	free(lease->command);
 	free(lease->label);
@@ -545,7 +555,9 @@ int lease_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	lease->devs = calloc(gpuctl_devset_count(chosen) + 1, sizeof(*lease->devs));
 	lease->command = strdup_or_null(lr.command);
 	lease->label = strdup_or_null(lr.label);
-	if (!lease->devs || (lr.command && !lease->command) || (lr.label && !lease->label))
+	lease->dir_path = strdup(dir->path);
+	if (!lease->devs || (lr.command && !lease->command) || (lr.label && !lease->label) ||
+	    !lease->dir_path)
 		return ctx_error(ctx, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < gpuctl_devset_count(chosen); i++) {
 		struct lease_dev *d = &lease->devs[lease->n];
@@ -563,6 +575,7 @@ int lease_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 			if (d->fd < 0)
 				return ctx_error(ctx, -errno, "cannot keep %s: %s", u,
 				                 strerror(errno));
+			d->kept = true;
 			lease->n++;
 			strscpy(d->uuid, sizeof(d->uuid), u);
 			continue;
@@ -587,14 +600,26 @@ int lease_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 		}
 	}
 
-	/* 5. owner records (display only: a failure is logged, the lock is the lease) */
+	/* 5. owner records: a lease without one is refused (the decision above) */
 	r = lease_user_dir_open(ctx, dir, true, &lease->user_fd);
-	if (r == 0 && share)
-		lease_records_prune_shared(lease->user_fd);
-	if (r == 0)
-		r = lease_records_write(ctx, lease, getpid(), 0);
+	if (r == -ENOMEM)
+		return ctx_error(ctx, r, "out of memory");
+	if (r == -ENOENT)
+		return ctx_error(ctx, -EIO,
+		                 "lease directory '%s': cannot write the lease record: no owners/ "
+		                 "(run `sudo gpuctl lease init`)",
+		                 dir->path);
 	if (r < 0)
-		ctx_log(ctx, GPUCTL_LOG_WARNING, "leases: no owner record: %s", gpuctl_errmsg(ctx));
+		return ctx_error_prefix(ctx, -EIO,
+		                        "lease directory '%s': cannot write the lease record",
+		                        dir->path);
+	if (share)
+		lease_records_prune_shared(lease->user_fd);
+	r = lease_records_write(ctx, lease, getpid(), 0);
+	if (r < 0) {
+		lease_records_remove(lease); /* none may name a live pid for a lock it never held */
+		return r; /* closing the descriptors (lease's cleanup) lets go of the locks */
+	}
 
 	/* 6. a waiter leaves the queue while select.lock still orders everyone */
 	if (ticket)
@@ -721,32 +746,193 @@ static size_t wait_holders(struct signalled *s, size_t n, uid_t uid)
 	return alive;
 }
 
-int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
-                         const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set)
-{
-	struct record *recs = NULL;
-	size_t n_recs = 0;
-	_cleanup_free_ struct signalled *done = NULL;
-	_cleanup_close_ int sfd = -1;
-	size_t n_done = 0, alive;
-	uid_t me = geteuid();
-	int r, count = 0;
+/* The holders a release has signalled, each once. */
+struct release_set {
+	struct signalled *s; /* owned */
+	size_t n, cap;
+	uid_t me; /* the caller: only its processes are signalled */
+};
 
-	if (!dir || !snap)
-		return ctx_error(ctx, -EINVAL, "invalid arguments");
-	/* its probes must not disturb a select-and-lease; a select.lock held past the readers'
-	 * bound does not keep a user from ending their own holders (docs/leases.md "Bounds") */
-	if (lease_select_lock_shared(ctx, dir, &sfd) < 0)
-		ctx_log(ctx, GPUCTL_LOG_WARNING, "%s (releasing without it)", gpuctl_errmsg(ctx));
-	r = lease_records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
-	if (r < 0)
-		return r;
-	done = calloc(n_recs + 1, sizeof(*done));
-	if (!done) {
-		lease_records_free(recs, n_recs);
-		return ctx_error(ctx, -ENOMEM, "out of memory");
+/* Signals pid (started at start_ticks, checked) unless it was already: 1 when signalled now,
+ * 0 when it was before or is not the caller's process of that start any more, -ENOMEM. */
+static int release_one(struct release_set *rs, pid_t pid, uint64_t start_ticks)
+{
+	int pidfd = -1;
+
+	for (size_t i = 0; i < rs->n; i++)
+		if (rs->s[i].pid == pid)
+			return 0;
+	if (rs->n == rs->cap) {
+		size_t nc = rs->cap ? rs->cap * 2 : 8;
+		struct signalled *ns = realloc(rs->s, nc * sizeof(*ns));
+
+		if (!ns)
+			return -ENOMEM;
+		rs->s = ns;
+		rs->cap = nc;
 	}
-	/* first: is any device of set held by another user's (counting) record? */
+	if (signal_holder(pid, start_ticks, rs->me, &pidfd) < 0)
+		return 0;
+	rs->s[rs->n++] = (struct signalled){.pid = pid, .start_ticks = start_ticks, .pidfd = pidfd};
+	return 1;
+}
+
+/* A device of the release's set that is held now. */
+struct held_dev {
+	const char *uuid;        /* borrowed from the snapshot */
+	bool exclusive;          /* HELD: one lock; else SHARED: one per shared lease */
+	struct lease_lock_id id; /* its lock file */
+};
+
+#define RELEASE_ANCESTOR_MAX 64 /* levels of a parent walk (as lease-foreign.c's) */
+
+/* Whether a counting record accounts for the lock on hd taken by taker (0: unknown) that
+ * process pid holds: on an exclusive device any counting record (its one lock is that lease's),
+ * else a record naming the taker, or one naming pid or an ancestor of pid (a SIGKILLed gpuctl's
+ * job, in a pid namespace where the kernel no longer names the dead taker). */
+static bool lock_accounted(const struct record *recs, size_t n_recs, const struct held_dev *hd,
+                           pid_t taker, pid_t pid)
+{
+	bool any = false;
+	pid_t p = pid;
+
+	for (size_t k = 0; k < n_recs; k++) {
+		if (!streq(recs[k].uuid, hd->uuid))
+			continue;
+		if (hd->exclusive)
+			return true;
+		if (taker > 0 && ((pid_t)recs[k].pid == taker || (pid_t)recs[k].job_pid == taker))
+			return true;
+		any = true;
+	}
+	for (int depth = 0; any && p > 1 && depth < RELEASE_ANCESTOR_MAX; depth++) {
+		pid_t pp = 0;
+
+		for (size_t k = 0; k < n_recs; k++)
+			if (streq(recs[k].uuid, hd->uuid) &&
+			    ((recs[k].pid_alive && (pid_t)recs[k].pid == p) ||
+			     (recs[k].job_alive && (pid_t)recs[k].job_pid == p)))
+				return true;
+		if (lease_proc_stat(p, &pp, NULL) < 0)
+			return false;
+		p = pp;
+	}
+	return false;
+}
+
+/* The devices of set (NULL: every device of snap) held now, into *ret (owned; *ret_n of them). */
+static int held_devices(const struct gpuctl_lease_dir *dir, const struct gpuctl_snapshot *snap,
+                        const struct gpuctl_devset *set, struct held_dev **ret, size_t *ret_n)
+{
+	_cleanup_(lease_locks_view_done) struct lease_locks_view view = {0};
+	_cleanup_free_ struct held_dev *v = NULL;
+	size_t n = 0, total = 0;
+
+	for (size_t g = 0; g < snap->n_gpus; g++)
+		total += 1 + snap->gpus[g].n_migs;
+	v = calloc(total ? total : 1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	lease_locks_view_read(dir, &view); /* no lock file opened for a device seen held */
+	for (size_t g = 0; g < snap->n_gpus; g++)
+		for (int m = -1; m < (int)snap->gpus[g].n_migs; m++) {
+			const char *u = lease_dev_uuid(snap, g, m);
+			char reason[REASON_MAX];
+			struct stat st;
+			int state;
+
+			if (!u || (set && !gpuctl_devset_contains(set, g, m)))
+				continue;
+			state = lease_probe_view(dir, &view, u, &st, NULL, reason, sizeof(reason));
+			if (!lease_held(state))
+				continue;
+			v[n++] = (struct held_dev){.uuid = u,
+			                           .exclusive = state == GPUCTL_LEASE_HELD,
+			                           .id = {.dev = st.st_dev, .ino = st.st_ino}};
+		}
+	*ret = TAKE_PTR(v);
+	*ret_n = n;
+	return 0;
+}
+
+/* Signals the caller's processes that hold the lock of a device of devs that no counting record
+ * accounts for (a hold whose record was deleted or damaged; a process that kept a run's lease
+ * after the run and its job ended), found through the kernel's locks in /proc/PID/fdinfo; never
+ * the caller or its ancestors (they may hold the lock the caller inherited: a release typed in
+ * a job's shell). Returns how many were signalled, or -ENOMEM. */
+static int release_recordless(struct release_set *rs, const struct held_dev *devs, size_t n,
+                              const struct record *recs, size_t n_recs)
+{
+	_cleanup_free_ struct lease_lock_id *ids = NULL;
+	_cleanup_free_ bool *holds = NULL;
+	_cleanup_free_ pid_t *takers = NULL;
+	_cleanup_(closedirp) DIR *proc = NULL;
+	pid_t self[RELEASE_ANCESTOR_MAX + 1];
+	size_t n_self = 0, open = 0;
+	struct dirent *pe;
+	int count = 0;
+
+	/* every lock accounted for without a look: exclusive devices with a counting record */
+	for (size_t i = 0; i < n; i++)
+		if (!devs[i].exclusive || !lock_accounted(recs, n_recs, &devs[i], 0, 0))
+			open++;
+	if (open == 0)
+		return 0;
+	ids = calloc(n, sizeof(*ids));
+	holds = calloc(n, sizeof(*holds));
+	takers = calloc(n, sizeof(*takers));
+	if (!ids || !holds || !takers)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		ids[i] = devs[i].id;
+	for (pid_t p = getpid(); p > 1 && n_self < ELEMENTSOF(self);) {
+		pid_t pp = 0;
+
+		self[n_self++] = p;
+		if (lease_proc_stat(p, &pp, NULL) < 0)
+			break;
+		p = pp;
+	}
+	proc = opendir("/proc");
+	while (proc && (pe = readdir(proc))) {
+		char path[64];
+		struct stat st;
+		uint64_t pid, start = 0;
+		bool skip = false;
+
+		if (!lease_parse_u64(pe->d_name, strlen(pe->d_name), &pid) || pid <= 1 ||
+		    pid > INT32_MAX)
+			continue;
+		for (size_t i = 0; i < n_self; i++)
+			skip |= self[i] == (pid_t)pid;
+		(void)snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+		if (skip || stat(path, &st) < 0 || st.st_uid != rs->me)
+			continue;
+		memset(holds, 0, n * sizeof(*holds));
+		memset(takers, 0, n * sizeof(*takers));
+		if (lease_proc_holds((pid_t)pid, ids, n, holds, takers) == 0)
+			continue;
+		skip = true;
+		for (size_t i = 0; i < n; i++)
+			if (holds[i] &&
+			    !lock_accounted(recs, n_recs, &devs[i], takers[i], (pid_t)pid))
+				skip = false;
+		if (skip || lease_proc_stat((pid_t)pid, NULL, &start) < 0)
+			continue;
+		int r = release_one(rs, (pid_t)pid, start);
+		if (r < 0)
+			return r;
+		count += r;
+	}
+	return count;
+}
+
+/* Whether the devices of set held by someone are held by another user's counting record and
+ * none of the caller's: -EPERM with the line naming one, else 0. */
+static int release_check_others(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
+                                const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set,
+                                const struct record *recs, size_t n_recs, uid_t me)
+{
 	for (size_t i = 0; set && i < gpuctl_devset_count(set); i++) {
 		const char *u = gpuctl_devset_uuid(set, snap, i);
 		char reason[REASON_MAX];
@@ -764,22 +950,31 @@ int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 			else
 				other = (ssize_t)k;
 		}
-		if (!mine && other >= 0) {
-			r = ctx_error(ctx, -EPERM, "%s is held by uid %u (%s, pid %u): not yours",
-			              u, (unsigned)recs[other].uid,
-			              recs[other].user ? recs[other].user : "?", recs[other].pid);
-			lease_records_free(recs, n_recs);
-			return r;
-		}
+		if (!mine && other >= 0)
+			return ctx_error(
+			        ctx, -EPERM, "%s is held by uid %u (%s, pid %u): not yours", u,
+			        (unsigned)recs[other].uid,
+			        recs[other].user ? recs[other].user : "?", recs[other].pid);
 	}
+	return 0;
+}
+
+/* Signals the holders of the caller's own counting records without a job (--hold holders and
+ * library leases) on held devices of set: how many, or -ENOMEM. Release never ends a job that
+ * `gpuctl run` started; its lease ends when the job does. */
+static int release_recorded(struct release_set *rs, const struct gpuctl_lease_dir *dir,
+                            const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set,
+                            const struct record *recs, size_t n_recs)
+{
+	int count = 0;
+
 	for (size_t k = 0; k < n_recs; k++) {
 		const struct record *rc = &recs[k];
 		char reason[REASON_MAX];
-		bool in_set = !set, seen = false;
+		bool in_set = !set;
+		int r;
 
-		/* Only --hold holders (records without a job): release never ends a job that
-		 * `gpuctl run` started; its lease ends when the job does. */
-		if (rc->uid != me || !rc->pid_alive || rc->job_pid != 0 ||
+		if (rc->uid != rs->me || !rc->pid_alive || rc->job_pid != 0 ||
 		    (pid_t)rc->pid == getpid())
 			continue;
 		for (size_t i = 0; set && i < gpuctl_devset_count(set); i++) {
@@ -790,24 +985,55 @@ int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 		if (!in_set || !lease_held(lease_probe(dir, rc->uuid, false, NULL, NULL, reason,
 		                                       sizeof(reason))))
 			continue;
-		for (size_t i = 0; i < n_done; i++)
-			seen |= done[i].pid == (pid_t)rc->pid;
-		if (seen)
-			continue;
-		done[n_done] = (struct signalled){.pid = (pid_t)rc->pid,
-		                                  .start_ticks = rc->pid_start_ticks};
-		if (signal_holder((pid_t)rc->pid, rc->pid_start_ticks, me, &done[n_done].pidfd) ==
-		    0) {
-			n_done++;
-			count++;
-		}
+		r = release_one(rs, (pid_t)rc->pid, rc->pid_start_ticks);
+		if (r < 0)
+			return r;
+		count += r;
 	}
+	return count;
+}
+
+int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                         const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set)
+{
+	struct release_set rs = {.me = geteuid()};
+	_cleanup_free_ struct held_dev *held = NULL;
+	struct record *recs = NULL;
+	size_t n_recs = 0, n_held = 0, alive;
+	_cleanup_close_ int sfd = -1;
+	int r, count = 0;
+
+	if (!dir || !snap)
+		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	/* its probes must not disturb a select-and-lease; a select.lock held past the readers'
+	 * bound does not keep a user from ending their own holders (docs/leases.md "Bounds") */
+	if (lease_select_lock_shared(ctx, dir, &sfd) < 0)
+		ctx_log(ctx, GPUCTL_LOG_WARNING, "%s (releasing without it)", gpuctl_errmsg(ctx));
+	r = lease_records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
+	if (r < 0)
+		return r;
+	r = release_check_others(ctx, dir, snap, set, recs, n_recs, rs.me);
+	if (r == 0)
+		r = release_recorded(&rs, dir, snap, set, recs, n_recs);
+	if (r >= 0) {
+		count = r;
+		r = held_devices(dir, snap, set, &held, &n_held);
+	}
+	if (r >= 0)
+		r = release_recordless(&rs, held, n_held, recs, n_recs);
 	lease_records_free(recs, n_recs);
+	if (r >= 0)
+		count += r;
+	else if (r == -ENOMEM)
+		r = ctx_error(ctx, r, "out of memory");
 	/* Not before the holders have gone: `release && select` must find the devices free. The
 	 * shared select.lock is dropped first so a holder's exit path is never blocked on it. */
 	if (sfd >= 0)
 		(void)close(TAKE_FD(sfd));
-	alive = wait_holders(done, n_done, me);
+	alive = wait_holders(rs.s, rs.n, rs.me);
+	free(rs.s);
+	if (r < 0)
+		return r;
 	if (alive)
 		ctx_log(ctx, GPUCTL_LOG_WARNING,
 		        "release: %zu holder%s still running %d s after SIGTERM (stopped?)", alive,

@@ -6,6 +6,7 @@ lease directory against a second user.
 Expected values come from docs/leases.md, docs/json.md and the scenario files (UUIDs, GPU and MIG
 counts), never from gpuctl's own output. Every test uses a lease directory of its own under a
 private temporary directory: never /run/gpuctl."""
+import errno
 import json
 import os
 import pwd
@@ -84,6 +85,37 @@ def wait_until(pred, timeout=15.0, step=0.02):
             return v
         time.sleep(step)
     return pred()
+
+
+def holders_of(path):
+    """The processes with a descriptor of a file under path (their /proc/PID/fd links)."""
+    out = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fds = os.listdir("/proc/%s/fd" % name)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink("/proc/%s/fd/%s" % (name, fd))
+            except OSError:
+                continue
+            if target.startswith(path + "/"):
+                out.add(int(name))
+                break
+    return out
+
+
+def ancestors(pid):
+    """The parents of pid up to init, from /proc/PID/stat (proc(5): field 4)."""
+    chain = []
+    while pid > 1:
+        with open("/proc/%d/stat" % pid) as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        chain.append(pid)
+    return chain
 
 
 class LeaseCase(GpuctlTestCase):
@@ -307,6 +339,30 @@ class HoldRelease(LeaseCase):
         r = self.g("release", "--all")
         self.assertEqual((r.rc, r.out.strip()), (0, "released 0 holders"), r)
 
+    def test_release_ends_a_holder_whose_record_is_gone(self):
+        # A hold whose owner record was deleted or damaged (issue 24) is still a holder: the
+        # kernel's lock says so, and release finds it through the lock (docs/leases.md
+        # "Release"), by id and with --all.
+        for how, args in (("deleted", ("-i",)), ("corrupt", ("--all",))):
+            with self.subTest(how=how):
+                (uuid,) = self.hold("-n", "1", "--hold", "60")
+                holder = self.leased()[uuid]["owner"]["pid"]
+                self.pids.append(holder)
+                rec = os.path.join(self.dir, "owners", str(os.geteuid()), uuid + ".json")
+                self.assertTrue(os.path.isfile(rec), rec)
+                if how == "deleted":
+                    os.unlink(rec)
+                else:
+                    with open(rec, "w") as f:
+                        f.write('{"pid": "not a number"')
+                if args == ("-i",):
+                    args = ("-i", str(UUIDS.index(uuid)))
+                r = self.g("release", *args)
+                self.assertEqual((r.rc, r.out.strip(), r.err), (0, "released 1 holder", ""), r)
+                # release returns once the holder has gone
+                self.assertFalse(alive(holder), "release returned before the holder ended")
+                self.assertEqual(self.leased(), {})
+
     def test_release_all_ends_every_hold(self):
         a = self.hold("-n", "2", "--hold", "60")
         b = self.hold("-n", "3", "--hold", "60")
@@ -526,6 +582,73 @@ class Ps(LeaseCase):
         self.assertEqual((devs[3]["state"], len(devs[3]["foreign"])), ("busy", 1), r.out)
         self.assertEqual(devs[4]["foreign"], [], r.out)
 
+    def test_daemonised_job_is_its_leases_own(self):
+        # A job that daemonises (setsid, parent gone: reparented away from gpuctl's tree) but
+        # keeps the inherited lease descriptors holds the lease's lock, so it is the lease's
+        # process, not foreign (issue 24; docs/leases.md "Busy without a lease"): while the run
+        # lives, and after it ended with the daemon holding the lease alone, when release
+        # ends it (no record accounts for it then).
+        t = self.tmp
+        with open(os.path.join(t, "daemon.sh"), "w") as f:
+            f.write('"$NVSIM" proc add --pid $$ -i 0 --mem 1GiB\n'
+                    'echo $$ >"$T/daemon.new" && mv "$T/daemon.new" "$T/daemon.pid"\n'
+                    'exec sleep 30\n')
+        with open(os.path.join(t, "job.sh"), "w") as f:
+            f.write('(setsid sh "$T/daemon.sh" </dev/null >/dev/null 2>&1 &)\n'
+                    'exec sleep 30\n')
+        script = (
+            "trap 'kill $(cat \"$T/daemon.pid\" 2>/dev/null) 2>/dev/null' EXIT\n"
+            "$GPUCTL run -n 1 --only 0 -- sh \"$T/job.sh\" >/dev/null 2>\"$T/run.err\" &\n"
+            "R=$!\n"
+            "for i in $(seq 300); do [ -s \"$T/daemon.pid\" ] && $GPUCTL ps --format json | "
+            "grep -q '\"job_pid\": [0-9]' && break; sleep 0.1; done\n"
+            "D=$(cat \"$T/daemon.pid\"); J=$(pgrep -P $R)\n"
+            "echo \"R=$R J=$J D=$D\"\n"
+            "p=$D; chain=; while [ \"$p\" -gt 1 ]; do p=$(cut -d' ' -f4 /proc/$p/stat); "
+            "chain=\"$chain $p\"; done; echo \"chain=$chain\"\n"
+            "echo \"flocks=$(cat /proc/$D/fdinfo/* | grep -c FLOCK)\"\n"
+            "echo LIVE; $GPUCTL ps --format json\n"
+            "echo RELEASE-LIVE; $GPUCTL release -i 0\n"
+            "kill $J; wait $R || true\n"
+            "echo ALONE; $GPUCTL ps --format json\n"
+            "echo RELEASE; $GPUCTL release -i 0\n"
+            "echo AFTER; $GPUCTL ps --format json\n"
+            # gone, or a zombie its new parent has not reaped (proc(5): state Z)
+            "echo \"daemon=$(cut -d' ' -f3 /proc/$D/stat 2>/dev/null || echo gone)\"\n")
+        r = sim_sh("dgx-a100", script, env={"GPUCTL_LEASE_DIR": self.dir, "T": t})
+        self.assertEqual(r.rc, 0, r)
+        head, rest = r.out.split("LIVE\n", 1)
+        facts = dict(w.split("=", 1) for w in head.split() if "=" in w and
+                     w.split("=", 1)[0] in ("R", "J", "D", "flocks"))
+        run_pid, job, daemon = int(facts["R"]), int(facts["J"]), int(facts["D"])
+        self.pids.append(daemon)
+        chain = [int(p) for p in head.split("chain=", 1)[1].splitlines()[0].split()]
+        # the scenario is the one claimed: the daemon is outside gpuctl's tree and holds a flock
+        self.assertNotIn(run_pid, chain, r)
+        self.assertNotIn(job, chain, r)
+        self.assertGreaterEqual(int(facts["flocks"]), 1, r)
+        live, rest = rest.split("RELEASE-LIVE\n", 1)
+        released_live, rest = rest.split("ALONE\n", 1)
+        alone, rest = rest.split("RELEASE\n", 1)
+        released, rest = rest.split("AFTER\n", 1)
+        after, tail = rest.rsplit("}\n", 1)
+        devs = {d["index"]: d for d in json.loads(live)["devices"]}
+        self.assertEqual(devs[0]["state"], "leased", live)
+        self.assertEqual(devs[0]["owner"]["job_pid"], job, live)
+        self.assertEqual(devs[0]["foreign"], [], live)
+        self.assertFalse(devs[0]["busy"], live)
+        # the run's lease is not a hold: release leaves it, daemon included
+        self.assertEqual(released_live.strip(), "released 0 holders", r)
+        devs = {d["index"]: d for d in json.loads(alone)["devices"]}
+        self.assertEqual(devs[0]["state"], "leased", alone)
+        self.assertEqual(devs[0]["owner"]["pid"], daemon, alone)
+        self.assertEqual(devs[0]["foreign"], [], alone)
+        self.assertEqual(released.strip(), "released 1 holder", r)
+        # nothing leased any more (the simulator still lists the process it was told of)
+        self.assertEqual([d["index"] for d in json.loads(after + "}")["devices"]
+                          if d["state"] == "leased"], [], r)
+        self.assertIn(tail.strip(), ("daemon=gone", "daemon=Z"), r)
+
     def test_dry_run_sees_foreign_processes_before_any_lease(self):
         # No lease directory yet: run --dry-run still chooses as run would, leaving out the
         # GPU a process of no lease uses (it once counted nothing as busy without the
@@ -624,6 +747,104 @@ class UnsafeDirectory(LeaseCase):
         r = self.g("select", "-n", "7")
         self.assertEqual(r.rc, 0, r)
         self.assertNotIn(UUIDS[3], r.out)
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: mounts a small tmpfs")
+@unittest.skipUnless(shutil.which("mount") and shutil.which("umount"), "needs mount, umount")
+class FullLeaseDirectory(LeaseCase):
+    """The lease directory on a full file system (issue 24): a hold or run whose owner record
+    cannot be written is refused before it starts, one line naming the directory and the
+    cause, exit 1 (docs/gpuctl.1, EXIT STATUS), nothing held. The file system is a 64 KiB tmpfs
+    of the test's own, unmounted in its cleanup whatever happened."""
+
+    def setUp(self):
+        super().setUp()
+        self.mnt = os.path.join(self.tmp, "small")
+        os.mkdir(self.mnt)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs",
+                            self.mnt], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.addCleanup(self.unmount)
+        self.dir = os.path.join(self.mnt, "leases")
+        self.env = direct_env(self.dir)
+        self.filler = os.path.join(self.mnt, "filler")
+        # the lock files exist already: what a full disk refuses is the record
+        r = self.g("lease", "init")
+        self.assertEqual(r.rc, 0, r)
+
+    def unmount(self):
+        # a holder left by a failed test keeps lock files open: end it first
+        for _ in range(100):
+            pids = holders_of(self.mnt)
+            if not pids:
+                break
+            for p in pids:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+            wait_until(lambda: not (pids & holders_of(self.mnt)), timeout=5)
+        if subprocess.run(["umount", self.mnt], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", self.mnt], capture_output=True)
+
+    def fill(self, leave_pages=0):
+        """Fills the file system, then gives back leave_pages pages (statvfs confirms)."""
+        fd = os.open(self.filler, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        size = 0
+        try:
+            while True:
+                size += os.write(fd, b"\0" * 4096)
+        except OSError as e:
+            self.assertEqual(e.errno, errno.ENOSPC)
+        if leave_pages:
+            os.ftruncate(fd, size - leave_pages * 4096)
+        os.close(fd)
+        st = os.statvfs(self.mnt)
+        self.assertEqual(st.f_bavail * st.f_frsize, leave_pages * 4096)
+
+    def assert_nothing_held(self):
+        self.assertEqual(self.leased(), {})
+        # no process keeps a lock file (the holder of a refused hold has exited)
+        self.assertTrue(wait_until(lambda: not holders_of(self.dir)), holders_of(self.dir))
+        owners = os.path.join(self.dir, "owners")
+        for d in os.listdir(owners):
+            tmp = [f for f in os.listdir(os.path.join(owners, d)) if f.startswith(".tmp")]
+            self.assertEqual(tmp, [], "temporary record files left")
+
+    def test_hold_and_run_are_refused_on_a_full_directory(self):
+        self.fill()
+        why = os.strerror(errno.ENOSPC)
+        r = self.g("select", "-n", "1", "--hold", "60", timeout=20)
+        self.assertOneLineError(r, EXIT_FAILURE, "'%s'" % self.dir,
+                                "cannot write the lease record", why)
+        self.assertEqual(r.out, "", r)
+        self.assert_nothing_held()
+        marker = os.path.join(self.tmp, "started")
+        r = self.g("run", "-n", "1", "--", "touch", marker)
+        self.assertOneLineError(r, EXIT_FAILURE, "'%s'" % self.dir,
+                                "cannot write the lease record", why)
+        self.assertFalse(os.path.exists(marker), "the job was started")
+        self.assert_nothing_held()
+        # with room again, the same hold works and release ends it
+        os.unlink(self.filler)
+        r = self.g("select", "-n", "1", "--hold", "60", timeout=20)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(len(self.leased()), 1)
+        r = self.g("release", "--all")
+        self.assertEqual((r.rc, r.out.strip()), (0, "released 1 holder"), r)
+        self.assert_nothing_held()
+
+    def test_run_whose_job_record_cannot_be_written_starts_nothing(self):
+        # Room for one record page: the lease's first record (naming gpuctl) fits, the record
+        # that adds the job's pid does not. Without it `release` would take the run for a
+        # hold, so the job must not start.
+        self.fill(leave_pages=1)
+        marker = os.path.join(self.tmp, "started")
+        r = self.g("run", "-n", "1", "--only", "0", "--", "touch", marker)
+        self.assertOneLineError(r, EXIT_FAILURE, "'%s'" % self.dir,
+                                "cannot write the lease record", os.strerror(errno.ENOSPC))
+        self.assertFalse(os.path.exists(marker), "the job was started")
+        self.assert_nothing_held()
 
 
 def _useradd(name):

@@ -3,7 +3,8 @@
  * test-lease.c: leases (src/lib/lease*.c) on synthetic snapshots and lease directories under
  * mkdtemp: directory creation and checks, unusable lock files, select-and-lease from one
  * process and from concurrent children, a lease surviving its taker, owner records (robust
- * parsing, owner fields), foreign processes, release, and shared leases (declared memory).
+ * parsing, owner fields), foreign processes, release, shared leases (declared memory), and
+ * the holders of a lock found through /proc/PID/fdinfo.
  *
  * Decisions:
  * - Children report through pipes and _exit(); they never call cmocka. A barrier pipe starts
@@ -12,6 +13,7 @@
  * - The test process becomes a child subreaper, so a grandchild (the exec'ed sleeper) can be
  *   reaped. Fixed seeds; every wait is bounded.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -22,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -642,6 +646,68 @@ static void test_foreign(void **state)
 	gpuctl_ctx_free(ctx);
 }
 
+/* A lease whose owner record cannot be written is refused, and nothing of it is left: the
+ * write fails in a child whose files may not grow (RLIMIT_FSIZE 0, SIGXFSZ ignored: write(2)
+ * then fails with EFBIG, as setrlimit(2) documents), which needs no privilege. */
+static void test_record_unwritable(void **state)
+{
+	struct gpuctl_ctx *ctx = NULL;
+	struct gpuctl_lease_dir *d = NULL;
+	struct gpuctl_snapshot *s = fixture_snap_n(2, GPUCTL_SNAP_BASIC);
+	char msg[512] = "";
+	int p[2], r = 0;
+	ssize_t k;
+	pid_t h;
+
+	(void)state;
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	d = fixture_lease_dir(ctx, ldir);
+	assert_int_equal(gpuctl_lease_dir_init(ctx, d, s), 2);
+	assert_int_equal(pipe(p), 0);
+	h = fork();
+	assert_true(h >= 0);
+	if (h == 0) {
+		struct rlimit none = {0, 0};
+		struct gpuctl_lease *lease = NULL;
+		uint32_t m = 0;
+		int rr;
+
+		close(p[0]);
+		(void)signal(SIGXFSZ, SIG_IGN);
+		if (setrlimit(RLIMIT_FSIZE, &none) < 0)
+			_exit(2);
+		rr = take(ctx, d, s, 2, true, &m, &lease);
+		(void)write(p[1], &rr, sizeof(rr));
+		(void)write(p[1], gpuctl_errmsg(ctx), strlen(gpuctl_errmsg(ctx)));
+		_exit(0);
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &r, sizeof(r)), sizeof(r));
+	k = read(p[0], msg, sizeof(msg) - 1);
+	msg[k > 0 ? k : 0] = '\0';
+	close(p[0]);
+	reap(h);
+	assert_int_equal(r, -EIO);
+	assert_non_null(strstr(msg, ldir));
+	assert_non_null(strstr(msg, "cannot write the lease record"));
+	assert_non_null(strstr(msg, strerror(EFBIG)));
+	/* nothing held, no record (nor a temporary one) left */
+	assert_int_equal(state_of(ctx, d, s, 0, NULL), GPUCTL_LEASE_FREE);
+	assert_int_equal(state_of(ctx, d, s, 1, NULL), GPUCTL_LEASE_FREE);
+	{
+		DIR *od = opendir(pathf("%s/owners/%u", ldir, (unsigned)geteuid()));
+		struct dirent *de;
+
+		assert_non_null(od);
+		while ((de = readdir(od)))
+			assert_true(de->d_name[0] == '.' && strncmp(de->d_name, ".tmp", 4) != 0);
+		closedir(od);
+	}
+	gpuctl_lease_dir_free(d);
+	gpuctl_snapshot_free(s);
+	gpuctl_ctx_free(ctx);
+}
+
 /* A holder child: leases one GPU (as uid when uid != 0 and we are root), reports, waits. */
 static pid_t spawn_holder(struct gpuctl_snapshot *s, uid_t uid, uint32_t *ret_mask)
 {
@@ -685,7 +751,7 @@ static void test_release(void **state)
 	struct gpuctl_devset *set = NULL;
 	uint32_t mask = 0, mm = 0;
 	pid_t h;
-	int st;
+	int st, r;
 
 	(void)state;
 	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
@@ -693,6 +759,19 @@ static void test_release(void **state)
 	assert_int_equal(gpuctl_lease_dir_init(ctx, d, s), 4);
 	h = spawn_holder(s, 0, &mask);
 	assert_int_equal(gpuctl_lease_release(ctx, d, s, NULL), 1);
+	assert_int_equal(waitpid(h, &st, 0), h);
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+	assert_true(wait_state(ctx, d, s, (size_t)__builtin_ctz(mask), GPUCTL_LEASE_FREE));
+
+	/* a holder whose record is gone: found through its lock (docs/leases.md "Release") */
+	h = spawn_holder(s, 0, &mask);
+	assert_int_equal(unlink(pathf("%s/owners/%u/%s.json", ldir, (unsigned)geteuid(),
+	                              fixture_uuid_of((size_t)__builtin_ctz(mask)))),
+	                 0);
+	r = gpuctl_lease_release(ctx, d, s, NULL);
+	if (r != 1)
+		(void)kill(h, SIGKILL); /* not left behind by a failure */
+	assert_int_equal(r, 1);
 	assert_int_equal(waitpid(h, &st, 0), h);
 	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
 	assert_true(wait_state(ctx, d, s, (size_t)__builtin_ctz(mask), GPUCTL_LEASE_FREE));
@@ -892,6 +971,104 @@ static void test_flock_parse(void **state)
 	assert_int_equal(l.min, 0x2a);
 }
 
+/* /proc/PID/fdinfo/N as proc(5) documents it: pos, flags, mnt_id, ino, then one "lock:" line
+ * per lock of that description (the /proc/locks format after a tab). */
+static void test_fdinfo_flock(void **state)
+{
+	struct lease_flock l;
+	char a[] = "pos:\t0\nflags:\t02100000\nmnt_id:\t26\nino:\t99\n"
+	           "lock:\t1: FLOCK  ADVISORY  WRITE 4242 fe:00:99 0 EOF\n";
+	char b[] = "pos:\t0\nflags:\t02100000\nmnt_id:\t26\nino:\t99\n"
+	           "lock:\t1: OFDLCK ADVISORY  READ -1 fe:00:99 0 0\n"
+	           "lock:\t2: FLOCK  ADVISORY  READ 17 fe:00:99 0 EOF\n";
+	char c[] = "pos:\t0\nflags:\t02100000\nmnt_id:\t26\nino:\t99\n"
+	           "lock:\t1: OFDLCK ADVISORY  READ -1 fe:00:99 0 0\n";
+	char d[] = "pos:\t0\nflags:\t02\nmnt_id:\t26\nino:\t99\n";
+	char e[] = "x: 1: FLOCK  ADVISORY  WRITE 4242 fe:00:99 0 EOF\n"; /* not a lock: line */
+
+	(void)state;
+	assert_true(lease_fdinfo_flock(a, &l));
+	assert_true(l.write);
+	assert_int_equal(l.pid, 4242);
+	assert_int_equal(l.ino, 99);
+	assert_true(lease_fdinfo_flock(b, &l)); /* a shared lease: OFD ranges and a READ flock */
+	assert_false(l.write);
+	assert_int_equal(l.pid, 17);
+	assert_false(lease_fdinfo_flock(c, &l));
+	assert_false(lease_fdinfo_flock(d, &l));
+	assert_false(lease_fdinfo_flock(e, &l));
+}
+
+/* A child that waits for a byte on fd (then exits), holding what it inherited. */
+static pid_t spawn_sleeper(int *ret_wake)
+{
+	int p[2];
+	pid_t h;
+	char c;
+
+	assert_int_equal(pipe(p), 0);
+	h = fork();
+	assert_true(h >= 0);
+	if (h == 0) {
+		close(p[1]);
+		(void)read(p[0], &c, 1);
+		_exit(0);
+	}
+	close(p[0]);
+	*ret_wake = p[1];
+	return h;
+}
+
+/* flock(2): the lock belongs to the open file description, so a child that inherited the
+ * descriptor holds it, and /proc/locks and fdinfo name the process that took it. */
+static void test_proc_holds(void **state)
+{
+	struct lease_lock_id ids[2];
+	struct stat st;
+	bool holds[2];
+	pid_t takers[2], h;
+	int fd, other, wake;
+	const char *lock = pathf("%s/GPU-1.lock", base), *plain = pathf("%s/GPU-2.txt", base);
+
+	(void)state;
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	other = open(plain, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	assert_true(fd >= 0 && other >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	ids[0] = (struct lease_lock_id){.dev = st.st_dev, .ino = st.st_ino};
+	assert_int_equal(fstat(other, &st), 0);
+	ids[1] = (struct lease_lock_id){.dev = st.st_dev, .ino = st.st_ino};
+
+	/* open but not locked: no holder */
+	h = spawn_sleeper(&wake);
+	assert_int_equal(lease_proc_holds(h, ids, 2, NULL, NULL), 0);
+	assert_int_equal(write(wake, "", 1), 1);
+	close(wake);
+	reap(h);
+
+	/* locked, then inherited: the child holds it, taken by us; a flock on a file whose name
+	 * is no lock file's is not looked at */
+	assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+	assert_int_equal(flock(other, LOCK_EX | LOCK_NB), 0);
+	h = spawn_sleeper(&wake);
+	memset(holds, 0, sizeof(holds));
+	memset(takers, 0, sizeof(takers));
+	assert_int_equal(lease_proc_holds(h, ids, 2, holds, takers), 1);
+	assert_true(holds[0]);
+	assert_false(holds[1]);
+	assert_int_equal(takers[0], getpid());
+	assert_int_equal(lease_proc_holds(h, ids, 2, NULL, NULL), 1);
+	assert_int_equal(lease_proc_holds(h, &ids[1], 1, NULL, NULL), 0);
+	/* unlocked (one description, the child's too): the child holds nothing any more */
+	assert_int_equal(flock(fd, LOCK_UN), 0);
+	assert_int_equal(lease_proc_holds(h, ids, 1, NULL, NULL), 0);
+	assert_int_equal(write(wake, "", 1), 1);
+	close(wake);
+	reap(h);
+	close(fd);
+	close(other);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -904,9 +1081,12 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_records, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_foreign, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_release, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_record_unwritable, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_share_accounting, setup, teardown),
 	        cmocka_unit_test(test_select_fields),
 	        cmocka_unit_test(test_flock_parse),
+	        cmocka_unit_test(test_fdinfo_flock),
+	        cmocka_unit_test_setup_teardown(test_proc_holds, setup, teardown),
 	};
 
 	(void)prctl(PR_SET_CHILD_SUBREAPER, 1);
