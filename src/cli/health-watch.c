@@ -21,7 +21,8 @@
  * - Exit: on SIGINT/SIGTERM/SIGHUP, with the worst verdict of the last check (0, 10, 20).
  * - After every check the state file (gpuctl_health_state_write) gets the XIDs seen and this
  *   sample, for one-shot checks (and later select and run). Writing it is best effort: a
- *   failure is said once on stderr and the watch goes on.
+ *   failure is said once on stderr and the watch goes on. A file there at the start that
+ *   cannot be read (corrupt, cut short) is said once on stderr, then overwritten.
  */
 #include <errno.h>
 #include <signal.h>
@@ -277,8 +278,14 @@ int health_watch(struct cli *cli, const struct watch_args *w)
 		/* what an earlier watch of this boot recorded (NVML events are not in the log) */
 		struct gpuctl_snapshot *old = NULL;
 		double age;
-		if (gpuctl_health_state_read(cli->ctx, w->state, snap, xids, &old, &age) >= 0)
+		r = gpuctl_health_state_read(cli->ctx, w->state, snap, xids, &old, &age);
+		if (r >= 0)
 			gpuctl_snapshot_free(old);
+		else if (r != -ENOENT && r != -EPERM)
+			fprintf(stderr,
+			        "gpuctl: warning: %s; what it recorded is lost (the kernel log "
+			        "still shows its XIDs), --watch writes it afresh\n",
+			        gpuctl_errmsg(cli->ctx));
 	}
 	r = gpuctl_xid_watch_new(cli->ctx, snap, &events);
 	if (r < 0) {
