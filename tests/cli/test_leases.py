@@ -6,6 +6,7 @@ lease directory against a second user.
 Expected values come from docs/leases.md, docs/json.md and the scenario files (UUIDs, GPU and MIG
 counts), never from gpuctl's own output. Every test uses a lease directory of its own under a
 private temporary directory: never /run/gpuctl."""
+import fcntl
 import json
 import os
 import pwd
@@ -26,6 +27,7 @@ from gpuctl_test import (BUILD, EMPTY_CONFIG, EXIT_FAILURE, EXIT_NOMATCH, EXIT_O
 LOAD = os.path.join(BUILD, "bin", "nvsim-load")
 A100 = Machine("dgx-a100")
 UUIDS = [g["uuid"] for g in A100.gpus]
+EXIT_BUSY = 6  # docs/gpuctl.1 EXIT STATUS: select.lock held past its bound
 
 
 def short_uuid(u):
@@ -630,6 +632,25 @@ class LeaseInit(LeaseCase):
         self.assertOneLineError(self.g("lease"), EXIT_USAGE, "init")
         self.assertOneLineError(self.g("lease", "frob"), EXIT_USAGE, "frob")
         self.assertOneLineError(self.g("lease", "init", "x"), EXIT_USAGE, "'x'")
+
+
+class LockWait(LeaseCase):
+    def test_bound_is_reported_as_given(self):
+        # issue 24, finding 9d: GPUCTL_LOCK_WAIT=1.5 was reported as "2 s or more". The line
+        # says the bound gpuctl waited (docs/leases.md, "Bounds"): 1 s for ps unless
+        # GPUCTL_LOCK_WAIT is shorter
+        self.assertEqual(self.g("lease", "init").rc, 0)
+        with open(os.path.join(self.dir, "select.lock")) as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            for args, wait, shown in ((("run", "-n", "1", "--", "true"), "1.5", "1.5"),
+                                      (("select", "-n", "1", "--hold", "5"), "0.25", "0.25"),
+                                      (("ps",), "0.3", "0.3"), (("ps",), "2.5", "1"),
+                                      (("run", "-n", "1", "--", "true"), "1.001", "1.001")):
+                with self.subTest(args=args, wait=wait):
+                    r = self.g(*args, env={"GPUCTL_LOCK_WAIT": wait})
+                    self.assertOneLineError(r, EXIT_BUSY, "select.lock",
+                                            "pid %d" % os.getpid(),
+                                            " for %s s or more" % shown)
 
 
 class UnsafeDirectory(LeaseCase):
