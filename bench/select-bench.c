@@ -54,7 +54,7 @@ static struct gpuctl_snapshot *load(const char *name)
 	setenv("GPUCTL_NVML_LIBRARY", lib, 1);
 	/* the default CPU (docs/topology.md), not the host's: the same figures on every host;
 	 * bench/stream-bench.c runs under nvsim exec with each scenario's own CPU */
-	setenv("GPUCTL_CPUINFO", "/dev/null", 1);
+	setenv("GPUCTL_CPUINFO", "/nonexistent/cpuinfo", 1);
 	setenv("NVSIM_SCENARIO", scen, 1);
 	unsetenv("NVSIM_STATE_DIR");
 	if (gpuctl_ctx_new(&ctx) < 0)

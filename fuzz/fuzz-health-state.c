@@ -3,11 +3,16 @@
  * fuzz-health-state.c: libFuzzer target for the health state file parser (health_state_parse,
  * src/lib/health-state.c) over a synthetic 3-GPU snapshot built through snapshot-internal.h.
  *
- * The input is raw state-file bytes (not NUL-terminated). Properties checked beyond "no crash,
- * no leak": every XID added names a GPU of the snapshot and a code in 1..99999; the sample, when
- * there is one, has at most one record per UUID; the health engine accepts both.
+ * The input is raw state-file bytes (not NUL-terminated), except that an input whose first
+ * byte is 0x01 is the file without its end line: the rest gets "end <its CRC-32>" appended, so
+ * that mutations reach the records of a format-2 file instead of stopping at the checksum.
+ * Properties checked beyond "no crash, no leak": a file the parser refuses is -EBADMSG with a
+ * reason and adds no XID; one it accepts adds only XIDs naming a GPU of the snapshot with a code
+ * in 1..99999, and its sample has at most one record per UUID; the health engine accepts both.
  */
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +24,9 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int health_state_parse(const char *text, size_t len, const char *boot,
                        const struct gpuctl_snapshot *snap, struct gpuctl_xid_log *xids,
-                       struct gpuctl_snapshot **ret_prev, double *ret_time);
+                       struct gpuctl_snapshot **ret_prev, double *ret_time, char *why,
+                       size_t wsize);
+uint32_t health_state_crc32(const char *p, size_t n);
 
 static struct gpuctl_snapshot *fixture(void)
 {
@@ -44,14 +51,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct gpuctl_xid_log *xids = NULL;
 	struct gpuctl_health_opts opts = GPUCTL_HEALTH_OPTS_INIT;
 	struct gpuctl_health_report *rep = NULL;
+	char *text, why[160];
+	size_t len = size;
 	double t = 0;
+	int r;
 
 	if (!snap)
 		snap = fixture();
+	text = malloc(size + 16);
+	if (!text)
+		abort();
+	if (size > 0 && data[0] == 0x01) {
+		len = size - 1;
+		memcpy(text, data + 1, len);
+		len += (size_t)snprintf(text + len, 16, "end %08x\n",
+		                        (unsigned)health_state_crc32(text, len));
+	} else {
+		memcpy(text, data, size);
+	}
 	if (gpuctl_xid_log_new(&xids) < 0)
 		abort();
-	if (health_state_parse((const char *)data, size, "BOOT", snap, xids, &prev, &t) < 0)
+	r = health_state_parse(text, len, "BOOT", snap, xids, &prev, &t, why, sizeof(why));
+	free(text);
+	if (r == -EBADMSG) {
+		if (!why[0] || prev || gpuctl_xid_log_count(xids) != 0)
+			abort();
+	} else if (r < 0) {
 		abort();
+	}
 	for (size_t i = 0; i < gpuctl_xid_log_count(xids); i++) {
 		size_t gpu;
 		unsigned xid;
@@ -67,6 +94,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				abort();
 	opts.prev = prev;
 	opts.prev_age_s = 60;
+	if (r == -EBADMSG)
+		opts.state_error = why;
 	if (gpuctl_health_check(NULL, snap, xids, &opts, &rep) < 0)
 		abort();
 	gpuctl_health_report_free(rep);

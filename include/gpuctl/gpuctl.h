@@ -1174,8 +1174,12 @@ int gpuctl_health_state_write(struct gpuctl_ctx *ctx, const char *path,
  * that XID for that GPU, e.g. from the kernel log); its sample becomes *ret_prev (a snapshot to
  * pass as gpuctl_health_opts.prev, with *ret_age_s its age; NULL and 0 when the file has no
  * usable sample). A file from an earlier boot is ignored (returns 0, nothing added). -ENOENT when
- * missing, -EPERM when not a regular file of root or the caller writable only by its owner,
- * -EFBIG, -ENOMEM. */
+ * missing, -EPERM when not a regular file (a symlink included) of root or the caller writable
+ * only by its owner (both: no state, nothing added), -ENOMEM. Any other error means a state
+ * file is there but cannot be used, and nothing of it was added: -EBADMSG when it is corrupt,
+ * cut short, of an unknown format or too large; an errno when it cannot be opened or read. Pass
+ * that message as gpuctl_health_opts.state_error, so that what the file may have recorded (a
+ * FAIL XID) makes every GPU WARN instead of being forgotten (docs/health.md, "State file"). */
 int gpuctl_health_state_read(struct gpuctl_ctx *ctx, const char *path,
                              const struct gpuctl_snapshot *snap, struct gpuctl_xid_log *xids,
                              struct gpuctl_snapshot **ret_prev, double *ret_age_s);
@@ -1192,6 +1196,9 @@ struct gpuctl_health_opts {
 	 * their struct_size differ or do not cover status. */
 	const struct gpuctl_probe_result *probes;
 	size_t n_probes;
+	/* When set, why the health state file could not be used (gpuctl_health_state_read's
+	 * message): every GPU that is not lost then gets a WARN finding "state" quoting it. */
+	const char *state_error;
 };
 #define GPUCTL_HEALTH_OPTS_INIT                                                                    \
 	{                                                                                          \

@@ -104,6 +104,7 @@ struct health_args {
 	bool watch;             /* --watch */
 	unsigned interval;      /* --interval, seconds */
 	char *state;            /* the health state file (owned) */
+	char state_error[512];  /* why it could not be used, "" when it could or is not there */
 	size_t *sel;            /* chosen snapshot indices */
 	size_t nsel;            /* entries in sel */
 };
@@ -517,10 +518,11 @@ static int probe_child(void)
 }
 
 /* Reads the health state file into xids and *ret_prev: advisory (a missing or untrusted file
- * is said under -v and otherwise ignored). */
-static int read_state(struct cli *cli, const struct health_args *a,
-                      const struct gpuctl_snapshot *snap, struct gpuctl_xid_log *xids,
-                      struct gpuctl_snapshot **ret_prev, double *ret_age, bool *ret_read)
+ * is said under -v and otherwise ignored); one that is there but unusable is kept in
+ * a->state_error, for the "state" finding of every GPU. */
+static int read_state(struct cli *cli, struct health_args *a, const struct gpuctl_snapshot *snap,
+                      struct gpuctl_xid_log *xids, struct gpuctl_snapshot **ret_prev,
+                      double *ret_age, bool *ret_read)
 {
 	int r = gpuctl_health_state_read(cli->ctx, a->state, snap, xids, ret_prev, ret_age);
 
@@ -532,6 +534,8 @@ static int read_state(struct cli *cli, const struct health_args *a,
 	if (r < 0 && cli->verbose)
 		fprintf(stderr, "gpuctl: debug: %s; no recorded health state used\n",
 		        gpuctl_errmsg(cli->ctx));
+	if (r < 0 && r != -ENOENT && r != -EPERM)
+		strscpy_n(a->state_error, sizeof(a->state_error), gpuctl_errmsg(cli->ctx));
 	return 0;
 }
 
@@ -818,6 +822,7 @@ static int cmd_health_exec(struct cli *cli, int argc, char **argv)
 		goto out;
 	opts.prev = prev;
 	opts.strict = a.strict;
+	opts.state_error = a.state_error[0] ? a.state_error : NULL;
 	if (a.probe) {
 		size_t nkids = 0;
 		for (size_t k = 0; k < a.nsel; k++)

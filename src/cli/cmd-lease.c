@@ -11,6 +11,10 @@
  * - The snapshot includes MIG devices, so each MIG device gets its own lock file; devices that
  *   appear later (MIG reconfigured) need another `lease init` (it creates only what is
  *   missing and says how many it created).
+ * - A lock file that is there but unusable (a symlink, a FIFO, hard links, another owner) is
+ *   never repaired here: removing one a process may hold could give its device twice. Each is
+ *   named on stderr with what to do, from the lease list's reasons (the probe every grant
+ *   makes), and init ends with exit 1.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -28,6 +32,44 @@ static const struct option lease_options[] = {
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
+
+/* One line per device whose lock file is unusable, with how to repair it. The count, or -1
+ * (printed) when the list cannot be made. */
+static int report_unusable(struct cli *cli, struct gpuctl_lease_dir *dir,
+                           const struct gpuctl_snapshot *snap)
+{
+	struct gpuctl_lease_list *list = NULL;
+	int n = 0;
+
+	if (gpuctl_lease_list(cli->ctx, dir, snap, &list) < 0) {
+		cli_error("lease: init: %s", gpuctl_errmsg(cli->ctx));
+		return -1;
+	}
+	for (size_t i = 0; i < gpuctl_lease_list_count(list); i++) {
+		enum gpuctl_lease_state state;
+		const char *why = NULL, *colon;
+		size_t gpu;
+		int mig;
+
+		if (gpuctl_lease_list_get(list, i, &gpu, &mig, &state, NULL, &why) < 0 ||
+		    state != GPUCTL_LEASE_UNUSABLE)
+			continue;
+		n++;
+		why = why ? why : "unusable";
+		colon = strncmp(why, "locks/", 6) == 0 ? strstr(why, ": ") : NULL;
+		if (colon)
+			cli_error(
+			        "lease: init: '%s/%.*s': %s; remove it and run `gpuctl lease init` "
+			        "again, which creates it afresh",
+			        gpuctl_lease_dir_path(dir), (int)(colon - why), why, colon + 2);
+		else if (mig >= 0)
+			cli_error("lease: init: GPU %zu MIG device %d: %s", gpu, mig, why);
+		else
+			cli_error("lease: init: GPU %zu: %s", gpu, why);
+	}
+	gpuctl_lease_list_free(list);
+	return n;
+}
 
 static int lease_init(struct cli *cli, const char *lease_dir)
 {
@@ -69,7 +111,8 @@ static int lease_init(struct cli *cli, const char *lease_dir)
 	}
 	printf("configuration: %s\n", dflt ? GPUCTL_CONFIG_DEFAULT_PATH " (the default)" : real);
 	free(real);
-	status = cli_finish_output(CLI_EXIT_OK);
+	status = cli_finish_output(report_unusable(cli, dir, snap) == 0 ? CLI_EXIT_OK
+	                                                                : CLI_EXIT_FAILURE);
 out:
 	gpuctl_snapshot_free(snap);
 	return status;
@@ -116,7 +159,9 @@ const struct cmd_entry cmd_lease_entry = {
                    "\n"
                    "Only the directory's owner may create lock files: root for the shared\n"
                    "/run/gpuctl (sudo gpuctl lease init), you for a directory of your own.\n"
-                   "Prints how many lock files it created (only missing ones are created).\n"
+                   "Prints how many lock files it created (only missing ones are created);\n"
+                   "a lock file there but unusable (symlink, FIFO, hard links, another\n"
+                   "owner) is named on stderr with how to repair it, and exits 1.\n"
                    "Also records which configuration file governs the directory (the one\n"
                    "read, given with gpuctl --config FILE): users of a shared directory\n"
                    "follow it and cannot name another (docs/config.md).\n",

@@ -19,6 +19,11 @@
  *   MultipleFiles= records with the nvidia-caps device files, which gpuctl does not write: use
  *   AutoDetect=nvml for such nodes); a GPU without a minor number; an affinity naming a CPU the
  *   node's topology does not list. Never a line slurmd would reject.
+ * - A lost GPU (NVML cannot reach it: no minor number, no bus id) is left out and the other
+ *   GPUs' lines are written, with one warning per lost GPU on stderr, a comment (or "lost" in
+ *   JSON) naming it, and exit 1: the node is still described, and a slurm.conf whose Gres=
+ *   still counts the GPU has slurmctld set the node INVAL and drain it (measured, Slurm 22.05:
+ *   "gres/gpu count reported lower than configured") until the GPU is back.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -113,10 +118,23 @@ static void print_links(FILE *f, const struct gres_line *l, size_t n)
 		fprintf(f, "%s%d", j ? "," : "", l->links[j]);
 }
 
-static int print_text(const char *node, const struct gres_line *lines, size_t n,
-                      const struct cpu_topology *topo, const char *gres)
+/* The GPUs of snap that are lost, as "3" or "3,5" ("" when none). */
+static void lost_list(const struct gpuctl_snapshot *snap, char *buf, size_t size)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < gpuctl_snapshot_gpu_count(snap) && len < size; i++)
+		if (gpuctl_gpu_lost(gpuctl_snapshot_gpu(snap, i)))
+			len += (size_t)snprintf(buf + len, size - len, "%s%zu", len ? "," : "", i);
+}
+
+static int print_text(const struct gpuctl_snapshot *snap, const char *node,
+                      const struct gres_line *lines, size_t n, const struct cpu_topology *topo,
+                      const char *gres)
 {
 	unsigned cps = topo->sockets ? topo->cores / topo->sockets : 0;
+	char lost[256];
 
 	printf("# gres.conf lines for node %s (gpuctl slurm gres): GPUs in PCI bus order.\n", node);
 	printf("# Links: NVLinks to the GPU of each line in turn (-1: itself; through NVSwitches,\n"
@@ -125,6 +143,12 @@ static int print_text(const char *node, const struct gres_line *lines, size_t n,
 	printf("#   NodeName=%s CPUs=%u Sockets=%u CoresPerSocket=%u ThreadsPerCore=%u Gres=%s\n",
 	       node, topo->cores * topo->threads_per_core, topo->sockets, cps,
 	       topo->threads_per_core, gres);
+	lost_list(snap, lost, sizeof(lost));
+	if (lost[0])
+		printf("# Left out, lost (NVML cannot reach it): GPU %s. The counts above\n"
+		       "# lack it; a slurm.conf that counts it has the node set INVAL and\n"
+		       "# drained until it is back.\n",
+		       lost);
 	printf("NodeName=%s AutoDetect=off\n", node);
 	for (size_t i = 0; i < n; i++) {
 		printf("NodeName=%s Name=gpu Type=%s File=%s", node, lines[i].type, lines[i].file);
@@ -142,10 +166,15 @@ static int print_json_out(const struct gpuctl_snapshot *snap, const char *node,
                           const char *gres)
 {
 	json_t *root = json_object(), *gpus = json_array(), *cpus = json_object();
+	json_t *lost = json_array();
 	int r = 0;
 
-	if (!root || !gpus || !cpus)
+	if (!root || !gpus || !cpus || !lost)
 		r = -ENOMEM;
+	for (size_t i = 0; r == 0 && i < gpuctl_snapshot_gpu_count(snap); i++)
+		if (gpuctl_gpu_lost(gpuctl_snapshot_gpu(snap, i)) &&
+		    json_array_append_new(lost, json_integer((json_int_t)i)) < 0)
+			r = -ENOMEM;
 	for (size_t i = 0; i < n && r == 0; i++) {
 		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, lines[i].gpu);
 		json_t *o = json_object(), *links = json_array();
@@ -176,12 +205,13 @@ static int print_json_out(const struct gpuctl_snapshot *snap, const char *node,
 	     json_put(cpus, "threads_per_core", json_integer(topo->threads_per_core)) < 0 ||
 	     json_put(root, "node", json_string(node)) < 0 ||
 	     json_put(root, "gres", json_string(gres)) < 0 || json_put(root, "cpus", cpus) < 0 ||
-	     json_put(root, "gpus", gpus) < 0))
+	     json_put(root, "gpus", gpus) < 0 || json_put(root, "lost", lost) < 0))
 		r = -ENOMEM;
 	if (r == 0)
 		r = json_print(root);
 	json_decref(gpus);
 	json_decref(cpus);
+	json_decref(lost);
 	json_decref(root);
 	if (r < 0) {
 		cli_error("slurm gres: cannot write the output: %s", strerror(-r));
@@ -224,6 +254,7 @@ static int gres_exec(struct cli *cli, bool json, const char *node_opt, const cha
 	struct gres_line *lines = NULL;
 	char node[256], why[512] = "", gres[1024];
 	size_t n = 0;
+	bool lost = false;
 	int status, r;
 
 	status = cli_snapshot_fields(cli, GPUCTL_SNAP_TOPOLOGY | GPUCTL_SNAP_MIG, fields,
@@ -244,15 +275,23 @@ static int gres_exec(struct cli *cli, bool json, const char *node_opt, const cha
 		status = CLI_EXIT_FAILURE;
 		goto out;
 	}
-	n = gpuctl_snapshot_gpu_count(snap);
-	lines = calloc(n ? n : 1, sizeof(*lines));
+	lines = calloc(gpuctl_snapshot_gpu_count(snap) + 1, sizeof(*lines));
 	if (!lines) {
 		cli_error("slurm gres: out of memory");
 		status = CLI_EXIT_FAILURE;
 		goto out;
 	}
-	for (size_t i = 0; i < n; i++)
-		lines[i].gpu = i;
+	for (size_t i = 0; i < gpuctl_snapshot_gpu_count(snap); i++) {
+		if (!gpuctl_gpu_lost(gpuctl_snapshot_gpu(snap, i))) {
+			lines[n++].gpu = i;
+			continue;
+		}
+		cli_error(
+		        "slurm gres: warning: GPU %zu is lost (NVML cannot reach it): its line is "
+		        "left out, the other GPUs' lines are written (exit 1)",
+		        i);
+		lost = true;
+	}
 	qsort_r(lines, n, sizeof(*lines), cmp_bus, snap);
 	for (size_t i = 0; i < n && status == 0; i++) {
 		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, lines[i].gpu);
@@ -302,7 +341,9 @@ static int gres_exec(struct cli *cli, bool json, const char *node_opt, const cha
 		goto out;
 	gres_string(lines, n, gres, sizeof(gres));
 	status = json ? print_json_out(snap, node, lines, n, &topo, gres)
-	              : print_text(node, lines, n, &topo, gres);
+	              : print_text(snap, node, lines, n, &topo, gres);
+	if (status == CLI_EXIT_OK && lost)
+		status = CLI_EXIT_FAILURE;
 out:
 	for (size_t i = 0; lines && i < n; i++)
 		free(lines[i].links);
@@ -373,18 +414,19 @@ const struct cmd_entry cmd_slurm_entry = {
         .name = "slurm",
         .usage = "gres [--format text|json] [--node NAME] [--dev-dir DIR]",
         .summary = "print this node's gres.conf for Slurm, with NVLink and CPU topology",
-        .options =
-                "  --format FORMAT  text (default: gres.conf lines) or json\n"
-                "  --node NAME      the Slurm node name (default: $SLURMD_NODENAME, else the\n"
-                "                   short host name)\n"
-                "  --dev-dir DIR    where the GPUs' device files are (default /dev)\n"
-                "  -h, --help       print this help\n"
-                "\n"
-                "One line per GPU in PCI bus order, for a gres.conf with AutoDetect=off:\n"
-                "Type (short model), File (/dev/nvidia<minor>), Cores (Slurm's abstract core\n"
-                "numbers of the GPU's CPU affinity) and Links (NVLinks to each GPU, in line\n"
-                "order; through NVSwitches every pair is connected). A comment gives the\n"
-                "node's slurm.conf line with its Gres=. A GPU in MIG mode is refused (exit 1).\n",
+        .options = "  --format FORMAT  text (default: gres.conf lines) or json\n"
+                   "  --node NAME      the Slurm node name (default: $SLURMD_NODENAME, else the\n"
+                   "                   short host name)\n"
+                   "  --dev-dir DIR    where the GPUs' device files are (default /dev)\n"
+                   "  -h, --help       print this help\n"
+                   "\n"
+                   "One line per GPU in PCI bus order, for a gres.conf with AutoDetect=off:\n"
+                   "Type (short model), File (/dev/nvidia<minor>), Cores (Slurm's abstract core\n"
+                   "numbers of the GPU's CPU affinity) and Links (NVLinks to each GPU, in line\n"
+                   "order; through NVSwitches every pair is connected). A comment gives the\n"
+                   "node's slurm.conf line with its Gres=. A GPU in MIG mode is refused (exit 1).\n"
+                   "A lost GPU is left out: the other GPUs' lines are written, a warning on\n"
+                   "stderr names it, and the exit status is 1.\n",
         .exec = cmd_slurm_exec,
         .exits = CMD_EXITS_DRIVER,
 };

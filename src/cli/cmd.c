@@ -247,6 +247,11 @@ int cli_driver_error_msg(int r, const char *msg)
 		          hint ? " (set GPUCTL_NVML_LIBRARY to use another library)" : "");
 		return CLI_EXIT_NODRIVER;
 	}
+	if (r == -EPERM) {
+		/* an environment variable naming what cannot be read: the line names it */
+		cli_error("%s", msg);
+		return CLI_EXIT_FAILURE;
+	}
 	cli_error("NVML: %s", msg);
 	return CLI_EXIT_FAILURE;
 }

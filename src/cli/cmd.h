@@ -136,7 +136,8 @@ int cli_site(struct cli *cli, const struct cmd_entry *entry, const char *lease_d
 
 /* Prints a failure to load NVML (or to take a snapshot) as one line and returns its exit
  * status: CLI_EXIT_NODRIVER for -ENOENT/-ENODEV ("no NVIDIA driver: ..."), else
- * CLI_EXIT_FAILURE ("NVML: ..."). */
+ * CLI_EXIT_FAILURE ("NVML: ..."; for -EPERM, GPUCTL_NVML_LIBRARY or GPUCTL_CPUINFO naming what
+ * is not a regular file, the library's line alone). */
 int cli_driver_error(struct cli *cli, int r);
 /* The same for a failure r whose message is msg (NULL or "": strerror), as a sampler thread's
  * context kept it (sampler.h). */

@@ -27,7 +27,8 @@
  *   thread still in an NVML call then is not waited for (cli_exit_now).
  * - After every check the state file (gpuctl_health_state_write) gets the XIDs seen and this
  *   sample, for one-shot checks (and later select and run). Writing it is best effort: a
- *   failure is said once on stderr and the watch goes on.
+ *   failure is said once on stderr and the watch goes on. A file there at the start that
+ *   cannot be read (corrupt, cut short) is said once on stderr, then overwritten.
  */
 #include <errno.h>
 #include <math.h>
@@ -510,9 +511,15 @@ static int watch_begin(struct watch *st)
 		/* what an earlier watch of this boot recorded (NVML events are not in the log) */
 		struct gpuctl_snapshot *old = NULL;
 		double age;
-		if (gpuctl_health_state_read(st->cli->ctx, st->w->state, snap, st->xids, &old,
-		                             &age) >= 0)
+		r = gpuctl_health_state_read(st->cli->ctx, st->w->state, snap, st->xids, &old,
+		                             &age);
+		if (r >= 0)
 			gpuctl_snapshot_free(old);
+		else if (r != -ENOENT && r != -EPERM)
+			fprintf(stderr,
+			        "gpuctl: warning: %s; what it recorded is lost (the kernel log "
+			        "still shows its XIDs), --watch writes it afresh\n",
+			        gpuctl_errmsg(st->cli->ctx));
 	}
 	return 0;
 }

@@ -14,12 +14,15 @@
  * - Only the first processor entry is read: a server's sockets carry one CPU model.
  * - cpuinfo is a kernel file, not user input: a line that does not parse is skipped and the
  *   fact stays unknown; a file that cannot be read is the unknown CPU (the caller logs it).
+ *   Only a regular file is read (/proc/cpuinfo is one): $GPUCTL_CPUINFO naming a FIFO or a
+ *   device is -EPERM, an error the caller reports, never a read that blocks.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cpuinfo.h"
@@ -164,6 +167,7 @@ int cpu_info_read(const char *path, struct gpuctl_cpu *ret)
 {
 	_cleanup_free_ char *buf = NULL;
 	_cleanup_close_ int fd = -1;
+	struct stat st;
 	size_t len = 0;
 
 	if (!path)
@@ -171,9 +175,14 @@ int cpu_info_read(const char *path, struct gpuctl_cpu *ret)
 	if (!path || !*path)
 		path = "/proc/cpuinfo";
 	cpu_info_unknown(ret);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO must not hang us before fstat() refuses it */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
 		return -errno;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EPERM;
 	buf = malloc(CPUINFO_MAX_BYTES);
 	if (!buf)
 		return -ENOMEM;

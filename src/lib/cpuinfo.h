@@ -20,7 +20,8 @@ void cpu_info_unknown(struct gpuctl_cpu *ret);
 void cpu_info_parse(const char *text, size_t len, struct gpuctl_cpu *ret);
 
 /* Reads path (NULL: $GPUCTL_CPUINFO, else /proc/cpuinfo) and parses it. 0, or -errno when the
- * file cannot be read: *ret is then the unknown CPU. */
+ * file cannot be read: *ret is then the unknown CPU. -EPERM when it is not a regular file (a
+ * FIFO would block the reader for ever), which the caller reports rather than passes over. */
 int cpu_info_read(const char *path, struct gpuctl_cpu *ret);
 
 #endif /* GPUCTL_CPUINFO_H */

@@ -44,6 +44,7 @@ int gpuctl_ctx_set_lock_wait(struct gpuctl_ctx *ctx, double seconds)
 	if (!ctx || !(seconds >= 0 && seconds <= 3600))
 		return -EINVAL;
 	ctx->lock_wait_set = true;
-	ctx->lock_wait_ms = (int64_t)(seconds * 1000.0);
+	/* rounded to the millisecond: 1.001 is 1001 ms (1.001 * 1000 is 1000.99...) */
+	ctx->lock_wait_ms = (int64_t)(seconds * 1000.0 + 0.5);
 	return 0;
 }

@@ -75,6 +75,7 @@ enum check {
 	CHECK_CLOCKS,
 	CHECK_PCIE_WIDTH,
 	CHECK_PCIE_REPLAY,
+	CHECK_STATE,
 };
 
 static const char *const check_ids[] = {
@@ -95,6 +96,7 @@ static const char *const check_ids[] = {
         [CHECK_CLOCKS] = "clocks-event",
         [CHECK_PCIE_WIDTH] = "pcie-width",
         [CHECK_PCIE_REPLAY] = "pcie-replay",
+        [CHECK_STATE] = "state",
 };
 
 const char *gpuctl_health_severity_name(int severity)
@@ -649,6 +651,20 @@ const enum gpuctl_field *gpuctl_health_fields(size_t *ret_n)
 	return fields;
 }
 
+/* The health state file could not be used: what it recorded (a fencing XID, say) is unknown,
+ * which is never OK (docs/health.md, "State file"). */
+static void check_state(struct gpuctl_health_report *rep, const struct gpuctl_gpu *g,
+                        const struct gpuctl_health_opts *opts)
+{
+	if (opts->state_error)
+		add(rep, g->index, CHECK_STATE, GPUCTL_HEALTH_WARN,
+		    "read the GPU's XIDs in the kernel log (dmesg); remove or repair the file, or "
+		    "let gpuctl health --watch write it afresh",
+		    "state unreadable: %s; the XIDs and counters gpuctl health --watch recorded "
+		    "there are not known",
+		    opts->state_error);
+}
+
 int gpuctl_health_check(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
                         const struct gpuctl_xid_log *xids, const struct gpuctl_health_opts *opts,
                         struct gpuctl_health_report **ret_report)
@@ -696,6 +712,7 @@ int gpuctl_health_check(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *sn
 		check_nvlink_errors(rep, g, &o);
 		check_thermal(rep, g);
 		check_pcie(rep, g, &o);
+		check_state(rep, g, &o);
 	}
 	check_xids(rep, snap, xids);
 	if (rep->oom) {

@@ -835,13 +835,30 @@ int lease_own_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *di
  * find it free, and a lock held longer costs a waiter about 16 wake-ups a second. */
 #define LOCK_POLL_MAX_MS 64
 
-/* "select.lock is held by pid P (user U, comm) for N s or more" into buf. */
+/* ms as seconds, as few digits as it takes: 1500 "1.5", 10000 "10", 250 "0.25". */
+static void seconds_text(int64_t ms, char *buf, size_t size)
+{
+	int n;
+
+	if (ms < 0)
+		ms = 0;
+	n = snprintf(buf, size, "%lld.%03lld", (long long)(ms / 1000), (long long)(ms % 1000));
+	while (n > 0 && (size_t)n < size && buf[n - 1] == '0')
+		buf[--n] = '\0';
+	if (n > 0 && (size_t)n < size && buf[n - 1] == '.')
+		buf[--n] = '\0';
+}
+
+/* "select.lock is held by pid P (user U, comm) for N s or more" into buf: N is the bound waited
+ * (GPUCTL_LOCK_WAIT as given, to the millisecond), which the holder has held it at least. */
 static void holder_line(int fd, const char *path, int64_t waited_ms, char *buf, size_t size)
 {
 	struct stat st, pst;
 	pid_t pid = fstat(fd, &st) == 0 ? lease_lock_holder(st.st_dev, st.st_ino, true) : 0;
-	char proc[64], comm[64] = "";
+	char proc[64], comm[64] = "", secs[32];
 	_cleanup_free_ char *user = NULL;
+
+	seconds_text(waited_ms, secs, sizeof(secs));
 
 	if (pid > 0) {
 		_cleanup_close_ int cfd = -1;
@@ -861,12 +878,11 @@ static void holder_line(int fd, const char *path, int64_t waited_ms, char *buf, 
 			user = NULL;
 	}
 	if (pid > 0)
-		(void)snprintf(buf, size, "'%s' is held by pid %d (user %s%s%s) for %lld s or more",
-		               path, (int)pid, user ? user : "?", comm[0] ? ", " : "", comm,
-		               (long long)((waited_ms + 999) / 1000));
+		(void)snprintf(buf, size, "'%s' is held by pid %d (user %s%s%s) for %s s or more",
+		               path, (int)pid, user ? user : "?", comm[0] ? ", " : "", comm, secs);
 	else
-		(void)snprintf(buf, size, "'%s' is held by another process for %lld s or more",
-		               path, (long long)((waited_ms + 999) / 1000));
+		(void)snprintf(buf, size, "'%s' is held by another process for %s s or more", path,
+		               secs);
 }
 
 /* flock(fd, op) as the context allows (see lease_select_lock_take). */
@@ -900,7 +916,7 @@ static int lock_bounded(struct gpuctl_ctx *ctx, int fd, int op, bool reader, con
 		if (left <= 0) {
 			char line[CTX_ERRMSG_MAX];
 
-			holder_line(fd, path, now - t0, line, sizeof(line));
+			holder_line(fd, path, until - t0, line, sizeof(line));
 			return ctx_error(ctx, -EAGAIN, "%s", line);
 		}
 		k = poll(&p, 1, left < step ? (int)left : step);

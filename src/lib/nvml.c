@@ -270,6 +270,13 @@ int gpuctl_nvml_load(struct gpuctl_ctx *ctx)
 
 	env = secure_getenv("GPUCTL_NVML_LIBRARY");
 	if (env && env[0]) {
+		struct stat st;
+
+		/* dlopen() of a FIFO blocks for ever: a path names a regular file (or a link to
+		 * one), a bare name is the loader's search */
+		if (strchr(env, '/') && stat(env, &st) == 0 && !S_ISREG(st.st_mode))
+			return ctx_error(ctx, -EPERM,
+			                 "GPUCTL_NVML_LIBRARY '%s': not a regular file", env);
 		nv->dl = dlopen(env, RTLD_NOW | RTLD_LOCAL);
 		if (!nv->dl) {
 			if (access(env, F_OK) < 0)

@@ -235,6 +235,7 @@ int gpuctl_site_health(struct gpuctl_ctx *ctx, const struct gpuctl_site *site,
 	struct gpuctl_xid_log *xids = NULL;
 	struct gpuctl_snapshot *prev = NULL;
 	const char *state = gpuctl_site_health_state_path(site);
+	char state_error[CTX_ERRMSG_MAX];
 	int r;
 
 	if (!snap || !ret_report)
@@ -244,8 +245,20 @@ int gpuctl_site_health(struct gpuctl_ctx *ctx, const struct gpuctl_site *site,
 		return ctx_error(ctx, r, "out of memory");
 	if (gpuctl_xid_log_read(ctx, xids, snap, getenv("GPUCTL_KMSG")) < 0)
 		ctx_log(ctx, GPUCTL_LOG_DEBUG, "no kernel log: %s", gpuctl_errmsg(ctx));
-	if (state && gpuctl_health_state_read(ctx, state, snap, xids, &prev, &opts.prev_age_s) < 0)
+	r = state ? gpuctl_health_state_read(ctx, state, snap, xids, &prev, &opts.prev_age_s) : 0;
+	if (r == -ENOMEM) {
+		gpuctl_xid_log_free(xids);
+		return r;
+	}
+	if (r < 0)
 		ctx_log(ctx, GPUCTL_LOG_DEBUG, "no recorded health state: %s", gpuctl_errmsg(ctx));
+	if (r < 0 && r != -ENOENT && r != -EPERM) {
+		/* a state file is there but unusable: what it recorded is not known */
+		const char *m = gpuctl_errmsg(ctx);
+
+		strscpy(state_error, sizeof(state_error), m && m[0] ? m : strerror(-r));
+		opts.state_error = state_error;
+	}
 	opts.prev = prev;
 	r = gpuctl_health_check(ctx, snap, xids, &opts, ret_report);
 	for (size_t i = 0; r >= 0 && i < gpuctl_health_finding_count(*ret_report); i++) {

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpuinfo.h"
@@ -90,7 +91,14 @@ int gpuctl_snapshot_take_fields(struct gpuctl_ctx *ctx, unsigned flags,
 	/* the CPU is no NVML fact: read here, with the pair facts it qualifies */
 	if (flags & GPUCTL_SNAP_TOPOLOGY) {
 		int rc = cpu_info_read(NULL, &snap->cpu);
+		const char *env = getenv("GPUCTL_CPUINFO");
 
+		if (rc == -EPERM) {
+			gpuctl_snapshot_free(snap);
+			return ctx_error(ctx, rc, "%s '%s': not a regular file",
+			                 env && env[0] ? "GPUCTL_CPUINFO" : "cpuinfo",
+			                 env && env[0] ? env : "/proc/cpuinfo");
+		}
 		if (rc < 0)
 			ctx_log_once(ctx, "cpuinfo", GPUCTL_LOG_DEBUG,
 			             "cannot read the CPU model (%s): the bandwidth model takes "

@@ -152,7 +152,8 @@ class Cluster:
         denv.update(HWLOC_ENV)
         denv["HWLOC_FSROOT"] = self.m.fsroot
         self._spawn(["slurmd", "-D", "-N", "localhost", "-f", self.conf], "slurmd", env=denv)
-        wait_for(lambda: self.node_state() in ("idle", "drain", "drng", "drained"), 60,
+        # inval: registered with less than slurm.conf says (gres/gpu count lower)
+        wait_for(lambda: self.node_state() in ("idle", "drain", "drng", "drained", "inval"), 60,
                  "the node to come up (slurmd.log: %s)" % self.log("slurmd")[-2000:])
 
     def _health_wrapper(self):

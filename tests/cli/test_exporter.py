@@ -758,6 +758,46 @@ class TestHttp(GpuctlTestCase):
             self.assertTrue(reply == b"" or re.match(rb"HTTP/1\.1 4\d\d ", reply), reply[:200])
             self.assertServing()
 
+    # RFC 9112: a server MUST answer 400 to these (issue 24, finding 9e: each was answered 200,
+    # and /metrics%00 served the page)
+    MALFORMED = (
+        ("two Content-Length values (§6.3)",
+         b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\n"),
+        ("obsolete line folding (§5.2)", b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: b\r\n c\r\n\r\n"),
+        ("folding with a tab (§5.2)", b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: b\r\n\tc\r\n\r\n"),
+        ("white space before the first header (§2.2)",
+         b"GET /metrics HTTP/1.1\r\n X-A: b\r\nHost: x\r\n\r\n"),
+        ("a NUL in a header value", b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: b\x00c\r\n\r\n"),
+        ("a bare CR in a header value (§2.2)",
+         b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: b\rc\r\n\r\n"),
+        ("white space before a colon (§5.1)", b"GET /metrics HTTP/1.1\r\nHost : x\r\n\r\n"),
+        ("a NUL in the path", b"GET /metrics\x00x HTTP/1.1\r\nHost: x\r\n\r\n"),
+        ("%00 in the path", b"GET /metrics%00 HTTP/1.1\r\nHost: x\r\n\r\n"),
+        ("%00 in the query", b"GET /metrics?x=%00 HTTP/1.1\r\nHost: x\r\n\r\n"),
+    )
+
+    def test_malformed_heads_are_refused(self):
+        for what, req in self.MALFORMED:
+            with self.subTest(what=what):
+                reply = raw(self.ex.port, req)
+                self.assertTrue(reply.startswith(b"HTTP/1.1 400 "), reply[:200])
+                self.assertNotIn(b"DCGM_FI_", reply)
+                self.assertServing()
+        # a repeated, equal Content-Length is one value (§6.3 lets a server take it)
+        reply = raw(self.ex.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+                    b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+        self.assertTrue(reply.startswith(b"HTTP/1.1 200 "), reply[:200])
+
+    def test_malformed_head_after_a_kept_alive_request(self):
+        # the check covers every request of a connection, and answers in order: the good one
+        # first, then 400, then the connection is closed
+        for what, bad in self.MALFORMED:
+            with self.subTest(what=what):
+                reply = raw(self.ex.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + bad)
+                self.assertTrue(reply.startswith(b"HTTP/1.1 200 "), reply[:200])
+                self.assertRegex(reply, rb"\r\n\r\nok\nHTTP/1\.1 400 ")
+                self.assertEqual(reply.count(b"HTTP/1.1 "), 2, reply)
+
     def test_slow_client_is_cut_off(self):
         t0 = time.monotonic()
         reply = raw(self.ex.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n", timeout=15)

@@ -574,6 +574,48 @@ class LibraryProblems(FaultTestCase):
         self.check(SIMLIB, EXIT_NODRIVER, SIMLIB)
 
 
+class NotARegularFile(FaultTestCase):
+    """GPUCTL_NVML_LIBRARY and GPUCTL_CPUINFO naming a FIFO (or a directory, a device): one
+    line naming the variable and the path, exit 1, at once (issue 24, finding 9a: opening a
+    FIFO blocks until a writer comes, so gpuctl hung). gpuctl runs directly, not under nvsim
+    exec, so that the guard's timeout ends it if it blocks."""
+
+    GUARD_S = 20  # a blocked gpuctl is killed and the test fails, rather than hang
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.fifo = os.path.join(self.tmp.name, "fifo")
+        os.mkfifo(self.fifo)
+
+    def gpuctl(self, env, *args):
+        e = {"NVSIM_SCENARIO": os.path.join(SCENARIOS, "dgx-a100.json"),
+             "GPUCTL_NVML_LIBRARY": SIMLIB}
+        e.update(env)
+        return run(["env", "-u", "NVSIM_STATE_DIR", GPUCTL, *args], env=e,
+                   timeout=self.GUARD_S)
+
+    def test_nvml_library(self):
+        for path in (self.fifo, self.tmp.name, "/dev/null"):
+            for args in (("list",), ("select", "-n", "1")):
+                with self.subTest(path=path, args=args):
+                    r = self.gpuctl({"GPUCTL_NVML_LIBRARY": path}, *args)
+                    self.assertOneLineError(r, EXIT_FAILURE, "GPUCTL_NVML_LIBRARY '%s'" % path)
+                    self.assertIn("not a regular file", r.err)
+
+    def test_cpuinfo(self):
+        for path in (self.fifo, self.tmp.name, "/dev/null"):
+            # the commands that read the CPU (the bandwidth model: docs/topology.md)
+            for args in (("topo",), ("select", "-n", "1"), ("health",)):
+                with self.subTest(path=path, args=args):
+                    r = self.gpuctl({"GPUCTL_CPUINFO": path}, *args)
+                    self.assertOneLineError(r, EXIT_FAILURE, "GPUCTL_CPUINFO '%s'" % path)
+                    self.assertIn("not a regular file", r.err)
+        # a missing file is still the default CPU (docs/topology.md)
+        r = self.gpuctl({"GPUCTL_CPUINFO": os.path.join(self.tmp.name, "missing")}, "topo")
+        self.assertEqual(r.rc, 0, r)
+
+
 def hostile_scenarios():
     """(file name, bytes, what the nvsim line must name besides the file)."""
     with open(os.path.join(SCENARIOS, "rtx4090-8.json")) as f:

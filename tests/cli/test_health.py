@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 import unittest
+import zlib
 
 from gpuctl_test import (EXIT_FAILURE, EXIT_NODRIVER, EXIT_OK, EXIT_USAGE, GPUCTL, NVSIM,
                          SCENARIOS, SIMLIB, GpuctlTestCase, gpuctl, run, sim, sim_sh)
@@ -828,15 +829,101 @@ class TestState(HealthCase):
         os.chmod(self.state, mode)
 
     def test_hand_written_state(self):
+        # format 1, as the gpuctl before the end line wrote it, still reads
         uuid = gpu_fact("dgx-a100", 3, "uuid")
         self.write_state("gpuctl-health-state 1\nboot %s\ntime 1\n"
-                         "garbage\nxid %s 48 pid=1, double bit\nxid GPU-nope 79 x\n"
-                         "xid %s 0 zero\ngpu %s replay x dbe 1 nvlink - - -\n"
-                         % (boot_id(), uuid, uuid, uuid))
+                         "xid %s 48 pid=1, double bit\nxid GPU-nope 79 x\n"
+                         "gpu %s replay 5 dbe 1 nvlink - - -\n"
+                         % (boot_id(), uuid, uuid))
         _, doc = self.health_json("dgx-a100", "true", "--kmsg", "/dev/null", rc=EXIT_FAIL)
         f = self.only_finding(doc, 3, "xid", "FAIL")
         self.assertEqual(f["xid"], 48)
         self.assertIn("double bit", f["message"])
+
+    def test_hand_written_format2(self):
+        # the end line is zlib's CRC-32 of what comes before it (docs/health.md)
+        uuid = gpu_fact("dgx-a100", 5, "uuid")
+        body = "gpuctl-health-state 2\nboot %s\ntime 1\nxid %s 79 off the bus\n" % (
+            boot_id(), uuid)
+        self.write_state(body + "end %08x\n" % zlib.crc32(body.encode()))
+        _, doc = self.health_json("dgx-a100", "true", "--kmsg", "/dev/null", rc=EXIT_FAIL)
+        self.assertEqual(self.only_finding(doc, 5, "xid", "FAIL")["xid"], 79)
+
+    def recorded(self):
+        """The state file a --watch wrote after NVML delivered XID 79 on GPU 2."""
+        r = sim_sh("dgx-a100", self.RECORD % '"$NVSIM" xid -i 2 79')
+        self.assertEqual(r.rc, 0, r)
+        with open(self.state, "rb") as f:
+            data = f.read()
+        self.assertIn(b"\nxid %s 79" % gpu_fact("dgx-a100", 2, "uuid").encode(), data)
+        return data
+
+    def assertUnreadable(self, data, why):
+        """data as the state file: every GPU WARN "state" naming the file, nothing else."""
+        with open(self.state, "wb") as f:
+            f.write(data)
+        _, doc = self.health_json("dgx-a100", "true", "--kmsg", "/dev/null", rc=EXIT_WARN)
+        self.assertIsNone(doc["state_file"])
+        for g in doc["gpus"]:
+            self.assertEqual([(f["check"], f["severity"]) for f in g["findings"]],
+                             [("state", "WARN")], g)
+            msg = g["findings"][0]["message"]
+            self.assertIn("state unreadable", msg)
+            self.assertIn(self.state, msg)
+            self.assertIn(why, msg)
+        # list (and select, run: the same library call) see the same verdicts
+        r = sim("dgx-a100", "list", "--format", "json", env={"GPUCTL_KMSG": "/dev/null"})
+        self.assertEqual(r.rc, EXIT_OK, r)
+        self.assertEqual({g["health"] for g in r.json()["gpus"]}, {"WARN"}, r)
+
+    def test_cut_state_is_not_ok(self):
+        # issue 24, finding 8: cut right before the xid line, the FAIL was forgotten (OK)
+        data = self.recorded()
+        self.assertUnreadable(data[:data.index(b"\nxid ") + 1], "truncated")
+
+    def test_nul_in_state_is_not_another_xid(self):
+        # issue 24, finding 8: a NUL over the 9 of "79" made it XID 7; in a file of the
+        # previous format (no end line) too
+        data = self.recorded()
+        at = data.index(b" 79", data.index(b"\nxid ")) + 2
+        nul = data[:at] + b"\0" + data[at + 1:]
+        self.assertUnreadable(nul, "checksum")
+        # line 12: the magic, boot, time, the 8 GPUs of dgx-a100, then the xid record
+        self.assertUnreadable(self.format1(nul), "line 12: a control or non-ASCII byte (0x00)")
+
+    def test_changed_byte_in_state(self):
+        data = self.recorded()
+        at = data.index(b" 79") + 1
+        self.assertUnreadable(data[:at] + b"8" + data[at + 1:], "checksum")
+
+    def test_unknown_format_is_not_ignored(self):
+        self.assertUnreadable(b"gpuctl-health-state 9\nboot x\ntime 1\n", "format '9'")
+
+    def format1(self, data):
+        """data as the gpuctl before format 2 wrote it: the same records, "1", no end line."""
+        lines = data.split(b"\n")
+        self.assertEqual(lines[0], b"gpuctl-health-state 2")
+        self.assertTrue(lines[-2].startswith(b"end ") and lines[-1] == b"", lines)
+        return b"\n".join([b"gpuctl-health-state 1"] + lines[1:-2] + [b""])
+
+    def test_state_of_the_previous_gpuctl(self):
+        self.write_state(self.format1(self.recorded()).decode())
+        _, doc = self.health_json("dgx-a100", "true", "--kmsg", "/dev/null", rc=EXIT_FAIL)
+        self.assertEqual(doc["state_file"], self.state)
+        self.assertEqual(self.only_finding(doc, 2, "xid", "FAIL")["xid"], 79)
+
+    def test_watch_over_a_corrupt_state(self):
+        # --watch says so once and writes the file afresh, which then reads
+        self.write_state("gpuctl-health-state 2\nboot x\ntime 1\n")
+        record = self.RECORD.replace("> /dev/null &", '> /dev/null 2> "$NVSIM_STATE_DIR/err" &')
+        r = sim_sh("dgx-a100", record % "true" + 'cat "$NVSIM_STATE_DIR/err"')
+        self.assertEqual(r.rc, 0, r)
+        lines = r.out.splitlines()
+        self.assertEqual(len(lines), 1, r)
+        self.assertTrue(lines[0].startswith("gpuctl: warning: health state '%s': " % self.state), r)
+        self.assertIn("truncated", lines[0])
+        _, doc = self.health_json("dgx-a100", "true", "--kmsg", "/dev/null", rc=EXIT_OK)
+        self.assertEqual(doc["state_file"], self.state)
 
     def test_reset_clears_the_fail(self):
         # docs/health.md, "After a reset": a fence XID FAILs until the GPU is reset; the reset

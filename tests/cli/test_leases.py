@@ -7,6 +7,7 @@ Expected values come from docs/leases.md, docs/json.md and the scenario files (U
 counts), never from gpuctl's own output. Every test uses a lease directory of its own under a
 private temporary directory: never /run/gpuctl."""
 import errno
+import fcntl
 import json
 import os
 import pwd
@@ -27,6 +28,7 @@ from gpuctl_test import (BUILD, EMPTY_CONFIG, EXIT_FAILURE, EXIT_NOMATCH, EXIT_O
 LOAD = os.path.join(BUILD, "bin", "nvsim-load")
 A100 = Machine("dgx-a100")
 UUIDS = [g["uuid"] for g in A100.gpus]
+EXIT_BUSY = 6  # docs/gpuctl.1 EXIT STATUS: select.lock held past its bound
 
 
 def short_uuid(u):
@@ -702,10 +704,76 @@ class LeaseInit(LeaseCase):
                 r = run([GPUCTL, "lease", "init"], env=env)  # $GPUCTL_LEASE_DIR, nothing missing
                 self.assertEqual(r.out.splitlines()[0], "created 0 lock files in %s" % d, r)
 
+    def spoil(self, how):
+        """Makes the lock file of a GPU unusable (docs/leases.md: a symlink, not a regular
+        file, not the directory owner's, more than one link); returns (path, reason)."""
+        i = {"symlink": 1, "fifo": 2, "hardlink": 5, "owner": 6}[how]
+        lock = os.path.join(self.dir, "locks", UUIDS[i] + ".lock")
+        if how == "symlink":
+            os.unlink(lock)
+            os.symlink(os.path.join(self.tmp, "elsewhere"), lock)
+            return lock, "is a symlink"
+        if how == "fifo":
+            os.unlink(lock)
+            os.mkfifo(lock)
+            return lock, "not a regular file"
+        if how == "hardlink":
+            os.link(lock, os.path.join(self.tmp, "second-name"))
+            return lock, "has 2 links"
+        os.chown(lock, 65534, 65534)
+        return lock, "owned by uid 65534"
+
+    def assertNamesUnusable(self, spoiled):
+        # issue 24, finding 9b: said "created 0" and nothing else
+        r = self.g("lease", "init")
+        self.assertEqual(r.rc, EXIT_FAILURE, r)
+        self.assertEqual(r.out.splitlines()[0], "created 0 lock files in %s" % self.dir, r)
+        lines = r.err.splitlines()
+        self.assertEqual(len(lines), len(spoiled), r)
+        for (path, why), line in zip(sorted(spoiled), sorted(lines)):
+            self.assertTrue(line.startswith("gpuctl: lease: init: '%s': %s" % (path, why)), r)
+            self.assertIn("remove it and run `gpuctl lease init` again", line)
+        # what the line says repairs it
+        for path, _ in spoiled:
+            os.unlink(path)
+        r = self.g("lease", "init")
+        self.assertEqual((r.rc, r.err), (0, ""), r)
+        n = len(spoiled)
+        self.assertEqual(r.out.splitlines()[0], "created %d lock file%s in %s"
+                         % (n, "" if n == 1 else "s", self.dir), r)
+
+    def test_init_names_unusable_lock_files(self):
+        self.assertEqual(self.g("lease", "init").rc, 0)
+        self.assertNamesUnusable([self.spoil(h) for h in ("symlink", "fifo", "hardlink")])
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root: gives a lock file to another owner")
+    def test_init_names_lock_file_of_another_owner(self):
+        self.assertEqual(self.g("lease", "init").rc, 0)
+        self.assertNamesUnusable([self.spoil("owner")])
+
     def test_usage(self):
         self.assertOneLineError(self.g("lease"), EXIT_USAGE, "init")
         self.assertOneLineError(self.g("lease", "frob"), EXIT_USAGE, "frob")
         self.assertOneLineError(self.g("lease", "init", "x"), EXIT_USAGE, "'x'")
+
+
+class LockWait(LeaseCase):
+    def test_bound_is_reported_as_given(self):
+        # issue 24, finding 9d: GPUCTL_LOCK_WAIT=1.5 was reported as "2 s or more". The line
+        # says the bound gpuctl waited (docs/leases.md, "Bounds"): 1 s for ps unless
+        # GPUCTL_LOCK_WAIT is shorter
+        self.assertEqual(self.g("lease", "init").rc, 0)
+        with open(os.path.join(self.dir, "select.lock")) as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            for args, wait, shown in ((("run", "-n", "1", "--", "true"), "1.5", "1.5"),
+                                      (("select", "-n", "1", "--hold", "5"), "0.25", "0.25"),
+                                      (("ps",), "0.3", "0.3"), (("ps",), "2.5", "1"),
+                                      (("run", "-n", "1", "--", "true"), "1.001", "1.001")):
+                with self.subTest(args=args, wait=wait):
+                    r = self.g(*args, env={"GPUCTL_LOCK_WAIT": wait})
+                    self.assertOneLineError(r, EXIT_BUSY, "select.lock",
+                                            "pid %d" % os.getpid(),
+                                            " for %s s or more" % shown)
 
 
 class UnsafeDirectory(LeaseCase):

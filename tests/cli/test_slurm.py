@@ -121,6 +121,55 @@ class GeneratedGres(SlurmCase):
         self.assertEqual(len(got), 2)
         self.assertEqual(mesh[got[0]][got[1]], 2, "cons_tres chose %s" % got)
 
+    def test_lost_gpu_is_left_out(self):
+        # issue 24, finding 9c: one lost GPU made the whole gres.conf fail. Now the others'
+        # lines are written (the hybrid cube mesh of test_dgx1_v100 without GPU 3), a warning
+        # names the lost GPU, exit 1 (docs/slurm.md).
+        mesh = [[-1, 1, 1, 2, 2, 0, 0, 0], [1, -1, 2, 1, 0, 2, 0, 0],
+                [1, 2, -1, 2, 0, 0, 1, 0], [2, 1, 2, -1, 0, 0, 0, 1],
+                [2, 0, 0, 0, -1, 1, 1, 2], [0, 2, 0, 0, 1, -1, 2, 1],
+                [0, 0, 1, 0, 1, 2, -1, 2], [0, 0, 0, 1, 2, 1, 2, -1]]
+        kept = [0, 1, 2, 4, 5, 6, 7]
+        m = self.machine("dgx1-v100")
+        m.nvsim("set", "-i", "3", "lost=1")
+        outs = []
+        for fmt in ("text", "json"):
+            r = subprocess.run([GPUCTL, "slurm", "gres", "--node", "localhost", "--dev-dir",
+                                os.path.join(self.root, "dev"), "--format", fmt],
+                               env={**os.environ, **m.env}, capture_output=True, text=True,
+                               timeout=60)
+            self.assertEqual(r.returncode, 1, r)
+            lines = r.stderr.splitlines()
+            self.assertEqual(len(lines), 1, r.stderr)
+            self.assertTrue(lines[0].startswith("gpuctl: slurm gres: warning: GPU 3 is lost"),
+                            r.stderr)
+            outs.append(r.stdout)
+        text, info = outs[0], json.loads(outs[1])
+        self.assertEqual(info["lost"], [3])
+        self.assertEqual([g["index"] for g in info["gpus"]], kept)
+        self.assertEqual(info["gres"], "gpu:v100:7")
+        self.assertIn("# Left out, lost (NVML cannot reach it): GPU 3.", text)
+        # slurmd takes the seven records, with the links among them
+        cl = self.cluster(m, text, info["gres"])
+        self.assertEqual(cl.node_state(), "idle", cl.log("slurmd")[-3000:])
+        recs = self.records(cl)
+        self.assertEqual([r["file"] for r in recs],
+                         [os.path.join(self.root, "dev", "nvidia%d" % i) for i in kept])
+        self.assertEqual([r["links"] for r in recs],
+                         [",".join(str(mesh[i][j]) for j in kept) for i in kept])
+
+    def test_lost_gpu_drains_a_node_configured_with_it(self):
+        # docs/slurm.md: a slurm.conf that still counts the lost GPU gets the node refused
+        m = self.machine("dgx1-v100")
+        m.nvsim("set", "-i", "3", "lost=1")
+        r = subprocess.run([GPUCTL, "slurm", "gres", "--node", "localhost", "--dev-dir",
+                            os.path.join(self.root, "dev")], env={**os.environ, **m.env},
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 1, r)
+        cl = self.cluster(m, r.stdout, "gpu:v100:8")
+        self.assertEqual(cl.node_state(), "inval")
+        self.assertIn("gres/gpu count reported lower than configured (7 < 8)", cl.show_node())
+
     def test_pcie_8gpu(self):
         cores = ["0-31"] * 4 + ["32-63"] * 4
         links = [",".join("-1" if j == i else "0" for j in range(8)) for i in range(8)]

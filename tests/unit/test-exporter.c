@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * test-exporter.c: the pure parts of `gpuctl exporter` (src/cli/listen.c, src/cli/metrics.c):
- * the --listen parser, label and HELP escaping, the metric table, the rendering of the
- * exporter's own metrics.
+ * test-exporter.c: the pure parts of `gpuctl exporter` (src/cli/listen.c, src/cli/metrics.c,
+ * src/cli/http-check.c): the --listen parser, label and HELP escaping, the metric table, the
+ * rendering of the exporter's own metrics, the check of request heads (RFC 9112).
  *
  * Expected values come from the Prometheus text exposition format 0.0.4 (label values escape
  * backslash, double quote and newline; HELP escapes backslash and newline), from dcgm-exporter's
@@ -19,6 +19,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "http-check.h"
 #include "listen.h"
 #include "metrics.h"
 
@@ -277,6 +278,110 @@ static void test_render_without_snapshot(void **state)
 	textbuf_free(&b);
 }
 
+/* A request head fed line by line (split at LF, as the gate does): the index of the first
+ * refused line, or -1. */
+static int first_refused(const char *head, size_t len, const char **why)
+{
+	struct http_check c;
+	size_t start = 0;
+	int line = 0;
+
+	http_check_init(&c);
+	for (size_t i = 0; i < len; i++) {
+		if (head[i] != '\n')
+			continue;
+		if (http_check_line(&c, head + start, i - start) < 0) {
+			*why = c.why;
+			return line;
+		}
+		line++;
+		start = i + 1;
+	}
+	return -1;
+}
+
+#define HEAD(s) s, sizeof(s) - 1
+
+/* RFC 9112: what a server must answer 400 (§2.2 bare CR, whitespace before the first header;
+ * §5.1 whitespace before the colon; §5.2 obs-fold; §6.3 conflicting Content-Length), and a NUL
+ * or "%00" that would change what is read; every line before the fault passes. */
+static void test_http_check_refused(void **state)
+{
+	static const struct {
+		const char *head;
+		size_t len;
+		int line;        /* the refused line */
+		const char *why; /* in its reason */
+	} bad[] = {
+	        {HEAD("GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: "
+	              "5\r\n"
+	              "\r\n"),
+	         3, "Content-Length"},
+	        {HEAD("GET / HTTP/1.1\r\ncontent-length: 1\r\nCONTENT-LENGTH:  2 \r\n\r\n"), 2,
+	         "Content-Length"},
+	        {HEAD("GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: b\r\n c\r\n\r\n"), 3, "folding"},
+	        {HEAD("GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: b\r\n\tc\r\n\r\n"), 3, "folding"},
+	        {HEAD("GET /metrics HTTP/1.1\r\n X: y\r\nHost: x\r\n\r\n"), 1, "folding"},
+	        {HEAD("GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: b\0c\r\n\r\n"), 2, "NUL"},
+	        {HEAD("GET /metrics HTTP/1.1\r\nX-\0A: b\r\n\r\n"), 1, "NUL"},
+	        {HEAD("GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: b\rc\r\n\r\n"), 2, "bare CR"},
+	        {HEAD("GET /metrics HTTP/1.1\r\nX-A: \x01\r\n\r\n"), 1, "control"},
+	        {HEAD("GET /metrics HTTP/1.1\r\nX-A: \x7f\r\n\r\n"), 1, "control"},
+	        {HEAD("GET /metrics HTTP/1.1\r\nHost : x\r\n\r\n"), 1, "header name"},
+	        {HEAD("GET /metrics HTTP/1.1\r\nHost\r\n\r\n"), 1, "colon"},
+	        {HEAD("GET /metrics HTTP/1.1\r\n: x\r\n\r\n"), 1, "header name"},
+	        {HEAD("GET /metrics%00 HTTP/1.1\r\nHost: x\r\n\r\n"), 0, "%00"},
+	        {HEAD("GET /metrics?a=%00 HTTP/1.1\r\n\r\n"), 0, "%00"},
+	        {HEAD("GET /metrics\0x HTTP/1.1\r\n\r\n"), 0, "NUL"},
+	        {HEAD("GET /metrics\tHTTP/1.1\r\n\r\n"), 0, "control"},
+	        /* the second request of a kept-alive connection is checked as the first */
+	        {HEAD("GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n"), 5,
+	         "folding"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *why = NULL;
+		int line = first_refused(bad[i].head, bad[i].len, &why);
+
+		if (line != bad[i].line || !why || !strstr(why, bad[i].why))
+			fail_msg("case %zu: line %d (%s), want %d (%s)", i, line, why ? why : "-",
+			         bad[i].line, bad[i].why);
+	}
+}
+
+/* What RFC 9112 lets through, and what stays libmicrohttpd's to judge. */
+static void test_http_check_passed(void **state)
+{
+	static const struct {
+		const char *head;
+		size_t len;
+	} good[] = {
+	        {HEAD("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")},
+	        {HEAD("GET /metrics HTTP/1.1\nHost: x\n\n")}, /* bare LF ends lines (§2.2) */
+	        {HEAD("\r\n\r\nGET / HTTP/1.0\r\n\r\n")},     /* empty lines first (§2.2) */
+	        {HEAD("GET / HTTP/1.1\r\nContent-Length: 0\r\ncontent-length:0\r\n\r\n")},
+	        {HEAD("GET / HTTP/1.1\r\nX-A: a\tb \xc3\xa9\r\nAccept: */*\r\n\r\n")}, /* HTAB,
+	                                                                                  obs-text
+	                                                                                */
+	        {HEAD("GET /%41%30%0%2 HTTP/1.1\r\n\r\n")}, /* other escapes: the server's */
+	        {HEAD("GET /metrics HTTP/1.1\r\nContent-Length: 5\r\n\r\n")}, /* 413 is MHD's */
+	        /* a new request starts without the earlier one's Content-Length */
+	        {HEAD("GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\nGET / "
+	              "HTTP/1.1\r\nContent-Length: "
+	              "1\r\n\r\n")},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		const char *why = NULL;
+		int line = first_refused(good[i].head, good[i].len, &why);
+
+		if (line != -1)
+			fail_msg("case %zu: line %d refused: %s", i, line, why);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -287,6 +392,8 @@ int main(void)
 	        cmocka_unit_test(test_textbuf_grows),
 	        cmocka_unit_test(test_dcgm_table),
 	        cmocka_unit_test(test_render_without_snapshot),
+	        cmocka_unit_test(test_http_check_refused),
+	        cmocka_unit_test(test_http_check_passed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1292,10 +1292,91 @@ static void test_state_round_trip(void **state)
 	gpuctl_snapshot_free(t);
 }
 
+/* A written state file cut anywhere, or with any one byte turned into a NUL or any one bit
+ * flipped, is -EBADMSG and adds nothing: a FAIL XID is never silently lost, nor a "79" read as
+ * "7" (issue 24, finding 8). */
+static void test_state_damage(void **state)
+{
+	char dir[] = "/tmp/test-health-damage.XXXXXX", path[64], *good;
+	struct gpuctl_snapshot *s = healthy(3), *prev = NULL;
+	struct gpuctl_xid_log *xids = NULL, *got = NULL;
+	struct gpuctl_ctx *ctx = NULL;
+	struct stat st;
+	double age = -1;
+	size_t len;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	(void)snprintf(path, sizeof(path), "%s/state", dir);
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	assert_int_equal(snapshot_set_int(s, 1, GPUCTL_F_PCIE_REPLAY, 77), 0);
+	assert_int_equal(gpuctl_xid_log_new(&xids), 0);
+	assert_int_equal(gpuctl_xid_log_add(xids, 1, 79, "fallen off the bus"), 0);
+	assert_int_equal(gpuctl_health_state_write(ctx, path, s, xids), 0);
+	assert_int_equal(stat(path, &st), 0);
+	len = (size_t)st.st_size;
+	good = malloc(len);
+	assert_non_null(good);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	assert_int_equal(fread(good, 1, len, f), len);
+	fclose(f);
+
+	/* the whole file reads, with its XID */
+	assert_int_equal(gpuctl_xid_log_new(&got), 0);
+	assert_int_equal(gpuctl_health_state_read(ctx, path, s, got, &prev, &age), 0);
+	assert_int_equal(gpuctl_xid_log_count(got), 1);
+	gpuctl_snapshot_free(prev);
+	prev = NULL;
+	gpuctl_xid_log_free(got);
+
+	for (size_t k = 0; k < 3 * len + 8; k++) {
+		char *bytes = malloc(len);
+		size_t n = len, at = k % len;
+		int r;
+
+		assert_non_null(bytes);
+		memcpy(bytes, good, len);
+		if (k < len)
+			n = k; /* cut after k bytes */
+		else if (k < 2 * len)
+			bytes[at] = '\0';
+		else if (k < 3 * len)
+			bytes[at] ^= (char)(1u << (k % 8));
+		else
+			bytes[len - 1 - (k - 3 * len)] ^= 0x20; /* the end line's case, digits */
+		if (n == len && memcmp(bytes, good, len) == 0) {
+			free(bytes);
+			continue; /* a NUL put over a NUL: no change */
+		}
+		f = fopen(path, "w");
+		assert_non_null(f);
+		assert_int_equal(fwrite(bytes, 1, n, f), n);
+		fclose(f);
+		free(bytes);
+		assert_int_equal(gpuctl_xid_log_new(&got), 0);
+		r = gpuctl_health_state_read(ctx, path, s, got, &prev, &age);
+		if (r != -EBADMSG || gpuctl_xid_log_count(got) != 0)
+			fail_msg("damage %zu (%zu bytes kept of %zu): read %d, %zu XIDs: %s", k, n,
+			         len, r, gpuctl_xid_log_count(got), gpuctl_errmsg(ctx));
+		assert_non_null(strstr(gpuctl_errmsg(ctx), path));
+		gpuctl_xid_log_free(got);
+	}
+	free(good);
+	unlink(path);
+	rmdir(dir);
+	gpuctl_xid_log_free(xids);
+	gpuctl_ctx_free(ctx);
+	gpuctl_snapshot_free(s);
+}
+
 /* The parser (health_state_parse, internal): the sample feeds the rate rules by UUID. */
 int health_state_parse(const char *text, size_t len, const char *boot,
                        const struct gpuctl_snapshot *snap, struct gpuctl_xid_log *xids,
-                       struct gpuctl_snapshot **ret_prev, double *ret_time);
+                       struct gpuctl_snapshot **ret_prev, double *ret_time, char *why,
+                       size_t wsize);
+uint32_t health_state_crc32(const char *p, size_t n);
 
 static void test_state_parse(void **state)
 {
@@ -1304,20 +1385,22 @@ static void test_state_parse(void **state)
 	struct gpuctl_health_opts opts = GPUCTL_HEALTH_OPTS_INIT;
 	struct gpuctl_health_report *rep;
 	const char *u1 = gpuctl_gpu_str(&s->gpus[1], GPUCTL_F_UUID);
-	char text[512];
+	char text[512], why[160];
 	double t = 0;
 
 	(void)state;
+	/* format 1, as the gpuctl before format 2 wrote it (no end line) */
 	(void)snprintf(text, sizeof(text),
 	               "gpuctl-health-state 1\nboot B\ntime 1000.000\n"
-	               "gpu %s replay 100 dbe 16 nvlink 1 2 3\n"
-	               "gpu %s replay 5 dbe 0 nvlink 0 0 0\n",
-	               u1, u1);
+	               "gpu %s replay 100 dbe 16 nvlink 1 2 3\n",
+	               u1);
 	assert_int_equal(gpuctl_xid_log_new(&xids), 0);
-	assert_int_equal(health_state_parse(text, strlen(text), "B", s, xids, &prev, &t), 0);
+	assert_int_equal(
+	        health_state_parse(text, strlen(text), "B", s, xids, &prev, &t, why, sizeof(why)),
+	        0);
 	assert_non_null(prev);
 	assert_true(t == 1000.0);
-	assert_int_equal(gpuctl_snapshot_gpu_count(prev), 1); /* one record per GPU */
+	assert_int_equal(gpuctl_snapshot_gpu_count(prev), 1);
 	/* now: 200 replays more in 60 s on Gen4 x16 (budget 16), 17 DBE pages */
 	assert_int_equal(snapshot_set_int(s, 1, GPUCTL_F_PCIE_REPLAY, 300), 0);
 	assert_int_equal(snapshot_set_int(s, 1, GPUCTL_F_RETIRED_DBE, 17), 0);
@@ -1329,13 +1412,141 @@ static void test_state_parse(void **state)
 	gpuctl_health_report_free(rep);
 	gpuctl_snapshot_free(prev);
 	prev = NULL;
-	/* another boot, another version: nothing */
-	assert_int_equal(health_state_parse(text, strlen(text), "C", s, xids, &prev, &t), 0);
-	assert_null(prev);
-	assert_int_equal(health_state_parse("gpuctl-health-state 2\n", 22, "", s, xids, &prev, &t),
-	                 0);
+	/* another boot: nothing */
+	assert_int_equal(
+	        health_state_parse(text, strlen(text), "C", s, xids, &prev, &t, why, sizeof(why)),
+	        0);
 	assert_null(prev);
 	gpuctl_xid_log_free(xids);
+	gpuctl_snapshot_free(s);
+}
+
+/* What is not a whole, well-formed state file is -EBADMSG, says why and adds nothing. */
+static void test_state_strict(void **state)
+{
+	struct gpuctl_snapshot *s = healthy(2), *prev = NULL;
+	struct gpuctl_xid_log *xids = NULL;
+	const char *u1 = gpuctl_gpu_str(&s->gpus[1], GPUCTL_F_UUID);
+	char head[160], text[1400], why[160];
+	double t = 0;
+	struct {
+		const char *records; /* after the head (format 1); @ stands for GPU 1's UUID */
+		const char *why;     /* in the reason */
+	} bad[] = {
+	        {"garbage\n", "line 4: malformed unknown record"},
+	        {"xid @ 79 x\nxid @ 7", "no newline"},
+	        {"gpu @ replay x dbe 1 nvlink - - -\n", "line 4: malformed gpu record"},
+	        {"gpu @ replay 1 dbe 1 nvlink - - -\ngpu @ replay 1 dbe 1 nvlink - - -\n",
+	         "line 5: malformed gpu record"},
+	        {"xid @ 79\t\n", "line 4: a control"},
+	        {"xid @ 7a\n", "line 4: malformed xid record"},
+	        {"xid  79\n", "line 4: malformed xid record"},
+	        {"end 00000000\n", "line 4: malformed unknown record"},
+	};
+
+	(void)state;
+	(void)snprintf(head, sizeof(head), "gpuctl-health-state 1\nboot B\ntime 5\n");
+	assert_int_equal(gpuctl_xid_log_new(&xids), 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		size_t n = strlen(head);
+
+		memcpy(text, head, n + 1);
+		for (const char *c = bad[i].records; *c; c++) {
+			const char *add = *c == '@' ? u1 : (char[]){*c, '\0'};
+			assert_true(n + strlen(add) < sizeof(text));
+			memcpy(text + n, add, strlen(add) + 1);
+			n += strlen(add);
+		}
+		assert_int_equal(health_state_parse(text, strlen(text), "B", s, xids, &prev, &t,
+		                                    why, sizeof(why)),
+		                 -EBADMSG);
+		if (!strstr(why, bad[i].why))
+			fail_msg("case %zu: '%s' does not say '%s'", i, why, bad[i].why);
+	}
+	/* whole-file faults */
+	static const struct {
+		const char *text, *why;
+	} files[] = {
+	        {"", "empty"},
+	        {"gpuctl-health-state 3\nboot B\ntime 5\n", "format '3'"},
+	        {"hello\n", "not a health state file"},
+	        {"gpuctl-health-state 1\nboot B\n", "no time line"},
+	        {"gpuctl-health-state 1\ntime 5\nboot B\n", "line 2: not 'boot ID'"},
+	        {"gpuctl-health-state 1\nboot B\ntime 5x\n", "line 3: not 'time SECONDS'"},
+	        {"gpuctl-health-state 1\nboot B\ntime inf\n", "line 3"},
+	        {"gpuctl-health-state 2\nboot B\ntime 5\n", "no end line"},
+	        {"gpuctl-health-state 2\nboot B\ntime 5\nend 0000000g\n", "malformed end line"},
+	        {"gpuctl-health-state 2\nboot B\ntime 5\nend 00000000\n", "checksum mismatch"},
+	};
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		assert_int_equal(health_state_parse(files[i].text, strlen(files[i].text), "B", s,
+		                                    xids, &prev, &t, why, sizeof(why)),
+		                 -EBADMSG);
+		if (!strstr(why, files[i].why))
+			fail_msg("file %zu: '%s' does not say '%s'", i, why, files[i].why);
+	}
+	/* a long line */
+	int n = snprintf(text, sizeof(text), "%sxid %s 79 ", head, u1);
+	memset(text + n, 'x', sizeof(text) - (size_t)n - 2);
+	text[sizeof(text) - 2] = '\n';
+	text[sizeof(text) - 1] = '\0';
+	assert_int_equal(
+	        health_state_parse(text, strlen(text), "B", s, xids, &prev, &t, why, sizeof(why)),
+	        -EBADMSG);
+	assert_non_null(strstr(why, "line 4: longer than"));
+	assert_int_equal(gpuctl_xid_log_count(xids), 0); /* nothing of any of them */
+
+	/* format 2 with its end line; a code the writer never writes is skipped, not an error */
+	n = snprintf(text, sizeof(text),
+	             "gpuctl-health-state 2\nboot B\ntime 5\nxid %s 79 off\n"
+	             "xid %s 123456\nxid GPU-other 48\n",
+	             u1, u1);
+	(void)snprintf(text + n, sizeof(text) - (size_t)n, "end %08x\n",
+	               (unsigned)health_state_crc32(text, (size_t)n));
+	assert_int_equal(
+	        health_state_parse(text, strlen(text), "B", s, xids, &prev, &t, why, sizeof(why)),
+	        0);
+	assert_null(prev); /* no gpu record */
+	assert_int_equal(gpuctl_xid_log_count(xids), 1);
+	gpuctl_xid_log_free(xids);
+	gpuctl_snapshot_free(s);
+}
+
+/* CRC-32 (IEEE 802.3): the standard check value of "123456789" is 0xCBF43926. */
+static void test_state_crc32(void **state)
+{
+	(void)state;
+	assert_int_equal(health_state_crc32("123456789", 9), 0xcbf43926u);
+	assert_int_equal(health_state_crc32("", 0), 0);
+}
+
+/* An unusable state file makes every GPU that is not lost WARN "state", naming the file. */
+static void test_state_unreadable_warns(void **state)
+{
+	struct gpuctl_snapshot *s = healthy(3);
+	struct gpuctl_health_opts opts = GPUCTL_HEALTH_OPTS_INIT;
+	struct gpuctl_health_report *rep;
+	const struct gpuctl_health_finding *f;
+
+	(void)state;
+	s->gpus[2].lost = true;
+	opts.state_error = "health state '/run/x.state': checksum mismatch";
+	rep = check_opts(s, NULL, &opts);
+	for (size_t g = 0; g < 2; g++) {
+		f = find(rep, g, "state");
+		assert_non_null(f);
+		assert_int_equal(f->severity, GPUCTL_HEALTH_WARN);
+		assert_non_null(strstr(f->message, "state unreadable"));
+		assert_non_null(strstr(f->message, "'/run/x.state'"));
+		assert_int_equal(gpuctl_health_verdict(rep, g), GPUCTL_HEALTH_WARN);
+	}
+	assert_null(find(rep, 2, "state"));
+	gpuctl_health_report_free(rep);
+	/* a caller built against the header before state_error: no such finding */
+	opts.struct_size = offsetof(struct gpuctl_health_opts, state_error);
+	rep = check_opts(s, NULL, &opts);
+	assert_null(find(rep, 0, "state"));
+	gpuctl_health_report_free(rep);
 	gpuctl_snapshot_free(s);
 }
 
@@ -1375,7 +1586,11 @@ int main(void)
 	        cmocka_unit_test(test_kmsg_gpu_reset),
 	        cmocka_unit_test(test_kmsg_read),
 	        cmocka_unit_test(test_state_round_trip),
+	        cmocka_unit_test(test_state_damage),
 	        cmocka_unit_test(test_state_parse),
+	        cmocka_unit_test(test_state_strict),
+	        cmocka_unit_test(test_state_crc32),
+	        cmocka_unit_test(test_state_unreadable_warns),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -60,7 +60,9 @@ static struct gpuctl_snapshot *load(const char *name)
 	(void)snprintf(lib, sizeof(lib), "%s/sim/libnvidia-ml.so.1", build);
 	(void)snprintf(scen, sizeof(scen), "%s/sim/scenarios/%s.json", src, name);
 	setenv("GPUCTL_NVML_LIBRARY", lib, 1);
-	setenv("GPUCTL_CPUINFO", "/dev/null", 1); /* the default CPU, whatever the host's */
+	/* a missing file: the default CPU, whatever the host's (a device such as /dev/null is
+	 * refused: it is no regular file) */
+	setenv("GPUCTL_CPUINFO", "/nonexistent/cpuinfo", 1);
 	setenv("NVSIM_SCENARIO", scen, 1);
 	unsetenv("NVSIM_STATE_DIR");
 	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
