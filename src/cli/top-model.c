@@ -543,7 +543,10 @@ int top_model_init(struct top_model *m, struct cli *cli)
 	m->lease_ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (gethostname(m->host, sizeof(m->host) - 1) < 0)
 		m->host[0] = '\0';
+	/* the health verdicts' facts but the NVLink error counters: refreshes keep the first
+	 * snapshot's NVLink states and read no counters, so no refresh could judge their rate */
 	m->flags = GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH |
+	           GPUCTL_SNAP_NVLINK_STATE | GPUCTL_SNAP_NO_RATE_COUNTERS |
 	           GPUCTL_SNAP_NO_PROC_IDENTITY;
 	m->lreq = (struct gpuctl_lease_request)GPUCTL_LEASE_REQUEST_INIT;
 	status = cli_snapshot_fields(cli, m->flags, fields, n, &m->snap);

@@ -830,10 +830,10 @@ int gpuctl_alloc(struct gpuctl_ctx *ctx, const struct gpuctl_alloc_request *req,
 	                     p.in.mode == GPUCTL_ALLOC_LEASE ? GPUCTL_SITE_CREATE : 0, &p.site);
 	if (r < 0)
 		goto out;
-	/* no health state file: no earlier sample, so no NVLink error rate can be judged and its
-	 * counters (4 NVML calls per link) need not be read */
-	if (!p.in.allow_unhealthy && access(gpuctl_site_health_state_path(p.site), F_OK) < 0)
-		p.flags |= GPUCTL_SNAP_NO_RATE_COUNTERS;
+	/* the health facts every command judges (no state file: no NVLink error rate, so not
+	 * its counters either) */
+	if (!p.in.allow_unhealthy)
+		p.flags |= gpuctl_health_snapshot_flags(gpuctl_site_health_state_path(p.site));
 	p.lreq.struct_size = sizeof(p.lreq);
 	(void)gpuctl_site_lease_defaults(p.site, &p.lreq); /* a whole struct: cannot fail */
 	p.lreq.label = p.in.label;
