@@ -19,6 +19,7 @@ SRC = os.path.dirname(HERE)
 SCENARIOS = [("dgx-a100", 8), ("synthetic-64", 64)]
 LATENCIES = (0, 100)
 HEALTH_FACTS = 12  # NVML calls per GPU the default table's HEALTH column rests on (listed below)
+NVLINK_FNS = ("nvmlDeviceGetNvLinkState", "nvmlDeviceGetNvLinkRemoteDeviceType")
 
 
 def tools(build):
@@ -49,6 +50,20 @@ def measure(build, scenario, argv, latency, repeat):
     return t["wall_ms"], c["total"] / repeat
 
 
+def nvlink_calls(build, scenario, n):
+    """NVML calls per GPU `gpuctl list` makes for the NVLink states its verdicts judge (one per
+    link, one for the first active link's far end: docs/health.md, "One verdict")."""
+    nvsim = os.path.join(build, "bin", "nvsim")
+    with tempfile.TemporaryDirectory() as tmp:
+        calls = os.path.join(tmp, "calls.json")
+        subprocess.run([nvsim, "exec", "--calls-out", calls, scenario, "--",
+                        os.path.join(build, "bin", "gpuctl"), "list"], check=True,
+                       stdout=subprocess.DEVNULL, timeout=300)
+        with open(calls) as f:
+            fns = json.load(f)["functions"]
+    return sum(fns.get(fn, 0) for fn in NVLINK_FNS) / n
+
+
 def section(build):
     lines = ["", "## Beside an NVML client (gpustat)", "",
              f"Command: `python3 bench/clients_bench.py {os.path.relpath(build, SRC)}`. Each tool runs",
@@ -70,6 +85,8 @@ def section(build):
             print(lines[-1], flush=True, file=sys.stderr)
     ours = [per_gpu[(s, "`gpuctl list`")] for s, _ in SCENARIOS]
     theirs = [per_gpu.get((s, "`gpustat --json`")) for s, _ in SCENARIOS]
+    links = [nvlink_calls(build, s, n) for s, n in SCENARIOS]
+    aims = [t + HEALTH_FACTS + k for t, k in zip(theirs, links)] if None not in theirs else []
     if None not in theirs:
         lines += ["",
                   f"The default table (`gpuctl list`) makes {min(ours):.1f}-{max(ours):.1f} calls per GPU.",
@@ -88,9 +105,12 @@ def section(build):
                   "field value, the slowdown threshold, MIG mode); the replay counter, the ECC "
                   "count and",
                   "remapped rows come in the same nvmlDeviceGetFieldValues call as the recovery "
-                  "action. The aim,",
-                  "gpustat's calls plus the health facts, is "
-                  f"{min(theirs) + HEALTH_FACTS:.1f}-{max(theirs) + HEALTH_FACTS:.1f}.",
+                  "action;",
+                  "and the NVLink states the verdicts judge, one call per link and one for the "
+                  "first active",
+                  f"link's far end ({min(links):.1f}-{max(links):.1f} per GPU here). The aim, "
+                  "gpustat's calls plus the health facts,",
+                  f"is {min(aims):.1f}-{max(aims):.1f}.",
                   "Wall times at 100 us depend on the machine's load (the simulator busy-waits): "
                   "compare calls."]
     return lines

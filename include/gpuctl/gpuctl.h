@@ -178,6 +178,12 @@ enum gpuctl_snapshot_flags {
 	 * reads /proc for them itself and keeps them between refreshes (gpuctl top). Also taken
 	 * by gpuctl_snapshot_refresh. */
 	GPUCTL_SNAP_NO_PROC_IDENTITY = 1u << 6,
+	/* Each GPU's NVLink states, and whether its first active link reaches an NVSwitch: what
+	 * the nvlink-down health check judges, without the pair facts (GPUCTL_SNAP_TOPOLOGY
+	 * reads them too). About one NVML call per link. With GPUCTL_SNAP_HEALTH, also the NVLink
+	 * error counters unless GPUCTL_SNAP_NO_RATE_COUNTERS. A refresh keeps the previous
+	 * snapshot's. */
+	GPUCTL_SNAP_NVLINK_STATE = 1u << 7,
 };
 
 /* Takes a snapshot (loads NVML first if needed). A GPU that is lost does not fail the
@@ -1298,6 +1304,13 @@ int gpuctl_site_lease_defaults(const struct gpuctl_site *site, struct gpuctl_lea
 int gpuctl_site_health(struct gpuctl_ctx *ctx, const struct gpuctl_site *site,
                        const struct gpuctl_snapshot *snap,
                        struct gpuctl_health_report **ret_report);
+/* The snapshot flags for a health verdict judged against the health state file at state_path
+ * (gpuctl_site_health_state_path(); NULL: none): GPUCTL_SNAP_HEALTH and
+ * GPUCTL_SNAP_NVLINK_STATE, with GPUCTL_SNAP_NO_RATE_COUNTERS when no such file exists (no earlier
+ * sample to judge the NVLink error rate against, so its counters are not read). A snapshot taken
+ * with these flags and gpuctl_health_fields() holds the facts every gpuctl command judges
+ * (docs/health.md, "One verdict"), so the verdict is the same whoever asks. */
+unsigned gpuctl_health_snapshot_flags(const char *state_path);
 
 /* ---- The allocation call (src/lib/alloc.c; docs/library.md) ---- */
 

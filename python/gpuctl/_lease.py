@@ -276,7 +276,8 @@ def lease(n: int = 1, *, share_mem: int | str | None = None, wait: bool | float 
 
     share_mem: a shared lease declaring this much memory (bytes or a size such as "12GiB") on
     each device: other shared leases may use the same devices while the declared memory fits
-    (`gpuctl run --share --mem`). wait: True waits in line (first come, first served) until
+    (`gpuctl run --share --mem`); a size no device could ever take raises NoDeviceError at
+    once, also with wait ("can never be satisfied"). wait: True waits in line (first come, first served) until
     the devices are free, a number waits at most that many seconds (then NoDeviceError);
     Ctrl-C while waiting raises KeyboardInterrupt with nothing leased. label: shown by
     `gpuctl ps`. probe: test each chosen GPU with a CUDA allocation in a child process (at

@@ -916,7 +916,8 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 		return CLI_EXIT_FAILURE;
 	}
 	s.n_fields = metrics_fields(s.fields, sizeof(s.fields) / sizeof(s.fields[0]));
-	/* and what the health verdicts need (docs/health.md; no NVLink walk) */
+	/* and what the health verdicts need (docs/health.md; the NVLink states come with
+	 * METRICS_SNAP_FLAGS) */
 	size_t nh = 0;
 	const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
 	for (size_t i = 0; i < nh && s.n_fields < sizeof(s.fields) / sizeof(s.fields[0]); i++) {

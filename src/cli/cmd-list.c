@@ -724,15 +724,20 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 			return status;
 	}
 
+	/* the table and the JSON show the verdict: the facts every command judges, which the
+	 * site's health state file decides (gpuctl_health_snapshot_flags) */
+	const bool verdicts = !a.query_text && kind != LIST_FORMAT_CSV;
+	if (verdicts) {
+		status = cli_site(cli, &cmd_list_entry, NULL, GPUCTL_SITE_NO_LEASES);
+		if (status)
+			goto out;
+	}
 	unsigned flags;
-	if (a.query_text)
+	if (!verdicts)
 		flags = query_snap_flags(a.query);
-	else if (kind == LIST_FORMAT_TABLE)
-		flags = GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH;
-	else if (kind == LIST_FORMAT_JSON)
-		flags = GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH;
 	else
-		flags = query_snap_flags(a.query);
+		flags = GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG |
+		        gpuctl_health_snapshot_flags(gpuctl_site_health_state_path(cli->site));
 
 	/* Read what is printed: the queried columns, the table's columns, or (JSON without
 	 * --query) everything. */
@@ -740,7 +745,7 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 	        GPUCTL_F_TEMP,         GPUCTL_F_UTIL_GPU,   GPUCTL_F_MEMORY_USED,
 	        GPUCTL_F_MEMORY_TOTAL, GPUCTL_F_POWER_DRAW, GPUCTL_F_POWER_LIMIT};
 	size_t n_table = 6, nh = 0;
-	/* the HEALTH column: the facts of docs/health.md but the NVLink walk's */
+	/* the HEALTH column: the facts of docs/health.md */
 	const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
 	for (size_t i = 0; i < nh; i++)
 		table_fields[n_table++] = hf[i];
@@ -769,14 +774,11 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 	status = cli_select_gpus(cli, snap, a.ids, &a.sel, &a.nsel);
 	if (status)
 		goto out;
-	if (!a.query_text && kind != LIST_FORMAT_CSV) {
+	if (verdicts) {
 		/* the verdict of gpuctl health, with the kernel log and what health --watch
 		 * recorded */
 		struct gpuctl_health_report *rep = NULL;
 		size_t n = gpuctl_snapshot_gpu_count(snap);
-		status = cli_site(cli, &cmd_list_entry, NULL, GPUCTL_SITE_NO_LEASES);
-		if (status)
-			goto out;
 		if (gpuctl_site_health(cli->ctx, cli->site, snap, &rep) < 0) {
 			cli_error("list: health check: %s", gpuctl_errmsg(cli->ctx));
 			status = CLI_EXIT_FAILURE;

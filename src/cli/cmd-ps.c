@@ -714,22 +714,26 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 	if (waiting)
 		return ps_waiting(cli, lease_dir, json);
 
+	/* the site first: a shared directory decides which configuration governs it, and its
+	 * health state file which facts the verdicts judge */
+	status = cli_site(cli, &cmd_ps_entry, lease_dir, 0);
+	if (status)
+		return status;
 	/* memory size: room left on shared devices; utilisation: the busy thresholds; health: the
-	 * verdict column, as gpuctl health (no NVLink walk: that check is skipped) */
+	 * verdict column, as gpuctl health */
 	enum gpuctl_field fields[3 + GPUCTL__F_COUNT] = {GPUCTL_F_MIG_MODE, GPUCTL_F_MEMORY_TOTAL,
 	                                                 GPUCTL_F_UTIL_GPU};
 	size_t nfields = 3, nh = 0;
 	const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
 	for (size_t i = 0; i < nh; i++)
 		fields[nfields++] = hf[i];
-	status = cli_snapshot_fields(cli, GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG, fields, nfields,
-	                             &snap);
+	status = cli_snapshot_fields(
+	        cli,
+	        GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG |
+	                gpuctl_health_snapshot_flags(gpuctl_site_health_state_path(cli->site)),
+	        fields, nfields, &snap);
 	if (status)
 		return status;
-	/* the site first: a shared directory decides which configuration governs it */
-	status = cli_site(cli, &cmd_ps_entry, lease_dir, 0);
-	if (status)
-		goto out;
 	const char *path = gpuctl_site_lease_dir_path(cli->site);
 	dir = gpuctl_site_lease_dir(cli->site);
 	bool exists = dir != NULL;

@@ -718,7 +718,8 @@ static const char *gpu_failure(const struct gpuctl_health_report *rep, size_t g)
 }
 
 /* One look at the job's GPUs: the XIDs NVML delivered since the launch, then the health rules
- * of docs/health.md over a health snapshot (a few NVML calls per GPU; no NVLink walk); sets
+ * of docs/health.md over a health snapshot (a few NVML calls per GPU; no NVLink states, which
+ * can make no FAIL without an earlier sample); sets
  * m->failed at the first FAIL. A snapshot that cannot be taken concludes nothing (-v says so). */
 static void monitor_check(struct cli *cli, struct run_monitor *m)
 {

@@ -64,8 +64,12 @@ extern const size_t metrics_dcgm_count;
 /* The per-GPU fields the exporter reads (those of metrics_dcgm that are read, plus what the
  * gpuctl_* metrics need). Writes up to max; returns how many there are. */
 size_t metrics_fields(enum gpuctl_field *fields, size_t max);
-/* The snapshot flags the exporter needs. */
-#define METRICS_SNAP_FLAGS (GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH)
+/* The snapshot flags the exporter needs: the health verdicts' facts but the NVLink error
+ * counters (a refresh keeps the NVLink states of the last whole snapshot and reads no counters,
+ * so no sample could judge their rate; docs/metrics.md). */
+#define METRICS_SNAP_FLAGS                                                                         \
+	(GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH | GPUCTL_SNAP_NVLINK_STATE | \
+	 GPUCTL_SNAP_NO_RATE_COUNTERS)
 
 /* The exporter's own counters, rendered as gpuctl_exporter_* metrics. */
 struct metrics_stats {

@@ -547,9 +547,11 @@ struct top_sample {
 	bool whole;
 };
 
+/* the health verdicts' facts but the NVLink error counters: refreshes keep the first
+ * snapshot's NVLink states and read no counters, so no refresh could judge their rate */
 #define TOP_SNAP_FLAGS                                                                             \
-	(GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH |                            \
-	 GPUCTL_SNAP_NO_PROC_IDENTITY)
+	(GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH | GPUCTL_SNAP_NVLINK_STATE | \
+	 GPUCTL_SNAP_NO_RATE_COUNTERS | GPUCTL_SNAP_NO_PROC_IDENTITY)
 
 void top_sample_free(void *data)
 {

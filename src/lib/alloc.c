@@ -49,6 +49,7 @@
 
 #include "ctx.h"
 #include "lease-internal.h"
+#include "mig-profile.h"
 #include "util.h"
 
 /* How often a waiter retries without a file event, and the no-room list's length in names. */
@@ -639,24 +640,54 @@ static int plan_exclude_leased(struct plan *p)
 	return 0;
 }
 
-/* The -ENOSPC message of a shared CHOOSE/PREVIEW with the devices that had no room, in the
- * largest binary unit that is exact ("(no room to share 4 GiB: 0,3)"). */
-static int no_space_with_room(struct plan *p, int r)
+/* bytes in the largest binary unit that is exact ("4 GiB", "1536 MiB", "1000 B") */
+static const char *size_text(uint64_t v, char *buf, size_t size)
 {
 	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-	uint64_t v = p->lreq.share_mem;
-	char msg[sizeof(p->ctx->errmsg)];
 	size_t u = 0;
 
-	if (r != -ENOSPC || !p->no_room[0])
-		return r;
 	while (u + 1 < ELEMENTSOF(units) && v >= 1024 && v % 1024 == 0) {
 		v /= 1024;
 		u++;
 	}
+	(void)snprintf(buf, size, "%" PRIu64 " %s", v, units[u]);
+	return buf;
+}
+
+/* The -ENOSPC message of a shared CHOOSE/PREVIEW with the devices that had no room
+ * ("(no room to share 4 GiB: 0,3)"). */
+static int no_space_with_room(struct plan *p, int r)
+{
+	char msg[sizeof(p->ctx->errmsg)], size[32];
+
+	if (r != -ENOSPC || !p->no_room[0])
+		return r;
 	(void)snprintf(msg, sizeof(msg), "%s", gpuctl_errmsg(p->ctx));
-	return ctx_error(p->ctx, r, "%s (no room to share %" PRIu64 " %s: %s)", msg, v, units[u],
-	                 p->no_room);
+	return ctx_error(p->ctx, r, "%s (no room to share %s: %s)", msg,
+	                 size_text(p->lreq.share_mem, size, sizeof(size)), p->no_room);
+}
+
+/* Adds device (g, mig) to *too_small when even empty it cannot take share_mem (its memory less
+ * the share margin, lease_share_capacity), and keeps the largest memory and capacity seen. */
+static int share_fit(struct plan *p, size_t g, int mig, struct gpuctl_devset *too_small,
+                     uint64_t *largest, uint64_t *largest_cap)
+{
+	const uint64_t need = (p->lreq.share_mem + SHARE_UNIT - 1) / SHARE_UNIT;
+	const uint64_t cap = lease_share_capacity(p->snap, g, mig, &p->lreq);
+	int64_t total = 0;
+
+	if (mig < 0)
+		(void)gpuctl_gpu_int(&p->snap->gpus[g], GPUCTL_F_MEMORY_TOTAL, &total);
+	else if (p->snap->gpus[g].migs[mig].valid[GPUCTL_MIG_MEMORY_TOTAL])
+		total = p->snap->gpus[g].migs[mig].ints[GPUCTL_MIG_MEMORY_TOTAL];
+	if (total > 0 && (uint64_t)total > *largest)
+		*largest = (uint64_t)total;
+	if (cap > *largest_cap)
+		*largest_cap = cap;
+	if (need <= cap)
+		return 0;
+	int r = gpuctl_devset_add(too_small, g, mig);
+	return r == -EEXIST ? 0 : r;
 }
 
 /* Whether no lease could ever satisfy the request: too few devices pass the static filters
@@ -679,6 +710,86 @@ static int never_satisfiable(struct plan *p)
 	if (r == -ENOSPC)
 		return ctx_error_prefix(p->ctx, r, "can never be satisfied");
 	return r < 0 ? r : 0;
+}
+
+/* Whether a shared request can never be granted because SIZE is more than its devices can ever
+ * take, shared or not: each may declare at most its memory less the share margin in all
+ * (docs/leases.md, "Sharing"), whatever leases come and go. The static filters of
+ * never_satisfiable, with the devices too small for SIZE left out (a request those filters
+ * alone refuse is left to the usual message). 0, or -ENOSPC with "--mem SIZE: ...: can never
+ * be satisfied" naming the limit, at once in every mode: waiting could never end, and
+ * "leased" would name the wrong reason. */
+static int never_shares(struct plan *p)
+{
+	struct gpuctl_select_request sreq = p->req;
+	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *too_small = NULL;
+	struct gpuctl_selection *sel = NULL;
+	uint64_t largest = 0, largest_cap = 0;
+	const char *kind = p->req.mig_profile ? "MIG device" : "GPU";
+	char want[32], most[32];
+	int r;
+
+	if (!p->lreq.share_mem)
+		return 0;
+	r = gpuctl_devset_new(&too_small);
+	for (size_t g = 0; r >= 0 && g < p->snap->n_gpus; g++) {
+		if (p->snap->gpus[g].lost)
+			continue;
+		if (!p->req.mig_profile)
+			r = share_fit(p, g, -1, too_small, &largest, &largest_cap);
+		for (size_t m = 0; r >= 0 && p->req.mig_profile && m < p->snap->gpus[g].n_migs;
+		     m++) {
+			const char *profile = p->snap->gpus[g].migs[m].profile;
+
+			/* the devices of the profile asked for: the only candidates */
+			if (profile && mig_profile_matches(p->req.mig_profile, profile))
+				r = share_fit(p, g, (int)m, too_small, &largest, &largest_cap);
+		}
+	}
+	if (r < 0)
+		return ctx_error(p->ctx, -ENOMEM, "out of memory");
+	if (gpuctl_devset_count(too_small) == 0)
+		return 0;
+	sreq.min_free_mem = 0;
+	sreq.max_util = -1;
+	sreq.no_procs = false;
+	sreq.allow_unhealthy = true;
+	sreq.foreign = NULL;
+	sreq.leased = NULL;
+	/* too few devices whatever the size: the caller's own check says so */
+	r = gpuctl_select(p->ctx, p->snap, &sreq, &sel);
+	gpuctl_selection_free(TAKE_PTR(sel));
+	if (r < 0)
+		return r == -ENOSPC ? 0 : r;
+	sreq.leased = too_small;
+	r = gpuctl_select(p->ctx, p->snap, &sreq, &sel);
+	gpuctl_selection_free(sel);
+	if (r != -ENOSPC)
+		return r < 0 ? r : 0;
+	(void)size_text(p->lreq.share_mem, want, sizeof(want));
+	if (p->lreq.share_mem > largest)
+		return ctx_error(p->ctx, r,
+		                 "--mem %s: larger than any %s's memory (largest %s): can never be "
+		                 "satisfied",
+		                 want, kind, size_text(largest, most, sizeof(most)));
+	(void)size_text(largest_cap * SHARE_UNIT, most, sizeof(most));
+	if (p->lreq.share_mem > largest_cap * SHARE_UNIT)
+		return ctx_error(
+		        p->ctx, r,
+		        "--mem %s: more than any %s may share (largest %s: its memory less "
+		        "share_margin): can never be satisfied",
+		        want, kind, most);
+	if (p->req.count == 1)
+		return ctx_error(p->ctx, r,
+		                 "--mem %s: none of the %ss this request may use can share that "
+		                 "much (their memory less share_margin; largest %s): can never be "
+		                 "satisfied",
+		                 want, kind, most);
+	return ctx_error(p->ctx, r,
+	                 "--mem %s: fewer than %u of the %ss this request may use can share that "
+	                 "much (their memory less share_margin; largest %s): can never be "
+	                 "satisfied",
+	                 want, p->req.count, kind, most);
 }
 
 /* LEASE with wait: in line until the devices are ours, the deadline passes, cancel_fd is ready
@@ -830,10 +941,10 @@ int gpuctl_alloc(struct gpuctl_ctx *ctx, const struct gpuctl_alloc_request *req,
 	                     p.in.mode == GPUCTL_ALLOC_LEASE ? GPUCTL_SITE_CREATE : 0, &p.site);
 	if (r < 0)
 		goto out;
-	/* no health state file: no earlier sample, so no NVLink error rate can be judged and its
-	 * counters (4 NVML calls per link) need not be read */
-	if (!p.in.allow_unhealthy && access(gpuctl_site_health_state_path(p.site), F_OK) < 0)
-		p.flags |= GPUCTL_SNAP_NO_RATE_COUNTERS;
+	/* the health facts every command judges (no state file: no NVLink error rate, so not
+	 * its counters either) */
+	if (!p.in.allow_unhealthy)
+		p.flags |= gpuctl_health_snapshot_flags(gpuctl_site_health_state_path(p.site));
 	p.lreq.struct_size = sizeof(p.lreq);
 	(void)gpuctl_site_lease_defaults(p.site, &p.lreq); /* a whole struct: cannot fail */
 	p.lreq.label = p.in.label;
@@ -842,6 +953,8 @@ int gpuctl_alloc(struct gpuctl_ctx *ctx, const struct gpuctl_alloc_request *req,
 	p.lreq.share_mem = p.in.share_mem;
 
 	r = plan_snapshot(&p);
+	if (r >= 0)
+		r = never_shares(&p);
 	if (r < 0)
 		goto out;
 	if (p.in.mode == GPUCTL_ALLOC_LEASE && p.in.wait)

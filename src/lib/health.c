@@ -168,14 +168,61 @@ static const struct gpuctl_gpu *prev_gpu(const struct gpuctl_health_opts *opts,
 
 /* ---- the checks ---- */
 
+/* What the health facts' reading depends on besides gpuctl_health_fields(): which error
+ * counters exist (snapshot-take.c reads these with every GPUCTL_SNAP_HEALTH snapshot). */
+static const enum gpuctl_field read_depends_on[] = {GPUCTL_F_ECC_MODE, GPUCTL_F_ARCHITECTURE};
+
+static void note_fact(const struct gpuctl_gpu *g, enum gpuctl_field f, unsigned *unreadable,
+                      unsigned *readable, enum gpuctl_field *first)
+{
+	if (g->unreadable >> f & 1u) {
+		if ((*unreadable)++ == 0)
+			*first = f;
+	} else if (g->valid[f]) {
+		(*readable)++;
+	}
+}
+
+static const char *why(const struct gpuctl_gpu *g, enum gpuctl_field f)
+{
+	return g->unreadable_why[f] ? g->unreadable_why[f] : "NVML error";
+}
+
+/* NVML failed with a real error on health facts of the GPU (the loader marked them
+ * unreadable): the checks that need them could not be made, which is never OK. WARN: one fact
+ * failing is more often a driver's quirk than a broken GPU (a broken one also shows XIDs, or is
+ * lost); FAIL when NVML gave no health fact of the GPU at all (its handle included), as bad as
+ * lost. Only health facts count, so the verdict is the same from every command (each reads
+ * them), whatever else it reads. */
 static void check_nvml(struct gpuctl_health_report *rep, const struct gpuctl_gpu *g)
 {
-	if (g->nvml_errors == 0)
+	size_t nh = 0;
+	const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
+	enum gpuctl_field first = GPUCTL_F_INDEX;
+	unsigned unreadable = 0, readable = 0;
+
+	for (size_t k = 0; k < nh; k++)
+		note_fact(g, hf[k], &unreadable, &readable, &first);
+	for (size_t k = 0; k < ELEMENTSOF(read_depends_on); k++)
+		note_fact(g, read_depends_on[k], &unreadable, &readable, &first);
+	const char *name = unreadable ? gpuctl_field_info(first)->key : "nvlink";
+	const char *because = unreadable ? why(g, first) : g->nvlink_unreadable;
+	if (g->nvlink_unreadable)
+		unreadable++; /* the NVLink facts count as one, after the fields ("first") */
+	if (unreadable == 0)
 		return;
-	add(rep, g->index, CHECK_NVML, GPUCTL_HEALTH_FAIL,
-	    "drain the GPU; check nvidia-smi -q and the kernel log; reset the GPU or reboot",
-	    "%u NVML call%s failed on this GPU (first: %s)", g->nvml_errors,
-	    g->nvml_errors == 1 ? "" : "s", g->nvml_error);
+	if (readable == 0)
+		add(rep, g->index, CHECK_NVML, GPUCTL_HEALTH_FAIL,
+		    "drain the GPU; check nvidia-smi -q and the kernel log; reset the GPU or "
+		    "reboot",
+		    "NVML gave no health fact of this GPU (%s: %s)", name, because);
+	else
+		add(rep, g->index, CHECK_NVML, GPUCTL_HEALTH_WARN,
+		    "check nvidia-smi -q and the kernel log; if the error stays, drain the GPU and "
+		    "reset it",
+		    "%u health fact%s unreadable, the checks on %s skipped (first: %s: %s)",
+		    unreadable, unreadable == 1 ? "" : "s", unreadable == 1 ? "it" : "them", name,
+		    because);
 }
 
 /* DCGM (DRIVER watch): reset, reboot, drain-and-reset FAIL; drain P2P WARN. Recover IMEX has

@@ -363,7 +363,12 @@ struct reader {
 	unsigned calls;               /* NVML calls made for this snapshot */
 	int oom;                      /* -ENOMEM once an allocation failed, else 0 */
 	int *nvlink_count;            /* per GPU, NVLinks present: -1 unknown, -2 not asked yet
-	                               * (read with the other field values, NULL: no topology) */
+	                               * (read with the other field values; NULL: no NVLink
+	                               * walk) */
+	uint64_t reading;             /* the fields the call in flight reads (READ): a real error
+	                               * marks them unreadable */
+	bool reading_nvlink;          /* the call in flight reads an NVLink health fact (a link's
+	                               * state, the first active link's far end): the same */
 };
 
 static const char *unavailable_reason(nvmlReturn_t r)
@@ -430,13 +435,18 @@ static bool check_result(struct reader *rd, size_t gpu, const char *fname, nvmlR
 	const char *s = rd->nv->sym.error_string(r);
 	ctx_log_once(rd->ctx, key, GPUCTL_LOG_WARNING, "%s: %s (NVML error %d) on %s; shown as N/A",
 	             fname, s ? s : "unknown error", (int)r, where(gpu, w, sizeof(w)));
-	/* Recorded for the health check ("nvml": a GPU whose NVML calls fail); a pair call does
-	 * not say which of its GPUs failed. */
+	/* Recorded on the fields the call was to read (the health check's "nvml" judges those of
+	 * its facts); a pair call does not say which of its GPUs failed. */
 	if (gpu != SYSTEM_SCOPE && !pair && gpu < rd->snap->n_gpus) {
-		struct gpuctl_gpu *g = &rd->snap->gpus[gpu];
-		if (g->nvml_errors++ == 0)
-			(void)snprintf(g->nvml_error, sizeof(g->nvml_error), "%s: %s", fname,
-			               s ? s : "unknown error");
+		char why[160];
+
+		rd->snap->gpus[gpu].nvml_errors++;
+		(void)snprintf(why, sizeof(why), "%s: %s", fname, s ? s : "unknown error");
+		if ((rd->reading & rd->want) &&
+		    snapshot_set_unreadable(rd->snap, gpu, rd->reading & rd->want, why) < 0)
+			rd->oom = -ENOMEM;
+		if (rd->reading_nvlink && snapshot_set_nvlink_unreadable(rd->snap, gpu, why) < 0)
+			rd->oom = -ENOMEM;
 	}
 	return false;
 }
@@ -464,6 +474,22 @@ static bool gpu_readable(const struct reader *rd, size_t gpu)
 	         ? symbol_missing((rd), (rd)->nv->name.fn)                                         \
 	         : ((rd)->calls++, check_result((rd), (gpu), (rd)->nv->name.fn,                    \
 	                                        (rd)->nv->sym.fn(__VA_ARGS__), false)))
+
+#define FBIT(f) (UINT64_C(1) << (f))
+
+#define PCI_FIELDS (FBIT(GPUCTL_F_PCI_BUS_ID) | FBIT(GPUCTL_F_PCI_DEVICE_ID))
+
+/* Ends a read (READ): the next call is for no field unless it says so. */
+static bool read_done(struct reader *rd, bool ok)
+{
+	rd->reading = 0;
+	return ok;
+}
+
+/* CALL for a read of the fields in mask (FBIT of each) of GPU gpu: a real error marks them
+ * unreadable (snapshot_set_unreadable), which is not the same as unavailable. */
+#define READ(rd, gpu, mask, fn, ...)                                                               \
+	((rd)->reading = (mask), read_done((rd), CALL((rd), (gpu), fn, __VA_ARGS__)))
 
 /* Raw call: counts it, returns NVML's code (the symbol must be present). */
 #define RAW(rd, fn, ...) ((rd)->calls++, (rd)->nv->sym.fn(__VA_ARGS__))
@@ -578,7 +604,8 @@ static void read_identity(struct reader *rd, size_t i, nvmlDevice_t dev)
 	unsigned u;
 
 	buf[0] = '\0';
-	if (want(rd, GPUCTL_F_UUID) && CALL(rd, i, uuid, dev, buf, sizeof(buf)) && buf[0])
+	if (want(rd, GPUCTL_F_UUID) &&
+	    READ(rd, i, FBIT(GPUCTL_F_UUID), uuid, dev, buf, sizeof(buf)) && buf[0])
 		set_str(rd, i, GPUCTL_F_UUID, buf);
 
 	nvmlPciInfo_t pci = {0};
@@ -587,8 +614,8 @@ static void read_identity(struct reader *rd, size_t i, nvmlDevice_t dev)
 	if (!want(rd, GPUCTL_F_PCI_BUS_ID) && !want(rd, GPUCTL_F_PCI_DEVICE_ID)) {
 		/* neither asked for (a refresh) */
 	} else if (rd->nv->sym.pci_info) {
-		have_pci = CALL(rd, i, pci_info, dev, &pci);
-	} else if (CALL(rd, i, pci_info_v1, dev, &pci1)) {
+		have_pci = READ(rd, i, PCI_FIELDS, pci_info, dev, &pci);
+	} else if (READ(rd, i, PCI_FIELDS, pci_info_v1, dev, &pci1)) {
 		have_pci = true;
 		pci.domain = pci1.domain;
 		pci.bus = pci1.bus;
@@ -602,21 +629,26 @@ static void read_identity(struct reader *rd, size_t i, nvmlDevice_t dev)
 	}
 
 	buf[0] = '\0';
-	if (want(rd, GPUCTL_F_NAME) && CALL(rd, i, name, dev, buf, sizeof(buf)) && buf[0])
+	if (want(rd, GPUCTL_F_NAME) &&
+	    READ(rd, i, FBIT(GPUCTL_F_NAME), name, dev, buf, sizeof(buf)) && buf[0])
 		set_str(rd, i, GPUCTL_F_NAME, buf);
-	if (want(rd, GPUCTL_F_BRAND) && CALL(rd, i, brand, dev, &brand))
+	if (want(rd, GPUCTL_F_BRAND) && READ(rd, i, FBIT(GPUCTL_F_BRAND), brand, dev, &brand))
 		set_str(rd, i, GPUCTL_F_BRAND, brand_name(brand));
-	if (want(rd, GPUCTL_F_ARCHITECTURE) && CALL(rd, i, architecture, dev, &arch) &&
+	if (want(rd, GPUCTL_F_ARCHITECTURE) &&
+	    READ(rd, i, FBIT(GPUCTL_F_ARCHITECTURE), architecture, dev, &arch) &&
 	    architecture_name(arch))
 		set_str(rd, i, GPUCTL_F_ARCHITECTURE, architecture_name(arch));
-	if (want(rd, GPUCTL_F_COMPUTE_CAP) && CALL(rd, i, compute_cap, dev, &major, &minor)) {
+	if (want(rd, GPUCTL_F_COMPUTE_CAP) &&
+	    READ(rd, i, FBIT(GPUCTL_F_COMPUTE_CAP), compute_cap, dev, &major, &minor)) {
 		(void)snprintf(buf, sizeof(buf), "%d.%d", major, minor);
 		set_str(rd, i, GPUCTL_F_COMPUTE_CAP, buf);
 	}
 	buf[0] = '\0';
-	if (want(rd, GPUCTL_F_SERIAL) && CALL(rd, i, serial, dev, buf, sizeof(buf)) && buf[0])
+	if (want(rd, GPUCTL_F_SERIAL) &&
+	    READ(rd, i, FBIT(GPUCTL_F_SERIAL), serial, dev, buf, sizeof(buf)) && buf[0])
 		set_str(rd, i, GPUCTL_F_SERIAL, buf);
-	if (want(rd, GPUCTL_F_MINOR_NUMBER) && CALL(rd, i, minor_number, dev, &u))
+	if (want(rd, GPUCTL_F_MINOR_NUMBER) &&
+	    READ(rd, i, FBIT(GPUCTL_F_MINOR_NUMBER), minor_number, dev, &u))
 		set_int(rd, i, GPUCTL_F_MINOR_NUMBER, u);
 }
 
@@ -646,20 +678,22 @@ static void read_monitoring(struct reader *rd, size_t i, nvmlDevice_t dev)
 	for (size_t k = 0; k < ELEMENTSOF(viol); k++) {
 		nvmlViolationTime_t vt = {0};
 
-		if (want(rd, viol[k].f) && CALL(rd, i, violation, dev, viol[k].policy, &vt) &&
+		if (want(rd, viol[k].f) &&
+		    READ(rd, i, FBIT(viol[k].f), violation, dev, viol[k].policy, &vt) &&
 		    vt.violationTime <= INT64_MAX) {
 			set_int(rd, i, viol[k].f, (int64_t)vt.violationTime);
 			rd->snap->gpus[i].violation_ref_us[k] = vt.referenceTime;
 		}
 	}
 	if ((want(rd, GPUCTL_F_BAR1_TOTAL) || want(rd, GPUCTL_F_BAR1_USED)) &&
-	    CALL(rd, i, bar1, dev, &bar1) && bar1.bar1Total <= INT64_MAX &&
-	    bar1.bar1Used <= bar1.bar1Total) {
+	    READ(rd, i, FBIT(GPUCTL_F_BAR1_TOTAL) | FBIT(GPUCTL_F_BAR1_USED), bar1, dev, &bar1) &&
+	    bar1.bar1Total <= INT64_MAX && bar1.bar1Used <= bar1.bar1Total) {
 		set_int(rd, i, GPUCTL_F_BAR1_TOTAL, (int64_t)bar1.bar1Total);
 		set_int(rd, i, GPUCTL_F_BAR1_USED, (int64_t)bar1.bar1Used);
 	}
 	for (size_t k = 0; k < ELEMENTSOF(pcie); k++)
-		if (want(rd, pcie[k].f) && CALL(rd, i, pcie_throughput, dev, pcie[k].counter, &u))
+		if (want(rd, pcie[k].f) &&
+		    READ(rd, i, FBIT(pcie[k].f), pcie_throughput, dev, pcie[k].counter, &u))
 			set_int(rd, i, pcie[k].f, (int64_t)u * 1024);
 }
 
@@ -672,72 +706,98 @@ static void read_state(struct reader *rd, size_t i, nvmlDevice_t dev)
 	unsigned long long ull;
 	unsigned u, u2;
 
-	if ((want(rd, GPUCTL_F_MEMORY_TOTAL) || want(rd, GPUCTL_F_MEMORY_USED) ||
-	     want(rd, GPUCTL_F_MEMORY_FREE)) &&
-	    read_memory(rd, i, dev, &total, &used, &freeb)) {
-		set_int(rd, i, GPUCTL_F_MEMORY_TOTAL, total);
-		set_int(rd, i, GPUCTL_F_MEMORY_USED, used);
-		set_int(rd, i, GPUCTL_F_MEMORY_FREE, freeb);
+	if (want(rd, GPUCTL_F_MEMORY_TOTAL) || want(rd, GPUCTL_F_MEMORY_USED) ||
+	    want(rd, GPUCTL_F_MEMORY_FREE)) {
+		rd->reading = FBIT(GPUCTL_F_MEMORY_TOTAL) | FBIT(GPUCTL_F_MEMORY_USED) |
+		              FBIT(GPUCTL_F_MEMORY_FREE);
+		if (read_done(rd, read_memory(rd, i, dev, &total, &used, &freeb))) {
+			set_int(rd, i, GPUCTL_F_MEMORY_TOTAL, total);
+			set_int(rd, i, GPUCTL_F_MEMORY_USED, used);
+			set_int(rd, i, GPUCTL_F_MEMORY_FREE, freeb);
+		}
 	}
 	if ((want(rd, GPUCTL_F_UTIL_GPU) || want(rd, GPUCTL_F_UTIL_MEMORY)) &&
-	    CALL(rd, i, utilization, dev, &util)) {
+	    READ(rd, i, FBIT(GPUCTL_F_UTIL_GPU) | FBIT(GPUCTL_F_UTIL_MEMORY), utilization, dev,
+	         &util)) {
 		set_int(rd, i, GPUCTL_F_UTIL_GPU, util.gpu);
 		set_int(rd, i, GPUCTL_F_UTIL_MEMORY, util.memory);
 	}
-	if (want(rd, GPUCTL_F_TEMP) && CALL(rd, i, temperature, dev, NVML_TEMPERATURE_GPU, &u))
+	if (want(rd, GPUCTL_F_TEMP) &&
+	    READ(rd, i, FBIT(GPUCTL_F_TEMP), temperature, dev, NVML_TEMPERATURE_GPU, &u))
 		set_int(rd, i, GPUCTL_F_TEMP, u);
-	if (want(rd, GPUCTL_F_UTIL_ENCODER) && CALL(rd, i, encoder_util, dev, &u, &u2))
+	if (want(rd, GPUCTL_F_UTIL_ENCODER) &&
+	    READ(rd, i, FBIT(GPUCTL_F_UTIL_ENCODER), encoder_util, dev, &u, &u2))
 		set_int(rd, i, GPUCTL_F_UTIL_ENCODER, u);
-	if (want(rd, GPUCTL_F_UTIL_DECODER) && CALL(rd, i, decoder_util, dev, &u, &u2))
+	if (want(rd, GPUCTL_F_UTIL_DECODER) &&
+	    READ(rd, i, FBIT(GPUCTL_F_UTIL_DECODER), decoder_util, dev, &u, &u2))
 		set_int(rd, i, GPUCTL_F_UTIL_DECODER, u);
-	if (want(rd, GPUCTL_F_ENERGY) && CALL(rd, i, energy, dev, &ull))
+	if (want(rd, GPUCTL_F_ENERGY) && READ(rd, i, FBIT(GPUCTL_F_ENERGY), energy, dev, &ull))
 		set_int(rd, i, GPUCTL_F_ENERGY, (int64_t)ull);
 	if (want(rd, GPUCTL_F_TEMP_SLOWDOWN) &&
-	    CALL(rd, i, temp_threshold, dev, NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, &u))
+	    READ(rd, i, FBIT(GPUCTL_F_TEMP_SLOWDOWN), temp_threshold, dev,
+	         NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, &u))
 		set_int(rd, i, GPUCTL_F_TEMP_SLOWDOWN, u);
 	if (want(rd, GPUCTL_F_TEMP_SHUTDOWN) &&
-	    CALL(rd, i, temp_threshold, dev, NVML_TEMPERATURE_THRESHOLD_SHUTDOWN, &u))
+	    READ(rd, i, FBIT(GPUCTL_F_TEMP_SHUTDOWN), temp_threshold, dev,
+	         NVML_TEMPERATURE_THRESHOLD_SHUTDOWN, &u))
 		set_int(rd, i, GPUCTL_F_TEMP_SHUTDOWN, u);
-	if (want(rd, GPUCTL_F_POWER_DRAW) && CALL(rd, i, power_usage, dev, &u))
+	if (want(rd, GPUCTL_F_POWER_DRAW) &&
+	    READ(rd, i, FBIT(GPUCTL_F_POWER_DRAW), power_usage, dev, &u))
 		set_int(rd, i, GPUCTL_F_POWER_DRAW, u);
-	if (want(rd, GPUCTL_F_POWER_LIMIT) && CALL(rd, i, power_limit, dev, &u))
+	if (want(rd, GPUCTL_F_POWER_LIMIT) &&
+	    READ(rd, i, FBIT(GPUCTL_F_POWER_LIMIT), power_limit, dev, &u))
 		set_int(rd, i, GPUCTL_F_POWER_LIMIT, u);
-	if (want(rd, GPUCTL_F_POWER_MGMT_LIMIT) && CALL(rd, i, power_mgmt_limit, dev, &u))
+	if (want(rd, GPUCTL_F_POWER_MGMT_LIMIT) &&
+	    READ(rd, i, FBIT(GPUCTL_F_POWER_MGMT_LIMIT), power_mgmt_limit, dev, &u))
 		set_int(rd, i, GPUCTL_F_POWER_MGMT_LIMIT, u);
-	if (want(rd, GPUCTL_F_FAN_SPEED) && CALL(rd, i, fan_speed, dev, &u))
+	if (want(rd, GPUCTL_F_FAN_SPEED) &&
+	    READ(rd, i, FBIT(GPUCTL_F_FAN_SPEED), fan_speed, dev, &u))
 		set_int(rd, i, GPUCTL_F_FAN_SPEED, u);
 	/* nvmlPstates_t: 0..15, and 32 for "unknown" (nvml.h), which stays N/A */
-	if (want(rd, GPUCTL_F_PSTATE) && CALL(rd, i, pstate, dev, &u) && u <= 15)
+	if (want(rd, GPUCTL_F_PSTATE) && READ(rd, i, FBIT(GPUCTL_F_PSTATE), pstate, dev, &u) &&
+	    u <= 15)
 		set_int(rd, i, GPUCTL_F_PSTATE, u);
-	if (want(rd, GPUCTL_F_CLOCK_SM) && CALL(rd, i, clock, dev, NVML_CLOCK_SM, &u))
+	if (want(rd, GPUCTL_F_CLOCK_SM) &&
+	    READ(rd, i, FBIT(GPUCTL_F_CLOCK_SM), clock, dev, NVML_CLOCK_SM, &u))
 		set_int(rd, i, GPUCTL_F_CLOCK_SM, u);
-	if (want(rd, GPUCTL_F_CLOCK_MEM) && CALL(rd, i, clock, dev, NVML_CLOCK_MEM, &u))
+	if (want(rd, GPUCTL_F_CLOCK_MEM) &&
+	    READ(rd, i, FBIT(GPUCTL_F_CLOCK_MEM), clock, dev, NVML_CLOCK_MEM, &u))
 		set_int(rd, i, GPUCTL_F_CLOCK_MEM, u);
-	if (want(rd, GPUCTL_F_CLOCK_SM_MAX) && CALL(rd, i, max_clock, dev, NVML_CLOCK_SM, &u))
+	if (want(rd, GPUCTL_F_CLOCK_SM_MAX) &&
+	    READ(rd, i, FBIT(GPUCTL_F_CLOCK_SM_MAX), max_clock, dev, NVML_CLOCK_SM, &u))
 		set_int(rd, i, GPUCTL_F_CLOCK_SM_MAX, u);
-	if (want(rd, GPUCTL_F_CLOCK_MEM_MAX) && CALL(rd, i, max_clock, dev, NVML_CLOCK_MEM, &u))
+	if (want(rd, GPUCTL_F_CLOCK_MEM_MAX) &&
+	    READ(rd, i, FBIT(GPUCTL_F_CLOCK_MEM_MAX), max_clock, dev, NVML_CLOCK_MEM, &u))
 		set_int(rd, i, GPUCTL_F_CLOCK_MEM_MAX, u);
-	if (want(rd, GPUCTL_F_CLOCKS_EVENT_REASONS) && CALL(rd, i, clocks_event, dev, &ull))
+	if (want(rd, GPUCTL_F_CLOCKS_EVENT_REASONS) &&
+	    READ(rd, i, FBIT(GPUCTL_F_CLOCKS_EVENT_REASONS), clocks_event, dev, &ull))
 		set_int(rd, i, GPUCTL_F_CLOCKS_EVENT_REASONS, (int64_t)ull);
-	if (want(rd, GPUCTL_F_PCIE_GEN) && CALL(rd, i, pcie_gen, dev, &u))
+	if (want(rd, GPUCTL_F_PCIE_GEN) && READ(rd, i, FBIT(GPUCTL_F_PCIE_GEN), pcie_gen, dev, &u))
 		set_int(rd, i, GPUCTL_F_PCIE_GEN, u);
-	if (want(rd, GPUCTL_F_PCIE_GEN_MAX) && CALL(rd, i, pcie_gen_max, dev, &u))
+	if (want(rd, GPUCTL_F_PCIE_GEN_MAX) &&
+	    READ(rd, i, FBIT(GPUCTL_F_PCIE_GEN_MAX), pcie_gen_max, dev, &u))
 		set_int(rd, i, GPUCTL_F_PCIE_GEN_MAX, u);
-	if (want(rd, GPUCTL_F_PCIE_WIDTH) && CALL(rd, i, pcie_width, dev, &u))
+	if (want(rd, GPUCTL_F_PCIE_WIDTH) &&
+	    READ(rd, i, FBIT(GPUCTL_F_PCIE_WIDTH), pcie_width, dev, &u))
 		set_int(rd, i, GPUCTL_F_PCIE_WIDTH, u);
-	if (want(rd, GPUCTL_F_PCIE_WIDTH_MAX) && CALL(rd, i, pcie_width_max, dev, &u))
+	if (want(rd, GPUCTL_F_PCIE_WIDTH_MAX) &&
+	    READ(rd, i, FBIT(GPUCTL_F_PCIE_WIDTH_MAX), pcie_width_max, dev, &u))
 		set_int(rd, i, GPUCTL_F_PCIE_WIDTH_MAX, u);
-	if (want(rd, GPUCTL_F_PERSISTENCE_MODE) && CALL(rd, i, persistence, dev, &e1))
+	if (want(rd, GPUCTL_F_PERSISTENCE_MODE) &&
+	    READ(rd, i, FBIT(GPUCTL_F_PERSISTENCE_MODE), persistence, dev, &e1))
 		set_int(rd, i, GPUCTL_F_PERSISTENCE_MODE, e1 == NVML_FEATURE_ENABLED);
-	if (want(rd, GPUCTL_F_COMPUTE_MODE) && CALL(rd, i, compute_mode, dev, &cm))
+	if (want(rd, GPUCTL_F_COMPUTE_MODE) &&
+	    READ(rd, i, FBIT(GPUCTL_F_COMPUTE_MODE), compute_mode, dev, &cm))
 		set_int(rd, i, GPUCTL_F_COMPUTE_MODE, cm);
 	if ((want(rd, GPUCTL_F_ECC_MODE) || want(rd, GPUCTL_F_ECC_MODE_PENDING)) &&
-	    CALL(rd, i, ecc_mode, dev, &e1, &e2)) {
+	    READ(rd, i, FBIT(GPUCTL_F_ECC_MODE) | FBIT(GPUCTL_F_ECC_MODE_PENDING), ecc_mode, dev,
+	         &e1, &e2)) {
 		set_int(rd, i, GPUCTL_F_ECC_MODE, e1 == NVML_FEATURE_ENABLED);
 		set_int(rd, i, GPUCTL_F_ECC_MODE_PENDING, e2 == NVML_FEATURE_ENABLED);
 	}
 	if ((want(rd, GPUCTL_F_MIG_MODE) || want(rd, GPUCTL_F_MIG_MODE_PENDING)) &&
-	    CALL(rd, i, mig_mode, dev, &u, &u2)) {
+	    READ(rd, i, FBIT(GPUCTL_F_MIG_MODE) | FBIT(GPUCTL_F_MIG_MODE_PENDING), mig_mode, dev,
+	         &u, &u2)) {
 		set_int(rd, i, GPUCTL_F_MIG_MODE, u == 1);
 		set_int(rd, i, GPUCTL_F_MIG_MODE_PENDING, u2 == 1);
 	}
@@ -832,18 +892,21 @@ static void read_field_values(struct reader *rd, size_t i, nvmlDevice_t dev)
 	};
 	nvmlFieldValue_t fv[sizeof(known) / sizeof(known[0]) + 1];
 	size_t which[sizeof(known) / sizeof(known[0]) + 1], n = 0;
+	uint64_t asked = 0;
 
 	for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
 		if (want(rd, known[k].f) && when_ok[known[k].when]) {
 			fv[n] = (nvmlFieldValue_t){.fieldId = known[k].id};
 			which[n++] = k;
+			asked |= FBIT(known[k].f);
 		}
 	/* the NVLink walk's bound rides along when there are other fields to read anyway */
 	if (n > 0 && rd->nvlink_count) {
 		fv[n] = (nvmlFieldValue_t){.fieldId = NVML_FI_DEV_NVLINK_LINK_COUNT};
 		which[n++] = SIZE_MAX;
 	}
-	if (n == 0 || !CALL(rd, i, field_values, dev, (int)n, fv))
+	/* the call failing as a whole: what has a call of its own is asked there next */
+	if (n == 0 || !READ(rd, i, asked, field_values, dev, (int)n, fv))
 		return;
 	for (size_t j = 0; j < n; j++) {
 		int64_t v;
@@ -905,7 +968,7 @@ static void read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
 
 	/* What read_field_values got is not asked again (valid already). */
 	if (want(rd, GPUCTL_F_PCIE_REPLAY) && !g->valid[GPUCTL_F_PCIE_REPLAY] &&
-	    CALL(rd, i, pcie_replay, dev, &u1))
+	    READ(rd, i, FBIT(GPUCTL_F_PCIE_REPLAY), pcie_replay, dev, &u1))
 		set_int(rd, i, GPUCTL_F_PCIE_REPLAY, u1);
 	/* Memory error counters exist only with ECC on; a GPU whose ECC mode reads as off or
 	 * unsupported (GeForce) has none, so they are not asked for. */
@@ -926,7 +989,7 @@ static void read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
 	};
 	for (size_t k = 0; k < ELEMENTSOF(ecc); k++)
 		if (want(rd, ecc[k].f) && !g->valid[ecc[k].f] &&
-		    CALL(rd, i, total_ecc, dev, ecc[k].type, ecc[k].counter, &ull))
+		    READ(rd, i, FBIT(ecc[k].f), total_ecc, dev, ecc[k].type, ecc[k].counter, &ull))
 			set_int(rd, i, ecc[k].f, (int64_t)ull);
 
 	if (rank == 0 || rank < RANK_AMPERE) {
@@ -954,10 +1017,14 @@ static void read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
 			r = RAW(rd, retired_pages, dev, pages[k].cause, &count, NULL);
 			if (r == NVML_ERROR_INSUFFICIENT_SIZE || r == NVML_SUCCESS)
 				set_int(rd, i, pages[k].f, count);
-			else
-				check_result(rd, i, rd->nv->name.retired_pages, r, false);
+			else {
+				rd->reading = FBIT(pages[k].f);
+				(void)read_done(rd, check_result(rd, i, rd->nv->name.retired_pages,
+				                                 r, false));
+			}
 		}
-		if (want(rd, GPUCTL_F_RETIRED_PENDING) && CALL(rd, i, retired_pending, dev, &e))
+		if (want(rd, GPUCTL_F_RETIRED_PENDING) &&
+		    READ(rd, i, FBIT(GPUCTL_F_RETIRED_PENDING), retired_pending, dev, &e))
 			set_int(rd, i, GPUCTL_F_RETIRED_PENDING, e == NVML_FEATURE_ENABLED);
 	}
 	if (rank == 0 || rank >= RANK_AMPERE) {
@@ -968,7 +1035,10 @@ static void read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
 		      wanted_valid(rd, g, GPUCTL_F_REMAP_UNCORRECTABLE) &&
 		      wanted_valid(rd, g, GPUCTL_F_REMAP_PENDING) &&
 		      wanted_valid(rd, g, GPUCTL_F_REMAP_FAILURE)) &&
-		    CALL(rd, i, remapped_rows, dev, &u1, &u2, &u3, &u4)) {
+		    READ(rd, i,
+		         FBIT(GPUCTL_F_REMAP_CORRECTABLE) | FBIT(GPUCTL_F_REMAP_UNCORRECTABLE) |
+		                 FBIT(GPUCTL_F_REMAP_PENDING) | FBIT(GPUCTL_F_REMAP_FAILURE),
+		         remapped_rows, dev, &u1, &u2, &u3, &u4)) {
 			set_int(rd, i, GPUCTL_F_REMAP_CORRECTABLE, u1);
 			set_int(rd, i, GPUCTL_F_REMAP_UNCORRECTABLE, u2);
 			set_int(rd, i, GPUCTL_F_REMAP_PENDING, u3 != 0);
@@ -1020,19 +1090,22 @@ static void read_placement(struct reader *rd, size_t i, nvmlDevice_t dev)
 	char list[4096];
 	unsigned u;
 
-	if (want(rd, GPUCTL_F_CPU_AFFINITY) && CALL(rd, i, cpu_affinity, dev, CPUSET_WORDS, mask) &&
+	if (want(rd, GPUCTL_F_CPU_AFFINITY) &&
+	    READ(rd, i, FBIT(GPUCTL_F_CPU_AFFINITY), cpu_affinity, dev, CPUSET_WORDS, mask) &&
 	    mask_to_list(mask, CPUSET_WORDS, list, sizeof(list)))
 		set_str(rd, i, GPUCTL_F_CPU_AFFINITY, list);
 	memset(mask, 0, sizeof(mask));
 	if (want(rd, GPUCTL_F_NUMA_NODE) &&
-	    CALL(rd, i, memory_affinity, dev, NODESET_WORDS, mask, NVML_AFFINITY_SCOPE_NODE)) {
+	    READ(rd, i, FBIT(GPUCTL_F_NUMA_NODE), memory_affinity, dev, NODESET_WORDS, mask,
+	         NVML_AFFINITY_SCOPE_NODE)) {
 		for (size_t b = 0; b < NODESET_WORDS * LONG_BITS; b++)
 			if (mask[b / LONG_BITS] >> (b % LONG_BITS) & 1ul) {
 				set_int(rd, i, GPUCTL_F_NUMA_NODE, (int64_t)b);
 				break;
 			}
 	}
-	if (want(rd, GPUCTL_F_GPU_NUMA_NODE) && CALL(rd, i, numa_node_id, dev, &u))
+	if (want(rd, GPUCTL_F_GPU_NUMA_NODE) &&
+	    READ(rd, i, FBIT(GPUCTL_F_GPU_NUMA_NODE), numa_node_id, dev, &u))
 		set_int(rd, i, GPUCTL_F_GPU_NUMA_NODE, u);
 }
 
@@ -1386,6 +1459,13 @@ static bool remote_bus(struct reader *rd, size_t i, nvmlDevice_t dev, unsigned l
 	return true;
 }
 
+/* Ends a read of an NVLink health fact. */
+static bool nvlink_read_done(struct reader *rd, bool ok)
+{
+	rd->reading_nvlink = false;
+	return ok;
+}
+
 /* Adds an active link's error counters to GPU i's sums (health snapshots only). Each counter
  * is read on its own: one the link does not support leaves the other sums alone (a counter
  * NVML does not support stays so, so every sample sums over the same links). */
@@ -1428,10 +1508,13 @@ static int nvlink_count(struct reader *rd, size_t i, nvmlDevice_t dev)
  * that answers NOT_SUPPORTED may sit in the middle of the range (parts with fewer links than
  * their die have some disabled), so the walk goes on past it, until it has seen as many links
  * as the device has (nvlink_count), or through every link number NVML allows when the driver
- * does not say. */
+ * does not say. direct NULL (GPUCTL_SNAP_NVLINK_STATE without topology): the links' states,
+ * and whether the first active link reaches an NVSwitch, are all the health checks use, so the
+ * far ends are not read beyond that. */
 static void read_nvlinks(struct reader *rd, size_t i, nvmlDevice_t dev, int *direct)
 {
 	struct gpuctl_gpu *g = &rd->snap->gpus[i];
+	bool far_end_asked = false;
 	int count;
 
 	if (!rd->nv->sym.nvlink_state) {
@@ -1454,7 +1537,9 @@ static void read_nvlinks(struct reader *rd, size_t i, nvmlDevice_t dev, int *dir
 		if (r == NVML_ERROR_NOT_SUPPORTED)
 			continue; /* a disabled link (or, without a count, no NVLink) */
 		if (r != NVML_SUCCESS) {
-			check_result(rd, i, rd->nv->name.nvlink_state, r, false);
+			rd->reading_nvlink = true;
+			(void)nvlink_read_done(
+			        rd, check_result(rd, i, rd->nv->name.nvlink_state, r, false));
 			continue;
 		}
 		g->nvlink_present++;
@@ -1465,14 +1550,21 @@ static void read_nvlinks(struct reader *rd, size_t i, nvmlDevice_t dev, int *dir
 		g->nvlink_active++;
 		if ((rd->flags & GPUCTL_SNAP_HEALTH) && !(rd->flags & GPUCTL_SNAP_NO_RATE_COUNTERS))
 			read_nvlink_errors(rd, i, dev, link);
-		if (rd->nv->sym.nvlink_remote_type &&
-		    !CALL(rd, i, nvlink_remote_type, dev, link, &type))
+		if (!direct && far_end_asked)
 			continue;
+		/* the first active link's far end is a health fact: does the GPU reach NVSwitches
+		 */
+		rd->reading_nvlink = !far_end_asked;
+		far_end_asked = true;
+		if (rd->nv->sym.nvlink_remote_type &&
+		    !nvlink_read_done(rd, CALL(rd, i, nvlink_remote_type, dev, link, &type)))
+			continue;
+		rd->reading_nvlink = false;
 		if (type == NVML_NVLINK_DEVICE_TYPE_SWITCH) {
 			g->nvswitch_links++;
 			continue;
 		}
-		if (type == NVML_NVLINK_DEVICE_TYPE_IBMNPU)
+		if (type == NVML_NVLINK_DEVICE_TYPE_IBMNPU || !direct)
 			continue;
 		if (!remote_bus(rd, i, dev, link, bus, sizeof(bus)))
 			continue;
@@ -1569,7 +1661,9 @@ static void read_gpu(struct reader *rd, size_t i, unsigned flags)
 	nvmlDevice_t dev = NULL;
 	nvmlReturn_t r = RAW(rd, handle_by_index, (unsigned)i, &dev);
 
-	if (!check_result(rd, i, rd->nv->name.handle_by_index, r, false) || !dev)
+	/* no handle: every field asked for is unreadable */
+	rd->reading = rd->want;
+	if (!read_done(rd, check_result(rd, i, rd->nv->name.handle_by_index, r, false)) || !dev)
 		return;
 	rd->handles[i] = dev;
 	read_identity(rd, i, dev);
@@ -1583,6 +1677,9 @@ static void read_gpu(struct reader *rd, size_t i, unsigned flags)
 		read_process_util(rd, i, dev);
 	if (flags & GPUCTL_SNAP_MIG)
 		read_migs(rd, i, dev);
+	/* the link states alone (with topology, read_topology walks the links) */
+	if ((flags & GPUCTL_SNAP_NVLINK_STATE) && !(flags & GPUCTL_SNAP_TOPOLOGY))
+		read_nvlinks(rd, i, dev, NULL);
 }
 
 int nvml_read_snapshot(struct gpuctl_ctx *ctx, unsigned flags, uint64_t want_fields,
@@ -1611,7 +1708,7 @@ int nvml_read_snapshot(struct gpuctl_ctx *ctx, unsigned flags, uint64_t want_fie
 	}
 	rd.snap = snap;
 	rd.handles = handles;
-	if (flags & GPUCTL_SNAP_TOPOLOGY) {
+	if (flags & (GPUCTL_SNAP_TOPOLOGY | GPUCTL_SNAP_NVLINK_STATE)) {
 		rd.nvlink_count = malloc((count ? count : 1) * sizeof(*rd.nvlink_count));
 		if (!rd.nvlink_count) {
 			gpuctl_snapshot_free(snap);
@@ -1685,7 +1782,9 @@ int nvml_refresh_snapshot(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *
 			return ctx_error(ctx, -ENOMEM, "out of memory");
 		for (size_t i = 0; i < snap->n_gpus; i++) {
 			r = RAW(&rd, handle_by_index, (unsigned)i, &h[i]);
-			if (!check_result(&rd, i, rd.nv->name.handle_by_index, r, false))
+			rd.reading = want_fields; /* no handle: every field asked is unreadable */
+			if (!read_done(&rd,
+			               check_result(&rd, i, rd.nv->name.handle_by_index, r, false)))
 				h[i] = NULL;
 		}
 		free(rd.nv->handles);

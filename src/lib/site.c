@@ -228,6 +228,15 @@ int gpuctl_site_open(struct gpuctl_ctx *ctx, const char *config_path, const char
 	return 0;
 }
 
+unsigned gpuctl_health_snapshot_flags(const char *state_path)
+{
+	const unsigned flags = GPUCTL_SNAP_HEALTH | GPUCTL_SNAP_NVLINK_STATE;
+
+	if (!state_path || access(state_path, F_OK) < 0)
+		return flags | GPUCTL_SNAP_NO_RATE_COUNTERS;
+	return flags;
+}
+
 int gpuctl_site_health(struct gpuctl_ctx *ctx, const struct gpuctl_site *site,
                        const struct gpuctl_snapshot *snap, struct gpuctl_health_report **ret_report)
 {

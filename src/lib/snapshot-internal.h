@@ -52,17 +52,27 @@ struct gpuctl_gpu {
 	int64_t ints[GPUCTL__F_COUNT]; /* integer fields, by enum gpuctl_field */
 	char *strs[GPUCTL__F_COUNT];   /* string fields, owned; NULL for int fields */
 	bool valid[GPUCTL__F_COUNT];   /* the field holds a value */
-	int nvswitch_links;            /* active NVLinks into NVSwitches (topology) */
+	int nvswitch_links;            /* active NVLinks into NVSwitches (topology; with
+	                                * GPUCTL_SNAP_NVLINK_STATE alone only the first active
+	                                * link is asked: 0 or 1, whether it reaches NVSwitches) */
 	struct gpuctl_mig *migs;       /* MIG devices, owned */
 	size_t n_migs;                 /* entries in migs */
 	struct gpuctl_proc *procs;     /* compute processes, owned */
 	size_t n_procs;                /* entries in procs */
 	/* Health facts that are no public field (health.c reads them): */
-	unsigned nvml_errors;     /* NVML calls on this GPU that failed with a real error
-	                           * (not NOT_SUPPORTED & co., not GPU_IS_LOST) */
-	char nvml_error[96];      /* the first of them, "nvmlDeviceGetX: Unknown Error" */
+	unsigned nvml_errors; /* NVML calls on this GPU that failed with a real error
+	                       * (not NOT_SUPPORTED & co., not GPU_IS_LOST) */
+	uint64_t unreadable;  /* bit f: reading field f failed with such an error (a value
+	                       * set later clears it); unreadable_why[f] says how */
+	char *unreadable_why[GPUCTL__F_COUNT]; /* owned, "nvmlDeviceGetX: Unknown Error" */
 	unsigned nvml_not_ready;  /* calls answered NOT_READY: N/A now, asked again next time */
-	bool has_nvlink_state;    /* the NVLink walk ran (GPUCTL_SNAP_TOPOLOGY) */
+	bool has_nvlink_state;    /* the NVLink states were read (GPUCTL_SNAP_TOPOLOGY or
+	                           * GPUCTL_SNAP_NVLINK_STATE) */
+	char *nvlink_unreadable;  /* owned: set when reading a link's state, or the first active
+	                           * link's far end, failed with a real NVML error
+	                           * ("nvmlDeviceGetNvLinkState: Unknown Error"); an error
+	                           * counter that fails is left out of its sum, as one a link
+	                           * does not support */
 	int nvlink_present;       /* links NVML answered for, active or not */
 	int nvlink_active;        /* of which active */
 	uint64_t nvlink_inactive; /* bit k: link k answered inactive */
@@ -97,9 +107,17 @@ struct gpuctl_snapshot {
  * allocation failure. */
 struct gpuctl_snapshot *snapshot_new_empty(size_t n_gpus, unsigned flags);
 
-/* Setters: -EINVAL for a bad index or a field of the other type, -ENOMEM. */
+/* Setters: -EINVAL for a bad index or a field of the other type, -ENOMEM. A value set clears
+ * the field's unreadable mark. */
 int snapshot_set_int(struct gpuctl_snapshot *snap, size_t gpu, enum gpuctl_field f, int64_t v);
 int snapshot_set_str(struct gpuctl_snapshot *snap, size_t gpu, enum gpuctl_field f, const char *s);
+/* Marks the fields of mask (bit 1 << field) of GPU gpu unreadable: NVML failed with a real
+ * error (why: "nvmlDeviceGetX: Unknown Error") when asked for them. A field already marked
+ * keeps its first reason. -EINVAL for a bad index, -ENOMEM. */
+int snapshot_set_unreadable(struct gpuctl_snapshot *snap, size_t gpu, uint64_t mask,
+                            const char *why);
+/* The same for GPU gpu's NVLink facts (nvlink_unreadable). */
+int snapshot_set_nvlink_unreadable(struct gpuctl_snapshot *snap, size_t gpu, const char *why);
 void snapshot_set_lost(struct gpuctl_snapshot *snap, size_t gpu);
 int snapshot_set_system(struct gpuctl_snapshot *snap, const char *driver_version,
                         const char *nvml_version);
@@ -120,8 +138,8 @@ int snapshot_set_link(struct gpuctl_snapshot *snap, size_t a, size_t b,
                       const struct gpuctl_link *link);
 
 /* A snapshot of prev's GPUs for gpuctl_snapshot_refresh: system facts, every per-GPU field
- * except those in `drop` (bit 1 << field) and the lost marks copied; no MIG devices,
- * processes or pair facts. NULL on allocation failure. */
+ * except those in `drop` (bit 1 << field), with its unreadable mark, and the lost marks copied;
+ * no MIG devices, processes or pair facts. NULL on allocation failure. */
 struct gpuctl_snapshot *snapshot_copy_for_refresh(const struct gpuctl_snapshot *prev,
                                                   unsigned flags, uint64_t drop);
 

@@ -23,8 +23,10 @@
 #include "nvml-loader.h"
 #include "snapshot-internal.h"
 
-#define FBIT(f)     (UINT64_C(1) << (f))
-#define KNOWN_FLAGS (GPUCTL_SNAP_ALL | GPUCTL_SNAP_NO_RATE_COUNTERS | GPUCTL_SNAP_NO_PROC_IDENTITY)
+#define FBIT(f) (UINT64_C(1) << (f))
+#define KNOWN_FLAGS                                                                                \
+	(GPUCTL_SNAP_ALL | GPUCTL_SNAP_NO_RATE_COUNTERS | GPUCTL_SNAP_NO_PROC_IDENTITY |           \
+	 GPUCTL_SNAP_NVLINK_STATE)
 _Static_assert(GPUCTL__F_COUNT <= 64, "the field set is one 64-bit mask");
 
 /* The per-GPU fields every snapshot reads: they identify a GPU to people, to -i and to the
@@ -112,9 +114,11 @@ int gpuctl_snapshot_take_fields(struct gpuctl_ctx *ctx, unsigned flags,
 	return 0;
 }
 
+/* NVLink states are kept from prev (snapshot_copy_for_refresh), not read again: a refresh
+ * reads what changes every sample, within watch's budget */
 #define REFRESHABLE                                                                                \
 	(GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_HEALTH | GPUCTL_SNAP_MIG |    \
-	 GPUCTL_SNAP_NO_PROC_IDENTITY)
+	 GPUCTL_SNAP_NO_PROC_IDENTITY | GPUCTL_SNAP_NVLINK_STATE | GPUCTL_SNAP_NO_RATE_COUNTERS)
 
 int gpuctl_snapshot_refresh(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *prev,
                             unsigned flags, const enum gpuctl_field *fields, size_t n_fields,

@@ -63,13 +63,16 @@ void gpuctl_snapshot_free(struct gpuctl_snapshot *snap)
 	for (size_t i = 0; i < snap->n_gpus; i++) {
 		struct gpuctl_gpu *g = &snap->gpus[i];
 
-		for (size_t f = 0; f < GPUCTL__F_COUNT; f++)
+		for (size_t f = 0; f < GPUCTL__F_COUNT; f++) {
 			free(g->strs[f]);
+			free(g->unreadable_why[f]);
+		}
 		for (size_t m = 0; m < g->n_migs; m++) {
 			free(g->migs[m].uuid);
 			free(g->migs[m].profile);
 		}
 		free(g->migs);
+		free(g->nvlink_unreadable);
 		for (size_t p = 0; p < g->n_procs; p++) {
 			free(g->procs[p].user);
 			free(g->procs[p].command);
@@ -90,6 +93,13 @@ static struct gpuctl_gpu *gpu_at(struct gpuctl_snapshot *snap, size_t gpu)
 	return &snap->gpus[gpu];
 }
 
+static void clear_unreadable(struct gpuctl_gpu *g, enum gpuctl_field f)
+{
+	g->unreadable &= ~(UINT64_C(1) << f);
+	free(g->unreadable_why[f]);
+	g->unreadable_why[f] = NULL;
+}
+
 int snapshot_set_int(struct gpuctl_snapshot *snap, size_t gpu, enum gpuctl_field f, int64_t v)
 {
 	struct gpuctl_gpu *g = gpu_at(snap, gpu);
@@ -99,6 +109,7 @@ int snapshot_set_int(struct gpuctl_snapshot *snap, size_t gpu, enum gpuctl_field
 		return -EINVAL;
 	g->ints[f] = v;
 	g->valid[f] = true;
+	clear_unreadable(g, f);
 	return 0;
 }
 
@@ -116,6 +127,36 @@ int snapshot_set_str(struct gpuctl_snapshot *snap, size_t gpu, enum gpuctl_field
 	free(g->strs[f]);
 	g->strs[f] = copy;
 	g->valid[f] = true;
+	clear_unreadable(g, f);
+	return 0;
+}
+
+int snapshot_set_unreadable(struct gpuctl_snapshot *snap, size_t gpu, uint64_t mask,
+                            const char *why)
+{
+	struct gpuctl_gpu *g = gpu_at(snap, gpu);
+
+	if (!g || !why)
+		return -EINVAL;
+	for (size_t f = 0; f < GPUCTL__F_COUNT; f++) {
+		if (!(mask >> f & 1u) || g->unreadable_why[f])
+			continue;
+		g->unreadable_why[f] = strdup(why);
+		if (!g->unreadable_why[f])
+			return -ENOMEM;
+		g->unreadable |= UINT64_C(1) << f;
+	}
+	return 0;
+}
+
+int snapshot_set_nvlink_unreadable(struct gpuctl_snapshot *snap, size_t gpu, const char *why)
+{
+	struct gpuctl_gpu *g = gpu_at(snap, gpu);
+
+	if (!g || !why)
+		return -EINVAL;
+	if (!g->nvlink_unreadable && !(g->nvlink_unreadable = strdup(why)))
+		return -ENOMEM;
 	return 0;
 }
 
@@ -262,8 +303,18 @@ struct gpuctl_snapshot *snapshot_copy_for_refresh(const struct gpuctl_snapshot *
 		to->nvlink_present = from->nvlink_present;
 		to->nvlink_active = from->nvlink_active;
 		to->nvlink_inactive = from->nvlink_inactive;
+		if (from->nvlink_unreadable &&
+		    snapshot_set_nvlink_unreadable(snap, i, from->nvlink_unreadable) < 0)
+			goto fail;
 		for (size_t f = 0; f < GPUCTL__F_COUNT; f++) {
-			if (!from->valid[f] || (drop >> f & 1u))
+			if (drop >> f & 1u)
+				continue;
+			/* a field this refresh does not read again keeps what made it unreadable */
+			if (from->unreadable_why[f] &&
+			    snapshot_set_unreadable(snap, i, UINT64_C(1) << f,
+			                            from->unreadable_why[f]) < 0)
+				goto fail;
+			if (!from->valid[f])
 				continue;
 			if (from->strs[f] && !(to->strs[f] = strdup(from->strs[f])))
 				goto fail;

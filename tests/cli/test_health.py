@@ -264,11 +264,18 @@ class TestLostAndErrors(HealthCase):
         self.health_json("hgx-h100", '"$NVSIM" set -i 5 recovery_action=0', rc=EXIT_OK)
 
     def test_nvml_errors_on_one_device(self):
+        # a health fact NVML cannot read: WARN, naming the fact and the call (docs/health.md)
         r, doc = self.health_json("dgx-a100",
                                   '"$NVSIM" fail nvmlDeviceGetTemperature UNKNOWN -i 2',
+                                  rc=EXIT_WARN)
+        f = self.only_finding(doc, 2, "nvml", "WARN")
+        self.assertIn("temperature_gpu: nvmlDeviceGetTemperature: Unknown Error", f["message"])
+        # nothing NVML can say of the GPU (its handle fails): FAIL
+        r, doc = self.health_json("dgx-a100",
+                                  '"$NVSIM" fail nvmlDeviceGetHandleByIndex_v2 UNKNOWN -i 2',
                                   rc=EXIT_FAIL)
         f = self.only_finding(doc, 2, "nvml", "FAIL")
-        self.assertIn("nvmlDeviceGetTemperature", f["message"])
+        self.assertIn("nvmlDeviceGetHandleByIndex_v2: Unknown Error", f["message"])
 
     def test_minimal_nvml(self):
         # an NVML with only the identity calls: nothing to check but the kernel log, no alarm

@@ -77,14 +77,21 @@ class NvmlCallsTest(GpuctlTestCase):
         for fn in ("nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage",
                    "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo_v2"):
             self.assertEqual(fns.get(fn), self.N, fn)
-        # the HEALTH column reads the health facts (once each), never the NVLink walk; the
-        # counters (PCIe replays, ECC totals, remapped rows) come with the GPU's one field-value
-        # call, so their own functions are not called (the fallback: test_health_counters_...)
+        # the HEALTH column reads the health facts (once each); the counters (PCIe replays, ECC
+        # totals, remapped rows) come with the GPU's one field-value call, so their own
+        # functions are not called (the fallback: test_health_counters_...)
         self.assertEqual(fns.get("nvmlDeviceGetFieldValues"), self.N)
         for fn in HEALTH_COUNTERS:
             self.assertNotIn(fn, fns)
-        for fn in ("nvmlDeviceGetSerial", "nvmlDeviceGetClockInfo",
-                   "nvmlDeviceGetCpuAffinity") + TOPOLOGY:
+        # and the NVLink states nvlink-down judges: each of the 12 links of an A100 SXM4 once
+        # (the field values say how many there are), and the far end of the first active one
+        # (does it reach an NVSwitch); no pair facts, and without a health state file no error
+        # counters (test_select_reads_nvlink_error_counters_only_to_compare)
+        self.assertEqual(fns.get("nvmlDeviceGetNvLinkState"), 12 * self.N)
+        self.assertEqual(fns.get("nvmlDeviceGetNvLinkRemoteDeviceType"), self.N)
+        for fn in ("nvmlDeviceGetSerial", "nvmlDeviceGetClockInfo", "nvmlDeviceGetCpuAffinity",
+                   "nvmlDeviceGetNvLinkErrorCounter", "nvmlDeviceGetNvLinkRemotePciInfo_v2",
+                   "nvmlDeviceGetTopologyCommonAncestor", "nvmlDeviceGetP2PStatus"):
             self.assertNotIn(fn, fns)
 
     def test_json_reads_every_fact_once(self):
@@ -145,14 +152,16 @@ class NvmlCallsTest(GpuctlTestCase):
         # `gpuctl health --watch` recorded in its state file. Without that file select reads
         # none; with it, all four (replay, recovery, CRC flit, CRC data) of each active link:
         # 12 NVLinks per A100 SXM4, 8 GPUs.
-        with tempfile.TemporaryDirectory() as d:
-            state = os.path.join(d, "gpuctl-health.state")
-            fns = calls("dgx-a100", "select", "-n", "1", env={"GPUCTL_HEALTH_STATE": state})
-            self.assertNotIn("nvmlDeviceGetNvLinkErrorCounter", fns)
-            self.assertAtMostOncePerFact(fns)
-            open(state, "w").close()
-            fns = calls("dgx-a100", "select", "-n", "1", env={"GPUCTL_HEALTH_STATE": state})
-            self.assertEqual(fns.get("nvmlDeviceGetNvLinkErrorCounter"), 4 * 12 * self.N)
+        # Every command that shows verdicts reads the same (docs/health.md, "One verdict").
+        for argv in (("select", "-n", "1"), ("list",), ("list", "--format", "json"), ("ps",)):
+            with self.subTest(argv=argv), tempfile.TemporaryDirectory() as d:
+                state = os.path.join(d, "gpuctl-health.state")
+                fns = calls("dgx-a100", *argv, env={"GPUCTL_HEALTH_STATE": state})
+                self.assertNotIn("nvmlDeviceGetNvLinkErrorCounter", fns)
+                self.assertAtMostOncePerFact(fns)
+                open(state, "w").close()
+                fns = calls("dgx-a100", *argv, env={"GPUCTL_HEALTH_STATE": state})
+                self.assertEqual(fns.get("nvmlDeviceGetNvLinkErrorCounter"), 4 * 12 * self.N)
 
     def test_info_reads_modes_only(self):
         fns = calls("dgx-a100", "info")

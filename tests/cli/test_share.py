@@ -19,8 +19,8 @@ import time
 import unittest
 
 from cli_facts import Machine
-from gpuctl_test import (BUILD, EXIT_NOMATCH, EXIT_OK, EXIT_USAGE, GPUCTL, NVSIM, GpuctlTestCase,
-                         run)
+from gpuctl_test import (BUILD, EXIT_NOMATCH, EXIT_OK, EXIT_USAGE, GPUCTL, LIBGPUCTL, NVSIM, PYDIR,
+                         PYTHON, GpuctlTestCase, python_env, run)
 from test_leases import direct_env, wait_until
 
 LOAD = os.path.join(BUILD, "bin", "nvsim-load")
@@ -79,10 +79,85 @@ class ShareCase(GpuctlTestCase):
         self.assertNotIn(A100.gpus[0]["uuid"], r.out)
 
     def test_a_device_larger_than_any_gpu_is_refused(self):
+        # 77825 MiB: more than an A100 80GB may share even empty (its memory less the margin)
         r = self.hold("--share", "--mem", "77825MiB")
-        self.assertOneLineError(r, EXIT_NOMATCH, "no room to share")
+        self.assertOneLineError(r, EXIT_NOMATCH, "gpuctl: select: --mem 77825 MiB: more than any "
+                                "GPU may share (largest 76 GiB: its memory less share_margin): "
+                                "can never be satisfied")
         r = self.hold("--share", "--mem", "77824MiB")
         self.assertEqual(r.rc, EXIT_OK, r)
+
+    def test_larger_than_any_gpu_can_never_be_satisfied(self):
+        """docs/leases.md, "Can never be satisfied": a size above every device's memory is exit 3
+        at once with the reason, also with --wait (which would otherwise wait for ever: the
+        test's timeout fails it), whatever the command and the API."""
+        largest = max(g["memory_total_mib"] for g in A100.gpus)  # 81920: the scenario file
+        self.assertEqual(largest, 80 * 1024)
+        want = ("--mem 200 GiB: larger than any GPU's memory (largest 80 GiB): can never be "
+                "satisfied")
+        for argv in (("select", "-n", "1"), ("select", "-n", "1", "--hold", "60"),
+                     ("select", "-n", "1", "--hold", "60", "--wait"), ("run", "-n", "1"),
+                     ("run", "-n", "1", "--wait"), ("run", "-n", "1", "--wait=3600"),
+                     ("run", "-n", "1", "--dry-run")):
+            with self.subTest(argv=argv):
+                tail = ("--", "true") if argv[0] == "run" else ()
+                r = self.g(*argv, "--share", "--mem", "200GiB", *tail)
+                self.assertOneLineError(r, EXIT_NOMATCH, f"gpuctl: {argv[0]}: {want}")
+                self.assertNotIn("leased", r.err)
+        # one MiB above the memory: the memory is the limit named
+        r = self.g("run", "-n", "1", "--wait", "--share", "--mem", f"{largest + 1}MiB", "--",
+                   "true")
+        self.assertOneLineError(r, EXIT_NOMATCH, f"--mem {largest + 1} MiB: larger than any "
+                                "GPU's memory (largest 80 GiB): can never be satisfied")
+        # nothing was leased and nobody waits
+        self.assertEqual(self.g("ps", "--format", "json").json()["devices"], [])
+        self.assertEqual(self.g("ps", "--waiting", "--format", "json").rc, EXIT_OK)
+
+    def test_never_satisfied_on_too_few_large_enough_gpus(self):
+        """workstation-mixed: a Quadro P1000 (4096 MiB) and an RTX A6000 (49140 MiB), from the
+        scenario file: 8 GiB fits the A6000 only, so two such devices, or the P1000, never."""
+        mixed = Machine("workstation-mixed")
+        sizes = [g["memory_total_mib"] for g in mixed.gpus]
+        self.assertEqual(sizes, [4096, 49140])
+        env = direct_env(self.dir, "workstation-mixed")
+        r = run([GPUCTL, "run", "-n", "2", "--wait", "--share", "--mem", "8GiB", "--", "true"],
+                env=env)
+        self.assertOneLineError(r, EXIT_NOMATCH, "--mem 8 GiB: fewer than 2 of the GPUs this "
+                                "request may use can share that much", "can never be satisfied")
+        r = run([GPUCTL, "run", "-n", "1", "--only", "0", "--wait", "--share", "--mem", "8GiB",
+                 "--", "true"], env=env)
+        self.assertOneLineError(r, EXIT_NOMATCH, "--mem 8 GiB: none of the GPUs this request "
+                                "may use can share that much", "can never be satisfied")
+        r = run([GPUCTL, "run", "-n", "1", "--share", "--mem", "8GiB", "--", "true"], env=env)
+        self.assertEqual(r.rc, EXIT_OK, r)
+        # larger than both: the larger one's memory is named (49140 MiB)
+        r = run([GPUCTL, "select", "-n", "1", "--share", "--mem", "48GiB"], env=env)
+        self.assertOneLineError(r, EXIT_NOMATCH, "--mem 48 GiB: larger than any GPU's memory "
+                                "(largest 49140 MiB): can never be satisfied")
+
+    def test_python_package_says_the_same(self):
+        """gpuctl.lease() and gpuctl.select() go through the same library call: NoDeviceError
+        at once, with the same reason, also with wait=True."""
+        code = textwrap.dedent("""
+            import gpuctl
+            for call in (lambda: gpuctl.lease(1, share_mem="200GiB", wait=True),
+                         lambda: gpuctl.lease(1, share_mem="200GiB"),
+                         lambda: gpuctl.select(1, share_mem="200GiB")):
+                try:
+                    call()
+                except gpuctl.NoDeviceError as e:
+                    print(e)
+                else:
+                    print("granted")
+        """)
+        r = run([PYTHON, "-c", code], env={**self.env, **python_env(
+            {"PYTHONPATH": PYDIR, "GPUCTL_LIBRARY": LIBGPUCTL})})
+        self.assertEqual(r.rc, 0, r)
+        lines = r.out.splitlines()
+        self.assertEqual(len(lines), 3, r)
+        for line in lines:
+            self.assertIn("--mem 200 GiB: larger than any GPU's memory (largest 80 GiB): can "
+                          "never be satisfied", line)
 
     def test_shared_and_exclusive_never_mix(self):
         r = self.hold("--only", "1")

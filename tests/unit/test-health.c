@@ -561,16 +561,33 @@ static void test_nvlink_errors_each(void **state)
 
 static void test_lost_and_nvml_errors(void **state)
 {
-	struct gpuctl_snapshot *s = healthy(3);
+	struct gpuctl_snapshot *s = healthy(4);
 	struct gpuctl_health_report *rep;
 	const struct gpuctl_health_finding *f;
 
 	(void)state;
 	snapshot_set_lost(s, 0);
 	assert_int_equal(snapshot_set_int(s, 0, GPUCTL_F_ECC_VOL_UNCORRECTED, 5), 0);
-	s->gpus[1].nvml_errors = 2;
-	(void)snprintf(s->gpus[1].nvml_error, sizeof(s->gpus[1].nvml_error), "%s",
-	               "nvmlDeviceGetPowerUsage: Unknown Error");
+	/* GPU 1: a health fact unreadable (docs/health.md, "nvml": WARN), and a field no check
+	 * reads, which is no finding */
+	s->gpus[1].valid[GPUCTL_F_TEMP] = false;
+	assert_int_equal(snapshot_set_unreadable(s, 1,
+	                                         UINT64_C(1) << GPUCTL_F_TEMP |
+	                                                 UINT64_C(1) << GPUCTL_F_POWER_DRAW,
+	                                         "nvmlDeviceGetTemperature: Unknown Error"),
+	                 0);
+	/* GPU 2: only a field no check reads */
+	assert_int_equal(snapshot_set_unreadable(s, 2, UINT64_C(1) << GPUCTL_F_POWER_DRAW,
+	                                         "nvmlDeviceGetPowerUsage: Unknown Error"),
+	                 0);
+	/* GPU 3: no health fact read at all (its handle failed): FAIL */
+	for (size_t k = 0; k < GPUCTL__F_COUNT; k++)
+		if (k != GPUCTL_F_INDEX)
+			s->gpus[3].valid[k] = false;
+	assert_int_equal(snapshot_set_unreadable(s, 3,
+	                                         ~UINT64_C(0) & ~(UINT64_C(1) << GPUCTL_F_INDEX),
+	                                         "nvmlDeviceGetHandleByIndex_v2: Unknown Error"),
+	                 0);
 	rep = check(s);
 	f = find(rep, 0, "lost");
 	assert_non_null(f);
@@ -579,10 +596,24 @@ static void test_lost_and_nvml_errors(void **state)
 	assert_null(find(rep, 0, "ecc-dbe"));
 	f = find(rep, 1, "nvml");
 	assert_non_null(f);
-	assert_int_equal(f->severity, GPUCTL_HEALTH_FAIL);
-	assert_non_null(strstr(f->message, "2 NVML calls failed"));
-	assert_non_null(strstr(f->message, "nvmlDeviceGetPowerUsage: Unknown Error"));
+	assert_int_equal(f->severity, GPUCTL_HEALTH_WARN);
+	assert_non_null(strstr(f->message, "1 health fact unreadable"));
+	assert_non_null(
+	        strstr(f->message, "temperature_gpu: nvmlDeviceGetTemperature: Unknown Error"));
+	assert_int_equal(gpuctl_health_verdict(rep, 1), GPUCTL_HEALTH_WARN);
+	assert_null(find(rep, 2, "nvml"));
 	assert_int_equal(gpuctl_health_verdict(rep, 2), GPUCTL_HEALTH_OK);
+	f = find(rep, 3, "nvml");
+	assert_non_null(f);
+	assert_int_equal(f->severity, GPUCTL_HEALTH_FAIL);
+	assert_non_null(strstr(f->message, "NVML gave no health fact of this GPU (uuid: "
+	                                   "nvmlDeviceGetHandleByIndex_v2: Unknown Error)"));
+	gpuctl_health_report_free(rep);
+	/* a value set later (the field values call failed, the direct call answered) is readable */
+	assert_int_equal(snapshot_set_int(s, 1, GPUCTL_F_TEMP, 40), 0);
+	rep = check(s);
+	assert_null(find(rep, 1, "nvml"));
+	assert_int_equal(gpuctl_health_verdict(rep, 1), GPUCTL_HEALTH_OK);
 	gpuctl_health_report_free(rep);
 	gpuctl_snapshot_free(s);
 }
