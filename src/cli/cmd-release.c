@@ -139,5 +139,5 @@ const struct cmd_entry cmd_release_entry = {
                 "1 and\n"
                 "nothing is signalled. Leases taken by gpuctl run end with their command.\n",
         .exec = cmd_release_exec,
-        .exits = CMD_EXITS_DRIVER,
+        .exits = CMD_EXITS_DRIVER | CMD_EXITS_HUNG,
 };

@@ -386,5 +386,5 @@ const struct cmd_entry cmd_slurm_entry = {
                 "order; through NVSwitches every pair is connected). A comment gives the\n"
                 "node's slurm.conf line with its Gres=. A GPU in MIG mode is refused (exit 1).\n",
         .exec = cmd_slurm_exec,
-        .exits = CMD_EXITS_DRIVER,
+        .exits = CMD_EXITS_DRIVER | CMD_EXITS_HUNG,
 };
