@@ -2,7 +2,7 @@
 /*
  * fuzz-size.c: libFuzzer target for the argument parsers of `gpuctl select` / `gpuctl run`
  * (src/lib/parse.c): sizes (--min-free-mem), counts, percentages, seconds (--interval, -d),
- * and the cpulists gpuctl run binds CPUs with.
+ * bounds that can be off (GPUCTL_NVML_TIMEOUT), and the cpulists gpuctl run binds CPUs with.
  *
  * The input is one NUL-terminated argument. Properties checked beyond "no crash, no leak":
  * a failed parse leaves the out-parameter untouched and says why; a size with unit B equals
@@ -49,6 +49,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	r = parse_seconds(text, 0.1, 86400, &secs);
 	if (r < 0 ? secs != -7.0
 	          : !(secs >= 0.1 && secs <= 86400) || strspn(text, "0123456789.") != strlen(text))
+		abort();
+	/* GPUCTL_NVML_TIMEOUT: "off", or seconds 0 to 86400 of digits and one '.' */
+	secs = -7.0;
+	r = parse_timeout(text, 86400, &secs);
+	if (r < 0 ? secs != -7.0
+	          : !(secs >= 0 && secs <= 86400) ||
+	                    (strcmp(text, "off") != 0 &&
+	                     strspn(text, "0123456789.") != strlen(text)) ||
+	                    (strcmp(text, "off") == 0 && secs != 0))
 		abort();
 	int pct = -7;
 	if (parse_percent(text, &pct) < 0 ? pct != -7 : (pct < 0 || pct > 100))

@@ -69,7 +69,8 @@ const char *gpuctl_version(unsigned *ret_major, unsigned *ret_minor, unsigned *r
  *   gpuctl_snapshot_refresh). Give each thread its own context (cheap: NVML counts its own
  *   initialisations and is thread-safe), or hold one lock around each call and the
  *   gpuctl_errmsg() that reads its failure. The log hook runs in the thread of the call that
- *   logs and must not use that context.
+ *   logs and must not use that context. The exception: gpuctl_nvml_call_in_flight, which any
+ *   thread may call while the context's thread is inside NVML (that is what it is for).
  * - Any other object: what takes it const only reads it, so any number of threads may do that
  *   at once, each with its own context; what takes it non-const needs it to itself. Snapshots,
  *   selections, health reports, configurations, lease and wait lists, foreign-process scans,
@@ -141,6 +142,39 @@ int gpuctl_nvml_load(struct gpuctl_ctx *ctx);
 /* After a successful load: the path the NVML library was loaded from (as the dynamic linker
  * resolved it), or NULL. Owned by ctx. */
 const char *gpuctl_nvml_library_path(const struct gpuctl_ctx *ctx);
+
+/* A call into NVML that has not returned (yet): what gpuctl_nvml_call_in_flight reports. The
+ * caller allocates it: initialise with GPUCTL_NVML_CALL_INIT (the library writes only the
+ * first struct_size bytes). */
+struct gpuctl_nvml_call {
+	size_t struct_size;   /* sizeof(struct gpuctl_nvml_call) */
+	const char *function; /* NVML's name of the call ("nvmlDeviceGetPowerUsage", "nvmlInit_v2"),
+	                       * static storage */
+	int gpu;              /* NVML index of the GPU it is about; -1 for a call about no GPU
+	                       * (nvmlInit_v2, nvmlDeviceGetCount_v2, the system queries) */
+	char pci_bus_id[32];  /* that GPU's PCI bus id ("00000000:47:00.0") when it was read before
+	                       * the call, else "" */
+	double seconds;       /* how long the call has been in flight (CLOCK_MONOTONIC_COARSE:
+	                       * a few milliseconds coarse) */
+};
+#define GPUCTL_NVML_CALL_INIT                                                                      \
+	{                                                                                          \
+		.struct_size = sizeof(struct gpuctl_nvml_call)                                     \
+	}
+
+/* The NVML call the context's thread is in now, for another thread to see that a driver stopped
+ * answering: a call blocked in NVML cannot be cancelled, so the library only says which it is
+ * and since when, and the program decides (the command line gives up after GPUCTL_NVML_TIMEOUT
+ * seconds; a monitor marks its readings stale). The one function that may be called from any
+ * thread while the context's own thread uses it (it reads a record the calls update with
+ * atomic stores: no lock, no system call); ctx must stay alive meanwhile. Covers every call
+ * made by gpuctl_nvml_load, gpuctl_snapshot_take*, gpuctl_snapshot_refresh, gpuctl_alloc and
+ * the other functions that take snapshots, and gpuctl_xid_watch_new's set-up; not the waiting
+ * in gpuctl_xid_watch_wait (it waits as long as asked) nor nvmlShutdown in gpuctl_ctx_free.
+ * Returns 1 and fills *ret_call while a call is in flight, 0 when none is (ret_call
+ * untouched), -EINVAL for NULL or a struct_size that does not cover seconds, -EAGAIN in the
+ * unlikely case the record kept changing while it was read (ask again). */
+int gpuctl_nvml_call_in_flight(const struct gpuctl_ctx *ctx, struct gpuctl_nvml_call *ret_call);
 
 /* Where the dynamic linker finds a library by soname (e.g. "libcuda.so.1"): dlopen()s it
  * without running anything of it beyond its constructors, and writes the resolved path to

@@ -756,6 +756,9 @@ static int cmd_health_exec(struct cli *cli, int argc, char **argv)
 	if (a.watch && (a.probe || a.slurm))
 		return cmd_usage_error(&cmd_health_entry,
 		                       "--watch cannot be combined with --probe or --slurm");
+	/* --watch runs on, reading NVML again and again: no fatal bound (watchdog.h) */
+	if (a.watch)
+		cli->oneshot = false;
 	if ((slurm_conf || a.scontrol) && !a.slurm)
 		return cmd_usage_error(&cmd_health_entry, "--%s goes with --slurm",
 		                       slurm_conf ? "slurm-conf" : "scontrol");
@@ -928,5 +931,5 @@ const struct cmd_entry cmd_health_entry = {
                 "                   set), always or never\n"
                 "  -h, --help       print this help\n",
         .exec = cmd_health_exec,
-        .exits = CMD_EXITS_DRIVER | CMD_EXITS_HEALTH,
+        .exits = CMD_EXITS_DRIVER | CMD_EXITS_HEALTH | CMD_EXITS_HUNG,
 };

@@ -434,5 +434,5 @@ const struct cmd_entry cmd_info_entry = {
         .options = "  --format FORMAT  text (default) or json\n"
                    "  -h, --help       print this help\n",
         .exec = cmd_info_exec,
-        .exits = CMD_EXITS_DRIVER,
+        .exits = CMD_EXITS_DRIVER | CMD_EXITS_HUNG,
 };

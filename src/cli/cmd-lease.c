@@ -166,5 +166,5 @@ const struct cmd_entry cmd_lease_entry = {
                    "read, given with gpuctl --config FILE): users of a shared directory\n"
                    "follow it and cannot name another (docs/config.md).\n",
         .exec = cmd_lease_exec,
-        .exits = CMD_EXITS_DRIVER,
+        .exits = CMD_EXITS_DRIVER | CMD_EXITS_HUNG,
 };

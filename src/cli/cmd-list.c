@@ -840,5 +840,5 @@ const struct cmd_entry cmd_list_entry = {
                 "                     never; CSV and JSON never\n"
                 "  -h, --help         print this help\n",
         .exec = cmd_list_exec,
-        .exits = CMD_EXITS_DRIVER,
+        .exits = CMD_EXITS_DRIVER | CMD_EXITS_HUNG,
 };

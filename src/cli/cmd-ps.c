@@ -801,5 +801,5 @@ const struct cmd_entry cmd_ps_entry = {
                    "pid, command, label, age), unusable or uninitialised (why), or busy with\n"
                    "compute processes that belong to no lease (user:pid(memory)).\n",
         .exec = cmd_ps_exec,
-        .exits = CMD_EXITS_DRIVER | CMD_EXITS_BUSY,
+        .exits = CMD_EXITS_DRIVER | CMD_EXITS_BUSY | CMD_EXITS_HUNG,
 };

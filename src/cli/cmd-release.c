@@ -145,5 +145,5 @@ const struct cmd_entry cmd_release_entry = {
                 "(a hold whose record was deleted, a job left holding a lease after its run\n"
                 "ended) are found through the kernel's locks and ended too.\n",
         .exec = cmd_release_exec,
-        .exits = CMD_EXITS_DRIVER,
+        .exits = CMD_EXITS_DRIVER | CMD_EXITS_HUNG,
 };

@@ -80,6 +80,7 @@
 
 #include "filters.h"
 #include "parse.h"
+#include "watchdog.h"
 
 extern char **environ;
 
@@ -962,6 +963,7 @@ static int start_children(struct cli *cli, struct run_child *kids, size_t n, cha
 	 * context; the lease holds no reference to it. With --retry the job's GPUs are watched:
 	 * the context stays. */
 	if (!m) {
+		cli_watchdog_detach();
 		gpuctl_ctx_free(cli->ctx);
 		cli->ctx = NULL;
 	}
@@ -1180,7 +1182,11 @@ static int run_once(struct cli *cli, struct run_args *ap, const char *command,
 		goto out;
 	}
 	*ret_ran = true;
+	/* from here on gpuctl is the job's parent, not a one-shot command: a hung NVML call (of
+	 * --retry's checks) must not end it and orphan the job (watchdog.h) */
+	cli_watchdog_pause();
 	status = start_children(cli, kids, nkids, a.cmd, lease, a.retry ? m : NULL, a.grace_s);
+	cli_watchdog_resume();
 	goto out;
 
 fail:
@@ -1375,5 +1381,5 @@ const struct cmd_entry cmd_run_entry = {
                  "process group of its own; exit 5: a GPU failed again and no failover was left.\n",
         .exec = cmd_run_exec,
         .exits = CMD_EXITS_DRIVER | CMD_EXITS_NOMATCH | CMD_EXITS_RETRY | CMD_EXITS_JOB |
-                 CMD_EXITS_BUSY,
+                 CMD_EXITS_BUSY | CMD_EXITS_HUNG,
 };

@@ -39,6 +39,7 @@
 #include "filters.h"
 #include "format.h"
 #include "parse.h"
+#include "watchdog.h"
 
 /* The longest --hold: a year. */
 #define SELECT_HOLD_MAX_S (366UL * 24 * 3600)
@@ -239,7 +240,10 @@ __attribute__((noreturn)) static void holder_main(struct cli *cli, struct select
 	sigemptyset(&ign.sa_mask);
 	sigaction(SIGHUP, &ign, NULL);
 	o->wait_hangup_fd = report_fd; /* --wait: stop when the select that started us is gone */
+	/* a hung NVML call ends us with exit 7: the select waiting for our word hears it */
+	cli_watchdog_report_fd(report_fd);
 	int status = choose(cli, o, GPUCTL_ALLOC_LEASE, out, &text, &alloc);
+	cli_watchdog_report_fd(-1);
 	unsigned char st = (unsigned char)status;
 	fflush(NULL);
 	write_full(report_fd, (const char *)&st, 1);
@@ -249,11 +253,8 @@ __attribute__((noreturn)) static void holder_main(struct cli *cli, struct select
 	free(text);
 	if (status)
 		_exit(status);
-	/* Hold only the locks: release NVML (its device files on a real machine) for the hours a
-	 * hold may last. The allocation holds no reference to the context. */
-	gpuctl_ctx_free(cli->ctx);
-	cli->ctx = NULL;
-
+	/* Let go of the caller's stdout and stderr first: a select --hold in $(...) or a pipe
+	 * returns when they close, which must not wait for nvmlShutdown below. */
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (devnull >= 0) {
 		(void)dup2(devnull, STDIN_FILENO);
@@ -262,6 +263,13 @@ __attribute__((noreturn)) static void holder_main(struct cli *cli, struct select
 		if (devnull > STDERR_FILENO)
 			close(devnull);
 	}
+	/* Hold only the locks: release NVML (its device files on a real machine) for the hours a
+	 * hold may last. The allocation holds no reference to the context. The lease is granted
+	 * and reported: from here no NVML bound ends the hold (watchdog.h). */
+	cli_watchdog_stop();
+	gpuctl_ctx_free(cli->ctx);
+	cli->ctx = NULL;
+
 	if (chdir("/") < 0) {
 		/* Nothing to do: the holder does not use its working directory. */
 	}
@@ -451,5 +459,5 @@ const struct cmd_entry cmd_select_entry = {
         "SLURM_JOB_GPUS); -v says which variable constrained it. Devices leased in the lease\n"
         "directory are never chosen; without --hold select takes no lease itself.\n",
         .exec = cmd_select_exec,
-        .exits = CMD_EXITS_DRIVER | CMD_EXITS_NOMATCH | CMD_EXITS_BUSY,
+        .exits = CMD_EXITS_DRIVER | CMD_EXITS_NOMATCH | CMD_EXITS_BUSY | CMD_EXITS_HUNG,
 };

@@ -428,5 +428,5 @@ const struct cmd_entry cmd_slurm_entry = {
                    "A lost GPU is left out: the other GPUs' lines are written, a warning on\n"
                    "stderr names it, and the exit status is 1.\n",
         .exec = cmd_slurm_exec,
-        .exits = CMD_EXITS_DRIVER,
+        .exits = CMD_EXITS_DRIVER | CMD_EXITS_HUNG,
 };

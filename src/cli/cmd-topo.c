@@ -349,5 +349,5 @@ const struct cmd_entry cmd_topo_entry = {
                 "  --bandwidth      show the modelled GB/s of each pair instead of the link type\n"
                 "  -h, --help       print this help\n",
         .exec = cmd_topo_exec,
-        .exits = CMD_EXITS_DRIVER,
+        .exits = CMD_EXITS_DRIVER | CMD_EXITS_HUNG,
 };

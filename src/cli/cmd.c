@@ -24,6 +24,7 @@
 #include "cmd.h"
 #include "parse.h"
 #include "sampler.h"
+#include "watchdog.h"
 
 const struct cmd_entry *const cmd_table[] = {
         &cmd_exporter_entry, &cmd_health_entry,  &cmd_help_entry,
@@ -53,6 +54,10 @@ static void print_exits(FILE *f, unsigned exits)
 		fputs("  6  the lease directory's select.lock was held too long by another "
 		      "process\n"
 		      "     (the line names it; GPUCTL_LOCK_WAIT, default 10 s)\n",
+		      f);
+	if (exits & CMD_EXITS_HUNG)
+		fputs("  7  an NVML call did not answer within GPUCTL_NVML_TIMEOUT (default 30 s;\n"
+		      "     the line names the call and the GPU)\n",
 		      f);
 	if (exits & CMD_EXITS_HEALTH)
 		fputs("  10 health: some GPU is WARN, none FAIL\n"
@@ -112,6 +117,8 @@ void cli_usage(FILE *f)
 	      "                       /proc/cpuinfo; docs/topology.md)\n"
 	      "  GPUCTL_LOCK_WAIT     seconds a command waits for select.lock before exit 6\n"
 	      "                       (default 10; docs/leases.md)\n"
+	      "  GPUCTL_NVML_TIMEOUT  seconds a one-shot command waits for one NVML call before\n"
+	      "                       exit 7 (default 30; 0 or off: no bound)\n"
 	      "  GPUCTL_SYSTEM_LEASE_DIR  the system lease directory a personal one respects\n"
 	      "                       (default: the configuration's lease_dir, else /run/gpuctl)\n"
 	      "  NO_COLOR             not empty: no colour unless --color=always (no-color.org)\n"
@@ -121,7 +128,7 @@ void cli_usage(FILE *f)
 	      "\n",
 	      f);
 	print_exits(f, CMD_EXITS_DRIVER | CMD_EXITS_NOMATCH | CMD_EXITS_RETRY | CMD_EXITS_BUSY |
-	                       CMD_EXITS_HEALTH | CMD_EXITS_JOB);
+	                       CMD_EXITS_HUNG | CMD_EXITS_HEALTH | CMD_EXITS_JOB);
 	fputs("\nRun 'gpuctl help COMMAND' or 'gpuctl COMMAND --help' for a command's options.\n",
 	      f);
 }
@@ -261,6 +268,27 @@ int cli_snapshot(struct cli *cli, unsigned flags, struct gpuctl_snapshot **ret_s
 	return cli_snapshot_fields(cli, flags, NULL, 0, ret_snap);
 }
 
+/* GPUCTL_NVML_TIMEOUT, and the watchdog of a one-shot command: 0 or the exit status. */
+static int nvml_watchdog(struct cli *cli)
+{
+	const char *v = getenv("GPUCTL_NVML_TIMEOUT");
+	double secs = CLI_NVML_TIMEOUT_DEFAULT;
+	int r;
+
+	if (v && v[0] && parse_timeout(v, CLI_NVML_TIMEOUT_MAX, &secs) < 0) {
+		cli_error("GPUCTL_NVML_TIMEOUT: '%s' is not a number of seconds (0 to %g, or off)",
+		          v, CLI_NVML_TIMEOUT_MAX);
+		return CLI_EXIT_USAGE;
+	}
+	if (!cli->oneshot || secs == 0)
+		return 0;
+	r = cli_watchdog_start(cli->ctx, secs);
+	/* without a thread the command still works, only unbounded, as before the bound */
+	if (r < 0 && cli->verbose)
+		cli_error("debug: no NVML watchdog (GPUCTL_NVML_TIMEOUT): %s", strerror(-r));
+	return 0;
+}
+
 int cli_context_new(const struct cli *cli, struct gpuctl_ctx **ret_ctx)
 {
 	struct gpuctl_ctx *ctx = NULL;
@@ -289,9 +317,12 @@ int cli_context_new(const struct cli *cli, struct gpuctl_ctx **ret_ctx)
 
 int cli_context(struct cli *cli)
 {
+	int status;
+
 	if (cli->ctx)
 		return 0;
-	return cli_context_new(cli, &cli->ctx);
+	status = cli_context_new(cli, &cli->ctx);
+	return status ? status : nvml_watchdog(cli);
 }
 
 int cli_site(struct cli *cli, const struct cmd_entry *entry, const char *lease_dir, unsigned flags)

@@ -30,6 +30,8 @@ enum cli_exit {
 	CLI_EXIT_NODRIVER = 4, /* no NVIDIA driver: NVML not found or cannot initialise */
 	CLI_EXIT_BUSY = 6,     /* the lease directory's select.lock was held past its bound by
 	                        * another process (the line names it; docs/leases.md "Bounds") */
+	CLI_EXIT_HUNG = 7,     /* an NVML call did not return within GPUCTL_NVML_TIMEOUT (the
+	                        * line names the call and the GPU; watchdog.h) */
 };
 
 /* --color=WHEN (docs/gpuctl.1, "Colour"). */
@@ -47,6 +49,9 @@ struct cli {
 	const char *config_path;  /* --config FILE, NULL: $GPUCTL_CONFIG or the default */
 	struct gpuctl_site *site; /* configuration and lease directory, opened on first use
 	                           * (cli_site); freed by main.c */
+	bool oneshot;             /* a one-shot command: cli_context() arms the NVML watchdog
+	                           * (watchdog.h); set by main.c from CMD_EXITS_HUNG, cleared by
+	                           * a command that turns out to run on (health --watch) */
 };
 
 struct cmd_entry {
@@ -68,6 +73,8 @@ enum {
 	CMD_EXITS_HEALTH = 1u << 3,  /* 10, 20: health's verdicts */
 	CMD_EXITS_JOB = 1u << 4,     /* the command's own status once it started */
 	CMD_EXITS_BUSY = 1u << 5,    /* 6: select.lock held past its bound (docs/leases.md) */
+	CMD_EXITS_HUNG = 1u << 6,    /* 7: a one-shot command: a hung NVML call ends it past
+	                              * GPUCTL_NVML_TIMEOUT (main.c arms the watchdog for it) */
 };
 
 extern const struct cmd_entry cmd_health_entry;
@@ -120,8 +127,10 @@ int cmd_bad_option(const struct cmd_entry *entry, int opt, char **argv);
 /* Describes the option getopt_long just refused ('?' or ':' in opt), naming it as typed. */
 void cli_bad_option_text(int opt, char **argv, char *buf, size_t size);
 
-/* Creates the context once (with -v, the library's log goes to stderr). 0, or
- * CLI_EXIT_FAILURE after printing the error. */
+/* Creates the context once (with -v, the library's log goes to stderr), reads
+ * GPUCTL_LOCK_WAIT and GPUCTL_NVML_TIMEOUT and, for a one-shot command (cli->oneshot), arms the
+ * NVML watchdog with the latter. 0, or the exit status after printing the error
+ * (CLI_EXIT_USAGE for a bad variable, CLI_EXIT_FAILURE). */
 int cli_context(struct cli *cli);
 
 /* A new context set up as cli_context sets up cli->ctx (the log hook with -v, GPUCTL_LOCK_WAIT),

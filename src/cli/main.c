@@ -8,12 +8,15 @@
  * - The context is created lazily by the first command that needs NVML, so `gpuctl --help`
  *   and usage errors work on a machine without a driver.
  * - Errors are one line on stderr; the exit statuses are those of enum cli_exit.
+ * - A one-shot command (CMD_EXITS_HUNG) gets the NVML watchdog (watchdog.h), armed when its
+ *   context is made; freeing the context (nvmlShutdown) is bounded too, after the output.
  */
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
+#include "watchdog.h"
 
 enum {
 	OPT_VERSION = 0x100,
@@ -85,8 +88,13 @@ int main(int argc, char **argv)
 	int cmd_argc = argc - optind;
 	char **cmd_argv = argv + optind;
 	optind = 0;
+	cli.oneshot = entry->exits & CMD_EXITS_HUNG;
 	status = entry->exec(&cli, cmd_argc, cmd_argv);
 	gpuctl_site_free(cli.site);
+	/* the output is complete before NVML is let go of, under the bound (watchdog.h) */
+	status = cli_finish_output(status);
+	cli_watchdog_closing(status);
 	gpuctl_ctx_free(cli.ctx);
-	return cli_finish_output(status);
+	cli_watchdog_stop();
+	return status;
 }

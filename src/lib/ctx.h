@@ -10,10 +10,15 @@
  *   `return ctx_error(ctx, -EINVAL, "...")`. Messages are one line, without a "gpuctl:" prefix
  *   (programs add their own).
  * - The library never writes to stdout/stderr: without a hook, log lines are dropped.
+ * - The NVML call in flight (struct ctx_nvml_call) is the one part of a context another thread
+ *   may read while the context's own thread uses it (gpuctl_nvml_call_in_flight): it lives here
+ *   and not in struct nvml because nvmlInit, the first call that can hang, runs before there is
+ *   a struct nvml to hold it.
  */
 #ifndef GPUCTL_CTX_H
 #define GPUCTL_CTX_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -24,6 +29,20 @@
 struct nvml;
 
 #define CTX_ERRMSG_MAX 512
+
+/* The NVML call in flight on a context: nvml.c writes it around every call it makes for the
+ * context, gpuctl_nvml_call_in_flight (nvml.c) reads it from any thread. A sequence lock:
+ * seq is odd while the fields are being written, so a reader that saw the same even seq
+ * before and after reading them read one call's fields, not one call's name and another's
+ * GPU. Only the context's thread writes (one thread at a time, gpuctl.h). */
+struct ctx_nvml_call {
+	_Atomic uint64_t seq;           /* even: fields stable; odd: being written */
+	_Atomic(const char *) function; /* NVML's name of the call, static; NULL: none in flight */
+	_Atomic uint64_t gpu;           /* NVML index of its GPU, UINT64_MAX: about no GPU */
+	_Atomic uint64_t pci_bus_id[2]; /* that GPU's PCI bus id as known before the call (NVML's
+	                                 * 16-character form, NUL-padded); zero: not known */
+	_Atomic int64_t since_ns;       /* CLOCK_MONOTONIC_COARSE when the call began */
+};
 
 struct gpuctl_ctx {
 	struct nvml *nvml;           /* loaded NVML, NULL until gpuctl_nvml_load() succeeds */
@@ -39,6 +58,8 @@ struct gpuctl_ctx {
 	bool lock_in_wait;     /* gpuctl_alloc is waiting in line: the two below rule instead */
 	int64_t lock_until_ms; /* monotonic_ms() deadline of that wait, INT64_MAX: none */
 	int lock_cancel_fd;    /* its cancel descriptor, -1: none */
+	/* the NVML call in flight (nvml.c; gpuctl_nvml_call_in_flight reads it from any thread) */
+	struct ctx_nvml_call call;
 };
 
 /* ctx-log.c: stores the message and returns r (a -errno). */

@@ -39,6 +39,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
 #include <pwd.h>
 #include <stdint.h>
@@ -46,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ctx.h"
@@ -196,6 +198,110 @@ void nvml_unload(struct nvml *nv)
 	free(nv);
 }
 
+/* ---- The call in flight (gpuctl_nvml_call_in_flight) ----
+ *
+ * Decisions:
+ * - A call that does not return cannot be cancelled, so the library only says which call is in
+ *   flight, about which GPU, since when; what to do about it (give up, mark readings stale) is
+ *   for another thread of the caller to decide: the CLI's watchdog (src/cli/watchdog.c), a
+ *   sampler's owner. The library prints nothing and exits never, here as elsewhere.
+ * - Cheap, because every NVML call pays it (the simulator counts NVML calls, bench/ system
+ *   calls): a few relaxed atomic stores around the call and one clock_gettime of
+ *   CLOCK_MONOTONIC_COARSE (the vDSO: no system call; a few milliseconds coarse, nothing beside
+ *   a bound in seconds). No lock, no allocation, no NVML call.
+ * - The GPU's PCI bus id is copied from the snapshot being filled when it was read already
+ *   (nvmlDeviceGetPciInfo comes early, just after the UUID); a reader never follows a pointer
+ *   into a snapshot that the calling thread may free.
+ * - Recorded: every call made for a snapshot or a refresh, nvmlInit, the XID event set's
+ *   set-up. Not recorded: nvmlErrorString (a table lookup); nvmlEventSetWait, which blocks for
+ *   as long as it is asked to; nvmlEventSetFree and nvmlShutdown, made by the _free
+ *   functions, which take no context (nvmlShutdown by gpuctl_ctx_free: its context is gone when
+ *   it returns, so a caller bounds gpuctl_ctx_free itself if it wants to).
+ */
+
+#define CALL_NO_GPU UINT64_MAX /* ctx_nvml_call.gpu of a call about no GPU */
+
+/* Records fn as in flight on ctx, about NVML index gpu (CALL_NO_GPU: none) whose PCI bus id is
+ * bus (NULL: not known yet). */
+static void call_begin(struct gpuctl_ctx *ctx, const char *fn, uint64_t gpu, const char *bus)
+{
+	struct ctx_nvml_call *c = &ctx->call;
+	/* only this thread writes the record: a relaxed load reads its own last store */
+	uint64_t s = atomic_load_explicit(&c->seq, memory_order_relaxed);
+	uint64_t b[2] = {0, 0};
+	struct timespec ts = {0, 0};
+
+	if (bus)
+		memcpy(b, bus, strnlen(bus, sizeof(b)));
+	(void)clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	atomic_store_explicit(&c->seq, s + 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&c->function, fn, memory_order_relaxed);
+	atomic_store_explicit(&c->gpu, gpu, memory_order_relaxed);
+	atomic_store_explicit(&c->pci_bus_id[0], b[0], memory_order_relaxed);
+	atomic_store_explicit(&c->pci_bus_id[1], b[1], memory_order_relaxed);
+	atomic_store_explicit(&c->since_ns, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
+	                      memory_order_relaxed);
+	atomic_store_explicit(&c->seq, s + 2, memory_order_release);
+}
+
+/* Marks the call begun last as answered; returns r, so it wraps the call's expression. */
+static nvmlReturn_t call_end(struct gpuctl_ctx *ctx, nvmlReturn_t r)
+{
+	struct ctx_nvml_call *c = &ctx->call;
+	uint64_t s = atomic_load_explicit(&c->seq, memory_order_relaxed);
+
+	atomic_store_explicit(&c->seq, s + 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&c->function, NULL, memory_order_relaxed);
+	atomic_store_explicit(&c->seq, s + 2, memory_order_release);
+	return r;
+}
+
+int gpuctl_nvml_call_in_flight(const struct gpuctl_ctx *ctx, struct gpuctl_nvml_call *ret_call)
+{
+	const struct ctx_nvml_call *c;
+	struct gpuctl_nvml_call out = {.struct_size = sizeof(out), .gpu = -1};
+	const char *fn = NULL;
+	uint64_t gpu = CALL_NO_GPU, b[2] = {0, 0};
+	int64_t since = 0;
+	bool stable = false;
+	struct timespec ts = {0, 0};
+
+	if (!ctx || !ret_call ||
+	    ret_call->struct_size < STRUCT_SIZE_MIN(struct gpuctl_nvml_call, seconds))
+		return -EINVAL;
+	c = &ctx->call;
+	/* The writer holds seq odd for a few stores only, so a handful of tries always does;
+	 * the bound keeps a reader from spinning should the writing thread be descheduled. */
+	for (int tries = 0; tries < 100000 && !stable; tries++) {
+		uint64_t s1 = atomic_load_explicit(&c->seq, memory_order_acquire);
+
+		if (s1 & 1)
+			continue;
+		fn = atomic_load_explicit(&c->function, memory_order_relaxed);
+		gpu = atomic_load_explicit(&c->gpu, memory_order_relaxed);
+		b[0] = atomic_load_explicit(&c->pci_bus_id[0], memory_order_relaxed);
+		b[1] = atomic_load_explicit(&c->pci_bus_id[1], memory_order_relaxed);
+		since = atomic_load_explicit(&c->since_ns, memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		stable = atomic_load_explicit(&c->seq, memory_order_relaxed) == s1;
+	}
+	if (!stable)
+		return -EAGAIN;
+	if (!fn)
+		return 0;
+	_Static_assert(sizeof(out.pci_bus_id) > sizeof(b), "room for the bus id and its NUL");
+	out.function = fn;
+	out.gpu = gpu == CALL_NO_GPU || gpu > INT_MAX ? -1 : (int)gpu;
+	memcpy(out.pci_bus_id, b, sizeof(b));
+	(void)clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	out.seconds = now > since ? (double)(now - since) / 1e9 : 0.0;
+	struct_fill(ret_call, &out, sizeof(out));
+	return 1;
+}
+
 /* Looks the names up newest first; writes the function (via memcpy: ISO C has no cast from
  * object to function pointer) and the name used. */
 static bool resolve_one(struct gpuctl_ctx *ctx, void *dl, const char *const *names, void *ret_fn,
@@ -310,7 +416,8 @@ int gpuctl_nvml_load(struct gpuctl_ctx *ctx)
 		nvml_unload(TAKE_PTR(nv));
 		return e;
 	}
-	r = nv->sym.init();
+	call_begin(ctx, nv->name.init, CALL_NO_GPU, NULL);
+	r = call_end(ctx, nv->sym.init());
 	if (r != NVML_SUCCESS) {
 		const char *why = nv->sym.error_string(r);
 		int e = ctx_error(ctx, -ENODEV, "NVML cannot initialise: %s (%s)",
@@ -466,14 +573,30 @@ static bool gpu_readable(const struct reader *rd, size_t gpu)
 	return gpu == SYSTEM_SCOPE || (rd->handles[gpu] && !rd->snap->gpus[gpu].lost);
 }
 
+/* call_begin for a reader's call about gpu, with the bus id the snapshot has for it so far. */
+static void reader_call_begin(const struct reader *rd, size_t gpu, const char *fn)
+{
+	const char *bus = NULL;
+
+	if (gpu != SYSTEM_SCOPE && rd->snap && gpu < rd->snap->n_gpus &&
+	    rd->snap->gpus[gpu].valid[GPUCTL_F_PCI_BUS_ID])
+		bus = rd->snap->gpus[gpu].strs[GPUCTL_F_PCI_BUS_ID];
+	call_begin(rd->ctx, fn, gpu == SYSTEM_SCOPE ? CALL_NO_GPU : (uint64_t)gpu, bus);
+}
+
+/* Raw call: records it in flight, counts it, returns NVML's code (the symbol must be
+ * present). gpu: the GPU it is about (SYSTEM_SCOPE for none). */
+#define RAW(rd, gpu, fn, ...)                                                                      \
+	(reader_call_begin((rd), (gpu), (rd)->nv->name.fn), (rd)->calls++,                         \
+	 call_end((rd)->ctx, (rd)->nv->sym.fn(__VA_ARGS__)))
+
 /* Calls NVML function `fn` for GPU `gpu` (SYSTEM_SCOPE for none) and checks the result:
  * true on success. Nothing is called for a lost GPU or a missing symbol. */
 #define CALL(rd, gpu, fn, ...)                                                                     \
 	(!gpu_readable((rd), (gpu)) ? false                                                        \
-	 : !(rd)->nv->sym.fn                                                                       \
-	         ? symbol_missing((rd), (rd)->nv->name.fn)                                         \
-	         : ((rd)->calls++, check_result((rd), (gpu), (rd)->nv->name.fn,                    \
-	                                        (rd)->nv->sym.fn(__VA_ARGS__), false)))
+	 : !(rd)->nv->sym.fn        ? symbol_missing((rd), (rd)->nv->name.fn)                      \
+	                            : check_result((rd), (gpu), (rd)->nv->name.fn,                 \
+	                                           RAW((rd), (gpu), fn, __VA_ARGS__), false))
 
 #define FBIT(f) (UINT64_C(1) << (f))
 
@@ -490,9 +613,6 @@ static bool read_done(struct reader *rd, bool ok)
  * unreadable (snapshot_set_unreadable), which is not the same as unavailable. */
 #define READ(rd, gpu, mask, fn, ...)                                                               \
 	((rd)->reading = (mask), read_done((rd), CALL((rd), (gpu), fn, __VA_ARGS__)))
-
-/* Raw call: counts it, returns NVML's code (the symbol must be present). */
-#define RAW(rd, fn, ...) ((rd)->calls++, (rd)->nv->sym.fn(__VA_ARGS__))
 
 /* Whether the caller asked for field f (gpuctl_snapshot_take_fields). Fields that one NVML call
  * answers together (memory total/used/free, ...) are read when any of them is wanted. */
@@ -574,7 +694,7 @@ static bool read_memory(struct reader *rd, size_t gpu, nvmlDevice_t dev, int64_t
 {
 	if (rd->nv->sym.memory_v2 && gpu_readable(rd, gpu)) {
 		nvmlMemory_v2_t m = {.version = NVML_MEMORY_V2_VERSION};
-		nvmlReturn_t r = RAW(rd, memory_v2, dev, &m);
+		nvmlReturn_t r = RAW(rd, gpu, memory_v2, dev, &m);
 
 		if (r == NVML_SUCCESS) {
 			*total = (int64_t)m.total;
@@ -1014,7 +1134,7 @@ static void read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
 				break;
 			}
 			/* count 0 and no buffer asks for the number only */
-			r = RAW(rd, retired_pages, dev, pages[k].cause, &count, NULL);
+			r = RAW(rd, i, retired_pages, dev, pages[k].cause, &count, NULL);
 			if (r == NVML_ERROR_INSUFFICIENT_SIZE || r == NVML_SUCCESS)
 				set_int(rd, i, pages[k].f, count);
 			else {
@@ -1214,7 +1334,7 @@ static nvmlReturn_t list_processes(struct reader *rd, size_t i, nvmlDevice_t dev
 				rd->oom = -ENOMEM;
 				return NVML_ERROR_MEMORY;
 			}
-			r = RAW(rd, procs_v2, dev, &count, (nvmlProcessInfo_v2_t *)(void *)buf);
+			r = RAW(rd, i, procs_v2, dev, &count, (nvmlProcessInfo_v2_t *)(void *)buf);
 			if (r == NVML_SUCCESS) {
 				for (unsigned k = 0; k < count && k < cap; k++) {
 					nvmlProcessInfo_v2_t e;
@@ -1230,7 +1350,7 @@ static nvmlReturn_t list_processes(struct reader *rd, size_t i, nvmlDevice_t dev
 				rd->oom = -ENOMEM;
 				return NVML_ERROR_MEMORY;
 			}
-			r = RAW(rd, procs_v1, dev, &count, v);
+			r = RAW(rd, i, procs_v1, dev, &count, v);
 			if (r == NVML_SUCCESS) {
 				for (unsigned k = 0; k < count && k < cap; k++)
 					add_proc(rd, i, v[k].pid, v[k].usedGpuMemory,
@@ -1258,7 +1378,7 @@ static bool list_mig_processes(struct reader *rd, size_t i, nvmlDevice_t dev)
 		return false;
 	for (unsigned k = 0; k < max && gpu_readable(rd, i); k++) {
 		nvmlDevice_t mdev = NULL;
-		nvmlReturn_t r = RAW(rd, mig_handle, dev, k, &mdev);
+		nvmlReturn_t r = RAW(rd, i, mig_handle, dev, k, &mdev);
 
 		if (r == NVML_ERROR_NOT_FOUND || r == NVML_ERROR_INVALID_ARGUMENT)
 			continue; /* an empty slot */
@@ -1323,7 +1443,7 @@ static void read_process_util(struct reader *rd, size_t i, nvmlDevice_t dev)
 			rd->oom = -ENOMEM;
 			return;
 		}
-		r = RAW(rd, process_util, dev, v, &count, 0);
+		r = RAW(rd, i, process_util, dev, v, &count, 0);
 		if (r == NVML_SUCCESS) {
 			for (size_t p = 0; p < g->n_procs; p++) {
 				struct gpuctl_proc *pr = &g->procs[p];
@@ -1385,7 +1505,7 @@ static void read_migs(struct reader *rd, size_t i, nvmlDevice_t dev)
 			symbol_missing(rd, rd->nv->name.mig_handle);
 			return;
 		}
-		r = RAW(rd, mig_handle, dev, k, &mdev);
+		r = RAW(rd, i, mig_handle, dev, k, &mdev);
 		if (r == NVML_ERROR_NOT_FOUND || r == NVML_ERROR_INVALID_ARGUMENT)
 			continue; /* an empty slot */
 		if (!check_result(rd, i, rd->nv->name.mig_handle, r, false))
@@ -1529,7 +1649,7 @@ static void read_nvlinks(struct reader *rd, size_t i, nvmlDevice_t dev, int *dir
 		nvmlEnableState_t active = NVML_FEATURE_DISABLED;
 		nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
 		char bus[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
-		nvmlReturn_t r = RAW(rd, nvlink_state, dev, link, &active);
+		nvmlReturn_t r = RAW(rd, i, nvlink_state, dev, link, &active);
 		size_t peer;
 
 		if (r == NVML_ERROR_INVALID_ARGUMENT)
@@ -1620,14 +1740,14 @@ static void read_topology(struct reader *rd)
 				if (!rd->nv->sym.common_ancestor)
 					symbol_missing(rd, rd->nv->name.common_ancestor);
 				else if (check_result(rd, a, rd->nv->name.common_ancestor,
-				                      RAW(rd, common_ancestor, rd->handles[a],
+				                      RAW(rd, a, common_ancestor, rd->handles[a],
 				                          rd->handles[b], &level),
 				                      true))
 					l.level = level_of(level);
 				if (!rd->nv->sym.p2p_status)
 					symbol_missing(rd, rd->nv->name.p2p_status);
 				else if (check_result(rd, a, rd->nv->name.p2p_status,
-				                      RAW(rd, p2p_status, rd->handles[a],
+				                      RAW(rd, a, p2p_status, rd->handles[a],
 				                          rd->handles[b], NVML_P2P_CAPS_INDEX_READ,
 				                          &st),
 				                      true))
@@ -1659,7 +1779,7 @@ static void read_topology(struct reader *rd)
 static void read_gpu(struct reader *rd, size_t i, unsigned flags)
 {
 	nvmlDevice_t dev = NULL;
-	nvmlReturn_t r = RAW(rd, handle_by_index, (unsigned)i, &dev);
+	nvmlReturn_t r = RAW(rd, i, handle_by_index, (unsigned)i, &dev);
 
 	/* no handle: every field asked for is unreadable */
 	rd->reading = rd->want;
@@ -1693,8 +1813,7 @@ int nvml_read_snapshot(struct gpuctl_ctx *ctx, unsigned flags, uint64_t want_fie
 
 	if (!rd.nv)
 		return ctx_error(ctx, -EINVAL, "NVML is not loaded");
-	rd.calls++;
-	r = rd.nv->sym.device_count(&count);
+	r = RAW(&rd, SYSTEM_SCOPE, device_count, &count);
 	if (r != NVML_SUCCESS) {
 		const char *s = rd.nv->sym.error_string(r);
 		return ctx_error(ctx, -EIO, "%s: %s", rd.nv->name.device_count,
@@ -1766,7 +1885,7 @@ int nvml_refresh_snapshot(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *
 		return ctx_error(ctx, -EINVAL, "NVML is not loaded");
 	/* One call guards everything kept: NVML still answers, and the GPUs are still those the
 	 * handles and indices were taken for. */
-	r = RAW(&rd, device_count, &count);
+	r = RAW(&rd, SYSTEM_SCOPE, device_count, &count);
 	if (r != NVML_SUCCESS) {
 		const char *e = rd.nv->sym.error_string(r);
 		return ctx_error(ctx, -EIO, "%s: %s", rd.nv->name.device_count,
@@ -1781,7 +1900,7 @@ int nvml_refresh_snapshot(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *
 		if (!h)
 			return ctx_error(ctx, -ENOMEM, "out of memory");
 		for (size_t i = 0; i < snap->n_gpus; i++) {
-			r = RAW(&rd, handle_by_index, (unsigned)i, &h[i]);
+			r = RAW(&rd, i, handle_by_index, (unsigned)i, &h[i]);
 			rd.reading = want_fields; /* no handle: every field asked is unreadable */
 			if (!read_done(&rd,
 			               check_result(&rd, i, rd.nv->name.handle_by_index, r, false)))
@@ -1857,7 +1976,8 @@ int nvml_xid_events_new(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *sn
 	}
 	w->nv = nv;
 	w->n = snap->n_gpus;
-	r = nv->sym.event_set_create(&w->set);
+	call_begin(ctx, nv->name.event_set_create, CALL_NO_GPU, NULL);
+	r = call_end(ctx, nv->sym.event_set_create(&w->set));
 	if (r != NVML_SUCCESS) {
 		const char *s = nv->sym.error_string(r);
 		nvml_xid_events_free(w);
@@ -1868,15 +1988,23 @@ int nvml_xid_events_new(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *sn
 		unsigned long long types = NVML_EVENT_TYPE_XID_CRITICAL_ERROR, supported = 0;
 		nvmlDevice_t dev = NULL;
 
-		if (snap->gpus[i].lost ||
-		    nv->sym.handle_by_index((unsigned)i, &dev) != NVML_SUCCESS)
+		const char *bus = gpuctl_gpu_str(&snap->gpus[i], GPUCTL_F_PCI_BUS_ID);
+
+		if (snap->gpus[i].lost)
 			continue;
-		if (nv->sym.supported_events &&
-		    nv->sym.supported_events(dev, &supported) == NVML_SUCCESS)
-			types &= supported;
+		call_begin(ctx, nv->name.handle_by_index, i, bus);
+		if (call_end(ctx, nv->sym.handle_by_index((unsigned)i, &dev)) != NVML_SUCCESS)
+			continue;
+		if (nv->sym.supported_events) {
+			call_begin(ctx, nv->name.supported_events, i, bus);
+			if (call_end(ctx, nv->sym.supported_events(dev, &supported)) ==
+			    NVML_SUCCESS)
+				types &= supported;
+		}
 		if (!types)
 			continue;
-		r = nv->sym.register_events(dev, types, w->set);
+		call_begin(ctx, nv->name.register_events, i, bus);
+		r = call_end(ctx, nv->sym.register_events(dev, types, w->set));
 		if (r == NVML_SUCCESS) {
 			w->handles[i] = dev;
 			joined++;

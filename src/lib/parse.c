@@ -165,6 +165,15 @@ int parse_seconds(const char *text, double min, double max, double *ret_seconds)
 	return 0;
 }
 
+int parse_timeout(const char *text, double max, double *ret_seconds)
+{
+	if (strcmp(text, "off") == 0) {
+		*ret_seconds = 0;
+		return 0;
+	}
+	return parse_seconds(text, 0, max, ret_seconds);
+}
+
 int parse_percent(const char *text, int *ret_percent)
 {
 	const char *p = text;

@@ -28,6 +28,11 @@ int parse_uint(const char *text, unsigned long min, unsigned long max, unsigned 
  * -EINVAL (malformed) or -ERANGE. Used for --interval and -d. */
 int parse_seconds(const char *text, double min, double max, double *ret_seconds);
 
+/* Parses a bound in seconds that can be switched off: "off" or a number of seconds as
+ * parse_seconds reads it, 0 to max; "off" and 0 both give 0 (no bound). -EINVAL (malformed:
+ * a sign, an exponent, blanks, another word) or -ERANGE. Used for GPUCTL_NVML_TIMEOUT. */
+int parse_timeout(const char *text, double max, double *ret_seconds);
+
 /* Parses a percentage 0..100, with or without a trailing '%'. -EINVAL or -ERANGE. */
 int parse_percent(const char *text, int *ret_percent);
 

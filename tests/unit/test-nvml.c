@@ -1,17 +1,21 @@
 // SPDX-License-Identifier: MIT
 /*
  * test-nvml.c: loading NVML: no library, a library that is not NVML, the simulator and its
- * old/ and minimal/ builds (fewer symbols: fallbacks used, fields unavailable, no crash).
+ * old/ and minimal/ builds (fewer symbols: fallbacks used, fields unavailable, no crash); the
+ * NVML call in flight, as another thread sees it while a call hangs.
  * Simulator paths come from $GPUCTL_BUILD_DIR (set by ctest); tests skip when it is not built.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -203,6 +207,94 @@ static void test_xid_events(void **state)
 	sim_stop(&sim);
 }
 
+/* A call that does not return: gpuctl_nvml_call_in_flight, from another thread, names it, its
+ * GPU and that GPU's PCI bus id (the fixture's, tests/unit/fixtures/lib/lib-mesh.json), and says
+ * nothing is in flight before and after; the blocked call is the simulator's hang (nvsim hang,
+ * sim/README.md), waited for until the record shows it. */
+struct in_flight_job {
+	struct gpuctl_ctx *ctx;
+	int r;                        /* what the call returned */
+	struct gpuctl_snapshot *snap; /* a snapshot job's result */
+	bool snapshot;                /* take a snapshot (else only load NVML) */
+};
+
+static void *in_flight_thread(void *arg)
+{
+	struct in_flight_job *j = arg;
+
+	j->r = j->snapshot ? gpuctl_snapshot_take(j->ctx, GPUCTL_SNAP_BASIC, &j->snap)
+	                   : gpuctl_nvml_load(j->ctx);
+	return NULL;
+}
+
+/* Waits (at most 60 s) until ctx's thread is in a call of function about gpu (other calls pass
+ * through the record on the way to the hung one); returns what the record says. */
+static struct gpuctl_nvml_call wait_in_flight(const struct gpuctl_ctx *ctx, const char *function,
+                                              int gpu)
+{
+	struct gpuctl_nvml_call c = GPUCTL_NVML_CALL_INIT;
+	const struct timespec tick = {0, 10 * 1000 * 1000};
+
+	for (int i = 0; i < 6000; i++) {
+		int r = gpuctl_nvml_call_in_flight(ctx, &c);
+
+		assert_true(r == 0 || r == 1);
+		if (r == 1 && strcmp(c.function, function) == 0 && c.gpu == gpu)
+			return c;
+		nanosleep(&tick, NULL);
+	}
+	fail_msg("no call of %s about GPU %d in flight within 60 s", function, gpu);
+	return c;
+}
+
+static void test_call_in_flight(void **state)
+{
+	struct sim sim;
+	struct gpuctl_ctx *ctx = NULL;
+	struct gpuctl_nvml_call c = GPUCTL_NVML_CALL_INIT, small = {.struct_size = 8};
+	struct in_flight_job job = {0};
+	pthread_t t;
+
+	(void)state;
+	if (sim_start(&sim, "", "lib-mesh.json") < 0)
+		skip();
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	assert_int_equal(gpuctl_nvml_call_in_flight(NULL, &c), -EINVAL);
+	assert_int_equal(gpuctl_nvml_call_in_flight(ctx, NULL), -EINVAL);
+	assert_int_equal(gpuctl_nvml_call_in_flight(ctx, &small), -EINVAL);
+	assert_int_equal(gpuctl_nvml_call_in_flight(ctx, &c), 0); /* nothing loaded yet */
+	assert_null(c.function);
+
+	/* nvmlInit: before NVML is loaded, about no GPU */
+	assert_int_equal(sim_nvsim(&sim, "hang", "nvmlInit_v2", NULL), 0);
+	job = (struct in_flight_job){.ctx = ctx};
+	assert_int_equal(pthread_create(&t, NULL, in_flight_thread, &job), 0);
+	c = wait_in_flight(ctx, "nvmlInit_v2", -1);
+	assert_string_equal(c.pci_bus_id, "");
+	assert_true(c.seconds >= 0);
+	assert_int_equal(sim_nvsim(&sim, "unhang", NULL), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(job.r, 0);
+	c = (struct gpuctl_nvml_call)GPUCTL_NVML_CALL_INIT;
+	assert_int_equal(gpuctl_nvml_call_in_flight(ctx, &c), 0);
+
+	/* a device query of GPU 2, whose bus id was read before it */
+	assert_int_equal(sim_nvsim(&sim, "hang", "nvmlDeviceGetPowerUsage", "-i", "2", NULL), 0);
+	job = (struct in_flight_job){.ctx = ctx, .snapshot = true};
+	assert_int_equal(pthread_create(&t, NULL, in_flight_thread, &job), 0);
+	c = wait_in_flight(ctx, "nvmlDeviceGetPowerUsage", 2);
+	assert_string_equal(c.pci_bus_id, "00000000:86:00.0");
+	assert_int_equal(c.struct_size, sizeof(c));
+	assert_int_equal(sim_nvsim(&sim, "unhang", NULL), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(job.r, 0);
+	assert_int_equal(gpuctl_snapshot_gpu_count(job.snap), 4);
+	assert_int_equal(gpuctl_nvml_call_in_flight(ctx, &c), 0);
+	gpuctl_snapshot_free(job.snap);
+	gpuctl_ctx_free(ctx);
+	sim_stop(&sim);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -214,6 +306,7 @@ int main(void)
 	        cmocka_unit_test(test_sim_old),
 	        cmocka_unit_test(test_sim_minimal),
 	        cmocka_unit_test(test_xid_events),
+	        cmocka_unit_test(test_call_in_flight),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

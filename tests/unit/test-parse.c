@@ -50,6 +50,37 @@ static void test_seconds(void **state)
 	}
 }
 
+/* GPUCTL_NVML_TIMEOUT's values (docs/gpuctl.1, ENVIRONMENT): seconds 0 to max as
+ * parse_seconds reads them, or "off"; 0 and "off" are no bound. */
+static void test_timeout(void **state)
+{
+	static const struct {
+		const char *text;
+		int r;
+		double v;
+	} cases[] = {
+	        {"off", 0, 0.0},      {"0", 0, 0.0},         {"30", 0, 30.0},
+	        {"0.5", 0, 0.5},      {"86400", 0, 86400.0}, {"86401", -ERANGE, 0},
+	        {"OFF", -EINVAL, 0},  {"of", -EINVAL, 0},    {"offf", -EINVAL, 0},
+	        {"off ", -EINVAL, 0}, {"", -EINVAL, 0},      {"abc", -EINVAL, 0},
+	        {"-1", -EINVAL, 0},   {"1e9", -EINVAL, 0},   {"inf", -EINVAL, 0},
+	        {"1 s", -EINVAL, 0},  {"0x10", -EINVAL, 0},  {"1000000000", -EINVAL, 0},
+	};
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		double v = -7.0;
+		int r = parse_timeout(cases[k].text, 86400, &v);
+
+		if (r != cases[k].r)
+			fail_msg("'%s': %d, expected %d", cases[k].text, r, cases[k].r);
+		if (r == 0 && v != cases[k].v)
+			fail_msg("'%s': %g", cases[k].text, v);
+		if (r < 0 && v != -7.0)
+			fail_msg("'%s': written on failure", cases[k].text);
+	}
+}
+
 /* Bits set from a list of [first, last] ranges, written back: the kernel's cpulist form. */
 static void test_format_cpulist(void **state)
 {
@@ -147,6 +178,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_seconds),
+	        cmocka_unit_test(test_timeout),
 	        cmocka_unit_test(test_format_cpulist),
 	        cmocka_unit_test(test_size_parse),
 	};
