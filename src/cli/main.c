@@ -8,6 +8,7 @@
  * - The context is created lazily by the first command that needs NVML, so `gpuctl --help`
  *   and usage errors work on a machine without a driver.
  * - Errors are one line on stderr; the exit statuses are those of enum cli_exit.
+ * - No command word runs `list`, as a bare nvidia-smi, nvitop or gpustat shows the GPUs.
  */
 #include <getopt.h>
 #include <stdlib.h>
@@ -70,9 +71,12 @@ int main(int argc, char **argv)
 		}
 		}
 	}
+	static char list_word[] = "list";
+	char *list_argv[] = {list_word, NULL};
 	if (optind >= argc) {
-		cli_error("no command given (see 'gpuctl --help')");
-		return CLI_EXIT_USAGE;
+		argv = list_argv;
+		argc = 1;
+		optind = 0;
 	}
 
 	const struct cmd_entry *entry = cmd_find(argv[optind]);
