@@ -55,6 +55,7 @@ enum {
 
 static const struct option list_options[] = {
         {"id", required_argument, NULL, 'i'},
+        {"only", required_argument, NULL, 'i'},
         {"wide", no_argument, NULL, 'w'},
         {"format", required_argument, NULL, OPT_FORMAT},
         {"color", required_argument, NULL, OPT_COLOR},
@@ -820,9 +821,10 @@ const struct cmd_entry cmd_list_entry = {
                  "[--nounits] [--color WHEN]",
         .summary = "list GPUs and MIG devices with their state",
         .options =
-                "  -i, --id IDS       only these GPUs: indices, UUIDs, UUID prefixes or PCI bus "
-                "ids,\n"
-                "                     comma-separated, in the order given\n"
+                "  -i, --id, --only IDS\n"
+                "                     only these GPUs: indices, UUIDs, UUID prefixes or PCI bus\n"
+                "                     ids, comma-separated, in the order given (--only: nvitop's\n"
+                "                     name)\n"
                 "  -w, --wide         the table, then one line per GPU process with its host\n"
                 "                     facts: user, GPU memory, %CPU, resident memory, elapsed\n"
                 "                     time and the full command line\n"

@@ -289,6 +289,37 @@ class ListIds(GpuctlTestCase):
         self.assertOneLineError(r, EXIT_USAGE, "GPU-6")
 
 
+class OnlyIsId(GpuctlTestCase):
+    """--only (nvitop's name) is -i/--id wherever -i is: list, health, watch, release."""
+    M = "rtx4090-8"
+
+    def test_list(self):
+        u = [g["uuid"] for g in Machine(self.M).gpus]
+        r = sim(self.M, "list", "--query", "uuid", "--noheader", "--only", "5,1")
+        self.assertOk(r)
+        self.assertEqual(r.out.splitlines(), [u[5], u[1]])
+        r = sim(self.M, "list", "--only=" + u[2][:12], "--format", "json")
+        self.assertOk(r)
+        self.assertEqual([g["uuid"] for g in r.json()["gpus"]], [u[2]])
+
+    def test_health_watch_release(self):
+        u = [g["uuid"] for g in Machine(self.M).gpus]
+        r = sim(self.M, "health", "--format", "json", "--only", "3,0")
+        self.assertOk(r)
+        self.assertEqual([g["uuid"] for g in r.json()["gpus"]], [u[3], u[0]])
+        r = sim(self.M, "watch", "-c", "1", "--only", "6")
+        self.assertOk(r)
+        self.assertEqual([l.split()[0] for l in r.out.splitlines() if not l.startswith("#")],
+                         ["6"], r)
+        # release checks the ids as -i does: an index the machine lacks is named
+        r = sim(self.M, "release", "--only", "42")
+        self.assertOneLineError(r, EXIT_USAGE, "'42'")
+
+    def test_bad_id(self):
+        r = sim(self.M, "list", "--only", "42")
+        self.assertOneLineError(r, EXIT_USAGE, "'42'")
+
+
 class ListJson(GpuctlTestCase):
     IDENTITY = ("index", "uuid", "pci_bus_id", "name")
 

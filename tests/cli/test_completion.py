@@ -63,6 +63,10 @@ class CompletionTest(GpuctlTestCase):
     def test_gpu_ids(self):
         self.assertEqual(complete("list", "-i", ""), self.ids)
         self.assertEqual(complete("health", "--id", ""), self.ids)
+        # --only, nvitop's name for -i, completes as -i does
+        self.assertEqual(complete("list", "--only", ""), self.ids)
+        self.assertEqual(complete("watch", "--only", "=", ""), self.ids)
+        self.assertIn("--only", complete("release", "--on"))
         self.assertEqual(complete("select", "-n", "1", "--only", "GPU-"),
                          {u for u in self.ids if u.startswith("GPU-")})
         # the last element of a list
