@@ -12,16 +12,20 @@
  *   read "[GPU is lost]" (CSV) and it carries "lost": true (JSON).
  * - MIG devices follow their parent in the table and in JSON; the CSV is one row per GPU, like
  *   nvidia-smi --query-gpu, so that every row has the header's column count.
+ * - -l/--loop SECONDS repeats the whole listing, a fresh snapshot each time, as nvidia-smi -l
+ *   does: the CSV header only once (the rows then read as one CSV), tables and JSON whole
+ *   each time, a blank line between tables. SIGINT and SIGTERM are taken only while waiting,
+ *   so a listing is never cut, and end the loop with exit 0, as nvidia-smi's Ctrl+C does.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "cmd.h"
 #include "cmd.h"
 #include "format.h"
 #include "hostproc.h"
@@ -42,6 +46,8 @@ struct list_args {
 	struct timespec now;    /* when the snapshot was taken: --query's timestamp */
 	const char *driver;     /* the driver's version: --query's driver_version (or NULL) */
 	bool wide;              /* -w/--wide: a process table with the host's facts */
+	double loop;            /* -l/--loop: seconds between listings, 0 for one listing */
+	bool again;             /* a later listing of --loop: no CSV header, a blank line first */
 	bool color;             /* colour the table's cells (cli_use_color) */
 };
 
@@ -57,6 +63,7 @@ static const struct option list_options[] = {
         {"id", required_argument, NULL, 'i'},
         {"only", required_argument, NULL, 'i'},
         {"wide", no_argument, NULL, 'w'},
+        {"loop", required_argument, NULL, 'l'},
         {"format", required_argument, NULL, OPT_FORMAT},
         {"color", required_argument, NULL, OPT_COLOR},
         {"query", required_argument, NULL, OPT_QUERY},
@@ -100,7 +107,7 @@ static const char *query_unit(int col)
 static void print_csv(const struct list_args *a, const struct gpuctl_snapshot *snap)
 {
 	char buf[256];
-	if (!a->fmt.noheader) {
+	if (!a->fmt.noheader && !a->again) {
 		for (size_t c = 0; c < a->query->n; c++)
 			/* nvidia-smi keeps the bracketed unit in the header even with nounits. */
 			printf("%s%s%s", c ? ", " : "", a->query->cols[c].name,
@@ -653,18 +660,118 @@ static int parse_query(const char *text, struct query **ret)
 	return status;
 }
 
+/* One listing: a fresh snapshot of what kind needs, printed. */
+static int list_once(struct cli *cli, struct list_args *a, enum list_format kind)
+{
+	struct gpuctl_snapshot *snap = NULL;
+	enum gpuctl_field *fields = NULL; /* the fields to read, when not all */
+	unsigned flags;
+	int status;
+
+	if (a->query_text)
+		flags = query_snap_flags(a->query);
+	else if (kind == LIST_FORMAT_TABLE)
+		flags = GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH;
+	else if (kind == LIST_FORMAT_JSON)
+		flags = GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH;
+	else
+		flags = query_snap_flags(a->query);
+
+	/* Read what is printed: the queried columns, the table's columns, or (JSON without
+	 * --query) everything. */
+	enum gpuctl_field table_fields[6 + GPUCTL__F_COUNT] = {
+	        GPUCTL_F_TEMP,         GPUCTL_F_UTIL_GPU,   GPUCTL_F_MEMORY_USED,
+	        GPUCTL_F_MEMORY_TOTAL, GPUCTL_F_POWER_DRAW, GPUCTL_F_POWER_LIMIT};
+	size_t n_table = 6, nh = 0;
+	/* the HEALTH column: the facts of docs/health.md but the NVLink walk's */
+	const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
+	for (size_t i = 0; i < nh; i++)
+		table_fields[n_table++] = hf[i];
+	size_t n_fields = 0;
+	if (a->query) {
+		fields = calloc(a->query->n, sizeof(*fields));
+		if (!fields) {
+			cli_error("list: out of memory");
+			status = CLI_EXIT_FAILURE;
+			goto out;
+		}
+		for (size_t c = 0; c < a->query->n; c++)
+			if ((int)a->query->cols[c].field < (int)GPUCTL__F_COUNT)
+				fields[n_fields++] = a->query->cols[c].field;
+		status = cli_snapshot_fields(cli, flags, fields, n_fields, &snap);
+	} else if (kind == LIST_FORMAT_TABLE) {
+		status = cli_snapshot_fields(cli, flags, table_fields, n_table, &snap);
+	} else {
+		status = cli_snapshot(cli, flags, &snap);
+	}
+	if (status)
+		goto out;
+	clock_gettime(CLOCK_REALTIME, &a->now);
+	a->color = cli_use_color(cli);
+	a->driver = gpuctl_snapshot_driver_version(snap);
+	status = cli_select_gpus(cli, snap, a->ids, &a->sel, &a->nsel);
+	if (status)
+		goto out;
+	if (!a->query_text && kind != LIST_FORMAT_CSV) {
+		/* the verdict of gpuctl health, with the kernel log and what health --watch
+		 * recorded */
+		struct gpuctl_health_report *rep = NULL;
+		size_t n = gpuctl_snapshot_gpu_count(snap);
+		status = cli_site(cli, &cmd_list_entry, NULL, GPUCTL_SITE_NO_LEASES);
+		if (status)
+			goto out;
+		if (gpuctl_site_health(cli->ctx, cli->site, snap, &rep) < 0) {
+			cli_error("list: health check: %s", gpuctl_errmsg(cli->ctx));
+			status = CLI_EXIT_FAILURE;
+			goto out;
+		}
+		a->verdict = calloc(n ? n : 1, sizeof(*a->verdict));
+		for (size_t g = 0; a->verdict && g < n; g++)
+			a->verdict[g] = gpuctl_health_verdict(rep, g);
+		gpuctl_health_report_free(rep);
+	}
+
+	int r;
+	switch (kind) {
+	case LIST_FORMAT_CSV:
+		print_csv(a, snap);
+		r = 0;
+		break;
+	case LIST_FORMAT_JSON:
+		r = print_json(a, snap);
+		break;
+	default:
+		r = a->query_text ? print_query_table(a, snap) : print_table(a, snap);
+		break;
+	}
+	if (r < 0) {
+		cli_error("list: cannot write the output: %s", strerror(-r));
+		status = CLI_EXIT_FAILURE;
+	}
+out:
+	free(fields);
+	free(a->verdict);
+	a->verdict = NULL;
+	free(a->sel);
+	a->sel = NULL;
+	gpuctl_snapshot_free(snap);
+	return status;
+}
+
 static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 {
 	struct list_args a = {0};
-	struct gpuctl_snapshot *snap = NULL;
-	enum gpuctl_field *fields = NULL; /* the fields to read, when not all */
 	int opt, status;
 	char *bad = NULL;
 
-	while ((opt = getopt_long(argc, argv, "+:i:wh", list_options, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "+:i:l:wh", list_options, NULL)) != -1) {
 		switch (opt) {
 		case 'i':
 			a.ids = optarg;
+			break;
+		case 'l':
+			if ((status = cmd_parse_delay(&cmd_list_entry, "--loop", optarg, &a.loop)))
+				return status;
 			break;
 		case 'w':
 			a.wide = true;
@@ -725,99 +832,38 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 			return status;
 	}
 
-	unsigned flags;
-	if (a.query_text)
-		flags = query_snap_flags(a.query);
-	else if (kind == LIST_FORMAT_TABLE)
-		flags = GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH;
-	else if (kind == LIST_FORMAT_JSON)
-		flags = GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH;
-	else
-		flags = query_snap_flags(a.query);
-
-	/* Read what is printed: the queried columns, the table's columns, or (JSON without
-	 * --query) everything. */
-	enum gpuctl_field table_fields[6 + GPUCTL__F_COUNT] = {
-	        GPUCTL_F_TEMP,         GPUCTL_F_UTIL_GPU,   GPUCTL_F_MEMORY_USED,
-	        GPUCTL_F_MEMORY_TOTAL, GPUCTL_F_POWER_DRAW, GPUCTL_F_POWER_LIMIT};
-	size_t n_table = 6, nh = 0;
-	/* the HEALTH column: the facts of docs/health.md but the NVLink walk's */
-	const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
-	for (size_t i = 0; i < nh; i++)
-		table_fields[n_table++] = hf[i];
-	size_t n_fields = 0;
-	if (a.query) {
-		fields = calloc(a.query->n, sizeof(*fields));
-		if (!fields) {
-			cli_error("list: out of memory");
-			status = CLI_EXIT_FAILURE;
-			goto out;
-		}
-		for (size_t c = 0; c < a.query->n; c++)
-			if ((int)a.query->cols[c].field < (int)GPUCTL__F_COUNT)
-				fields[n_fields++] = a.query->cols[c].field;
-		status = cli_snapshot_fields(cli, flags, fields, n_fields, &snap);
-	} else if (kind == LIST_FORMAT_TABLE) {
-		status = cli_snapshot_fields(cli, flags, table_fields, n_table, &snap);
+	if (!a.loop) {
+		status = list_once(cli, &a, kind);
 	} else {
-		status = cli_snapshot(cli, flags, &snap);
-	}
-	if (status)
-		goto out;
-	clock_gettime(CLOCK_REALTIME, &a.now);
-	a.color = cli_use_color(cli);
-	a.driver = gpuctl_snapshot_driver_version(snap);
-	status = cli_select_gpus(cli, snap, a.ids, &a.sel, &a.nsel);
-	if (status)
-		goto out;
-	if (!a.query_text && kind != LIST_FORMAT_CSV) {
-		/* the verdict of gpuctl health, with the kernel log and what health --watch
-		 * recorded */
-		struct gpuctl_health_report *rep = NULL;
-		size_t n = gpuctl_snapshot_gpu_count(snap);
-		status = cli_site(cli, &cmd_list_entry, NULL, GPUCTL_SITE_NO_LEASES);
-		if (status)
-			goto out;
-		if (gpuctl_site_health(cli->ctx, cli->site, snap, &rep) < 0) {
-			cli_error("list: health check: %s", gpuctl_errmsg(cli->ctx));
-			status = CLI_EXIT_FAILURE;
-			goto out;
-		}
-		a.verdict = calloc(n ? n : 1, sizeof(*a.verdict));
-		for (size_t g = 0; a.verdict && g < n; g++)
-			a.verdict[g] = gpuctl_health_verdict(rep, g);
-		gpuctl_health_report_free(rep);
-	}
+		/* Signals are taken only while waiting, between two whole listings. */
+		sigset_t stop, old;
+		double next = cli_now(CLOCK_MONOTONIC);
 
-	int r;
-	switch (kind) {
-	case LIST_FORMAT_CSV:
-		print_csv(&a, snap);
-		r = 0;
-		break;
-	case LIST_FORMAT_JSON:
-		r = print_json(&a, snap);
-		break;
-	default:
-		r = a.query_text ? print_query_table(&a, snap) : print_table(&a, snap);
-		break;
+		sigemptyset(&stop);
+		sigaddset(&stop, SIGINT);
+		sigaddset(&stop, SIGTERM);
+		sigprocmask(SIG_BLOCK, &stop, &old);
+		for (;;) {
+			if (a.again && kind != LIST_FORMAT_CSV)
+				putchar('\n');
+			status = list_once(cli, &a, kind);
+			if (status || (status = cli_finish_output(CLI_EXIT_OK)))
+				break;
+			a.again = true;
+			next = cli_next_tick(next, a.loop);
+			if (cli_wait_until(next, &stop))
+				break; /* SIGINT, SIGTERM: the end asked for, exit 0 */
+		}
+		sigprocmask(SIG_SETMASK, &old, NULL);
 	}
-	if (r < 0) {
-		cli_error("list: cannot write the output: %s", strerror(-r));
-		status = CLI_EXIT_FAILURE;
-	}
-out:
-	free(fields);
-	free(a.verdict);
-	free(a.sel);
 	query_free(a.query);
-	gpuctl_snapshot_free(snap);
 	return status;
 }
 
 const struct cmd_entry cmd_list_entry = {
         .name = "list",
-        .usage = "[-i IDS] [-w] [--format table|csv|json] [--query FIELDS] [--noheader] "
+        .usage = "[-i IDS] [-w] [-l SECONDS] [--format table|csv|json] [--query FIELDS] "
+                 "[--noheader] "
                  "[--nounits] [--color WHEN]",
         .summary = "list GPUs and MIG devices with their state",
         .options =
@@ -828,6 +874,8 @@ const struct cmd_entry cmd_list_entry = {
                 "  -w, --wide         the table, then one line per GPU process with its host\n"
                 "                     facts: user, GPU memory, %CPU, resident memory, elapsed\n"
                 "                     time and the full command line\n"
+                "  -l, --loop SECONDS list again every SECONDS (0.1 to 86400) until SIGINT, which\n"
+                "                     exits 0, like nvidia-smi -l; the CSV header only once\n"
                 "  --format FORMAT    table (default), csv (default with --query) or json; also\n"
                 "                     nvidia-smi's spelling, e.g. csv,noheader,nounits\n"
                 "  --query FIELDS     comma-separated fields: gpuctl keys (memory_used) or\n"

@@ -5,14 +5,17 @@ import json
 import os
 import pwd
 import re
+import select
 import shutil
+import signal
+import subprocess
 import tempfile
 import time
 import unittest
 
 from cli_facts import MIB, Machine
-from gpuctl_test import (EXIT_USAGE, SCENARIOS, SETTLED_SH, GpuctlTestCase, gpuctl,
-                         scenario_gpus_of, sim, sim_sh)
+from gpuctl_test import (EXIT_USAGE, GPUCTL, NVSIM, SCENARIOS, SETTLED_SH, GpuctlTestCase,
+                         gpuctl, scenario_gpus_of, sim, sim_sh)
 
 
 def short_uuid(uuid):
@@ -318,6 +321,72 @@ class OnlyIsId(GpuctlTestCase):
     def test_bad_id(self):
         r = sim(self.M, "list", "--only", "42")
         self.assertOneLineError(r, EXIT_USAGE, "'42'")
+
+
+class ListLoop(GpuctlTestCase):
+    """-l/--loop SECONDS: the listing again every SECONDS until SIGINT (exit 0), as nvidia-smi
+    -l; with --query the CSV header once, then the rows of each listing."""
+
+    def start(self, *args):
+        self.pending = b""
+        return subprocess.Popen([NVSIM, "exec", "dgx-a100", "--", GPUCTL, "list", *args],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def read_lines(self, p, n, timeout=20):
+        """The next n lines, as soon as gpuctl has written them."""
+        fd = p.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while self.pending.count(b"\n") < n:
+            left = deadline - time.monotonic()
+            self.assertGreater(left, 0, "timed out after %r" % self.pending)
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready:
+                chunk = os.read(fd, 65536)
+                self.assertNotEqual(chunk, b"", "output ended after %r" % self.pending)
+                self.pending += chunk
+        lines = self.pending.split(b"\n")
+        self.pending = b"\n".join(lines[n:])
+        return [l.decode() for l in lines[:n]]
+
+    def interrupt(self, p):
+        """SIGINT (nvsim exec forwards it); the rest of the output and stderr."""
+        try:
+            p.send_signal(signal.SIGINT)
+            out, err = p.communicate(timeout=30)
+        finally:
+            p.kill()
+        return (self.pending + out).decode(), err.decode()
+
+    def test_query_csv_header_once(self):
+        u = [g["uuid"] for g in Machine("dgx-a100").gpus]
+        p = self.start("--query", "index,uuid", "--only", "0,1", "-l", "0.2")
+        lines = self.read_lines(p, 5)  # the header, then two listings of two rows
+        out, err = self.interrupt(p)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(err, "")
+        self.assertEqual(lines[0], "index, uuid")
+        rows = lines[1:] + out.splitlines()
+        self.assertGreaterEqual(len(rows), 4)
+        for k, row in enumerate(rows):
+            i = k % 2
+            self.assertEqual(row, "%d, %s" % (i, u[i]))
+
+    def test_table_again_after_a_blank_line(self):
+        m = Machine("dgx-a100")
+        p = self.start("--loop", "0.2", "--only", "3")
+        lines = self.read_lines(p, 5)  # header, row, blank, header, row
+        out, err = self.interrupt(p)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(lines[2], "")
+        for head, row in ((lines[0], lines[1]), (lines[3], lines[4])):
+            self.assertEqual(head.split()[:3], ["GPU", "UUID", "NAME"])
+            self.assertEqual(row.split()[0], "3")
+            self.assertIn(short_uuid(m.gpus[3]["uuid"]), row)
+
+    def test_bad_interval(self):
+        for v in ("0", "x", "-1"):
+            r = sim("dgx-a100", "list", "-l", v)
+            self.assertOneLineError(r, EXIT_USAGE, "'%s'" % v)
 
 
 class ListJson(GpuctlTestCase):

@@ -41,6 +41,8 @@ class CompletionTest(GpuctlTestCase):
     def test_options(self):
         self.assertEqual(complete("select", "--mi"), {"--min-free-mem", "--mig"})
         self.assertEqual(complete("list", "--for"), {"--format"})
+        self.assertEqual(complete("list", "--lo"), {"--loop"})
+        self.assertEqual(complete("list", "-l", ""), set())  # SECONDS: nothing to offer
         self.assertEqual(complete("--vers"), {"--version"})
         self.assertEqual(complete("--ver"), {"--verbose", "--version"})
         self.assertIn("--retry", complete("run", "-n", "1", "--re"))
