@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * fuzz-query.c: libFuzzer target for `gpuctl list`'s --query and --format parsers
- * (src/cli/query.c), the suggestion search for unknown names, and `gpuctl watch`'s -s and -o.
+ * (src/cli/query.c), --query-compute-apps' parser, the suggestion search for unknown names,
+ * and `gpuctl watch`'s -s and -o.
  *
  * The input is used as one NUL-terminated argument, as it would arrive from argv. Properties
  * checked beyond "no crash, no leak": a successful parse has 1..QUERY_MAX_COLUMNS columns, each
@@ -55,6 +56,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		if (r == -EINVAL && !bad)
 			abort();
+	}
+	free(bad);
+
+	/* --query-compute-apps: 1..QUERY_MAX_COLUMNS known columns, each with a header */
+	struct app_query *aq = (struct app_query *)(uintptr_t)0x1;
+	bad = NULL;
+	r = app_query_parse(text, &aq, &bad);
+	if (r >= 0) {
+		if (aq->n == 0 || aq->n > QUERY_MAX_COLUMNS)
+			abort();
+		for (size_t i = 0; i < aq->n; i++)
+			if ((unsigned)aq->cols[i] >= APP__COUNT ||
+			    !app_field_header(aq->cols[i])[0])
+				abort();
+		free(aq);
+	} else if (aq != (struct app_query *)(uintptr_t)0x1 || (r == -EINVAL && !bad)) {
+		abort();
 	}
 	free(bad);
 

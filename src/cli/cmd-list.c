@@ -38,6 +38,8 @@ static const char default_csv_fields[] = "index,uuid,name,temperature.gpu,utiliz
 struct list_args {
 	const char *ids;        /* -i/--id, NULL for every GPU */
 	const char *query_text; /* --query, NULL when not given */
+	const char *apps_text;  /* --query-compute-apps, NULL when not given */
+	struct app_query *apps; /* parsed --query-compute-apps */
 	struct format_spec fmt; /* --format and its modifiers */
 	struct query *query;    /* parsed --query (or the default CSV columns) */
 	size_t *sel;            /* chosen snapshot indices */
@@ -57,6 +59,7 @@ enum {
 	OPT_QUERY,
 	OPT_NOHEADER,
 	OPT_NOUNITS,
+	OPT_QUERY_APPS,
 };
 
 static const struct option list_options[] = {
@@ -68,6 +71,7 @@ static const struct option list_options[] = {
         {"color", required_argument, NULL, OPT_COLOR},
         {"query", required_argument, NULL, OPT_QUERY},
         {"query-gpu", required_argument, NULL, OPT_QUERY},
+        {"query-compute-apps", required_argument, NULL, OPT_QUERY_APPS},
         {"noheader", no_argument, NULL, OPT_NOHEADER},
         {"nounits", no_argument, NULL, OPT_NOUNITS},
         {"help", no_argument, NULL, 'h'},
@@ -122,6 +126,63 @@ static void print_csv(const struct list_args *a, const struct gpuctl_snapshot *s
 			printf("%s%s", c ? ", " : "", buf);
 		}
 		putchar('\n');
+	}
+}
+
+/* ---- CSV of the compute processes (nvidia-smi --query-compute-apps) ---- */
+
+static void app_cell(const struct gpuctl_gpu *gpu, const struct gpuctl_proc *p, enum app_field f,
+                     bool units, char *buf, size_t size)
+{
+	const char *s = NULL;
+	int64_t mem;
+
+	switch (f) {
+	case APP_PID:
+		snprintf(buf, size, "%" PRIu32, gpuctl_proc_pid(p));
+		return;
+	case APP_PROCESS_NAME:
+		s = gpuctl_proc_command(p);
+		break;
+	case APP_USED_MEMORY:
+		if (gpuctl_proc_used_memory(p, &mem) < 0)
+			break;
+		snprintf(buf, size, "%" PRId64 "%s", mem / (1024 * 1024), units ? " MiB" : "");
+		return;
+	case APP_GPU_UUID:
+		s = gpuctl_gpu_str(gpu, GPUCTL_F_UUID);
+		break;
+	case APP_GPU_BUS_ID:
+		s = gpuctl_gpu_str(gpu, GPUCTL_F_PCI_BUS_ID);
+		break;
+	case APP_GPU_NAME:
+		s = gpuctl_gpu_str(gpu, GPUCTL_F_NAME);
+		break;
+	default:
+		break;
+	}
+	snprintf(buf, size, "%s", s ? s : "[N/A]");
+}
+
+static void print_apps_csv(const struct list_args *a, const struct gpuctl_snapshot *snap)
+{
+	char buf[4096];
+
+	if (!a->fmt.noheader && !a->again) {
+		for (size_t c = 0; c < a->apps->n; c++)
+			printf("%s%s", c ? ", " : "", app_field_header(a->apps->cols[c]));
+		putchar('\n');
+	}
+	for (size_t i = 0; i < a->nsel; i++) {
+		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(snap, a->sel[i]);
+		for (size_t k = 0; !gpuctl_gpu_lost(gpu) && k < gpuctl_gpu_proc_count(gpu); k++) {
+			for (size_t c = 0; c < a->apps->n; c++) {
+				app_cell(gpu, gpuctl_gpu_proc(gpu, k), a->apps->cols[c],
+				         !a->fmt.nounits, buf, sizeof(buf));
+				printf("%s%s", c ? ", " : "", buf);
+			}
+			putchar('\n');
+		}
 	}
 }
 
@@ -668,7 +729,9 @@ static int list_once(struct cli *cli, struct list_args *a, enum list_format kind
 	unsigned flags;
 	int status;
 
-	if (a->query_text)
+	if (a->apps)
+		flags = GPUCTL_SNAP_PROCESSES;
+	else if (a->query_text)
 		flags = query_snap_flags(a->query);
 	else if (kind == LIST_FORMAT_TABLE)
 		flags = GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH;
@@ -688,7 +751,11 @@ static int list_once(struct cli *cli, struct list_args *a, enum list_format kind
 	for (size_t i = 0; i < nh; i++)
 		table_fields[n_table++] = hf[i];
 	size_t n_fields = 0;
-	if (a->query) {
+	if (a->apps) {
+		/* the identity every snapshot has is all the rows need besides the processes */
+		static const enum gpuctl_field name_only[] = {GPUCTL_F_NAME};
+		status = cli_snapshot_fields(cli, flags, name_only, 1, &snap);
+	} else if (a->query) {
 		fields = calloc(a->query->n, sizeof(*fields));
 		if (!fields) {
 			cli_error("list: out of memory");
@@ -712,7 +779,7 @@ static int list_once(struct cli *cli, struct list_args *a, enum list_format kind
 	status = cli_select_gpus(cli, snap, a->ids, &a->sel, &a->nsel);
 	if (status)
 		goto out;
-	if (!a->query_text && kind != LIST_FORMAT_CSV) {
+	if (!a->query_text && !a->apps && kind != LIST_FORMAT_CSV) {
 		/* the verdict of gpuctl health, with the kernel log and what health --watch
 		 * recorded */
 		struct gpuctl_health_report *rep = NULL;
@@ -734,7 +801,10 @@ static int list_once(struct cli *cli, struct list_args *a, enum list_format kind
 	int r;
 	switch (kind) {
 	case LIST_FORMAT_CSV:
-		print_csv(a, snap);
+		if (a->apps)
+			print_apps_csv(a, snap);
+		else
+			print_csv(a, snap);
 		r = 0;
 		break;
 	case LIST_FORMAT_JSON:
@@ -755,6 +825,36 @@ out:
 	free(a->sel);
 	a->sel = NULL;
 	gpuctl_snapshot_free(snap);
+	return status;
+}
+
+static int parse_apps(struct list_args *a, enum list_format kind)
+{
+	char *bad = NULL;
+	int status = 0, r;
+
+	if (a->query_text || a->wide || kind != LIST_FORMAT_CSV)
+		return cmd_usage_error(
+		        &cmd_list_entry,
+		        "--query-compute-apps: CSV only, without --query and --wide");
+	r = app_query_parse(a->apps_text, &a->apps, &bad);
+	if (r == -EINVAL)
+		status = cmd_usage_error(
+		        &cmd_list_entry,
+		        "--query-compute-apps: unknown field '%s' (pid, "
+		        "process_name, used_memory, gpu_uuid, gpu_bus_id, gpu_name)",
+		        bad ? bad : a->apps_text);
+	else if (r == -E2BIG)
+		status =
+		        cmd_usage_error(&cmd_list_entry,
+		                        "--query-compute-apps: too many or too long field names in "
+		                        "'%.64s'",
+		                        a->apps_text);
+	else if (r < 0) {
+		cli_error("list: --query-compute-apps: %s", strerror(-r));
+		status = CLI_EXIT_FAILURE;
+	}
+	free(bad);
 	return status;
 }
 
@@ -797,6 +897,9 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 		case OPT_QUERY:
 			a.query_text = optarg;
 			break;
+		case OPT_QUERY_APPS:
+			a.apps_text = optarg;
+			break;
 		case OPT_NOHEADER:
 			a.fmt.noheader = true;
 			break;
@@ -820,13 +923,17 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 
 	enum list_format kind = a.fmt.kind;
 	if (kind == LIST_FORMAT_DEFAULT)
-		kind = a.query_text ? LIST_FORMAT_CSV : LIST_FORMAT_TABLE;
+		kind = a.query_text || a.apps_text ? LIST_FORMAT_CSV : LIST_FORMAT_TABLE;
 
 	if (a.wide && (a.query_text || kind != LIST_FORMAT_TABLE))
 		return cmd_usage_error(&cmd_list_entry,
 		                       "--wide: only for the table without --query (the JSON has "
 		                       "the host facts of every process)");
-	if (a.query_text || kind == LIST_FORMAT_CSV) {
+	if (a.apps_text) {
+		status = parse_apps(&a, kind);
+		if (status)
+			return status;
+	} else if (a.query_text || kind == LIST_FORMAT_CSV) {
 		status = parse_query(a.query_text ? a.query_text : default_csv_fields, &a.query);
 		if (status)
 			return status;
@@ -857,14 +964,14 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 		sigprocmask(SIG_SETMASK, &old, NULL);
 	}
 	query_free(a.query);
+	free(a.apps);
 	return status;
 }
 
 const struct cmd_entry cmd_list_entry = {
         .name = "list",
         .usage = "[-i IDS] [-w] [-l SECONDS] [--format table|csv|json] [--query FIELDS] "
-                 "[--noheader] "
-                 "[--nounits] [--color WHEN]",
+                 "[--query-compute-apps FIELDS] [--noheader] [--nounits] [--color WHEN]",
         .summary = "list GPUs and MIG devices with their state",
         .options =
                 "  -i, --id, --only IDS\n"
@@ -881,6 +988,10 @@ const struct cmd_entry cmd_list_entry = {
                 "  --query FIELDS     comma-separated fields: gpuctl keys (memory_used) or\n"
                 "                     nvidia-smi --query-gpu names (memory.used); see "
                 "docs/json.md\n"
+                "  --query-compute-apps FIELDS\n"
+                "                     one CSV row per compute process, as nvidia-smi's: pid,\n"
+                "                     process_name (name), used_memory (used_gpu_memory),\n"
+                "                     gpu_uuid, gpu_bus_id, gpu_name\n"
                 "  --noheader         no header line\n"
                 "  --nounits          values without units (csv and query tables)\n"
                 "  --color WHEN       colour the table by load and health (docs/gpuctl.1):\n"

@@ -49,6 +49,31 @@ unsigned query_snap_flags(const struct query *q);
  * returns how many it found (0: buf is ""). */
 size_t query_suggest(const char *name, char *buf, size_t size);
 
+/* The columns of --query-compute-apps (nvidia-smi --help-query-compute-apps): one row per
+ * compute process. */
+enum app_field {
+	APP_PID,          /* "pid" */
+	APP_PROCESS_NAME, /* "process_name", also "name" */
+	APP_USED_MEMORY,  /* "used_gpu_memory", also "used_memory": MiB */
+	APP_GPU_UUID,     /* "gpu_uuid" */
+	APP_GPU_BUS_ID,   /* "gpu_bus_id" */
+	APP_GPU_NAME,     /* "gpu_name" */
+	APP__COUNT,
+};
+
+struct app_query {
+	size_t n;                               /* number of columns, >= 1 */
+	enum app_field cols[QUERY_MAX_COLUMNS]; /* in the order given; duplicates kept */
+};
+
+/* Parses --query-compute-apps' "name,name,...", case-insensitive, blanks around names
+ * ignored. 0 and *ret_query; -EINVAL for an empty or unknown name with *ret_bad = it
+ * (malloc'ed, "" for an empty entry); -E2BIG for too many or too long names; -ENOMEM.
+ * ret_bad may be NULL; nothing is written on failure but *ret_bad. */
+int app_query_parse(const char *text, struct app_query **ret_query, char **ret_bad);
+/* nvidia-smi's CSV header of a column, with its unit ("used_gpu_memory [MiB]"). */
+const char *app_field_header(enum app_field f);
+
 enum list_format {
 	LIST_FORMAT_DEFAULT = 0, /* not given: table, or csv with --query */
 	LIST_FORMAT_TABLE,

@@ -323,6 +323,40 @@ class OnlyIsId(GpuctlTestCase):
         self.assertOneLineError(r, EXIT_USAGE, "'42'")
 
 
+class ListComputeApps(GpuctlTestCase):
+    """--query-compute-apps: nvidia-smi's CSV of the compute processes (its header spelling:
+    "pid, process_name, used_gpu_memory [MiB]", whichever alias was typed; values "N MiB")."""
+
+    def test_csv(self):
+        g = Machine("dgx-a100").gpus[1]
+        script = ("sleep 60 & pid=$!\n"
+                  "$NVSIM proc add --pid $pid -i 1 --mem 1GiB\n"
+                  "echo $pid\n"
+                  "$GPUCTL list --query-compute-apps=pid,process_name,used_memory,gpu_uuid,"
+                  "gpu_bus_id,gpu_name,name,used_gpu_memory --format=csv\n"
+                  "$GPUCTL list --query-compute-apps PID,used_memory --format csv,noheader,nounits\n"
+                  "$GPUCTL list --query-compute-apps pid --only 0\n"
+                  "kill $pid\n")
+        r = sim_sh("dgx-a100", script)
+        self.assertOk(r)
+        lines = r.out.splitlines()
+        pid = lines[0]
+        self.assertEqual(lines[1], "pid, process_name, used_gpu_memory [MiB], gpu_uuid, "
+                                   "gpu_bus_id, gpu_name, process_name, used_gpu_memory [MiB]")
+        self.assertEqual(lines[2], "%s, sleep, 1024 MiB, %s, %s, %s, sleep, 1024 MiB"
+                         % (pid, g["uuid"], g["pci_bus_id"], g["name"]))
+        self.assertEqual(lines[3], "%s, 1024" % pid)
+        self.assertEqual(lines[4:], ["pid"])  # GPU 0 runs nothing: the header alone
+
+    def test_bad_input(self):
+        for args, needle in ((["--query-compute-apps", "pid,bogus"], "'bogus'"),
+                             (["--query-compute-apps", "pid,"], "''"),
+                             (["--query-compute-apps", "pid", "--format", "json"], "CSV only"),
+                             (["--query-compute-apps", "pid", "--query", "index"], "CSV only")):
+            r = sim("dgx-a100", "list", *args)
+            self.assertOneLineError(r, EXIT_USAGE, needle)
+
+
 class ListLoop(GpuctlTestCase):
     """-l/--loop SECONDS: the listing again every SECONDS until SIGINT (exit 0), as nvidia-smi
     -l; with --query the CSV header once, then the rows of each listing."""

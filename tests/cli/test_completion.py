@@ -42,6 +42,7 @@ class CompletionTest(GpuctlTestCase):
         self.assertEqual(complete("select", "--mi"), {"--min-free-mem", "--mig"})
         self.assertEqual(complete("list", "--for"), {"--format"})
         self.assertEqual(complete("list", "--lo"), {"--loop"})
+        self.assertEqual(complete("list", "--query-c"), {"--query-compute-apps"})
         self.assertEqual(complete("list", "-l", ""), set())  # SECONDS: nothing to offer
         self.assertEqual(complete("--vers"), {"--version"})
         self.assertEqual(complete("--ver"), {"--verbose", "--version"})
