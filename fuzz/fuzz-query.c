@@ -36,11 +36,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (size_t i = 0; i < q->n; i++) {
 			int col = (int)q->cols[i].field;
 
-			/* the two columns that are not GPU fields, by their names only */
-			if (col == QUERY_DRIVER_VERSION || col == QUERY_TIMESTAMP) {
-				if (strcasecmp(q->cols[i].name, col == QUERY_DRIVER_VERSION
-				                                        ? "driver_version"
-				                                        : "timestamp") != 0)
+			/* the three columns that are not GPU fields, by their names only */
+			if (col == QUERY_DRIVER_VERSION || col == QUERY_TIMESTAMP ||
+			    col == QUERY_COUNT) {
+				const char *want = col == QUERY_DRIVER_VERSION ? "driver_version"
+				                   : col == QUERY_TIMESTAMP    ? "timestamp"
+				                                               : "count";
+				if (strcasecmp(q->cols[i].name, want) != 0)
 					abort();
 				continue;
 			}

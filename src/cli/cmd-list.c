@@ -47,6 +47,7 @@ struct list_args {
 	int *verdict;           /* table and JSON: each GPU's health verdict (docs/health.md) */
 	struct timespec now;    /* when the snapshot was taken: --query's timestamp */
 	const char *driver;     /* the driver's version: --query's driver_version (or NULL) */
+	size_t count;           /* the machine's GPUs: --query's count */
 	bool wide;              /* -w/--wide: a process table with the host's facts */
 	double loop;            /* -l/--loop: seconds between listings, 0 for one listing */
 	bool again;             /* a later listing of --loop: no CSV header, a blank line first */
@@ -60,6 +61,7 @@ enum {
 	OPT_NOHEADER,
 	OPT_NOUNITS,
 	OPT_QUERY_APPS,
+	OPT_HELP_QUERY,
 };
 
 static const struct option list_options[] = {
@@ -74,9 +76,41 @@ static const struct option list_options[] = {
         {"query-compute-apps", required_argument, NULL, OPT_QUERY_APPS},
         {"noheader", no_argument, NULL, OPT_NOHEADER},
         {"nounits", no_argument, NULL, OPT_NOUNITS},
+        {"help-query", no_argument, NULL, OPT_HELP_QUERY},
+        {"help-query-gpu", no_argument, NULL, OPT_HELP_QUERY},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
+
+/* --help-query: what --query and --query-compute-apps accept, from the library's field table,
+ * as nvidia-smi --help-query-gpu lists its fields. */
+static void print_help_query(FILE *f)
+{
+	fputs("Fields of --query (--query-gpu): the nvidia-smi name and unit, gpuctl's key in\n"
+	      "parentheses; either is accepted, case-insensitive.\n\n",
+	      f);
+	for (unsigned id = 0; id < GPUCTL__F_COUNT; id++) {
+		const struct gpuctl_field_info *fi = gpuctl_field_info((enum gpuctl_field)id);
+		char name[160];
+
+		if (!fi)
+			continue;
+		if (fi->smi_name)
+			snprintf(name, sizeof(name), "%s%s (%s)", fi->smi_name, fi->csv_unit,
+			         fi->key);
+		else
+			snprintf(name, sizeof(name), "%s%s", fi->key, fi->csv_unit);
+		fprintf(f, "  %s\n      %s\n", name, fi->doc);
+	}
+	fputs("  driver_version\n      the NVIDIA driver's version\n"
+	      "  timestamp\n      when the values were read, YYYY/MM/DD HH:MM:SS.mmm local time\n"
+	      "  count\n      the number of GPUs of the machine\n"
+	      "\nFields of --query-compute-apps, one row per compute process:\n\n",
+	      f);
+	for (unsigned id = 0; id < APP__COUNT; id++)
+		fprintf(f, "  %s\n", app_field_header((enum app_field)id));
+	fputs("\n(process_name is also name, used_gpu_memory also used_memory)\n", f);
+}
 
 /* ---- CSV (nvidia-smi --query-gpu) ---- */
 
@@ -96,6 +130,12 @@ static void query_cell(const struct gpuctl_snapshot *snap, const struct gpuctl_g
 		if (strftime(day, sizeof(day), "%Y/%m/%d %H:%M:%S", &tm) == 0)
 			day[0] = '\0';
 		snprintf(buf, size, "%s.%03d", day, (int)(now->tv_nsec / 1000000 % 1000));
+	} else if (col == QUERY_COUNT) {
+		/* every GPU of the machine, whatever -i chose, as nvidia-smi's count */
+		if (snap)
+			snprintf(buf, size, "%zu", gpuctl_snapshot_gpu_count(snap));
+		else
+			snprintf(buf, size, "[N/A]");
 	} else {
 		format_field_smi(gpu, (enum gpuctl_field)col, units, buf, size);
 	}
@@ -636,6 +676,8 @@ static json_t *gpu_json(const struct list_args *a, const struct gpuctl_gpu *gpu)
 			} else if (col == QUERY_TIMESTAMP) {
 				query_cell(NULL, gpu, col, true, &a->now, buf, sizeof(buf));
 				r = json_put(o, "timestamp", json_text(buf));
+			} else if (col == QUERY_COUNT) {
+				r = json_put(o, "count", json_integer((json_int_t)a->count));
 			} else {
 				r = put_field(o, gpu, (enum gpuctl_field)col);
 			}
@@ -776,6 +818,7 @@ static int list_once(struct cli *cli, struct list_args *a, enum list_format kind
 	clock_gettime(CLOCK_REALTIME, &a->now);
 	a->color = cli_use_color(cli);
 	a->driver = gpuctl_snapshot_driver_version(snap);
+	a->count = gpuctl_snapshot_gpu_count(snap);
 	status = cli_select_gpus(cli, snap, a->ids, &a->sel, &a->nsel);
 	if (status)
 		goto out;
@@ -914,6 +957,9 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 		case 'h':
 			cmd_usage(&cmd_list_entry, stdout);
 			return CLI_EXIT_OK;
+		case OPT_HELP_QUERY:
+			print_help_query(stdout);
+			return CLI_EXIT_OK;
 		default:
 			return cmd_bad_option(&cmd_list_entry, opt, argv);
 		}
@@ -971,7 +1017,8 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 const struct cmd_entry cmd_list_entry = {
         .name = "list",
         .usage = "[-i IDS] [-w] [-l SECONDS] [--format table|csv|json] [--query FIELDS] "
-                 "[--query-compute-apps FIELDS] [--noheader] [--nounits] [--color WHEN]",
+                 "[--query-compute-apps FIELDS] [--help-query] [--noheader] [--nounits] "
+                 "[--color WHEN]",
         .summary = "list GPUs and MIG devices with their state",
         .options =
                 "  -i, --id, --only IDS\n"
@@ -992,6 +1039,8 @@ const struct cmd_entry cmd_list_entry = {
                 "                     one CSV row per compute process, as nvidia-smi's: pid,\n"
                 "                     process_name (name), used_memory (used_gpu_memory),\n"
                 "                     gpu_uuid, gpu_bus_id, gpu_name\n"
+                "  --help-query       list the fields of --query and --query-compute-apps,\n"
+                "                     as nvidia-smi --help-query-gpu (also --help-query-gpu)\n"
                 "  --noheader         no header line\n"
                 "  --nounits          values without units (csv and query tables)\n"
                 "  --color WHEN       colour the table by load and health (docs/gpuctl.1):\n"

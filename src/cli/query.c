@@ -94,6 +94,8 @@ int query_parse(const char *text, struct query **ret_query, char **ret_bad)
 			id = QUERY_DRIVER_VERSION;
 		else if (id < 0 && strcasecmp(name, "timestamp") == 0)
 			id = QUERY_TIMESTAMP;
+		else if (id < 0 && strcasecmp(name, "count") == 0)
+			id = QUERY_COUNT;
 		if (id < 0) {
 			if (ret_bad)
 				*ret_bad = name;

@@ -17,15 +17,16 @@
 /* Longest accepted field name (nvidia-smi's longest is about 60). */
 #define QUERY_MAX_NAME 128
 
-/* Columns that are not GPU fields (nvidia-smi --query-gpu has them): the driver's version and
- * the time of the query, "YYYY/MM/DD HH:MM:SS.mmm" in local time as nvidia-smi writes it.
- * They take field values after the GPU fields'. */
+/* Columns that are not GPU fields (nvidia-smi --query-gpu has them): the driver's version,
+ * the time of the query, "YYYY/MM/DD HH:MM:SS.mmm" in local time as nvidia-smi writes it, and
+ * the number of GPUs of the machine. They take field values after the GPU fields'. */
 #define QUERY_DRIVER_VERSION ((int)GPUCTL__F_COUNT)
 #define QUERY_TIMESTAMP      ((int)GPUCTL__F_COUNT + 1)
+#define QUERY_COUNT          ((int)GPUCTL__F_COUNT + 2)
 
 struct query_column {
-	enum gpuctl_field field; /* the field the name resolves to, or QUERY_DRIVER_VERSION or
-	                          * QUERY_TIMESTAMP */
+	enum gpuctl_field field; /* the field the name resolves to, or QUERY_DRIVER_VERSION,
+	                          * QUERY_TIMESTAMP or QUERY_COUNT */
 	char *name;              /* the name as the user typed it (trimmed), for the CSV header */
 };
 

@@ -323,6 +323,37 @@ class OnlyIsId(GpuctlTestCase):
         self.assertOneLineError(r, EXIT_USAGE, "'42'")
 
 
+class ListHelpQuery(GpuctlTestCase):
+    """--help-query (as nvidia-smi --help-query-gpu) and the count column."""
+
+    def test_count_is_the_machines_gpus(self):
+        for name in ("dgx-a100", "rtx4090-8"):
+            n = len(Machine(name).gpus)
+            r = sim(name, "list", "--query", "index,count", "-i", "1")
+            self.assertOk(r)
+            self.assertEqual(r.out, "index, count\n1, %d\n" % n)
+            r = sim(name, "list", "--query", "count", "--format", "json", "-i", "0")
+            self.assertOk(r)
+            self.assertEqual(r.json()["gpus"][0]["count"], n)
+
+    def test_lists_every_field_without_a_driver(self):
+        r = gpuctl("list", "--help-query", env={"GPUCTL_NVML_LIBRARY": "/nonexistent"})
+        self.assertOk(r)
+        # nvidia-smi --help-query-gpu's names and units (its CSV header spelling), and ours
+        for want in ("memory.used [MiB] (memory_used)", "power.draw [W] (power_draw)",
+                     "utilization.gpu [%] (utilization_gpu)", "pci.bus_id (pci_bus_id)",
+                     "driver_version", "timestamp", "count", "used_gpu_memory [MiB]",
+                     "gpu_bus_id"):
+            self.assertIn("\n  %s\n" % want, r.out)
+        self.assertEqual(gpuctl("list", "--help-query-gpu").out, r.out)
+        # every name it lists is one --query takes
+        names = [l.split()[0] for l in r.out.split("--query-compute-apps, ")[0].splitlines()
+                 if l.startswith("  ") and not l.startswith("   ")]
+        self.assertGreater(len(names), 40)
+        r = sim("dgx-a100", "list", "--query", ",".join(names), "-i", "0", "--noheader")
+        self.assertOk(r)
+
+
 class ListComputeApps(GpuctlTestCase):
     """--query-compute-apps: nvidia-smi's CSV of the compute processes (its header spelling:
     "pid, process_name, used_gpu_memory [MiB]", whichever alias was typed; values "N MiB")."""
