@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * fuzz-query.c: libFuzzer target for `gpuctl list`'s --query and --format parsers
- * (src/cli/query.c), the suggestion search for unknown names, and `gpuctl watch`'s -s and -o.
+ * (src/cli/query.c), --query-compute-apps' parser, the suggestion search for unknown names,
+ * and `gpuctl watch`'s -s and -o.
  *
  * The input is used as one NUL-terminated argument, as it would arrive from argv. Properties
  * checked beyond "no crash, no leak": a successful parse has 1..QUERY_MAX_COLUMNS columns, each
@@ -35,11 +36,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (size_t i = 0; i < q->n; i++) {
 			int col = (int)q->cols[i].field;
 
-			/* the two columns that are not GPU fields, by their names only */
-			if (col == QUERY_DRIVER_VERSION || col == QUERY_TIMESTAMP) {
-				if (strcasecmp(q->cols[i].name, col == QUERY_DRIVER_VERSION
-				                                        ? "driver_version"
-				                                        : "timestamp") != 0)
+			/* the three columns that are not GPU fields, by their names only */
+			if (col == QUERY_DRIVER_VERSION || col == QUERY_TIMESTAMP ||
+			    col == QUERY_COUNT) {
+				const char *want = col == QUERY_DRIVER_VERSION ? "driver_version"
+				                   : col == QUERY_TIMESTAMP    ? "timestamp"
+				                                               : "count";
+				if (strcasecmp(q->cols[i].name, want) != 0)
 					abort();
 				continue;
 			}
@@ -55,6 +58,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		if (r == -EINVAL && !bad)
 			abort();
+	}
+	free(bad);
+
+	/* --query-compute-apps: 1..QUERY_MAX_COLUMNS known columns, each with a header */
+	struct app_query *aq = (struct app_query *)(uintptr_t)0x1;
+	bad = NULL;
+	r = app_query_parse(text, &aq, &bad);
+	if (r >= 0) {
+		if (aq->n == 0 || aq->n > QUERY_MAX_COLUMNS)
+			abort();
+		for (size_t i = 0; i < aq->n; i++)
+			if ((unsigned)aq->cols[i] >= APP__COUNT ||
+			    !app_field_header(aq->cols[i])[0])
+				abort();
+		free(aq);
+	} else if (aq != (struct app_query *)(uintptr_t)0x1 || (r == -EINVAL && !bad)) {
+		abort();
 	}
 	free(bad);
 

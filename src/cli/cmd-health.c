@@ -72,6 +72,7 @@ enum {
 
 static const struct option health_options[] = {
         {"id", required_argument, NULL, 'i'},
+        {"only", required_argument, NULL, 'i'},
         {"format", required_argument, NULL, OPT_FORMAT},
         {"color", required_argument, NULL, OPT_COLOR},
         {"strict", no_argument, NULL, OPT_STRICT},
@@ -900,8 +901,9 @@ const struct cmd_entry cmd_health_entry = {
                  "[--state FILE] [--color WHEN]",
         .summary = "check each GPU's health: OK, WARN or FAIL with findings and actions",
         .options =
-                "  -i, --id IDS     only these GPUs (indices, UUIDs or PCI bus ids, "
-                "comma-separated)\n"
+                "  -i, --id, --only IDS\n"
+                "                   only these GPUs (indices, UUIDs or PCI bus ids,\n"
+                "                   comma-separated); --only is nvitop's name\n"
                 "  --format FORMAT  table (default) or json\n"
                 "  --strict         a pending page retirement or row remap is FAIL, not WARN\n"
                 "  --kmsg FILE      read XIDs from this kernel log (default: $GPUCTL_KMSG, else\n"

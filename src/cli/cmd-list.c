@@ -12,16 +12,20 @@
  *   read "[GPU is lost]" (CSV) and it carries "lost": true (JSON).
  * - MIG devices follow their parent in the table and in JSON; the CSV is one row per GPU, like
  *   nvidia-smi --query-gpu, so that every row has the header's column count.
+ * - -l/--loop SECONDS repeats the whole listing, a fresh snapshot each time, as nvidia-smi -l
+ *   does: the CSV header only once (the rows then read as one CSV), tables and JSON whole
+ *   each time, a blank line between tables. SIGINT and SIGTERM are taken only while waiting,
+ *   so a listing is never cut, and end the loop with exit 0, as nvidia-smi's Ctrl+C does.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "cmd.h"
 #include "cmd.h"
 #include "format.h"
 #include "hostproc.h"
@@ -34,6 +38,8 @@ static const char default_csv_fields[] = "index,uuid,name,temperature.gpu,utiliz
 struct list_args {
 	const char *ids;        /* -i/--id, NULL for every GPU */
 	const char *query_text; /* --query, NULL when not given */
+	const char *apps_text;  /* --query-compute-apps, NULL when not given */
+	struct app_query *apps; /* parsed --query-compute-apps */
 	struct format_spec fmt; /* --format and its modifiers */
 	struct query *query;    /* parsed --query (or the default CSV columns) */
 	size_t *sel;            /* chosen snapshot indices */
@@ -41,7 +47,10 @@ struct list_args {
 	int *verdict;           /* table and JSON: each GPU's health verdict (docs/health.md) */
 	struct timespec now;    /* when the snapshot was taken: --query's timestamp */
 	const char *driver;     /* the driver's version: --query's driver_version (or NULL) */
+	size_t count;           /* the machine's GPUs: --query's count */
 	bool wide;              /* -w/--wide: a process table with the host's facts */
+	double loop;            /* -l/--loop: seconds between listings, 0 for one listing */
+	bool again;             /* a later listing of --loop: no CSV header, a blank line first */
 	bool color;             /* colour the table's cells (cli_use_color) */
 };
 
@@ -51,20 +60,57 @@ enum {
 	OPT_QUERY,
 	OPT_NOHEADER,
 	OPT_NOUNITS,
+	OPT_QUERY_APPS,
+	OPT_HELP_QUERY,
 };
 
 static const struct option list_options[] = {
         {"id", required_argument, NULL, 'i'},
+        {"only", required_argument, NULL, 'i'},
         {"wide", no_argument, NULL, 'w'},
+        {"loop", required_argument, NULL, 'l'},
         {"format", required_argument, NULL, OPT_FORMAT},
         {"color", required_argument, NULL, OPT_COLOR},
         {"query", required_argument, NULL, OPT_QUERY},
         {"query-gpu", required_argument, NULL, OPT_QUERY},
+        {"query-compute-apps", required_argument, NULL, OPT_QUERY_APPS},
         {"noheader", no_argument, NULL, OPT_NOHEADER},
         {"nounits", no_argument, NULL, OPT_NOUNITS},
+        {"help-query", no_argument, NULL, OPT_HELP_QUERY},
+        {"help-query-gpu", no_argument, NULL, OPT_HELP_QUERY},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
+
+/* --help-query: what --query and --query-compute-apps accept, from the library's field table,
+ * as nvidia-smi --help-query-gpu lists its fields. */
+static void print_help_query(FILE *f)
+{
+	fputs("Fields of --query (--query-gpu): the nvidia-smi name and unit, gpuctl's key in\n"
+	      "parentheses; either is accepted, case-insensitive.\n\n",
+	      f);
+	for (unsigned id = 0; id < GPUCTL__F_COUNT; id++) {
+		const struct gpuctl_field_info *fi = gpuctl_field_info((enum gpuctl_field)id);
+		char name[160];
+
+		if (!fi)
+			continue;
+		if (fi->smi_name)
+			snprintf(name, sizeof(name), "%s%s (%s)", fi->smi_name, fi->csv_unit,
+			         fi->key);
+		else
+			snprintf(name, sizeof(name), "%s%s", fi->key, fi->csv_unit);
+		fprintf(f, "  %s\n      %s\n", name, fi->doc);
+	}
+	fputs("  driver_version\n      the NVIDIA driver's version\n"
+	      "  timestamp\n      when the values were read, YYYY/MM/DD HH:MM:SS.mmm local time\n"
+	      "  count\n      the number of GPUs of the machine\n"
+	      "\nFields of --query-compute-apps, one row per compute process:\n\n",
+	      f);
+	for (unsigned id = 0; id < APP__COUNT; id++)
+		fprintf(f, "  %s\n", app_field_header((enum app_field)id));
+	fputs("\n(process_name is also name, used_gpu_memory also used_memory)\n", f);
+}
 
 /* ---- CSV (nvidia-smi --query-gpu) ---- */
 
@@ -84,6 +130,12 @@ static void query_cell(const struct gpuctl_snapshot *snap, const struct gpuctl_g
 		if (strftime(day, sizeof(day), "%Y/%m/%d %H:%M:%S", &tm) == 0)
 			day[0] = '\0';
 		snprintf(buf, size, "%s.%03d", day, (int)(now->tv_nsec / 1000000 % 1000));
+	} else if (col == QUERY_COUNT) {
+		/* every GPU of the machine, whatever -i chose, as nvidia-smi's count */
+		if (snap)
+			snprintf(buf, size, "%zu", gpuctl_snapshot_gpu_count(snap));
+		else
+			snprintf(buf, size, "[N/A]");
 	} else {
 		format_field_smi(gpu, (enum gpuctl_field)col, units, buf, size);
 	}
@@ -99,7 +151,7 @@ static const char *query_unit(int col)
 static void print_csv(const struct list_args *a, const struct gpuctl_snapshot *snap)
 {
 	char buf[256];
-	if (!a->fmt.noheader) {
+	if (!a->fmt.noheader && !a->again) {
 		for (size_t c = 0; c < a->query->n; c++)
 			/* nvidia-smi keeps the bracketed unit in the header even with nounits. */
 			printf("%s%s%s", c ? ", " : "", a->query->cols[c].name,
@@ -114,6 +166,63 @@ static void print_csv(const struct list_args *a, const struct gpuctl_snapshot *s
 			printf("%s%s", c ? ", " : "", buf);
 		}
 		putchar('\n');
+	}
+}
+
+/* ---- CSV of the compute processes (nvidia-smi --query-compute-apps) ---- */
+
+static void app_cell(const struct gpuctl_gpu *gpu, const struct gpuctl_proc *p, enum app_field f,
+                     bool units, char *buf, size_t size)
+{
+	const char *s = NULL;
+	int64_t mem;
+
+	switch (f) {
+	case APP_PID:
+		snprintf(buf, size, "%" PRIu32, gpuctl_proc_pid(p));
+		return;
+	case APP_PROCESS_NAME:
+		s = gpuctl_proc_command(p);
+		break;
+	case APP_USED_MEMORY:
+		if (gpuctl_proc_used_memory(p, &mem) < 0)
+			break;
+		snprintf(buf, size, "%" PRId64 "%s", mem / (1024 * 1024), units ? " MiB" : "");
+		return;
+	case APP_GPU_UUID:
+		s = gpuctl_gpu_str(gpu, GPUCTL_F_UUID);
+		break;
+	case APP_GPU_BUS_ID:
+		s = gpuctl_gpu_str(gpu, GPUCTL_F_PCI_BUS_ID);
+		break;
+	case APP_GPU_NAME:
+		s = gpuctl_gpu_str(gpu, GPUCTL_F_NAME);
+		break;
+	default:
+		break;
+	}
+	snprintf(buf, size, "%s", s ? s : "[N/A]");
+}
+
+static void print_apps_csv(const struct list_args *a, const struct gpuctl_snapshot *snap)
+{
+	char buf[4096];
+
+	if (!a->fmt.noheader && !a->again) {
+		for (size_t c = 0; c < a->apps->n; c++)
+			printf("%s%s", c ? ", " : "", app_field_header(a->apps->cols[c]));
+		putchar('\n');
+	}
+	for (size_t i = 0; i < a->nsel; i++) {
+		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(snap, a->sel[i]);
+		for (size_t k = 0; !gpuctl_gpu_lost(gpu) && k < gpuctl_gpu_proc_count(gpu); k++) {
+			for (size_t c = 0; c < a->apps->n; c++) {
+				app_cell(gpu, gpuctl_gpu_proc(gpu, k), a->apps->cols[c],
+				         !a->fmt.nounits, buf, sizeof(buf));
+				printf("%s%s", c ? ", " : "", buf);
+			}
+			putchar('\n');
+		}
 	}
 }
 
@@ -567,6 +676,8 @@ static json_t *gpu_json(const struct list_args *a, const struct gpuctl_gpu *gpu)
 			} else if (col == QUERY_TIMESTAMP) {
 				query_cell(NULL, gpu, col, true, &a->now, buf, sizeof(buf));
 				r = json_put(o, "timestamp", json_text(buf));
+			} else if (col == QUERY_COUNT) {
+				r = json_put(o, "count", json_integer((json_int_t)a->count));
 			} else {
 				r = put_field(o, gpu, (enum gpuctl_field)col);
 			}
@@ -652,18 +763,160 @@ static int parse_query(const char *text, struct query **ret)
 	return status;
 }
 
+/* One listing: a fresh snapshot of what kind needs, printed. */
+static int list_once(struct cli *cli, struct list_args *a, enum list_format kind)
+{
+	struct gpuctl_snapshot *snap = NULL;
+	enum gpuctl_field *fields = NULL; /* the fields to read, when not all */
+	unsigned flags;
+	int status;
+
+	/* the table and the JSON show the verdict: the facts every command judges, which the
+	 * site's health state file decides (gpuctl_health_snapshot_flags) */
+	const bool verdicts = !a->query_text && !a->apps && kind != LIST_FORMAT_CSV;
+	if (verdicts) {
+		status = cli_site(cli, &cmd_list_entry, NULL, GPUCTL_SITE_NO_LEASES);
+		if (status)
+			goto out;
+	}
+	if (a->apps)
+		flags = GPUCTL_SNAP_PROCESSES;
+	else if (!verdicts)
+		flags = query_snap_flags(a->query);
+	else
+		flags = GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG |
+		        gpuctl_health_snapshot_flags(gpuctl_site_health_state_path(cli->site));
+
+	/* Read what is printed: the queried columns, the table's columns, or (JSON without
+	 * --query) everything. */
+	enum gpuctl_field table_fields[6 + GPUCTL__F_COUNT] = {
+	        GPUCTL_F_TEMP,         GPUCTL_F_UTIL_GPU,   GPUCTL_F_MEMORY_USED,
+	        GPUCTL_F_MEMORY_TOTAL, GPUCTL_F_POWER_DRAW, GPUCTL_F_POWER_LIMIT};
+	size_t n_table = 6, nh = 0;
+	/* the HEALTH column: the facts of docs/health.md */
+	const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
+	for (size_t i = 0; i < nh; i++)
+		table_fields[n_table++] = hf[i];
+	size_t n_fields = 0;
+	if (a->apps) {
+		/* the identity every snapshot has is all the rows need besides the processes */
+		static const enum gpuctl_field name_only[] = {GPUCTL_F_NAME};
+		status = cli_snapshot_fields(cli, flags, name_only, 1, &snap);
+	} else if (a->query) {
+		fields = calloc(a->query->n, sizeof(*fields));
+		if (!fields) {
+			cli_error("list: out of memory");
+			status = CLI_EXIT_FAILURE;
+			goto out;
+		}
+		for (size_t c = 0; c < a->query->n; c++)
+			if ((int)a->query->cols[c].field < (int)GPUCTL__F_COUNT)
+				fields[n_fields++] = a->query->cols[c].field;
+		status = cli_snapshot_fields(cli, flags, fields, n_fields, &snap);
+	} else if (kind == LIST_FORMAT_TABLE) {
+		status = cli_snapshot_fields(cli, flags, table_fields, n_table, &snap);
+	} else {
+		status = cli_snapshot(cli, flags, &snap);
+	}
+	if (status)
+		goto out;
+	clock_gettime(CLOCK_REALTIME, &a->now);
+	a->color = cli_use_color(cli);
+	a->driver = gpuctl_snapshot_driver_version(snap);
+	a->count = gpuctl_snapshot_gpu_count(snap);
+	status = cli_select_gpus(cli, snap, a->ids, &a->sel, &a->nsel);
+	if (status)
+		goto out;
+	if (verdicts) {
+		/* the verdict of gpuctl health, with the kernel log and what health --watch
+		 * recorded */
+		struct gpuctl_health_report *rep = NULL;
+		size_t n = gpuctl_snapshot_gpu_count(snap);
+		if (gpuctl_site_health(cli->ctx, cli->site, snap, &rep) < 0) {
+			cli_error("list: health check: %s", gpuctl_errmsg(cli->ctx));
+			status = CLI_EXIT_FAILURE;
+			goto out;
+		}
+		a->verdict = calloc(n ? n : 1, sizeof(*a->verdict));
+		for (size_t g = 0; a->verdict && g < n; g++)
+			a->verdict[g] = gpuctl_health_verdict(rep, g);
+		gpuctl_health_report_free(rep);
+	}
+
+	int r;
+	switch (kind) {
+	case LIST_FORMAT_CSV:
+		if (a->apps)
+			print_apps_csv(a, snap);
+		else
+			print_csv(a, snap);
+		r = 0;
+		break;
+	case LIST_FORMAT_JSON:
+		r = print_json(a, snap);
+		break;
+	default:
+		r = a->query_text ? print_query_table(a, snap) : print_table(a, snap);
+		break;
+	}
+	if (r < 0) {
+		cli_error("list: cannot write the output: %s", strerror(-r));
+		status = CLI_EXIT_FAILURE;
+	}
+out:
+	free(fields);
+	free(a->verdict);
+	a->verdict = NULL;
+	free(a->sel);
+	a->sel = NULL;
+	gpuctl_snapshot_free(snap);
+	return status;
+}
+
+static int parse_apps(struct list_args *a, enum list_format kind)
+{
+	char *bad = NULL;
+	int status = 0, r;
+
+	if (a->query_text || a->wide || kind != LIST_FORMAT_CSV)
+		return cmd_usage_error(
+		        &cmd_list_entry,
+		        "--query-compute-apps: CSV only, without --query and --wide");
+	r = app_query_parse(a->apps_text, &a->apps, &bad);
+	if (r == -EINVAL)
+		status = cmd_usage_error(
+		        &cmd_list_entry,
+		        "--query-compute-apps: unknown field '%s' (pid, "
+		        "process_name, used_memory, gpu_uuid, gpu_bus_id, gpu_name)",
+		        bad ? bad : a->apps_text);
+	else if (r == -E2BIG)
+		status =
+		        cmd_usage_error(&cmd_list_entry,
+		                        "--query-compute-apps: too many or too long field names in "
+		                        "'%.64s'",
+		                        a->apps_text);
+	else if (r < 0) {
+		cli_error("list: --query-compute-apps: %s", strerror(-r));
+		status = CLI_EXIT_FAILURE;
+	}
+	free(bad);
+	return status;
+}
+
 static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 {
 	struct list_args a = {0};
-	struct gpuctl_snapshot *snap = NULL;
-	enum gpuctl_field *fields = NULL; /* the fields to read, when not all */
 	int opt, status;
 	char *bad = NULL;
 
-	while ((opt = getopt_long(argc, argv, "+:i:wh", list_options, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "+:i:l:wh", list_options, NULL)) != -1) {
 		switch (opt) {
 		case 'i':
 			a.ids = optarg;
+			break;
+		case 'l':
+			if ((status = cmd_parse_delay(&cmd_list_entry, "--loop", optarg, &a.loop)))
+				return status;
 			break;
 		case 'w':
 			a.wide = true;
@@ -689,6 +942,9 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 		case OPT_QUERY:
 			a.query_text = optarg;
 			break;
+		case OPT_QUERY_APPS:
+			a.apps_text = optarg;
+			break;
 		case OPT_NOHEADER:
 			a.fmt.noheader = true;
 			break;
@@ -703,6 +959,9 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 		case 'h':
 			cmd_usage(&cmd_list_entry, stdout);
 			return CLI_EXIT_OK;
+		case OPT_HELP_QUERY:
+			print_help_query(stdout);
+			return CLI_EXIT_OK;
 		default:
 			return cmd_bad_option(&cmd_list_entry, opt, argv);
 		}
@@ -712,127 +971,78 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 
 	enum list_format kind = a.fmt.kind;
 	if (kind == LIST_FORMAT_DEFAULT)
-		kind = a.query_text ? LIST_FORMAT_CSV : LIST_FORMAT_TABLE;
+		kind = a.query_text || a.apps_text ? LIST_FORMAT_CSV : LIST_FORMAT_TABLE;
 
 	if (a.wide && (a.query_text || kind != LIST_FORMAT_TABLE))
 		return cmd_usage_error(&cmd_list_entry,
 		                       "--wide: only for the table without --query (the JSON has "
 		                       "the host facts of every process)");
-	if (a.query_text || kind == LIST_FORMAT_CSV) {
+	if (a.apps_text) {
+		status = parse_apps(&a, kind);
+		if (status)
+			return status;
+	} else if (a.query_text || kind == LIST_FORMAT_CSV) {
 		status = parse_query(a.query_text ? a.query_text : default_csv_fields, &a.query);
 		if (status)
 			return status;
 	}
 
-	/* the table and the JSON show the verdict: the facts every command judges, which the
-	 * site's health state file decides (gpuctl_health_snapshot_flags) */
-	const bool verdicts = !a.query_text && kind != LIST_FORMAT_CSV;
-	if (verdicts) {
-		status = cli_site(cli, &cmd_list_entry, NULL, GPUCTL_SITE_NO_LEASES);
-		if (status)
-			goto out;
-	}
-	unsigned flags;
-	if (!verdicts)
-		flags = query_snap_flags(a.query);
-	else
-		flags = GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG |
-		        gpuctl_health_snapshot_flags(gpuctl_site_health_state_path(cli->site));
-
-	/* Read what is printed: the queried columns, the table's columns, or (JSON without
-	 * --query) everything. */
-	enum gpuctl_field table_fields[6 + GPUCTL__F_COUNT] = {
-	        GPUCTL_F_TEMP,         GPUCTL_F_UTIL_GPU,   GPUCTL_F_MEMORY_USED,
-	        GPUCTL_F_MEMORY_TOTAL, GPUCTL_F_POWER_DRAW, GPUCTL_F_POWER_LIMIT};
-	size_t n_table = 6, nh = 0;
-	/* the HEALTH column: the facts of docs/health.md */
-	const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
-	for (size_t i = 0; i < nh; i++)
-		table_fields[n_table++] = hf[i];
-	size_t n_fields = 0;
-	if (a.query) {
-		fields = calloc(a.query->n, sizeof(*fields));
-		if (!fields) {
-			cli_error("list: out of memory");
-			status = CLI_EXIT_FAILURE;
-			goto out;
-		}
-		for (size_t c = 0; c < a.query->n; c++)
-			if ((int)a.query->cols[c].field < (int)GPUCTL__F_COUNT)
-				fields[n_fields++] = a.query->cols[c].field;
-		status = cli_snapshot_fields(cli, flags, fields, n_fields, &snap);
-	} else if (kind == LIST_FORMAT_TABLE) {
-		status = cli_snapshot_fields(cli, flags, table_fields, n_table, &snap);
+	if (!a.loop) {
+		status = list_once(cli, &a, kind);
 	} else {
-		status = cli_snapshot(cli, flags, &snap);
-	}
-	if (status)
-		goto out;
-	clock_gettime(CLOCK_REALTIME, &a.now);
-	a.color = cli_use_color(cli);
-	a.driver = gpuctl_snapshot_driver_version(snap);
-	status = cli_select_gpus(cli, snap, a.ids, &a.sel, &a.nsel);
-	if (status)
-		goto out;
-	if (verdicts) {
-		/* the verdict of gpuctl health, with the kernel log and what health --watch
-		 * recorded */
-		struct gpuctl_health_report *rep = NULL;
-		size_t n = gpuctl_snapshot_gpu_count(snap);
-		if (gpuctl_site_health(cli->ctx, cli->site, snap, &rep) < 0) {
-			cli_error("list: health check: %s", gpuctl_errmsg(cli->ctx));
-			status = CLI_EXIT_FAILURE;
-			goto out;
-		}
-		a.verdict = calloc(n ? n : 1, sizeof(*a.verdict));
-		for (size_t g = 0; a.verdict && g < n; g++)
-			a.verdict[g] = gpuctl_health_verdict(rep, g);
-		gpuctl_health_report_free(rep);
-	}
+		/* Signals are taken only while waiting, between two whole listings. */
+		sigset_t stop, old;
+		double next = cli_now(CLOCK_MONOTONIC);
 
-	int r;
-	switch (kind) {
-	case LIST_FORMAT_CSV:
-		print_csv(&a, snap);
-		r = 0;
-		break;
-	case LIST_FORMAT_JSON:
-		r = print_json(&a, snap);
-		break;
-	default:
-		r = a.query_text ? print_query_table(&a, snap) : print_table(&a, snap);
-		break;
+		sigemptyset(&stop);
+		sigaddset(&stop, SIGINT);
+		sigaddset(&stop, SIGTERM);
+		sigprocmask(SIG_BLOCK, &stop, &old);
+		for (;;) {
+			if (a.again && kind != LIST_FORMAT_CSV)
+				putchar('\n');
+			status = list_once(cli, &a, kind);
+			if (status || (status = cli_finish_output(CLI_EXIT_OK)))
+				break;
+			a.again = true;
+			next = cli_next_tick(next, a.loop);
+			if (cli_wait_until(next, &stop))
+				break; /* SIGINT, SIGTERM: the end asked for, exit 0 */
+		}
+		sigprocmask(SIG_SETMASK, &old, NULL);
 	}
-	if (r < 0) {
-		cli_error("list: cannot write the output: %s", strerror(-r));
-		status = CLI_EXIT_FAILURE;
-	}
-out:
-	free(fields);
-	free(a.verdict);
-	free(a.sel);
 	query_free(a.query);
-	gpuctl_snapshot_free(snap);
+	free(a.apps);
 	return status;
 }
 
 const struct cmd_entry cmd_list_entry = {
         .name = "list",
-        .usage = "[-i IDS] [-w] [--format table|csv|json] [--query FIELDS] [--noheader] "
-                 "[--nounits] [--color WHEN]",
+        .usage = "[-i IDS] [-w] [-l SECONDS] [--format table|csv|json] [--query FIELDS] "
+                 "[--query-compute-apps FIELDS] [--help-query] [--noheader] [--nounits] "
+                 "[--color WHEN]",
         .summary = "list GPUs and MIG devices with their state",
         .options =
-                "  -i, --id IDS       only these GPUs: indices, UUIDs, UUID prefixes or PCI bus "
-                "ids,\n"
-                "                     comma-separated, in the order given\n"
+                "  -i, --id, --only IDS\n"
+                "                     only these GPUs: indices, UUIDs, UUID prefixes or PCI bus\n"
+                "                     ids, comma-separated, in the order given (--only: nvitop's\n"
+                "                     name)\n"
                 "  -w, --wide         the table, then one line per GPU process with its host\n"
                 "                     facts: user, GPU memory, %CPU, resident memory, elapsed\n"
                 "                     time and the full command line\n"
+                "  -l, --loop SECONDS list again every SECONDS (0.1 to 86400) until SIGINT, which\n"
+                "                     exits 0, like nvidia-smi -l; the CSV header only once\n"
                 "  --format FORMAT    table (default), csv (default with --query) or json; also\n"
                 "                     nvidia-smi's spelling, e.g. csv,noheader,nounits\n"
                 "  --query FIELDS     comma-separated fields: gpuctl keys (memory_used) or\n"
                 "                     nvidia-smi --query-gpu names (memory.used); see "
                 "docs/json.md\n"
+                "  --query-compute-apps FIELDS\n"
+                "                     one CSV row per compute process, as nvidia-smi's: pid,\n"
+                "                     process_name (name), used_memory (used_gpu_memory),\n"
+                "                     gpu_uuid, gpu_bus_id, gpu_name\n"
+                "  --help-query       list the fields of --query and --query-compute-apps,\n"
+                "                     as nvidia-smi --help-query-gpu (also --help-query-gpu)\n"
                 "  --noheader         no header line\n"
                 "  --nounits          values without units (csv and query tables)\n"
                 "  --color WHEN       colour the table by load and health (docs/gpuctl.1):\n"

@@ -30,6 +30,7 @@ enum {
 
 static const struct option release_options[] = {
         {"id", required_argument, NULL, 'i'},
+        {"only", required_argument, NULL, 'i'}, /* nvitop's name for --id */
         {"all", no_argument, NULL, OPT_ALL},
         {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
         {"help", no_argument, NULL, 'h'},
@@ -129,7 +130,8 @@ const struct cmd_entry cmd_release_entry = {
         .usage = "-i IDS | --all [--lease-dir DIR]",
         .summary = "end your own `gpuctl select --hold` leases",
         .options =
-                "  -i, --id IDS     the GPUs whose holds to end (indices, UUIDs, UUID prefixes,\n"
+                "  -i, --id, --only IDS\n"
+                "                   the GPUs whose holds to end (indices, UUIDs, UUID prefixes,\n"
                 "                   PCI bus ids, comma-separated; a GPU includes its MIG devices)\n"
                 "  --all            end every hold of yours\n"
                 "  --lease-dir DIR  the lease directory (default $GPUCTL_LEASE_DIR, else the\n"

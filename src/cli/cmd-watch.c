@@ -528,6 +528,7 @@ static int cmd_watch_exec(struct cli *cli, int argc, char **argv)
 {
 	static const struct option options[] = {
 	        {"id", required_argument, NULL, 'i'},
+	        {"only", required_argument, NULL, 'i'},
 	        {"delay", required_argument, NULL, 'd'},
 	        {"count", required_argument, NULL, 'c'},
 	        {"select", required_argument, NULL, 's'},
@@ -644,9 +645,9 @@ const struct cmd_entry cmd_watch_entry = {
         .usage = "[-i IDS] [-d SECONDS] [-c COUNT] [-s GROUPS] [-o D|T|DT] "
                  "[--format dmon|csv|jsonl] [--procs]",
         .summary = "stream GPU metrics over time, like nvidia-smi dmon (pmon with --procs)",
-        .options = "  -i, --id IDS         GPUs to show: indices, UUIDs or PCI bus ids, "
-                   "comma-separated\n"
-                   "                       (default: all)\n"
+        .options = "  -i, --id, --only IDS\n"
+                   "                       GPUs to show: indices, UUIDs or PCI bus ids,\n"
+                   "                       comma-separated (default: all)\n"
                    "  -d, --delay SECONDS  seconds between intervals, 0.1 to 86400 (default 1)\n"
                    "  -c, --count COUNT    stop after COUNT intervals (default: until SIGINT)\n"
                    "  -s, --select GROUPS  column groups, letters of pucvmet (default puc):\n"

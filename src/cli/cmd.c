@@ -81,7 +81,9 @@ void cli_usage(FILE *f)
 {
 	fputs("Usage: gpuctl [-v|--verbose] [--config FILE] [--color WHEN] [--version] "
 	      "[-h|--help]\n"
-	      "              COMMAND [ARGS]\n"
+	      "              [COMMAND [ARGS]]\n"
+	      "\n"
+	      "Without a command, gpuctl runs 'gpuctl list' (as nvidia-smi shows the GPUs).\n"
 	      "\n"
 	      "Commands:\n",
 	      f);

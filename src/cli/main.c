@@ -10,6 +10,7 @@
  * - Errors are one line on stderr; the exit statuses are those of enum cli_exit.
  * - A one-shot command (CMD_EXITS_HUNG) gets the NVML watchdog (watchdog.h), armed when its
  *   context is made; freeing the context (nvmlShutdown) is bounded too, after the output.
+ * - No command word runs `list`, as a bare nvidia-smi, nvitop or gpustat shows the GPUs.
  */
 #include <getopt.h>
 #include <stdlib.h>
@@ -73,9 +74,12 @@ int main(int argc, char **argv)
 		}
 		}
 	}
+	static char list_word[] = "list";
+	char *list_argv[] = {list_word, NULL};
 	if (optind >= argc) {
-		cli_error("no command given (see 'gpuctl --help')");
-		return CLI_EXIT_USAGE;
+		argv = list_argv;
+		argc = 1;
+		optind = 0;
 	}
 
 	const struct cmd_entry *entry = cmd_find(argv[optind]);

@@ -94,6 +94,8 @@ int query_parse(const char *text, struct query **ret_query, char **ret_bad)
 			id = QUERY_DRIVER_VERSION;
 		else if (id < 0 && strcasecmp(name, "timestamp") == 0)
 			id = QUERY_TIMESTAMP;
+		else if (id < 0 && strcasecmp(name, "count") == 0)
+			id = QUERY_COUNT;
 		if (id < 0) {
 			if (ret_bad)
 				*ret_bad = name;
@@ -210,6 +212,69 @@ size_t query_suggest(const char *name, char *buf, size_t size)
 		found++;
 	}
 	return found;
+}
+
+static const struct {
+	const char *name;
+	enum app_field id;
+} app_names[] = {
+        {"pid", APP_PID},
+        {"process_name", APP_PROCESS_NAME},
+        {"name", APP_PROCESS_NAME},
+        {"used_gpu_memory", APP_USED_MEMORY},
+        {"used_memory", APP_USED_MEMORY},
+        {"gpu_uuid", APP_GPU_UUID},
+        {"gpu_bus_id", APP_GPU_BUS_ID},
+        {"gpu_name", APP_GPU_NAME},
+};
+
+const char *app_field_header(enum app_field f)
+{
+	static const char *const headers[APP__COUNT] = {
+	        [APP_PID] = "pid",
+	        [APP_PROCESS_NAME] = "process_name",
+	        [APP_USED_MEMORY] = "used_gpu_memory [MiB]",
+	        [APP_GPU_UUID] = "gpu_uuid",
+	        [APP_GPU_BUS_ID] = "gpu_bus_id",
+	        [APP_GPU_NAME] = "gpu_name",
+	};
+	return (unsigned)f < APP__COUNT ? headers[f] : "";
+}
+
+int app_query_parse(const char *text, struct app_query **ret_query, char **ret_bad)
+{
+	if (!text)
+		return -EINVAL;
+	struct app_query *q = calloc(1, sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	int r;
+	const char *p = text;
+	for (;;) {
+		const char *comma = strchr(p, ',');
+		const char *start = p, *end = comma ? comma : p + strlen(p);
+		trim(&start, &end);
+		size_t len = (size_t)(end - start);
+		int id = -1;
+		for (size_t i = 0; len && i < sizeof(app_names) / sizeof(app_names[0]); i++)
+			if (strlen(app_names[i].name) == len &&
+			    strncasecmp(app_names[i].name, start, len) == 0)
+				id = (int)app_names[i].id;
+		if (id < 0 || q->n >= QUERY_MAX_COLUMNS) {
+			r = len > QUERY_MAX_NAME || q->n >= QUERY_MAX_COLUMNS ? -E2BIG : -EINVAL;
+			int k = set_bad(ret_bad, start, len > QUERY_MAX_NAME ? start + 32 : end);
+			if (k < 0)
+				r = k;
+			free(q);
+			return r;
+		}
+		q->cols[q->n++] = (enum app_field)id;
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	*ret_query = q;
+	return 0;
 }
 
 int format_parse(const char *text, struct format_spec *spec, char **ret_bad)

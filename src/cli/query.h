@@ -17,15 +17,16 @@
 /* Longest accepted field name (nvidia-smi's longest is about 60). */
 #define QUERY_MAX_NAME 128
 
-/* Columns that are not GPU fields (nvidia-smi --query-gpu has them): the driver's version and
- * the time of the query, "YYYY/MM/DD HH:MM:SS.mmm" in local time as nvidia-smi writes it.
- * They take field values after the GPU fields'. */
+/* Columns that are not GPU fields (nvidia-smi --query-gpu has them): the driver's version,
+ * the time of the query, "YYYY/MM/DD HH:MM:SS.mmm" in local time as nvidia-smi writes it, and
+ * the number of GPUs of the machine. They take field values after the GPU fields'. */
 #define QUERY_DRIVER_VERSION ((int)GPUCTL__F_COUNT)
 #define QUERY_TIMESTAMP      ((int)GPUCTL__F_COUNT + 1)
+#define QUERY_COUNT          ((int)GPUCTL__F_COUNT + 2)
 
 struct query_column {
-	enum gpuctl_field field; /* the field the name resolves to, or QUERY_DRIVER_VERSION or
-	                          * QUERY_TIMESTAMP */
+	enum gpuctl_field field; /* the field the name resolves to, or QUERY_DRIVER_VERSION,
+	                          * QUERY_TIMESTAMP or QUERY_COUNT */
 	char *name;              /* the name as the user typed it (trimmed), for the CSV header */
 };
 
@@ -48,6 +49,31 @@ unsigned query_snap_flags(const struct query *q);
 /* Writes up to 4 known field names close to `name` ("memory.total, memory.used") into buf;
  * returns how many it found (0: buf is ""). */
 size_t query_suggest(const char *name, char *buf, size_t size);
+
+/* The columns of --query-compute-apps (nvidia-smi --help-query-compute-apps): one row per
+ * compute process. */
+enum app_field {
+	APP_PID,          /* "pid" */
+	APP_PROCESS_NAME, /* "process_name", also "name" */
+	APP_USED_MEMORY,  /* "used_gpu_memory", also "used_memory": MiB */
+	APP_GPU_UUID,     /* "gpu_uuid" */
+	APP_GPU_BUS_ID,   /* "gpu_bus_id" */
+	APP_GPU_NAME,     /* "gpu_name" */
+	APP__COUNT,
+};
+
+struct app_query {
+	size_t n;                               /* number of columns, >= 1 */
+	enum app_field cols[QUERY_MAX_COLUMNS]; /* in the order given; duplicates kept */
+};
+
+/* Parses --query-compute-apps' "name,name,...", case-insensitive, blanks around names
+ * ignored. 0 and *ret_query; -EINVAL for an empty or unknown name with *ret_bad = it
+ * (malloc'ed, "" for an empty entry); -E2BIG for too many or too long names; -ENOMEM.
+ * ret_bad may be NULL; nothing is written on failure but *ret_bad. */
+int app_query_parse(const char *text, struct app_query **ret_query, char **ret_bad);
+/* nvidia-smi's CSV header of a column, with its unit ("used_gpu_memory [MiB]"). */
+const char *app_field_header(enum app_field f);
 
 enum list_format {
 	LIST_FORMAT_DEFAULT = 0, /* not given: table, or csv with --query */

@@ -5,14 +5,17 @@ import json
 import os
 import pwd
 import re
+import select
 import shutil
+import signal
+import subprocess
 import tempfile
 import time
 import unittest
 
 from cli_facts import MIB, Machine
-from gpuctl_test import (EXIT_USAGE, SCENARIOS, SETTLED_SH, GpuctlTestCase, gpuctl,
-                         scenario_gpus_of, sim, sim_sh)
+from gpuctl_test import (EXIT_USAGE, GPUCTL, NVSIM, SCENARIOS, SETTLED_SH, GpuctlTestCase,
+                         gpuctl, scenario_gpus_of, sim, sim_sh)
 
 
 def short_uuid(uuid):
@@ -287,6 +290,168 @@ class ListIds(GpuctlTestCase):
         self.assertGreater(sum(g["uuid"].startswith("GPU-6") for g in m.gpus), 1)
         r = sim(self.M, "list", "-i", "GPU-6")
         self.assertOneLineError(r, EXIT_USAGE, "GPU-6")
+
+
+class OnlyIsId(GpuctlTestCase):
+    """--only (nvitop's name) is -i/--id wherever -i is: list, health, watch, release."""
+    M = "rtx4090-8"
+
+    def test_list(self):
+        u = [g["uuid"] for g in Machine(self.M).gpus]
+        r = sim(self.M, "list", "--query", "uuid", "--noheader", "--only", "5,1")
+        self.assertOk(r)
+        self.assertEqual(r.out.splitlines(), [u[5], u[1]])
+        r = sim(self.M, "list", "--only=" + u[2][:12], "--format", "json")
+        self.assertOk(r)
+        self.assertEqual([g["uuid"] for g in r.json()["gpus"]], [u[2]])
+
+    def test_health_watch_release(self):
+        u = [g["uuid"] for g in Machine(self.M).gpus]
+        r = sim(self.M, "health", "--format", "json", "--only", "3,0")
+        self.assertOk(r)
+        self.assertEqual([g["uuid"] for g in r.json()["gpus"]], [u[3], u[0]])
+        r = sim(self.M, "watch", "-c", "1", "--only", "6")
+        self.assertOk(r)
+        self.assertEqual([l.split()[0] for l in r.out.splitlines() if not l.startswith("#")],
+                         ["6"], r)
+        # release checks the ids as -i does: an index the machine lacks is named
+        r = sim(self.M, "release", "--only", "42")
+        self.assertOneLineError(r, EXIT_USAGE, "'42'")
+
+    def test_bad_id(self):
+        r = sim(self.M, "list", "--only", "42")
+        self.assertOneLineError(r, EXIT_USAGE, "'42'")
+
+
+class ListHelpQuery(GpuctlTestCase):
+    """--help-query (as nvidia-smi --help-query-gpu) and the count column."""
+
+    def test_count_is_the_machines_gpus(self):
+        for name in ("dgx-a100", "rtx4090-8"):
+            n = len(Machine(name).gpus)
+            r = sim(name, "list", "--query", "index,count", "-i", "1")
+            self.assertOk(r)
+            self.assertEqual(r.out, "index, count\n1, %d\n" % n)
+            r = sim(name, "list", "--query", "count", "--format", "json", "-i", "0")
+            self.assertOk(r)
+            self.assertEqual(r.json()["gpus"][0]["count"], n)
+
+    def test_lists_every_field_without_a_driver(self):
+        r = gpuctl("list", "--help-query", env={"GPUCTL_NVML_LIBRARY": "/nonexistent"})
+        self.assertOk(r)
+        # nvidia-smi --help-query-gpu's names and units (its CSV header spelling), and ours
+        for want in ("memory.used [MiB] (memory_used)", "power.draw [W] (power_draw)",
+                     "utilization.gpu [%] (utilization_gpu)", "pci.bus_id (pci_bus_id)",
+                     "driver_version", "timestamp", "count", "used_gpu_memory [MiB]",
+                     "gpu_bus_id"):
+            self.assertIn("\n  %s\n" % want, r.out)
+        self.assertEqual(gpuctl("list", "--help-query-gpu").out, r.out)
+        # every name it lists is one --query takes
+        names = [l.split()[0] for l in r.out.split("--query-compute-apps, ")[0].splitlines()
+                 if l.startswith("  ") and not l.startswith("   ")]
+        self.assertGreater(len(names), 40)
+        r = sim("dgx-a100", "list", "--query", ",".join(names), "-i", "0", "--noheader")
+        self.assertOk(r)
+
+
+class ListComputeApps(GpuctlTestCase):
+    """--query-compute-apps: nvidia-smi's CSV of the compute processes (its header spelling:
+    "pid, process_name, used_gpu_memory [MiB]", whichever alias was typed; values "N MiB")."""
+
+    def test_csv(self):
+        g = Machine("dgx-a100").gpus[1]
+        script = ("sleep 60 & pid=$!\n"
+                  "$NVSIM proc add --pid $pid -i 1 --mem 1GiB\n"
+                  "echo $pid\n"
+                  "$GPUCTL list --query-compute-apps=pid,process_name,used_memory,gpu_uuid,"
+                  "gpu_bus_id,gpu_name,name,used_gpu_memory --format=csv\n"
+                  "$GPUCTL list --query-compute-apps PID,used_memory --format csv,noheader,nounits\n"
+                  "$GPUCTL list --query-compute-apps pid --only 0\n"
+                  "kill $pid\n")
+        r = sim_sh("dgx-a100", script)
+        self.assertOk(r)
+        lines = r.out.splitlines()
+        pid = lines[0]
+        self.assertEqual(lines[1], "pid, process_name, used_gpu_memory [MiB], gpu_uuid, "
+                                   "gpu_bus_id, gpu_name, process_name, used_gpu_memory [MiB]")
+        self.assertEqual(lines[2], "%s, sleep, 1024 MiB, %s, %s, %s, sleep, 1024 MiB"
+                         % (pid, g["uuid"], g["pci_bus_id"], g["name"]))
+        self.assertEqual(lines[3], "%s, 1024" % pid)
+        self.assertEqual(lines[4:], ["pid"])  # GPU 0 runs nothing: the header alone
+
+    def test_bad_input(self):
+        for args, needle in ((["--query-compute-apps", "pid,bogus"], "'bogus'"),
+                             (["--query-compute-apps", "pid,"], "''"),
+                             (["--query-compute-apps", "pid", "--format", "json"], "CSV only"),
+                             (["--query-compute-apps", "pid", "--query", "index"], "CSV only")):
+            r = sim("dgx-a100", "list", *args)
+            self.assertOneLineError(r, EXIT_USAGE, needle)
+
+
+class ListLoop(GpuctlTestCase):
+    """-l/--loop SECONDS: the listing again every SECONDS until SIGINT (exit 0), as nvidia-smi
+    -l; with --query the CSV header once, then the rows of each listing."""
+
+    def start(self, *args):
+        self.pending = b""
+        return subprocess.Popen([NVSIM, "exec", "dgx-a100", "--", GPUCTL, "list", *args],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def read_lines(self, p, n, timeout=20):
+        """The next n lines, as soon as gpuctl has written them."""
+        fd = p.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while self.pending.count(b"\n") < n:
+            left = deadline - time.monotonic()
+            self.assertGreater(left, 0, "timed out after %r" % self.pending)
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready:
+                chunk = os.read(fd, 65536)
+                self.assertNotEqual(chunk, b"", "output ended after %r" % self.pending)
+                self.pending += chunk
+        lines = self.pending.split(b"\n")
+        self.pending = b"\n".join(lines[n:])
+        return [l.decode() for l in lines[:n]]
+
+    def interrupt(self, p):
+        """SIGINT (nvsim exec forwards it); the rest of the output and stderr."""
+        try:
+            p.send_signal(signal.SIGINT)
+            out, err = p.communicate(timeout=30)
+        finally:
+            p.kill()
+        return (self.pending + out).decode(), err.decode()
+
+    def test_query_csv_header_once(self):
+        u = [g["uuid"] for g in Machine("dgx-a100").gpus]
+        p = self.start("--query", "index,uuid", "--only", "0,1", "-l", "0.2")
+        lines = self.read_lines(p, 5)  # the header, then two listings of two rows
+        out, err = self.interrupt(p)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(err, "")
+        self.assertEqual(lines[0], "index, uuid")
+        rows = lines[1:] + out.splitlines()
+        self.assertGreaterEqual(len(rows), 4)
+        for k, row in enumerate(rows):
+            i = k % 2
+            self.assertEqual(row, "%d, %s" % (i, u[i]))
+
+    def test_table_again_after_a_blank_line(self):
+        m = Machine("dgx-a100")
+        p = self.start("--loop", "0.2", "--only", "3")
+        lines = self.read_lines(p, 5)  # header, row, blank, header, row
+        out, err = self.interrupt(p)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(lines[2], "")
+        for head, row in ((lines[0], lines[1]), (lines[3], lines[4])):
+            self.assertEqual(head.split()[:3], ["GPU", "UUID", "NAME"])
+            self.assertEqual(row.split()[0], "3")
+            self.assertIn(short_uuid(m.gpus[3]["uuid"]), row)
+
+    def test_bad_interval(self):
+        for v in ("0", "x", "-1"):
+            r = sim("dgx-a100", "list", "-l", v)
+            self.assertOneLineError(r, EXIT_USAGE, "'%s'" % v)
 
 
 class ListJson(GpuctlTestCase):

@@ -5,7 +5,7 @@ import re
 import unittest
 
 from gpuctl_test import (EXIT_FAILURE, EXIT_NODRIVER, EXIT_USAGE, SRC, GpuctlTestCase, gpuctl,
-                         sim)
+                         scenario_gpus, sim)
 
 COMMANDS = ("help", "info", "list", "topo", "watch")
 NO_LIB = {"GPUCTL_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"}
@@ -98,13 +98,34 @@ class Help(GpuctlTestCase):
 
 class Usage(GpuctlTestCase):
     def test_usage_errors(self):
-        for args, needle in (([], "no command"),
-                             (["nosuch"], "'nosuch'"),
+        for args, needle in ((["nosuch"], "'nosuch'"),
                              (["--bogus", "list"], "--bogus"),
                              (["help", "nosuch"], "'nosuch'"),
                              (["info", "--format", "yaml"], "yaml")):
             r = gpuctl(*args, env=NO_LIB)
             self.assertOneLineError(r, EXIT_USAGE, needle)
+
+
+class NoCommand(GpuctlTestCase):
+    def test_no_command_lists_the_gpus(self):
+        # a bare gpuctl is `gpuctl list` (issue 25: as a bare nvidia-smi shows the GPUs): one
+        # row per GPU of the scenario after the header, global options still taken
+        gpus = scenario_gpus("dgx-a100")
+        for args in ((), ("--color", "never")):
+            r = sim("dgx-a100", *args)
+            self.assertOk(r)
+            rows = r.out.splitlines()
+            self.assertEqual(rows[0].split()[:3], ["GPU", "UUID", "NAME"], r)
+            self.assertEqual([l.split()[0] for l in rows[1:]],
+                             [str(i) for i in range(len(gpus))], r)
+            for g, row in zip(gpus, rows[1:]):
+                self.assertIn(g["uuid"][:12], row)
+        # without a driver it fails as list does, and --help is still the help
+        r = gpuctl(env=NO_LIB)
+        self.assertOneLineError(r, EXIT_NODRIVER, "no NVIDIA driver")
+        r = gpuctl("--help", env=NO_LIB)
+        self.assertOk(r)
+        self.assertTrue(r.out.startswith("Usage: gpuctl"), r)
 
 
 class NoDriver(GpuctlTestCase):

@@ -41,6 +41,9 @@ class CompletionTest(GpuctlTestCase):
     def test_options(self):
         self.assertEqual(complete("select", "--mi"), {"--min-free-mem", "--mig"})
         self.assertEqual(complete("list", "--for"), {"--format"})
+        self.assertEqual(complete("list", "--lo"), {"--loop"})
+        self.assertEqual(complete("list", "--query-c"), {"--query-compute-apps"})
+        self.assertEqual(complete("list", "-l", ""), set())  # SECONDS: nothing to offer
         self.assertEqual(complete("--vers"), {"--version"})
         self.assertEqual(complete("--ver"), {"--verbose", "--version"})
         self.assertIn("--retry", complete("run", "-n", "1", "--re"))
@@ -63,6 +66,10 @@ class CompletionTest(GpuctlTestCase):
     def test_gpu_ids(self):
         self.assertEqual(complete("list", "-i", ""), self.ids)
         self.assertEqual(complete("health", "--id", ""), self.ids)
+        # --only, nvitop's name for -i, completes as -i does
+        self.assertEqual(complete("list", "--only", ""), self.ids)
+        self.assertEqual(complete("watch", "--only", "=", ""), self.ids)
+        self.assertIn("--only", complete("release", "--on"))
         self.assertEqual(complete("select", "-n", "1", "--only", "GPU-"),
                          {u for u in self.ids if u.startswith("GPU-")})
         # the last element of a list
