@@ -41,8 +41,12 @@ def section(build):
         extra = ", ".join(f"`{n}`" for n in sorted(sim - real)) or "none"
         lines.append(f"| simulator ({label}) | {len(sim)} | {len(both)} | {extra} | "
                      f"{100.0 * len(both) / len(real):.1f}% |")
-    with open(os.path.join(SRC, "src", "lib", "nvml.c")) as f:
-        used = set(re.findall(r'"(nvml[A-Z][A-Za-z0-9_]*)"', f.read()))
+    used = set()
+    room = os.path.join(SRC, "src", "lib", "nvml")  # the only room that knows NVML
+    for name in sorted(os.listdir(room)):
+        if name.endswith(".c"):
+            with open(os.path.join(room, name)) as f:
+                used |= set(re.findall(r'"(nvml[A-Z][A-Za-z0-9_]*)"', f.read()))
     lines.append(f"| gpuctl's loader (names it looks up) | {len(used)} | {len(used & real)} | "
                  f"{', '.join(f'`{n}`' for n in sorted(used - real)) or 'none'} | "
                  f"{100.0 * len(used & real) / len(real):.1f}% |")

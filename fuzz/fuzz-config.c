@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * fuzz-config.c: libFuzzer target for the configuration file parser (src/lib/config.c), then
+ * fuzz-config.c: libFuzzer target for the configuration file parser (src/lib/config/config.c), then
  * the pool queries over the synthetic machine of fuzz-devstr-machine.h (six GPUs, shared UUID
  * prefixes, one without a UUID).
  *

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * fuzz-cpuinfo.c: libFuzzer target for the /proc/cpuinfo reader (cpu_info_parse,
- * src/lib/cpuinfo.c).
+ * src/lib/model/cpuinfo.c).
  *
  * The input is raw cpuinfo bytes (not NUL-terminated: the parser must stop at the length).
  * Properties checked beyond "no crash, no leak": the strings are terminated and printable, the

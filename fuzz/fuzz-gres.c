@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * fuzz-gres.c: libFuzzer target for the gres.conf reader (gres_conf_parse, src/lib/gres.c) and
- * the hostlist expander under it, which decide which GPU a Slurm job gets.
+ * fuzz-gres.c: libFuzzer target for the gres.conf reader (gres_conf_parse, src/lib/devices/gres.c)
+ * and the hostlist expander under it, which decide which GPU a Slurm job gets.
  *
  * The input is raw gres.conf text (not NUL-terminated), read for node "gpu02". Properties
  * checked beyond "no crash": on success every device file is a non-empty NUL-terminated name

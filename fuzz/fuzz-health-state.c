@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * fuzz-health-state.c: libFuzzer target for the health state file parser (health_state_parse,
- * src/lib/health-state.c) over a synthetic 3-GPU snapshot built through snapshot-internal.h.
+ * src/lib/health/health-state.c) over a synthetic 3-GPU snapshot built through snapshot-internal.h.
  *
  * The input is raw state-file bytes (not NUL-terminated), except that an input whose first
  * byte is 0x01 is the file without its end line: the rest gets "end <its CRC-32>" appended, so

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * fuzz-ids.c: libFuzzer target for gpuctl_ids_resolve (src/lib/ids.c) over a synthetic 8-GPU
+ * fuzz-ids.c: libFuzzer target for gpuctl_ids_resolve (src/lib/model/ids.c) over a synthetic 8-GPU
  * snapshot built through snapshot-internal.h (no NVML).
  *
  * The input is one NUL-terminated id list. Properties checked beyond "no crash, no leak": on

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * fuzz-kmsg.c: libFuzzer target for the kernel-log XID reader (gpuctl_xid_log_parse,
- * src/lib/kmsg.c) over a synthetic 4-GPU snapshot built through snapshot-internal.h.
+ * src/lib/health/kmsg.c) over a synthetic 4-GPU snapshot built through snapshot-internal.h.
  *
  * The input is raw kernel-log bytes (not NUL-terminated: the parser must stop at the length).
  * Properties checked beyond "no crash, no leak": the result is the number of entries the log

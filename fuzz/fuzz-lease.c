@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * fuzz-lease.c: libFuzzer target for the lease parsers that read what other users wrote
- * (docs/leases.md): owner records and record file names (src/lib/lease-record.c) and waiters'
- * tickets (src/lib/lease-queue.c); and the /proc/locks line parser every lease probe and
+ * (docs/leases.md): owner records and record file names (src/lib/lease/lease-record.c) and waiters'
+ * tickets (src/lib/lease/lease-queue.c); and the /proc/locks line parser every lease probe and
  * waiter's fingerprint rests on, and the /proc/PID/fdinfo reader around it that finds a lease's
- * holders (src/lib/lease-record.c).
+ * holders (src/lib/lease/lease-record.c).
  *
  * The first byte chooses the parser (mod 4), the rest is its input. Properties checked beyond
  * "no crash, no leak": a record name that parses yields a UUID that is a prefix of the name,

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * fuzz-mig-profile.c: libFuzzer target for the MIG profile parser (src/lib/mig-profile.c), which
- * reads `--mig PROFILE` and the profile names NVML reports.
+ * fuzz-mig-profile.c: libFuzzer target for the MIG profile parser (src/lib/model/mig-profile.c),
+ * which reads `--mig PROFILE` and the profile names NVML reports.
  *
  * The input is one NUL-terminated name. Properties checked beyond "no crash, no leak": a refused
  * name leaves the result untouched and says why; an accepted name formats to a canonical name

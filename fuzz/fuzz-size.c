@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * fuzz-size.c: libFuzzer target for the argument parsers of `gpuctl select` / `gpuctl run`
- * (src/lib/parse.c): sizes (--min-free-mem), counts, percentages, seconds (--interval, -d),
+ * (src/lib/basic/parse.c): sizes (--min-free-mem), counts, percentages, seconds (--interval, -d),
  * bounds that can be off (GPUCTL_NVML_TIMEOUT), and the cpulists gpuctl run binds CPUs with.
  *
  * The input is one NUL-terminated argument. Properties checked beyond "no crash, no leak":

@@ -571,7 +571,7 @@ int gpuctl_size_parse(const char *text, uint64_t *ret_bytes, const char **why);
 int gpuctl_ids_resolve(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap, const char *ids,
                        size_t **ret_indices, size_t *ret_count);
 
-/* ---- Device sets and device strings (src/lib/devstr.c; rules: docs/device-strings.md) ---- */
+/* ---- Device sets and device strings (src/lib/devices/; rules: docs/device-strings.md) ---- */
 
 /* An ordered list of devices: each a whole GPU or one MIG device of a GPU, named by snapshot
  * index (and MIG index on that GPU). A set refers to the snapshot it was made against, but
@@ -661,7 +661,7 @@ int gpuctl_devset_cuda_ordinals(struct gpuctl_ctx *ctx, const struct gpuctl_snap
                                 const struct gpuctl_devset *set, const char *cuda_visible,
                                 const char *order, int *ret_ordinals);
 
-/* ---- Selection (src/lib/select.c; model: docs/selection.md) ---- */
+/* ---- Selection (src/lib/select/select.c; model: docs/selection.md) ---- */
 
 /* What a job needs. Initialise with GPUCTL_SELECT_REQUEST_INIT; struct_size lets the struct
  * grow without breaking callers built against an older header. */
@@ -740,7 +740,7 @@ struct gpuctl_select_score {
 int gpuctl_selection_score(const struct gpuctl_selection *sel, bool runner_up,
                            struct gpuctl_select_score *ret_score);
 
-/* ---- Leases (src/lib/lease*.c; docs/leases.md) ---- */
+/* ---- Leases (src/lib/lease/lease*.c; docs/leases.md) ---- */
 
 /* An opened and checked lease directory. Nothing in the handle changes once it is open, and
  * every call opens what it reads afresh, so threads may share one, each with its own context:
@@ -936,7 +936,7 @@ int gpuctl_lease_set_owner(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, u
 int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                          const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set);
 
-/* ---- Waiting for leases (src/lib/lease-queue.c; docs/leases.md "Waiting") ---- */
+/* ---- Waiting for leases (src/lib/lease/lease-queue.c; docs/leases.md "Waiting") ---- */
 
 /* A waiter's ticket, DIR/queue/<uid>/<arrival>-<pid>, locked while it waits. Every
  * select-and-lease gives the devices older live waiters could use to them first; plain
@@ -997,7 +997,7 @@ void gpuctl_wait_list_free(struct gpuctl_wait_list *list);
 size_t gpuctl_wait_list_count(const struct gpuctl_wait_list *list);
 const struct gpuctl_wait_entry *gpuctl_wait_list_get(const struct gpuctl_wait_list *list, size_t i);
 
-/* ---- Configuration (src/lib/config.c; docs/config.md) ---- */
+/* ---- Configuration (src/lib/config/config.c; docs/config.md) ---- */
 
 #define GPUCTL_CONFIG_DEFAULT_PATH "/etc/gpuctl/gpuctl.conf"
 /* The system lease directory, where no --lease-dir, GPUCTL_LEASE_DIR or configured lease_dir
@@ -1073,7 +1073,7 @@ int gpuctl_config_pool_find(struct gpuctl_ctx *ctx, const struct gpuctl_config *
 int gpuctl_config_pool_allows(struct gpuctl_ctx *ctx, const struct gpuctl_config *cfg, size_t i,
                               uint32_t uid);
 
-/* ---- Health (src/lib/health.c, src/lib/xid.c, src/lib/kmsg.c; docs/health.md) ---- */
+/* ---- Health (src/lib/health/: health.c, xid.c, kmsg.c; docs/health.md) ---- */
 
 /* A finding's severity, and a GPU's verdict (the worst of its findings). Ordered, so the
  * worse of two is the larger; the values are DCGM's health results divided by ten. */

@@ -36,7 +36,7 @@ enum slurm_action {
  * is not ours; resume ours when no GPU FAILs. */
 enum slurm_action slurm_decide(const struct slurm_node *node, bool fail);
 
-/* This node's Slurm name: gres_node_name (src/lib/gres.h). */
+/* This node's Slurm name: gres_node_name (src/lib/devices/gres.h). */
 
 /* Runs scontrol (scontrol_path, NULL: "scontrol" from $PATH): show node, then update as decided.
  * reason: ours ("gpuctl: ..."), for a drain. On success *ret_action says what was done. -errno /

@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "hostproc.h"
+#include "nss.h"
 #include "sampler.h"
 #include "top.h"
 
@@ -187,13 +188,13 @@ static size_t snapshot_procs(const struct gpuctl_snapshot *snap, bool lost_too)
  * owner. */
 static void user_name(uint32_t uid, char *buf, size_t size)
 {
-	struct passwd pw, *res = NULL;
-	char tmp[4096];
+	char *name = nss_user_name((uid_t)uid);
 
-	if (getpwuid_r((uid_t)uid, &pw, tmp, sizeof(tmp), &res) == 0 && res && res->pw_name)
-		snprintf(buf, size, "%s", res->pw_name);
+	if (name)
+		snprintf(buf, size, "%s", name);
 	else
 		snprintf(buf, size, "%" PRIu32, uid);
+	free(name);
 }
 
 /* A row's owner and command: from the row of the previous refresh for the same process

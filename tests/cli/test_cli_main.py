@@ -55,10 +55,11 @@ class Help(GpuctlTestCase):
         # every GPUCTL_* variable the sources read with getenv/secure_getenv is in --help
         read = set()
         for d in ("src/lib", "src/cli"):
-            for name in os.listdir(os.path.join(SRC, d)):
-                if name.endswith(".c"):
-                    with open(os.path.join(SRC, d, name)) as f:
-                        read |= set(re.findall(r'getenv\("(GPUCTL_[A-Z_]+)"\)', f.read()))
+            for root, _, files in os.walk(os.path.join(SRC, d)):
+                for name in files:
+                    if name.endswith(".c"):
+                        with open(os.path.join(root, name)) as f:
+                            read |= set(re.findall(r'getenv\("(GPUCTL_[A-Z_]+)"\)', f.read()))
         out = gpuctl("--help").out
         self.assertTrue(read)
         for v in sorted(read):

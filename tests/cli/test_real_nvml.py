@@ -36,9 +36,15 @@ def dynamic_functions(path):
 
 
 def gpuctl_resolved():
-    """Every NVML name gpuctl's loader looks up: its symbol table and its dlsym probes."""
-    with open(os.path.join(SRC, "src", "lib", "nvml.c")) as f:
-        return set(re.findall(r'"(nvml[A-Z][A-Za-z0-9_]*)"', f.read()))
+    """Every NVML name gpuctl's loader looks up: its symbol table and its dlsym probes, in the
+    sources of src/lib/nvml/ (the only room that knows NVML)."""
+    names = set()
+    room = os.path.join(SRC, "src", "lib", "nvml")
+    for name in sorted(os.listdir(room)):
+        if name.endswith(".c"):
+            with open(os.path.join(room, name)) as f:
+                names |= set(re.findall(r'"(nvml[A-Z][A-Za-z0-9_]*)"', f.read()))
+    return names
 
 
 class RealNvmlNamesTest(GpuctlTestCase):

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * select-oracle.h: a brute-force reading of the selection objective (docs/selection.md), for
- * tests/unit/test-select.c and bench/select-bench.c. Independent of src/lib/select.c: it reads
- * the snapshot through the public API only and scores a set by the plain definitions (every
+ * tests/unit/test-select.c and bench/select-bench.c. Independent of src/lib/select/select.c: it
+ * reads the snapshot through the public API only and scores a set by the plain definitions (every
  * ring permutation, every pair, every matching).
  */
 #ifndef GPUCTL_SELECT_ORACLE_H

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * test-config.c: the configuration file (src/lib/config.c): a full valid file read back, the
+ * test-config.c: the configuration file (src/lib/config/config.c): a full valid file read back, the
  * defaults, every error class with its line, comments, ranges, pool maps on a synthetic 8-GPU
  * snapshot, share margins, pool permissions and loading files.
  *

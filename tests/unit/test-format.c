@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * test-format.c: value rendering of the CLI (src/cli/format.c) on snapshots built directly
- * (src/lib/snapshot-internal.h), no NVML.
+ * (src/lib/model/snapshot-internal.h), no NVML.
  *
  * Expected spellings are nvidia-smi's documented --query-gpu CSV output ("81920 MiB",
  * "250.00 W", "35 %", "1410 MHz", "Enabled", "Yes", "0x20B010DE", "0x0000000000000001",

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * test-gres.c: Slurm's view of a node (src/lib/gres.c): hostlists as Slurm expands them, the
- * gpu records of gres.conf in Slurm's index order, the CPU topology in Slurm's abstract core
+ * test-gres.c: Slurm's view of a node (src/lib/devices/gres.c): hostlists as Slurm expands them,
+ * the gpu records of gres.conf in Slurm's index order, the CPU topology in Slurm's abstract core
  * numbering (on a scratch sysfs tree), and the short GPU types.
  *
  * Expected values: Slurm's gres.conf(5) and hostlist rules ("[01-04]" keeps the width of its

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * test-health.c: the health engine (src/lib/health.c), the XID catalog (src/lib/xid.c) and the
- * kernel-log reader (src/lib/kmsg.c), on synthetic snapshots built with snapshot-internal.h.
+ * test-health.c: the health engine (src/lib/health/health.c), the XID catalog
+ * (src/lib/health/xid.c) and the kernel-log reader (src/lib/health/kmsg.c), on synthetic snapshots
+ * built with snapshot-internal.h.
  *
  * Expected values come from the rules as the issue and DCGM state them (docs/health.md), never
  * from running the code: thresholds are tested at, just below and just above their boundaries,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * test-lease.c: leases (src/lib/lease*.c) on synthetic snapshots and lease directories under
+ * test-lease.c: leases (src/lib/lease/lease*.c) on synthetic snapshots and lease directories under
  * mkdtemp: directory creation and checks, unusable lock files, select-and-lease from one
  * process and from concurrent children, a lease surviving its taker, owner records (robust
  * parsing, owner fields), foreign processes, release, shared leases (declared memory), and

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * test-mig-profile.c: MIG profile names (src/lib/mig-profile.c). Expected values come from
+ * test-mig-profile.c: MIG profile names (src/lib/model/mig-profile.c). Expected values come from
  * NVIDIA's documents: the MIG user guide's device names (1g.5gb, 1c.3g.20gb, 2c.3g.20gb) and
  * supported profiles (1g.5gb+me, 1g.10gb+me on A100; 1g.24gb-me, 1g.24gb+me.all, 2g.48gb+me.all,
  * 1g.24gb+gfx on RTX PRO Blackwell), go-nvlib's profile grammar (one sign, comma-separated

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * test-parse.c: the pure argument parsers of src/lib/parse.c that have no other unit test:
+ * test-parse.c: the pure argument parsers of src/lib/basic/parse.c that have no other unit test:
  * seconds (gpuctl exporter --interval, gpuctl watch -d), writing a cpulist back (gpuctl run's
  * binding, over 65,536 CPUs, where whole empty words are skipped), and gpuctl_size_parse, the
  * exported face of the size parser (python/gpuctl reads min_free_mem and share_mem with it).

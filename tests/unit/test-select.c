@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * test-select.c: the selection engine (src/lib/select.c) against the brute-force oracle
+ * test-select.c: the selection engine (src/lib/select/select.c) against the brute-force oracle
  * (select-oracle.c) on every simulated scenario of at most 16 GPUs, the published anchors,
  * request sequences, filters and error messages.
  *

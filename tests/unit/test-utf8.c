@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * test-utf8.c: src/lib/utf8.c, text for JSON. Expected values come from RFC 3629 §4 (the table
- * of well-formed byte sequences) and from Markus Kuhn's UTF-8 decoder stress test (overlong
+ * test-utf8.c: src/lib/basic/utf8.c, text for JSON. Expected values come from RFC 3629 §4 (the
+ * table of well-formed byte sequences) and from Markus Kuhn's UTF-8 decoder stress test (overlong
  * forms, surrogates, code points above U+10FFFF, truncated sequences), never from the code.
  * fuzz/fuzz-json.c checks with jansson that any bytes give JSON.
  */

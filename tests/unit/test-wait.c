@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * test-wait.c: waiting for leases (src/lib/lease-queue.c, docs/leases.md "Waiting") on synthetic
- * snapshots and tickets written by hand under a mkdtemp lease directory: ticket names and
+ * test-wait.c: waiting for leases (src/lib/lease/lease-queue.c, docs/leases.md "Waiting") on
+ * synthetic snapshots and tickets written by hand under a mkdtemp lease directory: ticket names and
  * order, the content parser, the backfill rule (devices an older live waiter could use are its
  * own), dead tickets ignored (and removed for our own uid), malformed tickets conservative
  * ("could use any device"), a registered ticket behind older ones and ahead of younger ones,

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * test-xid-watch.c: decoding NVML's XID events (src/lib/xid-watch.c) against the simulator: an
- * event value above 99999 is recorded as XID 999, 99999 as itself, with the text "NVML event";
+ * test-xid-watch.c: decoding NVML's XID events (src/lib/health/xid-watch.c) against the simulator:
+ * an event value above 99999 is recorded as XID 999, 99999 as itself, with the text "NVML event";
  * an XID of a GPU the watch did not register is not recorded. (Delivery itself, -ENODEV and
  * the library without an event API are in test-nvml.c.)
  */

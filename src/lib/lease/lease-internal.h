@@ -7,9 +7,11 @@
  *
  * The lease files, one job each, in the order they build on each other (docs/ARCHITECTURE.md):
  *   lease-share.c    the memory shared leases declare: OFD byte-range locks on a lock file
+ *   lease-proc.c     the /proc facts leases rest on: processes' start, parent and owner, and
+ *                    who holds a flock (/proc/locks, /proc/PID/fdinfo)
  *   lease-dir.c      the lock store: the lease directory, DIR/config, lock files, the probe of
  *                    a device's state, select.lock
- *   lease-record.c   owner records (written, read strictly) and the /proc facts they rest on
+ *   lease-record.c   owner records (written, read strictly)
  *   lease-queue.c    the wait queue: tickets, queue scans, the fingerprint, inotify
  *   lease-foreign.c  foreign processes: compute processes that belong to no lease
  *   lease.c          the leases: select-and-lease, the lease handle, the list, release
@@ -90,6 +92,66 @@ int lease_share_take(int fd, uint64_t need, uint64_t cap);
 uint64_t lease_share_capacity(const struct gpuctl_snapshot *snap, size_t g, int mig,
                               const struct gpuctl_lease_request *lr);
 
+/* ---- lease-proc.c: the /proc facts leases rest on ---- */
+
+#define LOCKS_LINE_MAX 512 /* a /proc/locks line */
+
+/* Strict decimal (no sign, no blanks) of exactly len characters. */
+bool lease_parse_u64(const char *s, size_t len, uint64_t *ret);
+
+/* The next blank-separated token of *s (NUL-terminated in place), NULL at the end. */
+char *lease_next_tok(char **s);
+
+/* /proc/<pid>/stat: parent and start time (field 22, clock ticks since boot). */
+int lease_proc_stat(pid_t pid, pid_t *ret_ppid, uint64_t *ret_start);
+
+/* Whether pid lives, started at start_ticks and belongs to uid. */
+bool lease_proc_matches(uint32_t pid, uint64_t start_ticks, uid_t uid);
+
+/* Clock ticks since boot as seconds since the epoch (0 when the boot time is unknown). */
+uint64_t lease_ticks_to_epoch(uint64_t ticks);
+
+/* One held flock of /proc/locks ("1: FLOCK  ADVISORY  WRITE 4242 08:01:1234 0 EOF"). */
+struct lease_flock {
+	bool write;   /* WRITE (exclusive), else READ (shared) */
+	uint64_t pid; /* who took it; 0 when the line has no pid (another pid namespace) */
+	unsigned maj, min;
+	uint64_t ino;
+};
+/* Parses one line of /proc/locks (NUL-terminated; changed in place): true for a held flock,
+ * with its fields in *ret; false for anything else (a blocked request "->", POSIX and OFD
+ * locks, a malformed line). The one parser of /proc/locks (fuzz/fuzz-lease.c). */
+bool lease_flock_parse(char *line, struct lease_flock *ret);
+
+/* The pid that took a flock on (dev, ino) per /proc/locks (exclusive ones only, unless
+ * any_kind); 0 if unknown. Pids of lines that match the inode but not the device count only
+ * when no line matches both (overlay file systems report another device). */
+pid_t lease_lock_holder(dev_t dev, ino_t ino, bool any_kind);
+
+/* The flock of one descriptor, from its /proc/PID/fdinfo/N text (NUL-terminated, changed in
+ * place): true with it in *ret when a "lock:" line holds one (lease_flock_parse's fields). A
+ * description has at most one flock (the kernel shows only the flock of that description); its
+ * other lock lines are POSIX and OFD locks (a shared lease's declared memory), which the line
+ * parser refuses. fuzz/fuzz-lease.c drives it. */
+bool lease_fdinfo_flock(char *text, struct lease_flock *ret);
+
+/* A lock file, as stat(2) names it. */
+struct lease_lock_id {
+	dev_t dev;
+	ino_t ino;
+};
+
+/* Which of the n lock files ids[] process pid holds a flock on through a descriptor of its own
+ * (an open file description with the flock on it, per /proc/PID/fdinfo: a descriptor inherited
+ * from whoever took the lock counts, one merely open on the file does not). holds[i] (when not
+ * NULL) is set for each, takers[i] (when not NULL) to the pid that took that flock (0 when the
+ * kernel does not say: another pid namespace). Returns how many such descriptors; 0 also when
+ * the caller may not read pid's descriptors (another user's process, unless root). With both
+ * arrays NULL it stops at the first. Opens only /proc files: the lock files' own file system is
+ * touched only to stat a descriptor whose flock is on one of ids' inodes. */
+size_t lease_proc_holds(pid_t pid, const struct lease_lock_id *ids, size_t n, bool *holds,
+                        pid_t *takers);
+
 /* ---- lease-dir.c: the lock store (DIR, its config file, lock files, probes, select.lock) ---- */
 
 #define UUID_MAX   96  /* characters of a GPU-/MIG- UUID we accept */
@@ -107,12 +169,6 @@ struct gpuctl_lease_dir {
 
 /* A GPU-/MIG- UUID made of hex digits and dashes only: never a path. */
 bool lease_uuid_ok(const char *u);
-
-/* Reads at most max bytes of fd; -EFBIG when there is more. *ret is NUL-terminated. */
-int lease_read_all(int fd, size_t max, char **ret, size_t *ret_len);
-
-/* Writes all len bytes of p to fd: 0 or -errno. */
-int lease_write_all(int fd, const char *p, size_t len);
 
 /* Checks an opened directory entry: type, owner (want_uid, or root/euid when (uid_t)-1), and
  * no group/other write (unless sticky_ok and the sticky bit is set). */
@@ -203,9 +259,7 @@ static inline bool lease_held(int state)
 	return state == GPUCTL_LEASE_HELD || state == GPUCTL_LEASE_SHARED;
 }
 
-/* ---- lease-record.c: owner records, and the /proc facts they rest on ---- */
-
-#define LOCKS_LINE_MAX 512 /* a /proc/locks line */
+/* ---- lease-record.c: owner records ---- */
 
 /* An owner record as read back (strings owned). */
 struct record {
@@ -244,70 +298,11 @@ static inline void lease_sb_done(struct sbuf *b)
 	free(b->p);
 }
 
-/* Strict decimal (no sign, no blanks) of exactly len characters. */
-bool lease_parse_u64(const char *s, size_t len, uint64_t *ret);
-
-/* The next blank-separated token of *s (NUL-terminated in place), NULL at the end. */
-char *lease_next_tok(char **s);
-
-/* /proc/<pid>/stat: parent and start time (field 22, clock ticks since boot). */
-int lease_proc_stat(pid_t pid, pid_t *ret_ppid, uint64_t *ret_start);
-
-/* Whether pid lives, started at start_ticks and belongs to uid. */
-bool lease_proc_matches(uint32_t pid, uint64_t start_ticks, uid_t uid);
-
-/* Clock ticks since boot as seconds since the epoch (0 when the boot time is unknown). */
-uint64_t lease_ticks_to_epoch(uint64_t ticks);
-
-/* The name of user uid (malloc'ed), NULL when unknown or out of memory. */
-char *lease_user_name(uid_t uid);
-
 /* A record made from /proc for a lock file (st) held by no counting record (its holder and
  * job exited, a grandchild that inherited the descriptor keeps the lease): the first process
  * with a descriptor of that file (its uid, user, pid, start, comm as the command). Only
  * processes whose /proc/PID/fd the caller may read are seen. -ENOENT when none. */
 int lease_record_from_fds(const struct stat *st, struct record *ret);
-
-/* One held flock of /proc/locks ("1: FLOCK  ADVISORY  WRITE 4242 08:01:1234 0 EOF"). */
-struct lease_flock {
-	bool write;   /* WRITE (exclusive), else READ (shared) */
-	uint64_t pid; /* who took it; 0 when the line has no pid (another pid namespace) */
-	unsigned maj, min;
-	uint64_t ino;
-};
-/* Parses one line of /proc/locks (NUL-terminated; changed in place): true for a held flock,
- * with its fields in *ret; false for anything else (a blocked request "->", POSIX and OFD
- * locks, a malformed line). The one parser of /proc/locks (fuzz/fuzz-lease.c). */
-bool lease_flock_parse(char *line, struct lease_flock *ret);
-
-/* The pid that took a flock on (dev, ino) per /proc/locks (exclusive ones only, unless
- * any_kind); 0 if unknown. Pids of lines that match the inode but not the device count only
- * when no line matches both (overlay file systems report another device). */
-pid_t lease_lock_holder(dev_t dev, ino_t ino, bool any_kind);
-
-/* The flock of one descriptor, from its /proc/PID/fdinfo/N text (NUL-terminated, changed in
- * place): true with it in *ret when a "lock:" line holds one (lease_flock_parse's fields). A
- * description has at most one flock (the kernel shows only the flock of that description); its
- * other lock lines are POSIX and OFD locks (a shared lease's declared memory), which the line
- * parser refuses. fuzz/fuzz-lease.c drives it. */
-bool lease_fdinfo_flock(char *text, struct lease_flock *ret);
-
-/* A lock file, as stat(2) names it. */
-struct lease_lock_id {
-	dev_t dev;
-	ino_t ino;
-};
-
-/* Which of the n lock files ids[] process pid holds a flock on through a descriptor of its own
- * (an open file description with the flock on it, per /proc/PID/fdinfo: a descriptor inherited
- * from whoever took the lock counts, one merely open on the file does not). holds[i] (when not
- * NULL) is set for each, takers[i] (when not NULL) to the pid that took that flock (0 when the
- * kernel does not say: another pid namespace). Returns how many such descriptors; 0 also when
- * the caller may not read pid's descriptors (another user's process, unless root). With both
- * arrays NULL it stops at the first. Opens only /proc files: the lock files' own file system is
- * touched only to stat a descriptor whose flock is on one of ids' inodes. */
-size_t lease_proc_holds(pid_t pid, const struct lease_lock_id *ids, size_t n, bool *holds,
-                        pid_t *takers);
 
 /* Opens (creating when create) owners/<euid>/, checked: a real directory of euid, 0755. */
 int lease_user_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, bool create,

@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "ctx.h"
+#include "nss.h"
 #include "nvml-abi.h"
 #include "nvml-loader.h"
 #include "snapshot-internal.h"
@@ -185,7 +186,8 @@ struct nvml {
 	size_t n_handles;      /* entries in handles */
 };
 
-void nvml_unload(struct nvml *nv)
+/* unloads NVML (nvmlShutdown + dlclose); the context's nvml_free. Accepts NULL. */
+static void nvml_unload(struct nvml *nv)
 {
 	if (!nv)
 		return;
@@ -428,6 +430,7 @@ int gpuctl_nvml_load(struct gpuctl_ctx *ctx)
 	nv->initialised = true;
 	ctx_log(ctx, GPUCTL_LOG_DEBUG, "nvml: loaded %s", shown);
 	ctx->nvml = TAKE_PTR(nv);
+	ctx->nvml_free = nvml_unload;
 	return 0;
 }
 
@@ -1244,10 +1247,8 @@ static void proc_identity(struct gpuctl_proc *p, char **ret_user, char **ret_cmd
 	p->uid = st.st_uid;
 	p->has_uid = true;
 
-	struct passwd pw, *res = NULL;
-	if (getpwuid_r(st.st_uid, &pw, buf, sizeof(buf), &res) == 0 && res && res->pw_name)
-		*ret_user = strdup(res->pw_name);
-	else {
+	*ret_user = nss_user_name(st.st_uid);
+	if (!*ret_user) {
 		(void)snprintf(path, sizeof(path), "%u", (unsigned)st.st_uid);
 		*ret_user = strdup(path);
 	}

@@ -31,6 +31,8 @@
 #include <unistd.h>
 
 #include "ctx.h"
+#include "fileio.h"
+#include "nss.h"
 #include "parse.h"
 #include "snapshot-internal.h"
 #include "util.h"
@@ -641,32 +643,6 @@ int gpuctl_config_parse(struct gpuctl_ctx *ctx, const char *name, const char *te
 	return 0;
 }
 
-/* Reads the whole of fd (a regular file) into *ret_text; more than CONFIG_FILE_MAX is -EFBIG. */
-static int read_all(int fd, char **ret_text, size_t *ret_len)
-{
-	_cleanup_free_ char *text = malloc(CONFIG_FILE_MAX + 1);
-	size_t len = 0;
-
-	if (!text)
-		return -ENOMEM;
-	for (;;) {
-		ssize_t n = read(fd, text + len, CONFIG_FILE_MAX + 1 - len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		if (len > CONFIG_FILE_MAX)
-			return -EFBIG;
-	}
-	*ret_text = TAKE_PTR(text);
-	*ret_len = len;
-	return 0;
-}
-
 int gpuctl_config_load(struct gpuctl_ctx *ctx, const char *path, struct gpuctl_config **ret_cfg)
 {
 	_cleanup_(gpuctl_config_freep) struct gpuctl_config *cfg = NULL;
@@ -711,7 +687,7 @@ int gpuctl_config_load(struct gpuctl_ctx *ctx, const char *path, struct gpuctl_c
 	if (!S_ISREG(st.st_mode))
 		return ctx_error(ctx, -EPERM, "%s: not a regular file (%s)", q,
 		                 S_ISDIR(st.st_mode) ? "a directory" : "a device, FIFO or socket");
-	r = read_all(fd, &text, &len);
+	r = fd_read_all(fd, CONFIG_FILE_MAX, &text, &len);
 	if (r == -EFBIG)
 		return ctx_error(ctx, -EINVAL, "%s: larger than 1 MiB", q);
 	if (r < 0)
@@ -925,10 +901,6 @@ int gpuctl_config_pool_find(struct gpuctl_ctx *ctx, const struct gpuctl_config *
 	return ctx_error(ctx, -ENOENT, "no pool '%s' (pools: %s, and default)", q, list);
 }
 
-/* getpwuid_r/getgrnam_r buffers: grown on ERANGE. */
-#define NSS_BUF_START 4096
-#define NSS_BUF_MAX   (1024 * 1024)
-
 struct user_info {
 	char *name;    /* NULL: the uid has no passwd entry */
 	gid_t gid;     /* primary group, if name */
@@ -939,27 +911,19 @@ struct user_info {
 static int user_info_get(uint32_t uid, struct user_info *ret)
 {
 	_cleanup_free_ char *buf = NULL;
-	struct passwd pw, *res = NULL;
-	size_t size = NSS_BUF_START;
+	struct passwd pw;
 	int r;
 
 	*ret = (struct user_info){0};
-	for (;;) {
-		free(buf);
-		buf = malloc(size);
-		if (!buf)
-			return -ENOMEM;
-		r = getpwuid_r((uid_t)uid, &pw, buf, size, &res);
-		if (r != ERANGE || size >= NSS_BUF_MAX)
-			break;
-		size *= 2;
-	}
-	if (r != 0 || !res || !res->pw_name)
+	r = nss_passwd((uid_t)uid, &pw, &buf);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0)
 		return 0; /* no name: matched by number only */
-	ret->name = strdup(res->pw_name);
+	ret->name = strdup(pw.pw_name);
 	if (!ret->name)
 		return -ENOMEM;
-	ret->gid = res->pw_gid;
+	ret->gid = pw.pw_gid;
 	for (int n = 32;;) {
 		gid_t *g = realloc(ret->groups, (size_t)n * sizeof(*g));
 		int want = n;
@@ -985,38 +949,6 @@ static void user_info_done(struct user_info *u)
 	free(u->groups);
 }
 
-/* The gid of group name; false when there is none. */
-static bool group_gid(const char *name, gid_t *ret)
-{
-	_cleanup_free_ char *buf = NULL;
-	struct group gr, *res = NULL;
-	size_t size = NSS_BUF_START;
-	int r;
-
-	for (;;) {
-		free(buf);
-		buf = malloc(size);
-		if (!buf)
-			return false;
-		r = getgrnam_r(name, &gr, buf, size, &res);
-		if (r != ERANGE || size >= NSS_BUF_MAX)
-			break;
-		size *= 2;
-	}
-	if (r != 0 || !res)
-		return false;
-	*ret = res->gr_gid;
-	return true;
-}
-
-static bool user_exists(const char *name)
-{
-	_cleanup_free_ char *buf = malloc(NSS_BUF_START * 4);
-	struct passwd pw, *res = NULL;
-
-	return buf && getpwnam_r(name, &pw, buf, NSS_BUF_START * 4, &res) == 0 && res;
-}
-
 static bool user_matches(struct gpuctl_ctx *ctx, const struct pool *pool, const char *e,
                          uint32_t uid, const struct user_info *u)
 {
@@ -1028,7 +960,7 @@ static bool user_matches(struct gpuctl_ctx *ctx, const struct pool *pool, const 
 		return digits_u64(e, strlen(e), &id) && id == uid;
 	if (u->name && streq(e, u->name))
 		return true;
-	if (!user_exists(e))
+	if (!nss_user_exists(e))
 		ctx_log(ctx, GPUCTL_LOG_DEBUG,
 		        "config: pool '%s': user '%s' (line %u) does not exist", pool->name, e,
 		        pool->key_line[P_USERS]);
@@ -1045,7 +977,7 @@ static bool group_matches(struct gpuctl_ctx *ctx, const struct pool *pool, const
 		if (!digits_u64(e, strlen(e), &id) || id >= UINT32_MAX)
 			return false;
 		gid = (gid_t)id;
-	} else if (!group_gid(e, &gid)) {
+	} else if (nss_group_gid(e, &gid) < 0) {
 		ctx_log(ctx, GPUCTL_LOG_DEBUG,
 		        "config: pool '%s': group '%s' (line %u) does not exist", pool->name, e,
 		        pool->key_line[P_GROUPS]);

@@ -42,7 +42,9 @@
 #include <unistd.h>
 
 #include "ctx.h"
+#include "fileio.h"
 #include "lease-internal.h"
+#include "nss.h"
 #include "snapshot-internal.h"
 #include "util.h"
 
@@ -60,47 +62,6 @@ bool lease_uuid_ok(const char *u)
 	if (n <= 4 || n > UUID_MAX)
 		return false;
 	return strspn(u + 4, "0123456789abcdefABCDEF-") == n - 4;
-}
-
-int lease_read_all(int fd, size_t max, char **ret, size_t *ret_len)
-{
-	_cleanup_free_ char *b = malloc(max + 2);
-	size_t len = 0;
-
-	if (!b)
-		return -ENOMEM;
-	for (;;) {
-		ssize_t k = read(fd, b + len, max + 1 - len);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -errno;
-		if (k == 0)
-			break;
-		len += (size_t)k;
-		if (len > max)
-			return -EFBIG;
-	}
-	b[len] = '\0';
-	*ret_len = len;
-	*ret = TAKE_PTR(b);
-	return 0;
-}
-
-int lease_write_all(int fd, const char *p, size_t len)
-{
-	while (len > 0) {
-		ssize_t k = write(fd, p, len);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -errno;
-		p += k;
-		len -= (size_t)k;
-	}
-	return 0;
 }
 
 int lease_check_fd(struct gpuctl_ctx *ctx, int fd, const char *path, bool want_dir, uid_t want_uid,
@@ -449,7 +410,7 @@ int gpuctl_lease_dir_config(struct gpuctl_ctx *ctx, const struct gpuctl_lease_di
 		        "'%s/config': not a regular file of the directory's owner that only "
 		        "it may write",
 		        dir->path);
-	r = lease_read_all(fd, CONFIG_PIN_MAX, &text, &len);
+	r = fd_read_all(fd, CONFIG_PIN_MAX, &text, &len);
 	if (r < 0)
 		return ctx_error(ctx, r, "'%s/config': %s", dir->path, strerror(-r));
 	while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' '))
@@ -490,9 +451,9 @@ int gpuctl_lease_dir_set_config(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir 
 	if (fd < 0 || fchmod(fd, 0644) < 0)
 		r = -errno;
 	if (r == 0)
-		r = lease_write_all(fd, path, strlen(path));
+		r = fd_write_all(fd, path, strlen(path));
 	if (r == 0)
-		r = lease_write_all(fd, "\n", 1);
+		r = fd_write_all(fd, "\n", 1);
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
 	if (r == 0 && renameat(dir->fd, tmp, dir->fd, "config") < 0)
@@ -873,7 +834,7 @@ static void holder_line(int fd, const char *path, int64_t waited_ms, char *buf, 
 			if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
 				*c = '?';
 		(void)snprintf(proc, sizeof(proc), "/proc/%d", (int)pid);
-		if (stat(proc, &pst) == 0 && !(user = lease_user_name(pst.st_uid)) &&
+		if (stat(proc, &pst) == 0 && !(user = nss_user_name(pst.st_uid)) &&
 		    asprintf(&user, "uid %u", (unsigned)pst.st_uid) < 0)
 			user = NULL;
 	}

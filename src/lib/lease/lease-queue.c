@@ -34,7 +34,9 @@
 #include <unistd.h>
 
 #include "ctx.h"
+#include "fileio.h"
 #include "lease-internal.h"
+#include "nss.h"
 #include "snapshot-internal.h"
 #include "util.h"
 
@@ -350,7 +352,7 @@ static int queue_scan(const struct gpuctl_lease_dir *dir, bool cleanup, bool con
 			t.uid = uid;
 			t.since = (int64_t)st.st_ctime;
 			if (content && st.st_size <= TICKET_MAX &&
-			    lease_read_all(fd, TICKET_MAX, &text, &len) == 0 && strlen(text) == len)
+			    fd_read_all(fd, TICKET_MAX, &text, &len) == 0 && strlen(text) == len)
 				(void)ticket_parse(text, &t);
 			if (n == cap) {
 				size_t nc = cap ? cap * 2 : 16;
@@ -738,7 +740,7 @@ int gpuctl_wait_ticket_new(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	if (fchmod(fd, 0644) < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
 		r = -errno;
 	if (r == 0)
-		r = lease_write_all(fd, b.p, b.len);
+		r = fd_write_all(fd, b.p, b.len);
 	free(b.p);
 	if (r == 0 && renameat(t->qfd, tmp, t->qfd, t->name) < 0)
 		r = -errno;
@@ -890,7 +892,7 @@ int gpuctl_wait_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	for (size_t i = 0; i < l->n; i++) {
 		const struct qticket *t = &l->t[i];
 
-		l->users[i] = lease_user_name(t->uid);
+		l->users[i] = nss_user_name(t->uid);
 		l->e[i] = (struct gpuctl_wait_entry){
 		        .arrival = t->arrival,
 		        .pid = t->pid,

@@ -2,8 +2,9 @@
 /*
  * lease-record.c: owner records (docs/leases.md): who holds a lease, written per user under
  * DIR/owners/<uid>/ for `gpuctl ps`, read back by a strict bounded parser, and the /proc facts
- * that decide whether a record counts (a pid's start time, parent and owner; who holds a flock).
- * Records never decide who holds what: the lock files do (lease-dir.c).
+ * that decide whether a record counts.
+ * Records never decide who holds what: the lock files do (lease-dir.c). The /proc facts they
+ * rest on are lease-proc.c's.
  * Tests: tests/unit/test-lease.c (owner records), tests/cli/test_leases.py; the parsers are
  * fuzzed by fuzz/fuzz-lease.c.
  *
@@ -17,8 +18,6 @@
  *   when /proc/locks does not name the holder, the only counting record, if exactly one.
  * - Shared leases' records are named <UUID>@<tag>.json (one per lease; tag = the creating pid),
  *   pruned by the same user's next shared lease once their holders are gone.
- * - A zombie (state Z or X in /proc/<pid>/stat) counts as gone: it holds no descriptor, and in
- *   some containers nothing reaps it.
  * - Record format: one JSON object (docs/leases.md), written by hand with escaping; read back by
  *   a small strict parser (RECORD_MAX bytes at most; strings, non-negative integers and null;
  *   anything else makes the record unreadable). Control characters in strings become '?'.
@@ -42,277 +41,13 @@
 #include <unistd.h>
 
 #include "ctx.h"
+#include "fileio.h"
 #include "lease-internal.h"
+#include "nss.h"
 #include "utf8.h"
 #include "util.h"
 
 #define RECORD_MAX 16384 /* bytes: a longer record is unreadable */
-
-/* ---- strict text ---- */
-
-bool lease_parse_u64(const char *s, size_t len, uint64_t *ret)
-{
-	uint64_t v = 0;
-
-	if (len == 0 || len > 20)
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-		if (v > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
-			return false;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-	}
-	*ret = v;
-	return true;
-}
-
-char *lease_next_tok(char **s)
-{
-	char *p = *s, *t;
-
-	while (*p == ' ' || *p == '\n')
-		p++;
-	if (!*p)
-		return NULL;
-	t = p;
-	while (*p && *p != ' ' && *p != '\n')
-		p++;
-	if (*p)
-		*p++ = '\0';
-	*s = p;
-	return t;
-}
-
-/* ---- /proc: who a process is ---- */
-
-int lease_proc_stat(pid_t pid, pid_t *ret_ppid, uint64_t *ret_start)
-{
-	char path[64], buf[1024];
-	_cleanup_close_ int fd = -1;
-	ssize_t k;
-	char *p, *cur;
-	uint64_t v;
-	int field = 2;
-
-	if (pid <= 0)
-		return -ESRCH;
-	(void)snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? -ESRCH : -errno;
-	k = read(fd, buf, sizeof(buf) - 1);
-	if (k <= 0)
-		return -EIO;
-	buf[k] = '\0';
-	p = strrchr(buf, ')'); /* comm may hold anything, even ')': the last one ends it */
-	if (!p)
-		return -EIO;
-	cur = p + 1;
-	for (char *t = lease_next_tok(&cur); t; t = lease_next_tok(&cur)) {
-		field++;
-		/* a zombie has ended: it holds no descriptor, so no lease (no init reaps it in
-		 * some containers) */
-		if (field == 3 && (t[0] == 'Z' || t[0] == 'X'))
-			return -ESRCH;
-		if (field == 4 && ret_ppid) {
-			if (!lease_parse_u64(t, strlen(t), &v) || v > INT32_MAX)
-				return -EIO;
-			*ret_ppid = (pid_t)v;
-		}
-		if (field == 22) {
-			if (!lease_parse_u64(t, strlen(t), &v))
-				return -EIO;
-			if (ret_start)
-				*ret_start = v;
-			return 0;
-		}
-	}
-	return -EIO;
-}
-
-/* The owner of a process (its effective uid, as /proc/<pid> shows it). */
-static int proc_uid(pid_t pid, uid_t *ret_uid)
-{
-	char path[64];
-	struct stat st;
-
-	(void)snprintf(path, sizeof(path), "/proc/%d", (int)pid);
-	if (stat(path, &st) < 0)
-		return -errno;
-	*ret_uid = st.st_uid;
-	return 0;
-}
-
-bool lease_proc_matches(uint32_t pid, uint64_t start_ticks, uid_t uid)
-{
-	uint64_t st = 0;
-	uid_t u = (uid_t)-1;
-
-	if (pid <= 1 || pid > INT32_MAX)
-		return false;
-	if (lease_proc_stat((pid_t)pid, NULL, &st) < 0 || st != start_ticks)
-		return false;
-	return proc_uid((pid_t)pid, &u) == 0 && u == uid;
-}
-
-/* Boot time, seconds since the epoch (/proc/stat btime); 0 if unknown. */
-static uint64_t boot_time(void)
-{
-	_cleanup_fclose_ FILE *f = fopen("/proc/stat", "re");
-	char line[256];
-	uint64_t v;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, "btime ", 6) == 0 &&
-		    lease_parse_u64(line + 6, strcspn(line + 6, "\n"), &v))
-			return v;
-	return 0;
-}
-
-uint64_t lease_ticks_to_epoch(uint64_t ticks)
-{
-	long hz = sysconf(_SC_CLK_TCK);
-	uint64_t b = boot_time();
-
-	if (hz <= 0 || b == 0)
-		return 0;
-	return b + ticks / (uint64_t)hz;
-}
-
-char *lease_user_name(uid_t uid)
-{
-	struct passwd pw, *res = NULL;
-	char buf[4096];
-
-	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || !res || !res->pw_name)
-		return NULL;
-	return strdup(res->pw_name);
-}
-
-bool lease_flock_parse(char *line, struct lease_flock *ret)
-{
-	char *cur = line, *tok[8], *colon;
-	size_t n = 0;
-
-	if (strstr(line, "->"))
-		return false; /* a request blocked on the lock above it */
-	for (char *t = lease_next_tok(&cur); t && n < ELEMENTSOF(tok); t = lease_next_tok(&cur))
-		tok[n++] = t;
-	/* "1:" "FLOCK" "ADVISORY" "WRITE"|"READ" pid "maj:min:ino" start end */
-	if (n < 6 || !streq(tok[1], "FLOCK") || (!streq(tok[3], "WRITE") && !streq(tok[3], "READ")))
-		return false;
-	colon = strrchr(tok[5], ':');
-	if (!colon || !lease_parse_u64(colon + 1, strlen(colon + 1), &ret->ino))
-		return false;
-	*colon = '\0';
-	if (sscanf(tok[5], "%x:%x", &ret->maj, &ret->min) != 2)
-		return false;
-	if (!lease_parse_u64(tok[4], strlen(tok[4]), &ret->pid) || ret->pid > INT32_MAX)
-		ret->pid = 0;
-	ret->write = streq(tok[3], "WRITE");
-	return true;
-}
-
-pid_t lease_lock_holder(dev_t dev, ino_t ino, bool any_kind)
-{
-	_cleanup_fclose_ FILE *f = fopen("/proc/locks", "re");
-	char line[LOCKS_LINE_MAX];
-	pid_t ino_only = 0;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		struct lease_flock l;
-
-		if (!lease_flock_parse(line, &l) || (!any_kind && !l.write) || !l.pid ||
-		    l.ino != (uint64_t)ino)
-			continue;
-		if (l.maj == major(dev) && l.min == minor(dev))
-			return (pid_t)l.pid;
-		if (!ino_only)
-			ino_only = (pid_t)l.pid;
-	}
-	return ino_only;
-}
-
-bool lease_fdinfo_flock(char *text, struct lease_flock *ret)
-{
-	char *next;
-
-	for (char *line = text; line && *line; line = next) {
-		next = strchr(line, '\n');
-		if (next)
-			*next++ = '\0';
-		if (strncmp(line, "lock:", 5) != 0)
-			continue;
-		line += 5;
-		line += strspn(line, " \t");
-		if (lease_flock_parse(line, ret))
-			return true;
-	}
-	return false;
-}
-
-size_t lease_proc_holds(pid_t pid, const struct lease_lock_id *ids, size_t n, bool *holds,
-                        pid_t *takers)
-{
-	_cleanup_(closedirp) DIR *fds = NULL;
-	_cleanup_close_ int info = -1;
-	struct dirent *de;
-	char path[64];
-	size_t found = 0;
-
-	if (pid <= 0 || !ids || n == 0)
-		return 0;
-	(void)snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	fds = opendir(path);
-	(void)snprintf(path, sizeof(path), "/proc/%d/fdinfo", (int)pid);
-	info = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (!fds || info < 0)
-		return 0;
-	while ((de = readdir(fds))) {
-		char target[PATH_MAX], text[4096];
-		_cleanup_close_ int fd = -1;
-		struct lease_flock l;
-		struct stat st;
-		ssize_t k;
-
-		if (de->d_name[0] == '.')
-			continue;
-		/* lock files are <UUID>.lock: the link's text (no look at the file) weeds out the
-		 * rest; a replaced lock file reads "... (deleted)" and is no lease any more */
-		k = readlinkat(dirfd(fds), de->d_name, target, sizeof(target));
-		if (k < 5 || (size_t)k >= sizeof(target) || memcmp(target + k - 5, ".lock", 5) != 0)
-			continue;
-		fd = openat(info, de->d_name, O_RDONLY | O_CLOEXEC);
-		k = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
-		if (k <= 0)
-			continue;
-		text[k] = '\0'; /* the flock line comes first, after four short lines */
-		if (!lease_fdinfo_flock(text, &l))
-			continue;
-		for (size_t i = 0; i < n; i++) {
-			/* the inode matches: the descriptor's own file confirms the device (the
-			 * kernel's lock line names another device on overlay) */
-			if (l.ino != (uint64_t)ids[i].ino ||
-			    fstatat(dirfd(fds), de->d_name, &st, 0) < 0 ||
-			    st.st_dev != ids[i].dev || st.st_ino != ids[i].ino)
-				continue;
-			found++;
-			if (holds)
-				holds[i] = true;
-			if (takers)
-				takers[i] = (pid_t)l.pid;
-			if (!holds && !takers)
-				return found;
-			break;
-		}
-	}
-	return found;
-}
 
 /* ---- writing ---- */
 
@@ -403,7 +138,7 @@ static int record_write(int ufd, const char *name, const char *text, size_t len)
 		return -EEXIST;
 	r = fchmod(fd, 0644) < 0 ? -errno : 0;
 	if (r == 0)
-		r = lease_write_all(fd, text, len);
+		r = fd_write_all(fd, text, len);
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
 	if (r == 0 && renameat(ufd, tmp, ufd, name) < 0)
@@ -417,7 +152,7 @@ int lease_records_write(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, pid_
                         pid_t job_pid)
 {
 	uint64_t pst = 0, jst = 0;
-	_cleanup_free_ char *user = lease_user_name(geteuid());
+	_cleanup_free_ char *user = nss_user_name(geteuid());
 	struct sbuf b = {0};
 	int r;
 
@@ -713,7 +448,7 @@ static int record_read(int ufd, uid_t uid, const char *file, const char *uuid, s
 		return -EPERM;
 	if (st.st_size > RECORD_MAX)
 		return -EFBIG;
-	rr = lease_read_all(fd, RECORD_MAX, &text, &len);
+	rr = fd_read_all(fd, RECORD_MAX, &text, &len);
 	if (rr < 0)
 		return rr;
 	if (memchr(text, '\0', len))
@@ -920,7 +655,7 @@ int lease_record_from_fds(const struct stat *st, struct record *ret)
 		                       .pid_start_ticks = start,
 		                       .start_time = lease_ticks_to_epoch(start),
 		                       .pid_alive = true};
-		ret->user = lease_user_name(pst.st_uid);
+		ret->user = nss_user_name(pst.st_uid);
 		ret->command = comm[0] ? strdup(comm) : NULL;
 		return 0;
 	}

@@ -45,13 +45,15 @@ struct ctx_nvml_call {
 };
 
 struct gpuctl_ctx {
-	struct nvml *nvml;           /* loaded NVML, NULL until gpuctl_nvml_load() succeeds */
-	char errmsg[CTX_ERRMSG_MAX]; /* last failure, "" if none */
-	gpuctl_log_fn log_fn;        /* log hook, NULL: drop log lines */
-	void *log_userdata;          /* passed to log_fn */
-	char **once;                 /* keys already logged once (ctx_log_once), owned */
-	size_t n_once;               /* entries used in once */
-	size_t cap_once;             /* entries allocated in once */
+	struct nvml *nvml;                /* loaded NVML, NULL until gpuctl_nvml_load() succeeds */
+	void (*nvml_free)(struct nvml *); /* frees nvml: set with it by the loader (core/ calls no
+	                                   * room above it) */
+	char errmsg[CTX_ERRMSG_MAX];      /* last failure, "" if none */
+	gpuctl_log_fn log_fn;             /* log hook, NULL: drop log lines */
+	void *log_userdata;               /* passed to log_fn */
+	char **once;                      /* keys already logged once (ctx_log_once), owned */
+	size_t n_once;                    /* entries used in once */
+	size_t cap_once;                  /* entries allocated in once */
 	/* how long lease calls wait for DIR/select.lock (lease-dir.c, docs/leases.md "Bounds") */
 	bool lock_wait_set;    /* gpuctl_ctx_set_lock_wait was called */
 	int64_t lock_wait_ms;  /* its value */
@@ -74,8 +76,5 @@ void ctx_log(struct gpuctl_ctx *ctx, enum gpuctl_log_level level, const char *fm
  * the first time (also when there is no hook, so the set stays exact). */
 bool ctx_log_once(struct gpuctl_ctx *ctx, const char *key, enum gpuctl_log_level level,
                   const char *fmt, ...) _printf_(4, 5);
-
-/* nvml.c: unloads NVML (nvmlShutdown + dlclose). Accepts NULL. */
-void nvml_unload(struct nvml *nvml);
 
 #endif /* GPUCTL_CTX_H */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * select.h: private knobs of the selection engine (src/lib/select.c), for its tests and its
+ * select.h: private knobs of the selection engine (src/lib/select/select.c), for its tests and its
  * benchmark only (they link the static library). gpuctl_select() is select_run() with the
  * defaults.
  *

@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "ctx.h"
+#include "fileio.h"
 #include "snapshot-internal.h"
 #include "util.h"
 
@@ -563,21 +564,6 @@ static int state_text(const struct gpuctl_snapshot *snap, const struct gpuctl_xi
 	return 0;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t k = write(fd, p, n);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -errno;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 int gpuctl_health_state_write(struct gpuctl_ctx *ctx, const char *path,
                               const struct gpuctl_snapshot *snap, const struct gpuctl_xid_log *xids)
 {
@@ -598,9 +584,9 @@ int gpuctl_health_state_write(struct gpuctl_ctx *ctx, const char *path,
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0)
 		return ctx_error(ctx, -errno, "health state '%s': %s", path, strerror(errno));
-	r = write_all(fd, text, len);
+	r = fd_write_all(fd, text, len);
 	if (r == 0)
-		r = write_all(fd, end, END_LINE_LEN);
+		r = fd_write_all(fd, end, END_LINE_LEN);
 	if (r == 0 && (fsync(fd) < 0 || fchmod(fd, 0644) < 0))
 		r = -errno;
 	if (close(fd) < 0 && r == 0)

@@ -3,11 +3,9 @@
  * ctx.c: the library context's life: gpuctl_ctx_new, and gpuctl_ctx_free with what the context
  * owns (the loaded NVML, the log-once set).
  *
- * Decisions:
- * - Creating a context loads nothing: NVML is loaded on first use (gpuctl_nvml_load).
- * - The messages every module writes (ctx_error, ctx_log) are ctx-log.c's, apart from this file:
- *   the NVML loader writes them, and this file calls the loader (nvml_unload), so with both in
- *   one file the loader would call a file that calls it back.
+ * Creating a context loads nothing: NVML is loaded on first use (gpuctl_nvml_load), and the
+ * loader leaves its own destructor on the context (ctx->nvml_free), so core/ calls nothing in
+ * the layers above it (docs/ARCHITECTURE.md, "Layers").
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -32,7 +30,8 @@ void gpuctl_ctx_free(struct gpuctl_ctx *ctx)
 {
 	if (!ctx)
 		return;
-	nvml_unload(ctx->nvml);
+	if (ctx->nvml)
+		ctx->nvml_free(ctx->nvml);
 	for (size_t i = 0; i < ctx->n_once; i++)
 		free(ctx->once[i]);
 	free(ctx->once);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * mig-profile.h: MIG profile names ("1g.10gb", "1c.3g.20gb", "1g.24gb+me.all", "1g.24gb-me"),
- * parsed, compared and turned into Kubernetes resource names (src/lib/mig-profile.c). Private to
- * src/lib, the tests and the fuzzers.
+ * parsed, compared and turned into Kubernetes resource names (src/lib/model/mig-profile.c). Private
+ * to src/lib, the tests and the fuzzers.
  */
 #ifndef GPUCTL_MIG_PROFILE_H
 #define GPUCTL_MIG_PROFILE_H
