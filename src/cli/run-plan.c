@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "run.h"
+#include "util.h"
 
 extern char **environ;
 
@@ -88,7 +89,7 @@ static int sb_add(char **buf, size_t *len, size_t *cap, const char *s)
 static int device_strings(const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set,
                           size_t from, size_t to, char **ret_uuids, char **ret_pairs)
 {
-	char *uuids = NULL, *pairs = NULL;
+	_cleanup_free_ char *uuids = NULL, *pairs = NULL;
 	size_t ulen = 0, ucap = 0, plen = 0, pcap = 0;
 	int r = sb_add(&uuids, &ulen, &ucap, "");
 	if (r >= 0)
@@ -115,13 +116,10 @@ static int device_strings(const struct gpuctl_snapshot *snap, const struct gpuct
 		    (r = sb_add(&pairs, &plen, &pcap, uuid)) < 0)
 			break;
 	}
-	if (r < 0) {
-		free(uuids);
-		free(pairs);
+	if (r < 0)
 		return r;
-	}
-	*ret_uuids = uuids;
-	*ret_pairs = pairs;
+	*ret_uuids = TAKE_PTR(uuids);
+	*ret_pairs = TAKE_PTR(pairs);
 	return 0;
 }
 
@@ -156,8 +154,7 @@ static int plan_cpus(struct run_child *c, const struct gpuctl_snapshot *snap,
                      const struct gpuctl_devset *set, size_t from, size_t to,
                      const uint64_t *allowed)
 {
-	uint64_t *want = calloc(RUN_CPU_WORDS, sizeof(*want));
-	int r = 0;
+	_cleanup_free_ uint64_t *want = calloc(RUN_CPU_WORDS, sizeof(*want));
 	if (!want)
 		return -ENOMEM;
 	for (size_t i = from; i < to; i++) {
@@ -170,13 +167,13 @@ static int plan_cpus(struct run_child *c, const struct gpuctl_snapshot *snap,
 		if (!aff) {
 			snprintf(c->cpus_text, sizeof(c->cpus_text),
 			         "not bound (the CPU affinity of GPU %zu is unknown)", gpu);
-			goto out;
+			return 0;
 		}
 		if (parse_cpulist(aff, want, RUN_NCPUS) < 0) {
 			snprintf(c->cpus_text, sizeof(c->cpus_text),
 			         "not bound (GPU %zu's CPU affinity '%.64s' is not a cpulist)", gpu,
 			         aff);
-			goto out;
+			return 0;
 		}
 	}
 	char wanted_text[128], allowed_text[96];
@@ -192,13 +189,11 @@ static int plan_cpus(struct run_child *c, const struct gpuctl_snapshot *snap,
 		         "not bound (the GPUs' CPUs %s are not among the CPUs %s this process may "
 		         "use)",
 		         wanted_text, allowed_text);
-		goto out;
+		return 0;
 	}
 	c->cpus = CPU_ALLOC(RUN_NCPUS);
-	if (!c->cpus) {
-		r = -ENOMEM;
-		goto out;
-	}
+	if (!c->cpus)
+		return -ENOMEM;
 	size_t size = CPU_ALLOC_SIZE(RUN_NCPUS);
 	CPU_ZERO_S(size, c->cpus);
 	for (size_t cpu = 0; cpu < RUN_NCPUS; cpu++) {
@@ -210,9 +205,7 @@ static int plan_cpus(struct run_child *c, const struct gpuctl_snapshot *snap,
 			CPU_SET_S(cpu, size, c->cpus);
 	}
 	format_cpulist(want, RUN_NCPUS, c->cpus_text, sizeof(c->cpus_text));
-out:
-	free(want);
-	return r;
+	return 0;
 }
 
 /* Computes c->nodes for the GPUs of devices [from, to). */
@@ -459,7 +452,7 @@ void run_print_plan(const struct run_child *c, char **cmd, FILE *f)
 /* The job's command line for the owner record: the words joined by spaces. */
 int run_join_command(char **cmd, char **ret)
 {
-	char *buf = NULL;
+	_cleanup_free_ char *buf = NULL;
 	size_t len = 0, cap = 0;
 	int r = sb_add(&buf, &len, &cap, "");
 	for (size_t i = 0; r >= 0 && cmd[i]; i++) {
@@ -468,18 +461,16 @@ int run_join_command(char **cmd, char **ret)
 		if (r >= 0)
 			r = sb_add(&buf, &len, &cap, cmd[i]);
 	}
-	if (r < 0) {
-		free(buf);
+	if (r < 0)
 		return r;
-	}
-	*ret = buf;
+	*ret = TAKE_PTR(buf);
 	return 0;
 }
 
 /* "3,4": the lease descriptors for GPUCTL_LEASE_FDS. */
 int run_fds_list(const int *fds, size_t n, char **ret)
 {
-	char *buf = NULL;
+	_cleanup_free_ char *buf = NULL;
 	size_t len = 0, cap = 0;
 	int r = sb_add(&buf, &len, &cap, "");
 	for (size_t i = 0; r >= 0 && i < n; i++) {
@@ -487,10 +478,8 @@ int run_fds_list(const int *fds, size_t n, char **ret)
 		snprintf(num, sizeof(num), "%s%d", i ? "," : "", fds[i]);
 		r = sb_add(&buf, &len, &cap, num);
 	}
-	if (r < 0) {
-		free(buf);
+	if (r < 0)
 		return r;
-	}
-	*ret = buf;
+	*ret = TAKE_PTR(buf);
 	return 0;
 }
