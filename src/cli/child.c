@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * child.c: helper programs with captured output and a deadline (child.h).
+ * child.c: helper programs with captured output and a deadline (child.h says the decisions).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -49,6 +50,8 @@ int spawn_piped(const char *file, bool search, char *const argv[], char *const e
 	return 0;
 }
 
+/* util.h's monotonic_ms(), here because child.c stays free of src/lib: tests/unit/test-slurm.c
+ * compiles it alone. */
 static long long now_ms(void)
 {
 	struct timespec ts;
@@ -57,50 +60,100 @@ static long long now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void child_capture_end(struct child_capture *c)
+{
+	int st = 0;
+
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	if (c->size)
+		c->out[c->len] = '\0';
+	while (waitpid(c->pid, &st, 0) < 0) {
+		if (errno != EINTR) {
+			st = -errno;
+			break;
+		}
+	}
+	c->status = st;
+	c->ended_ms = now_ms();
+}
+
+void child_capture_kill(struct child_capture *c)
+{
+	(void)kill(-c->pid, SIGKILL);
+	while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	c->killed = true;
+	c->ended_ms = now_ms();
+}
+
+/* One read of c's output, ending c at EOF, an error, or a full buffer (without drain). */
+static void capture_read(struct child_capture *c)
+{
+	bool full = c->len + 1 >= c->size;
+	char sink[512];
+	ssize_t got = 0;
+
+	if (!full)
+		got = read(c->fd, c->out + c->len, c->size - 1 - c->len);
+	else if (c->drain)
+		got = read(c->fd, sink, sizeof(sink)); /* drain what does not fit */
+	if (got < 0 && errno == EINTR)
+		return;
+	if (got > 0) {
+		if (!full)
+			c->len += (size_t)got;
+		if (c->drain || c->len + 1 < c->size)
+			return;
+	}
+	child_capture_end(c); /* EOF, an error, or more than fits */
+}
+
+int children_collect(struct child_capture *const kids[], size_t n, int64_t deadline_ms,
+                     struct pollfd *pfd)
+{
+	for (;;) {
+		int64_t left = deadline_ms - now_ms();
+		size_t running = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			/* poll(2) skips a negative descriptor: one that has ended */
+			pfd[i] = (struct pollfd){.fd = kids[i]->fd, .events = POLLIN};
+			running += kids[i]->fd >= 0;
+		}
+		if (running == 0)
+			return 0;
+		if (left <= 0)
+			break;
+		int p = poll(pfd, n, left > INT_MAX ? INT_MAX : (int)left);
+		if (p < 0 && errno != EINTR)
+			return -errno;
+		for (size_t i = 0; p > 0 && i < n; i++)
+			if (pfd[i].revents && kids[i]->fd >= 0)
+				capture_read(kids[i]);
+	}
+	for (size_t i = 0; i < n; i++)
+		if (kids[i]->fd >= 0)
+			child_capture_kill(kids[i]);
+	return 0;
+}
+
 int spawn_capture(char *const argv[], char *out, size_t size, unsigned timeout_s)
 {
 	long long deadline = now_ms() + (long long)timeout_s * 1000;
-	size_t len = 0;
-	pid_t pid;
-	int fd, r, st = 0;
-	char sink[512];
+	struct child_capture c = {.out = out, .size = size, .drain = true};
+	struct child_capture *const kids[] = {&c};
+	struct pollfd pfd;
+	int r;
 
-	r = spawn_piped(argv[0], true, argv, NULL, &pid, &fd);
+	r = spawn_piped(argv[0], true, argv, NULL, &c.pid, &c.fd);
 	if (r < 0)
 		return r;
-	for (;;) {
-		long long left = deadline - now_ms();
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		ssize_t n;
-
-		if (left <= 0) {
-			(void)kill(-pid, SIGKILL);
-			close(fd);
-			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-				;
-			return -ETIME;
-		}
-		r = poll(&p, 1, (int)left);
-		if (r < 0 && errno != EINTR)
-			break;
-		if (r <= 0)
-			continue;
-		if (len + 1 < size)
-			n = read(fd, out + len, size - 1 - len);
-		else
-			n = read(fd, sink, sizeof(sink)); /* drain what does not fit */
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		if (len + 1 < size)
-			len += (size_t)n;
-	}
-	close(fd);
-	if (size)
-		out[len] = '\0';
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return -errno;
-	return st;
+	if (children_collect(kids, 1, deadline, &pfd) < 0)
+		child_capture_end(&c); /* poll failed: wait for it as it is */
+	return c.killed ? -ETIME : c.status;
 }

@@ -16,39 +16,27 @@
  *   are the library's (gpuctl_health_check), this file only renders.
  * - The table prints one block per GPU, a finding per line with its action under it, and a
  *   summary line; JSON is docs/json.md's "gpuctl health".
- * - --probe re-executes this binary (/proc/self/exe health --probe-child) once per GPU, in
- *   parallel, with CUDA_VISIBLE_DEVICES set to the GPU's UUID (a GPU in MIG mode: once per MIG
- *   device, with its MIG- UUID, since CUDA cannot use such a GPU whole) (child.c: own process
- * group, deadline); the child runs gpuctl_cuda_probe_here and prints "ok" or the failure. A fresh
- *   process (not a fork of this one, which holds NVML) cannot inherit a broken CUDA or NVML
- *   state, and one killed at the deadline takes everything it started with it.
- * - --slurm is slurm.c's; --watch is health-watch.c's.
+ * - The command is parsed into struct health_args and checked (every usage error before NVML),
+ *   then one check runs (check_once) or --watch does (health-watch.c).
+ * - --probe is health-probe.c's (one child per GPU or MIG device, under a deadline); --slurm
+ *   is slurm.c's, with the drain reason and its JSON here; --watch is health-watch.c's.
  */
 #include <errno.h>
 #include <getopt.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "child.h"
-#include "cmd.h"
 #include "cmd.h"
 #include "format.h"
+#include "health-probe.h"
 #include "health-watch.h"
 #include "parse.h"
 #include "gres.h"
 #include "slurm.h"
+#include "util.h"
 
-extern char **environ;
-
-#define PROBE_BYTES            (64u << 20) /* allocated by each probe */
 #define PROBE_TIMEOUT_DEFAULT  10
 #define PROBE_TIMEOUT_MAX      3600
-#define PROBE_DETAIL_MAX       256
 #define WATCH_INTERVAL_DEFAULT 10
 
 #define EXIT_HEALTH_WARN 10
@@ -99,21 +87,19 @@ struct health_args {
 	bool kmsg_named;        /* kmsg was named by the user: it must be readable */
 	bool probe;             /* --probe */
 	unsigned probe_timeout; /* --probe-timeout, seconds */
+	bool probe_child;       /* --probe-child: be one probe (health-probe.c) */
 	bool slurm;             /* --slurm */
+	const char *slurm_conf; /* --slurm-conf, NULL: not named */
 	const char *scontrol;   /* --scontrol, else "scontrol" searched in $PATH (or, with no
 	                         * PATH, in /bin:/usr/bin, as execvp(3) does) */
 	bool watch;             /* --watch */
 	unsigned interval;      /* --interval, seconds */
+	const char *state_opt;  /* --state, NULL: the site's */
 	char *state;            /* the health state file (owned) */
 	char state_error[512];  /* why it could not be used, "" when it could or is not there */
 	size_t *sel;            /* chosen snapshot indices */
 	size_t nsel;            /* entries in sel */
 };
-
-static void strscpy_n(char *dst, size_t size, const char *src)
-{
-	(void)snprintf(dst, size, "%s", src);
-}
 
 static void count_verdicts(const struct health_args *a, const struct gpuctl_health_report *rep,
                            unsigned counts[3])
@@ -141,7 +127,7 @@ static void print_table(const struct health_args *a, const struct gpuctl_snapsho
 		if (uuid)
 			format_short_uuid(uuid, shortu, sizeof(shortu));
 		else
-			strscpy_n(shortu, sizeof(shortu), "N/A");
+			strscpy(shortu, sizeof(shortu), "N/A");
 		int verdict = gpuctl_health_verdict(rep, a->sel[k]);
 		printf("GPU %zu  %s  %s  ", a->sel[k], shortu, bus ? bus : "N/A");
 		format_print_colored(stdout, a->color, format_verdict_sgr(verdict),
@@ -259,265 +245,6 @@ out:
 	return r;
 }
 
-/* ---- --probe: one child per GPU, only that GPU visible, under a timeout ---- */
-
-struct probe_child {
-	size_t gpu;                     /* snapshot index */
-	int mig;                        /* MIG device (its place on the GPU) probed; -1: the GPU */
-	struct gpuctl_probe_result res; /* its outcome (status NOT_RUN until it ends) */
-	pid_t pid;                      /* the child, leader of its own process group; 0: none */
-	int fd;                         /* read end of its stdout, -1 once closed */
-	char out[PROBE_DETAIL_MAX];     /* what it printed (one line) */
-	size_t len;                     /* bytes in out */
-};
-
-/* environ with CUDA_VISIBLE_DEVICES=uuid (replacing any), malloc'ed array of borrowed strings
- * plus the one owned *ret_var. */
-static char **probe_env(const char *uuid, char **ret_var)
-{
-	size_t n = 0, k = 0;
-	char **envp;
-
-	while (environ && environ[n])
-		n++;
-	envp = calloc(n + 2, sizeof(*envp));
-	if (!envp || asprintf(ret_var, "CUDA_VISIBLE_DEVICES=%s", uuid) < 0) {
-		free(envp);
-		return NULL;
-	}
-	for (size_t i = 0; i < n; i++)
-		if (strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) != 0)
-			envp[k++] = environ[i];
-	envp[k++] = *ret_var;
-	envp[k] = NULL;
-	return envp;
-}
-
-/* Starts `gpuctl health --probe-child` (this very binary) for one GPU. */
-static int probe_start(struct probe_child *c, const char *uuid)
-{
-	static char arg0[] = "gpuctl", arg1[] = "health", arg2[] = "--probe-child";
-	char *const argv[] = {arg0, arg1, arg2, NULL};
-	char *var = NULL, **envp;
-	int r;
-
-	c->pid = 0;
-	c->fd = -1;
-	envp = probe_env(uuid, &var);
-	if (!envp)
-		return -ENOMEM;
-	r = spawn_piped("/proc/self/exe", false, argv, envp, &c->pid, &c->fd);
-	free(envp);
-	free(var);
-	if (r < 0) {
-		c->pid = 0;
-		c->fd = -1;
-	}
-	return r;
-}
-
-/* Reaps a child that closed its output and turns its status into a result. */
-static void probe_finish(struct probe_child *c, struct gpuctl_probe_result *res, double t0)
-{
-	int st = 0;
-
-	while (waitpid(c->pid, &st, 0) < 0 && errno == EINTR)
-		;
-	c->out[c->len] = '\0';
-	c->out[strcspn(c->out, "\n")] = '\0';
-	res->seconds = cli_now(CLOCK_MONOTONIC) - t0;
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && strcmp(c->out, "ok") == 0) {
-		res->status = GPUCTL_PROBE_OK;
-		return;
-	}
-	res->status = GPUCTL_PROBE_FAILED;
-	if (c->out[0] == '\0') {
-		if (WIFSIGNALED(st))
-			(void)snprintf(c->out, sizeof(c->out), "the probe was killed by signal %d",
-			               WTERMSIG(st));
-		else
-			(void)snprintf(c->out, sizeof(c->out), "the probe exited with status %d",
-			               WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-	}
-	res->detail = c->out;
-}
-
-/* Whether GPU g is in MIG mode: CUDA then uses it only through its MIG devices. */
-static bool gpu_mig_mode(const struct gpuctl_gpu *g)
-{
-	int64_t v = 0;
-
-	return gpuctl_gpu_int(g, GPUCTL_F_MIG_MODE, &v) == 0 && v;
-}
-
-/* How many probes GPU g takes: one per MIG device in MIG mode (none without any), else one. */
-static size_t probes_of(const struct gpuctl_gpu *g)
-{
-	return gpu_mig_mode(g) ? gpuctl_gpu_mig_count(g) : 1;
-}
-
-/* Folds kid c's outcome into its GPU's result: a GPU in MIG mode passes when every MIG device
- * does, and fails with the first failing device named. */
-static void probe_fold(struct probe_child *c, const struct gpuctl_snapshot *snap,
-                       const struct gpuctl_probe_result *one, struct gpuctl_probe_result *res)
-{
-	char buf[PROBE_DETAIL_MAX];
-	const struct gpuctl_mig *m;
-
-	if (c->mig < 0) {
-		*res = *one;
-		return;
-	}
-	if (res->status == GPUCTL_PROBE_FAILED || res->status == GPUCTL_PROBE_HUNG)
-		return; /* the first failure is the one reported */
-	if (one->status == GPUCTL_PROBE_OK) {
-		res->status = GPUCTL_PROBE_OK;
-		if (one->seconds > res->seconds)
-			res->seconds = one->seconds;
-		return;
-	}
-	*res = *one;
-	m = gpuctl_gpu_mig(gpuctl_snapshot_gpu(snap, c->gpu), (size_t)c->mig);
-	(void)snprintf(buf, sizeof(buf), "MIG device %s (%s)%s%s",
-	               m && gpuctl_mig_profile(m) ? gpuctl_mig_profile(m) : "?",
-	               m && gpuctl_mig_uuid(m) ? gpuctl_mig_uuid(m) : "no UUID",
-	               one->detail ? ": " : "", one->detail ? one->detail : "");
-	strscpy_n(c->out, sizeof(c->out), buf);
-	res->detail = c->out;
-}
-
-/* Probes the chosen GPUs in parallel, a GPU in MIG mode through each of its MIG devices (CUDA
- * cannot use it whole: MIG user guide, "CUDA device enumeration"); res[] (by snapshot index)
- * gets the outcomes. Children still running at the deadline are killed with their process
- * group: gpuctl never hangs. */
-static int run_probes(const struct health_args *a, const struct gpuctl_snapshot *snap,
-                      struct probe_child *kids, size_t nkids, struct gpuctl_probe_result *res)
-{
-	double t0 = cli_now(CLOCK_MONOTONIC), deadline = t0 + a->probe_timeout;
-	size_t running = 0, k = 0;
-	struct pollfd *pfd = calloc(nkids + 1, sizeof(*pfd));
-	size_t *idx = calloc(nkids + 1, sizeof(*idx));
-	int status = 0;
-
-	if (!pfd || !idx) {
-		cli_error("health: out of memory");
-		status = CLI_EXIT_FAILURE;
-		goto out;
-	}
-	for (size_t s = 0; s < a->nsel && status == 0; s++) {
-		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, a->sel[s]);
-		bool mig = gpu_mig_mode(g);
-		size_t n = probes_of(g);
-
-		if (gpuctl_gpu_lost(g))
-			continue; /* FAIL already */
-		if (mig && n == 0) {
-			res[a->sel[s]].status = GPUCTL_PROBE_NO_DEVICE;
-			continue;
-		}
-		for (size_t m = 0; m < n; m++) {
-			const char *uuid = mig ? gpuctl_mig_uuid(gpuctl_gpu_mig(g, m))
-			                       : gpuctl_gpu_str(g, GPUCTL_F_UUID);
-			struct probe_child *c = &kids[k++];
-			int r;
-
-			c->res = (struct gpuctl_probe_result)GPUCTL_PROBE_RESULT_INIT;
-			c->gpu = a->sel[s];
-			c->mig = mig ? (int)m : -1;
-			c->pid = 0;
-			c->fd = -1;
-			if (!uuid)
-				continue; /* no UUID, no way to name it */
-			r = probe_start(c, uuid);
-			if (r < 0) {
-				cli_error("health: --probe: cannot start a probe: %s",
-				          strerror(-r));
-				status = CLI_EXIT_FAILURE;
-				break; /* the ones started are killed below */
-			}
-			running++;
-		}
-	}
-	nkids = k;
-	while (running > 0 && status == 0) {
-		size_t n = 0;
-		double left = deadline - cli_now(CLOCK_MONOTONIC);
-
-		if (left <= 0)
-			break;
-		for (size_t j = 0; j < nkids; j++)
-			if (kids[j].fd >= 0) {
-				pfd[n] = (struct pollfd){.fd = kids[j].fd, .events = POLLIN};
-				idx[n++] = j;
-			}
-		int p = poll(pfd, n, (int)(left * 1000) + 1);
-		if (p < 0 && errno != EINTR) {
-			cli_error("health: --probe: poll: %s", strerror(errno));
-			break;
-		}
-		for (size_t i = 0; p > 0 && i < n; i++) {
-			struct probe_child *c = &kids[idx[i]];
-			ssize_t got;
-
-			if (!pfd[i].revents)
-				continue;
-			got = read(c->fd, c->out + c->len, sizeof(c->out) - 1 - c->len);
-			if (got > 0) {
-				c->len += (size_t)got;
-				if (c->len < sizeof(c->out) - 1)
-					continue;
-			} else if (got < 0 && errno == EINTR) {
-				continue;
-			}
-			close(c->fd); /* EOF, an error, or more than one line's worth */
-			c->fd = -1;
-			probe_finish(c, &c->res, t0);
-			running--;
-		}
-	}
-	for (size_t j = 0; j < nkids; j++) {
-		struct probe_child *c = &kids[j];
-
-		if (c->fd < 0)
-			continue;
-		(void)kill(-c->pid, SIGKILL);
-		while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
-			;
-		close(c->fd);
-		c->fd = -1;
-		c->res = (struct gpuctl_probe_result){.struct_size = sizeof(c->res),
-		                                      .status = GPUCTL_PROBE_HUNG,
-		                                      .seconds = a->probe_timeout};
-	}
-	/* in device order, so the failure reported is the same whichever child ended first */
-	for (size_t j = 0; j < nkids; j++) {
-		struct gpuctl_probe_result one = kids[j].res;
-
-		if (one.status != GPUCTL_PROBE_NOT_RUN)
-			probe_fold(&kids[j], snap, &one, &res[kids[j].gpu]);
-	}
-out:
-	free(pfd);
-	free(idx);
-	return status;
-}
-
-/* `gpuctl health --probe-child`: the probe itself, with the environment the parent set. */
-static int probe_child(void)
-{
-	struct gpuctl_ctx *ctx = NULL;
-	int r;
-
-	if (gpuctl_ctx_new(&ctx) < 0) {
-		puts("out of memory");
-		return CLI_EXIT_FAILURE;
-	}
-	r = gpuctl_cuda_probe_here(ctx, PROBE_BYTES);
-	puts(r < 0 ? gpuctl_errmsg(ctx) : "ok");
-	gpuctl_ctx_free(ctx);
-	return cli_finish_output(r < 0 ? CLI_EXIT_FAILURE : CLI_EXIT_OK);
-}
-
 /* Reads the health state file into xids and *ret_prev: advisory (a missing or untrusted file
  * is said under -v and otherwise ignored); one that is there but unusable is kept in
  * a->state_error, for the "state" finding of every GPU. */
@@ -536,7 +263,7 @@ static int read_state(struct cli *cli, struct health_args *a, const struct gpuct
 		fprintf(stderr, "gpuctl: debug: %s; no recorded health state used\n",
 		        gpuctl_errmsg(cli->ctx));
 	if (r < 0 && r != -ENOENT && r != -EPERM)
-		strscpy_n(a->state_error, sizeof(a->state_error), gpuctl_errmsg(cli->ctx));
+		strscpy(a->state_error, sizeof(a->state_error), gpuctl_errmsg(cli->ctx));
 	return 0;
 }
 
@@ -647,51 +374,45 @@ static json_t *slurm_json(const struct slurm_result *res)
 	return o;
 }
 
-static int cmd_health_exec(struct cli *cli, int argc, char **argv)
-{
-	struct health_args a = {0};
-	struct gpuctl_snapshot *snap = NULL;
-	struct gpuctl_xid_log *xids = NULL;
-	struct gpuctl_health_report *rep = NULL;
-	struct gpuctl_health_opts opts = GPUCTL_HEALTH_OPTS_INIT;
-	struct gpuctl_probe_result *probes = NULL;
-	struct probe_child *kids = NULL;
-	struct slurm_result sres = {0};
-	struct gpuctl_snapshot *prev = NULL;
-	bool kmsg_read = false, child = false, state_read = false;
-	const char *state_opt = NULL, *slurm_conf = NULL;
-	unsigned long ul;
-	int opt, status, r, worst = GPUCTL_HEALTH_OK;
+/* ---- the command ---- */
 
-	a.probe_timeout = PROBE_TIMEOUT_DEFAULT;
-	a.interval = WATCH_INTERVAL_DEFAULT;
+/* Returned by parse_options when the command goes on. */
+#define HEALTH_GO_ON (-1)
+
+/* The options into a: HEALTH_GO_ON, or the exit status to return now (--help, a usage
+ * error). */
+static int parse_options(struct cli *cli, struct health_args *a, int argc, char **argv)
+{
+	unsigned long ul;
+	int opt, status;
+
 	while ((opt = getopt_long(argc, argv, "+:i:h", health_options, NULL)) != -1) {
 		switch (opt) {
 		case 'i':
-			a.ids = optarg;
+			a->ids = optarg;
 			break;
 		case OPT_FORMAT:
 			if (strcmp(optarg, "table") == 0)
-				a.json = false;
+				a->json = false;
 			else if (strcmp(optarg, "json") == 0)
-				a.json = true;
+				a->json = true;
 			else
 				return cmd_usage_error(
 				        &cmd_health_entry,
 				        "--format: unknown format '%s' (table or json)", optarg);
 			break;
 		case OPT_STRICT:
-			a.strict = true;
+			a->strict = true;
 			break;
 		case OPT_KMSG:
 			if (!optarg[0])
 				return cmd_usage_error(&cmd_health_entry,
 				                       "--kmsg: empty file name");
-			a.kmsg = optarg;
-			a.kmsg_named = true;
+			a->kmsg = optarg;
+			a->kmsg_named = true;
 			break;
 		case OPT_PROBE:
-			a.probe = true;
+			a->probe = true;
 			break;
 		case OPT_PROBE_TIMEOUT:
 			if (parse_uint(optarg, 1, PROBE_TIMEOUT_MAX, &ul) < 0)
@@ -700,34 +421,34 @@ static int cmd_health_exec(struct cli *cli, int argc, char **argv)
 				        "--probe-timeout: '%s' is not a number of seconds "
 				        "from 1 to %d",
 				        optarg, PROBE_TIMEOUT_MAX);
-			a.probe_timeout = (unsigned)ul;
+			a->probe_timeout = (unsigned)ul;
 			break;
 		case OPT_PROBE_CHILD:
-			child = true;
+			a->probe_child = true;
 			break;
 		case OPT_SLURM:
-			a.slurm = true;
+			a->slurm = true;
 			break;
 		case OPT_SLURM_CONF:
 			if (!optarg[0])
 				return cmd_usage_error(&cmd_health_entry,
 				                       "--slurm-conf: empty file name");
-			slurm_conf = optarg;
+			a->slurm_conf = optarg;
 			break;
 		case OPT_SCONTROL:
 			if (!optarg[0])
 				return cmd_usage_error(&cmd_health_entry,
 				                       "--scontrol: empty file name");
-			a.scontrol = optarg;
+			a->scontrol = optarg;
 			break;
 		case OPT_WATCH:
-			a.watch = true;
+			a->watch = true;
 			break;
 		case OPT_STATE:
 			if (!optarg[0])
 				return cmd_usage_error(&cmd_health_entry,
 				                       "--state: empty file name");
-			state_opt = optarg;
+			a->state_opt = optarg;
 			break;
 		case OPT_INTERVAL:
 			if (parse_uint(optarg, 1, 86400, &ul) < 0)
@@ -736,7 +457,7 @@ static int cmd_health_exec(struct cli *cli, int argc, char **argv)
 				        "--interval: '%s' is not a number of seconds "
 				        "from 1 to 86400",
 				        optarg);
-			a.interval = (unsigned)ul;
+			a->interval = (unsigned)ul;
 			break;
 		case OPT_COLOR:
 			status = cli_color_option(cli, &cmd_health_entry, optarg);
@@ -750,45 +471,185 @@ static int cmd_health_exec(struct cli *cli, int argc, char **argv)
 			return cmd_bad_option(&cmd_health_entry, opt, argv);
 		}
 	}
-	if (optind < argc)
-		return cmd_usage_error(&cmd_health_entry, "unexpected argument '%s'", argv[optind]);
-	if (child)
-		return probe_child();
-	if (a.watch && (a.probe || a.slurm))
+	return HEALTH_GO_ON;
+}
+
+/* The options together; then what they leave open: SLURM_CONF, the state file (a->state,
+ * owned from here on), the kernel log. 0 or the exit status. */
+static int settle_args(struct cli *cli, struct health_args *a)
+{
+	int status;
+
+	if (a->watch && (a->probe || a->slurm))
 		return cmd_usage_error(&cmd_health_entry,
 		                       "--watch cannot be combined with --probe or --slurm");
 	/* --watch runs on, reading NVML again and again: no fatal bound (watchdog.h) */
-	if (a.watch)
+	if (a->watch)
 		cli->oneshot = false;
-	if ((slurm_conf || a.scontrol) && !a.slurm)
+	if ((a->slurm_conf || a->scontrol) && !a->slurm)
 		return cmd_usage_error(&cmd_health_entry, "--%s goes with --slurm",
-		                       slurm_conf ? "slurm-conf" : "scontrol");
+		                       a->slurm_conf ? "slurm-conf" : "scontrol");
 	/* scontrol (and gpuctl's own reading of gres.conf) find Slurm's configuration here, as
 	 * Slurm's tools do: a HealthCheckProgram runs without SLURM_CONF */
-	if (slurm_conf && setenv("SLURM_CONF", slurm_conf, 1) < 0) {
+	if (a->slurm_conf && setenv("SLURM_CONF", a->slurm_conf, 1) < 0) {
 		cli_error("health: --slurm-conf: %s", strerror(errno));
 		return CLI_EXIT_FAILURE;
 	}
-	/* every usage error is behind us: from here on a.state is owned */
-	if (!state_opt) {
+	/* every usage error is behind us: from here on a->state is owned */
+	if (!a->state_opt) {
 		status = cli_site(cli, &cmd_health_entry, NULL, GPUCTL_SITE_NO_LEASES);
 		if (status)
 			return status;
-		state_opt = gpuctl_site_health_state_path(cli->site);
+		a->state_opt = gpuctl_site_health_state_path(cli->site);
 	}
-	a.state = strdup(state_opt);
-	if (!a.state) {
+	a->state = strdup(a->state_opt);
+	if (!a->state) {
 		cli_error("health: out of memory");
 		return CLI_EXIT_FAILURE;
 	}
-	if (!a.kmsg) {
+	if (!a->kmsg) {
 		const char *env = getenv("GPUCTL_KMSG");
 		if (env && env[0]) {
-			a.kmsg = env;
-			a.kmsg_named = true;
+			a->kmsg = env;
+			a->kmsg_named = true;
 		}
 	}
+	return 0;
+}
 
+/* What one check read and found. */
+struct health_run {
+	struct gpuctl_snapshot *snap;     /* the machine now */
+	struct gpuctl_xid_log *xids;      /* from the kernel log and the state file */
+	struct gpuctl_snapshot *prev;     /* the state file's snapshot, NULL: none */
+	struct health_probes probes;      /* --probe's outcomes */
+	struct gpuctl_health_report *rep; /* the findings and verdicts */
+	struct gpuctl_health_opts opts;   /* what the checks were given */
+	struct slurm_result sres;         /* --slurm's action */
+	bool kmsg_read;                   /* the kernel log was read */
+	bool state_read;                  /* the state file was read */
+	int worst;                        /* the worst verdict of the chosen GPUs */
+};
+
+static void health_run_free(struct health_run *h)
+{
+	health_probes_free(&h->probes);
+	gpuctl_snapshot_free(h->prev);
+	gpuctl_health_report_free(h->rep);
+	gpuctl_xid_log_free(h->xids);
+	gpuctl_snapshot_free(h->snap);
+}
+
+/* The snapshot, the chosen GPUs (a->sel), the kernel log, the state file and the probes: what
+ * the checks read. 0 or the exit status. */
+static int read_facts(struct cli *cli, struct health_args *a, struct health_run *h)
+{
+	/* the facts the checks read, and identity: nothing else is shown */
+	size_t nhf;
+	const enum gpuctl_field *hf = gpuctl_health_fields(&nhf);
+	int status;
+
+	/* --probe reaches a GPU in MIG mode through its MIG devices */
+	status = cli_snapshot_fields(
+	        cli, GPUCTL_SNAP_HEALTH | GPUCTL_SNAP_TOPOLOGY | (a->probe ? GPUCTL_SNAP_MIG : 0),
+	        hf, nhf, &h->snap);
+	if (status)
+		return status;
+	status = cli_select_gpus(cli, h->snap, a->ids, &a->sel, &a->nsel);
+	if (status)
+		return status;
+	if (gpuctl_xid_log_new(&h->xids) < 0) {
+		cli_error("health: out of memory");
+		return CLI_EXIT_FAILURE;
+	}
+	status = read_kmsg(cli, a, h->snap, h->xids, &h->kmsg_read);
+	if (status)
+		return status;
+	status =
+	        read_state(cli, a, h->snap, h->xids, &h->prev, &h->opts.prev_age_s, &h->state_read);
+	if (status)
+		return status;
+	h->opts.prev = h->prev;
+	h->opts.strict = a->strict;
+	h->opts.state_error = a->state_error[0] ? a->state_error : NULL;
+	if (a->probe) {
+		status = health_probe(h->snap, a->sel, a->nsel, a->probe_timeout, &h->probes);
+		if (status)
+			return status;
+		h->opts.probes = h->probes.res;
+		h->opts.n_probes = h->probes.n;
+	}
+	return 0;
+}
+
+/* The table or the JSON, with --slurm's action; 0 or -errno. */
+static int print_result(struct cli *cli, struct health_args *a, const struct health_run *h)
+{
+	const bool slurm = a->slurm;
+
+	if (a->json)
+		return print_json(a, h->snap, h->rep, h->worst, h->kmsg_read, h->state_read,
+		                  slurm ? &h->sres : NULL);
+	a->color = cli_use_color(cli);
+	print_table(a, h->snap, h->rep);
+	if (slurm && h->sres.action == SLURM_DRAIN)
+		printf("slurm: drained node %s: %s\n", h->sres.node, h->sres.reason);
+	else if (slurm && h->sres.action == SLURM_RESUME)
+		printf("slurm: resumed node %s\n", h->sres.node);
+	return 0;
+}
+
+/* One check of the chosen GPUs; the exit status is the worst verdict's. */
+static int check_once(struct cli *cli, struct health_args *a)
+{
+	_cleanup_(health_run_free) struct health_run h = {.opts = GPUCTL_HEALTH_OPTS_INIT,
+	                                                  .worst = GPUCTL_HEALTH_OK};
+	int status, r;
+
+	status = read_facts(cli, a, &h);
+	if (status)
+		return status;
+	r = gpuctl_health_check(cli->ctx, h.snap, h.xids, &h.opts, &h.rep);
+	if (r < 0) {
+		cli_error("health: %s", gpuctl_errmsg(cli->ctx));
+		return CLI_EXIT_FAILURE;
+	}
+	for (size_t k = 0; k < a->nsel; k++) {
+		int v = gpuctl_health_verdict(h.rep, a->sel[k]);
+		if (v > h.worst)
+			h.worst = v;
+	}
+	if (a->slurm) {
+		status = do_slurm(a, h.rep, h.worst, &h.sres);
+		if (status)
+			return status;
+	}
+	r = print_result(cli, a, &h);
+	if (r < 0) {
+		cli_error("health: cannot write the output: %s", strerror(-r));
+		return CLI_EXIT_FAILURE;
+	}
+	return h.worst == GPUCTL_HEALTH_FAIL   ? EXIT_HEALTH_FAIL
+	       : h.worst == GPUCTL_HEALTH_WARN ? EXIT_HEALTH_WARN
+	                                       : CLI_EXIT_OK;
+}
+
+static int cmd_health_exec(struct cli *cli, int argc, char **argv)
+{
+	struct health_args a = {.probe_timeout = PROBE_TIMEOUT_DEFAULT,
+	                        .interval = WATCH_INTERVAL_DEFAULT};
+	int status;
+
+	status = parse_options(cli, &a, argc, argv);
+	if (status != HEALTH_GO_ON)
+		return status;
+	if (optind < argc)
+		return cmd_usage_error(&cmd_health_entry, "unexpected argument '%s'", argv[optind]);
+	if (a.probe_child)
+		return health_probe_child();
+	status = settle_args(cli, &a);
+	if (status)
+		return status;
 	if (a.watch) {
 		struct watch_args w = {.ids = a.ids,
 		                       .json = a.json,
@@ -798,98 +659,11 @@ static int cmd_health_exec(struct cli *cli, int argc, char **argv)
 		                       .interval = a.interval,
 		                       .state = a.state};
 		status = cli_finish_output(health_watch(cli, &w));
-		free(a.state);
-		return status;
-	}
-	/* the facts the checks read, and identity: nothing else is shown */
-	size_t nhf;
-	const enum gpuctl_field *hf = gpuctl_health_fields(&nhf);
-	/* --probe reaches a GPU in MIG mode through its MIG devices */
-	status = cli_snapshot_fields(
-	        cli, GPUCTL_SNAP_HEALTH | GPUCTL_SNAP_TOPOLOGY | (a.probe ? GPUCTL_SNAP_MIG : 0),
-	        hf, nhf, &snap);
-	if (status)
-		goto out;
-	status = cli_select_gpus(cli, snap, a.ids, &a.sel, &a.nsel);
-	if (status)
-		goto out;
-	if (gpuctl_xid_log_new(&xids) < 0) {
-		cli_error("health: out of memory");
-		status = CLI_EXIT_FAILURE;
-		goto out;
-	}
-	status = read_kmsg(cli, &a, snap, xids, &kmsg_read);
-	if (status)
-		goto out;
-	status = read_state(cli, &a, snap, xids, &prev, &opts.prev_age_s, &state_read);
-	if (status)
-		goto out;
-	opts.prev = prev;
-	opts.strict = a.strict;
-	opts.state_error = a.state_error[0] ? a.state_error : NULL;
-	if (a.probe) {
-		size_t nkids = 0;
-		for (size_t k = 0; k < a.nsel; k++)
-			nkids += probes_of(gpuctl_snapshot_gpu(snap, a.sel[k]));
-		probes = calloc(gpuctl_snapshot_gpu_count(snap) + 1, sizeof(*probes));
-		kids = calloc(nkids + 1, sizeof(*kids));
-		if (!probes || !kids) {
-			cli_error("health: out of memory");
-			status = CLI_EXIT_FAILURE;
-			goto out;
-		}
-		for (size_t i = 0; i <= gpuctl_snapshot_gpu_count(snap); i++)
-			probes[i] = (struct gpuctl_probe_result)GPUCTL_PROBE_RESULT_INIT;
-		status = run_probes(&a, snap, kids, nkids, probes);
-		if (status)
-			goto out;
-		opts.probes = probes;
-		opts.n_probes = gpuctl_snapshot_gpu_count(snap);
-	}
-	r = gpuctl_health_check(cli->ctx, snap, xids, &opts, &rep);
-	if (r < 0) {
-		cli_error("health: %s", gpuctl_errmsg(cli->ctx));
-		status = CLI_EXIT_FAILURE;
-		goto out;
-	}
-	for (size_t k = 0; k < a.nsel; k++) {
-		int v = gpuctl_health_verdict(rep, a.sel[k]);
-		if (v > worst)
-			worst = v;
-	}
-	if (a.slurm) {
-		status = do_slurm(&a, rep, worst, &sres);
-		if (status)
-			goto out;
-	}
-	if (a.json) {
-		r = print_json(&a, snap, rep, worst, kmsg_read, state_read, a.slurm ? &sres : NULL);
 	} else {
-		a.color = cli_use_color(cli);
-		print_table(&a, snap, rep);
-		if (a.slurm && sres.action == SLURM_DRAIN)
-			printf("slurm: drained node %s: %s\n", sres.node, sres.reason);
-		else if (a.slurm && sres.action == SLURM_RESUME)
-			printf("slurm: resumed node %s\n", sres.node);
-		r = 0;
+		status = check_once(cli, &a);
 	}
-	if (r < 0) {
-		cli_error("health: cannot write the output: %s", strerror(-r));
-		status = CLI_EXIT_FAILURE;
-		goto out;
-	}
-	status = worst == GPUCTL_HEALTH_FAIL   ? EXIT_HEALTH_FAIL
-	         : worst == GPUCTL_HEALTH_WARN ? EXIT_HEALTH_WARN
-	                                       : CLI_EXIT_OK;
-out:
-	free(probes);
-	free(kids);
 	free(a.sel);
 	free(a.state);
-	gpuctl_snapshot_free(prev);
-	gpuctl_health_report_free(rep);
-	gpuctl_xid_log_free(xids);
-	gpuctl_snapshot_free(snap);
 	return status;
 }
 
