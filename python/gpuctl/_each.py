@@ -1,4 +1,4 @@
-"""gpuctl.each(): one process per leased GPU, like `gpuctl run --each` (src/cli/cmd-run.c).
+"""gpuctl.each(): one process per leased GPU, like `gpuctl run --each` (src/cli/run-exec.c).
 
 Decisions:
 - This process leases the devices and holds the lease until every rank has ended; the ranks
@@ -34,7 +34,7 @@ import time
 from ._lease import lease
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-GRACE_S = 30.0         # cmd-run.c RUN_KILL_TIMEOUT_S
+GRACE_S = 30.0         # src/cli/run.h RUN_KILL_TIMEOUT_S
 
 _env_lock = None
 
