@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
  * cmd-exporter.c: `gpuctl exporter`: serves the machine's GPU metrics to Prometheus over HTTP
- * (docs/metrics.md), with libmicrohttpd.
+ * (docs/metrics.md). This file samples and decides what the page says; exporter-http.c serves
+ * it (libmicrohttpd, the listening socket, the bounds on connections).
  *
  * Decisions:
  * - Sampling is decoupled from scraping. A sampler thread (sampler.h) takes every --interval
  *   one snapshot (only the fields metrics.c exports, plus processes and MIG), the XID events,
  *   the lease states and the verdicts; the main thread renders each sample's page once and
- *   swaps it in under a mutex. A scrape only queues the latest page (a reference-counted MHD
- *   response), so any number of scrapers cost no NVML call and no rendering.
+ *   swaps it in (exporter_http_publish), so a scrape costs no NVML call and no rendering.
  * - The main thread never calls NVML: it waits for the next sample, the overdue time or a
  *   signal (SIGINT/SIGTERM blocked in every thread, taken through a signalfd), so a signal
  *   ends the loop at once and the server stops (exit 0), even while a call hangs; a sample
@@ -19,26 +19,8 @@
  *   series are left out, not served with their old values: Prometheus would record those with
  *   the scrape's time, as if just measured, where a series gone from a scrape is marked stale
  *   (docs/metrics.md, "A hung driver").
- * - The listening socket is ours (bound before MHD starts), so "port in use" is one clear line
- *   (exit 1), and ":PORT" listens on IPv6 and IPv4 (IPv4 only where the host has no IPv6). The
- *   gate (http-gate.c) accepts on it and relays each connection to MHD, checking the request
- *   heads on the way (http-check.c): MHD 0.9.75 answers 200 to what RFC 9112 says is 400
- *   (obs-fold, a NUL in a header, conflicting Content-Length, "%00"), and its API cannot show it.
- * - Bounded: one polling thread, at most EXPORTER_MAX_CONNECTIONS connections and
- *   EXPORTER_PER_IP from one address, a per-connection memory pool of EXPORTER_CONN_MEMORY
- *   bytes (a longer request line or header gets MHD's error answer and the connection is
- *   closed), an idle timeout and a whole-request deadline of the same length (default 10 s;
- *   the GPUCTL_EXPORTER_TIMEOUT environment variable, in seconds, exists for tests). MHD's idle
- *   timer restarts on every byte, so a client sending a header line every few seconds
- *   (slowloris) would keep its connection for ever: a reaper thread shuts down the socket of
- *   any connection whose request (from accept, or the end of the previous request, to the end
- *   of the response) has lasted longer than the deadline. The per-address limit keeps one
- *   client from taking every connection. Only GET and
- *   HEAD (405 with Allow otherwise); a request with a body is refused (413); unknown paths 404.
- *   Connections are kept alive between a scraper's requests (answered at MHD's second call).
- * - Memory: most of what is resident is libmicrohttpd and the GnuTLS libraries it pulls in
- *   (about 3 MiB just to dlopen it). Of ours, one malloc arena and malloc_trim() after each
- *   sample keep the heap from holding on to freed connection pools and old pages.
+ * - Memory: malloc_trim() after each sample keeps the heap from holding on to freed connection
+ *   pools and old pages (the one arena: exporter-http.c).
  * - A sample refreshes the previous one (gpuctl_snapshot_refresh: the exported and health
  *   fields that can change, processes, MIG devices; one device count guards it) and takes a
  *   whole snapshot once a minute, after a failed sample, while a GPU is lost (a refresh would
@@ -50,92 +32,30 @@
  * - The first sample is taken before serving: no driver is exit 4 at start. Later NVML
  *   failures keep the server up: the page then has only the exporter's own metrics, and
  *   gpuctl_exporter_nvml_errors_total counts them (logged once per streak of failures).
+ * - One teardown: the server is freed by its _cleanup_ attribute on every return, and once
+ *   the sampler runs every path goes through stop_sampler (the server stops first, so the port
+ *   closes before a hung sample is waited for).
  */
 #include <errno.h>
 #include <getopt.h>
-#include <inttypes.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
-#include <netdb.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <dlfcn.h>
-#include <microhttpd.h>
-
 #include "cmd.h"
-#include "http-gate.h"
+#include "exporter-http.h"
 #include "listen.h"
 #include "metrics.h"
 #include "parse.h"
 #include "sampler.h"
-
-/* libmicrohttpd, loaded when the exporter starts: linking it would make every gpuctl command
- * load it and GnuTLS with it (about 1.5 ms of every start, docs/ARCHITECTURE.md). The header
- * gives the types and constants; these are the functions the exporter calls. */
-static struct {
-	void *handle;
-	struct MHD_Daemon *(*start_daemon)(unsigned int flags, uint16_t port,
-	                                   MHD_AcceptPolicyCallback apc, void *apc_cls,
-	                                   MHD_AccessHandlerCallback dh, void *dh_cls, ...);
-	void (*stop_daemon)(struct MHD_Daemon *daemon);
-	struct MHD_Response *(*create_response_from_buffer)(size_t size, void *buffer,
-	                                                    enum MHD_ResponseMemoryMode mode);
-	enum MHD_Result (*add_response_header)(struct MHD_Response *response, const char *header,
-	                                       const char *content);
-	enum MHD_Result (*queue_response)(struct MHD_Connection *connection,
-	                                  unsigned int status_code, struct MHD_Response *response);
-	void (*destroy_response)(struct MHD_Response *response);
-	const char *(*lookup_connection_value)(struct MHD_Connection *connection,
-	                                       enum MHD_ValueKind kind, const char *key);
-	const union MHD_ConnectionInfo *(*get_connection_info)(struct MHD_Connection *connection,
-	                                                       enum MHD_ConnectionInfoType type,
-	                                                       ...);
-	enum MHD_Result (*add_connection)(struct MHD_Daemon *daemon, MHD_socket client_socket,
-	                                  const struct sockaddr *addr, socklen_t addrlen);
-} mhd;
-
-/* Loads libmicrohttpd (the Debian 12 soname, then the development name). 0, or -ENOENT with
- * the reason in buf. */
-static int mhd_load(char *buf, size_t size)
-{
-	static const char *const names[] = {"libmicrohttpd.so.12", "libmicrohttpd.so"};
-	for (size_t i = 0; !mhd.handle && i < sizeof(names) / sizeof(names[0]); i++)
-		mhd.handle = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-	if (!mhd.handle) {
-		snprintf(buf, size, "%s", dlerror());
-		return -ENOENT;
-	}
-#define MHD_SYM(field, name)                                                                       \
-	do {                                                                                       \
-		*(void **)&mhd.field = dlsym(mhd.handle, name);                                    \
-		if (!mhd.field) {                                                                  \
-			snprintf(buf, size, "%s lacks %s", "libmicrohttpd", name);                 \
-			return -ENOENT;                                                            \
-		}                                                                                  \
-	} while (0)
-	MHD_SYM(start_daemon, "MHD_start_daemon");
-	MHD_SYM(stop_daemon, "MHD_stop_daemon");
-	MHD_SYM(create_response_from_buffer, "MHD_create_response_from_buffer");
-	MHD_SYM(add_response_header, "MHD_add_response_header");
-	MHD_SYM(queue_response, "MHD_queue_response");
-	MHD_SYM(destroy_response, "MHD_destroy_response");
-	MHD_SYM(lookup_connection_value, "MHD_lookup_connection_value");
-	MHD_SYM(get_connection_info, "MHD_get_connection_info");
-	MHD_SYM(add_connection, "MHD_add_connection");
-#undef MHD_SYM
-	return 0;
-}
 
 #define EXPORTER_DEFAULT_INTERVAL 5.0
 #define EXPORTER_MIN_INTERVAL     0.1
@@ -144,10 +64,6 @@ static int mhd_load(char *buf, size_t size)
  * static facts kept, what a GPU does not support not asked again). */
 #define EXPORTER_FULL_EVERY      60.0
 #define EXPORTER_LOCK_WAIT_S     0.1 /* the most a sample waits for the lease directory */
-#define EXPORTER_MAX_CONNECTIONS 512
-#define EXPORTER_PER_IP          8   /* connections from one address at once */
-#define EXPORTER_REAP_MS         250 /* how often the deadline is checked */
-#define EXPORTER_CONN_MEMORY     (16 * 1024)
 #define EXPORTER_DEFAULT_TIMEOUT 10
 #define EXPORTER_MAX_TIMEOUT     3600
 
@@ -163,40 +79,6 @@ static const struct option exporter_options[] = {
         {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
-};
-
-static const char index_page[] =
-        "<!DOCTYPE html>\n"
-        "<html><head><title>gpuctl exporter</title></head>\n"
-        "<body><h1>gpuctl exporter</h1>\n"
-        "<p><a href=\"/metrics\">Metrics</a> (Prometheus text format) &middot; "
-        "<a href=\"/healthz\">Liveness</a></p>\n"
-        "</body></html>\n";
-
-/* A connection, for the whole-request deadline (EXPORTER_REQUEST_DEADLINE). */
-struct conn_track {
-	struct conn_track *prev, *next; /* in exporter.conns */
-	int fd;                         /* its socket (MHD's; we only shut it down) */
-	double since;                   /* CLOCK_MONOTONIC: accepted, or its last request ended */
-	bool cut;                       /* shut down by the reaper */
-};
-
-struct exporter {
-	pthread_mutex_t lock;           /* guards page and overdue */
-	pthread_mutex_t conns_lock;     /* guards conns and every conn_track in it */
-	struct conn_track *conns;       /* open connections (MHD's thread adds and removes) */
-	double deadline_s;              /* a request's whole time, from accept or the end of the
-	                                 * previous request to the end of its response */
-	volatile sig_atomic_t stopping; /* the reaper thread ends */
-	struct MHD_Response *page;      /* the latest /metrics page; swapped by the main thread */
-	bool overdue;                   /* the page is an overdue one: /healthz answers 503 */
-	struct MHD_Response *index;     /* "/" */
-	struct MHD_Response *healthz;   /* "/healthz", 200 */
-	struct MHD_Response *unhealthy; /* "/healthz" while the sample is overdue, 503 */
-	struct MHD_Response *notfound;  /* 404 */
-	struct MHD_Response *badmethod; /* 405, with Allow */
-	struct MHD_Response *toolarge;  /* 413 */
-	bool verbose;                   /* -v: MHD's own messages go to stderr */
 };
 
 /* ---- options ---- */
@@ -220,251 +102,6 @@ static int connection_timeout(unsigned *ret)
 		return -EINVAL;
 	*ret = (unsigned)v;
 	return 0;
-}
-
-/* ---- the listening socket ---- */
-
-static int bind_one(int family, const struct sockaddr *sa, socklen_t len, bool dual)
-{
-	int one = 1, zero = 0;
-	int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    (family == AF_INET6 &&
-	     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, dual ? &zero : &one, sizeof(int)) < 0) ||
-	    bind(fd, sa, len) < 0 || listen(fd, 128) < 0) {
-		int r = -errno;
-		close(fd);
-		return r;
-	}
-	return fd;
-}
-
-/* Binds and listens on spec; returns the socket, or -errno of the last address tried
- * (-EHOSTUNREACH: the host name does not resolve). */
-static int bind_listen(const struct listen_spec *spec)
-{
-	if (spec->kind == LISTEN_ANY) {
-		struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_port = htons(spec->port)};
-		a6.sin6_addr = in6addr_any;
-		int fd = bind_one(AF_INET6, (struct sockaddr *)&a6, sizeof(a6), true);
-		if (fd != -EAFNOSUPPORT)
-			return fd;
-		struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_port = htons(spec->port)};
-		a4.sin_addr.s_addr = htonl(INADDR_ANY);
-		return bind_one(AF_INET, (struct sockaddr *)&a4, sizeof(a4), false);
-	}
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
-	struct addrinfo *res = NULL;
-	char port[8];
-	snprintf(port, sizeof(port), "%u", (unsigned)spec->port);
-	hints.ai_family = spec->kind == LISTEN_IPV4   ? AF_INET
-	                  : spec->kind == LISTEN_IPV6 ? AF_INET6
-	                                              : AF_UNSPEC;
-	if (spec->kind != LISTEN_NAME)
-		hints.ai_flags |= AI_NUMERICHOST;
-	int g = getaddrinfo(spec->host, port, &hints, &res);
-	if (g != 0)
-		return g == EAI_SYSTEM ? -errno : -EHOSTUNREACH;
-	int fd = -EADDRNOTAVAIL;
-	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-		fd = bind_one(ai->ai_family, ai->ai_addr, ai->ai_addrlen, false);
-		if (fd >= 0 || fd == -EADDRINUSE)
-			break;
-	}
-	freeaddrinfo(res);
-	return fd;
-}
-
-/* ---- HTTP ---- */
-
-/* The gate's hand-over (http-gate.h): MHD takes the socket, closing it when it refuses. */
-static int gate_add(void *cls, int fd, const struct sockaddr *addr, socklen_t addrlen)
-{
-	return mhd.add_connection(cls, fd, addr, addrlen) == MHD_YES ? 0 : -1;
-}
-
-static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
-                              const char *method, const char *version, const char *upload_data,
-                              size_t *upload_data_size, void **req_cls)
-{
-	struct exporter *ex = cls;
-	struct MHD_Response *resp;
-	unsigned code = MHD_HTTP_OK;
-	enum MHD_Result r;
-	(void)version;
-	(void)upload_data;
-
-	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
-		return mhd.queue_response(conn, MHD_HTTP_METHOD_NOT_ALLOWED, ex->badmethod);
-	/* No request of ours has a body: refuse one before reading it (MHD then closes). */
-	const char *cl =
-	        mhd.lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-	if ((cl && strcmp(cl, "0") != 0) || *upload_data_size ||
-	    mhd.lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
-		return mhd.queue_response(conn, MHD_HTTP_CONTENT_TOO_LARGE, ex->toolarge);
-	/* MHD calls this once the headers are in and again once the whole request is. A response
-	 * queued at the first call is an early answer after which MHD closes the connection
-	 * (libmicrohttpd 0.9.75, Debian 12), so a good request is answered at the second call and
-	 * the connection stays open for the scraper's next request (keep-alive). */
-	if (!*req_cls) {
-		*req_cls = ex;
-		return MHD_YES;
-	}
-
-	if (strcmp(url, "/metrics") == 0) {
-		pthread_mutex_lock(&ex->lock);
-		r = mhd.queue_response(conn, MHD_HTTP_OK, ex->page);
-		pthread_mutex_unlock(&ex->lock);
-		return r;
-	}
-	if (strcmp(url, "/") == 0) {
-		resp = ex->index;
-	} else if (strcmp(url, "/healthz") == 0) {
-		pthread_mutex_lock(&ex->lock);
-		bool overdue = ex->overdue;
-		pthread_mutex_unlock(&ex->lock);
-		resp = overdue ? ex->unhealthy : ex->healthz;
-		code = overdue ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK;
-	} else {
-		resp = ex->notfound;
-		code = MHD_HTTP_NOT_FOUND;
-	}
-	return mhd.queue_response(conn, code, resp);
-}
-
-static void mhd_log(void *cls, const char *fmt, va_list ap)
-{
-	struct exporter *ex = cls;
-	char buf[512];
-	if (!ex->verbose)
-		return;
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	cli_error("exporter: debug: %s", buf);
-}
-
-/* MHD_OPTION_NOTIFY_CONNECTION: tracks each connection for the deadline. An untracked one
- * (out of memory) still has MHD's idle timeout. Runs in MHD's thread; CLOSED comes before MHD
- * closes the socket, so the reaper never shuts down a descriptor that was reused. */
-static void notify_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-                              enum MHD_ConnectionNotificationCode code)
-{
-	struct exporter *ex = cls;
-	struct conn_track *t;
-
-	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-		const union MHD_ConnectionInfo *ci =
-		        mhd.get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-		*socket_context = NULL;
-		if (!ci || !(t = calloc(1, sizeof(*t))))
-			return;
-		t->fd = ci->connect_fd;
-		t->since = cli_now(CLOCK_MONOTONIC);
-		pthread_mutex_lock(&ex->conns_lock);
-		t->next = ex->conns;
-		if (ex->conns)
-			ex->conns->prev = t;
-		ex->conns = t;
-		pthread_mutex_unlock(&ex->conns_lock);
-		*socket_context = t;
-	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED && (t = *socket_context)) {
-		pthread_mutex_lock(&ex->conns_lock);
-		if (t->prev)
-			t->prev->next = t->next;
-		else
-			ex->conns = t->next;
-		if (t->next)
-			t->next->prev = t->prev;
-		pthread_mutex_unlock(&ex->conns_lock);
-		free(t);
-		*socket_context = NULL;
-	}
-}
-
-/* MHD_OPTION_NOTIFY_COMPLETED: a request ended (answered, or the connection failed): the
- * next one on the connection has a deadline of its own. */
-static void request_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
-                              enum MHD_RequestTerminationCode toe)
-{
-	struct exporter *ex = cls;
-	const union MHD_ConnectionInfo *ci =
-	        mhd.get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-	struct conn_track *t = ci ? ci->socket_context : NULL;
-	(void)req_cls;
-	(void)toe;
-
-	if (!t)
-		return;
-	pthread_mutex_lock(&ex->conns_lock);
-	t->since = cli_now(CLOCK_MONOTONIC);
-	pthread_mutex_unlock(&ex->conns_lock);
-}
-
-/* The reaper thread: every EXPORTER_REAP_MS, shuts down the sockets of connections whose
- * request has run past the deadline; MHD then sees the hang-up and closes them. */
-static void *reaper_main(void *arg)
-{
-	struct exporter *ex = arg;
-	struct timespec tick = {.tv_sec = 0, .tv_nsec = EXPORTER_REAP_MS * 1000000L};
-
-	while (!ex->stopping) {
-		double now = cli_now(CLOCK_MONOTONIC);
-
-		pthread_mutex_lock(&ex->conns_lock);
-		for (struct conn_track *t = ex->conns; t; t = t->next)
-			if (!t->cut && now - t->since > ex->deadline_s) {
-				(void)shutdown(t->fd, SHUT_RDWR);
-				t->cut = true;
-			}
-		pthread_mutex_unlock(&ex->conns_lock);
-		(void)nanosleep(&tick, NULL);
-	}
-	return NULL;
-}
-
-static struct MHD_Response *static_response(const char *text, const char *type)
-{
-	struct MHD_Response *r =
-	        mhd.create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
-	if (r && mhd.add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type) != MHD_YES) {
-		mhd.destroy_response(r);
-		r = NULL;
-	}
-	return r;
-}
-
-static int exporter_init(struct exporter *ex)
-{
-	static const char text[] = "text/plain; charset=utf-8";
-	if (pthread_mutex_init(&ex->lock, NULL) != 0 ||
-	    pthread_mutex_init(&ex->conns_lock, NULL) != 0)
-		return -ENOMEM;
-	ex->index = static_response(index_page, "text/html; charset=utf-8");
-	ex->healthz = static_response("ok\n", text);
-	ex->unhealthy =
-	        static_response("503 NVML not answering: the latest sample is overdue\n", text);
-	ex->notfound = static_response("404 not found: try /metrics\n", text);
-	ex->badmethod = static_response("405 method not allowed: GET or HEAD\n", text);
-	ex->toolarge = static_response("413 request bodies are not accepted\n", text);
-	if (!ex->index || !ex->healthz || !ex->unhealthy || !ex->notfound || !ex->badmethod ||
-	    !ex->toolarge ||
-	    mhd.add_response_header(ex->badmethod, MHD_HTTP_HEADER_ALLOW, "GET, HEAD") != MHD_YES ||
-	    mhd.add_response_header(ex->toolarge, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES)
-		return -ENOMEM;
-	return 0;
-}
-
-static void exporter_done(struct exporter *ex)
-{
-	struct MHD_Response **all[] = {&ex->page,     &ex->index,     &ex->healthz, &ex->unhealthy,
-	                               &ex->notfound, &ex->badmethod, &ex->toolarge};
-	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
-		if (*all[i])
-			mhd.destroy_response(*all[i]);
-		*all[i] = NULL;
-	}
-	pthread_mutex_destroy(&ex->lock);
 }
 
 /* ---- sampling (on the sampler's thread, sampler.h) ---- */
@@ -727,43 +364,32 @@ static int exporter_take(struct gpuctl_ctx *ctx, void *userdata, const void *pre
 	return 0;
 }
 
-/* ---- publishing (on the main thread) ---- */
-
-/* Renders in as the /metrics page and swaps it in, with /healthz answering ok or 503. 0, or
- * -ENOMEM when no page could be made (the old one stays). */
-static int publish(struct exporter *ex, const struct metrics_input *in, bool overdue)
+/* The fields a sample reads: what metrics.c exports and what the health verdicts need
+ * (docs/health.md; the NVLink states come with METRICS_SNAP_FLAGS), and of those the ones a
+ * refresh re-reads. */
+static void sampling_fields(struct sampling *s)
 {
-	struct textbuf buf = {0};
-	int r = metrics_render(in, &buf);
+	const size_t max = sizeof(s->fields) / sizeof(s->fields[0]);
+	size_t nh = 0;
+	const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
 
-	if (r < 0) {
-		textbuf_free(&buf);
-		return r;
+	s->n_fields = metrics_fields(s->fields, max);
+	for (size_t i = 0; i < nh && s->n_fields < max; i++) {
+		bool have = false;
+		for (size_t k = 0; k < s->n_fields; k++)
+			have |= s->fields[k] == hf[i];
+		if (!have)
+			s->fields[s->n_fields++] = hf[i];
 	}
-	struct MHD_Response *page =
-	        mhd.create_response_from_buffer(buf.len, buf.data, MHD_RESPMEM_MUST_FREE);
-	if (!page) {
-		textbuf_free(&buf);
-		return -ENOMEM;
-	}
-	if (mhd.add_response_header(page, MHD_HTTP_HEADER_CONTENT_TYPE,
-	                            "text/plain; version=0.0.4; charset=utf-8") != MHD_YES) {
-		mhd.destroy_response(page);
-		return -ENOMEM;
-	}
-	pthread_mutex_lock(&ex->lock);
-	struct MHD_Response *old = ex->page;
-	ex->page = page;
-	ex->overdue = overdue;
-	/* connections still sending the old page hold their own reference */
-	if (old)
-		mhd.destroy_response(old);
-	pthread_mutex_unlock(&ex->lock);
-	return 0;
+	for (size_t k = 0; k < s->n_fields; k++)
+		if (!static_field(s->fields[k]))
+			s->dynamic[s->n_dynamic++] = s->fields[k];
 }
 
+/* ---- publishing (on the main thread) ---- */
+
 /* Publishes a sample's page; *ret_stats gets its counters (for the overdue pages after it). */
-static int publish_sample(struct exporter *ex, const struct exporter_sample *x,
+static int publish_sample(struct exporter_http *http, const struct exporter_sample *x,
                           const char *hostname, struct metrics_stats *ret_stats)
 {
 	struct metrics_input in = {.snap = x->snap,
@@ -775,26 +401,26 @@ static int publish_sample(struct exporter *ex, const struct exporter_sample *x,
 	                           .n_xids = x->n_xids};
 
 	*ret_stats = x->stats;
-	return publish(ex, &in, false);
+	return exporter_http_publish(http, &in, false);
 }
 
 /* While the latest sample is overdue: the exporter's own metrics only, with
  * last_sample_success 0 and how long NVML has been silent; no GPU series, so Prometheus marks
  * them stale instead of recording old values as new (docs/metrics.md, "A hung driver"). */
-static int publish_overdue(struct exporter *ex, const struct metrics_stats *last, double silent_s,
-                           const char *hostname)
+static int publish_overdue(struct exporter_http *http, const struct metrics_stats *last,
+                           double silent_s, const char *hostname)
 {
 	struct metrics_stats st = *last;
 	struct metrics_input in = {.hostname = hostname, .stats = &st};
 
 	st.last_ok = false;
 	st.overdue_s = silent_s;
-	return publish(ex, &in, true);
+	return exporter_http_publish(http, &in, true);
 }
 
 /* Serves until SIGINT or SIGTERM (blocked in every thread, taken here): each new sample's
  * page, and while the sampler is overdue an overdue page every interval. */
-static void serve(struct exporter *ex, struct sampler *smp, uint64_t seq,
+static void serve(struct exporter_http *http, struct sampler *smp, uint64_t seq,
                   const struct metrics_stats *first, double interval, const char *hostname,
                   const sigset_t *stop)
 {
@@ -815,7 +441,7 @@ static void serve(struct exporter *ex, struct sampler *smp, uint64_t seq,
 			if (overdue)
 				cli_error("exporter: NVML answering again");
 			overdue = false;
-			if (!m->data || publish_sample(ex, m->data, hostname, &last) < 0)
+			if (!m->data || publish_sample(http, m->data, hostname, &last) < 0)
 				cli_error("exporter: out of memory rendering the metrics (serving "
 				          "the previous page)");
 #ifdef __GLIBC__
@@ -835,10 +461,12 @@ static void serve(struct exporter *ex, struct sampler *smp, uint64_t seq,
 			          silent);
 		overdue = true;
 		again = now + interval;
-		if (publish_overdue(ex, &last, silent, hostname) < 0)
+		if (publish_overdue(http, &last, silent, hostname) < 0)
 			cli_error("exporter: out of memory rendering the metrics");
 	}
 }
+
+/* ---- the command ---- */
 
 /* ---- the command ---- */
 
@@ -847,14 +475,13 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	const char *listen_text = LISTEN_DEFAULT, *lease_dir = NULL, *why = NULL;
 	double interval = EXPORTER_DEFAULT_INTERVAL;
 	struct listen_spec spec;
-	struct exporter ex = {0};
+	_cleanup_(exporter_http_freep) struct exporter_http *http = NULL;
 	struct sampling s = {.first = true};
 	struct sampler *smp = NULL;
 	char hostname[256]; /* the Hostname label */
-	struct MHD_Daemon *daemon = NULL;
 	unsigned timeout;
 	sigset_t stop, old;
-	int opt, status, fd;
+	int opt, status, r;
 
 	while ((opt = getopt_long(argc, argv, "+:h", exporter_options, NULL)) != -1) {
 		switch (opt) {
@@ -909,57 +536,20 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	sigaddset(&stop, SIGINT);
 	sigaddset(&stop, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &stop, &old);
-	fd = bind_listen(&spec);
-	if (fd < 0) {
-		cli_error("exporter: cannot listen on '%s': %s", listen_text,
-		          fd == -EHOSTUNREACH ? "the host name does not resolve" : strerror(-fd));
-		return CLI_EXIT_FAILURE;
-	}
-	s.n_fields = metrics_fields(s.fields, sizeof(s.fields) / sizeof(s.fields[0]));
-	/* and what the health verdicts need (docs/health.md; the NVLink states come with
-	 * METRICS_SNAP_FLAGS) */
-	size_t nh = 0;
-	const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
-	for (size_t i = 0; i < nh && s.n_fields < sizeof(s.fields) / sizeof(s.fields[0]); i++) {
-		bool have = false;
-		for (size_t k = 0; k < s.n_fields; k++)
-			have |= s.fields[k] == hf[i];
-		if (!have)
-			s.fields[s.n_fields++] = hf[i];
-	}
-	for (size_t k = 0; k < s.n_fields; k++)
-		if (!static_field(s.fields[k]))
-			s.dynamic[s.n_dynamic++] = s.fields[k];
+	status = exporter_http_new(listen_text, &spec, cli->verbose, &http);
+	if (status)
+		return status;
+	sampling_fields(&s);
 	if (gethostname(hostname, sizeof(hostname)) < 0)
 		hostname[0] = '\0';
 	hostname[sizeof(hostname) - 1] = '\0';
-	ex.verbose = cli->verbose;
-
-	char mhd_why[256];
-	if (mhd_load(mhd_why, sizeof(mhd_why)) < 0) {
-		cli_error("exporter: cannot load libmicrohttpd (Debian: apt-get install "
-		          "libmicrohttpd12): "
-		          "%s",
-		          mhd_why);
-		close(fd);
-		return CLI_EXIT_FAILURE;
-	}
-	if (exporter_init(&ex) < 0) {
-		cli_error("exporter: out of memory");
-		close(fd);
-		exporter_done(&ex);
-		return CLI_EXIT_FAILURE;
-	}
 
 	/* NVML is read on the sampler's thread, with a context of its own; the first sample is
 	 * taken before serving: no driver is exit 4 now, not an empty page later */
 	struct gpuctl_ctx *sctx = NULL;
 	status = cli_context_new(cli, &sctx);
-	if (status) {
-		close(fd);
-		exporter_done(&ex);
+	if (status)
 		return status;
-	}
 	/* a select.lock held by someone else delays a sample by this much at most: the lease
 	 * metrics are left out then, never the GPUs' (docs/metrics.md) */
 	(void)gpuctl_ctx_set_lock_wait(sctx, EXPORTER_LOCK_WAIT_S);
@@ -969,17 +559,14 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	                             .free_data = exporter_sample_free,
 	                             .finish = sampling_finish,
 	                             .userdata = &s};
-	int r = sampler_start(&cfg, &smp);
+	r = sampler_start(&cfg, &smp);
 	if (r < 0) {
 		cli_error("exporter: cannot start the sampler: %s", strerror(-r));
 		gpuctl_ctx_free(sctx);
-		close(fd);
-		exporter_done(&ex);
 		return CLI_EXIT_FAILURE;
 	}
 	const struct sampler_sample *m = NULL;
 	if (cli_first_sample(smp, "exporter", &stop, &m)) {
-		close(fd);
 		status = CLI_EXIT_OK; /* stopped before it served */
 		goto stop_sampler;
 	}
@@ -988,85 +575,32 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 		status = x ? cli_driver_error_msg(x->status, x->error)
 		           : (cli_error("exporter: out of memory"), CLI_EXIT_FAILURE);
 		sampler_put(m);
-		close(fd);
 		goto stop_sampler;
 	}
 	struct metrics_stats first;
 	uint64_t seq = m->seq;
-	r = publish_sample(&ex, x, hostname, &first);
+	r = publish_sample(http, x, hostname, &first);
 	sampler_put(m);
 	if (r < 0) {
 		cli_error("exporter: out of memory");
-		close(fd);
 		status = CLI_EXIT_FAILURE;
 		goto stop_sampler;
 	}
-
-	signal(SIGPIPE, SIG_IGN);
-#ifdef __GLIBC__
-	/* One malloc arena: MHD's thread would otherwise get an arena of its own, which keeps
-	 * the connections' memory pools (EXPORTER_CONN_MEMORY each) resident after they close
-	 * (measured: about 0.4 MiB more resident after 50 scrapers left). The sampler
-	 * allocates once per interval, so the threads hardly ever contend. */
-	mallopt(M_ARENA_MAX, 1);
-#endif
-
-	/* no listening socket of its own: the gate accepts and hands each connection over */
-	daemon = mhd.start_daemon(
-	        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG |
-	                MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC,
-	        0, NULL, NULL, handle, &ex, MHD_OPTION_CONNECTION_LIMIT,
-	        (unsigned)EXPORTER_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, timeout,
-	        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)EXPORTER_CONN_MEMORY,
-	        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)EXPORTER_PER_IP,
-	        MHD_OPTION_NOTIFY_CONNECTION, notify_connection, &ex, MHD_OPTION_NOTIFY_COMPLETED,
-	        request_completed, &ex, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, &ex, MHD_OPTION_END);
-	if (!daemon) {
-		cli_error("exporter: cannot start the HTTP server on '%s'", listen_text);
-		close(fd);
-		status = CLI_EXIT_FAILURE;
+	status = exporter_http_serve(http, timeout);
+	if (status)
 		goto stop_sampler;
-	}
-	/* three descriptors a connection (the client's socket and the pair): the soft limit is
-	 * raised toward the hard one, since systemd starts services with 1024 */
-	struct rlimit rl;
-	rlim_t want = 3 * (rlim_t)EXPORTER_MAX_CONNECTIONS + 64;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want) {
-		rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
-		(void)setrlimit(RLIMIT_NOFILE, &rl);
-	}
-	struct http_gate *gate = NULL;
-	r = http_gate_start(fd, EXPORTER_MAX_CONNECTIONS, gate_add, daemon, cli->verbose, &gate);
-	if (r < 0) { /* the gate closed fd */
-		cli_error("exporter: cannot start serving on '%s': %s", listen_text, strerror(-r));
-		mhd.stop_daemon(daemon);
-		status = CLI_EXIT_FAILURE;
-		goto stop_sampler;
-	}
-	ex.deadline_s = timeout;
-	pthread_t reaper;
-	bool reaping = pthread_create(&reaper, NULL, reaper_main, &ex) == 0;
-	if (!reaping)
-		cli_error("exporter: no request deadline (cannot start a thread); the idle "
-		          "timeout stays");
 	if (cli->verbose)
 		cli_error("exporter: serving http://%s/metrics, sampling every %gs", listen_text,
 		          interval);
 
-	serve(&ex, smp, seq, &first, interval, hostname, &stop);
+	serve(http, smp, seq, &first, interval, hostname, &stop);
 
-	ex.stopping = 1;
-	/* the gate first: it closes the listening socket and the clients' connections */
-	http_gate_stop(gate);
-	if (reaping)
-		pthread_join(reaper, NULL);
-	mhd.stop_daemon(daemon);
-	status = CLI_EXIT_OK;
 stop_sampler:
-	/* a sample hung in NVML is not waited for: the process ends without it */
+	/* the server first (the port closes at once); a sample hung in NVML is not waited for:
+	 * the process ends without it */
+	exporter_http_stop(http);
 	if (sampler_stop(smp, SAMPLER_STOP_WAIT_S) < 0)
 		cli_exit_now(status);
-	exporter_done(&ex);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return status;
 }

@@ -31,6 +31,7 @@
 #include "cmd.h"
 #include "format.h"
 #include "hostproc.h"
+#include "ps.h"
 
 enum {
 	OPT_FORMAT = 0x100,
@@ -103,6 +104,13 @@ static int verdicts_of(struct cli *cli, struct ps_data *d, const struct gpuctl_s
 		return CLI_EXIT_FAILURE;
 	}
 	return 0;
+}
+
+/* Whether a row is listed: rows of free, healthy devices without foreign processes only with
+ * --all. */
+static bool row_shown(const struct ps_data *d, const struct ps_row *row, bool all)
+{
+	return all || row->state != GPUCTL_LEASE_FREE || row->foreign || !healthy(d, row);
 }
 
 /* A row's pool: its GPU's pool, "default" for the GPUs no pool lists. */
@@ -348,7 +356,7 @@ static int print_json(const struct ps_data *d, const struct gpuctl_snapshot *sna
 	}
 	for (size_t i = 0; i < d->nrows; i++) {
 		const struct ps_row *row = &d->rows[i];
-		if (!all && row->state == GPUCTL_LEASE_FREE && !row->foreign && healthy(d, row))
+		if (!row_shown(d, row, all))
 			continue;
 		json_t *o = row_json(d, snap, row);
 		if (!o || json_array_append_new(arr, o) < 0) {
@@ -395,110 +403,149 @@ static void host_cells(const struct gpuctl_lease_owner *w, char *cpu, char *rss,
 	}
 }
 
+/* The cells of one line of the table that come from the holder and the row's notes. */
+struct holder_cells {
+	char user[48], pid[24], job[24], age[24], cpu[32], rss[32];
+	const char *command, *label; /* borrowed from the holder, or "-" */
+	char note[1024];             /* "" for none */
+};
+
+/* The holder's cells: w's facts, "-" for what it lacks, or (w NULL) "unknown" as the user of a
+ * leased device whose holder cannot be shown. */
+static void holder_facts(const struct ps_row *row, const struct gpuctl_lease_owner *w,
+                         struct holder_cells *c)
+{
+	*c = (struct holder_cells){.user = "-",
+	                           .pid = "-",
+	                           .job = "-",
+	                           .age = "-",
+	                           .cpu = "-",
+	                           .rss = "-",
+	                           .command = "-",
+	                           .label = "-"};
+	if (!w) {
+		if (row->state == GPUCTL_LEASE_HELD || row->state == GPUCTL_LEASE_SHARED)
+			snprintf(c->user, sizeof(c->user), "unknown");
+		return;
+	}
+	if (w->user)
+		snprintf(c->user, sizeof(c->user), "%s", w->user);
+	else
+		snprintf(c->user, sizeof(c->user), "%" PRIu32, w->uid);
+	snprintf(c->pid, sizeof(c->pid), "%" PRIu32, w->pid);
+	if (w->job_pid)
+		snprintf(c->job, sizeof(c->job), "%" PRIu32, w->job_pid);
+	if (w->command && w->command[0])
+		c->command = w->command;
+	if (w->label && w->label[0])
+		c->label = w->label;
+	format_age(lease_age_base(w), c->age, sizeof(c->age));
+	host_cells(w, c->cpu, c->rss, sizeof(c->cpu));
+}
+
+/* The NOTE of the k-th line of row (holder w): why the device is unusable, what w declares,
+ * and on the first line the shared room and the foreign processes. */
+static void holder_note(const struct ps_data *d, const struct gpuctl_snapshot *snap,
+                        const struct ps_row *row, const struct gpuctl_lease_owner *w, size_t k,
+                        char *note, size_t size)
+{
+	char bytes[32];
+
+	note[0] = '\0';
+	if (row->reason)
+		snprintf(note, size, "%s", row->reason);
+	if (w && w->share_mem) {
+		format_bytes(w->share_mem, bytes, sizeof(bytes));
+		note_add(note, size, "declares %s", bytes);
+	}
+	if (row->state == GPUCTL_LEASE_SHARED && k == 0) {
+		char room[32];
+		format_bytes(row->declared, bytes, sizeof(bytes));
+		format_bytes(row->room, room, sizeof(room));
+		note_add(note, size, "%s declared in all, %s left to share", bytes, room);
+	}
+	if (row->foreign && k == 0) {
+		note_add(note, size,
+		         "%s: ", row->busy ? "foreign" : "foreign (below the busy thresholds)");
+		foreign_text(d, snap, row, note + strlen(note), size - strlen(note));
+	}
+}
+
+/* The table's columns; POOL only when the configuration has pools. */
+enum { NHEAD = 14, COL_STATE = 2, COL_HEALTH = 3, COL_POOL = 4 };
+
+/* Adds cells (NHEAD of them) as a line of t, without POOL when skip_pool. */
+static int add_line(struct text_table *t, const char *const *cells, bool skip_pool)
+{
+	const char *line[NHEAD];
+
+	for (size_t c = 0, j = 0; c < NHEAD; c++)
+		if (!(skip_pool && c == COL_POOL))
+			line[j++] = cells[c];
+	return text_table_add(t, line);
+}
+
+/* The lines of one device row: one per holder of a shared device (at least one, holders
+ * unknown or not). */
+static int add_row_lines(struct text_table *t, const struct ps_data *d,
+                         const struct gpuctl_snapshot *snap, const struct ps_row *row)
+{
+	const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, row->gpu);
+	const struct gpuctl_mig *m =
+	        g && row->mig >= 0 ? gpuctl_gpu_mig(g, (size_t)row->mig) : NULL;
+	const char *uuid = m ? gpuctl_mig_uuid(m) : g ? gpuctl_gpu_str(g, GPUCTL_F_UUID) : NULL;
+	char label[48], suuid[48];
+	int r = 0;
+
+	gpuctl_device_label(snap, row->gpu, row->mig, label, sizeof(label));
+	format_short_uuid(uuid, suuid, sizeof(suuid));
+	for (size_t k = 0; r >= 0 && k < (row->n_sh ? row->n_sh : 1); k++) {
+		const struct gpuctl_lease_owner *w = row->n_sh ? row->sh[k] : row->owner;
+		struct holder_cells c;
+
+		holder_facts(row, w, &c);
+		holder_note(d, snap, row, w, k, c.note, sizeof(c.note));
+		const char *cells[NHEAD] = {label,
+		                            suuid,
+		                            state_name(row),
+		                            verdict_name(d, row),
+		                            pool_name(d, row),
+		                            c.user,
+		                            c.pid,
+		                            c.job,
+		                            c.cpu,
+		                            c.rss,
+		                            c.command,
+		                            c.label,
+		                            c.age,
+		                            c.note[0] ? c.note : "-"};
+		r = add_line(t, cells, !d->pool_of);
+		if (r >= 0) {
+			text_table_color(t, COL_STATE, state_sgr(row));
+			text_table_color(t, COL_HEALTH,
+			                 d->verdict ? format_verdict_sgr(d->verdict[row->gpu])
+			                            : NULL);
+		}
+	}
+	return r;
+}
+
 static int print_table(const struct ps_data *d, const struct gpuctl_snapshot *snap, bool all,
                        bool color)
 {
-	/* POOL only when the configuration has pools */
-	enum { NHEAD = 14, COL_STATE = 2, COL_HEALTH = 3, COL_POOL = 4 };
 	static const char *const head[NHEAD] = {"DEVICE",  "UUID",  "STATE", "HEALTH", "POOL",
 	                                        "USER",    "PID",   "JOB",   "%CPU",   "RSS",
 	                                        "COMMAND", "LABEL", "AGE",   "NOTE"};
-	const size_t skip = d->pool_of ? 0 : 1, ncol = NHEAD - skip;
-	const char *row_head[NHEAD];
 	struct text_table *t = NULL;
 	size_t shown = 0;
-	int r = text_table_new(ncol, &t);
+	int r = text_table_new(d->pool_of ? NHEAD : NHEAD - 1, &t);
 	if (r < 0)
 		return r;
-	for (size_t c = 0, k = 0; c < NHEAD; c++)
-		if (!(skip && c == COL_POOL))
-			row_head[k++] = head[c];
-	r = text_table_add(t, row_head);
+	r = add_line(t, head, !d->pool_of);
 	for (size_t i = 0; r >= 0 && i < d->nrows; i++) {
-		const struct ps_row *row = &d->rows[i];
-		if (!all && row->state == GPUCTL_LEASE_FREE && !row->foreign && healthy(d, row))
+		if (!row_shown(d, &d->rows[i], all))
 			continue;
-		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, row->gpu);
-		const struct gpuctl_mig *m =
-		        g && row->mig >= 0 ? gpuctl_gpu_mig(g, (size_t)row->mig) : NULL;
-		const char *uuid = m   ? gpuctl_mig_uuid(m)
-		                   : g ? gpuctl_gpu_str(g, GPUCTL_F_UUID)
-		                       : NULL;
-		char label[48], suuid[48];
-		gpuctl_device_label(snap, row->gpu, row->mig, label, sizeof(label));
-		format_short_uuid(uuid, suuid, sizeof(suuid));
-		/* a shared device: one line per holder (at least one, holders unknown or not) */
-		for (size_t k = 0; r >= 0 && k < (row->n_sh ? row->n_sh : 1); k++) {
-			const struct gpuctl_lease_owner *w = row->n_sh ? row->sh[k] : row->owner;
-			char user[48] = "-", pid[24] = "-", job[24] = "-", age[24] = "-";
-			char cpu[32] = "-", rss[32] = "-";
-			char note[1024] = "", size[32];
-			const char *command = "-", *lab = "-";
-			if (w) {
-				if (w->user)
-					snprintf(user, sizeof(user), "%s", w->user);
-				else
-					snprintf(user, sizeof(user), "%" PRIu32, w->uid);
-				snprintf(pid, sizeof(pid), "%" PRIu32, w->pid);
-				if (w->job_pid)
-					snprintf(job, sizeof(job), "%" PRIu32, w->job_pid);
-				if (w->command && w->command[0])
-					command = w->command;
-				if (w->label && w->label[0])
-					lab = w->label;
-				format_age(lease_age_base(w), age, sizeof(age));
-				host_cells(w, cpu, rss, sizeof(cpu));
-			} else if (row->state == GPUCTL_LEASE_HELD ||
-			           row->state == GPUCTL_LEASE_SHARED) {
-				snprintf(user, sizeof(user), "unknown");
-			}
-			if (row->reason)
-				snprintf(note, sizeof(note), "%s", row->reason);
-			if (w && w->share_mem) {
-				format_bytes(w->share_mem, size, sizeof(size));
-				note_add(note, sizeof(note), "declares %s", size);
-			}
-			if (row->state == GPUCTL_LEASE_SHARED && k == 0) {
-				char room[32];
-				format_bytes(row->declared, size, sizeof(size));
-				format_bytes(row->room, room, sizeof(room));
-				note_add(note, sizeof(note), "%s declared in all, %s left to share",
-				         size, room);
-			}
-			if (row->foreign && k == 0) {
-				note_add(note, sizeof(note), "%s: ",
-				         row->busy ? "foreign"
-				                   : "foreign (below the busy thresholds)");
-				foreign_text(d, snap, row, note + strlen(note),
-				             sizeof(note) - strlen(note));
-			}
-			const char *cells[] = {label,
-			                       suuid,
-			                       state_name(row),
-			                       verdict_name(d, row),
-			                       pool_name(d, row),
-			                       user,
-			                       pid,
-			                       job,
-			                       cpu,
-			                       rss,
-			                       command,
-			                       lab,
-			                       age,
-			                       note[0] ? note : "-"};
-			const char *row_cells[NHEAD];
-			for (size_t c = 0, j = 0; c < NHEAD; c++)
-				if (!(skip && c == COL_POOL))
-					row_cells[j++] = cells[c];
-			r = text_table_add(t, row_cells);
-			if (r >= 0) {
-				text_table_color(t, COL_STATE, state_sgr(row));
-				text_table_color(t, COL_HEALTH,
-				                 d->verdict
-				                         ? format_verdict_sgr(d->verdict[row->gpu])
-				                         : NULL);
-			}
-		}
+		r = add_row_lines(t, d, snap, &d->rows[i]);
 		shown++;
 	}
 	if (r >= 0) {
@@ -552,112 +599,6 @@ static int rows_from_list(struct ps_data *d, const struct gpuctl_lease_list *lis
 		d->nrows++;
 	}
 	return 0;
-}
-
-static json_t *waiter_json(const struct gpuctl_wait_entry *w, size_t pos, time_t now)
-{
-	json_t *o = json_object();
-
-	if (!o)
-		return NULL;
-	if (json_put(o, "position", json_integer((json_int_t)pos)) < 0 ||
-	    json_put(o, "user", json_string_or_null(w->user)) < 0 ||
-	    json_put(o, "uid", json_integer(w->uid)) < 0 ||
-	    json_put(o, "pid", json_integer(w->pid)) < 0 ||
-	    json_put(o, "arrival", json_integer((json_int_t)w->arrival)) < 0 ||
-	    json_put(o, "waited_s",
-	             json_int_or_null(w->since > 0 && now >= w->since ? 0 : -1,
-	                              (int64_t)now - w->since)) < 0 ||
-	    json_put(o, "readable", json_boolean(w->parsed)) < 0 ||
-	    json_put(o, "count", json_int_or_null(w->parsed ? 0 : -1, w->count)) < 0 ||
-	    json_put(o, "mig", json_string_or_null(w->parsed ? w->mig_profile : NULL)) < 0 ||
-	    json_put(o, "only", json_string_or_null(w->parsed ? w->only : NULL)) < 0 ||
-	    json_put(o, "exclude", json_string_or_null(w->parsed ? w->exclude : NULL)) < 0 ||
-	    json_put(o, "numa",
-	             json_int_or_null(w->parsed && w->numa_node >= 0 ? 0 : -1, w->numa_node)) < 0 ||
-	    json_put(o, "min_free_mem",
-	             json_int_or_null(w->parsed && w->min_free_mem ? 0 : -1,
-	                              (int64_t)w->min_free_mem)) < 0 ||
-	    json_put(o, "max_util",
-	             json_int_or_null(w->parsed && w->max_util >= 0 ? 0 : -1, w->max_util)) < 0 ||
-	    json_put(o, "no_procs", json_boolean(w->parsed && w->no_procs)) < 0 ||
-	    json_put(o, "pool", json_string_or_null(w->parsed ? w->pool : NULL)) < 0) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
-}
-
-/* ps --waiting: the live tickets in order (docs/leases.md "Waiting"). */
-static int ps_waiting(struct cli *cli, const char *lease_dir, bool json)
-{
-	struct gpuctl_lease_dir *dir = NULL;
-	struct gpuctl_wait_list *list = NULL;
-	time_t now = time(NULL);
-	int status = cli_site(cli, &cmd_ps_entry, lease_dir, 0), r = 0;
-	if (status)
-		return status;
-	const char *path = gpuctl_site_lease_dir_path(cli->site);
-
-	dir = gpuctl_site_lease_dir(cli->site);
-	if (dir) {
-		r = gpuctl_wait_list(cli->ctx, dir, &list);
-		if (r < 0) {
-			const char *msg = gpuctl_errmsg(cli->ctx);
-			cli_error("ps: lease directory %s: %s", path,
-			          msg && msg[0] ? msg : strerror(-r));
-			return CLI_EXIT_FAILURE;
-		}
-	}
-	size_t n = gpuctl_wait_list_count(list);
-	if (json) {
-		json_t *root = json_object(), *arr = json_array();
-		r = root && arr ? 0 : -ENOMEM;
-		for (size_t i = 0; r >= 0 && i < n; i++) {
-			json_t *o = waiter_json(gpuctl_wait_list_get(list, i), i + 1, now);
-			if (!o || json_array_append_new(arr, o) < 0)
-				r = -ENOMEM;
-		}
-		if (r >= 0 && (json_put(root, "lease_dir", json_text(path)) < 0 ||
-		               json_put(root, "waiting", arr) < 0))
-			r = -ENOMEM;
-		else if (r < 0)
-			json_decref(arr);
-		if (r >= 0)
-			r = json_print(root);
-		json_decref(root);
-	} else if (n == 0) {
-		puts("nobody is waiting");
-	} else {
-		static const char *const head[] = {"POS", "USER", "PID", "WAITED", "REQUEST"};
-		struct text_table *t = NULL;
-		r = text_table_new(5, &t);
-		if (r >= 0)
-			r = text_table_add(t, head);
-		for (size_t i = 0; r >= 0 && i < n; i++) {
-			const struct gpuctl_wait_entry *w = gpuctl_wait_list_get(list, i);
-			char pos[24], user[48], pid[24], waited[24], req[512];
-			snprintf(pos, sizeof(pos), "%zu", i + 1);
-			if (w->user)
-				snprintf(user, sizeof(user), "%s", w->user);
-			else
-				snprintf(user, sizeof(user), "%" PRIu32, w->uid);
-			snprintf(pid, sizeof(pid), "%" PRIu32, w->pid);
-			format_age(w->since > 0 ? (uint64_t)w->since : 0, waited, sizeof(waited));
-			format_wait_request(w, req, sizeof(req));
-			const char *cells[] = {pos, user, pid, waited, req};
-			r = text_table_add(t, cells);
-		}
-		if (r >= 0)
-			text_table_print(t, stdout, false);
-		text_table_free(t);
-	}
-	if (r < 0 && r != -EIO) {
-		cli_error("ps: %s", strerror(-r));
-		status = CLI_EXIT_FAILURE;
-	}
-	gpuctl_wait_list_free(list);
-	return cli_finish_output(status);
 }
 
 static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
