@@ -28,7 +28,7 @@ import tempfile
 import time
 import urllib.request
 
-# The exporter's per-address connection limit (EXPORTER_PER_IP, src/cli/cmd-exporter.c): wrk
+# The exporter's per-address connection limit (EXPORTER_PER_IP, src/cli/exporter-http.c): wrk
 # connects from 127.0.0.1 only, and the server refuses a 9th connection from one address.
 CONNS = 8
 DURATION = 10

@@ -2,7 +2,8 @@
 /*
  * top.h: `gpuctl top`'s parts: the model (top-model.c: one refresh of GPUs, leases, health,
  * processes and waiters), the view (top-view.c: the model as lines of cells), and the command
- * (cmd-top.c: options, the plain-text frame, the ncurses screen and its keys).
+ * (cmd-top.c: options, the plain-text frame; top-screen.c: the ncurses screen and its loop;
+ * top-keys.c: what keys and the mouse do).
  *
  * Threads: the NVML part of a refresh (top_take) runs on the sampler's thread (sampler.h);
  * everything else, the model included, is the main thread's, which never calls NVML.
@@ -87,8 +88,8 @@ struct top_model {
 	unsigned long refreshes; /* refreshes that succeeded */
 	char error[256];         /* the last refresh's failure, "" after a good one */
 	char host[64];           /* the host name, read at the start (the title) */
-	/* set by cmd-top.c before each frame: 0, or while the next sample is overdue
-	 * (sampler.h) the seconds NVML has not answered; the values are then those of the
+	/* set by top_mark_stale (cmd-top.c) before each frame: 0, or while the next sample is
+	 * overdue (sampler.h) the seconds NVML has not answered; the values are then those of the
 	 * sample taken at values_time */
 	double stale_s;
 	double values_time; /* CLOCK_REALTIME of the current sample */
