@@ -483,7 +483,7 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	sigset_t stop, old;
 	int opt, status, r;
 
-	while ((opt = getopt_long(argc, argv, "+:h", exporter_options, NULL)) != -1) {
+	while ((opt = cmd_getopt(&cmd_exporter_entry, argc, argv)) != -1) {
 		switch (opt) {
 		case OPT_LISTEN:
 			listen_text = optarg;
@@ -607,6 +607,8 @@ stop_sampler:
 
 const struct cmd_entry cmd_exporter_entry = {
         .name = "exporter",
+        .long_options = exporter_options,
+        .short_options = "+:h",
         .usage = "[--listen ADDR:PORT] [--interval SECONDS] [--lease-dir DIR]",
         .summary = "serve GPU metrics to Prometheus (dcgm-exporter names, plus leases)",
         .options = "  --listen ADDR:PORT   where to serve: :PORT (every address), IPV4:PORT,\n"

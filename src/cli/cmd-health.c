@@ -386,7 +386,7 @@ static int parse_options(struct cli *cli, struct health_args *a, int argc, char 
 	unsigned long ul;
 	int opt, status;
 
-	while ((opt = getopt_long(argc, argv, "+:i:h", health_options, NULL)) != -1) {
+	while ((opt = cmd_getopt(&cmd_health_entry, argc, argv)) != -1) {
 		switch (opt) {
 		case 'i':
 			a->ids = optarg;
@@ -669,6 +669,9 @@ static int cmd_health_exec(struct cli *cli, int argc, char **argv)
 
 const struct cmd_entry cmd_health_entry = {
         .name = "health",
+        .long_options = health_options,
+        .short_options = "+:i:h",
+        .internal_options = (const char *const[]){"probe-child", NULL},
         .usage = "[-i IDS] [--format table|json] [--strict] [--kmsg FILE] [--probe "
                  "[--probe-timeout SECONDS]] [--slurm [--slurm-conf FILE] [--scontrol PATH]] "
                  "[--watch [--interval SECONDS]] "

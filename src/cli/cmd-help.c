@@ -6,15 +6,16 @@
 
 #include "cmd.h"
 
+static const struct option help_options[] = {
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+};
+
 static int cmd_help_exec(struct cli *cli, int argc, char **argv)
 {
 	(void)cli;
-	static const struct option options[] = {
-	        {"help", no_argument, NULL, 'h'},
-	        {NULL, 0, NULL, 0},
-	};
 	int opt;
-	while ((opt = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
+	while ((opt = cmd_getopt(&cmd_help_entry, argc, argv)) != -1) {
 		if (opt == 'h') {
 			cmd_usage(&cmd_help_entry, stdout);
 			return CLI_EXIT_OK;
@@ -38,6 +39,8 @@ static int cmd_help_exec(struct cli *cli, int argc, char **argv)
 
 const struct cmd_entry cmd_help_entry = {
         .name = "help",
+        .long_options = help_options,
+        .short_options = "+h",
         .usage = "[COMMAND]",
         .summary = "show the help of a command",
         .options = "  -h, --help  print this help\n",

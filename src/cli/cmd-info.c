@@ -375,7 +375,7 @@ static int cmd_info_exec(struct cli *cli, int argc, char **argv)
 	struct info in = {0};
 	int opt, status, r;
 
-	while ((opt = getopt_long(argc, argv, "+:h", info_options, NULL)) != -1) {
+	while ((opt = cmd_getopt(&cmd_info_entry, argc, argv)) != -1) {
 		switch (opt) {
 		case OPT_FORMAT:
 			if (strcmp(optarg, "text") == 0)
@@ -429,6 +429,8 @@ static int cmd_info_exec(struct cli *cli, int argc, char **argv)
 
 const struct cmd_entry cmd_info_entry = {
         .name = "info",
+        .long_options = info_options,
+        .short_options = "+:h",
         .usage = "[--format text|json]",
         .summary = "show driver, NVML and CUDA versions, libraries and GPU modes",
         .options = "  --format FORMAT  text (default) or json\n"

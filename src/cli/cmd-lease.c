@@ -124,7 +124,7 @@ static int cmd_lease_exec(struct cli *cli, int argc, char **argv)
 	int opt;
 
 	/* Options may come before or after "init": permute (no "+"), the operand stays. */
-	while ((opt = getopt_long(argc, argv, ":h", lease_options, NULL)) != -1) {
+	while ((opt = cmd_getopt(&cmd_lease_entry, argc, argv)) != -1) {
 		switch (opt) {
 		case OPT_LEASE_DIR:
 			if (!optarg[0])
@@ -151,6 +151,8 @@ static int cmd_lease_exec(struct cli *cli, int argc, char **argv)
 
 const struct cmd_entry cmd_lease_entry = {
         .name = "lease",
+        .long_options = lease_options,
+        .short_options = ":h",
         .usage = "init [--lease-dir DIR]",
         .summary = "create the lease directory and a lock file per GPU and MIG device",
         .options = "  --lease-dir DIR  the lease directory (default $GPUCTL_LEASE_DIR, else the\n"

@@ -647,7 +647,7 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 	int opt, status;
 	char *bad = NULL;
 
-	while ((opt = getopt_long(argc, argv, "+:i:l:wh", list_options, NULL)) != -1) {
+	while ((opt = cmd_getopt(&cmd_list_entry, argc, argv)) != -1) {
 		switch (opt) {
 		case 'i':
 			a.ids = optarg;
@@ -757,6 +757,8 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 
 const struct cmd_entry cmd_list_entry = {
         .name = "list",
+        .long_options = list_options,
+        .short_options = "+:i:l:wh",
         .usage = "[-i IDS] [-w] [-l SECONDS] [--format table|csv|json] [--query FIELDS] "
                  "[--query-compute-apps FIELDS] [--help-query] [--noheader] [--nounits] "
                  "[--color WHEN]",
@@ -773,15 +775,16 @@ const struct cmd_entry cmd_list_entry = {
                 "                     exits 0, like nvidia-smi -l; the CSV header only once\n"
                 "  --format FORMAT    table (default), csv (default with --query) or json; also\n"
                 "                     nvidia-smi's spelling, e.g. csv,noheader,nounits\n"
-                "  --query FIELDS     comma-separated fields: gpuctl keys (memory_used) or\n"
-                "                     nvidia-smi --query-gpu names (memory.used); see "
-                "docs/json.md\n"
+                "  --query, --query-gpu FIELDS\n"
+                "                     comma-separated fields: gpuctl keys (memory_used) or\n"
+                "                     nvidia-smi's names (memory.used); see docs/json.md\n"
                 "  --query-compute-apps FIELDS\n"
                 "                     one CSV row per compute process, as nvidia-smi's: pid,\n"
                 "                     process_name (name), used_memory (used_gpu_memory),\n"
                 "                     gpu_uuid, gpu_bus_id, gpu_name\n"
-                "  --help-query       list the fields of --query and --query-compute-apps,\n"
-                "                     as nvidia-smi --help-query-gpu (also --help-query-gpu)\n"
+                "  --help-query, --help-query-gpu\n"
+                "                     list the fields of --query and --query-compute-apps,\n"
+                "                     as nvidia-smi --help-query-gpu does\n"
                 "  --noheader         no header line\n"
                 "  --nounits          values without units (csv and query tables)\n"
                 "  --color WHEN       colour the table by load and health (docs/gpuctl.1):\n"

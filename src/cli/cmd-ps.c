@@ -612,7 +612,7 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 	struct ps_data d = {0};
 	int opt, status, r;
 
-	while ((opt = getopt_long(argc, argv, "+:h", ps_options, NULL)) != -1) {
+	while ((opt = cmd_getopt(&cmd_ps_entry, argc, argv)) != -1) {
 		switch (opt) {
 		case OPT_FORMAT:
 			if (strcmp(optarg, "json") == 0)
@@ -725,6 +725,8 @@ out:
 
 const struct cmd_entry cmd_ps_entry = {
         .name = "ps",
+        .long_options = ps_options,
+        .short_options = "+:h",
         .usage = "[--format table|json] [--all | --waiting] [--lease-dir DIR] [--color WHEN]",
         .summary = "show which devices are leased, by whom, and which are busy without a lease",
         .options = "  --format FORMAT  table (default) or json (docs/json.md)\n"

@@ -47,7 +47,7 @@ static int cmd_release_exec(struct cli *cli, int argc, char **argv)
 	size_t *idx = NULL, nidx = 0;
 	int opt, status, r;
 
-	while ((opt = getopt_long(argc, argv, "+:i:h", release_options, NULL)) != -1) {
+	while ((opt = cmd_getopt(&cmd_release_entry, argc, argv)) != -1) {
 		switch (opt) {
 		case 'i':
 			if (!optarg[0])
@@ -127,6 +127,8 @@ out:
 
 const struct cmd_entry cmd_release_entry = {
         .name = "release",
+        .long_options = release_options,
+        .short_options = "+:i:h",
         .usage = "-i IDS | --all [--lease-dir DIR]",
         .summary = "end your own `gpuctl select --hold` leases",
         .options =

@@ -218,7 +218,7 @@ static int parse_options(struct run_args *a, int argc, char **argv)
 	unsigned long v;
 	int opt, status;
 
-	while ((opt = getopt_long(argc, argv, "+:n:h", run_options, NULL)) != -1) {
+	while ((opt = cmd_getopt(&cmd_run_entry, argc, argv)) != -1) {
 		status = filters_option(&cmd_run_entry, &a->sel, opt, optarg);
 		if (status >= 0) {
 			if (status)
@@ -334,6 +334,8 @@ static int cmd_run_exec(struct cli *cli, int argc, char **argv)
 
 const struct cmd_entry cmd_run_entry = {
         .name = "run",
+        .long_options = run_options,
+        .short_options = "+:n:h",
         .usage = "-n N [FILTERS] [--each] [--dry-run] [--no-bind] [--retry N [--grace S] "
                  "[--retry-on gpu|any]] -- CMD [ARGS...]",
         .summary = "choose GPUs as select does and run a command on them",

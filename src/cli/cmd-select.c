@@ -360,7 +360,7 @@ static int cmd_select_exec(struct cli *cli, int argc, char **argv)
 	char *text = NULL;
 	int opt, status, r;
 
-	while ((opt = getopt_long(argc, argv, "+:n:h", select_options, NULL)) != -1) {
+	while ((opt = cmd_getopt(&cmd_select_entry, argc, argv)) != -1) {
 		status = filters_option(&cmd_select_entry, &o, opt, optarg);
 		if (status >= 0) {
 			if (status)
@@ -435,6 +435,8 @@ static int cmd_select_exec(struct cli *cli, int argc, char **argv)
 
 const struct cmd_entry cmd_select_entry = {
         .name = "select",
+        .long_options = select_options,
+        .short_options = "+:n:h",
         .usage = "-n N [FILTERS] [--format FORMAT] [--ids uuid|index] [--explain] [--hold SECONDS "
                  "[--wait[=SECONDS]]]",
         .summary = "choose the best GPUs for a job and print them as a device string",

@@ -368,7 +368,7 @@ static int cmd_slurm_exec(struct cli *cli, int argc, char **argv)
 	} else if (argc == 1) {
 		return cmd_usage_error(&cmd_slurm_entry, "say what: gres");
 	}
-	while ((opt = getopt_long(argc, argv, "+:h", slurm_options, NULL)) != -1) {
+	while ((opt = cmd_getopt(&cmd_slurm_entry, argc, argv)) != -1) {
 		switch (opt) {
 		case OPT_FORMAT:
 			if (strcmp(optarg, "text") == 0)
@@ -412,6 +412,8 @@ static int cmd_slurm_exec(struct cli *cli, int argc, char **argv)
 
 const struct cmd_entry cmd_slurm_entry = {
         .name = "slurm",
+        .long_options = slurm_options,
+        .short_options = "+:h",
         .usage = "gres [--format text|json] [--node NAME] [--dev-dir DIR]",
         .summary = "print this node's gres.conf for Slurm, with NVLink and CPU topology",
         .options = "  --format FORMAT  text (default: gres.conf lines) or json\n"

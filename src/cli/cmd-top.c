@@ -160,18 +160,19 @@ out:
 
 /* ---- the command ---- */
 
+static const struct option top_options[] = {
+        {"delay", required_argument, NULL, 'd'},
+        {"iterations", required_argument, NULL, 'n'},
+        {"batch", no_argument, NULL, 'b'},
+        {"once", no_argument, NULL, OPT_ONCE},
+        {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
+        {"color", required_argument, NULL, OPT_COLOR},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+};
+
 static int cmd_top_exec(struct cli *cli, int argc, char **argv)
 {
-	static const struct option options[] = {
-	        {"delay", required_argument, NULL, 'd'},
-	        {"iterations", required_argument, NULL, 'n'},
-	        {"batch", no_argument, NULL, 'b'},
-	        {"once", no_argument, NULL, OPT_ONCE},
-	        {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
-	        {"color", required_argument, NULL, OPT_COLOR},
-	        {"help", no_argument, NULL, 'h'},
-	        {NULL, 0, NULL, 0},
-	};
 	struct top_model m = {.lease_ifd = -1};
 	struct top_view v = {.sort = TOP_COL_GPU, .delay = 1.0};
 	const char *lease_dir = NULL;
@@ -180,7 +181,7 @@ static int cmd_top_exec(struct cli *cli, int argc, char **argv)
 	int opt, status;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+:d:n:bh", options, NULL)) != -1) {
+	while ((opt = cmd_getopt(&cmd_top_entry, argc, argv)) != -1) {
 		switch (opt) {
 		case 'd':
 			if ((status = cmd_parse_delay(&cmd_top_entry, "-d", optarg, &v.delay)))
@@ -272,6 +273,8 @@ out:
 
 const struct cmd_entry cmd_top_entry = {
         .name = "top",
+        .long_options = top_options,
+        .short_options = "+:d:n:bh",
         .usage = "[-d SECONDS] [-n COUNT] [--once | --batch] [--lease-dir DIR] [--color WHEN]",
         .summary = "live full-screen view: GPUs, holders, health, processes, the wait queue",
         .options = "  -d, --delay SECONDS   seconds between refreshes, 0.1 to 86400 (default 1)\n"

@@ -291,7 +291,7 @@ static int cmd_topo_exec(struct cli *cli, int argc, char **argv)
 	struct gpuctl_snapshot *snap = NULL;
 	int opt, status;
 
-	while ((opt = getopt_long(argc, argv, "+:h", topo_options, NULL)) != -1) {
+	while ((opt = cmd_getopt(&cmd_topo_entry, argc, argv)) != -1) {
 		switch (opt) {
 		case OPT_FORMAT:
 			if (strcmp(optarg, "matrix") == 0)
@@ -342,6 +342,8 @@ static int cmd_topo_exec(struct cli *cli, int argc, char **argv)
 
 const struct cmd_entry cmd_topo_entry = {
         .name = "topo",
+        .long_options = topo_options,
+        .short_options = "+:h",
         .usage = "[--format matrix|json] [--bandwidth]",
         .summary = "show how the GPUs are connected (like nvidia-smi topo -m)",
         .options =

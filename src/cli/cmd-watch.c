@@ -524,20 +524,21 @@ static int watch_loop(struct cli *cli, struct watch *w, struct gpuctl_snapshot *
 
 /* ---- the command ---- */
 
+static const struct option watch_options[] = {
+        {"id", required_argument, NULL, 'i'},
+        {"only", required_argument, NULL, 'i'},
+        {"delay", required_argument, NULL, 'd'},
+        {"count", required_argument, NULL, 'c'},
+        {"select", required_argument, NULL, 's'},
+        {"options", required_argument, NULL, 'o'},
+        {"format", required_argument, NULL, OPT_FORMAT},
+        {"procs", no_argument, NULL, OPT_PROCS},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+};
+
 static int cmd_watch_exec(struct cli *cli, int argc, char **argv)
 {
-	static const struct option options[] = {
-	        {"id", required_argument, NULL, 'i'},
-	        {"only", required_argument, NULL, 'i'},
-	        {"delay", required_argument, NULL, 'd'},
-	        {"count", required_argument, NULL, 'c'},
-	        {"select", required_argument, NULL, 's'},
-	        {"options", required_argument, NULL, 'o'},
-	        {"format", required_argument, NULL, OPT_FORMAT},
-	        {"procs", no_argument, NULL, OPT_PROCS},
-	        {"help", no_argument, NULL, 'h'},
-	        {NULL, 0, NULL, 0},
-	};
 	struct watch w = {.format = WATCH_DMON};
 	const char *ids = NULL, *groups = NULL;
 	struct gpuctl_snapshot *snap = NULL;
@@ -550,7 +551,7 @@ static int cmd_watch_exec(struct cli *cli, int argc, char **argv)
 	if (groups_parse(WATCH_DEFAULT_GROUP, WATCH_GROUPS, &mask, &bad) == 0)
 		show_groups(&w, mask);
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+:i:d:c:s:o:h", options, NULL)) != -1) {
+	while ((opt = cmd_getopt(&cmd_watch_entry, argc, argv)) != -1) {
 		switch (opt) {
 		case 'i':
 			ids = optarg;
@@ -642,6 +643,8 @@ static int cmd_watch_exec(struct cli *cli, int argc, char **argv)
 
 const struct cmd_entry cmd_watch_entry = {
         .name = "watch",
+        .long_options = watch_options,
+        .short_options = "+:i:d:c:s:o:h",
         .usage = "[-i IDS] [-d SECONDS] [-c COUNT] [-s GROUPS] [-o D|T|DT] "
                  "[--format dmon|csv|jsonl] [--procs]",
         .summary = "stream GPU metrics over time, like nvidia-smi dmon (pmon with --procs)",

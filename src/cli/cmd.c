@@ -219,6 +219,11 @@ void cli_bad_option_text(int opt, char **argv, char *buf, size_t size)
 		buf[0] = '\0';
 }
 
+int cmd_getopt(const struct cmd_entry *entry, int argc, char **argv)
+{
+	return getopt_long(argc, argv, entry->short_options, entry->long_options, NULL);
+}
+
 int cmd_bad_option(const struct cmd_entry *entry, int opt, char **argv)
 {
 	/* getopt_long was called with opterr = 0: the message is ours, one line. */

@@ -90,7 +90,8 @@ enum {
 	"  --only IDS            choose only among these GPUs (indices, ranges 2-7,\n"             \
 	"                        UUIDs, UUID prefixes, PCI bus ids)\n"                             \
 	"  --exclude IDS         never choose these GPUs\n"                                        \
-	"  --numa NODE           only GPUs attached to CPU NUMA node NODE (also --numa-node)\n"    \
+	"  --numa, --numa-node NODE\n"                                                             \
+	"                        only GPUs attached to CPU NUMA node NODE\n"                       \
 	"  --mig PROFILE         MIG devices of this profile (1g.10gb, 1g.24gb+me)\n"              \
 	"  --whole               choose whole GPUs (the default; conflicts with --mig)\n"          \
 	"  --allow-unhealthy     also consider GPUs whose health verdict is FAIL, and WARN\n"      \
