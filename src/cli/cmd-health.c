@@ -391,16 +391,14 @@ static int parse_options(struct cli *cli, struct health_args *a, int argc, char 
 		case 'i':
 			a->ids = optarg;
 			break;
-		case OPT_FORMAT:
-			if (strcmp(optarg, "table") == 0)
-				a->json = false;
-			else if (strcmp(optarg, "json") == 0)
-				a->json = true;
-			else
-				return cmd_usage_error(
-				        &cmd_health_entry,
-				        "--format: unknown format '%s' (table or json)", optarg);
+		case OPT_FORMAT: {
+			int i, st = cmd_parse_format(&cmd_health_entry, optarg, &i);
+
+			if (st)
+				return st;
+			a->json = i == 1;
 			break;
+		}
 		case OPT_STRICT:
 			a->strict = true;
 			break;
@@ -670,6 +668,7 @@ static int cmd_health_exec(struct cli *cli, int argc, char **argv)
 const struct cmd_entry cmd_health_entry = {
         .name = "health",
         .long_options = health_options,
+        .formats = (const char *const[]){"table", "json", NULL},
         .short_options = "+:i:h",
         .internal_options = (const char *const[]){"probe-child", NULL},
         .usage = "[-i IDS] [--format table|json] [--strict] [--kmsg FILE] [--probe "

@@ -377,16 +377,14 @@ static int cmd_info_exec(struct cli *cli, int argc, char **argv)
 
 	while ((opt = cmd_getopt(&cmd_info_entry, argc, argv)) != -1) {
 		switch (opt) {
-		case OPT_FORMAT:
-			if (strcmp(optarg, "text") == 0)
-				format = INFO_TEXT;
-			else if (strcmp(optarg, "json") == 0)
-				format = INFO_JSON;
-			else
-				return cmd_usage_error(
-				        &cmd_info_entry,
-				        "--format: unknown format '%s' (text or json)", optarg);
+		case OPT_FORMAT: {
+			int i, st = cmd_parse_format(&cmd_info_entry, optarg, &i);
+
+			if (st)
+				return st;
+			format = (enum info_format)i;
 			break;
+		}
 		case 'h':
 			cmd_usage(&cmd_info_entry, stdout);
 			return CLI_EXIT_OK;
@@ -430,6 +428,7 @@ static int cmd_info_exec(struct cli *cli, int argc, char **argv)
 const struct cmd_entry cmd_info_entry = {
         .name = "info",
         .long_options = info_options,
+        .formats = (const char *const[]){"text", "json", NULL},
         .short_options = "+:h",
         .usage = "[--format text|json]",
         .summary = "show driver, NVML and CUDA versions, libraries and GPU modes",

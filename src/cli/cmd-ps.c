@@ -614,16 +614,14 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 
 	while ((opt = cmd_getopt(&cmd_ps_entry, argc, argv)) != -1) {
 		switch (opt) {
-		case OPT_FORMAT:
-			if (strcmp(optarg, "json") == 0)
-				json = true;
-			else if (strcmp(optarg, "table") == 0)
-				json = false;
-			else
-				return cmd_usage_error(
-				        &cmd_ps_entry,
-				        "--format: unknown format '%s' (table or json)", optarg);
+		case OPT_FORMAT: {
+			int i, st = cmd_parse_format(&cmd_ps_entry, optarg, &i);
+
+			if (st)
+				return st;
+			json = i == 1;
 			break;
+		}
 		case OPT_ALL:
 			all = true;
 			break;
@@ -726,6 +724,7 @@ out:
 const struct cmd_entry cmd_ps_entry = {
         .name = "ps",
         .long_options = ps_options,
+        .formats = (const char *const[]){"table", "json", NULL},
         .short_options = "+:h",
         .usage = "[--format table|json] [--all | --waiting] [--lease-dir DIR] [--color WHEN]",
         .summary = "show which devices are leased, by whom, and which are busy without a lease",

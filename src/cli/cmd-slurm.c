@@ -370,16 +370,14 @@ static int cmd_slurm_exec(struct cli *cli, int argc, char **argv)
 	}
 	while ((opt = cmd_getopt(&cmd_slurm_entry, argc, argv)) != -1) {
 		switch (opt) {
-		case OPT_FORMAT:
-			if (strcmp(optarg, "text") == 0)
-				json = false;
-			else if (strcmp(optarg, "json") == 0)
-				json = true;
-			else
-				return cmd_usage_error(
-				        &cmd_slurm_entry,
-				        "--format: unknown format '%s' (text or json)", optarg);
+		case OPT_FORMAT: {
+			int i, st = cmd_parse_format(&cmd_slurm_entry, optarg, &i);
+
+			if (st)
+				return st;
+			json = i == 1;
 			break;
+		}
 		case OPT_NODE:
 			if (!optarg[0] || strpbrk(optarg, " \t\n=,[]#"))
 				return cmd_usage_error(&cmd_slurm_entry,
@@ -413,6 +411,7 @@ static int cmd_slurm_exec(struct cli *cli, int argc, char **argv)
 const struct cmd_entry cmd_slurm_entry = {
         .name = "slurm",
         .long_options = slurm_options,
+        .formats = (const char *const[]){"text", "json", NULL},
         .short_options = "+:h",
         .usage = "gres [--format text|json] [--node NAME] [--dev-dir DIR]",
         .summary = "print this node's gres.conf for Slurm, with NVLink and CPU topology",

@@ -293,16 +293,14 @@ static int cmd_topo_exec(struct cli *cli, int argc, char **argv)
 
 	while ((opt = cmd_getopt(&cmd_topo_entry, argc, argv)) != -1) {
 		switch (opt) {
-		case OPT_FORMAT:
-			if (strcmp(optarg, "matrix") == 0)
-				format = TOPO_MATRIX;
-			else if (strcmp(optarg, "json") == 0)
-				format = TOPO_JSON;
-			else
-				return cmd_usage_error(
-				        &cmd_topo_entry,
-				        "--format: unknown format '%s' (matrix or json)", optarg);
+		case OPT_FORMAT: {
+			int i, st = cmd_parse_format(&cmd_topo_entry, optarg, &i);
+
+			if (st)
+				return st;
+			format = (enum topo_format)i;
 			break;
+		}
 		case OPT_BANDWIDTH:
 			bandwidth = true;
 			break;
@@ -343,6 +341,7 @@ static int cmd_topo_exec(struct cli *cli, int argc, char **argv)
 const struct cmd_entry cmd_topo_entry = {
         .name = "topo",
         .long_options = topo_options,
+        .formats = (const char *const[]){"matrix", "json", NULL},
         .short_options = "+:h",
         .usage = "[--format matrix|json] [--bandwidth]",
         .summary = "show how the GPUs are connected (like nvidia-smi topo -m)",

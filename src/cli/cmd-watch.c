@@ -586,18 +586,14 @@ static int cmd_watch_exec(struct cli *cli, int argc, char **argv)
 				return cmd_usage_error(&cmd_watch_entry,
 				                       "-o: '%s' is not D, T or DT", optarg);
 			break;
-		case OPT_FORMAT:
-			if (strcmp(optarg, "dmon") == 0)
-				w.format = WATCH_DMON;
-			else if (strcmp(optarg, "csv") == 0)
-				w.format = WATCH_CSV;
-			else if (strcmp(optarg, "jsonl") == 0)
-				w.format = WATCH_JSONL;
-			else
-				return cmd_usage_error(&cmd_watch_entry,
-				                       "--format: '%s' is not dmon, csv or jsonl",
-				                       optarg);
+		case OPT_FORMAT: {
+			int i, st = cmd_parse_format(&cmd_watch_entry, optarg, &i);
+
+			if (st)
+				return st;
+			w.format = (enum watch_format)i;
 			break;
+		}
 		case OPT_PROCS:
 			w.procs = true;
 			break;
@@ -644,6 +640,7 @@ static int cmd_watch_exec(struct cli *cli, int argc, char **argv)
 const struct cmd_entry cmd_watch_entry = {
         .name = "watch",
         .long_options = watch_options,
+        .formats = (const char *const[]){"dmon", "csv", "jsonl", NULL},
         .short_options = "+:i:d:c:s:o:h",
         .usage = "[-i IDS] [-d SECONDS] [-c COUNT] [-s GROUPS] [-o D|T|DT] "
                  "[--format dmon|csv|jsonl] [--procs]",

@@ -224,6 +224,30 @@ int cmd_getopt(const struct cmd_entry *entry, int argc, char **argv)
 	return getopt_long(argc, argv, entry->short_options, entry->long_options, NULL);
 }
 
+int cmd_parse_format(const struct cmd_entry *entry, const char *arg, int *ret_index)
+{
+	char list[128] = "";
+	size_t n = 0, used = 0;
+
+	for (; entry->formats[n]; n++)
+		if (strcmp(arg, entry->formats[n]) == 0) {
+			*ret_index = (int)n;
+			return 0;
+		}
+	/* "text or json", "dmon, csv or jsonl" */
+	for (size_t i = 0; i < n && used < sizeof(list); i++) {
+		int w = snprintf(list + used, sizeof(list) - used, "%s%s",
+		                 i == 0       ? ""
+		                 : i + 1 == n ? " or "
+		                              : ", ",
+		                 entry->formats[i]);
+		if (w < 0)
+			break;
+		used += (size_t)w;
+	}
+	return cmd_usage_error(entry, "--format: unknown format '%s' (%s)", arg, list);
+}
+
 int cmd_bad_option(const struct cmd_entry *entry, int opt, char **argv)
 {
 	/* getopt_long was called with opterr = 0: the message is ours, one line. */

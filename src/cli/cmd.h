@@ -60,15 +60,18 @@ struct cmd_entry {
 	const char *usage;   /* arguments after the name, for the usage line */
 	const char *summary; /* one line for `gpuctl --help` */
 	const char *options; /* the option list for `gpuctl COMMAND --help`, one per line */
-	/* the command's options, declared once: getopt_long's table and short options, which
-	 * cmd_getopt parses with; tests/unit/test-cli-options.c checks `options` against them */
+	/* The command's options, declared once: getopt_long's table and short options, which
+	 * cmd_getopt parses with; tests/unit/test-cli-options.c checks `options` against them. */
 	const struct option *long_options;
 	const char *short_options;
-	const char *const
-	        *internal_options; /* long options --help leaves out on purpose (what
-	                            * gpuctl passes to itself), NULL-terminated; or NULL */
-	const char *notes;         /* text printed right after options (NULL: none): a second string
-	                            * literal, so that neither reaches C's 4095-character limit */
+	/* --format's values, NULL-terminated, parsed by cmd_parse_format; NULL: no --format, or a
+	 * richer one the command reads itself (list, select, run) */
+	const char *const *formats;
+	/* long options --help leaves out on purpose (what gpuctl passes to itself),
+	 * NULL-terminated; or NULL */
+	const char *const *internal_options;
+	const char *notes; /* text printed right after options (NULL: none): a second string
+	                    * literal, so that neither reaches C's 4095-character limit */
 	int (*exec)(struct cli *cli, int argc, char **argv); /* argv[0] is the command name */
 	unsigned exits; /* CMD_EXITS_*: the statuses beyond 0, 1 and 2 it can end with,
 	                 * which its --help lists (docs/gpuctl.1, EXIT STATUS) */
@@ -133,6 +136,10 @@ int cmd_parse_count(const struct cmd_entry *entry, const char *opt, const char *
 /* The next option of entry's command line (getopt_long over entry->short_options and
  * entry->long_options): the option's value, '?' or ':' for a bad one, -1 at the end. */
 int cmd_getopt(const struct cmd_entry *entry, int argc, char **argv);
+
+/* --format's value among entry->formats: 0 and *ret_index (its position in the list), or the
+ * usage error's exit status after "--format: unknown format 'x' (text or json)". */
+int cmd_parse_format(const struct cmd_entry *entry, const char *arg, int *ret_index);
 
 /* Standard getopt error handling for a command: call on '?' and ':' returns. */
 int cmd_bad_option(const struct cmd_entry *entry, int opt, char **argv);

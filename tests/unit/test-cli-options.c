@@ -8,7 +8,8 @@
  * that begin with two spaces and a dash, up to the first run of two spaces; every "--name" and
  * "-x" there is an option the help promises. tests/cli/test_cli_main.py checks the man page's
  * SYNOPSIS against the same help, so a declared option that no document shows, or a documented
- * one that the parser refuses, fails here or there.
+ * one that the parser refuses, fails here or there. The same for --format's values, where the
+ * entry lists them (cmd_parse_format).
  */
 #include <ctype.h>
 #include <getopt.h>
@@ -146,6 +147,57 @@ static void test_help_lists_the_declared_options(void **state)
 	assert_int_equal(checked, 14);
 }
 
+/* The --format line of a help text ("  --format FORMAT  text (default) or json" and its
+ * continuation lines), copied into buf; false when there is none. */
+static bool format_help(const char *help, char *buf, size_t size)
+{
+	const char *p = strstr(help, "  --format ");
+	size_t len;
+
+	if (!p)
+		return false;
+	len = strcspn(p + 2, "\n");
+	/* continuation lines: blank up to the description column, no option */
+	while (p[2 + len] == '\n' && strncmp(p + 3 + len, "   ", 3) == 0 &&
+	       p[3 + len + strspn(p + 3 + len, " ")] != '-')
+		len += 1 + strcspn(p + 3 + len, "\n");
+	assert_true(len < size);
+	memcpy(buf, p + 2, len);
+	buf[len] = '\0';
+	return true;
+}
+
+/* Every command whose entry lists --format's values takes each of them (its position back),
+ * refuses another with the usage status, and names each in its --help. */
+static void test_formats(void **state)
+{
+	size_t checked = 0;
+
+	(void)state;
+	for (const struct cmd_entry *const *e = cmd_table; *e; e++) {
+		char line[512];
+		int i = -1;
+
+		if (!(*e)->formats)
+			continue;
+		assert_true(format_help((*e)->options, line, sizeof(line)));
+		for (int n = 0; (*e)->formats[n]; n++) {
+			assert_int_equal(cmd_parse_format(*e, (*e)->formats[n], &i), 0);
+			assert_int_equal(i, n);
+			if (!strstr(line, (*e)->formats[n]))
+				fail_msg("gpuctl %s: --format %s is not in '%s'", (*e)->name,
+				         (*e)->formats[n], line);
+		}
+		i = -7;
+		assert_int_equal(cmd_parse_format(*e, "yaml", &i), CLI_EXIT_USAGE);
+		assert_int_equal(i, -7);
+		assert_int_equal(cmd_parse_format(*e, "", &i), CLI_EXIT_USAGE);
+		checked++;
+	}
+	/* health, info, ps, slurm, topo, watch */
+	assert_int_equal(checked, 6);
+}
+
 /* The reader itself, on help lines written here: a test that could not fail would pass with a
  * reader that finds nothing. */
 static void test_help_reader(void **state)
@@ -173,6 +225,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_help_reader),
 	        cmocka_unit_test(test_help_lists_the_declared_options),
+	        cmocka_unit_test(test_formats),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
