@@ -28,6 +28,9 @@
 #include "nvml-internal.h"
 #include "util.h"
 
+_Static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t layout");
+_Static_assert(sizeof(nvmlPciInfo_v1_t) == 52, "nvmlPciInfo (v1) layout");
+_Static_assert(sizeof(nvmlMemory_t) == 24, "nvmlMemory_t layout");
 _Static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t layout");
 _Static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t layout");
 _Static_assert(sizeof(nvmlEventData_t) == 32, "nvmlEventData_t layout");
