@@ -7,7 +7,7 @@
  *   kernel ignores signals short of SIGKILL), so the bound is kept by another thread, which
  *   ends the whole process with _exit(): the blocked thread is never asked to do anything.
  *   The library records the call in flight with a few atomic stores and no system call
- *   (nvml.c, "The call in flight"), so the normal case costs one thread per command and
+ *   (src/lib/nvml/nvml-call.c), so the normal case costs one thread per command and
  *   nothing per NVML call.
  * - A thread, not a timer signal: a signal handler could do nothing useful (snprintf is not
  *   async-signal-safe) and would have to share the process's signals with run's forwarding.

@@ -92,7 +92,7 @@ def gpu(i):
         if sbe is not None:
             d["retired"] = [len(sbe), len(dbe), pending]
         # gpuctl asks for memory error counters (ECC, retired pages, remapped rows) only
-        # with ECC on (src/lib/nvml/nvml.c); the probe asks under the same condition
+        # with ECC on (src/lib/nvml/nvml-health.c); the probe asks under the same condition
         d["remapped"] = q(N.nvmlDeviceGetRemappedRows, h)
     if mig is not None and mig[0]:
         for k in range(N.nvmlDeviceGetMaxMigDeviceCount(h)):

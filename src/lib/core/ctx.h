@@ -3,9 +3,9 @@
  * ctx.h: the private side of struct gpuctl_ctx, shared by the library's modules.
  *
  * Decisions:
- * - The context owns the loaded NVML (struct nvml, private to nvml.c), the last error message,
- *   the log hook and the "once" set that keeps each unavailable-function message to one line per
- *   context.
+ * - The context owns the loaded NVML (struct nvml, private to src/lib/nvml/), the last error
+ *   message, the log hook and the "once" set that keeps each unavailable-function message to one
+ *   line per context.
  * - ctx_error() stores a message and returns the -errno it was given, so call sites read
  *   `return ctx_error(ctx, -EINVAL, "...")`. Messages are one line, without a "gpuctl:" prefix
  *   (programs add their own).
@@ -30,11 +30,11 @@ struct nvml;
 
 #define CTX_ERRMSG_MAX 512
 
-/* The NVML call in flight on a context: nvml.c writes it around every call it makes for the
- * context, gpuctl_nvml_call_in_flight (nvml.c) reads it from any thread. A sequence lock:
- * seq is odd while the fields are being written, so a reader that saw the same even seq
- * before and after reading them read one call's fields, not one call's name and another's
- * GPU. Only the context's thread writes (one thread at a time, gpuctl.h). */
+/* The NVML call in flight on a context: the NVML loader writes it around every call it makes
+ * for the context, gpuctl_nvml_call_in_flight (nvml-call.c) reads it from any thread. A
+ * sequence lock: seq is odd while the fields are being written, so a reader that saw the same
+ * even seq before and after reading them read one call's fields, not one call's name and
+ * another's GPU. Only the context's thread writes (one thread at a time, gpuctl.h). */
 struct ctx_nvml_call {
 	_Atomic uint64_t seq;           /* even: fields stable; odd: being written */
 	_Atomic(const char *) function; /* NVML's name of the call, static; NULL: none in flight */
@@ -60,7 +60,8 @@ struct gpuctl_ctx {
 	bool lock_in_wait;     /* gpuctl_alloc is waiting in line: the two below rule instead */
 	int64_t lock_until_ms; /* monotonic_ms() deadline of that wait, INT64_MAX: none */
 	int lock_cancel_fd;    /* its cancel descriptor, -1: none */
-	/* the NVML call in flight (nvml.c; gpuctl_nvml_call_in_flight reads it from any thread) */
+	/* the NVML call in flight (gpuctl_nvml_call_in_flight, nvml-call.c, reads it from any
+	 * thread) */
 	struct ctx_nvml_call call;
 };
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * xid-watch.c: XID events from NVML as they happen (gpuctl_xid_watch_*): the raw events the
- * loader's event set returns (nvml_xid_events_*, nvml.c), decoded into a gpuctl_xid_log.
+ * loader's event set returns (nvml_xid_events_*, nvml-events.c), decoded into a gpuctl_xid_log.
  *
  * Decisions:
  * - The loader owns every NVML call (creating the set, registering, waiting) and returns the

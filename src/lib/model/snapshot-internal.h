@@ -3,8 +3,8 @@
  * snapshot-internal.h: the private layout of a snapshot and the setters that build one.
  *
  * Decisions:
- * - The NVML loader (nvml.c) fills snapshots only through these setters; unit tests, fuzzers and
- *   policy code build synthetic snapshots the same way, with no NVML at all.
+ * - The NVML loader (src/lib/nvml/) fills snapshots only through these setters; unit tests,
+ *   fuzzers and policy code build synthetic snapshots the same way, with no NVML at all.
  * - Every per-GPU field has a valid bit; a field never set reads as unavailable (-ENODATA/NULL).
  * - Strings are copied in; the snapshot owns everything it points to, and one
  *   gpuctl_snapshot_free() releases it all.

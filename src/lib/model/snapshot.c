@@ -3,7 +3,7 @@
  * snapshot.c: the snapshot model: construction, setters, accessors, free.
  *
  * Decisions:
- * - No I/O and no calls up: the NVML loader (nvml.c) fills a snapshot through the setters here,
+ * - No I/O and no calls up: the NVML loader (nvml/) fills a snapshot through the setters here,
  *   and taking one (asking the loader) is snapshot-take.c's job, so the model sits below the
  *   loader. All accessors are pure reads of the struct and accept NULL where a pointer is read.
  * - A field of a lost GPU, a field not requested by the snapshot flags, and a field NVML could

@@ -15,7 +15,7 @@
  *   table fields have those types, so a call through a resolved pointer is type-checked at
  *   compile time (the systemd dlopen pattern). Versioned variants with the same signature share
  *   one type; variants whose argument struct differs get their own.
- * - Only src/lib/nvml/nvml.c includes this file.
+ * - Only the NVML loader, src/lib/nvml/nvml-*.c (through nvml-internal.h), includes this file.
  */
 #ifndef GPUCTL_NVML_ABI_H
 #define GPUCTL_NVML_ABI_H

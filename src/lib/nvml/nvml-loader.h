@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* nvml-loader.h: what nvml.c offers the rest of libgpuctl (nothing here names an NVML type). */
+/* nvml-loader.h: what the NVML loader (nvml-*.c) offers the rest of libgpuctl (nothing here
+ * names an NVML type). */
 #ifndef GPUCTL_NVML_LOADER_H
 #define GPUCTL_NVML_LOADER_H
 
@@ -21,7 +22,8 @@ int nvml_read_snapshot(struct gpuctl_ctx *ctx, unsigned flags, uint64_t want_fie
 int nvml_refresh_snapshot(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *prev,
                           struct gpuctl_snapshot *snap, unsigned flags, uint64_t want_fields);
 
-/* NVML's XID events (nvmlEventSet*), raw: xid-watch.c decodes them into a gpuctl_xid_log. */
+/* NVML's XID events (nvmlEventSet*, nvml-events.c), raw: xid-watch.c decodes them into a
+ * gpuctl_xid_log. */
 struct nvml_xid_events;
 
 /* One XID event as NVML delivered it. */

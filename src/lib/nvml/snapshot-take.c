@@ -4,9 +4,9 @@
  * the model derives from what was read.
  *
  * Decisions:
- * - This is the only code that asks the loader (nvml.c) for a snapshot. The loader reads facts
- *   and returns; the facts derived from them (the pair bandwidth, topo.c) are filled here, after
- *   it, so the loader never calls the code that interprets the model.
+ * - This is the only code that asks the loader (nvml-read.c) for a snapshot. The loader reads
+ *   facts and returns; the facts derived from them (the pair bandwidth, topo.c) are filled here,
+ *   after it, so the loader never calls the code that interprets the model.
  * - The caller names the fields it shows; only those are read, plus what identifies a GPU
  *   (ALWAYS_READ) and what the asked groups depend on (implied_fields).
  * - A refresh re-reads what changes into a copy of the previous snapshot; pair facts are not
