@@ -9,8 +9,8 @@ Decisions:
   (the system's, LD_LIBRARY_PATH). It is loaded at the first call, not at import, so
   `import gpuctl` is cheap and never fails.
 - Every function used has its argtypes and restype declared here, in one table; opaque handles
-  are c_void_p. Structures mirror include/gpuctl/gpuctl.h field by field (python/tests/
-  test_abi.py compares every offset and size with a C program compiled against the header).
+  are c_void_p. Structures mirror include/gpuctl/*.h field by field (python/tests/
+  test_abi.py compares every offset and size with a C program compiled against the headers).
   Requests are filled by gpuctl_alloc_request_init(req, sizeof(req)), never by defaults
   written here, and the first load checks that the defaults landed where this mirror expects.
 - One context per thread, made at its first call and kept (freed when the thread ends): a
@@ -46,7 +46,7 @@ c_uint64 = ctypes.c_uint64
 c_double = ctypes.c_double
 P = ctypes.POINTER
 
-# ---- constants of the C ABI (include/gpuctl/gpuctl.h; test_abi.py checks each) ----
+# ---- constants of the C ABI (include/gpuctl/*.h; test_abi.py checks each) ----
 
 SNAP_PROCESSES = 1 << 0
 SNAP_TOPOLOGY = 1 << 1
@@ -73,7 +73,7 @@ HEALTH_OK, HEALTH_WARN, HEALTH_FAIL = 0, 1, 2
 P2P_CODES = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DR", 5: "NS"}
 
 
-# ---- structures (field for field as in gpuctl.h) ----
+# ---- structures (field for field as in include/gpuctl/*.h) ----
 
 class AllocRequest(ctypes.Structure):
     """struct gpuctl_alloc_request."""

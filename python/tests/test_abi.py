@@ -1,8 +1,9 @@
-"""The ctypes mirror of the C API against the header itself: a C program compiled here against
-include/gpuctl/gpuctl.h prints, with offsetof and sizeof, the layout of every structure the
-package mirrors, and the values of the constants it uses; they must equal the package's. A
-field added, moved or retyped in the header fails this test (so does a struct_size the library
-refuses), where it would otherwise send the library a request it reads differently."""
+"""The ctypes mirror of the C API against the headers themselves: a C program compiled here against
+include/gpuctl/gpuctl.h (the umbrella of include/gpuctl/*.h) prints, with offsetof and sizeof, the
+layout of every structure the package mirrors, and the values of the constants it uses; they
+must equal the package's. A field added, moved or retyped in a header fails this test (so does a
+struct_size the library refuses), where it would otherwise send the library a request it reads
+differently."""
 import ctypes
 import errno
 import json
@@ -32,6 +33,17 @@ CONSTANTS = {
 P2P = {"GPUCTL_P2P_OK": "OK", "GPUCTL_P2P_CHIPSET_NOT_SUPPORTED": "CNS",
        "GPUCTL_P2P_GPU_NOT_SUPPORTED": "GNS", "GPUCTL_P2P_TOPOLOGY_NOT_SUPPORTED": "TNS",
        "GPUCTL_P2P_DISABLED_BY_REGKEY": "DR", "GPUCTL_P2P_NOT_SUPPORTED": "NS"}
+
+
+def header_text():
+    """Every public header's text: gpuctl.h is the umbrella of include/gpuctl/*.h."""
+    d = os.path.join(SRC, "include", "gpuctl")
+    texts = []
+    for name in sorted(os.listdir(d)):
+        if name.endswith(".h"):
+            with open(os.path.join(d, name)) as f:
+                texts.append(f.read())
+    return "\n".join(texts)
 
 
 def c_facts(tmp_path):
@@ -76,8 +88,7 @@ def test_struct_layouts_and_constants_match_the_header(tmp_path):
 
 def test_every_alloc_request_field_is_mirrored(tmp_path):
     # the header's struct, field by field, from the header's text: nothing the mirror lacks
-    with open(os.path.join(SRC, "include", "gpuctl", "gpuctl.h")) as f:
-        h = f.read()
+    h = header_text()
     body = h[h.index("struct gpuctl_alloc_request {"):]
     body = body[:body.index("};")]
     names = []
@@ -103,8 +114,7 @@ def test_the_library_fills_and_checks_the_request():
 
 
 def test_every_declared_function_is_in_the_header():
-    with open(os.path.join(SRC, "include", "gpuctl", "gpuctl.h")) as f:
-        h = f.read()
+    h = header_text()
     for name in _lib.FUNCTIONS:
         assert " %s(" % name in h or "*%s(" % name in h, name
 

@@ -143,6 +143,7 @@ class DebianPackagesTest(GpuctlTestCase):
             lib + "/libgpuctl.a": "libgpuctl-dev",
             lib + "/pkgconfig/libgpuctl.pc": "libgpuctl-dev",
             "/usr/include/gpuctl/gpuctl.h": "libgpuctl-dev",
+            "/usr/include/gpuctl/alloc.h": "libgpuctl-dev",  # one of the headers it includes
             SITE + "/gpuctl/__init__.py": "python3-gpuctl",
             UNITDIR + "/gpuctl-exporter.service": "gpuctl-exporter",
         }

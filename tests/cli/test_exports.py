@@ -1,7 +1,8 @@
 """libgpuctl's exported names (docs/ARCHITECTURE.md, "Exported names").
 
 - The public static library (build/lib/libgpuctl.a, the one `make install` installs) defines no
-  global symbol but the functions include/gpuctl/gpuctl.h declares: every internal name
+  global symbol but the functions include/gpuctl/ declares (gpuctl.h, the umbrella, includes
+  every header there): every internal name
   (ctx_error, parse_size, snapshot_*, ...) is local to its one object.
 - libgpuctl.so.0 exports exactly the functions gpuctl.h declares, no internal helper, and every
   one of them.
@@ -10,8 +11,10 @@
   statically against libgpuctl.a and runs on a simulated machine, the library using its own
   functions and the program its own. Against the internal archive the same link fails, which
   shows the test means something.
-The header's functions are read from the header itself, through the preprocessor (no comments,
-no macros): a gpuctl_ name directly followed by "(" is a declaration.
+The header's functions are read from the headers themselves, gpuctl.h through the preprocessor
+(no comments, no macros; it includes the others): a gpuctl_ name directly followed by "(" is a
+declaration. A function declared in a private header of src/lib, even with the gpuctl_ prefix,
+is hidden: neither list has it.
 """
 import json
 import os

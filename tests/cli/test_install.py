@@ -12,8 +12,8 @@ import subprocess
 import tempfile
 import unittest
 
-from gpuctl_test import (BUILD, CC, NVSIM, PYTHON, SANITIZE_FLAGS, SCENARIOS, GpuctlTestCase,
-                         python_env, readme_example, run, scenario_gpus)
+from gpuctl_test import (BUILD, CC, NVSIM, PYTHON, SANITIZE_FLAGS, SCENARIOS, SRC,
+                         GpuctlTestCase, python_env, readme_example, run, scenario_gpus)
 
 PREFIX = "/opt/gpuctl-test"
 
@@ -50,6 +50,11 @@ class InstallTest(GpuctlTestCase):
         for rel in ("bin/gpuctl", "include/gpuctl/gpuctl.h", "share/man/man1/gpuctl.1",
                     "share/bash-completion/completions/gpuctl"):
             self.assertTrue(os.path.isfile(os.path.join(self.root, rel)), rel)
+        # every public header beside the umbrella gpuctl.h, which includes them
+        headers = sorted(n for n in os.listdir(os.path.join(SRC, "include", "gpuctl"))
+                         if n.endswith(".h"))
+        self.assertGreater(len(headers), 1, headers)
+        self.assertEqual(sorted(os.listdir(os.path.join(self.root, "include", "gpuctl"))), headers)
         libdirs = [d for d in ("lib", "lib64", "lib/x86_64-linux-gnu") if
                    os.path.isfile(os.path.join(self.root, d, "libgpuctl.a"))]
         self.assertEqual(len(libdirs), 1, os.listdir(self.root))

@@ -1,8 +1,18 @@
 // SPDX-License-Identifier: MIT
 /*
- * test-headers.c: the public header compiles on its own, first, with nothing before it; the same
- * file is also compiled as C++ (tests/unit/CMakeLists.txt) when a C++ compiler is present.
+ * test-headers.c: the public headers compile on their own, first, with nothing before them.
+ * Built as a test, it includes the umbrella gpuctl/gpuctl.h and uses a name of each header;
+ * the same file is also compiled as C++ (tests/unit/CMakeLists.txt) when a C++ compiler is
+ * present. With GPUCTL_TEST_HEADER=<gpuctl/NAME.h> it includes that one header alone and
+ * nothing else: tests/unit/CMakeLists.txt syntax-checks every header of include/gpuctl/ so, in
+ * C with the project's warnings and in C++ (unit/header/NAME, unit/header-cxx/NAME).
  */
+#ifdef GPUCTL_TEST_HEADER
+#include GPUCTL_TEST_HEADER
+
+/* something to compile beside the header (an empty translation unit is not ISO C) */
+typedef int gpuctl_test_header_alone;
+#else
 #include "gpuctl/gpuctl.h"
 
 #include <setjmp.h>
@@ -25,6 +35,14 @@ static void test_header_usable(void **state)
 	                                          GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH |
 	                                          GPUCTL_SNAP_PROC_UTIL);
 	assert_string_equal(GPUCTL_VERSION_STRING, "0.1.0");
+	/* the umbrella includes every header: a name of each (they are ABI, so their values hold)
+	 */
+	assert_int_equal(GPUCTL_LOG_WARNING + GPUCTL_RENDER_JSON + GPUCTL_LEASE_SHARED, 2 + 6 + 4);
+	assert_int_equal(GPUCTL_HEALTH_FAIL + GPUCTL_SITE_NO_LEASES + GPUCTL_ALLOC_LEASE,
+	                 2 + 2 + 2);
+	assert_true(sizeof(struct gpuctl_select_request) > sizeof(size_t));
+	assert_true(sizeof(struct gpuctl_wait_entry) > sizeof(uint64_t));
+	assert_true(sizeof(struct gpuctl_config_settings) > sizeof(uint64_t));
 }
 
 int main(void)
@@ -34,3 +52,4 @@ int main(void)
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
+#endif /* GPUCTL_TEST_HEADER */

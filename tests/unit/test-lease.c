@@ -474,6 +474,44 @@ static char *read_file(const char *path, size_t *len)
 	return buf;
 }
 
+/* The owner and DIR/config, the two facts a shared directory's trust rule reads
+ * (docs/config.md "Trust"; gpuctl_site_open applies it): the directory's owner, and the one
+ * absolute path its owner wrote, or nothing. */
+static void test_dir_owner_and_config(void **state)
+{
+	struct gpuctl_ctx *ctx = NULL;
+	struct gpuctl_lease_dir *d = NULL;
+	char *path = (char *)1;
+
+	(void)state;
+	assert_int_equal(gpuctl_ctx_new(&ctx), 0);
+	d = fixture_lease_dir(ctx, ldir);
+	assert_int_equal(gpuctl_lease_dir_owner(d), (uint32_t)geteuid());
+	assert_int_equal(gpuctl_lease_dir_config(ctx, d, &path), 0); /* names none */
+	assert_null(path);
+	assert_int_equal(gpuctl_lease_dir_set_config(ctx, d, "/etc/gpuctl/site.conf"), 0);
+	assert_int_equal(mode_of(pathf("%s/config", ldir)), 0644);
+	assert_int_equal(gpuctl_lease_dir_config(ctx, d, &path), 0);
+	assert_string_equal(path, "/etc/gpuctl/site.conf");
+	free(path);
+	assert_int_equal(gpuctl_lease_dir_set_config(ctx, d, "site.conf"), -EINVAL); /* relative */
+	/* a file others may write is not trusted; neither is one that holds no absolute path */
+	assert_int_equal(chmod(pathf("%s/config", ldir), 0666), 0);
+	assert_int_equal(gpuctl_lease_dir_config(ctx, d, &path), -EPERM);
+	assert_non_null(strstr(gpuctl_errmsg(ctx), "only it may write"));
+	assert_int_equal(chmod(pathf("%s/config", ldir), 0644), 0);
+	write_file(pathf("%s/config", ldir), "site.conf\n", 10);
+	assert_int_equal(gpuctl_lease_dir_config(ctx, d, &path), -EINVAL);
+	/* NULL removes it: the directory names no configuration again */
+	assert_int_equal(gpuctl_lease_dir_set_config(ctx, d, NULL), 0);
+	path = (char *)1;
+	assert_int_equal(gpuctl_lease_dir_config(ctx, d, &path), 0);
+	assert_null(path);
+	assert_int_equal(gpuctl_lease_dir_config(ctx, NULL, &path), -EINVAL);
+	gpuctl_lease_dir_free(d);
+	gpuctl_ctx_free(ctx);
+}
+
 /* A record that cannot be trusted is never used: the device has no owner, or the one found in
  * /proc (the process with the lock file open: this test, with no label), never the record's. */
 static void assert_not_from_record(const struct gpuctl_lease_owner *o)
@@ -1079,6 +1117,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_survives_parent, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_records, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_dir_owner_and_config, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_foreign, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_release, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_record_unwritable, setup, teardown),

@@ -233,7 +233,7 @@ static void test_snap_flags(void **state)
 	struct query *q = parse_ok("index,uuid,memory.used,temperature.gpu,power.draw");
 	assert_int_equal(query_snap_flags(q), 0);
 	query_free(q);
-	/* ECC counters and replay counters are health facts (include/gpuctl/gpuctl.h). */
+	/* ECC counters and replay counters are health facts (include/gpuctl/field.h). */
 	q = parse_ok("index,ecc.errors.uncorrected.aggregate.total");
 	assert_int_equal(query_snap_flags(q), GPUCTL_SNAP_HEALTH);
 	query_free(q);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * test-version.c: the version macros of gpuctl.h, gpuctl_version() and CMake's
+ * test-version.c: the version macros of gpuctl/version.h, gpuctl_version() and CMake's
  * project(gpuctl VERSION ...) (passed in as GPUCTL_TEST_PROJECT_VERSION) all say the same.
  */
 #include <setjmp.h>

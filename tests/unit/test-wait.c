@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -359,8 +360,19 @@ static void test_free_lock_closes_wake_no_one(void **state)
 	assert_true(sfd >= 0);
 	assert_int_equal(flock(sfd, LOCK_EX | LOCK_NB), 0);
 
+	/* gpuctl_wait_ticket_fd, as a program with its own event loop polls it: quiet once
+	 * drained, readable when a lock file is closed, quiet again once drained */
+	assert_true(gpuctl_wait_ticket_fd(t) >= 0);
+	assert_int_equal(gpuctl_wait_ticket_fd(NULL), -1);
+	assert_int_equal(
+	        poll(&(struct pollfd){.fd = gpuctl_wait_ticket_fd(t), .events = POLLIN}, 1, 0), 0);
 	probe_close(free_gpu);
+	assert_int_equal(
+	        poll(&(struct pollfd){.fd = gpuctl_wait_ticket_fd(t), .events = POLLIN}, 1, 1000),
+	        1);
 	gpuctl_wait_ticket_drain(t, dir);
+	assert_int_equal(
+	        poll(&(struct pollfd){.fd = gpuctl_wait_ticket_fd(t), .events = POLLIN}, 1, 0), 0);
 	assert_int_equal(gpuctl_wait_ticket_changed(ctx, dir, t), 0); /* select.lock untouched */
 
 	probe_close(held_gpu);

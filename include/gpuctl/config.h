@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config.h: the configuration file: settings and GPU pools.
+ *
+ * Part of libgpuctl's public API (include <gpuctl/gpuctl.h>, which includes every header; the
+ * rules that hold for all of them are there). Compiles on its own, as C and as C++
+ * (tests/unit/test-headers.c).
+ */
+#ifndef GPUCTL_CONFIG_H
+#define GPUCTL_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "context.h"
+#include "snapshot.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Exported: see gpuctl.h, "What these headers declare is libgpuctl's whole ABI". */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+/* ---- Configuration (src/lib/config/config.c; docs/config.md) ---- */
+
+#define GPUCTL_CONFIG_DEFAULT_PATH "/etc/gpuctl/gpuctl.conf"
+/* The system lease directory, where no --lease-dir, GPUCTL_LEASE_DIR or configured lease_dir
+ * names another (docs/leases.md). */
+#define GPUCTL_LEASE_DIR_DEFAULT "/run/gpuctl"
+
+/* A parsed configuration file: settings and GPU pools. The query functions below accept NULL
+ * and answer for an empty configuration then. Never changes once made (share it between
+ * threads); outlives its context. */
+struct gpuctl_config;
+
+/* Loads the configuration: path, else $GPUCTL_CONFIG (when set and not empty), else
+ * GPUCTL_CONFIG_DEFAULT_PATH. A missing default file is an empty configuration (its path NULL);
+ * a missing file that was named (argument or environment) is -ENOENT. The path may be a
+ * symlink, but the file it leads to must be a regular file: anything else is -EPERM (message
+ * says why). Parse errors: -EINVAL, message "FILE:LINE: what is wrong". Other open/read
+ * failures: their -errno, message naming the file. */
+int gpuctl_config_load(struct gpuctl_ctx *ctx, const char *path, struct gpuctl_config **ret_cfg);
+/* Parses text of len bytes (need not be NUL-terminated); name is used in messages. The result
+ * has no path (gpuctl_config_path NULL) and no file owner. */
+int gpuctl_config_parse(struct gpuctl_ctx *ctx, const char *name, const char *text, size_t len,
+                        struct gpuctl_config **ret_cfg);
+void gpuctl_config_free(struct gpuctl_config *cfg);
+/* The file read (as named), NULL when none was (empty configuration, or parsed from text). */
+const char *gpuctl_config_path(const struct gpuctl_config *cfg);
+/* Owner uid and permission bits (st_mode & 07777) of the file read, as fstat() saw the opened
+ * file, for trust checks; -ENOENT when no file was read. */
+int gpuctl_config_file_owner(const struct gpuctl_config *cfg, uint32_t *ret_uid,
+                             uint32_t *ret_mode);
+/* 1 when path names the very file that was read (same device and inode as the descriptor it
+ * was read from, so a path swapped after reading does not match), else 0. */
+int gpuctl_config_is_file(const struct gpuctl_config *cfg, const char *path);
+
+/* The global settings; every field has its default when the file does not set it. Library-owned,
+ * read through gpuctl_config_settings(); grows at its end. */
+struct gpuctl_config_settings {
+	const char *lease_dir;    /* absolute path; NULL: not set */
+	uint64_t busy_memory;     /* bytes; 0 (default): any foreign process makes a GPU busy */
+	int busy_utilization;     /* percent; -1 (default): not used */
+	bool share_margin_is_pct; /* share_margin is a percentage (the default, 5%) */
+	uint64_t share_margin;    /* bytes, or percent (0-50) when share_margin_is_pct */
+};
+/* Owned by cfg (a static default set for NULL). */
+const struct gpuctl_config_settings *gpuctl_config_settings(const struct gpuctl_config *cfg);
+/* The share margin in bytes for a device of total_bytes memory (a percentage rounded up). */
+uint64_t gpuctl_config_share_margin(const struct gpuctl_config *cfg, uint64_t total_bytes);
+
+/* Pools, in file order. */
+size_t gpuctl_config_pool_count(const struct gpuctl_config *cfg);
+/* Pool i: name, description (NULL if none), whether restricted (some user could be refused:
+ * it has users or groups, and users does not contain "*"), and the users/groups lists exactly
+ * as written (NULL-terminated arrays, empty when not given, owned by cfg; "*" kept). Any ret_*
+ * may be NULL. -EINVAL when i is out of range. */
+int gpuctl_config_pool_get(const struct gpuctl_config *cfg, size_t i, const char **ret_name,
+                           const char **ret_description, bool *ret_restricted,
+                           const char *const **ret_users, const char *const **ret_groups);
+/* Resolves every pool's gpus against snap and checks them: an id that names no GPU of snap,
+ * or a GPU given to two pools, is -EINVAL "FILE:LINE: ..." (the line of the offending entry;
+ * for a GPU in two pools naming both pools). On success *ret_pool (an array of snap's GPU
+ * count, malloc'ed, caller frees) gives each GPU's pool index, or -1 for the default pool. */
+int gpuctl_config_pool_map(struct gpuctl_ctx *ctx, const struct gpuctl_config *cfg,
+                           const struct gpuctl_snapshot *snap, int **ret_pool);
+/* Index of the pool called name; -ENOENT (message lists the pools) when there is none.
+ * "default" is not a pool index: callers treat it themselves (-ENOENT here too). */
+int gpuctl_config_pool_find(struct gpuctl_ctx *ctx, const struct gpuctl_config *cfg,
+                            const char *name, size_t *ret_index);
+/* Whether user uid may draw from pool i: 1 yes, 0 no (message set: "pool 'NAME' is restricted
+ * to users a, b and groups c", readable after "not allowed: "), -EINVAL for a bad i, -ENOMEM.
+ * Root (uid 0) and unrestricted pools: yes. A user entry matches by name (getpwuid) or decimal
+ * uid; a group entry by name or decimal gid, and the user is in it when it is their primary
+ * group or in getgrouplist() of the user. Names that do not exist never match (logged at
+ * debug level). */
+int gpuctl_config_pool_allows(struct gpuctl_ctx *ctx, const struct gpuctl_config *cfg, size_t i,
+                              uint32_t uid);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPUCTL_CONFIG_H */
