@@ -314,18 +314,6 @@ static json_t *json_row(const struct watch *w, const struct gpuctl_gpu *gpu, con
 	return o;
 }
 
-static int print_json(json_t *o)
-{
-	char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-
-	json_decref(o);
-	if (!s)
-		return -ENOMEM;
-	puts(s);
-	free(s);
-	return 0;
-}
-
 static int print_gpu_row(const struct watch *w, const struct gpuctl_gpu *gpu,
                          const struct gpuctl_gpu *before, const char *date, const char *clock)
 {
@@ -347,7 +335,7 @@ static int print_gpu_row(const struct watch *w, const struct gpuctl_gpu *gpu,
 				return -ENOMEM;
 			}
 		}
-		return print_json(o);
+		return json_print_line(o);
 	}
 	print_row_start(w, gpuctl_gpu_index(gpu), date, clock);
 	for (size_t k = 0; k < N_COLUMNS; k++) {
@@ -401,7 +389,7 @@ static int print_proc_rows(const struct watch *w, const struct gpuctl_gpu *gpu, 
 				json_decref(o);
 				return -ENOMEM;
 			}
-			if (print_json(o) < 0)
+			if (json_print_line(o) < 0)
 				return -ENOMEM;
 			continue;
 		}

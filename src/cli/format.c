@@ -214,6 +214,18 @@ int json_print(json_t *root)
 	return 0;
 }
 
+int json_print_line(json_t *o)
+{
+	char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+
+	json_decref(o);
+	if (!s)
+		return -ENOMEM;
+	puts(s);
+	free(s);
+	return 0;
+}
+
 struct text_table {
 	size_t ncols;     /* cells per row */
 	size_t nrows;     /* rows added */

@@ -64,6 +64,9 @@ int json_put_host_facts(json_t *obj, uint32_t pid);
 
 /* Prints root as indented JSON plus a newline to stdout. Returns 0 or -EIO. */
 int json_print(json_t *root);
+/* Prints o as one compact line of JSON (JSON Lines: watch, health --watch) and drops the
+ * reference to it (o may be NULL: a build that failed). Returns 0 or -ENOMEM. */
+int json_print_line(json_t *o);
 
 /* An aligned text table: cells are copied; columns are separated by two spaces and padded
  * to the widest cell, the last column is not padded. */

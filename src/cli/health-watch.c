@@ -131,11 +131,7 @@ static void print_line(const struct watch_args *w, const struct gpuctl_snapshot 
 			json_decref(o);
 			return;
 		}
-		char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-		if (text)
-			printf("%s\n", text);
-		free(text);
-		json_decref(o);
+		(void)json_print_line(o);
 	} else if (cleared) {
 		printf("%s  GPU %zu  %s  OK    %s  cleared\n", when, gpu, shortu, check);
 	} else {
@@ -333,11 +329,7 @@ static void print_nvml(const struct watch_args *w, bool cleared, double silent_s
 			json_decref(o);
 			return;
 		}
-		char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-		if (text)
-			printf("%s\n", text);
-		free(text);
-		json_decref(o);
+		(void)json_print_line(o);
 	} else if (cleared) {
 		printf("%s  GPU -  -  OK    %s  cleared\n", when, check_id);
 	} else {
