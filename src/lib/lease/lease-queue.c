@@ -3,7 +3,7 @@
  * lease-queue.c: the wait queue (docs/leases.md "Waiting"): a waiter's ticket in
  * DIR/queue/<uid>/, the scan of the live tickets in order, the devices the older ones could use
  * (which a select-and-lease leaves to them), the fingerprint and the inotify watches that wake a
- * waiter, and gpuctl_wait_*. It decides no lease: lease.c asks it what is reserved.
+ * waiter, and gpuctl_wait_*. It decides no lease: lease-select.c asks it what is reserved.
  * Tests: tests/unit/test-wait.c, tests/cli/test_wait.py; the ticket parser is fuzzed by
  * fuzz/fuzz-lease.c.
  *
