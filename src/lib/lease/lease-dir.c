@@ -3,7 +3,7 @@
  * lease-dir.c: the lock store (docs/leases.md, design.md §2.4, §7): the lease directory DIR
  * (opened, checked, created, its config file), one lock file per device in DIR/locks/, the probe
  * that tells a device's state from its lock file, and DIR/select.lock, which orders every
- * select-and-lease. Nothing here decides who gets a device; lease.c does, on these states.
+ * select-and-lease. Nothing here decides who gets a device; lease-select.c does, on these states.
  * Tests: tests/unit/test-lease.c (directory creation and checks, unusable lock files),
  * tests/cli/test_leases.py.
  *

@@ -2,10 +2,10 @@
 /*
  * lease-foreign.c: foreign processes (docs/leases.md): the compute processes a snapshot shows
  * on a device that no lease accounts for, and whether they make the device busy by the lease
- * request's thresholds. Select-and-lease (lease.c) excludes those devices; gpuctl_lease_foreign
- * names them for gpuctl_alloc (run --dry-run), and gpuctl_foreign_scan classifies every process
- * for `gpuctl ps` by the very same rule.
- * Tests: tests/unit/test-lease.c (foreign processes), tests/cli/test_leases.py.
+ * request's thresholds. Select-and-lease (lease-select.c) excludes those devices;
+ * gpuctl_lease_foreign names them for gpuctl_alloc (run --dry-run), and gpuctl_foreign_scan
+ * classifies every process for `gpuctl ps` by the very same rule. Tests: tests/unit/test-lease.c
+ * (foreign processes), tests/cli/test_leases.py.
  *
  * Decisions:
  * - Foreign processes: a compute process on a device is a lease's only when it or an ancestor

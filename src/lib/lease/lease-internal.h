@@ -14,7 +14,8 @@
  *   lease-record.c   owner records (written, read strictly)
  *   lease-queue.c    the wait queue: tickets, queue scans, the fingerprint, inotify
  *   lease-foreign.c  foreign processes: compute processes that belong to no lease
- *   lease.c          the leases: select-and-lease, the lease handle, the list, release
+ *   lease-select.c   select-and-lease: probe, reserve, select, lock, record, under select.lock
+ *   lease.c          the leases once taken: the lease handle, the list, release
  */
 #ifndef GPUCTL_LEASE_INTERNAL_H
 #define GPUCTL_LEASE_INTERNAL_H
@@ -395,6 +396,8 @@ struct gpuctl_lease {
 	char *command;          /* for the records, owned, may be NULL */
 	char *label;            /* for the records, owned, may be NULL */
 };
+
+/* ---- lease-select.c: select-and-lease ---- */
 
 /* gpuctl_select_and_lease (ticket NULL) or gpuctl_select_and_lease_queued, with the devices of
  * keep (the caller's current lease, or NULL) counting as the caller's own: never reserved for

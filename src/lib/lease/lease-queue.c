@@ -3,7 +3,7 @@
  * lease-queue.c: the wait queue (docs/leases.md "Waiting"): a waiter's ticket in
  * DIR/queue/<uid>/, the scan of the live tickets in order, the devices the older ones could use
  * (which a select-and-lease leaves to them), the fingerprint and the inotify watches that wake a
- * waiter, and gpuctl_wait_*. It decides no lease: lease.c asks it what is reserved.
+ * waiter, and gpuctl_wait_*. It decides no lease: lease-select.c asks it what is reserved.
  * Tests: tests/unit/test-wait.c, tests/cli/test_wait.py; the ticket parser is fuzzed by
  * fuzz/fuzz-lease.c.
  *
@@ -36,6 +36,7 @@
 #include "ctx.h"
 #include "fileio.h"
 #include "lease-internal.h"
+#include "select.h"
 #include "nss.h"
 #include "snapshot-internal.h"
 #include "util.h"
@@ -666,12 +667,13 @@ int gpuctl_wait_ticket_new(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 {
 	_cleanup_(gpuctl_wait_ticket_freep) struct gpuctl_wait_ticket *t = NULL;
 	_cleanup_close_ int sfd = -1, fd = -1;
+	struct gpuctl_select_request rq;
 	struct sbuf b = {0};
 	char path[4096], tmp[64];
 	uint64_t max = 0, start = 0;
 	int r;
 
-	if (!dir || !snap || !req || !ret_ticket)
+	if (!dir || !snap || !ret_ticket || select_request_copy(req, &rq) < 0)
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
 	if (dir->queue_fd < 0)
 		return ctx_error(ctx, -ENOENT,
@@ -703,19 +705,17 @@ int gpuctl_wait_ticket_new(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	/* the content: what decides which devices the request could use */
 	(void)lease_proc_stat(getpid(), NULL, &start);
 	lease_sb_add(&b, "gpuctl-wait 1\npid %u\nstart_time %" PRIu64 "\ncount %u\n", t->pid,
-	             lease_ticks_to_epoch(start), req->count);
+	             lease_ticks_to_epoch(start), rq.count);
 	lease_sb_add(&b, "min_free_mem %" PRIu64 "\nmax_util %d\nnuma %d\nno_procs %d\n",
-	             req->min_free_mem, req->max_util < 0 ? -1 : req->max_util,
-	             req->numa_node < 0 ? -1 : req->numa_node, req->no_procs ? 1 : 0);
-	sb_val(&b, "mig", req->mig_profile);
-	sb_val(&b, "only", req->only);
-	sb_val(&b, "exclude", req->exclude);
-	sb_uuids(&b, "within", req->within, snap);
-	if (offsetof(struct gpuctl_select_request, pool_name) + sizeof(void *) <=
-	            req->struct_size &&
-	    req->pool) {
-		sb_uuids(&b, "pool", req->pool, snap);
-		sb_val(&b, "pool_name", req->pool_name);
+	             rq.min_free_mem, rq.max_util < 0 ? -1 : rq.max_util,
+	             rq.numa_node < 0 ? -1 : rq.numa_node, rq.no_procs ? 1 : 0);
+	sb_val(&b, "mig", rq.mig_profile);
+	sb_val(&b, "only", rq.only);
+	sb_val(&b, "exclude", rq.exclude);
+	sb_uuids(&b, "within", rq.within, snap);
+	if (rq.pool) {
+		sb_uuids(&b, "pool", rq.pool, snap);
+		sb_val(&b, "pool_name", rq.pool_name);
 	}
 	if (b.oom) {
 		free(b.p);

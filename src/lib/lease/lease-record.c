@@ -327,15 +327,125 @@ static int jp_str(struct jp *p, char **ret)
 	return 0;
 }
 
-/* Parses a record. Keys: known ones are checked for type and may appear once; others must be a
- * string, a non-negative integer or null. pid and pid_start_ticks are required. */
+/* A member's value: a string, a non-negative integer or null. */
+struct jv {
+	char *str;    /* the string, malloc'ed; NULL for an integer or null */
+	uint64_t num; /* the integer */
+	bool is_num;  /* an integer */
+	bool is_null; /* null */
+};
+
+static void jv_done(struct jv *v)
+{
+	free(v->str);
+}
+
+/* A value: a string, a non-negative integer without leading zeros, or null. */
+static int jp_value(struct jp *p, struct jv *v)
+{
+	size_t d = 0;
+
+	if (p->s < p->e && *p->s == '"')
+		return jp_str(p, &v->str);
+	if (p->e - p->s >= 4 && memcmp(p->s, "null", 4) == 0) {
+		p->s += 4;
+		v->is_null = true;
+		return 0;
+	}
+	while (p->s + d < p->e && p->s[d] >= '0' && p->s[d] <= '9')
+		d++;
+	if (d == 0 || (d > 1 && p->s[0] == '0') || !lease_parse_u64(p->s, d, &v->num))
+		return -EINVAL;
+	p->s += d;
+	v->is_num = true;
+	return 0;
+}
+
+/* The record's keys; pid and pid_start_ticks (RECORD_KEY_PID, RECORD_KEY_PID_START) are
+ * required. */
+static const char *const record_keys[] = {
+        "version",    "device", "pid",  "pid_start_ticks", "job_pid", "job_start_ticks",
+        "start_time", "uid",    "user", "command",         "label",   "created",
+        "share_mem"};
+#define RECORD_KEY_PID       2
+#define RECORD_KEY_PID_START 3
+
+/* A known integer member into r (version and uid are checked, not kept). */
+static int record_set_num(struct record *r, const char *key, uint64_t num)
+{
+	if ((streq(key, "pid") || streq(key, "job_pid")) && num > INT32_MAX)
+		return -EINVAL;
+	if (streq(key, "pid"))
+		r->pid = (uint32_t)num;
+	else if (streq(key, "pid_start_ticks"))
+		r->pid_start_ticks = num;
+	else if (streq(key, "job_pid"))
+		r->job_pid = (uint32_t)num;
+	else if (streq(key, "job_start_ticks"))
+		r->job_start_ticks = num;
+	else if (streq(key, "created"))
+		r->created = num;
+	else if (streq(key, "start_time"))
+		r->start_time = num;
+	else if (streq(key, "share_mem"))
+		r->share_mem = num;
+	return 0;
+}
+
+/* A known string member (or null) into r; device must name the file's device. */
+static int record_set_str(struct record *r, const char *key, struct jv *v)
+{
+	if (streq(key, "user"))
+		r->user = TAKE_PTR(v->str);
+	else if (streq(key, "command"))
+		r->command = TAKE_PTR(v->str);
+	else if (streq(key, "label"))
+		r->label = TAKE_PTR(v->str);
+	else if (streq(key, "device") && !v->is_null && !streq(v->str, r->uuid))
+		return -EINVAL; /* a record copied under another name */
+	return 0;
+}
+
+/* One member, "key": value. A known key is checked for type, may appear once (seen[] marks
+ * those met) and is stored in r; another must only be a string, an integer or null. */
+static int record_member(struct jp *p, struct record *r, bool *seen)
+{
+	_cleanup_free_ char *key = NULL;
+	_cleanup_(jv_done) struct jv v = {0};
+	bool want_str;
+	size_t k;
+	int rr;
+
+	jp_ws(p);
+	rr = jp_str(p, &key);
+	if (rr < 0)
+		return rr;
+	jp_ws(p);
+	if (p->s >= p->e || *p->s++ != ':')
+		return -EINVAL;
+	jp_ws(p);
+	rr = jp_value(p, &v);
+	if (rr < 0)
+		return rr;
+	for (k = 0; k < ELEMENTSOF(record_keys); k++)
+		if (streq(key, record_keys[k]))
+			break;
+	if (k == ELEMENTSOF(record_keys))
+		return 0;
+	if (seen[k])
+		return -EINVAL;
+	seen[k] = true;
+	want_str = streq(key, "device") || streq(key, "user") || streq(key, "command") ||
+	           streq(key, "label");
+	if (want_str ? v.is_num : !v.is_num)
+		return -EINVAL;
+	return want_str ? record_set_str(r, key, &v) : record_set_num(r, key, v.num);
+}
+
+/* Parses a record: one JSON object of members (record_member). */
 static int record_parse(const char *text, size_t len, struct record *r)
 {
-	static const char *const keys[] = {
-	        "version",    "device", "pid",  "pid_start_ticks", "job_pid", "job_start_ticks",
-	        "start_time", "uid",    "user", "command",         "label",   "created",
-	        "share_mem"};
-	bool seen[ELEMENTSOF(keys)] = {0};
+	bool seen[ELEMENTSOF(record_keys)] = {0};
 	struct jp p = {text, text + len};
 	int rr;
 
@@ -346,73 +456,9 @@ static int record_parse(const char *text, size_t len, struct record *r)
 	if (p.s < p.e && *p.s == '}')
 		return -EINVAL;
 	for (;;) {
-		_cleanup_free_ char *key = NULL, *sval = NULL;
-		uint64_t num = 0;
-		bool is_num = false, is_null = false;
-		size_t k;
-
-		jp_ws(&p);
-		rr = jp_str(&p, &key);
+		rr = record_member(&p, r, seen);
 		if (rr < 0)
 			return rr;
-		jp_ws(&p);
-		if (p.s >= p.e || *p.s++ != ':')
-			return -EINVAL;
-		jp_ws(&p);
-		if (p.s < p.e && *p.s == '"') {
-			rr = jp_str(&p, &sval);
-			if (rr < 0)
-				return rr;
-		} else if (p.e - p.s >= 4 && memcmp(p.s, "null", 4) == 0) {
-			p.s += 4;
-			is_null = true;
-		} else {
-			size_t d = 0;
-
-			while (p.s + d < p.e && p.s[d] >= '0' && p.s[d] <= '9')
-				d++;
-			if (d == 0 || (d > 1 && p.s[0] == '0') || !lease_parse_u64(p.s, d, &num))
-				return -EINVAL;
-			p.s += d;
-			is_num = true;
-		}
-		for (k = 0; k < ELEMENTSOF(keys); k++)
-			if (streq(key, keys[k]))
-				break;
-		if (k < ELEMENTSOF(keys)) {
-			bool want_str = streq(key, "device") || streq(key, "user") ||
-			                streq(key, "command") || streq(key, "label");
-
-			if (seen[k])
-				return -EINVAL;
-			seen[k] = true;
-			if (want_str ? is_num : !is_num)
-				return -EINVAL;
-			if ((streq(key, "pid") || streq(key, "job_pid")) && num > INT32_MAX)
-				return -EINVAL;
-			if (streq(key, "pid"))
-				r->pid = (uint32_t)num;
-			else if (streq(key, "pid_start_ticks"))
-				r->pid_start_ticks = num;
-			else if (streq(key, "job_pid"))
-				r->job_pid = (uint32_t)num;
-			else if (streq(key, "job_start_ticks"))
-				r->job_start_ticks = num;
-			else if (streq(key, "created"))
-				r->created = num;
-			else if (streq(key, "start_time"))
-				r->start_time = num;
-			else if (streq(key, "user"))
-				r->user = TAKE_PTR(sval);
-			else if (streq(key, "command"))
-				r->command = TAKE_PTR(sval);
-			else if (streq(key, "label"))
-				r->label = TAKE_PTR(sval);
-			else if (streq(key, "share_mem"))
-				r->share_mem = num;
-			else if (streq(key, "device") && !is_null && !streq(sval, r->uuid))
-				return -EINVAL; /* a record copied under another name */
-		}
 		jp_ws(&p);
 		if (p.s >= p.e)
 			return -EINVAL;
@@ -425,7 +471,7 @@ static int record_parse(const char *text, size_t len, struct record *r)
 		break;
 	}
 	jp_ws(&p);
-	if (p.s != p.e || !seen[2] || !seen[3])
+	if (p.s != p.e || !seen[RECORD_KEY_PID] || !seen[RECORD_KEY_PID_START])
 		return -EINVAL;
 	return 0;
 }

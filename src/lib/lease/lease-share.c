@@ -3,8 +3,8 @@
  * lease-share.c: the memory that shared leases declare (docs/leases.md "Sharing"): OFD
  * byte-range locks on a device's lock file, the scans that count them, the placing of a new
  * lease's ranges and the room a device has. It works on a lock file's descriptor; which file and
- * when (a probe, a select-and-lease under select.lock) is the caller's: lease-dir.c, lease.c.
- * Tests: tests/unit/test-lease.c (shared leases), tests/cli/test_share.py.
+ * when (a probe, a select-and-lease under select.lock) is the caller's: lease-dir.c,
+ * lease-select.c, lease.c. Tests: tests/unit/test-lease.c (shared leases), tests/cli/test_share.py.
  *
  * A shared lease holds a shared flock on the device's lock file (so no exclusive lease can be
  * taken) and, on the same open file description, OFD read locks on byte ranges of that file:

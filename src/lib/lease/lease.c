@@ -1,27 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * lease.c: the leases themselves (docs/leases.md, design.md §2.4, §7): select-and-lease, i.e.
- * exclusive flock(2)s on DIR/locks/<UUID>.lock, or shared leases (a shared flock plus OFD read
- * locks that declare memory); the lease handle; gpuctl_lease_list (each device's state and
- * owner, for `gpuctl ps`); and release. It composes the files below it: the lock store
- * (lease-dir.c), owner records (lease-record.c), the wait queue (lease-queue.c), shared-memory
- * accounting (lease-share.c) and foreign processes (lease-foreign.c).
+ * lease.c: the leases once taken (docs/leases.md, design.md §2.4, §7): the lease handle;
+ * gpuctl_lease_list (each device's state and owner, for `gpuctl ps`); and release. Taking a
+ * lease (select-and-lease) is lease-select.c's. It composes the files below it: the lock store
+ * (lease-dir.c), owner records (lease-record.c), shared-memory accounting (lease-share.c) and
+ * foreign processes (lease-foreign.c).
  * Tests: tests/unit/test-lease.c, tests/cli/test_leases.py, test_wait.py, test_share.py.
  *
  * Decisions:
- * - MIG and whole GPUs: a whole GPU counts as leased when any of its MIG devices is leased,
- *   and a MIG device when its GPU is (select.c's filter spreads each marked device that way).
- *   An UNUSABLE or UNINITIALISED device is excluded the same way (it is put in the "leased"
- *   set, we cannot know who holds it); if the selection then fails, the -ENOSPC line names the
- *   lock-file problem, and it becomes -ENOENT (with `sudo gpuctl lease init`) when a missing
- *   lock file was among the causes. Every device of the snapshot is probed, whatever the
- *   request, so the rule holds in both directions.
- * - A lease whose owner records cannot be written (a full file system, no owners/) is
- *   refused: select-and-lease lets go of the locks it took, removes the records it wrote and
- *   fails with -EIO, the message naming the lease directory and the cause. The lock is still
- *   the lease, but without a record `release` could not tell a hold from a run's job, and ps
- *   would name nobody. -EIO, not the write's -ENOSPC, which means "too few devices" (exit 3,
- *   and a reason to wait on) to every caller.
  * - Release signals through a pidfd when the kernel has pidfd_open (start time and owner are
  *   checked after opening it, so the pid cannot be recycled in between); else kill().
  * - Release finds holders through records (those without a job: holds, library leases) and
@@ -29,13 +15,9 @@
  *   counting record accounts for (lock_accounted) is ended too, so a hold whose record was
  *   deleted or damaged is not beyond reach. A run's job is never ended while its record
  *   counts; once the run and its job have ended, a process still holding the lease is.
- * - Sharing (docs/leases.md "Sharing"): a shared request also raises min_free_mem to what it
- *   declares. (A device is SHARED per the probe of lease-dir.c; declared memory is counted by
- *   lease-share.c; shared leases' records are named by lease-record.c.)
  * - Readers that probe (gpuctl_lease_list, gpuctl_lease_foreign, gpuctl_lease_release) hold
  *   select.lock shared while they do, so their momentary flocks never make a select-and-lease
- *   see a free device as held. Inside select-and-lease (select.lock already exclusive) the
- *   internal lease_foreign is used.
+ *   see a free device as held.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -301,7 +283,7 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	return 0;
 }
 
-/* ---- select-and-lease ---- */
+/* ---- the lease handle ---- */
 
 void gpuctl_lease_free(struct gpuctl_lease *lease)
 {
@@ -332,324 +314,6 @@ int gpuctl_lease_set_owner(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, u
 	if (!lease || pid > INT32_MAX || job_pid > INT32_MAX)
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
 	return lease_records_write(ctx, lease, pid ? (pid_t)pid : getpid(), (pid_t)job_pid);
-}
-
-/* "10 GiB", "512 MiB" or "1234 B": the largest binary unit that divides bytes exactly. */
-static const char *size_text_of(uint64_t bytes, char *buf, size_t size)
-{
-	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-	size_t u = 0;
-
-	while (u + 1 < ELEMENTSOF(units) && bytes >= 1024 && bytes % 1024 == 0) {
-		bytes /= 1024;
-		u++;
-	}
-	(void)snprintf(buf, size, "%" PRIu64 " %s", bytes, units[u]);
-	return buf;
-}
-
-/* The descriptor of keep's lock on device uuid when it is the lock file dir has for uuid now
- * (same file system and inode: the same directory, the file never replaced) and keep's kind
- * (shared or exclusive) is the request's; else -1. */
-static int kept_fd(const struct gpuctl_lease_dir *dir, const struct gpuctl_lease *keep,
-                   const char *uuid, uint64_t share_mem)
-{
-	if (!keep || !uuid || keep->share_mem != share_mem)
-		return -1;
-	for (size_t i = 0; i < keep->n; i++) {
-		const struct lease_dev *d = &keep->devs[i];
-		char name[UUID_MAX + 8];
-		struct stat held, now;
-
-		if (d->fd < 0 || strcmp(d->uuid, uuid) != 0)
-			continue;
-		/* fstatat, not open: no inotify event for waiters (docs/leases.md "Wake-ups") */
-		(void)snprintf(name, sizeof(name), "%s.lock", uuid);
-		if (!lease_uuid_ok(uuid) || dir->locks_fd < 0 || fstat(d->fd, &held) < 0 ||
-		    fstatat(dir->locks_fd, name, &now, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    !S_ISREG(now.st_mode) || now.st_uid != dir->owner || now.st_nlink != 1 ||
-		    held.st_dev != now.st_dev || held.st_ino != now.st_ino)
-			return -1;
-		return d->fd;
-	}
-	return -1;
-}
-
-/* Select-and-lease; with ticket, as that waiter (only older waiters are ahead), else as the
- * youngest (every live waiter is ahead). The devices keep (the caller's current lease, or NULL)
- * holds count as free to the caller: waiters do not reserve them, and chosen again they are
- * kept through a duplicate of keep's descriptor, so they are never unlocked in between (a
- * failover's replacement, docs/leases.md "Failover"). */
-int lease_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
-                           const struct gpuctl_snapshot *snap,
-                           const struct gpuctl_select_request *req,
-                           const struct gpuctl_lease_request *lreq,
-                           struct gpuctl_wait_ticket *ticket, const struct gpuctl_lease *keep,
-                           struct gpuctl_selection **ret_sel, struct gpuctl_lease **ret_lease)
-{
-	struct gpuctl_select_request sreq = GPUCTL_SELECT_REQUEST_INIT;
-	struct gpuctl_lease_request lr;
-	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *leased = NULL, *foreign = NULL;
-	_cleanup_(gpuctl_selection_freep) struct gpuctl_selection *sel = NULL;
-	_cleanup_(gpuctl_lease_freep) struct gpuctl_lease *lease = NULL;
-	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *reserved = NULL, *own = NULL;
-	_cleanup_(lease_locks_view_done) struct lease_locks_view view = {0};
-	_cleanup_(lease_sb_done) struct sbuf free_locks = {0}; /* for the ticket: see below */
-	_cleanup_close_ int sfd = -1;
-	const struct gpuctl_devset *chosen;
-	char first_reason[REASON_MAX] = "", full[REASON_MAX] = "";
-	size_t n_bad = 0, ahead = 0, n_full = 0;
-	bool uninit = false, share;
-	char size_text[32];
-	uint64_t need;
-	ino_t sino = 0;
-	uint64_t fp = 0;
-	int r;
-
-	if (!dir || !snap || !req || !ret_sel || !ret_lease ||
-	    req->struct_size < offsetof(struct gpuctl_select_request, count) + sizeof(unsigned))
-		return ctx_error(ctx, -EINVAL, "invalid arguments");
-	memcpy(&sreq, req, req->struct_size < sizeof(sreq) ? req->struct_size : sizeof(sreq));
-	if (offsetof(struct gpuctl_select_request, leased) + sizeof(void *) > req->struct_size)
-		sreq.leased = NULL;
-	if (offsetof(struct gpuctl_select_request, foreign) + sizeof(void *) > req->struct_size)
-		sreq.foreign = NULL;
-	if (offsetof(struct gpuctl_select_request, pool_name) + sizeof(void *) > req->struct_size) {
-		sreq.pool = NULL;
-		sreq.pool_name = NULL;
-	}
-	if (offsetof(struct gpuctl_select_request, warned) + sizeof(void *) > req->struct_size) {
-		sreq.unhealthy = NULL;
-		sreq.warned = NULL;
-	}
-	sreq.struct_size = sizeof(sreq);
-	lease_request_copy(&lr, lreq);
-	share = lr.share_mem > 0;
-	need = lr.share_mem / SHARE_UNIT + (lr.share_mem % SHARE_UNIT != 0);
-	if (share && sreq.min_free_mem < lr.share_mem)
-		sreq.min_free_mem = lr.share_mem; /* what the job declared must be free now, too */
-
-	/* 1. select.lock, blocking (held for milliseconds) */
-	r = lease_select_lock_take(ctx, dir, &sfd, &sino);
-	if (r < 0)
-		return r;
-	if (ticket)
-		fp = lease_queue_fingerprint(dir, sino); /* before the probes: what this try saw */
-	lease_locks_view_read(dir, &view); /* probes that open no lock file: no waiter wakes */
-
-	/* 2. probe every device (those keep holds are ours) */
-	if (gpuctl_devset_new(&leased) < 0 || gpuctl_devset_new(&own) < 0 ||
-	    lease_devset_merge(leased, sreq.leased) < 0)
-		return ctx_error(ctx, -ENOMEM, "out of memory");
-	for (size_t g = 0; g < snap->n_gpus; g++)
-		for (int m = -1; m < (int)snap->gpus[g].n_migs; m++) {
-			char reason[REASON_MAX] = "";
-			const char *u = lease_dev_uuid(snap, g, m);
-			uint64_t used = 0;
-			int s;
-
-			if (m < 0 && (!u || snap->gpus[g].lost))
-				continue; /* never chosen anyway ("lost or unidentified") */
-			if (kept_fd(dir, keep, u, share ? lr.share_mem : 0) >= 0) {
-				r = gpuctl_devset_add(own, g, m);
-				if (r < 0 && r != -EEXIST)
-					return ctx_error(ctx, r, "out of memory");
-				continue;
-			}
-			s = lease_probe_view(dir, &view, u, NULL, share ? &used : NULL, reason,
-			                     sizeof(reason));
-			/* a waiter's: closes of this lock file cannot help it (lease-queue.c) */
-			if (ticket && s == GPUCTL_LEASE_FREE)
-				lease_sb_add(&free_locks, "%s%s.lock\n", free_locks.len ? "" : "\n",
-				             u);
-			if (s == GPUCTL_LEASE_FREE && !share)
-				continue;
-			if (share && (s == GPUCTL_LEASE_FREE || s == GPUCTL_LEASE_SHARED)) {
-				uint64_t cap = lease_share_capacity(snap, g, m, &lr);
-
-				if (used <= cap && need <= cap - used)
-					continue;
-				/* no room for what the job declares: as if leased, and said so */
-				if (n_full++ < 8) {
-					size_t l = strlen(full);
-
-					(void)snprintf(full + l, sizeof(full) - l, "%s%zu%s",
-					               n_full > 1 ? "," : "", g, m < 0 ? "" : ":");
-					l = strlen(full);
-					if (m >= 0)
-						(void)snprintf(full + l, sizeof(full) - l, "%d", m);
-				}
-			} else if (s != GPUCTL_LEASE_HELD && s != GPUCTL_LEASE_SHARED) {
-				if (!n_bad++)
-					strscpy(first_reason, sizeof(first_reason), reason);
-				uninit |= s == GPUCTL_LEASE_UNINITIALISED;
-			}
-			r = gpuctl_devset_add(leased, g, m);
-			if (r < 0 && r != -EEXIST)
-				return ctx_error(ctx, r, "out of memory");
-		}
-	/* 2b. the devices older waiters could use are theirs first (docs/leases.md "Waiting") */
-	if (gpuctl_devset_new(&reserved) < 0)
-		return ctx_error(ctx, -ENOMEM, "out of memory");
-	r = lease_queue_reserved(ctx, dir, snap, ticket, reserved, &ahead);
-	if (r < 0)
-		return ctx_error(ctx, r, "'%s/queue': %s", dir->path, strerror(-r));
-	for (size_t i = 0; i < gpuctl_devset_count(reserved); i++) {
-		size_t g;
-		int m;
-
-		if (gpuctl_devset_get(reserved, i, &g, &m) < 0 || gpuctl_devset_contains(own, g, m))
-			continue; /* ours: no waiter can have it before we let go */
-		r = gpuctl_devset_add(leased, g, m);
-		if (r < 0 && r != -EEXIST)
-			return ctx_error(ctx, -ENOMEM, "out of memory");
-	}
-	sreq.leased = leased;
-	if (!lr.ignore_foreign) {
-		r = lease_foreign(ctx, dir, snap, &lr, &foreign); /* select.lock is ours */
-		if (r < 0)
-			return r;
-		if (lease_devset_merge(foreign, sreq.foreign) < 0)
-			return ctx_error(ctx, -ENOMEM, "out of memory");
-		sreq.foreign = foreign;
-	}
-
-	/* 3. select */
-	r = gpuctl_select(ctx, snap, &sreq, &sel);
-	if (r == -ENOSPC && ticket)
-		lease_ticket_failed(ticket, fp, free_locks.oom ? NULL : TAKE_PTR(free_locks.p));
-	if (r == -ENOSPC && (n_bad > 0 || ahead > 0 || n_full > 0)) {
-		char msg[CTX_ERRMSG_MAX], bad[2 * REASON_MAX + 96] = "", wait[96] = "";
-
-		strscpy(msg, sizeof(msg), gpuctl_errmsg(ctx));
-		if (n_bad > 0)
-			(void)snprintf(bad, sizeof(bad), " (%zu unusable: %s)", n_bad,
-			               first_reason);
-		if (n_full > 0) {
-			size_t l = strlen(bad);
-
-			(void)snprintf(bad + l, sizeof(bad) - l, " (no room to share %s: %s%s)",
-			               size_text_of(lr.share_mem, size_text, sizeof(size_text)),
-			               full, n_full > 8 ? ",..." : "");
-		}
-		if (ahead > 0)
-			(void)snprintf(wait, sizeof(wait),
-			               " (%zu waiter(s) ahead, who could use %zu device(s))", ahead,
-			               gpuctl_devset_count(reserved));
-		return ctx_error(ctx, uninit ? -ENOENT : -ENOSPC, "%s%s%s", msg, bad, wait);
-	}
-	if (r < 0)
-		return r;
-	if (n_bad > 0)
-		ctx_log(ctx, GPUCTL_LOG_WARNING, "leases: %zu device(s) not usable: %s", n_bad,
-		        first_reason);
-
-	/* 4. lock the chosen devices */
-	chosen = gpuctl_selection_devices(sel);
-	lease = calloc(1, sizeof(*lease));
-	if (!lease)
-		return ctx_error(ctx, -ENOMEM, "out of memory");
-	lease->user_fd = -1;
-	lease->share_mem = share ? lr.share_mem : 0;
-	lease->tag = (uint32_t)getpid();
-	lease->devs = calloc(gpuctl_devset_count(chosen) + 1, sizeof(*lease->devs));
-	lease->command = strdup_or_null(lr.command);
-	lease->label = strdup_or_null(lr.label);
-	lease->dir_path = strdup(dir->path);
-	if (!lease->devs || (lr.command && !lease->command) || (lr.label && !lease->label) ||
-	    !lease->dir_path)
-		return ctx_error(ctx, -ENOMEM, "out of memory");
-	for (size_t i = 0; i < gpuctl_devset_count(chosen); i++) {
-		struct lease_dev *d = &lease->devs[lease->n];
-		char reason[REASON_MAX] = "";
-		const char *u;
-		int s;
-
-		d->fd = -1;
-		if (gpuctl_devset_get(chosen, i, &d->gpu, &d->mig) < 0)
-			return ctx_error(ctx, -EIO, "selection out of range");
-		u = lease_dev_uuid(snap, d->gpu, d->mig);
-		if (gpuctl_devset_contains(own, d->gpu, d->mig)) {
-			/* kept: the same locked description, never let go */
-			d->fd = fcntl(kept_fd(dir, keep, u, lease->share_mem), F_DUPFD_CLOEXEC, 3);
-			if (d->fd < 0)
-				return ctx_error(ctx, -errno, "cannot keep %s: %s", u,
-				                 strerror(errno));
-			d->kept = true;
-			lease->n++;
-			strscpy(d->uuid, sizeof(d->uuid), u);
-			continue;
-		}
-		s = lease_lock_open(dir, u, true, &d->fd, NULL, reason, sizeof(reason));
-		if (s != GPUCTL_LEASE_FREE || d->fd < 0)
-			return ctx_error(ctx, -EBUSY, "cannot lease %s: %s", u ? u : "?",
-			                 *reason ? reason : "no lock file");
-		lease->n++;
-		strscpy(d->uuid, sizeof(d->uuid), u);
-		if (flock(d->fd, (share ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0)
-			return ctx_error(ctx, -EBUSY, "cannot lease %s: locks/%s.lock: %s", u, u,
-			                 errno == EWOULDBLOCK ? "held by another process"
-			                                      : strerror(errno));
-		if (share) {
-			r = lease_share_take(d->fd, need,
-			                     lease_share_capacity(snap, d->gpu, d->mig, &lr));
-			if (r < 0)
-				return ctx_error(ctx, -EBUSY, "cannot share %s: locks/%s.lock: %s",
-				                 u, u,
-				                 r == -ENOSPC ? "no room left" : strerror(-r));
-		}
-	}
-
-	/* 5. owner records: a lease without one is refused (the decision above) */
-	r = lease_user_dir_open(ctx, dir, true, &lease->user_fd);
-	if (r == -ENOMEM)
-		return ctx_error(ctx, r, "out of memory");
-	if (r == -ENOENT)
-		return ctx_error(ctx, -EIO,
-		                 "lease directory '%s': cannot write the lease record: no owners/ "
-		                 "(run `sudo gpuctl lease init`)",
-		                 dir->path);
-	if (r < 0)
-		return ctx_error_prefix(ctx, -EIO,
-		                        "lease directory '%s': cannot write the lease record",
-		                        dir->path);
-	if (share)
-		lease_records_prune_shared(lease->user_fd);
-	r = lease_records_write(ctx, lease, getpid(), 0);
-	if (r < 0) {
-		lease_records_remove(lease); /* none may name a live pid for a lock it never held */
-		return r; /* closing the descriptors (lease's cleanup) lets go of the locks */
-	}
-
-	/* 6. a waiter leaves the queue while select.lock still orders everyone */
-	if (ticket)
-		lease_ticket_leave(ticket);
-
-	*ret_sel = TAKE_PTR(sel);
-	*ret_lease = TAKE_PTR(lease);
-	return 0; /* closing sfd releases select.lock */
-}
-
-int gpuctl_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
-                            const struct gpuctl_snapshot *snap,
-                            const struct gpuctl_select_request *req,
-                            const struct gpuctl_lease_request *lreq,
-                            struct gpuctl_selection **ret_sel, struct gpuctl_lease **ret_lease)
-{
-	return lease_select_and_lease(ctx, dir, snap, req, lreq, NULL, NULL, ret_sel, ret_lease);
-}
-
-int gpuctl_select_and_lease_queued(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
-                                   const struct gpuctl_snapshot *snap,
-                                   const struct gpuctl_select_request *req,
-                                   const struct gpuctl_lease_request *lreq,
-                                   struct gpuctl_wait_ticket *ticket,
-                                   struct gpuctl_selection **ret_sel,
-                                   struct gpuctl_lease **ret_lease)
-{
-	if (!lease_ticket_queued(ticket))
-		return ctx_error(ctx, -EINVAL, "invalid arguments");
-	return lease_select_and_lease(ctx, dir, snap, req, lreq, ticket, NULL, ret_sel, ret_lease);
 }
 
 /* ---- release ---- */

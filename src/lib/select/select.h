@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * select.h: private knobs of the selection engine (src/lib/select/select.c), for its tests and its
- * benchmark only (they link the static library). gpuctl_select() is select_run() with the
- * defaults.
+ * benchmark (they link the static library), and the one reading of a caller's request, for the
+ * rooms above (lease/). gpuctl_select() is select_run() with the defaults.
  *
  * Decisions:
  * - The search mode is a parameter, not global state: a test can force the exact search past
@@ -32,6 +32,12 @@ struct select_opts {
 /* Whether gpuctl_select enumerates every set for m candidates and a request of n (else the
  * heuristic); opts as for select_run (NULL: defaults). */
 bool select_is_exact(size_t m, size_t n, const struct select_opts *opts);
+
+/* Copies a caller's request, of any struct_size from the first release's on, into *ret, a
+ * full-size request (struct_size = sizeof): the fields past the caller's struct_size keep
+ * GPUCTL_SELECT_REQUEST_INIT's defaults, and the later pointer fields it does not wholly cover
+ * are NULL. -EINVAL (ret untouched) when req is NULL or its struct_size does not reach count. */
+int select_request_copy(const struct gpuctl_select_request *req, struct gpuctl_select_request *ret);
 
 int select_run(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
                const struct gpuctl_select_request *req, const struct select_opts *opts,
