@@ -394,7 +394,8 @@ int lease_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	_cleanup_(gpuctl_lease_freep) struct gpuctl_lease *lease = NULL;
 	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *reserved = NULL, *own = NULL;
 	_cleanup_(lease_locks_view_done) struct lease_locks_view view = {0};
-	_cleanup_(lease_sb_done) struct sbuf free_locks = {0}; /* for the ticket: see below */
+	/* for the ticket: see below */
+	_cleanup_(sbuf_done) struct sbuf free_locks = LEASE_SBUF_INIT;
 	_cleanup_close_ int sfd = -1;
 	const struct gpuctl_devset *chosen;
 	char first_reason[REASON_MAX] = "", full[REASON_MAX] = "";
@@ -460,8 +461,8 @@ int lease_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 			                     sizeof(reason));
 			/* a waiter's: closes of this lock file cannot help it (lease-queue.c) */
 			if (ticket && s == GPUCTL_LEASE_FREE)
-				lease_sb_add(&free_locks, "%s%s.lock\n", free_locks.len ? "" : "\n",
-				             u);
+				sbuf_printf(&free_locks, "%s%s.lock\n", free_locks.len ? "" : "\n",
+				            u);
 			if (s == GPUCTL_LEASE_FREE && !share)
 				continue;
 			if (share && (s == GPUCTL_LEASE_FREE || s == GPUCTL_LEASE_SHARED)) {
