@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * fuzz-cuda-visible.c: libFuzzer target for gpuctl_devstr_parse_cuda (src/lib/devices/devstr.c)
- * over a fixed synthetic 6-GPU snapshot (shared UUID prefixes, two GPUs in MIG mode with MIG
- * devices, mixed compute capabilities, one GPU without a UUID), built through snapshot-internal.h.
+ * fuzz-cuda-visible.c: libFuzzer target for gpuctl_devstr_parse_cuda
+ * (src/lib/devices/cuda-visible.c) over a fixed synthetic 6-GPU snapshot (shared UUID prefixes, two
+ * GPUs in MIG mode with MIG devices, mixed compute capabilities, one GPU without a UUID), built
+ * through snapshot-internal.h.
  *
  * The input is one NUL-terminated CUDA_VISIBLE_DEVICES value, read under both orders.
  * Properties beyond "no crash, no leak": parsing never fails; the set names real devices, no

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * fuzz-nvidia-visible.c: libFuzzer target for gpuctl_devstr_parse_nvidia (src/lib/devices/devstr.c)
- * over the same fixed synthetic 6-GPU snapshot as fuzz-cuda-visible.c (two GPUs in MIG mode with
- * MIG devices, one GPU without a UUID), built through snapshot-internal.h.
+ * fuzz-nvidia-visible.c: libFuzzer target for gpuctl_devstr_parse_nvidia
+ * (src/lib/devices/nvidia-visible.c) over the same fixed synthetic 6-GPU snapshot as
+ * fuzz-cuda-visible.c (two GPUs in MIG mode with MIG devices, one GPU without a UUID), built
+ * through snapshot-internal.h.
  *
  * The input is one NUL-terminated NVIDIA_VISIBLE_DEVICES value. Properties beyond "no crash, no
  * leak": the result is 0 or -EINVAL; on -EINVAL the out-parameter is untouched and the message

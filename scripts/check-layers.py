@@ -42,6 +42,7 @@ CLI_MAY_INCLUDE = {
     "utf8.h": "text for JSON out of any bytes (basic/utf8.c)",
     "util.h": "_cleanup_ attributes and small inline helpers (basic/util.h)",
     "nss.h": "the passwd lookup of a uid (basic/nss.c)",
+    "sbuf.h": "a growing text with printf-style appends (basic/sbuf.c)",
     "gres.h": "Slurm's gres.conf reader for gpuctl slurm (devices/gres.c)",
 }
 

@@ -17,7 +17,7 @@
  * - the first entry fixes index or UUID mode; an entry of the other kind is invalid;
  * - an ambiguous or unknown UUID (prefix) is invalid;
  * - a device named twice (after resolution) makes the whole list show no device.
- * gpuctl's shared written model (docs; both this file and src/lib/devices/devstr.c follow it):
+ * gpuctl's shared written model (docs; this file and src/lib/devices/cuda-visible.c follow it):
  * - FASTEST_FIRST = compute capability (major, minor) descending, then maximum SM clock
  *   descending, then total memory descending, then PCI bus id ascending;
  * - GPUs in MIG mode are not CUDA devices as a whole: unset and index lists skip them, a GPU

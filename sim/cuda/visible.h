@@ -1,6 +1,7 @@
 /* Which devices a CUDA process sees, and in which ordinal order, given CUDA_VISIBLE_DEVICES and
  * CUDA_DEVICE_ORDER: the simulator's own reading of the documented rules (visible.c), kept
- * apart from gpuctl's parser (src/lib/devices/devstr.c) on purpose. Pure: no I/O, no globals. */
+ * apart from gpuctl's parser (src/lib/devices/cuda-visible.c) on purpose. Pure: no I/O, no
+ * globals. */
 #ifndef SIM_CUDA_VISIBLE_H
 #define SIM_CUDA_VISIBLE_H
 

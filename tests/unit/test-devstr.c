@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * test-devstr.c: device sets and device strings (src/lib/devices/devstr.c) on synthetic snapshots.
+ * test-devstr.c: device sets and device strings (src/lib/devices/: devset.c,
+ * cuda-visible.c, nvidia-visible.c, outer.c, render.c, cuda-mig.c) on synthetic snapshots.
  *
  * Expected values come from the rules in docs/device-strings.md and their sources (CUDA
  * Programming Guide, MPS and MIG guides, libnvidia-container, docker/cli, moby, Slurm), worked

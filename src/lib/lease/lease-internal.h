@@ -30,6 +30,7 @@
 #include <sys/types.h>
 
 #include "gpuctl/gpuctl.h"
+#include "sbuf.h"
 #include "snapshot-internal.h"
 #include "util.h"
 
@@ -281,23 +282,10 @@ struct record {
 	bool job_alive;           /* job_pid likewise */
 };
 
-/* A text being built (an owner record, a ticket). */
-struct sbuf {
-	char *p;    /* text, NUL-terminated, owned */
-	size_t len; /* bytes used */
-	size_t cap; /* bytes allocated */
-	bool oom;   /* an append failed */
-};
-
-/* Appends printf-style text to b; on failure (or past 64 KiB) sets b->oom, and then every
- * later append does nothing. */
-void lease_sb_add(struct sbuf *b, const char *fmt, ...) _printf_(2, 3);
-
-/* Frees b's text (for _cleanup_). */
-static inline void lease_sb_done(struct sbuf *b)
-{
-	free(b->p);
-}
+/* A text being built (an owner record, a ticket): an sbuf (sbuf.h) bounded to 64 KiB, four
+ * times the longest record a reader accepts (lease-record.c RECORD_MAX); past it, b.oom. */
+#define LEASE_TEXT_MAX  65536
+#define LEASE_SBUF_INIT SBUF_INIT_MAX(LEASE_TEXT_MAX)
 
 /* A record made from /proc for a lock file (st) held by no counting record (its holder and
  * job exited, a grandchild that inherited the descriptor keeps the lease): the first process

@@ -589,14 +589,14 @@ static void sb_uuids(struct sbuf *b, const char *key, const struct gpuctl_devset
 {
 	if (!set)
 		return;
-	lease_sb_add(b, "%s ", key);
+	sbuf_printf(b, "%s ", key);
 	for (size_t i = 0; i < gpuctl_devset_count(set); i++) {
 		const char *u = gpuctl_devset_uuid(set, snap, i);
 
 		if (u && lease_uuid_ok(u))
-			lease_sb_add(b, "%s%s", i ? "," : "", u);
+			sbuf_printf(b, "%s%s", i ? "," : "", u);
 	}
-	lease_sb_add(b, "\n");
+	sbuf_printf(b, "\n");
 }
 
 /* Values of a ticket line: control characters become '?'. */
@@ -604,13 +604,13 @@ static void sb_val(struct sbuf *b, const char *key, const char *s)
 {
 	if (!s)
 		return;
-	lease_sb_add(b, "%s ", key);
+	sbuf_printf(b, "%s ", key);
 	for (size_t i = 0; s[i] && i < 1024; i++) {
 		unsigned char c = (unsigned char)s[i];
 
-		lease_sb_add(b, "%c", c < 0x20 || c == 0x7f ? '?' : (char)c);
+		sbuf_printf(b, "%c", c < 0x20 || c == 0x7f ? '?' : (char)c);
 	}
-	lease_sb_add(b, "\n");
+	sbuf_printf(b, "\n");
 }
 
 /* Adds inotify watches: locks/, queue/ and every queue/<uid>/ (again: it is cheap). */
@@ -668,7 +668,7 @@ int gpuctl_wait_ticket_new(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	_cleanup_(gpuctl_wait_ticket_freep) struct gpuctl_wait_ticket *t = NULL;
 	_cleanup_close_ int sfd = -1, fd = -1;
 	struct gpuctl_select_request rq;
-	struct sbuf b = {0};
+	struct sbuf b = LEASE_SBUF_INIT;
 	char path[4096], tmp[64];
 	uint64_t max = 0, start = 0;
 	int r;
@@ -704,11 +704,11 @@ int gpuctl_wait_ticket_new(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 
 	/* the content: what decides which devices the request could use */
 	(void)lease_proc_stat(getpid(), NULL, &start);
-	lease_sb_add(&b, "gpuctl-wait 1\npid %u\nstart_time %" PRIu64 "\ncount %u\n", t->pid,
-	             lease_ticks_to_epoch(start), rq.count);
-	lease_sb_add(&b, "min_free_mem %" PRIu64 "\nmax_util %d\nnuma %d\nno_procs %d\n",
-	             rq.min_free_mem, rq.max_util < 0 ? -1 : rq.max_util,
-	             rq.numa_node < 0 ? -1 : rq.numa_node, rq.no_procs ? 1 : 0);
+	sbuf_printf(&b, "gpuctl-wait 1\npid %u\nstart_time %" PRIu64 "\ncount %u\n", t->pid,
+	            lease_ticks_to_epoch(start), rq.count);
+	sbuf_printf(&b, "min_free_mem %" PRIu64 "\nmax_util %d\nnuma %d\nno_procs %d\n",
+	            rq.min_free_mem, rq.max_util < 0 ? -1 : rq.max_util,
+	            rq.numa_node < 0 ? -1 : rq.numa_node, rq.no_procs ? 1 : 0);
 	sb_val(&b, "mig", rq.mig_profile);
 	sb_val(&b, "only", rq.only);
 	sb_val(&b, "exclude", rq.exclude);

@@ -28,7 +28,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pwd.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,39 +47,9 @@
 #include "util.h"
 
 #define RECORD_MAX 16384 /* bytes: a longer record is unreadable */
+_Static_assert(LEASE_TEXT_MAX == RECORD_MAX * 4, "lease-internal.h LEASE_TEXT_MAX");
 
 /* ---- writing ---- */
-
-void lease_sb_add(struct sbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int w;
-
-	if (b->oom)
-		return;
-	va_start(ap, fmt);
-	w = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (w < 0 || b->len + (size_t)w + 1 > RECORD_MAX * 4) {
-		b->oom = true;
-		return;
-	}
-	if (b->len + (size_t)w + 1 > b->cap) {
-		size_t cap = (b->len + (size_t)w + 1) * 2;
-		char *p = realloc(b->p, cap);
-
-		if (!p) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	va_start(ap, fmt);
-	(void)vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)w;
-}
 
 /* A JSON string (or null), at most max input bytes (longer text is cut; invalid UTF-8 becomes
  * U+FFFD, utf8.h). */
@@ -89,14 +58,14 @@ static void sb_str(struct sbuf *b, const char *s, size_t max)
 	_cleanup_free_ char *q = NULL;
 
 	if (!s) {
-		lease_sb_add(b, "null");
+		sbuf_printf(b, "null");
 		return;
 	}
 	q = utf8_json_quote(s, max);
 	if (!q)
 		b->oom = true;
 	else
-		lease_sb_add(b, "%s", q);
+		sbuf_printf(b, "%s", q);
 }
 
 int lease_user_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, bool create,
@@ -153,7 +122,7 @@ int lease_records_write(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, pid_
 {
 	uint64_t pst = 0, jst = 0;
 	_cleanup_free_ char *user = nss_user_name(geteuid());
-	struct sbuf b = {0};
+	struct sbuf b = LEASE_SBUF_INIT;
 	int r;
 
 	if (lease->user_fd < 0)
@@ -174,7 +143,7 @@ int lease_records_write(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, pid_
 
 		record_name(lease, i, name, sizeof(name));
 		b.len = 0;
-		lease_sb_add(
+		sbuf_printf(
 		        &b,
 		        "{\"version\":1,\"device\":\"%s\",\"pid\":%d,\"pid_start_ticks\":%" PRIu64
 		        ",\"start_time\":%" PRIu64 ",\"job_pid\":%d,\"job_start_ticks\":%" PRIu64
@@ -182,13 +151,13 @@ int lease_records_write(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, pid_
 		        lease->devs[i].uuid, (int)pid, pst, lease_ticks_to_epoch(pst), (int)job_pid,
 		        jst, (unsigned)geteuid());
 		sb_str(&b, user, 256);
-		lease_sb_add(&b, ",\"command\":");
+		sbuf_printf(&b, ",\"command\":");
 		sb_str(&b, lease->command, 4096);
-		lease_sb_add(&b, ",\"label\":");
+		sbuf_printf(&b, ",\"label\":");
 		sb_str(&b, lease->label, 1024);
 		if (lease->share_mem > 0)
-			lease_sb_add(&b, ",\"share_mem\":%" PRIu64, lease->share_mem);
-		lease_sb_add(&b, ",\"created\":%" PRIu64 "}\n", (uint64_t)time(NULL));
+			sbuf_printf(&b, ",\"share_mem\":%" PRIu64, lease->share_mem);
+		sbuf_printf(&b, ",\"created\":%" PRIu64 "}\n", (uint64_t)time(NULL));
 		if (b.oom) {
 			free(b.p);
 			return ctx_error(ctx, -ENOMEM, "out of memory");

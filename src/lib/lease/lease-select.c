@@ -78,7 +78,7 @@ struct sal {
 
 static void sal_done(struct sal *s)
 {
-	lease_sb_done(&s->free_locks);
+	sbuf_done(&s->free_locks);
 	lease_locks_view_done(&s->view);
 	gpuctl_devset_free(s->reserved);
 	gpuctl_devset_free(s->own);
@@ -166,7 +166,7 @@ static int sal_probe_one(struct gpuctl_ctx *ctx, struct sal *s, size_t g, int m)
 	                      sizeof(reason));
 	/* a waiter's: closes of this lock file cannot help it (lease-queue.c) */
 	if (s->ticket && st == GPUCTL_LEASE_FREE)
-		lease_sb_add(&s->free_locks, "%s%s.lock\n", s->free_locks.len ? "" : "\n", u);
+		sbuf_printf(&s->free_locks, "%s%s.lock\n", s->free_locks.len ? "" : "\n", u);
 	if (st == GPUCTL_LEASE_FREE && !s->share)
 		return 0;
 	if (s->share && (st == GPUCTL_LEASE_FREE || st == GPUCTL_LEASE_SHARED)) {
@@ -408,8 +408,11 @@ int lease_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                            struct gpuctl_selection **ret_sel, struct gpuctl_lease **ret_lease)
 {
 	/* declared so that select.lock (sfd) is let go of first, then the lease's locks */
-	_cleanup_(sal_done) struct sal s = {
-	        .dir = dir, .snap = snap, .ticket = ticket, .keep = keep};
+	_cleanup_(sal_done) struct sal s = {.dir = dir,
+	                                    .snap = snap,
+	                                    .ticket = ticket,
+	                                    .keep = keep,
+	                                    .free_locks = LEASE_SBUF_INIT};
 	_cleanup_(gpuctl_selection_freep) struct gpuctl_selection *sel = NULL;
 	_cleanup_(gpuctl_lease_freep) struct gpuctl_lease *lease = NULL;
 	_cleanup_close_ int sfd = -1;
