@@ -997,7 +997,7 @@ void gpuctl_wait_list_free(struct gpuctl_wait_list *list);
 size_t gpuctl_wait_list_count(const struct gpuctl_wait_list *list);
 const struct gpuctl_wait_entry *gpuctl_wait_list_get(const struct gpuctl_wait_list *list, size_t i);
 
-/* ---- Configuration (src/lib/config/config.c; docs/config.md) ---- */
+/* ---- Configuration (src/lib/config/; docs/config.md) ---- */
 
 #define GPUCTL_CONFIG_DEFAULT_PATH "/etc/gpuctl/gpuctl.conf"
 /* The system lease directory, where no --lease-dir, GPUCTL_LEASE_DIR or configured lease_dir
