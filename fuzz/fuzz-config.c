@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * fuzz-config.c: libFuzzer target for the configuration file parser (src/lib/config/config.c), then
- * the pool queries over the synthetic machine of fuzz-devstr-machine.h (six GPUs, shared UUID
- * prefixes, one without a UUID).
+ * the pool queries (config-pools.c) over the synthetic machine of fuzz-devstr-machine.h (six GPUs,
+ * shared UUID prefixes, one without a UUID).
  *
  * The input is the file's bytes as they are (not NUL-terminated: the parser takes a length).
  * Properties checked beyond "no crash, no leak": a failed parse leaves the out-parameter

@@ -25,7 +25,7 @@ extern "C" {
 #pragma GCC visibility push(default)
 #endif
 
-/* ---- Configuration (src/lib/config/config.c; docs/config.md) ---- */
+/* ---- Configuration (src/lib/config/; docs/config.md) ---- */
 
 #define GPUCTL_CONFIG_DEFAULT_PATH "/etc/gpuctl/gpuctl.conf"
 /* The system lease directory, where no --lease-dir, GPUCTL_LEASE_DIR or configured lease_dir

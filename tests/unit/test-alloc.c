@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * test-alloc.c: gpuctl_alloc() (src/lib/alloc.c) and the site (src/lib/site.c) against the NVML
+ * test-alloc.c: gpuctl_alloc() (src/lib/alloc*.c) and the site (src/lib/site.c) against the NVML
  * simulator on the DGX A100 scenario: the request's defaults and size rule, each mode, each
  * rule the call composes (health from the kernel log, the outer allocation, pools, leases,
  * the avoid list) and each error code of the header, including the ends of a wait (deadline,

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * test-config.c: the configuration file (src/lib/config/config.c): a full valid file read back, the
- * defaults, every error class with its line, comments, ranges, pool maps on a synthetic 8-GPU
- * snapshot, share margins, pool permissions and loading files.
+ * test-config.c: the configuration file (src/lib/config/: config.c, config-file.c,
+ * config-pools.c): a full valid file read back, the defaults, every error class with its line,
+ * comments, ranges, pool maps on a synthetic 8-GPU snapshot, share margins, pool permissions and
+ * loading files.
  *
  * Decisions:
  * - Expected values come from docs/config.md (the format written before the code), not from

@@ -493,7 +493,7 @@ static bool same_model(const struct gpuctl_gpu *a, const struct gpuctl_gpu *b)
  * reports its links down, and its peers' ends too).
  * WARN, not FAIL: the GPU still computes and its peers still reach it (over the links left,
  * or PCIe); what it lost is bandwidth, which the bandwidth model already rates from the links
- * that are up, so selection need not avoid it (alloc.c) and a job that needs all GPUs runs.
+ * that are up, so selection need not avoid it (alloc-plan.c) and a job that needs all GPUs runs.
  */
 static void check_nvlink(struct gpuctl_health_report *rep, const struct gpuctl_snapshot *snap,
                          const struct gpuctl_gpu *g)

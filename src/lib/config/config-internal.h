@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config-internal.h: what the configuration room's files share: the parsed file (struct
+ * gpuctl_config and its pools), the parser's state (pool maps report their errors through it,
+ * naming the line), and the few helpers more than one file needs. Private to src/lib/config:
+ * config.c parses, config-file.c reads the file, config-pools.c answers which GPUs a pool holds
+ * and who may draw from it.
+ */
+#ifndef GPUCTL_CONFIG_INTERNAL_H
+#define GPUCTL_CONFIG_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpuctl/gpuctl.h"
+#include "util.h"
+
+#define CONFIG_FILE_MAX   (1024 * 1024) /* bytes in a file */
+#define CONFIG_LINE_MAX   4096          /* bytes in a line, without its newline */
+#define POOL_NAME_MAX     64            /* characters in a pool name */
+#define ACCOUNT_NAME_MAX  256           /* characters in a user or group entry */
+#define QUOTE_MAX         64            /* longest value quoted in a message */
+#define NAME_QUOTE_MAX    200           /* longest file name quoted in a message */
+#define DEFAULT_MARGIN_PC 5             /* share_margin default, percent */
+#define MAX_MARGIN_PC     50            /* largest share_margin percentage */
+
+enum global_key { G_LEASE_DIR, G_BUSY_MEMORY, G_BUSY_UTILIZATION, G_SHARE_MARGIN, G__COUNT };
+enum pool_key { P_GPUS, P_USERS, P_GROUPS, P_DESCRIPTION, P__COUNT };
+
+/* One entry of a pool's gpus list. */
+struct gpu_entry {
+	char *text;    /* the entry as written (trimmed) */
+	bool range;    /* "N-M" with both sides all digits */
+	uint64_t lo;   /* first index of a range */
+	uint64_t hi;   /* last index of a range (lo <= hi) */
+	unsigned line; /* line of the gpus key */
+};
+
+struct pool {
+	char *name;                  /* [pool NAME] */
+	unsigned line;               /* line of the header */
+	char *description;           /* NULL if none */
+	struct gpu_entry *gpus;      /* owned, n_gpus entries */
+	size_t n_gpus;               /* entries in gpus */
+	char **users;                /* NULL-terminated, never NULL once the pool is complete */
+	char **groups;               /* NULL-terminated, never NULL once the pool is complete */
+	bool everyone;               /* users has "*" */
+	unsigned key_line[P__COUNT]; /* line of each pool key (enum pool_key), 0: not given */
+	size_t n_users;              /* entries in users */
+	size_t n_groups;             /* entries in groups */
+};
+
+struct gpuctl_config {
+	char *name;                             /* for messages: quoted file name */
+	char *path;                             /* the file read, NULL if none */
+	bool has_file;                          /* uid and mode are known */
+	uint32_t uid;                           /* owner of the file read */
+	uint32_t mode;                          /* st_mode & 07777 of the file read */
+	uint64_t dev, ino;                      /* identity of the file read (as opened) */
+	struct gpuctl_config_settings settings; /* lease_dir points into lease_dir_buf */
+	char *lease_dir_buf;                    /* owned */
+	struct pool *pools;                     /* owned, n_pools entries */
+	size_t n_pools;                         /* entries in pools */
+};
+
+/* The state of one parse; gpuctl_config_pool_map reuses it so its messages name the line. */
+struct parser {
+	struct gpuctl_ctx *ctx;
+	struct gpuctl_config *cfg;
+	unsigned line;                  /* current line, from 1 */
+	struct pool *cur;               /* the pool section being read, NULL: global section */
+	unsigned global_line[G__COUNT]; /* line of each global key, 0: not given */
+};
+
+/* Stores "NAME:LINE: <fmt...>" on the context and returns -EINVAL. */
+int config_perr(struct parser *p, const char *fmt, ...) _printf_(2, 3);
+
+/* Whether s[0..len) is one or more decimal digits. */
+bool config_all_digits(const char *s, size_t len);
+
+/* Decimal digits s[0..len) into *ret; false on overflow past UINT64_MAX. */
+bool config_digits_u64(const char *s, size_t len, uint64_t *ret);
+
+/* name quoted for messages (quote_text, cut at NAME_QUOTE_MAX), malloc'ed; NULL: no memory. */
+char *config_quoted_name(const char *name);
+
+#endif
