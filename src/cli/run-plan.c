@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "run.h"
+#include "sbuf.h"
 #include "util.h"
 
 extern char **environ;
@@ -66,60 +67,33 @@ static int set_env(struct run_child *c, const char *name, const char *value)
 	return 0;
 }
 
-/* Appends s to the growing string *buf (len *len, capacity *cap). */
-static int sb_add(char **buf, size_t *len, size_t *cap, const char *s)
-{
-	size_t n = strlen(s);
-	if (*len + n + 1 > *cap) {
-		size_t ncap = (*cap ? *cap * 2 : 128);
-		while (ncap < *len + n + 1)
-			ncap *= 2;
-		char *nb = realloc(*buf, ncap);
-		if (!nb)
-			return -ENOMEM;
-		*buf = nb;
-		*cap = ncap;
-	}
-	memcpy(*buf + *len, s, n + 1);
-	*len += n;
-	return 0;
-}
-
 /* CUDA_VISIBLE_DEVICES and GPUCTL_GPUS values for devices [from, to) of set. */
 static int device_strings(const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set,
                           size_t from, size_t to, char **ret_uuids, char **ret_pairs)
 {
-	_cleanup_free_ char *uuids = NULL, *pairs = NULL;
-	size_t ulen = 0, ucap = 0, plen = 0, pcap = 0;
-	int r = sb_add(&uuids, &ulen, &ucap, "");
-	if (r >= 0)
-		r = sb_add(&pairs, &plen, &pcap, "");
-	for (size_t i = from; r >= 0 && i < to; i++) {
+	_cleanup_(sbuf_done) struct sbuf uuids = SBUF_INIT, pairs = SBUF_INIT;
+
+	sbuf_puts(&uuids, "");
+	sbuf_puts(&pairs, "");
+	for (size_t i = from; i < to; i++) {
 		size_t gpu;
 		int mig;
 		char label[48];
 		const char *uuid = gpuctl_devset_uuid(set, snap, i);
-		r = gpuctl_devset_get(set, i, &gpu, &mig);
+		int r = gpuctl_devset_get(set, i, &gpu, &mig);
+
 		if (r < 0)
-			break;
-		if (!uuid) {
-			r = -ENODATA;
-			break;
-		}
+			return r;
+		if (!uuid)
+			return -ENODATA;
 		gpuctl_device_label(snap, gpu, mig, label, sizeof(label));
-		if (i > from && ((r = sb_add(&uuids, &ulen, &ucap, ",")) < 0 ||
-		                 (r = sb_add(&pairs, &plen, &pcap, ",")) < 0))
-			break;
-		if ((r = sb_add(&uuids, &ulen, &ucap, uuid)) < 0 ||
-		    (r = sb_add(&pairs, &plen, &pcap, label)) < 0 ||
-		    (r = sb_add(&pairs, &plen, &pcap, ":")) < 0 ||
-		    (r = sb_add(&pairs, &plen, &pcap, uuid)) < 0)
-			break;
+		sbuf_printf(&uuids, "%s%s", i > from ? "," : "", uuid);
+		sbuf_printf(&pairs, "%s%s:%s", i > from ? "," : "", label, uuid);
 	}
-	if (r < 0)
-		return r;
-	*ret_uuids = TAKE_PTR(uuids);
-	*ret_pairs = TAKE_PTR(pairs);
+	if (uuids.oom || pairs.oom)
+		return -ENOMEM;
+	*ret_uuids = TAKE_PTR(uuids.p);
+	*ret_pairs = TAKE_PTR(pairs.p);
 	return 0;
 }
 
@@ -452,34 +426,27 @@ void run_print_plan(const struct run_child *c, char **cmd, FILE *f)
 /* The job's command line for the owner record: the words joined by spaces. */
 int run_join_command(char **cmd, char **ret)
 {
-	_cleanup_free_ char *buf = NULL;
-	size_t len = 0, cap = 0;
-	int r = sb_add(&buf, &len, &cap, "");
-	for (size_t i = 0; r >= 0 && cmd[i]; i++) {
-		if (i)
-			r = sb_add(&buf, &len, &cap, " ");
-		if (r >= 0)
-			r = sb_add(&buf, &len, &cap, cmd[i]);
-	}
-	if (r < 0)
-		return r;
-	*ret = TAKE_PTR(buf);
+	_cleanup_(sbuf_done) struct sbuf b = SBUF_INIT;
+
+	sbuf_puts(&b, "");
+	for (size_t i = 0; cmd[i]; i++)
+		sbuf_printf(&b, "%s%s", i ? " " : "", cmd[i]);
+	if (b.oom)
+		return -ENOMEM;
+	*ret = TAKE_PTR(b.p);
 	return 0;
 }
 
 /* "3,4": the lease descriptors for GPUCTL_LEASE_FDS. */
 int run_fds_list(const int *fds, size_t n, char **ret)
 {
-	_cleanup_free_ char *buf = NULL;
-	size_t len = 0, cap = 0;
-	int r = sb_add(&buf, &len, &cap, "");
-	for (size_t i = 0; r >= 0 && i < n; i++) {
-		char num[24];
-		snprintf(num, sizeof(num), "%s%d", i ? "," : "", fds[i]);
-		r = sb_add(&buf, &len, &cap, num);
-	}
-	if (r < 0)
-		return r;
-	*ret = TAKE_PTR(buf);
+	_cleanup_(sbuf_done) struct sbuf b = SBUF_INIT;
+
+	sbuf_puts(&b, "");
+	for (size_t i = 0; i < n; i++)
+		sbuf_printf(&b, "%s%d", i ? "," : "", fds[i]);
+	if (b.oom)
+		return -ENOMEM;
+	*ret = TAKE_PTR(b.p);
 	return 0;
 }

@@ -66,9 +66,6 @@ int alloc_plan_exclude_leased(struct plan *p);
  * context's message with "(no room to share 4 GiB: 0,3)" added. */
 int alloc_no_space_with_room(struct plan *p, int r);
 
-/* bytes in the largest binary unit that is exact ("4 GiB", "1536 MiB", "1000 B") */
-const char *alloc_size_text(uint64_t v, char *buf, size_t size);
-
 /* alloc-wait.c */
 
 /* 0, or -ENOSPC when SIZE of a shared request is more than the devices it may use can ever take

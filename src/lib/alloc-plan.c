@@ -35,6 +35,7 @@
 #include "alloc-internal.h"
 #include "ctx.h"
 #include "lease-internal.h"
+#include "parse.h"
 #include "util.h"
 
 /* The no-room list's length in names. */
@@ -506,20 +507,6 @@ int alloc_plan_exclude_leased(struct plan *p)
 	return 0;
 }
 
-/* bytes in the largest binary unit that is exact ("4 GiB", "1536 MiB", "1000 B") */
-const char *alloc_size_text(uint64_t v, char *buf, size_t size)
-{
-	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-	size_t u = 0;
-
-	while (u + 1 < ELEMENTSOF(units) && v >= 1024 && v % 1024 == 0) {
-		v /= 1024;
-		u++;
-	}
-	(void)snprintf(buf, size, "%" PRIu64 " %s", v, units[u]);
-	return buf;
-}
-
 /* The -ENOSPC message of a shared CHOOSE/PREVIEW with the devices that had no room
  * ("(no room to share 4 GiB: 0,3)"). */
 int alloc_no_space_with_room(struct plan *p, int r)
@@ -530,5 +517,5 @@ int alloc_no_space_with_room(struct plan *p, int r)
 		return r;
 	(void)snprintf(msg, sizeof(msg), "%s", gpuctl_errmsg(p->ctx));
 	return ctx_error(p->ctx, r, "%s (no room to share %s: %s)", msg,
-	                 alloc_size_text(p->lreq.share_mem, size, sizeof(size)), p->no_room);
+	                 size_exact_text(p->lreq.share_mem, size, sizeof(size)), p->no_room);
 }

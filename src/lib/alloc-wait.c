@@ -29,6 +29,7 @@
 #include "ctx.h"
 #include "lease-internal.h"
 #include "mig-profile.h"
+#include "parse.h"
 #include "util.h"
 
 /* How often a waiter retries without a file event. */
@@ -135,13 +136,13 @@ int alloc_never_shares(struct plan *p)
 	gpuctl_selection_free(sel);
 	if (r != -ENOSPC)
 		return r < 0 ? r : 0;
-	(void)alloc_size_text(p->lreq.share_mem, want, sizeof(want));
+	(void)size_exact_text(p->lreq.share_mem, want, sizeof(want));
 	if (p->lreq.share_mem > largest)
 		return ctx_error(p->ctx, r,
 		                 "--mem %s: larger than any %s's memory (largest %s): can never be "
 		                 "satisfied",
-		                 want, kind, alloc_size_text(largest, most, sizeof(most)));
-	(void)alloc_size_text(largest_cap * SHARE_UNIT, most, sizeof(most));
+		                 want, kind, size_exact_text(largest, most, sizeof(most)));
+	(void)size_exact_text(largest_cap * SHARE_UNIT, most, sizeof(most));
 	if (p->lreq.share_mem > largest_cap * SHARE_UNIT)
 		return ctx_error(
 		        p->ctx, r,

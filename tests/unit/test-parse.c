@@ -82,6 +82,43 @@ static void test_timeout(void **state)
 }
 
 /* Bits set from a list of [first, last] ranges, written back: the kernel's cpulist form. */
+/* size_exact_text: the largest binary unit that divides the size (1 KiB = 1024 B, IEC
+ * 80000-13), and parse_size reads the text back to the same bytes. */
+static void test_size_exact_text(void **state)
+{
+	static const struct {
+		uint64_t bytes;
+		const char *text;
+	} cases[] = {
+	        {0, "0 B"},
+	        {1000, "1000 B"},
+	        {1024, "1 KiB"},
+	        {1536ull * 1024 * 1024, "1536 MiB"},
+	        {4ull << 30, "4 GiB"},
+	        {(4ull << 30) + 1, "4294967297 B"},
+	        {3ull << 40, "3 TiB"},
+	        {5ull << 50, "5120 TiB"},
+	};
+	char buf[32];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t back = 1;
+		const char *why = NULL;
+		char nospace[32];
+		size_t k = 0;
+
+		assert_string_equal(size_exact_text(cases[i].bytes, buf, sizeof(buf)),
+		                    cases[i].text);
+		for (const char *c = buf; *c; c++)
+			if (*c != ' ')
+				nospace[k++] = *c;
+		nospace[k] = '\0';
+		assert_int_equal(parse_size(nospace, &back, &why), 0);
+		assert_true(back == cases[i].bytes);
+	}
+}
+
 static void test_format_cpulist(void **state)
 {
 	static const struct {
@@ -177,9 +214,8 @@ static void test_size_parse(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_seconds),
-	        cmocka_unit_test(test_timeout),
-	        cmocka_unit_test(test_format_cpulist),
+	        cmocka_unit_test(test_seconds),         cmocka_unit_test(test_timeout),
+	        cmocka_unit_test(test_size_exact_text), cmocka_unit_test(test_format_cpulist),
 	        cmocka_unit_test(test_size_parse),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,6 +16,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,19 @@ static int size_unit(const char *u)
 	if (u[1] == '\0' || streq(u + 1, "iB") || streq(u + 1, "B") || streq(u + 1, "b"))
 		return 10 * (int)(at - prefixes + 1);
 	return -1;
+}
+
+const char *size_exact_text(uint64_t bytes, char *buf, size_t size)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	size_t u = 0;
+
+	while (u + 1 < ELEMENTSOF(units) && bytes >= 1024 && bytes % 1024 == 0) {
+		bytes /= 1024;
+		u++;
+	}
+	(void)snprintf(buf, size, "%" PRIu64 " %s", bytes, units[u]);
+	return buf;
 }
 
 int parse_size(const char *text, uint64_t *ret_bytes, const char **why)

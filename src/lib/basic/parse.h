@@ -19,6 +19,9 @@
  * byte is rounded up. Returns 0 and writes *ret_bytes, or -EINVAL (malformed, unknown unit,
  * no unit) or -ERANGE (more than 2^64-1 bytes); *why then says what is wrong (static). */
 int parse_size(const char *text, uint64_t *ret_bytes, const char **why);
+/* bytes as text that parse_size reads back exactly: "10 GiB", "512 MiB" or "1234 B" (the
+ * largest binary unit that divides it). Returns buf. */
+const char *size_exact_text(uint64_t bytes, char *buf, size_t size);
 
 /* Parses a decimal integer in [min, max], nothing else around it. -EINVAL or -ERANGE. */
 int parse_uint(const char *text, unsigned long min, unsigned long max, unsigned long *ret_value);

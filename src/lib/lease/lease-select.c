@@ -46,6 +46,7 @@
 
 #include "ctx.h"
 #include "lease-internal.h"
+#include "parse.h"
 #include "select.h"
 #include "snapshot-internal.h"
 #include "util.h"
@@ -84,20 +85,6 @@ static void sal_done(struct sal *s)
 	gpuctl_devset_free(s->own);
 	gpuctl_devset_free(s->leased);
 	gpuctl_devset_free(s->foreign);
-}
-
-/* "10 GiB", "512 MiB" or "1234 B": the largest binary unit that divides bytes exactly. */
-static const char *size_text_of(uint64_t bytes, char *buf, size_t size)
-{
-	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-	size_t u = 0;
-
-	while (u + 1 < ELEMENTSOF(units) && bytes >= 1024 && bytes % 1024 == 0) {
-		bytes /= 1024;
-		u++;
-	}
-	(void)snprintf(buf, size, "%" PRIu64 " %s", bytes, units[u]);
-	return buf;
 }
 
 /* The descriptor of keep's lock on device uuid when it is the lock file dir has for uuid now
@@ -263,8 +250,8 @@ static int sal_no_space(struct gpuctl_ctx *ctx, const struct sal *s)
 		size_t l = strlen(bad);
 
 		(void)snprintf(bad + l, sizeof(bad) - l, " (no room to share %s: %s%s)",
-		               size_text_of(s->lr.share_mem, size_text, sizeof(size_text)), s->full,
-		               s->n_full > 8 ? ",..." : "");
+		               size_exact_text(s->lr.share_mem, size_text, sizeof(size_text)),
+		               s->full, s->n_full > 8 ? ",..." : "");
 	}
 	if (s->ahead > 0)
 		(void)snprintf(wait, sizeof(wait),
