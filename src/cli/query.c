@@ -31,6 +31,18 @@ static void trim(const char **start, const char **end)
 		(*end)--;
 }
 
+/* The next item of a comma-separated list at *p, trimmed: [*ret_start, *ret_end). *p moves
+ * past the item's comma, or becomes NULL after the last item. */
+static void next_item(const char **p, const char **ret_start, const char **ret_end)
+{
+	const char *comma = strchr(*p, ',');
+
+	*ret_start = *p;
+	*ret_end = comma ? comma : *p + strlen(*p);
+	trim(ret_start, ret_end);
+	*p = comma ? comma + 1 : NULL;
+}
+
 static char *dup_range(const char *start, const char *end)
 {
 	size_t n = (size_t)(end - start);
@@ -72,10 +84,9 @@ int query_parse(const char *text, struct query **ret_query, char **ret_bad)
 		return -ENOMEM;
 	int r = 0;
 	const char *p = text;
-	for (;;) {
-		const char *comma = strchr(p, ',');
-		const char *start = p, *end = comma ? comma : p + strlen(p);
-		trim(&start, &end);
+	while (p) {
+		const char *start, *end;
+		next_item(&p, &start, &end);
 		size_t len = (size_t)(end - start);
 		if (len == 0 || len > QUERY_MAX_NAME || q->n >= QUERY_MAX_COLUMNS) {
 			r = len == 0 ? -EINVAL : -E2BIG;
@@ -114,9 +125,6 @@ int query_parse(const char *text, struct query **ret_query, char **ret_bad)
 		q->cols[q->n].field = (enum gpuctl_field)id;
 		q->cols[q->n].name = name;
 		q->n++;
-		if (!comma)
-			break;
-		p = comma + 1;
 	}
 	*ret_query = q;
 	return 0;
@@ -250,10 +258,9 @@ int app_query_parse(const char *text, struct app_query **ret_query, char **ret_b
 		return -ENOMEM;
 	int r;
 	const char *p = text;
-	for (;;) {
-		const char *comma = strchr(p, ',');
-		const char *start = p, *end = comma ? comma : p + strlen(p);
-		trim(&start, &end);
+	while (p) {
+		const char *start, *end;
+		next_item(&p, &start, &end);
 		size_t len = (size_t)(end - start);
 		int id = -1;
 		for (size_t i = 0; len && i < sizeof(app_names) / sizeof(app_names[0]); i++)
@@ -269,9 +276,6 @@ int app_query_parse(const char *text, struct app_query **ret_query, char **ret_b
 			return r;
 		}
 		q->cols[q->n++] = (enum app_field)id;
-		if (!comma)
-			break;
-		p = comma + 1;
 	}
 	*ret_query = q;
 	return 0;
@@ -292,10 +296,9 @@ int format_parse(const char *text, struct format_spec *spec, char **ret_bad)
 	struct format_spec s = *spec;
 	enum list_format given = LIST_FORMAT_DEFAULT;
 	const char *p = text;
-	for (;;) {
-		const char *comma = strchr(p, ',');
-		const char *start = p, *end = comma ? comma : p + strlen(p);
-		trim(&start, &end);
+	while (p) {
+		const char *start, *end;
+		next_item(&p, &start, &end);
 		size_t len = (size_t)(end - start);
 		bool ok = false;
 		if (len == 8 && strncasecmp(start, "noheader", len) == 0) {
@@ -316,9 +319,6 @@ int format_parse(const char *text, struct format_spec *spec, char **ret_bad)
 			int k = set_bad(ret_bad, start, len > QUERY_MAX_NAME ? start + 32 : end);
 			return k < 0 ? k : -EINVAL;
 		}
-		if (!comma)
-			break;
-		p = comma + 1;
 	}
 	if (given != LIST_FORMAT_DEFAULT)
 		s.kind = given;
