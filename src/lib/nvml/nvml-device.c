@@ -106,7 +106,6 @@ void nvml_read_identity(struct reader *rd, size_t i, nvmlDevice_t dev)
 	nvmlBrandType_t brand;
 	nvmlDeviceArchitecture_t arch;
 	int major, minor;
-	unsigned u;
 
 	buf[0] = '\0';
 	if (nvml_want(rd, GPUCTL_F_UUID) &&
@@ -152,9 +151,7 @@ void nvml_read_identity(struct reader *rd, size_t i, nvmlDevice_t dev)
 	if (nvml_want(rd, GPUCTL_F_SERIAL) &&
 	    READ(rd, i, FBIT(GPUCTL_F_SERIAL), serial, dev, buf, sizeof(buf)) && buf[0])
 		nvml_set_str(rd, i, GPUCTL_F_SERIAL, buf);
-	if (nvml_want(rd, GPUCTL_F_MINOR_NUMBER) &&
-	    READ(rd, i, FBIT(GPUCTL_F_MINOR_NUMBER), minor_number, dev, &u))
-		nvml_set_int(rd, i, GPUCTL_F_MINOR_NUMBER, u);
+	READ_UINT(rd, i, GPUCTL_F_MINOR_NUMBER, minor_number, dev);
 }
 
 /* What only a monitor asks for: violation times (with NVML's timestamp of each reading, for
@@ -224,9 +221,7 @@ static void read_usage(struct reader *rd, size_t i, nvmlDevice_t dev)
 		nvml_set_int(rd, i, GPUCTL_F_UTIL_GPU, util.gpu);
 		nvml_set_int(rd, i, GPUCTL_F_UTIL_MEMORY, util.memory);
 	}
-	if (nvml_want(rd, GPUCTL_F_TEMP) &&
-	    READ(rd, i, FBIT(GPUCTL_F_TEMP), temperature, dev, NVML_TEMPERATURE_GPU, &u))
-		nvml_set_int(rd, i, GPUCTL_F_TEMP, u);
+	READ_UINT(rd, i, GPUCTL_F_TEMP, temperature, dev, NVML_TEMPERATURE_GPU);
 	if (nvml_want(rd, GPUCTL_F_UTIL_ENCODER) &&
 	    READ(rd, i, FBIT(GPUCTL_F_UTIL_ENCODER), encoder_util, dev, &u, &u2))
 		nvml_set_int(rd, i, GPUCTL_F_UTIL_ENCODER, u);
@@ -240,28 +235,14 @@ static void read_usage(struct reader *rd, size_t i, nvmlDevice_t dev)
 /* Temperature thresholds, power draw and limits, fan speed. */
 static void read_thermal_power(struct reader *rd, size_t i, nvmlDevice_t dev)
 {
-	unsigned u;
-
-	if (nvml_want(rd, GPUCTL_F_TEMP_SLOWDOWN) &&
-	    READ(rd, i, FBIT(GPUCTL_F_TEMP_SLOWDOWN), temp_threshold, dev,
-	         NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, &u))
-		nvml_set_int(rd, i, GPUCTL_F_TEMP_SLOWDOWN, u);
-	if (nvml_want(rd, GPUCTL_F_TEMP_SHUTDOWN) &&
-	    READ(rd, i, FBIT(GPUCTL_F_TEMP_SHUTDOWN), temp_threshold, dev,
-	         NVML_TEMPERATURE_THRESHOLD_SHUTDOWN, &u))
-		nvml_set_int(rd, i, GPUCTL_F_TEMP_SHUTDOWN, u);
-	if (nvml_want(rd, GPUCTL_F_POWER_DRAW) &&
-	    READ(rd, i, FBIT(GPUCTL_F_POWER_DRAW), power_usage, dev, &u))
-		nvml_set_int(rd, i, GPUCTL_F_POWER_DRAW, u);
-	if (nvml_want(rd, GPUCTL_F_POWER_LIMIT) &&
-	    READ(rd, i, FBIT(GPUCTL_F_POWER_LIMIT), power_limit, dev, &u))
-		nvml_set_int(rd, i, GPUCTL_F_POWER_LIMIT, u);
-	if (nvml_want(rd, GPUCTL_F_POWER_MGMT_LIMIT) &&
-	    READ(rd, i, FBIT(GPUCTL_F_POWER_MGMT_LIMIT), power_mgmt_limit, dev, &u))
-		nvml_set_int(rd, i, GPUCTL_F_POWER_MGMT_LIMIT, u);
-	if (nvml_want(rd, GPUCTL_F_FAN_SPEED) &&
-	    READ(rd, i, FBIT(GPUCTL_F_FAN_SPEED), fan_speed, dev, &u))
-		nvml_set_int(rd, i, GPUCTL_F_FAN_SPEED, u);
+	READ_UINT(rd, i, GPUCTL_F_TEMP_SLOWDOWN, temp_threshold, dev,
+	          NVML_TEMPERATURE_THRESHOLD_SLOWDOWN);
+	READ_UINT(rd, i, GPUCTL_F_TEMP_SHUTDOWN, temp_threshold, dev,
+	          NVML_TEMPERATURE_THRESHOLD_SHUTDOWN);
+	READ_UINT(rd, i, GPUCTL_F_POWER_DRAW, power_usage, dev);
+	READ_UINT(rd, i, GPUCTL_F_POWER_LIMIT, power_limit, dev);
+	READ_UINT(rd, i, GPUCTL_F_POWER_MGMT_LIMIT, power_mgmt_limit, dev);
+	READ_UINT(rd, i, GPUCTL_F_FAN_SPEED, fan_speed, dev);
 }
 
 /* Performance state, clocks (current and maximum), clocks event reasons. */
@@ -274,18 +255,10 @@ static void read_clocks(struct reader *rd, size_t i, nvmlDevice_t dev)
 	if (nvml_want(rd, GPUCTL_F_PSTATE) && READ(rd, i, FBIT(GPUCTL_F_PSTATE), pstate, dev, &u) &&
 	    u <= 15)
 		nvml_set_int(rd, i, GPUCTL_F_PSTATE, u);
-	if (nvml_want(rd, GPUCTL_F_CLOCK_SM) &&
-	    READ(rd, i, FBIT(GPUCTL_F_CLOCK_SM), clock, dev, NVML_CLOCK_SM, &u))
-		nvml_set_int(rd, i, GPUCTL_F_CLOCK_SM, u);
-	if (nvml_want(rd, GPUCTL_F_CLOCK_MEM) &&
-	    READ(rd, i, FBIT(GPUCTL_F_CLOCK_MEM), clock, dev, NVML_CLOCK_MEM, &u))
-		nvml_set_int(rd, i, GPUCTL_F_CLOCK_MEM, u);
-	if (nvml_want(rd, GPUCTL_F_CLOCK_SM_MAX) &&
-	    READ(rd, i, FBIT(GPUCTL_F_CLOCK_SM_MAX), max_clock, dev, NVML_CLOCK_SM, &u))
-		nvml_set_int(rd, i, GPUCTL_F_CLOCK_SM_MAX, u);
-	if (nvml_want(rd, GPUCTL_F_CLOCK_MEM_MAX) &&
-	    READ(rd, i, FBIT(GPUCTL_F_CLOCK_MEM_MAX), max_clock, dev, NVML_CLOCK_MEM, &u))
-		nvml_set_int(rd, i, GPUCTL_F_CLOCK_MEM_MAX, u);
+	READ_UINT(rd, i, GPUCTL_F_CLOCK_SM, clock, dev, NVML_CLOCK_SM);
+	READ_UINT(rd, i, GPUCTL_F_CLOCK_MEM, clock, dev, NVML_CLOCK_MEM);
+	READ_UINT(rd, i, GPUCTL_F_CLOCK_SM_MAX, max_clock, dev, NVML_CLOCK_SM);
+	READ_UINT(rd, i, GPUCTL_F_CLOCK_MEM_MAX, max_clock, dev, NVML_CLOCK_MEM);
 	if (nvml_want(rd, GPUCTL_F_CLOCKS_EVENT_REASONS) &&
 	    READ(rd, i, FBIT(GPUCTL_F_CLOCKS_EVENT_REASONS), clocks_event, dev, &ull))
 		nvml_set_int(rd, i, GPUCTL_F_CLOCKS_EVENT_REASONS, (int64_t)ull);
@@ -294,20 +267,10 @@ static void read_clocks(struct reader *rd, size_t i, nvmlDevice_t dev)
 /* The PCIe link: generation and width, current and maximum. */
 static void read_pcie_link(struct reader *rd, size_t i, nvmlDevice_t dev)
 {
-	unsigned u;
-
-	if (nvml_want(rd, GPUCTL_F_PCIE_GEN) &&
-	    READ(rd, i, FBIT(GPUCTL_F_PCIE_GEN), pcie_gen, dev, &u))
-		nvml_set_int(rd, i, GPUCTL_F_PCIE_GEN, u);
-	if (nvml_want(rd, GPUCTL_F_PCIE_GEN_MAX) &&
-	    READ(rd, i, FBIT(GPUCTL_F_PCIE_GEN_MAX), pcie_gen_max, dev, &u))
-		nvml_set_int(rd, i, GPUCTL_F_PCIE_GEN_MAX, u);
-	if (nvml_want(rd, GPUCTL_F_PCIE_WIDTH) &&
-	    READ(rd, i, FBIT(GPUCTL_F_PCIE_WIDTH), pcie_width, dev, &u))
-		nvml_set_int(rd, i, GPUCTL_F_PCIE_WIDTH, u);
-	if (nvml_want(rd, GPUCTL_F_PCIE_WIDTH_MAX) &&
-	    READ(rd, i, FBIT(GPUCTL_F_PCIE_WIDTH_MAX), pcie_width_max, dev, &u))
-		nvml_set_int(rd, i, GPUCTL_F_PCIE_WIDTH_MAX, u);
+	READ_UINT(rd, i, GPUCTL_F_PCIE_GEN, pcie_gen, dev);
+	READ_UINT(rd, i, GPUCTL_F_PCIE_GEN_MAX, pcie_gen_max, dev);
+	READ_UINT(rd, i, GPUCTL_F_PCIE_WIDTH, pcie_width, dev);
+	READ_UINT(rd, i, GPUCTL_F_PCIE_WIDTH_MAX, pcie_width_max, dev);
 }
 
 /* Persistence, compute, ECC and MIG modes (current and pending). */
@@ -393,7 +356,6 @@ void nvml_read_placement(struct reader *rd, size_t i, nvmlDevice_t dev)
 {
 	unsigned long mask[CPUSET_WORDS] = {0};
 	char list[4096];
-	unsigned u;
 
 	if (nvml_want(rd, GPUCTL_F_CPU_AFFINITY) &&
 	    READ(rd, i, FBIT(GPUCTL_F_CPU_AFFINITY), cpu_affinity, dev, CPUSET_WORDS, mask) &&
@@ -409,7 +371,5 @@ void nvml_read_placement(struct reader *rd, size_t i, nvmlDevice_t dev)
 				break;
 			}
 	}
-	if (nvml_want(rd, GPUCTL_F_GPU_NUMA_NODE) &&
-	    READ(rd, i, FBIT(GPUCTL_F_GPU_NUMA_NODE), numa_node_id, dev, &u))
-		nvml_set_int(rd, i, GPUCTL_F_GPU_NUMA_NODE, u);
+	READ_UINT(rd, i, GPUCTL_F_GPU_NUMA_NODE, numa_node_id, dev);
 }

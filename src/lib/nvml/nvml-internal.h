@@ -194,6 +194,16 @@ bool nvml_read_done(struct reader *rd, bool ok);
 #define READ(rd, gpu, mask, fn, ...)                                                               \
 	((rd)->reading = (mask), nvml_read_done((rd), CALL((rd), (gpu), fn, __VA_ARGS__)))
 
+/* The usual read: field f, when wanted, from one call of fn whose last argument is an unsigned
+ * out-parameter (the arguments before it given), set when the call succeeds. */
+#define READ_UINT(rd, gpu, f, fn, ...)                                                             \
+	do {                                                                                       \
+		unsigned read_uint_;                                                               \
+		if (nvml_want((rd), (f)) &&                                                        \
+		    READ((rd), (gpu), FBIT(f), fn, __VA_ARGS__, &read_uint_))                      \
+			nvml_set_int((rd), (gpu), (f), read_uint_);                                \
+	} while (0)
+
 /* Whether the caller asked for field f (gpuctl_snapshot_take_fields). Fields that one NVML call
  * answers together (memory total/used/free, ...) are read when any of them is wanted. */
 bool nvml_want(const struct reader *rd, enum gpuctl_field f);
