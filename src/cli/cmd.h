@@ -88,6 +88,22 @@ enum {
 	                              * GPUCTL_NVML_TIMEOUT (main.c arms the watchdog for it) */
 };
 
+/* The options several commands take, declared once: their getopt_long table entries, and the
+ * values of those without a letter (above any command's own OPT_* values, which start at
+ * 0x100). Each is parsed in one place: -i's IDS by cli_select_gpus, --format's values by
+ * cmd_parse_format (or the command's richer reader), --color's WHEN by cli_color_option. */
+enum {
+	CMD_OPT_FORMAT = 0x1000, /* --format VALUE */
+	CMD_OPT_COLOR,           /* --color WHEN */
+};
+/* clang-format off */
+#define CMD_OPTIONS_IDS \
+	{"id", required_argument, NULL, 'i'}, {"only", required_argument, NULL, 'i'}
+#define CMD_OPTION_FORMAT {"format", required_argument, NULL, CMD_OPT_FORMAT}
+#define CMD_OPTION_COLOR  {"color", required_argument, NULL, CMD_OPT_COLOR}
+#define CMD_OPTION_HELP   {"help", no_argument, NULL, 'h'}
+/* clang-format on */
+
 extern const struct cmd_entry cmd_health_entry;
 extern const struct cmd_entry cmd_exporter_entry;
 extern const struct cmd_entry cmd_help_entry;
