@@ -40,6 +40,7 @@
 #include "format.h"
 #include "parse.h"
 #include "query.h"
+#include "util.h"
 
 #define WATCH_DEFAULT_GROUP "puc"
 #define WATCH_GROUPS        "pucvmet"
@@ -615,7 +616,7 @@ static int run_watch(struct cli *cli, const struct watch_args *a, struct watch *
 {
 	enum gpuctl_field fields[N_COLUMNS + 1];
 	size_t n_fields = watch_fields(w, fields);
-	struct gpuctl_snapshot *snap = NULL;
+	_cleanup_(gpuctl_snapshot_freep) struct gpuctl_snapshot *snap = NULL;
 	unsigned flags = w->procs ? GPUCTL_SNAP_PROC_UTIL : 0;
 	int r;
 
@@ -624,18 +625,15 @@ static int run_watch(struct cli *cli, const struct watch_args *a, struct watch *
 	if (r)
 		return r;
 	r = cli_select_gpus(cli, snap, a->ids, &w->gpus, &w->n_gpus);
-	if (r) {
-		gpuctl_snapshot_free(snap);
+	if (r)
 		return r;
-	}
 	w->reported_lost = calloc(gpuctl_snapshot_gpu_count(snap) + 1, sizeof(*w->reported_lost));
 	if (!w->reported_lost) {
-		gpuctl_snapshot_free(snap);
 		cli_error("out of memory");
 		return CLI_EXIT_FAILURE;
 	}
-	/* the loop owns snap from here */
-	return watch_loop(cli, w, snap, flags, a->count, a->delay);
+	/* the loop owns the first snapshot */
+	return watch_loop(cli, w, TAKE_PTR(snap), flags, a->count, a->delay);
 }
 
 static int cmd_watch_exec(struct cli *cli, int argc, char **argv)
