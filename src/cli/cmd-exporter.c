@@ -33,8 +33,8 @@
  *   failures keep the server up: the page then has only the exporter's own metrics, and
  *   gpuctl_exporter_nvml_errors_total counts them (logged once per streak of failures).
  * - One teardown: the server is freed by its _cleanup_ attribute on every return, and once
- *   the sampler runs every path goes through stop_sampler (the server stops first, so the port
- *   closes before a hung sample is waited for).
+ *   the sampler runs every path comes back to run_exporter, which stops it (the server stops
+ *   first, so the port closes before a hung sample is waited for).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -77,7 +77,7 @@ static const struct option exporter_options[] = {
         {"listen", required_argument, NULL, OPT_LISTEN},
         {"interval", required_argument, NULL, OPT_INTERVAL},
         {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
-        {"help", no_argument, NULL, 'h'},
+        CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 
@@ -468,29 +468,32 @@ static void serve(struct exporter_http *http, struct sampler *smp, uint64_t seq,
 
 /* ---- the command ---- */
 
-/* ---- the command ---- */
+struct exporter_args {
+	const char *listen_text; /* --listen, as given (for the messages) */
+	struct listen_spec spec; /* --listen, parsed */
+	double interval;         /* --interval: seconds between samples */
+	const char *lease_dir;   /* --lease-dir, NULL: the site's */
+	unsigned timeout;        /* GPUCTL_EXPORTER_TIMEOUT: a connection's idle timeout, s */
+};
 
-static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
+/* Returned by parse_options when the command goes on. */
+#define EXPORTER_GO_ON (-1)
+
+/* The options (and GPUCTL_EXPORTER_TIMEOUT) into a: EXPORTER_GO_ON, or the exit status to
+ * return now (--help, a usage error). */
+static int parse_options(int argc, char **argv, struct exporter_args *a)
 {
-	const char *listen_text = LISTEN_DEFAULT, *lease_dir = NULL, *why = NULL;
-	double interval = EXPORTER_DEFAULT_INTERVAL;
-	struct listen_spec spec;
-	_cleanup_(exporter_http_freep) struct exporter_http *http = NULL;
-	struct sampling s = {.first = true};
-	struct sampler *smp = NULL;
-	char hostname[256]; /* the Hostname label */
-	unsigned timeout;
-	sigset_t stop, old;
-	int opt, status, r;
+	const char *why = NULL;
+	int opt;
 
 	while ((opt = cmd_getopt(&cmd_exporter_entry, argc, argv)) != -1) {
 		switch (opt) {
 		case OPT_LISTEN:
-			listen_text = optarg;
+			a->listen_text = optarg;
 			break;
 		case OPT_INTERVAL:
 			if (parse_seconds(optarg, EXPORTER_MIN_INTERVAL, EXPORTER_MAX_INTERVAL,
-			                  &interval) < 0)
+			                  &a->interval) < 0)
 				return cmd_usage_error(
 				        &cmd_exporter_entry,
 				        "--interval: '%s' is not a number of seconds "
@@ -501,7 +504,7 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 			if (!optarg[0])
 				return cmd_usage_error(&cmd_exporter_entry,
 				                       "--lease-dir: empty path");
-			lease_dir = optarg;
+			a->lease_dir = optarg;
 			break;
 		case 'h':
 			cmd_usage(&cmd_exporter_entry, stdout);
@@ -513,16 +516,95 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	if (optind < argc)
 		return cmd_usage_error(&cmd_exporter_entry, "unexpected argument '%s'",
 		                       argv[optind]);
-	if (listen_parse(listen_text, &spec, &why) < 0)
-		return cmd_usage_error(&cmd_exporter_entry, "--listen: '%s': %s", listen_text, why);
-	if (connection_timeout(&timeout) < 0)
+	if (listen_parse(a->listen_text, &a->spec, &why) < 0)
+		return cmd_usage_error(&cmd_exporter_entry, "--listen: '%s': %s", a->listen_text,
+		                       why);
+	if (connection_timeout(&a->timeout) < 0)
 		return cmd_usage_error(&cmd_exporter_entry,
 		                       "GPUCTL_EXPORTER_TIMEOUT: '%s' is not a number of seconds "
 		                       "from 1 to %d",
 		                       getenv("GPUCTL_EXPORTER_TIMEOUT"), EXPORTER_MAX_TIMEOUT);
+	return EXPORTER_GO_ON;
+}
+
+/* Starts the sampler's thread, which reads NVML with a context of its own (the sampler's from
+ * then on). 0 and *ret_smp, or the exit status. */
+static int start_sampler(struct cli *cli, struct sampling *s, double interval,
+                         struct sampler **ret_smp)
+{
+	struct gpuctl_ctx *sctx = NULL;
+	int status, r;
+
+	status = cli_context_new(cli, &sctx);
+	if (status)
+		return status;
+	/* a select.lock held by someone else delays a sample by this much at most: the lease
+	 * metrics are left out then, never the GPUs' (docs/metrics.md) */
+	(void)gpuctl_ctx_set_lock_wait(sctx, EXPORTER_LOCK_WAIT_S);
+	struct sampler_config cfg = {.interval = interval,
+	                             .ctx = sctx,
+	                             .take = exporter_take,
+	                             .free_data = exporter_sample_free,
+	                             .finish = sampling_finish,
+	                             .userdata = s};
+	r = sampler_start(&cfg, ret_smp);
+	if (r < 0) {
+		cli_error("exporter: cannot start the sampler: %s", strerror(-r));
+		gpuctl_ctx_free(sctx);
+		return CLI_EXIT_FAILURE;
+	}
+	return 0;
+}
+
+/* Publishes the first sample's page, starts the server and serves until SIGINT or SIGTERM:
+ * the exit status (0 also when a signal came before the first sample). */
+static int publish_and_serve(struct cli *cli, const struct exporter_args *a,
+                             struct exporter_http *http, struct sampler *smp, const char *hostname,
+                             const sigset_t *stop)
+{
+	const struct sampler_sample *m = NULL;
+	struct metrics_stats first;
+	uint64_t seq;
+	int status, r;
+
+	if (cli_first_sample(smp, "exporter", stop, &m))
+		return CLI_EXIT_OK; /* stopped before it served */
+	const struct exporter_sample *x = m->data;
+	if (!x || !x->snap) {
+		status = x ? cli_driver_error_msg(x->status, x->error)
+		           : (cli_error("exporter: out of memory"), CLI_EXIT_FAILURE);
+		sampler_put(m);
+		return status;
+	}
+	seq = m->seq;
+	r = publish_sample(http, x, hostname, &first);
+	sampler_put(m);
+	if (r < 0) {
+		cli_error("exporter: out of memory");
+		return CLI_EXIT_FAILURE;
+	}
+	status = exporter_http_serve(http, a->timeout);
+	if (status)
+		return status;
+	if (cli->verbose)
+		cli_error("exporter: serving http://%s/metrics, sampling every %gs", a->listen_text,
+		          a->interval);
+	serve(http, smp, seq, &first, a->interval, hostname, stop);
+	return CLI_EXIT_OK;
+}
+
+static int run_exporter(struct cli *cli, const struct exporter_args *a)
+{
+	_cleanup_(exporter_http_freep) struct exporter_http *http = NULL;
+	struct sampling s = {.first = true};
+	struct sampler *smp = NULL;
+	char hostname[256]; /* the Hostname label */
+	sigset_t stop, old;
+	int status;
+
 	/* the configuration and the lease directory's path; the directory itself is read at every
 	 * sample (it may appear, or become unreadable, while the exporter runs) */
-	status = cli_site(cli, &cmd_exporter_entry, lease_dir, GPUCTL_SITE_NO_LEASES);
+	status = cli_site(cli, &cmd_exporter_entry, a->lease_dir, GPUCTL_SITE_NO_LEASES);
 	if (status)
 		return status;
 	s.site = cli->site;
@@ -536,7 +618,7 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	sigaddset(&stop, SIGINT);
 	sigaddset(&stop, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &stop, &old);
-	status = exporter_http_new(listen_text, &spec, cli->verbose, &http);
+	status = exporter_http_new(a->listen_text, &a->spec, cli->verbose, &http);
 	if (status)
 		return status;
 	sampling_fields(&s);
@@ -544,58 +626,13 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 		hostname[0] = '\0';
 	hostname[sizeof(hostname) - 1] = '\0';
 
-	/* NVML is read on the sampler's thread, with a context of its own; the first sample is
-	 * taken before serving: no driver is exit 4 now, not an empty page later */
-	struct gpuctl_ctx *sctx = NULL;
-	status = cli_context_new(cli, &sctx);
+	/* the first sample is taken before serving: no driver is exit 4 now, not an empty page
+	 * later */
+	status = start_sampler(cli, &s, a->interval, &smp);
 	if (status)
 		return status;
-	/* a select.lock held by someone else delays a sample by this much at most: the lease
-	 * metrics are left out then, never the GPUs' (docs/metrics.md) */
-	(void)gpuctl_ctx_set_lock_wait(sctx, EXPORTER_LOCK_WAIT_S);
-	struct sampler_config cfg = {.interval = interval,
-	                             .ctx = sctx,
-	                             .take = exporter_take,
-	                             .free_data = exporter_sample_free,
-	                             .finish = sampling_finish,
-	                             .userdata = &s};
-	r = sampler_start(&cfg, &smp);
-	if (r < 0) {
-		cli_error("exporter: cannot start the sampler: %s", strerror(-r));
-		gpuctl_ctx_free(sctx);
-		return CLI_EXIT_FAILURE;
-	}
-	const struct sampler_sample *m = NULL;
-	if (cli_first_sample(smp, "exporter", &stop, &m)) {
-		status = CLI_EXIT_OK; /* stopped before it served */
-		goto stop_sampler;
-	}
-	const struct exporter_sample *x = m->data;
-	if (!x || !x->snap) {
-		status = x ? cli_driver_error_msg(x->status, x->error)
-		           : (cli_error("exporter: out of memory"), CLI_EXIT_FAILURE);
-		sampler_put(m);
-		goto stop_sampler;
-	}
-	struct metrics_stats first;
-	uint64_t seq = m->seq;
-	r = publish_sample(http, x, hostname, &first);
-	sampler_put(m);
-	if (r < 0) {
-		cli_error("exporter: out of memory");
-		status = CLI_EXIT_FAILURE;
-		goto stop_sampler;
-	}
-	status = exporter_http_serve(http, timeout);
-	if (status)
-		goto stop_sampler;
-	if (cli->verbose)
-		cli_error("exporter: serving http://%s/metrics, sampling every %gs", listen_text,
-		          interval);
+	status = publish_and_serve(cli, a, http, smp, hostname, &stop);
 
-	serve(http, smp, seq, &first, interval, hostname, &stop);
-
-stop_sampler:
 	/* the server first (the port closes at once); a sample hung in NVML is not waited for:
 	 * the process ends without it */
 	exporter_http_stop(http);
@@ -603,6 +640,15 @@ stop_sampler:
 		cli_exit_now(status);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return status;
+}
+
+static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
+{
+	struct exporter_args a = {.listen_text = LISTEN_DEFAULT,
+	                          .interval = EXPORTER_DEFAULT_INTERVAL};
+	int status = parse_options(argc, argv, &a);
+
+	return status != EXPORTER_GO_ON ? status : run_exporter(cli, &a);
 }
 
 const struct cmd_entry cmd_exporter_entry = {

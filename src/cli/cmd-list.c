@@ -30,15 +30,14 @@
 
 #include "hostproc.h"
 #include "list.h"
+#include "util.h"
 
 /* What `--format csv` shows without --query. */
 static const char default_csv_fields[] = "index,uuid,name,temperature.gpu,utilization.gpu,"
                                          "memory.used,memory.total,power.draw,enforced.power.limit";
 
 enum {
-	OPT_FORMAT = 0x100,
-	OPT_COLOR,
-	OPT_QUERY,
+	OPT_QUERY = 0x100,
 	OPT_NOHEADER,
 	OPT_NOUNITS,
 	OPT_QUERY_APPS,
@@ -46,12 +45,11 @@ enum {
 };
 
 static const struct option list_options[] = {
-        {"id", required_argument, NULL, 'i'},
-        {"only", required_argument, NULL, 'i'},
+        CMD_OPTIONS_IDS,
         {"wide", no_argument, NULL, 'w'},
         {"loop", required_argument, NULL, 'l'},
-        {"format", required_argument, NULL, OPT_FORMAT},
-        {"color", required_argument, NULL, OPT_COLOR},
+        CMD_OPTION_FORMAT,
+        CMD_OPTION_COLOR,
         {"query", required_argument, NULL, OPT_QUERY},
         {"query-gpu", required_argument, NULL, OPT_QUERY},
         {"query-compute-apps", required_argument, NULL, OPT_QUERY_APPS},
@@ -59,7 +57,7 @@ static const struct option list_options[] = {
         {"nounits", no_argument, NULL, OPT_NOUNITS},
         {"help-query", no_argument, NULL, OPT_HELP_QUERY},
         {"help-query-gpu", no_argument, NULL, OPT_HELP_QUERY},
-        {"help", no_argument, NULL, 'h'},
+        CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 
@@ -529,24 +527,16 @@ static int print_json(const struct list_args *a, const struct gpuctl_snapshot *s
 	return r;
 }
 
-/* ---- options and dispatch ---- */
+/* ---- one listing ---- */
 
-/* One listing: a fresh snapshot of what kind needs, printed. */
-static int list_once(struct cli *cli, struct list_args *a, enum list_format kind)
+/* The snapshot one listing reads: what kind shows (the flags), and of the GPUs' fields the
+ * queried ones, the table's, or (JSON without --query) every one. verdicts: the table and the
+ * JSON show the health verdict. 0 or the exit status. */
+static int list_snapshot(struct cli *cli, const struct list_args *a, enum list_format kind,
+                         bool verdicts, struct gpuctl_snapshot **ret_snap)
 {
-	struct gpuctl_snapshot *snap = NULL;
-	enum gpuctl_field *fields = NULL; /* the fields to read, when not all */
 	unsigned flags;
-	int status;
 
-	/* the table and the JSON show the verdict: the facts every command judges, which the
-	 * site's health state file decides (gpuctl_health_snapshot_flags) */
-	const bool verdicts = !a->query_text && !a->apps && kind != LIST_FORMAT_CSV;
-	if (verdicts) {
-		status = cli_site(cli, &cmd_list_entry, NULL, GPUCTL_SITE_NO_LEASES);
-		if (status)
-			goto out;
-	}
 	if (a->apps)
 		flags = GPUCTL_SNAP_PROCESSES;
 	else if (!verdicts)
@@ -555,143 +545,212 @@ static int list_once(struct cli *cli, struct list_args *a, enum list_format kind
 		flags = GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG |
 		        gpuctl_health_snapshot_flags(gpuctl_site_health_state_path(cli->site));
 
-	/* Read what is printed: the queried columns, the table's columns, or (JSON without
-	 * --query) everything. */
-	enum gpuctl_field table_fields[6 + GPUCTL__F_COUNT] = {
-	        GPUCTL_F_TEMP,         GPUCTL_F_UTIL_GPU,   GPUCTL_F_MEMORY_USED,
-	        GPUCTL_F_MEMORY_TOTAL, GPUCTL_F_POWER_DRAW, GPUCTL_F_POWER_LIMIT};
-	size_t n_table = 6, nh = 0;
-	/* the HEALTH column: the facts of docs/health.md */
-	const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
-	for (size_t i = 0; i < nh; i++)
-		table_fields[n_table++] = hf[i];
-	size_t n_fields = 0;
 	if (a->apps) {
 		/* the identity every snapshot has is all the rows need besides the processes */
 		static const enum gpuctl_field name_only[] = {GPUCTL_F_NAME};
-		status = cli_snapshot_fields(cli, flags, name_only, 1, &snap);
-	} else if (a->query) {
-		fields = calloc(a->query->n, sizeof(*fields));
+		return cli_snapshot_fields(cli, flags, name_only, 1, ret_snap);
+	}
+	if (a->query) {
+		_cleanup_free_ enum gpuctl_field *fields = calloc(a->query->n, sizeof(*fields));
+		size_t n_fields = 0;
+
 		if (!fields) {
 			cli_error("list: out of memory");
-			status = CLI_EXIT_FAILURE;
-			goto out;
+			return CLI_EXIT_FAILURE;
 		}
 		for (size_t c = 0; c < a->query->n; c++)
 			if ((int)a->query->cols[c].field < (int)GPUCTL__F_COUNT)
 				fields[n_fields++] = a->query->cols[c].field;
-		status = cli_snapshot_fields(cli, flags, fields, n_fields, &snap);
-	} else if (kind == LIST_FORMAT_TABLE) {
-		status = cli_snapshot_fields(cli, flags, table_fields, n_table, &snap);
-	} else {
-		status = cli_snapshot(cli, flags, &snap);
+		return cli_snapshot_fields(cli, flags, fields, n_fields, ret_snap);
 	}
-	if (status)
-		goto out;
-	clock_gettime(CLOCK_REALTIME, &a->now);
-	a->color = cli_use_color(cli);
-	a->driver = gpuctl_snapshot_driver_version(snap);
-	a->count = gpuctl_snapshot_gpu_count(snap);
-	status = cli_select_gpus(cli, snap, a->ids, &a->sel, &a->nsel);
-	if (status)
-		goto out;
-	if (verdicts) {
-		/* the verdict of gpuctl health, with the kernel log and what health --watch
-		 * recorded */
-		struct gpuctl_health_report *rep = NULL;
-		size_t n = gpuctl_snapshot_gpu_count(snap);
-		if (gpuctl_site_health(cli->ctx, cli->site, snap, &rep) < 0) {
-			cli_error("list: health check: %s", gpuctl_errmsg(cli->ctx));
-			status = CLI_EXIT_FAILURE;
-			goto out;
-		}
-		a->verdict = calloc(n ? n : 1, sizeof(*a->verdict));
-		for (size_t g = 0; a->verdict && g < n; g++)
-			a->verdict[g] = gpuctl_health_verdict(rep, g);
-		gpuctl_health_report_free(rep);
-	}
+	if (kind == LIST_FORMAT_TABLE) {
+		enum gpuctl_field table_fields[6 + GPUCTL__F_COUNT] = {
+		        GPUCTL_F_TEMP,         GPUCTL_F_UTIL_GPU,   GPUCTL_F_MEMORY_USED,
+		        GPUCTL_F_MEMORY_TOTAL, GPUCTL_F_POWER_DRAW, GPUCTL_F_POWER_LIMIT};
+		size_t n_table = 6, nh = 0;
+		/* the HEALTH column: the facts of docs/health.md */
+		const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
 
-	int r;
+		for (size_t i = 0; i < nh; i++)
+			table_fields[n_table++] = hf[i];
+		return cli_snapshot_fields(cli, flags, table_fields, n_table, ret_snap);
+	}
+	return cli_snapshot(cli, flags, ret_snap);
+}
+
+/* a->verdict: each GPU's verdict, as gpuctl health gives it (with the kernel log and what
+ * health --watch recorded). 0 or the exit status. */
+static int read_verdicts(struct cli *cli, struct list_args *a, const struct gpuctl_snapshot *snap)
+{
+	struct gpuctl_health_report *rep = NULL;
+	size_t n = gpuctl_snapshot_gpu_count(snap);
+
+	if (gpuctl_site_health(cli->ctx, cli->site, snap, &rep) < 0) {
+		cli_error("list: health check: %s", gpuctl_errmsg(cli->ctx));
+		return CLI_EXIT_FAILURE;
+	}
+	/* out of memory: the verdicts read N/A */
+	a->verdict = calloc(n ? n : 1, sizeof(*a->verdict));
+	for (size_t g = 0; a->verdict && g < n; g++)
+		a->verdict[g] = gpuctl_health_verdict(rep, g);
+	gpuctl_health_report_free(rep);
+	return 0;
+}
+
+/* Prints the listing of snap as kind says: 0 or -errno. */
+static int print_listing(const struct list_args *a, const struct gpuctl_snapshot *snap,
+                         enum list_format kind)
+{
 	switch (kind) {
 	case LIST_FORMAT_CSV:
 		if (a->apps)
 			list_print_apps_csv(a, snap);
 		else
 			list_print_csv(a, snap);
-		r = 0;
-		break;
+		return 0;
 	case LIST_FORMAT_JSON:
-		r = print_json(a, snap);
-		break;
+		return print_json(a, snap);
 	default:
-		r = a->query_text ? list_print_query_table(a, snap) : print_table(a, snap);
-		break;
+		return a->query_text ? list_print_query_table(a, snap) : print_table(a, snap);
 	}
+}
+
+/* A fresh snapshot of what kind needs, with the chosen GPUs (a->sel) and the verdicts
+ * (a->verdict), printed. 0 or the exit status. */
+static int read_and_print(struct cli *cli, struct list_args *a, enum list_format kind)
+{
+	_cleanup_(gpuctl_snapshot_freep) struct gpuctl_snapshot *snap = NULL;
+	/* the table and the JSON show the verdict: the facts every command judges, which the
+	 * site's health state file decides (gpuctl_health_snapshot_flags) */
+	const bool verdicts = !a->query_text && !a->apps && kind != LIST_FORMAT_CSV;
+	int status, r;
+
+	if (verdicts && (status = cli_site(cli, &cmd_list_entry, NULL, GPUCTL_SITE_NO_LEASES)))
+		return status;
+	status = list_snapshot(cli, a, kind, verdicts, &snap);
+	if (status)
+		return status;
+	clock_gettime(CLOCK_REALTIME, &a->now);
+	a->color = cli_use_color(cli);
+	a->driver = gpuctl_snapshot_driver_version(snap);
+	a->count = gpuctl_snapshot_gpu_count(snap);
+	status = cli_select_gpus(cli, snap, a->ids, &a->sel, &a->nsel);
+	if (status)
+		return status;
+	if (verdicts && (status = read_verdicts(cli, a, snap)))
+		return status;
+	r = print_listing(a, snap, kind);
 	if (r < 0) {
 		cli_error("list: cannot write the output: %s", strerror(-r));
-		status = CLI_EXIT_FAILURE;
+		return CLI_EXIT_FAILURE;
 	}
-out:
-	free(fields);
+	return 0;
+}
+
+/* One listing; what it chose and judged is let go of after it. */
+static int list_once(struct cli *cli, struct list_args *a, enum list_format kind)
+{
+	int status = read_and_print(cli, a, kind);
+
 	free(a->verdict);
 	a->verdict = NULL;
 	free(a->sel);
 	a->sel = NULL;
-	gpuctl_snapshot_free(snap);
 	return status;
 }
 
-static int cmd_list_exec(struct cli *cli, int argc, char **argv)
+/* -l: a listing every a->loop seconds until SIGINT or SIGTERM (exit 0), or a failure. */
+static int list_loop(struct cli *cli, struct list_args *a, enum list_format kind)
 {
-	struct list_args a = {0};
-	int opt, status;
+	/* Signals are taken only while waiting, between two whole listings. */
+	sigset_t stop, old;
+	double next = cli_now(CLOCK_MONOTONIC);
+	int status;
+
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	sigprocmask(SIG_BLOCK, &stop, &old);
+	for (;;) {
+		if (a->again && kind != LIST_FORMAT_CSV)
+			putchar('\n');
+		status = list_once(cli, a, kind);
+		if (status || (status = cli_finish_output(CLI_EXIT_OK)))
+			break;
+		a->again = true;
+		next = cli_next_tick(next, a->loop);
+		if (cli_wait_until(next, &stop))
+			break; /* SIGINT, SIGTERM: the end asked for, exit 0 */
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return status;
+}
+
+/* ---- options and dispatch ---- */
+
+/* --format's value (ours or nvidia-smi's spelling) into fmt: 0, or the usage error's exit
+ * status. */
+static int parse_format(const char *arg, struct format_spec *fmt)
+{
 	char *bad = NULL;
+	int status;
+
+	if (format_parse(arg, fmt, &bad) >= 0)
+		return 0;
+	if (bad && strcmp(bad, arg) != 0)
+		status = cmd_usage_error(&cmd_list_entry,
+		                         "--format: unknown format '%s' in '%s' (table, csv, json, "
+		                         "noheader, nounits)",
+		                         bad, arg);
+	else
+		status = cmd_usage_error(
+		        &cmd_list_entry,
+		        "--format: unknown format '%s' (table, csv, json, noheader, "
+		        "nounits)",
+		        arg);
+	free(bad);
+	return status;
+}
+
+/* Returned by parse_options when the command goes on. */
+#define LIST_GO_ON (-1)
+
+/* The options into a: LIST_GO_ON, or the exit status to return now (--help, --help-query, a
+ * usage error). */
+static int parse_options(struct cli *cli, int argc, char **argv, struct list_args *a)
+{
+	int opt, status;
 
 	while ((opt = cmd_getopt(&cmd_list_entry, argc, argv)) != -1) {
 		switch (opt) {
 		case 'i':
-			a.ids = optarg;
+			a->ids = optarg;
 			break;
 		case 'l':
-			if ((status = cmd_parse_delay(&cmd_list_entry, "--loop", optarg, &a.loop)))
+			if ((status = cmd_parse_delay(&cmd_list_entry, "--loop", optarg, &a->loop)))
 				return status;
 			break;
 		case 'w':
-			a.wide = true;
+			a->wide = true;
 			break;
-		case OPT_FORMAT:
-			if (format_parse(optarg, &a.fmt, &bad) < 0) {
-				if (bad && strcmp(bad, optarg) != 0)
-					status = cmd_usage_error(&cmd_list_entry,
-					                         "--format: unknown format '%s' in "
-					                         "'%s' (table, csv, json, "
-					                         "noheader, nounits)",
-					                         bad, optarg);
-				else
-					status = cmd_usage_error(
-					        &cmd_list_entry,
-					        "--format: unknown format '%s' (table, "
-					        "csv, json, noheader, nounits)",
-					        optarg);
-				free(bad);
+		case CMD_OPT_FORMAT:
+			if ((status = parse_format(optarg, &a->fmt)))
 				return status;
-			}
 			break;
 		case OPT_QUERY:
-			a.query_text = optarg;
+			a->query_text = optarg;
 			break;
 		case OPT_QUERY_APPS:
-			a.apps_text = optarg;
+			a->apps_text = optarg;
 			break;
 		case OPT_NOHEADER:
-			a.fmt.noheader = true;
+			a->fmt.noheader = true;
 			break;
 		case OPT_NOUNITS:
-			a.fmt.nounits = true;
+			a->fmt.nounits = true;
 			break;
-		case OPT_COLOR:
-			status = cli_color_option(cli, &cmd_list_entry, optarg);
-			if (status)
+		case CMD_OPT_COLOR:
+			if ((status = cli_color_option(cli, &cmd_list_entry, optarg)))
 				return status;
 			break;
 		case 'h':
@@ -706,50 +765,46 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 	}
 	if (optind < argc)
 		return cmd_usage_error(&cmd_list_entry, "unexpected argument '%s'", argv[optind]);
+	return LIST_GO_ON;
+}
 
-	enum list_format kind = a.fmt.kind;
+/* The options together: the output's kind (*ret_kind: --format's, else CSV with a query, else
+ * the table), --wide's place, and the queries parsed (a->apps, a->query: the CSV's default
+ * columns without --query). 0, or the usage error's exit status. */
+static int settle_args(struct list_args *a, enum list_format *ret_kind)
+{
+	enum list_format kind = a->fmt.kind;
+	int status = 0;
+
 	if (kind == LIST_FORMAT_DEFAULT)
-		kind = a.query_text || a.apps_text ? LIST_FORMAT_CSV : LIST_FORMAT_TABLE;
-
-	if (a.wide && (a.query_text || kind != LIST_FORMAT_TABLE))
+		kind = a->query_text || a->apps_text ? LIST_FORMAT_CSV : LIST_FORMAT_TABLE;
+	if (a->wide && (a->query_text || kind != LIST_FORMAT_TABLE))
 		return cmd_usage_error(&cmd_list_entry,
 		                       "--wide: only for the table without --query (the JSON has "
 		                       "the host facts of every process)");
-	if (a.apps_text) {
-		status = list_parse_apps(&a, kind);
-		if (status)
-			return status;
-	} else if (a.query_text || kind == LIST_FORMAT_CSV) {
-		status = list_parse_query(a.query_text ? a.query_text : default_csv_fields,
-		                          &a.query);
-		if (status)
-			return status;
-	}
+	if (a->apps_text)
+		status = list_parse_apps(a, kind);
+	else if (a->query_text || kind == LIST_FORMAT_CSV)
+		status = list_parse_query(a->query_text ? a->query_text : default_csv_fields,
+		                          &a->query);
+	if (status)
+		return status;
+	*ret_kind = kind;
+	return 0;
+}
 
-	if (!a.loop) {
-		status = list_once(cli, &a, kind);
-	} else {
-		/* Signals are taken only while waiting, between two whole listings. */
-		sigset_t stop, old;
-		double next = cli_now(CLOCK_MONOTONIC);
+static int cmd_list_exec(struct cli *cli, int argc, char **argv)
+{
+	struct list_args a = {0};
+	enum list_format kind = LIST_FORMAT_DEFAULT; /* settle_args decides */
+	int status;
 
-		sigemptyset(&stop);
-		sigaddset(&stop, SIGINT);
-		sigaddset(&stop, SIGTERM);
-		sigprocmask(SIG_BLOCK, &stop, &old);
-		for (;;) {
-			if (a.again && kind != LIST_FORMAT_CSV)
-				putchar('\n');
-			status = list_once(cli, &a, kind);
-			if (status || (status = cli_finish_output(CLI_EXIT_OK)))
-				break;
-			a.again = true;
-			next = cli_next_tick(next, a.loop);
-			if (cli_wait_until(next, &stop))
-				break; /* SIGINT, SIGTERM: the end asked for, exit 0 */
-		}
-		sigprocmask(SIG_SETMASK, &old, NULL);
-	}
+	status = parse_options(cli, argc, argv, &a);
+	if (status != LIST_GO_ON)
+		return status;
+	status = settle_args(&a, &kind);
+	if (!status)
+		status = a.loop ? list_loop(cli, &a, kind) : list_once(cli, &a, kind);
 	query_free(a.query);
 	free(a.apps);
 	return status;

@@ -32,22 +32,21 @@
 #include "format.h"
 #include "hostproc.h"
 #include "ps.h"
+#include "util.h"
 
 enum {
-	OPT_FORMAT = 0x100,
-	OPT_COLOR,
-	OPT_ALL,
+	OPT_ALL = 0x100,
 	OPT_LEASE_DIR,
 	OPT_WAITING,
 };
 
 static const struct option ps_options[] = {
-        {"format", required_argument, NULL, OPT_FORMAT},
-        {"color", required_argument, NULL, OPT_COLOR},
+        CMD_OPTION_FORMAT,
+        CMD_OPTION_COLOR,
         {"all", no_argument, NULL, OPT_ALL},
         {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
         {"waiting", no_argument, NULL, OPT_WAITING},
-        {"help", no_argument, NULL, 'h'},
+        CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 
@@ -601,44 +600,46 @@ static int rows_from_list(struct ps_data *d, const struct gpuctl_lease_list *lis
 	return 0;
 }
 
-static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
+struct ps_args {
+	const char *lease_dir; /* --lease-dir, NULL: the site's */
+	bool json;             /* --format json */
+	bool all;              /* --all: the free, healthy devices too */
+	bool waiting;          /* --waiting: the waiters instead (ps-waiting.c) */
+};
+
+/* Returned by parse_options when the command goes on. */
+#define PS_GO_ON (-1)
+
+/* The options into a: PS_GO_ON, or the exit status to return now (--help, a usage error). */
+static int parse_options(struct cli *cli, int argc, char **argv, struct ps_args *a)
 {
-	const char *lease_dir = NULL;
-	bool json = false, all = false, waiting = false;
-	struct gpuctl_snapshot *snap = NULL;
-	struct gpuctl_lease_dir *dir = NULL;
-	struct gpuctl_lease_list *list = NULL;
-	struct gpuctl_lease_request lreq = GPUCTL_LEASE_REQUEST_INIT;
-	struct ps_data d = {0};
-	int opt, status, r;
+	int opt, status;
 
 	while ((opt = cmd_getopt(&cmd_ps_entry, argc, argv)) != -1) {
 		switch (opt) {
-		case OPT_FORMAT: {
-			int i, st = cmd_parse_format(&cmd_ps_entry, optarg, &i);
+		case CMD_OPT_FORMAT: {
+			int i;
 
-			if (st)
-				return st;
-			json = i == 1;
+			if ((status = cmd_parse_format(&cmd_ps_entry, optarg, &i)))
+				return status;
+			a->json = i == 1;
 			break;
 		}
 		case OPT_ALL:
-			all = true;
+			a->all = true;
 			break;
 		case OPT_WAITING:
-			waiting = true;
+			a->waiting = true;
 			break;
 		case OPT_LEASE_DIR:
 			if (!optarg[0])
 				return cmd_usage_error(&cmd_ps_entry, "--lease-dir: empty path");
-			lease_dir = optarg;
+			a->lease_dir = optarg;
 			break;
-		case OPT_COLOR: {
-			int st = cli_color_option(cli, &cmd_ps_entry, optarg);
-			if (st)
-				return st;
+		case CMD_OPT_COLOR:
+			if ((status = cli_color_option(cli, &cmd_ps_entry, optarg)))
+				return status;
 			break;
-		}
 		case 'h':
 			cmd_usage(&cmd_ps_entry, stdout);
 			return CLI_EXIT_OK;
@@ -648,77 +649,114 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 	}
 	if (optind < argc)
 		return cmd_usage_error(&cmd_ps_entry, "unexpected argument '%s'", argv[optind]);
-	if (waiting && all)
+	if (a->waiting && a->all)
 		return cmd_usage_error(&cmd_ps_entry, "--waiting and --all conflict");
-	if (waiting)
-		return ps_waiting(cli, lease_dir, json);
+	return PS_GO_ON;
+}
 
-	/* the site first: a shared directory decides which configuration governs it, and its
-	 * health state file which facts the verdicts judge */
-	status = cli_site(cli, &cmd_ps_entry, lease_dir, 0);
-	if (status)
-		return status;
-	/* memory size: room left on shared devices; utilisation: the busy thresholds; health: the
-	 * verdict column, as gpuctl health */
+static void ps_data_free(struct ps_data *d)
+{
+	free(d->rows);
+	gpuctl_foreign_free(d->foreign);
+	free(d->pool_of);
+	free(d->verdict);
+}
+
+/* The snapshot ps reads: processes and MIG devices; memory size for the room left on shared
+ * devices, utilisation for the busy thresholds, and the facts of the verdict column, as
+ * gpuctl health reads them. 0 or the exit status. */
+static int ps_snapshot(struct cli *cli, struct gpuctl_snapshot **ret_snap)
+{
 	enum gpuctl_field fields[3 + GPUCTL__F_COUNT] = {GPUCTL_F_MIG_MODE, GPUCTL_F_MEMORY_TOTAL,
 	                                                 GPUCTL_F_UTIL_GPU};
 	size_t nfields = 3, nh = 0;
 	const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
+
 	for (size_t i = 0; i < nh; i++)
 		fields[nfields++] = hf[i];
-	status = cli_snapshot_fields(
+	return cli_snapshot_fields(
 	        cli,
 	        GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG |
 	                gpuctl_health_snapshot_flags(gpuctl_site_health_state_path(cli->site)),
-	        fields, nfields, &snap);
-	if (status)
-		return status;
-	const char *path = gpuctl_site_lease_dir_path(cli->site);
-	dir = gpuctl_site_lease_dir(cli->site);
-	bool exists = dir != NULL;
+	        fields, nfields, ret_snap);
+}
+
+/* d's rows: each device's lease state (*ret_list, which the rows borrow from; every device
+ * free without a lease directory) and its foreign processes. 0 or the exit status. */
+static int read_rows(struct cli *cli, struct ps_data *d, const struct gpuctl_snapshot *snap,
+                     struct gpuctl_lease_list **ret_list)
+{
+	struct gpuctl_lease_dir *dir = gpuctl_site_lease_dir(cli->site);
+	struct gpuctl_lease_request lreq = GPUCTL_LEASE_REQUEST_INIT;
+	int r;
+
 	(void)gpuctl_site_lease_defaults(cli->site, &lreq); /* GPUCTL_LEASE_REQUEST_INIT'ed */
-	status = pools_of(cli, &d, snap);
-	if (!status)
-		status = verdicts_of(cli, &d, snap);
-	if (status)
-		goto out;
-	if (exists) {
-		r = gpuctl_lease_list(cli->ctx, dir, snap, &list);
+	if (dir) {
+		r = gpuctl_lease_list(cli->ctx, dir, snap, ret_list);
 		if (r >= 0)
-			r = rows_from_list(&d, list, snap, &lreq);
+			r = rows_from_list(d, *ret_list, snap, &lreq);
 	} else {
-		r = rows_without_dir(&d, snap); /* no lease directory: nothing is leased */
+		r = rows_without_dir(d, snap); /* no lease directory: nothing is leased */
 	}
 	/* every foreign process is shown (by the rule leases follow; without a lease directory
 	 * every process is foreign); the thresholds say which make a device busy */
 	if (r >= 0)
-		r = gpuctl_foreign_scan(cli->ctx, dir, snap, &lreq, &d.foreign);
+		r = gpuctl_foreign_scan(cli->ctx, dir, snap, &lreq, &d->foreign);
 	if (r < 0) {
 		const char *msg = gpuctl_errmsg(cli->ctx);
-		cli_error("ps: lease directory %s: %s", path, msg && msg[0] ? msg : strerror(-r));
-		status = r == -EAGAIN ? CLI_EXIT_BUSY : CLI_EXIT_FAILURE;
-		goto out;
+		cli_error("ps: lease directory %s: %s", gpuctl_site_lease_dir_path(cli->site),
+		          msg && msg[0] ? msg : strerror(-r));
+		return r == -EAGAIN ? CLI_EXIT_BUSY : CLI_EXIT_FAILURE;
 	}
-	for (size_t i = 0; i < d.nrows; i++) {
-		struct ps_row *row = &d.rows[i];
-		row->foreign = gpuctl_foreign_device(d.foreign, row->gpu, row->mig);
-		row->busy = gpuctl_foreign_busy(d.foreign, row->gpu, row->mig);
+	for (size_t i = 0; i < d->nrows; i++) {
+		struct ps_row *row = &d->rows[i];
+		row->foreign = gpuctl_foreign_device(d->foreign, row->gpu, row->mig);
+		row->busy = gpuctl_foreign_busy(d->foreign, row->gpu, row->mig);
 	}
-	r = json ? print_json(&d, snap, path, exists, all)
-	         : print_table(&d, snap, all, cli_use_color(cli));
+	return 0;
+}
+
+static int run_ps(struct cli *cli, const struct ps_args *a)
+{
+	_cleanup_(gpuctl_snapshot_freep) struct gpuctl_snapshot *snap = NULL;
+	_cleanup_(gpuctl_lease_list_freep) struct gpuctl_lease_list *list = NULL;
+	_cleanup_(ps_data_free) struct ps_data d = {0};
+	int status, r;
+
+	/* the site first: a shared directory decides which configuration governs it, and its
+	 * health state file which facts the verdicts judge */
+	status = cli_site(cli, &cmd_ps_entry, a->lease_dir, 0);
+	if (!status)
+		status = ps_snapshot(cli, &snap);
+	if (!status)
+		status = pools_of(cli, &d, snap);
+	if (!status)
+		status = verdicts_of(cli, &d, snap);
+	if (!status)
+		status = read_rows(cli, &d, snap, &list);
+	if (status)
+		return status;
+	r = a->json ? print_json(&d, snap, gpuctl_site_lease_dir_path(cli->site),
+	                         gpuctl_site_lease_dir(cli->site) != NULL, a->all)
+	            : print_table(&d, snap, a->all, cli_use_color(cli));
 	if (r < 0 && r != -EIO) {
 		cli_error("ps: %s", strerror(-r));
 		status = CLI_EXIT_FAILURE;
 	}
-	status = cli_finish_output(status);
-out:
-	free(d.rows);
-	gpuctl_foreign_free(d.foreign);
-	free(d.pool_of);
-	free(d.verdict);
-	gpuctl_lease_list_free(list);
-	gpuctl_snapshot_free(snap);
-	return status;
+	return cli_finish_output(status);
+}
+
+static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
+{
+	struct ps_args a = {0};
+	int status;
+
+	status = parse_options(cli, argc, argv, &a);
+	if (status != PS_GO_ON)
+		return status;
+	if (a.waiting)
+		return ps_waiting(cli, a.lease_dir, a.json);
+	return run_ps(cli, &a);
 }
 
 const struct cmd_entry cmd_ps_entry = {

@@ -32,7 +32,6 @@
 enum {
 	OPT_ONCE = 0x100,
 	OPT_LEASE_DIR,
-	OPT_COLOR,
 };
 
 /* ---- plain text ---- */
@@ -166,44 +165,49 @@ static const struct option top_options[] = {
         {"batch", no_argument, NULL, 'b'},
         {"once", no_argument, NULL, OPT_ONCE},
         {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
-        {"color", required_argument, NULL, OPT_COLOR},
-        {"help", no_argument, NULL, 'h'},
+        CMD_OPTION_COLOR,
+        CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 
-static int cmd_top_exec(struct cli *cli, int argc, char **argv)
+struct top_args {
+	double delay;          /* -d: seconds between refreshes */
+	unsigned long count;   /* -n: frames to show (--once: 1), 0: until q or a signal */
+	bool batch;            /* --batch, --once: plain text, no screen */
+	const char *lease_dir; /* --lease-dir, NULL: the site's */
+};
+
+/* Returned by parse_options when the command goes on. */
+#define TOP_GO_ON (-1)
+
+/* The options into a: TOP_GO_ON, or the exit status to return now (--help, a usage error). */
+static int parse_options(struct cli *cli, int argc, char **argv, struct top_args *a)
 {
-	struct top_model m = {.lease_ifd = -1};
-	struct top_view v = {.sort = TOP_COL_GPU, .delay = 1.0};
-	const char *lease_dir = NULL;
-	unsigned long count = 0;
-	bool batch = false;
 	int opt, status;
 
-	optind = 1;
 	while ((opt = cmd_getopt(&cmd_top_entry, argc, argv)) != -1) {
 		switch (opt) {
 		case 'd':
-			if ((status = cmd_parse_delay(&cmd_top_entry, "-d", optarg, &v.delay)))
+			if ((status = cmd_parse_delay(&cmd_top_entry, "-d", optarg, &a->delay)))
 				return status;
 			break;
 		case 'n':
-			if ((status = cmd_parse_count(&cmd_top_entry, "-n", optarg, &count)))
+			if ((status = cmd_parse_count(&cmd_top_entry, "-n", optarg, &a->count)))
 				return status;
 			break;
 		case 'b':
-			batch = true;
+			a->batch = true;
 			break;
 		case OPT_ONCE:
-			batch = true;
-			count = 1;
+			a->batch = true;
+			a->count = 1;
 			break;
 		case OPT_LEASE_DIR:
 			if (!optarg[0])
 				return cmd_usage_error(&cmd_top_entry, "--lease-dir: empty path");
-			lease_dir = optarg;
+			a->lease_dir = optarg;
 			break;
-		case OPT_COLOR:
+		case CMD_OPT_COLOR:
 			if ((status = cli_color_option(cli, &cmd_top_entry, optarg)))
 				return status;
 			break;
@@ -216,38 +220,40 @@ static int cmd_top_exec(struct cli *cli, int argc, char **argv)
 	}
 	if (optind < argc)
 		return cmd_usage_error(&cmd_top_entry, "unexpected argument '%s'", argv[optind]);
-	if (!batch && (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))) {
+	if (!a->batch && (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))) {
 		cli_error("top: the screen needs a terminal on stdin and stdout (--once or --batch "
 		          "print plain text)");
 		return CLI_EXIT_USAGE;
 	}
-	/* the site first: a shared lease directory decides which configuration governs it */
-	status = cli_site(cli, &cmd_top_entry, lease_dir, 0);
-	if (status)
-		return status;
-	top_model_init(&m, cli);
-	/* NVML on the sampler's thread (sampler.h), with a context of its own; one sample per
-	 * frame of -n */
+	return TOP_GO_ON;
+}
+
+/* The sampler (NVML on its own thread, sampler.h, with a context of its own; one sample per
+ * frame of -n), then the screen or the plain-text frames until the end asked for. */
+static int run_top(struct cli *cli, const struct top_args *a, struct top_model *m,
+                   struct top_view *v)
+{
 	struct top_sampling ts = {0};
 	struct sampler *smp = NULL;
 	struct gpuctl_ctx *sctx = NULL;
 	const struct sampler_sample *first = NULL;
 	sigset_t stop, old;
+	int status, r;
+
 	status = cli_context_new(cli, &sctx);
 	if (status)
-		goto out;
-	struct sampler_config cfg = {.interval = v.delay,
-	                             .max_samples = count,
+		return status;
+	struct sampler_config cfg = {.interval = a->delay,
+	                             .max_samples = a->count,
 	                             .ctx = sctx,
 	                             .take = top_take,
 	                             .free_data = top_sample_free,
 	                             .userdata = &ts};
-	int r = sampler_start(&cfg, &smp);
+	r = sampler_start(&cfg, &smp);
 	if (r < 0) {
 		gpuctl_ctx_free(sctx);
 		cli_error("top: cannot start the sampler: %s", strerror(-r));
-		status = CLI_EXIT_FAILURE;
-		goto out;
+		return CLI_EXIT_FAILURE;
 	}
 	sigemptyset(&stop);
 	sigaddset(&stop, SIGINT);
@@ -255,17 +261,36 @@ static int cmd_top_exec(struct cli *cli, int argc, char **argv)
 	sigaddset(&stop, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &stop, &old);
 	if (cli_first_sample(smp, "top", &stop, &first) == 0) {
-		status = top_model_start(&m, first);
+		status = top_model_start(m, first);
 		sampler_put(first);
 		if (status == 0)
-			status = batch ? run_batch(&m, &v, smp, count, &stop)
-			               : top_run_screen(&m, &v, smp, count, &stop);
+			status = a->batch ? run_batch(m, v, smp, a->count, &stop)
+			                  : top_run_screen(m, v, smp, a->count, &stop);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	/* the terminal is restored; a sample hung in NVML is not waited for */
 	if (sampler_stop(smp, SAMPLER_STOP_WAIT_S) < 0)
 		cli_exit_now(status);
-out:
+	return status;
+}
+
+static int cmd_top_exec(struct cli *cli, int argc, char **argv)
+{
+	struct top_args a = {.delay = 1.0};
+	struct top_model m = {.lease_ifd = -1};
+	struct top_view v = {.sort = TOP_COL_GPU};
+	int status;
+
+	status = parse_options(cli, argc, argv, &a);
+	if (status != TOP_GO_ON)
+		return status;
+	/* the site first: a shared lease directory decides which configuration governs it */
+	status = cli_site(cli, &cmd_top_entry, a.lease_dir, 0);
+	if (status)
+		return status;
+	v.delay = a.delay;
+	top_model_init(&m, cli);
+	status = run_top(cli, &a, &m, &v);
 	top_model_free(&m);
 	free(v.order);
 	return status;

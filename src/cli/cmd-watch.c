@@ -40,14 +40,14 @@
 #include "format.h"
 #include "parse.h"
 #include "query.h"
+#include "util.h"
 
 #define WATCH_DEFAULT_GROUP "puc"
 #define WATCH_GROUPS        "pucvmet"
 #define MIB                 1048576
 
 enum {
-	OPT_FORMAT = 256,
-	OPT_PROCS,
+	OPT_PROCS = 0x100,
 };
 
 enum watch_format {
@@ -513,77 +513,86 @@ static int watch_loop(struct cli *cli, struct watch *w, struct gpuctl_snapshot *
 /* ---- the command ---- */
 
 static const struct option watch_options[] = {
-        {"id", required_argument, NULL, 'i'},
-        {"only", required_argument, NULL, 'i'},
+        CMD_OPTIONS_IDS,
         {"delay", required_argument, NULL, 'd'},
         {"count", required_argument, NULL, 'c'},
         {"select", required_argument, NULL, 's'},
         {"options", required_argument, NULL, 'o'},
-        {"format", required_argument, NULL, OPT_FORMAT},
+        CMD_OPTION_FORMAT,
         {"procs", no_argument, NULL, OPT_PROCS},
-        {"help", no_argument, NULL, 'h'},
+        CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 
-static int cmd_watch_exec(struct cli *cli, int argc, char **argv)
+struct watch_args {
+	const char *ids;     /* -i, NULL: every GPU */
+	double delay;        /* -d: seconds between intervals */
+	unsigned long count; /* -c: intervals to show, 0: until a signal */
+	bool groups;         /* -s was given (it does not go with --procs) */
+};
+
+/* Returned by parse_options when the command goes on. */
+#define WATCH_GO_ON (-1)
+
+/* -s GROUPS into w's shown columns: 0, or the usage error's exit status. */
+static int parse_groups(struct watch *w, const char *text)
 {
-	struct watch w = {.format = WATCH_DMON};
-	const char *ids = NULL, *groups = NULL;
-	struct gpuctl_snapshot *snap = NULL;
-	unsigned long count = 0;
-	double delay = 1.0;
-	unsigned flags = 0, mask = 0;
+	unsigned mask = 0;
 	char bad = 0;
+	int r = groups_parse(text, WATCH_GROUPS, &mask, &bad);
+
+	if (r == -EEXIST)
+		return cmd_usage_error(&cmd_watch_entry, "-s: '%s' names '%c' twice", text, bad);
+	if (r < 0 && !bad)
+		return cmd_usage_error(&cmd_watch_entry, "-s: no group given (letters of '%s')",
+		                       WATCH_GROUPS);
+	if (r < 0)
+		return cmd_usage_error(&cmd_watch_entry,
+		                       "-s: '%s': '%c' is no group (letters of '%s')", text, bad,
+		                       WATCH_GROUPS);
+	show_groups(w, mask);
+	return 0;
+}
+
+/* The options into a and w (what is shown, how): WATCH_GO_ON, or the exit status to return now
+ * (--help, a usage error). */
+static int parse_options(int argc, char **argv, struct watch_args *a, struct watch *w)
+{
 	int opt, r;
 
-	if (groups_parse(WATCH_DEFAULT_GROUP, WATCH_GROUPS, &mask, &bad) == 0)
-		show_groups(&w, mask);
-	optind = 1;
 	while ((opt = cmd_getopt(&cmd_watch_entry, argc, argv)) != -1) {
 		switch (opt) {
 		case 'i':
-			ids = optarg;
+			a->ids = optarg;
 			break;
 		case 'd':
-			if ((r = cmd_parse_delay(&cmd_watch_entry, "-d", optarg, &delay)))
+			if ((r = cmd_parse_delay(&cmd_watch_entry, "-d", optarg, &a->delay)))
 				return r;
 			break;
 		case 'c':
-			if ((r = cmd_parse_count(&cmd_watch_entry, "-c", optarg, &count)))
+			if ((r = cmd_parse_count(&cmd_watch_entry, "-c", optarg, &a->count)))
 				return r;
 			break;
 		case 's':
-			groups = optarg;
-			r = groups_parse(optarg, WATCH_GROUPS, &mask, &bad);
-			if (r == -EEXIST)
-				return cmd_usage_error(&cmd_watch_entry,
-				                       "-s: '%s' names '%c' twice", optarg, bad);
-			if (r < 0 && !bad)
-				return cmd_usage_error(&cmd_watch_entry,
-				                       "-s: no group given (letters of '%s')",
-				                       WATCH_GROUPS);
-			if (r < 0)
-				return cmd_usage_error(
-				        &cmd_watch_entry,
-				        "-s: '%s': '%c' is no group (letters of '%s')", optarg, bad,
-				        WATCH_GROUPS);
-			show_groups(&w, mask);
+			a->groups = true;
+			if ((r = parse_groups(w, optarg)))
+				return r;
 			break;
 		case 'o':
-			if (date_time_parse(optarg, &w.date, &w.time) < 0)
+			if (date_time_parse(optarg, &w->date, &w->time) < 0)
 				return cmd_usage_error(&cmd_watch_entry,
 				                       "-o: '%s' is not D, T or DT", optarg);
 			break;
-		case OPT_FORMAT: {
+		case CMD_OPT_FORMAT: {
 			int i, st = cmd_parse_format(&cmd_watch_entry, optarg, &i);
 
 			if (st)
 				return st;
-			w.format = (enum watch_format)i;
+			w->format = (enum watch_format)i;
 			break;
 		}
 		case OPT_PROCS:
-			w.procs = true;
+			w->procs = true;
 			break;
 		case 'h':
 			cmd_usage(&cmd_watch_entry, stdout);
@@ -594,35 +603,53 @@ static int cmd_watch_exec(struct cli *cli, int argc, char **argv)
 	}
 	if (optind < argc)
 		return cmd_usage_error(&cmd_watch_entry, "unexpected argument '%s'", argv[optind]);
-	if (w.procs && groups)
+	if (w->procs && a->groups)
 		return cmd_usage_error(&cmd_watch_entry,
 		                       "-s: --procs shows its own columns (pmon's); use one or the "
 		                       "other");
+	return WATCH_GO_ON;
+}
 
+/* The first snapshot (what the shown columns need, and the identity), the chosen GPUs, then
+ * the loop. */
+static int run_watch(struct cli *cli, const struct watch_args *a, struct watch *w)
+{
 	enum gpuctl_field fields[N_COLUMNS + 1];
-	size_t n_fields = watch_fields(&w, fields);
+	size_t n_fields = watch_fields(w, fields);
+	_cleanup_(gpuctl_snapshot_freep) struct gpuctl_snapshot *snap = NULL;
+	unsigned flags = w->procs ? GPUCTL_SNAP_PROC_UTIL : 0;
+	int r;
+
 	fields[n_fields++] = GPUCTL_F_UUID; /* always read; named for JSON lines */
-	if (w.procs)
-		flags |= GPUCTL_SNAP_PROC_UTIL;
 	r = cli_snapshot_fields(cli, flags, fields, n_fields, &snap);
 	if (r)
 		return r;
-	r = cli_select_gpus(cli, snap, ids, &w.gpus, &w.n_gpus);
-	if (r) {
-		gpuctl_snapshot_free(snap);
+	r = cli_select_gpus(cli, snap, a->ids, &w->gpus, &w->n_gpus);
+	if (r)
 		return r;
-	}
-	w.reported_lost = calloc(gpuctl_snapshot_gpu_count(snap) + 1, sizeof(*w.reported_lost));
-	if (!w.reported_lost) {
-		free(w.gpus);
-		gpuctl_snapshot_free(snap);
+	w->reported_lost = calloc(gpuctl_snapshot_gpu_count(snap) + 1, sizeof(*w->reported_lost));
+	if (!w->reported_lost) {
 		cli_error("out of memory");
 		return CLI_EXIT_FAILURE;
 	}
-	r = watch_loop(cli, &w, snap, flags, count, delay);
+	/* the loop owns the first snapshot */
+	return watch_loop(cli, w, TAKE_PTR(snap), flags, a->count, a->delay);
+}
+
+static int cmd_watch_exec(struct cli *cli, int argc, char **argv)
+{
+	struct watch_args a = {.delay = 1.0};
+	struct watch w = {.format = WATCH_DMON};
+	int status;
+
+	(void)parse_groups(&w, WATCH_DEFAULT_GROUP); /* a constant that parses */
+	status = parse_options(argc, argv, &a, &w);
+	if (status != WATCH_GO_ON)
+		return status;
+	status = run_watch(cli, &a, &w);
 	free(w.reported_lost);
 	free(w.gpus);
-	return cli_finish_output(r);
+	return cli_finish_output(status);
 }
 
 const struct cmd_entry cmd_watch_entry = {

@@ -22,15 +22,14 @@
 enum {
 	OPT_VERSION = 0x100,
 	OPT_CONFIG,
-	OPT_COLOR,
 };
 
 static const struct option global_options[] = {
         {"verbose", no_argument, NULL, 'v'},
         {"version", no_argument, NULL, OPT_VERSION},
         {"config", required_argument, NULL, OPT_CONFIG},
-        {"color", required_argument, NULL, OPT_COLOR},
-        {"help", no_argument, NULL, 'h'},
+        CMD_OPTION_COLOR,
+        CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 
@@ -52,7 +51,7 @@ int main(int argc, char **argv)
 			}
 			cli.config_path = optarg;
 			break;
-		case OPT_COLOR:
+		case CMD_OPT_COLOR:
 			if (cli_color_parse(optarg, &cli.color) < 0) {
 				cli_error("--color: unknown value '%s' (auto, always or never; see "
 				          "'gpuctl --help')",
