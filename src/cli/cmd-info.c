@@ -24,7 +24,6 @@
 #include <unistd.h>
 
 #include "cmd.h"
-#include "cmd.h"
 #include "format.h"
 
 #define MIN_DRIVER_VERSION "450.80.02"
@@ -35,13 +34,9 @@ enum info_format {
 	INFO_JSON,
 };
 
-enum {
-	OPT_FORMAT = 0x100,
-};
-
 static const struct option info_options[] = {
-        {"format", required_argument, NULL, OPT_FORMAT},
-        {"help", no_argument, NULL, 'h'},
+        CMD_OPTION_FORMAT,
+        CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 
@@ -377,7 +372,7 @@ static int cmd_info_exec(struct cli *cli, int argc, char **argv)
 
 	while ((opt = cmd_getopt(&cmd_info_entry, argc, argv)) != -1) {
 		switch (opt) {
-		case OPT_FORMAT: {
+		case CMD_OPT_FORMAT: {
 			int i, st = cmd_parse_format(&cmd_info_entry, optarg, &i);
 
 			if (st)

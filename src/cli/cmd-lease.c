@@ -29,7 +29,7 @@ enum {
 
 static const struct option lease_options[] = {
         {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
-        {"help", no_argument, NULL, 'h'},
+        CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 

@@ -29,11 +29,10 @@ enum {
 };
 
 static const struct option release_options[] = {
-        {"id", required_argument, NULL, 'i'},
-        {"only", required_argument, NULL, 'i'}, /* nvitop's name for --id */
+        CMD_OPTIONS_IDS,
         {"all", no_argument, NULL, OPT_ALL},
         {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
-        {"help", no_argument, NULL, 'h'},
+        CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 

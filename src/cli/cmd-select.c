@@ -45,19 +45,18 @@
 #define SELECT_HOLD_MAX_S (366UL * 24 * 3600)
 
 enum {
-	OPT_FORMAT = 0x100,
-	OPT_IDS,
+	OPT_IDS = 0x100,
 	OPT_EXPLAIN,
 	OPT_HOLD,
 };
 
 static const struct option select_options[] = {
         FILTER_LONG_OPTIONS,
-        {"format", required_argument, NULL, OPT_FORMAT},
+        CMD_OPTION_FORMAT,
         {"ids", required_argument, NULL, OPT_IDS},
         {"explain", no_argument, NULL, OPT_EXPLAIN},
         {"hold", required_argument, NULL, OPT_HOLD},
-        {"help", no_argument, NULL, 'h'},
+        CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 
@@ -368,7 +367,7 @@ static int cmd_select_exec(struct cli *cli, int argc, char **argv)
 			continue;
 		}
 		switch (opt) {
-		case OPT_FORMAT:
+		case CMD_OPT_FORMAT:
 			r = gpuctl_render_lookup(optarg);
 			if (r < 0)
 				return cmd_usage_error(&cmd_select_entry,

@@ -41,16 +41,15 @@
 #define LINE_MAX_G 8192
 
 enum {
-	OPT_FORMAT = 0x100,
-	OPT_NODE,
+	OPT_NODE = 0x100,
 	OPT_DEV_DIR,
 };
 
 static const struct option slurm_options[] = {
-        {"format", required_argument, NULL, OPT_FORMAT},
+        CMD_OPTION_FORMAT,
         {"node", required_argument, NULL, OPT_NODE},
         {"dev-dir", required_argument, NULL, OPT_DEV_DIR},
-        {"help", no_argument, NULL, 'h'},
+        CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 
@@ -370,7 +369,7 @@ static int cmd_slurm_exec(struct cli *cli, int argc, char **argv)
 	}
 	while ((opt = cmd_getopt(&cmd_slurm_entry, argc, argv)) != -1) {
 		switch (opt) {
-		case OPT_FORMAT: {
+		case CMD_OPT_FORMAT: {
 			int i, st = cmd_parse_format(&cmd_slurm_entry, optarg, &i);
 
 			if (st)

@@ -30,14 +30,13 @@ enum topo_format {
 };
 
 enum {
-	OPT_FORMAT = 0x100,
-	OPT_BANDWIDTH,
+	OPT_BANDWIDTH = 0x100,
 };
 
 static const struct option topo_options[] = {
-        {"format", required_argument, NULL, OPT_FORMAT},
+        CMD_OPTION_FORMAT,
         {"bandwidth", no_argument, NULL, OPT_BANDWIDTH},
-        {"help", no_argument, NULL, 'h'},
+        CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 
@@ -293,7 +292,7 @@ static int cmd_topo_exec(struct cli *cli, int argc, char **argv)
 
 	while ((opt = cmd_getopt(&cmd_topo_entry, argc, argv)) != -1) {
 		switch (opt) {
-		case OPT_FORMAT: {
+		case CMD_OPT_FORMAT: {
 			int i, st = cmd_parse_format(&cmd_topo_entry, optarg, &i);
 
 			if (st)
