@@ -43,9 +43,7 @@
 #define EXIT_HEALTH_FAIL 20
 
 enum {
-	OPT_FORMAT = 0x100,
-	OPT_COLOR,
-	OPT_STRICT,
+	OPT_STRICT = 0x100,
 	OPT_KMSG,
 	OPT_PROBE,
 	OPT_PROBE_TIMEOUT,
@@ -59,10 +57,9 @@ enum {
 };
 
 static const struct option health_options[] = {
-        {"id", required_argument, NULL, 'i'},
-        {"only", required_argument, NULL, 'i'},
-        {"format", required_argument, NULL, OPT_FORMAT},
-        {"color", required_argument, NULL, OPT_COLOR},
+        CMD_OPTIONS_IDS,
+        CMD_OPTION_FORMAT,
+        CMD_OPTION_COLOR,
         {"strict", no_argument, NULL, OPT_STRICT},
         {"kmsg", required_argument, NULL, OPT_KMSG},
         {"probe", no_argument, NULL, OPT_PROBE},
@@ -74,7 +71,7 @@ static const struct option health_options[] = {
         {"watch", no_argument, NULL, OPT_WATCH},
         {"interval", required_argument, NULL, OPT_INTERVAL},
         {"state", required_argument, NULL, OPT_STATE},
-        {"help", no_argument, NULL, 'h'},
+        CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 
@@ -391,7 +388,7 @@ static int parse_options(struct cli *cli, struct health_args *a, int argc, char 
 		case 'i':
 			a->ids = optarg;
 			break;
-		case OPT_FORMAT: {
+		case CMD_OPT_FORMAT: {
 			int i, st = cmd_parse_format(&cmd_health_entry, optarg, &i);
 
 			if (st)
@@ -457,7 +454,7 @@ static int parse_options(struct cli *cli, struct health_args *a, int argc, char 
 				        optarg);
 			a->interval = (unsigned)ul;
 			break;
-		case OPT_COLOR:
+		case CMD_OPT_COLOR:
 			status = cli_color_option(cli, &cmd_health_entry, optarg);
 			if (status)
 				return status;

@@ -7,7 +7,7 @@
 #include "cmd.h"
 
 static const struct option help_options[] = {
-        {"help", no_argument, NULL, 'h'},
+        CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 

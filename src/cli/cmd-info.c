@@ -24,7 +24,6 @@
 #include <unistd.h>
 
 #include "cmd.h"
-#include "cmd.h"
 #include "format.h"
 
 #define MIN_DRIVER_VERSION "450.80.02"
@@ -35,13 +34,9 @@ enum info_format {
 	INFO_JSON,
 };
 
-enum {
-	OPT_FORMAT = 0x100,
-};
-
 static const struct option info_options[] = {
-        {"format", required_argument, NULL, OPT_FORMAT},
-        {"help", no_argument, NULL, 'h'},
+        CMD_OPTION_FORMAT,
+        CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 
@@ -368,21 +363,29 @@ static int print_json(const struct cli *cli, const struct info *in, const struct
 	return r;
 }
 
-static int cmd_info_exec(struct cli *cli, int argc, char **argv)
+/* ---- the command ---- */
+
+/* What the command line asks for. */
+struct info_args {
+	enum info_format format; /* --format */
+};
+
+/* Returned by parse_options when the command goes on. */
+#define INFO_GO_ON (-1)
+
+/* The options into a: INFO_GO_ON, or the exit status to return now (--help, a usage error). */
+static int parse_options(struct info_args *a, int argc, char **argv)
 {
-	enum info_format format = INFO_TEXT;
-	struct gpuctl_snapshot *snap = NULL;
-	struct info in = {0};
-	int opt, status, r;
+	int opt;
 
 	while ((opt = cmd_getopt(&cmd_info_entry, argc, argv)) != -1) {
 		switch (opt) {
-		case OPT_FORMAT: {
+		case CMD_OPT_FORMAT: {
 			int i, st = cmd_parse_format(&cmd_info_entry, optarg, &i);
 
 			if (st)
 				return st;
-			format = (enum info_format)i;
+			a->format = (enum info_format)i;
 			break;
 		}
 		case 'h':
@@ -394,26 +397,43 @@ static int cmd_info_exec(struct cli *cli, int argc, char **argv)
 	}
 	if (optind < argc)
 		return cmd_usage_error(&cmd_info_entry, "unexpected argument '%s'", argv[optind]);
+	return INFO_GO_ON;
+}
 
+/* Each GPU's pool (p->map) when the configuration has pools; 0 or the exit status. */
+static int read_pools(struct cli *cli, const struct gpuctl_snapshot *snap, struct pools *p)
+{
+	int status = cli_site(cli, &cmd_info_entry, NULL, GPUCTL_SITE_NO_LEASES);
+
+	if (status || gpuctl_config_pool_count(gpuctl_site_config(cli->site)) == 0)
+		return status;
+	int r = gpuctl_config_pool_map(cli->ctx, gpuctl_site_config(cli->site), snap, &p->map);
+	if (r < 0) {
+		cli_error("info: %s", gpuctl_errmsg(cli->ctx));
+		return r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
+	}
+	return 0;
+}
+
+/* The versions, libraries, GPUs and pools, as text or JSON; the exit status. */
+static int show_info(struct cli *cli, const struct info_args *a)
+{
 	static const enum gpuctl_field fields[] = {GPUCTL_F_PERSISTENCE_MODE, GPUCTL_F_MIG_MODE,
 	                                           GPUCTL_F_MIG_MODE_PENDING};
+	struct gpuctl_snapshot *snap = NULL;
+	struct info in = {0};
+	struct pools p = {0};
+	int status, r;
+
 	status = cli_snapshot_fields(cli, GPUCTL_SNAP_BASIC, fields,
 	                             sizeof(fields) / sizeof(fields[0]), &snap);
 	if (status)
 		return status;
 	gather(&in, cli, snap);
-	struct pools p = {0};
-	status = cli_site(cli, &cmd_info_entry, NULL, GPUCTL_SITE_NO_LEASES);
-	if (!status && gpuctl_config_pool_count(gpuctl_site_config(cli->site)) > 0) {
-		r = gpuctl_config_pool_map(cli->ctx, gpuctl_site_config(cli->site), snap, &p.map);
-		if (r < 0) {
-			cli_error("info: %s", gpuctl_errmsg(cli->ctx));
-			status = r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
-		}
-	}
+	status = read_pools(cli, snap, &p);
 	if (!status) {
-		r = format == INFO_JSON ? print_json(cli, &in, &p, snap)
-		                        : print_text(cli, &in, &p, snap);
+		r = a->format == INFO_JSON ? print_json(cli, &in, &p, snap)
+		                           : print_text(cli, &in, &p, snap);
 		if (r < 0) {
 			cli_error("info: cannot write the output: %s", strerror(-r));
 			status = CLI_EXIT_FAILURE;
@@ -423,6 +443,17 @@ static int cmd_info_exec(struct cli *cli, int argc, char **argv)
 	free(in.cuda_lib);
 	gpuctl_snapshot_free(snap);
 	return status;
+}
+
+static int cmd_info_exec(struct cli *cli, int argc, char **argv)
+{
+	struct info_args a = {.format = INFO_TEXT};
+	int status;
+
+	status = parse_options(&a, argc, argv);
+	if (status != INFO_GO_ON)
+		return status;
+	return show_info(cli, &a);
 }
 
 const struct cmd_entry cmd_info_entry = {

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "util.h"
 
 enum {
 	OPT_LEASE_DIR = 0x100,
@@ -29,7 +30,7 @@ enum {
 
 static const struct option lease_options[] = {
         {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
-        {"help", no_argument, NULL, 'h'},
+        CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 
@@ -38,7 +39,7 @@ static const struct option lease_options[] = {
 static int report_unusable(struct cli *cli, struct gpuctl_lease_dir *dir,
                            const struct gpuctl_snapshot *snap)
 {
-	struct gpuctl_lease_list *list = NULL;
+	_cleanup_(gpuctl_lease_list_freep) struct gpuctl_lease_list *list = NULL;
 	int n = 0;
 
 	if (gpuctl_lease_list(cli->ctx, dir, snap, &list) < 0) {
@@ -67,60 +68,82 @@ static int report_unusable(struct cli *cli, struct gpuctl_lease_dir *dir,
 		else
 			cli_error("lease: init: GPU %zu: %s", gpu, why);
 	}
-	gpuctl_lease_list_free(list);
 	return n;
 }
 
-static int lease_init(struct cli *cli, const char *lease_dir)
+/* DIR/config: the configuration that governs the directory (docs/config.md "Trust"), recorded
+ * when it is not the default file. 0 or the exit status. */
+static int record_config(struct cli *cli, struct gpuctl_lease_dir *dir)
 {
-	struct gpuctl_snapshot *snap = NULL;
+	const char *cfg = gpuctl_config_path(gpuctl_site_config(cli->site));
+	_cleanup_free_ char *real = cfg ? realpath(cfg, NULL) : NULL;
+	bool dflt = !cfg || (real && strcmp(real, GPUCTL_CONFIG_DEFAULT_PATH) == 0);
+
+	if (cfg && !real) {
+		cli_error("lease: init: configuration %s: %s", cfg, strerror(errno));
+		return CLI_EXIT_FAILURE;
+	}
+	if (gpuctl_lease_dir_set_config(cli->ctx, dir, dflt ? NULL : real) < 0) {
+		cli_error("lease: init: %s", gpuctl_errmsg(cli->ctx));
+		return CLI_EXIT_FAILURE;
+	}
+	printf("configuration: %s\n", dflt ? GPUCTL_CONFIG_DEFAULT_PATH " (the default)" : real);
+	return 0;
+}
+
+/* The lock files of snap's devices in the lease directory, the configuration's record, and the
+ * unusable lock files named; the exit status. */
+static int init_dir(struct cli *cli, const char *lease_dir, const struct gpuctl_snapshot *snap)
+{
 	struct gpuctl_lease_dir *dir;
-	static const enum gpuctl_field fields[] = {GPUCTL_F_MIG_MODE};
-	int status = cli_snapshot_fields(cli, GPUCTL_SNAP_MIG, fields, 1, &snap);
-	if (status)
-		return status;
+	int status, r;
+
 	status = cli_site(cli, &cmd_lease_entry, lease_dir, GPUCTL_SITE_CREATE);
 	if (status)
-		goto out;
+		return status;
 	dir = gpuctl_site_lease_dir(cli->site);
-	int r = gpuctl_lease_dir_init(cli->ctx, dir, snap);
+	r = gpuctl_lease_dir_init(cli->ctx, dir, snap);
 	if (r < 0) {
 		const char *msg = gpuctl_errmsg(cli->ctx);
 		cli_error("lease: init: %s: %s", gpuctl_lease_dir_path(dir),
 		          msg && msg[0] ? msg : strerror(-r));
-		status = CLI_EXIT_FAILURE;
-		goto out;
+		return CLI_EXIT_FAILURE;
 	}
 	printf("created %d lock file%s in %s\n", r, r == 1 ? "" : "s", gpuctl_lease_dir_path(dir));
-	/* The configuration that governs this directory (docs/config.md "Trust"): recorded in
-	 * DIR/config when it is not the default file. */
-	const char *cfg = gpuctl_config_path(gpuctl_site_config(cli->site));
-	char *real = cfg ? realpath(cfg, NULL) : NULL;
-	bool dflt = !cfg || (real && strcmp(real, GPUCTL_CONFIG_DEFAULT_PATH) == 0);
-	if (cfg && !real) {
-		cli_error("lease: init: configuration %s: %s", cfg, strerror(errno));
-		status = CLI_EXIT_FAILURE;
-		goto out;
-	}
-	r = gpuctl_lease_dir_set_config(cli->ctx, dir, dflt ? NULL : real);
-	if (r < 0) {
-		cli_error("lease: init: %s", gpuctl_errmsg(cli->ctx));
-		free(real);
-		status = CLI_EXIT_FAILURE;
-		goto out;
-	}
-	printf("configuration: %s\n", dflt ? GPUCTL_CONFIG_DEFAULT_PATH " (the default)" : real);
-	free(real);
-	status = cli_finish_output(report_unusable(cli, dir, snap) == 0 ? CLI_EXIT_OK
-	                                                                : CLI_EXIT_FAILURE);
-out:
+	status = record_config(cli, dir);
+	if (status)
+		return status;
+	return cli_finish_output(report_unusable(cli, dir, snap) == 0 ? CLI_EXIT_OK
+	                                                              : CLI_EXIT_FAILURE);
+}
+
+/* `lease init`: a snapshot with the MIG devices, then init_dir; the exit status. */
+static int lease_init(struct cli *cli, const char *lease_dir)
+{
+	static const enum gpuctl_field fields[] = {GPUCTL_F_MIG_MODE};
+	struct gpuctl_snapshot *snap = NULL;
+	int status;
+
+	status = cli_snapshot_fields(cli, GPUCTL_SNAP_MIG, fields, 1, &snap);
+	if (status)
+		return status;
+	status = init_dir(cli, lease_dir, snap);
 	gpuctl_snapshot_free(snap);
 	return status;
 }
 
-static int cmd_lease_exec(struct cli *cli, int argc, char **argv)
+/* What the command line asks for. */
+struct lease_args {
+	const char *lease_dir; /* --lease-dir, NULL: the site's */
+};
+
+/* Returned by parse_options when the command goes on. */
+#define LEASE_GO_ON (-1)
+
+/* The options and the subcommand ("init", the only one) into a: LEASE_GO_ON, or the exit
+ * status to return now (--help, a usage error). */
+static int parse_options(struct lease_args *a, int argc, char **argv)
 {
-	const char *lease_dir = NULL;
 	int opt;
 
 	/* Options may come before or after "init": permute (no "+"), the operand stays. */
@@ -129,7 +152,7 @@ static int cmd_lease_exec(struct cli *cli, int argc, char **argv)
 		case OPT_LEASE_DIR:
 			if (!optarg[0])
 				return cmd_usage_error(&cmd_lease_entry, "--lease-dir: empty path");
-			lease_dir = optarg;
+			a->lease_dir = optarg;
 			break;
 		case 'h':
 			cmd_usage(&cmd_lease_entry, stdout);
@@ -146,7 +169,18 @@ static int cmd_lease_exec(struct cli *cli, int argc, char **argv)
 	if (optind + 1 < argc)
 		return cmd_usage_error(&cmd_lease_entry, "unexpected argument '%s'",
 		                       argv[optind + 1]);
-	return lease_init(cli, lease_dir);
+	return LEASE_GO_ON;
+}
+
+static int cmd_lease_exec(struct cli *cli, int argc, char **argv)
+{
+	struct lease_args a = {0};
+	int status;
+
+	status = parse_options(&a, argc, argv);
+	if (status != LEASE_GO_ON)
+		return status;
+	return lease_init(cli, a.lease_dir);
 }
 
 const struct cmd_entry cmd_lease_entry = {

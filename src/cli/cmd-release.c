@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "cmd.h"
+#include "util.h"
 
 enum {
 	OPT_ALL = 0x100,
@@ -29,39 +30,44 @@ enum {
 };
 
 static const struct option release_options[] = {
-        {"id", required_argument, NULL, 'i'},
-        {"only", required_argument, NULL, 'i'}, /* nvitop's name for --id */
+        CMD_OPTIONS_IDS,
         {"all", no_argument, NULL, OPT_ALL},
         {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
-        {"help", no_argument, NULL, 'h'},
+        CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 
-static int cmd_release_exec(struct cli *cli, int argc, char **argv)
+/* What the command line asks for. */
+struct release_args {
+	const char *ids;       /* -i, NULL: --all */
+	bool all;              /* --all */
+	const char *lease_dir; /* --lease-dir, NULL: the site's */
+};
+
+/* Returned by parse_options when the command goes on. */
+#define RELEASE_GO_ON (-1)
+
+/* The options into a, checked together: RELEASE_GO_ON, or the exit status to return now
+ * (--help, a usage error). */
+static int parse_options(struct release_args *a, int argc, char **argv)
 {
-	const char *ids = NULL, *lease_dir = NULL;
-	bool all = false;
-	struct gpuctl_snapshot *snap = NULL;
-	struct gpuctl_lease_dir *dir = NULL;
-	struct gpuctl_devset *set = NULL;
-	size_t *idx = NULL, nidx = 0;
-	int opt, status, r;
+	int opt;
 
 	while ((opt = cmd_getopt(&cmd_release_entry, argc, argv)) != -1) {
 		switch (opt) {
 		case 'i':
 			if (!optarg[0])
 				return cmd_usage_error(&cmd_release_entry, "-i: empty GPU id list");
-			ids = optarg;
+			a->ids = optarg;
 			break;
 		case OPT_ALL:
-			all = true;
+			a->all = true;
 			break;
 		case OPT_LEASE_DIR:
 			if (!optarg[0])
 				return cmd_usage_error(&cmd_release_entry,
 				                       "--lease-dir: empty path");
-			lease_dir = optarg;
+			a->lease_dir = optarg;
 			break;
 		case 'h':
 			cmd_usage(&cmd_release_entry, stdout);
@@ -73,56 +79,97 @@ static int cmd_release_exec(struct cli *cli, int argc, char **argv)
 	if (optind < argc)
 		return cmd_usage_error(&cmd_release_entry, "unexpected argument '%s'",
 		                       argv[optind]);
-	if (!ids && !all)
+	if (!a->ids && !a->all)
 		return cmd_usage_error(&cmd_release_entry, "say which: -i IDS or --all");
-	if (ids && all)
+	if (a->ids && a->all)
 		return cmd_usage_error(&cmd_release_entry, "-i and --all conflict");
+	return RELEASE_GO_ON;
+}
 
-	static const enum gpuctl_field fields[] = {GPUCTL_F_MIG_MODE};
-	status = cli_snapshot_fields(cli, GPUCTL_SNAP_MIG, fields, 1, &snap);
+/* The devices of the GPUs ids names, each with its MIG devices, into *ret_set; 0 or the exit
+ * status. */
+static int named_devices(struct cli *cli, const struct gpuctl_snapshot *snap, const char *ids,
+                         struct gpuctl_devset **ret_set)
+{
+	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *set = NULL;
+	_cleanup_free_ size_t *idx = NULL;
+	size_t nidx = 0;
+	int status, r;
+
+	status = cli_select_gpus(cli, snap, ids, &idx, &nidx);
 	if (status)
 		return status;
-	status = cli_site(cli, &cmd_release_entry, lease_dir, 0);
+	r = gpuctl_devset_new(&set);
+	for (size_t i = 0; r >= 0 && i < nidx; i++) {
+		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, idx[i]);
+		r = gpuctl_devset_add(set, idx[i], -1);
+		for (size_t k = 0; r >= 0 && g && k < gpuctl_gpu_mig_count(g); k++)
+			r = gpuctl_devset_add(set, idx[i], (int)k);
+	}
+	if (r < 0) {
+		cli_error("release: %s", strerror(-r));
+		return CLI_EXIT_FAILURE;
+	}
+	*ret_set = TAKE_PTR(set);
+	return 0;
+}
+
+/* Ends the holders of a's GPUs (NULL set: all) in the lease directory; the exit status. */
+static int release_in(struct cli *cli, const struct release_args *a,
+                      const struct gpuctl_snapshot *snap)
+{
+	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *set = NULL;
+	struct gpuctl_lease_dir *dir;
+	int status, r;
+
+	status = cli_site(cli, &cmd_release_entry, a->lease_dir, 0);
 	if (status)
-		goto out;
+		return status;
 	dir = gpuctl_site_lease_dir(cli->site);
-	if (ids) {
-		status = cli_select_gpus(cli, snap, ids, &idx, &nidx);
+	if (a->ids) {
+		status = named_devices(cli, snap, a->ids, &set);
 		if (status)
-			goto out;
-		r = gpuctl_devset_new(&set);
-		for (size_t i = 0; r >= 0 && i < nidx; i++) {
-			const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, idx[i]);
-			r = gpuctl_devset_add(set, idx[i], -1);
-			for (size_t k = 0; r >= 0 && g && k < gpuctl_gpu_mig_count(g); k++)
-				r = gpuctl_devset_add(set, idx[i], (int)k);
-		}
-		if (r < 0) {
-			cli_error("release: %s", strerror(-r));
-			status = CLI_EXIT_FAILURE;
-			goto out;
-		}
+			return status;
 	}
 	if (!dir) {
 		/* Nothing can be held in a directory that does not exist. */
 		printf("released 0 holders\n");
-		status = cli_finish_output(CLI_EXIT_OK);
-		goto out;
+		return cli_finish_output(CLI_EXIT_OK);
 	}
 	r = gpuctl_lease_release(cli->ctx, dir, snap, set);
 	if (r < 0) {
 		const char *msg = gpuctl_errmsg(cli->ctx);
 		cli_error("release: %s", msg && msg[0] ? msg : strerror(-r));
-		status = CLI_EXIT_FAILURE;
-		goto out;
+		return CLI_EXIT_FAILURE;
 	}
 	printf("released %d holder%s\n", r, r == 1 ? "" : "s");
-	status = cli_finish_output(CLI_EXIT_OK);
-out:
-	free(idx);
-	gpuctl_devset_free(set);
+	return cli_finish_output(CLI_EXIT_OK);
+}
+
+/* A snapshot with the MIG devices, then the release; the exit status. */
+static int release_holders(struct cli *cli, const struct release_args *a)
+{
+	static const enum gpuctl_field fields[] = {GPUCTL_F_MIG_MODE};
+	struct gpuctl_snapshot *snap = NULL;
+	int status;
+
+	status = cli_snapshot_fields(cli, GPUCTL_SNAP_MIG, fields, 1, &snap);
+	if (status)
+		return status;
+	status = release_in(cli, a, snap);
 	gpuctl_snapshot_free(snap);
 	return status;
+}
+
+static int cmd_release_exec(struct cli *cli, int argc, char **argv)
+{
+	struct release_args a = {0};
+	int status;
+
+	status = parse_options(&a, argc, argv);
+	if (status != RELEASE_GO_ON)
+		return status;
+	return release_holders(cli, &a);
 }
 
 const struct cmd_entry cmd_release_entry = {

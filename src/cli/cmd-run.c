@@ -49,7 +49,7 @@ static const struct option run_options[] = {
         {"retry", required_argument, NULL, OPT_RETRY},
         {"grace", required_argument, NULL, OPT_GRACE},
         {"retry-on", required_argument, NULL, OPT_RETRY_ON},
-        {"help", no_argument, NULL, 'h'},
+        CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 

@@ -39,25 +39,25 @@
 #include "filters.h"
 #include "format.h"
 #include "parse.h"
+#include "util.h"
 #include "watchdog.h"
 
 /* The longest --hold: a year. */
 #define SELECT_HOLD_MAX_S (366UL * 24 * 3600)
 
 enum {
-	OPT_FORMAT = 0x100,
-	OPT_IDS,
+	OPT_IDS = 0x100,
 	OPT_EXPLAIN,
 	OPT_HOLD,
 };
 
 static const struct option select_options[] = {
         FILTER_LONG_OPTIONS,
-        {"format", required_argument, NULL, OPT_FORMAT},
+        CMD_OPTION_FORMAT,
         {"ids", required_argument, NULL, OPT_IDS},
         {"explain", no_argument, NULL, OPT_EXPLAIN},
         {"hold", required_argument, NULL, OPT_HOLD},
-        {"help", no_argument, NULL, 'h'},
+        CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 
@@ -350,48 +350,55 @@ static int hold(struct cli *cli, struct select_args *o, const struct select_outp
 	return status;
 }
 
-static int cmd_select_exec(struct cli *cli, int argc, char **argv)
+/* ---- the command ---- */
+
+/* What the command line asks for (filters.h's struct select_args is the part run shares). */
+struct select_cmd_args {
+	struct select_args sel;   /* -n, the filters, the lease options */
+	struct select_output out; /* --format, --ids, --explain */
+	unsigned long hold_s;     /* --hold, 0: no lease */
+};
+
+/* Returned by parse_options when the command goes on. */
+#define SELECT_GO_ON (-1)
+
+/* The options into a: SELECT_GO_ON, or the exit status to return now (--help, a usage error). */
+static int parse_options(struct select_cmd_args *a, int argc, char **argv)
 {
-	struct select_args o = SELECT_ARGS_INIT;
-	enum gpuctl_render form = GPUCTL_RENDER_CUDA;
-	unsigned render_flags = 0;
-	bool want_explain = false;
-	unsigned long hold_s = 0;
-	char *text = NULL;
 	int opt, status, r;
 
 	while ((opt = cmd_getopt(&cmd_select_entry, argc, argv)) != -1) {
-		status = filters_option(&cmd_select_entry, &o, opt, optarg);
+		status = filters_option(&cmd_select_entry, &a->sel, opt, optarg);
 		if (status >= 0) {
 			if (status)
 				return status;
 			continue;
 		}
 		switch (opt) {
-		case OPT_FORMAT:
+		case CMD_OPT_FORMAT:
 			r = gpuctl_render_lookup(optarg);
 			if (r < 0)
 				return cmd_usage_error(&cmd_select_entry,
 				                       "--format: unknown format '%s' (cuda, env, "
 				                       "docker, nvidia, cdi, k8s or json)",
 				                       optarg);
-			form = (enum gpuctl_render)r;
+			a->out.form = (enum gpuctl_render)r;
 			break;
 		case OPT_IDS:
 			if (strcmp(optarg, "index") == 0)
-				render_flags = GPUCTL_RENDER_INDICES;
+				a->out.render_flags = GPUCTL_RENDER_INDICES;
 			else if (strcmp(optarg, "uuid") == 0)
-				render_flags = 0;
+				a->out.render_flags = 0;
 			else
 				return cmd_usage_error(
 				        &cmd_select_entry,
 				        "--ids: unknown id form '%s' (uuid or index)", optarg);
 			break;
 		case OPT_EXPLAIN:
-			want_explain = true;
+			a->out.explain = true;
 			break;
 		case OPT_HOLD:
-			if (parse_uint(optarg, 1, SELECT_HOLD_MAX_S, &hold_s) < 0)
+			if (parse_uint(optarg, 1, SELECT_HOLD_MAX_S, &a->hold_s) < 0)
 				return cmd_usage_error(&cmd_select_entry,
 				                       "--hold: '%s' is not a number of seconds "
 				                       "(1 to %lu)",
@@ -404,32 +411,60 @@ static int cmd_select_exec(struct cli *cli, int argc, char **argv)
 			return cmd_bad_option(&cmd_select_entry, opt, argv);
 		}
 	}
+	return SELECT_GO_ON;
+}
+
+/* The operands (none) and the options together; 0 or CLI_EXIT_USAGE. */
+static int check_args(struct select_cmd_args *a, int argc, char **argv)
+{
+	int status;
+
 	if (optind < argc)
 		return cmd_usage_error(&cmd_select_entry, "unexpected argument '%s'", argv[optind]);
-	status = filters_check(&cmd_select_entry, &o);
+	status = filters_check(&cmd_select_entry, &a->sel);
 	if (status)
 		return status;
-
-	if (o.req.wait && !hold_s)
+	if (a->sel.req.wait && !a->hold_s)
 		return cmd_usage_error(&cmd_select_entry,
 		                       "--wait needs --hold (a plain select takes no lease)");
 	/* CUDA reaches MIG devices only by UUID: indices in a CUDA form cannot name them */
-	if (o.req.mig_profile && (render_flags & GPUCTL_RENDER_INDICES) &&
-	    (form == GPUCTL_RENDER_CUDA || form == GPUCTL_RENDER_ENV))
+	if (a->sel.req.mig_profile && (a->out.render_flags & GPUCTL_RENDER_INDICES) &&
+	    (a->out.form == GPUCTL_RENDER_CUDA || a->out.form == GPUCTL_RENDER_ENV))
 		return cmd_usage_error(
 		        &cmd_select_entry,
 		        "--mig with --ids index: CUDA names MIG devices only by UUID "
 		        "(use --ids uuid, or --format nvidia)");
-	struct select_output out = {form, render_flags, want_explain};
-	if (hold_s) {
-		status = hold(cli, &o, &out, hold_s);
-	} else {
-		status = choose(cli, &o, GPUCTL_ALLOC_CHOOSE, &out, &text, NULL);
-		if (status == 0 && text)
-			fputs(text, stdout);
-	}
-	free(text);
-	filters_free(&o);
+	return 0;
+}
+
+/* A plain select: chooses without a lease and prints the device string; the exit status. */
+static int choose_and_print(struct cli *cli, struct select_cmd_args *a)
+{
+	_cleanup_free_ char *text = NULL;
+	int status;
+
+	status = choose(cli, &a->sel, GPUCTL_ALLOC_CHOOSE, &a->out, &text, NULL);
+	if (status == 0 && text)
+		fputs(text, stdout);
+	return status;
+}
+
+static int cmd_select_exec(struct cli *cli, int argc, char **argv)
+{
+	struct select_cmd_args a = {.sel = SELECT_ARGS_INIT, .out = {.form = GPUCTL_RENDER_CUDA}};
+	int status;
+
+	status = parse_options(&a, argc, argv);
+	if (status != SELECT_GO_ON)
+		return status;
+	status = check_args(&a, argc, argv);
+	if (status)
+		return status;
+	if (a.hold_s)
+		status = hold(cli, &a.sel, &a.out, a.hold_s);
+	else
+		status = choose_and_print(cli, &a);
+	filters_free(&a.sel);
 	return status;
 }
 

@@ -36,21 +36,21 @@
 #include "format.h"
 #include "gres.h"
 #include "parse.h"
+#include "util.h"
 
 #define TYPE_MAX   32
 #define LINE_MAX_G 8192
 
 enum {
-	OPT_FORMAT = 0x100,
-	OPT_NODE,
+	OPT_NODE = 0x100,
 	OPT_DEV_DIR,
 };
 
 static const struct option slurm_options[] = {
-        {"format", required_argument, NULL, OPT_FORMAT},
+        CMD_OPTION_FORMAT,
         {"node", required_argument, NULL, OPT_NODE},
         {"dev-dir", required_argument, NULL, OPT_DEV_DIR},
-        {"help", no_argument, NULL, 'h'},
+        CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 
@@ -77,8 +77,8 @@ static int affinity_cores(const struct gpuctl_gpu *g, size_t index, const struct
 {
 	const char *aff = gpuctl_gpu_str(g, GPUCTL_F_CPU_AFFINITY);
 	size_t nbits = PARSE_CPULIST_MAX_CPU + 1;
-	uint64_t *cpus = NULL, *cores = NULL;
-	int r = 0;
+	_cleanup_free_ uint64_t *cpus = NULL;
+	_cleanup_free_ uint64_t *cores = NULL;
 
 	buf[0] = '\0';
 	if (!aff || !aff[0])
@@ -87,10 +87,9 @@ static int affinity_cores(const struct gpuctl_gpu *g, size_t index, const struct
 	cores = calloc(nbits / 64, sizeof(*cores));
 	if (!cpus || !cores || parse_cpulist(aff, cpus, nbits) < 0) {
 		cli_error("slurm gres: GPU %zu: cannot read its CPU affinity '%s'", index, aff);
-		r = -1;
-		goto out;
+		return -1;
 	}
-	for (size_t c = 0; c < nbits && r == 0; c++) {
+	for (size_t c = 0; c < nbits; c++) {
 		if (!(cpus[c / 64] >> (c % 64) & 1))
 			continue;
 		if (c >= topo->n_cpus || topo->core_of[c] < 0) {
@@ -99,17 +98,12 @@ static int affinity_cores(const struct gpuctl_gpu *g, size_t index, const struct
 			        "node's CPU topology does not list (is NVML from another machine? "
 			        "under nvsim, use nvsim exec --sysfs)",
 			        index, c);
-			r = -1;
-			break;
+			return -1;
 		}
 		cores[topo->core_of[c] / 64] |= UINT64_C(1) << (topo->core_of[c] % 64);
 	}
-	if (r == 0)
-		(void)format_cpulist(cores, nbits, buf, size);
-out:
-	free(cpus);
-	free(cores);
-	return r;
+	(void)format_cpulist(cores, nbits, buf, size);
+	return 0;
 }
 
 static void print_links(FILE *f, const struct gres_line *l, size_t n)
@@ -243,120 +237,152 @@ static void gres_string(const struct gres_line *lines, size_t n, char *buf, size
 		(void)snprintf(buf, size, "gpu:0");
 }
 
-static int gres_exec(struct cli *cli, bool json, const char *node_opt, const char *dev_dir)
-{
-	static const enum gpuctl_field fields[] = {
-	        GPUCTL_F_NAME,     GPUCTL_F_MINOR_NUMBER, GPUCTL_F_CPU_AFFINITY,
-	        GPUCTL_F_MIG_MODE, GPUCTL_F_PCI_BUS_ID,
-	};
-	struct gpuctl_snapshot *snap = NULL;
-	struct cpu_topology topo = {0};
-	struct gres_line *lines = NULL;
-	char node[256], why[512] = "", gres[1024];
-	size_t n = 0;
-	bool lost = false;
-	int status, r;
+/* The lines, one per GPU that is not lost, in PCI bus order. */
+struct gres_lines {
+	struct gres_line *v; /* n entries (calloc'ed for every GPU of the snapshot) */
+	size_t n;
+};
 
-	status = cli_snapshot_fields(cli, GPUCTL_SNAP_TOPOLOGY | GPUCTL_SNAP_MIG, fields,
-	                             sizeof(fields) / sizeof(fields[0]), &snap);
-	if (status)
-		return status;
-	if (node_opt) {
-		(void)snprintf(node, sizeof(node), "%s", node_opt);
-	} else if ((r = gres_node_name(node, sizeof(node))) < 0) {
-		cli_error("slurm gres: cannot tell this node's Slurm name (%s): give --node",
-		          strerror(-r));
-		status = CLI_EXIT_FAILURE;
-		goto out;
-	}
-	r = cpu_topology_read(NULL, &topo, why, sizeof(why));
-	if (r < 0) {
-		cli_error("slurm gres: cannot read this node's CPU topology: %s", why);
-		status = CLI_EXIT_FAILURE;
-		goto out;
-	}
-	lines = calloc(gpuctl_snapshot_gpu_count(snap) + 1, sizeof(*lines));
-	if (!lines) {
+static void gres_lines_free(struct gres_lines *l)
+{
+	for (size_t i = 0; l->v && i < l->n; i++)
+		free(l->v[i].links);
+	free(l->v);
+}
+
+/* The GPUs that are not lost into l, in PCI bus order, with a warning for each lost one;
+ * *lost is set when there was one. 0 or the exit status. */
+static int gres_gpus(const struct gpuctl_snapshot *snap, struct gres_lines *l, bool *lost)
+{
+	l->v = calloc(gpuctl_snapshot_gpu_count(snap) + 1, sizeof(*l->v));
+	if (!l->v) {
 		cli_error("slurm gres: out of memory");
-		status = CLI_EXIT_FAILURE;
-		goto out;
+		return CLI_EXIT_FAILURE;
 	}
 	for (size_t i = 0; i < gpuctl_snapshot_gpu_count(snap); i++) {
 		if (!gpuctl_gpu_lost(gpuctl_snapshot_gpu(snap, i))) {
-			lines[n++].gpu = i;
+			l->v[l->n++].gpu = i;
 			continue;
 		}
 		cli_error(
 		        "slurm gres: warning: GPU %zu is lost (NVML cannot reach it): its line is "
 		        "left out, the other GPUs' lines are written (exit 1)",
 		        i);
-		lost = true;
+		*lost = true;
 	}
-	qsort_r(lines, n, sizeof(*lines), cmp_bus, snap);
-	for (size_t i = 0; i < n && status == 0; i++) {
-		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, lines[i].gpu);
-		int64_t minor = -1, mig = 0;
+	qsort_r(l->v, l->n, sizeof(*l->v), cmp_bus, (void *)snap);
+	return 0;
+}
 
-		if (gpuctl_gpu_int(g, GPUCTL_F_MIG_MODE, &mig) == 0 && mig) {
-			cli_error(
-			        "slurm gres: GPU %zu is in MIG mode: Slurm 22.05 takes MIG devices "
-			        "as MultipleFiles= records, which gpuctl does not write (use "
-			        "AutoDetect=nvml on this node; docs/slurm.md)",
-			        lines[i].gpu);
-			status = CLI_EXIT_FAILURE;
-			break;
-		}
-		if (gpuctl_gpu_int(g, GPUCTL_F_MINOR_NUMBER, &minor) < 0 || minor < 0) {
-			cli_error("slurm gres: GPU %zu: NVML gives no minor number, so no device "
-			          "file",
-			          lines[i].gpu);
-			status = CLI_EXIT_FAILURE;
-			break;
-		}
-		gres_gpu_type(gpuctl_gpu_str(g, GPUCTL_F_NAME), lines[i].type,
-		              sizeof(lines[i].type));
-		(void)snprintf(lines[i].file, sizeof(lines[i].file), "%s/nvidia%lld", dev_dir,
-		               (long long)minor);
-		if (affinity_cores(g, lines[i].gpu, &topo, lines[i].cores, sizeof(lines[i].cores)) <
-		    0) {
-			status = CLI_EXIT_FAILURE;
-			break;
-		}
-		lines[i].links = calloc(n, sizeof(int));
-		if (!lines[i].links) {
-			cli_error("slurm gres: out of memory");
-			status = CLI_EXIT_FAILURE;
-			break;
-		}
-		for (size_t j = 0; j < n; j++) {
-			struct gpuctl_link l = GPUCTL_LINK_INIT;
+/* Line i of l: Type=, File=, Cores= and Links=. 0, or the exit status after the refusal's
+ * line (a GPU in MIG mode, no minor number, an affinity the topology does not list). */
+static int gres_fill(const struct gpuctl_snapshot *snap, struct gres_lines *l, size_t i,
+                     const struct cpu_topology *topo, const char *dev_dir)
+{
+	struct gres_line *line = &l->v[i];
+	const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, line->gpu);
+	int64_t minor = -1, mig = 0;
 
-			if (j == i)
-				lines[i].links[j] = -1;
-			else if (gpuctl_snapshot_link(snap, lines[i].gpu, lines[j].gpu, &l) == 0)
-				lines[i].links[j] = l.nvlinks > 0 ? l.nvlinks : 0;
-		}
+	if (gpuctl_gpu_int(g, GPUCTL_F_MIG_MODE, &mig) == 0 && mig) {
+		cli_error("slurm gres: GPU %zu is in MIG mode: Slurm 22.05 takes MIG devices "
+		          "as MultipleFiles= records, which gpuctl does not write (use "
+		          "AutoDetect=nvml on this node; docs/slurm.md)",
+		          line->gpu);
+		return CLI_EXIT_FAILURE;
 	}
+	if (gpuctl_gpu_int(g, GPUCTL_F_MINOR_NUMBER, &minor) < 0 || minor < 0) {
+		cli_error("slurm gres: GPU %zu: NVML gives no minor number, so no device file",
+		          line->gpu);
+		return CLI_EXIT_FAILURE;
+	}
+	gres_gpu_type(gpuctl_gpu_str(g, GPUCTL_F_NAME), line->type, sizeof(line->type));
+	(void)snprintf(line->file, sizeof(line->file), "%s/nvidia%lld", dev_dir, (long long)minor);
+	if (affinity_cores(g, line->gpu, topo, line->cores, sizeof(line->cores)) < 0)
+		return CLI_EXIT_FAILURE;
+	line->links = calloc(l->n, sizeof(int));
+	if (!line->links) {
+		cli_error("slurm gres: out of memory");
+		return CLI_EXIT_FAILURE;
+	}
+	for (size_t j = 0; j < l->n; j++) {
+		struct gpuctl_link link = GPUCTL_LINK_INIT;
+
+		if (j == i)
+			line->links[j] = -1;
+		else if (gpuctl_snapshot_link(snap, line->gpu, l->v[j].gpu, &link) == 0)
+			line->links[j] = link.nvlinks > 0 ? link.nvlinks : 0;
+	}
+	return 0;
+}
+
+/* What the command line asks for. */
+struct slurm_args {
+	bool json;           /* --format json */
+	const char *node;    /* --node, NULL: gres_node_name's */
+	const char *dev_dir; /* --dev-dir */
+};
+
+/* `slurm gres` for snap: the node's name and CPU topology, one line per GPU, printed; the exit
+ * status (1 when a GPU was lost, after the other GPUs' lines). */
+static int gres_write(const struct slurm_args *a, const struct gpuctl_snapshot *snap)
+{
+	_cleanup_(cpu_topology_free) struct cpu_topology topo = {0};
+	_cleanup_(gres_lines_free) struct gres_lines l = {0};
+	char node[256], why[512] = "", gres[1024];
+	bool lost = false;
+	int status, r;
+
+	if (a->node) {
+		(void)snprintf(node, sizeof(node), "%s", a->node);
+	} else if ((r = gres_node_name(node, sizeof(node))) < 0) {
+		cli_error("slurm gres: cannot tell this node's Slurm name (%s): give --node",
+		          strerror(-r));
+		return CLI_EXIT_FAILURE;
+	}
+	r = cpu_topology_read(NULL, &topo, why, sizeof(why));
+	if (r < 0) {
+		cli_error("slurm gres: cannot read this node's CPU topology: %s", why);
+		return CLI_EXIT_FAILURE;
+	}
+	status = gres_gpus(snap, &l, &lost);
+	for (size_t i = 0; i < l.n && status == 0; i++)
+		status = gres_fill(snap, &l, i, &topo, a->dev_dir);
 	if (status)
-		goto out;
-	gres_string(lines, n, gres, sizeof(gres));
-	status = json ? print_json_out(snap, node, lines, n, &topo, gres)
-	              : print_text(snap, node, lines, n, &topo, gres);
+		return status;
+	gres_string(l.v, l.n, gres, sizeof(gres));
+	status = a->json ? print_json_out(snap, node, l.v, l.n, &topo, gres)
+	                 : print_text(snap, node, l.v, l.n, &topo, gres);
 	if (status == CLI_EXIT_OK && lost)
 		status = CLI_EXIT_FAILURE;
-out:
-	for (size_t i = 0; lines && i < n; i++)
-		free(lines[i].links);
-	free(lines);
-	cpu_topology_free(&topo);
+	return status;
+}
+
+/* A snapshot with the topology and MIG modes, then gres_write; the exit status. */
+static int gres_exec(struct cli *cli, const struct slurm_args *a)
+{
+	static const enum gpuctl_field fields[] = {
+	        GPUCTL_F_NAME,     GPUCTL_F_MINOR_NUMBER, GPUCTL_F_CPU_AFFINITY,
+	        GPUCTL_F_MIG_MODE, GPUCTL_F_PCI_BUS_ID,
+	};
+	struct gpuctl_snapshot *snap = NULL;
+	int status;
+
+	status = cli_snapshot_fields(cli, GPUCTL_SNAP_TOPOLOGY | GPUCTL_SNAP_MIG, fields,
+	                             sizeof(fields) / sizeof(fields[0]), &snap);
+	if (status)
+		return status;
+	status = gres_write(a, snap);
 	gpuctl_snapshot_free(snap);
 	return status;
 }
 
-static int cmd_slurm_exec(struct cli *cli, int argc, char **argv)
+/* Returned by parse_options when the command goes on. */
+#define SLURM_GO_ON (-1)
+
+/* The subcommand ("gres", the only one) and its options into a: SLURM_GO_ON, or the exit status
+ * to return now (--help, a usage error). */
+static int parse_options(struct slurm_args *a, int argc, char **argv)
 {
-	const char *node = NULL, *dev_dir = "/dev";
-	bool json = false;
 	int opt;
 
 	/* gpuctl slurm gres [options]: the options belong to the subcommand */
@@ -370,12 +396,12 @@ static int cmd_slurm_exec(struct cli *cli, int argc, char **argv)
 	}
 	while ((opt = cmd_getopt(&cmd_slurm_entry, argc, argv)) != -1) {
 		switch (opt) {
-		case OPT_FORMAT: {
+		case CMD_OPT_FORMAT: {
 			int i, st = cmd_parse_format(&cmd_slurm_entry, optarg, &i);
 
 			if (st)
 				return st;
-			json = i == 1;
+			a->json = i == 1;
 			break;
 		}
 		case OPT_NODE:
@@ -383,7 +409,7 @@ static int cmd_slurm_exec(struct cli *cli, int argc, char **argv)
 				return cmd_usage_error(&cmd_slurm_entry,
 				                       "--node: '%s' is not a Slurm node name",
 				                       optarg);
-			node = optarg;
+			a->node = optarg;
 			break;
 		case OPT_DEV_DIR:
 			if (optarg[0] != '/' || strpbrk(optarg, " \t\n=,[]#"))
@@ -392,7 +418,7 @@ static int cmd_slurm_exec(struct cli *cli, int argc, char **argv)
 				        "--dev-dir: '%s' is not an absolute path without "
 				        "blanks, '=', ',', brackets or '#'",
 				        optarg);
-			dev_dir = optarg;
+			a->dev_dir = optarg;
 			break;
 		case 'h':
 			cmd_usage(&cmd_slurm_entry, stdout);
@@ -405,7 +431,18 @@ static int cmd_slurm_exec(struct cli *cli, int argc, char **argv)
 		return cmd_usage_error(&cmd_slurm_entry, "unexpected argument '%s'", argv[optind]);
 	if (strcmp(argv[0], "gres") != 0)
 		return cmd_usage_error(&cmd_slurm_entry, "say what: gres");
-	return gres_exec(cli, json, node, dev_dir);
+	return SLURM_GO_ON;
+}
+
+static int cmd_slurm_exec(struct cli *cli, int argc, char **argv)
+{
+	struct slurm_args a = {.dev_dir = "/dev"};
+	int status;
+
+	status = parse_options(&a, argc, argv);
+	if (status != SLURM_GO_ON)
+		return status;
+	return gres_exec(cli, &a);
 }
 
 const struct cmd_entry cmd_slurm_entry = {

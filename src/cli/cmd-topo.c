@@ -30,14 +30,13 @@ enum topo_format {
 };
 
 enum {
-	OPT_FORMAT = 0x100,
-	OPT_BANDWIDTH,
+	OPT_BANDWIDTH = 0x100,
 };
 
 static const struct option topo_options[] = {
-        {"format", required_argument, NULL, OPT_FORMAT},
+        CMD_OPTION_FORMAT,
         {"bandwidth", no_argument, NULL, OPT_BANDWIDTH},
-        {"help", no_argument, NULL, 'h'},
+        CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 
@@ -284,25 +283,35 @@ static int print_json(const struct gpuctl_snapshot *snap)
 	return r;
 }
 
-static int cmd_topo_exec(struct cli *cli, int argc, char **argv)
+/* ---- the command ---- */
+
+/* What the command line asks for. */
+struct topo_args {
+	enum topo_format format; /* --format */
+	bool bandwidth;          /* --bandwidth: GB/s in the matrix */
+};
+
+/* Returned by parse_options when the command goes on. */
+#define TOPO_GO_ON (-1)
+
+/* The options into a, checked together: TOPO_GO_ON, or the exit status to return now (--help,
+ * a usage error). */
+static int parse_options(struct topo_args *a, int argc, char **argv)
 {
-	enum topo_format format = TOPO_MATRIX;
-	bool bandwidth = false;
-	struct gpuctl_snapshot *snap = NULL;
-	int opt, status;
+	int opt;
 
 	while ((opt = cmd_getopt(&cmd_topo_entry, argc, argv)) != -1) {
 		switch (opt) {
-		case OPT_FORMAT: {
+		case CMD_OPT_FORMAT: {
 			int i, st = cmd_parse_format(&cmd_topo_entry, optarg, &i);
 
 			if (st)
 				return st;
-			format = (enum topo_format)i;
+			a->format = (enum topo_format)i;
 			break;
 		}
 		case OPT_BANDWIDTH:
-			bandwidth = true;
+			a->bandwidth = true;
 			break;
 		case 'h':
 			cmd_usage(&cmd_topo_entry, stdout);
@@ -313,29 +322,48 @@ static int cmd_topo_exec(struct cli *cli, int argc, char **argv)
 	}
 	if (optind < argc)
 		return cmd_usage_error(&cmd_topo_entry, "unexpected argument '%s'", argv[optind]);
-	if (bandwidth && format == TOPO_JSON)
+	if (a->bandwidth && a->format == TOPO_JSON)
 		return cmd_usage_error(&cmd_topo_entry,
 		                       "--bandwidth goes with the matrix; JSON always has "
 		                       "'bandwidth_gbps'");
+	return TOPO_GO_ON;
+}
 
+/* One snapshot with the topology, printed as a matrix or JSON; the exit status. */
+static int show_topology(struct cli *cli, const struct topo_args *a)
+{
 	/* The matrix's own columns; the pair facts come with GPUCTL_SNAP_TOPOLOGY. */
 	static const enum gpuctl_field fields[] = {GPUCTL_F_CPU_AFFINITY, GPUCTL_F_NUMA_NODE,
 	                                           GPUCTL_F_GPU_NUMA_NODE};
+	struct gpuctl_snapshot *snap = NULL;
+	int status;
+
 	status = cli_snapshot_fields(cli, GPUCTL_SNAP_TOPOLOGY, fields,
 	                             sizeof(fields) / sizeof(fields[0]), &snap);
 	if (status)
 		return status;
-	if (format == TOPO_JSON) {
+	if (a->format == TOPO_JSON) {
 		int r = print_json(snap);
 		if (r < 0) {
 			cli_error("topo: cannot write the output: %s", strerror(-r));
 			status = CLI_EXIT_FAILURE;
 		}
 	} else {
-		print_matrix(snap, bandwidth);
+		print_matrix(snap, a->bandwidth);
 	}
 	gpuctl_snapshot_free(snap);
 	return status;
+}
+
+static int cmd_topo_exec(struct cli *cli, int argc, char **argv)
+{
+	struct topo_args a = {.format = TOPO_MATRIX};
+	int status;
+
+	status = parse_options(&a, argc, argv);
+	if (status != TOPO_GO_ON)
+		return status;
+	return show_topology(cli, &a);
 }
 
 const struct cmd_entry cmd_topo_entry = {
