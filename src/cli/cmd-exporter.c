@@ -476,10 +476,7 @@ struct exporter_args {
 	unsigned timeout;        /* GPUCTL_EXPORTER_TIMEOUT: a connection's idle timeout, s */
 };
 
-/* Returned by parse_options when the command goes on. */
-#define EXPORTER_GO_ON (-1)
-
-/* The options (and GPUCTL_EXPORTER_TIMEOUT) into a: EXPORTER_GO_ON, or the exit status to
+/* The options (and GPUCTL_EXPORTER_TIMEOUT) into a: CMD_GO_ON, or the exit status to
  * return now (--help, a usage error). */
 static int parse_options(int argc, char **argv, struct exporter_args *a)
 {
@@ -524,7 +521,7 @@ static int parse_options(int argc, char **argv, struct exporter_args *a)
 		                       "GPUCTL_EXPORTER_TIMEOUT: '%s' is not a number of seconds "
 		                       "from 1 to %d",
 		                       getenv("GPUCTL_EXPORTER_TIMEOUT"), EXPORTER_MAX_TIMEOUT);
-	return EXPORTER_GO_ON;
+	return CMD_GO_ON;
 }
 
 /* Starts the sampler's thread, which reads NVML with a context of its own (the sampler's from
@@ -648,7 +645,7 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	                          .interval = EXPORTER_DEFAULT_INTERVAL};
 	int status = parse_options(argc, argv, &a);
 
-	return status != EXPORTER_GO_ON ? status : run_exporter(cli, &a);
+	return status != CMD_GO_ON ? status : run_exporter(cli, &a);
 }
 
 const struct cmd_entry cmd_exporter_entry = {

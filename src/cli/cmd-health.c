@@ -373,10 +373,7 @@ static json_t *slurm_json(const struct slurm_result *res)
 
 /* ---- the command ---- */
 
-/* Returned by parse_options when the command goes on. */
-#define HEALTH_GO_ON (-1)
-
-/* The options into a: HEALTH_GO_ON, or the exit status to return now (--help, a usage
+/* The options into a: CMD_GO_ON, or the exit status to return now (--help, a usage
  * error). */
 static int parse_options(struct cli *cli, struct health_args *a, int argc, char **argv)
 {
@@ -466,7 +463,7 @@ static int parse_options(struct cli *cli, struct health_args *a, int argc, char 
 			return cmd_bad_option(&cmd_health_entry, opt, argv);
 		}
 	}
-	return HEALTH_GO_ON;
+	return CMD_GO_ON;
 }
 
 /* The options together; then what they leave open: SLURM_CONF, the state file (a->state,
@@ -636,7 +633,7 @@ static int cmd_health_exec(struct cli *cli, int argc, char **argv)
 	int status;
 
 	status = parse_options(cli, &a, argc, argv);
-	if (status != HEALTH_GO_ON)
+	if (status != CMD_GO_ON)
 		return status;
 	if (optind < argc)
 		return cmd_usage_error(&cmd_health_entry, "unexpected argument '%s'", argv[optind]);

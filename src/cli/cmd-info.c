@@ -370,10 +370,7 @@ struct info_args {
 	enum info_format format; /* --format */
 };
 
-/* Returned by parse_options when the command goes on. */
-#define INFO_GO_ON (-1)
-
-/* The options into a: INFO_GO_ON, or the exit status to return now (--help, a usage error). */
+/* The options into a: CMD_GO_ON, or the exit status to return now (--help, a usage error). */
 static int parse_options(struct info_args *a, int argc, char **argv)
 {
 	int opt;
@@ -397,7 +394,7 @@ static int parse_options(struct info_args *a, int argc, char **argv)
 	}
 	if (optind < argc)
 		return cmd_usage_error(&cmd_info_entry, "unexpected argument '%s'", argv[optind]);
-	return INFO_GO_ON;
+	return CMD_GO_ON;
 }
 
 /* Each GPU's pool (p->map) when the configuration has pools; 0 or the exit status. */
@@ -451,7 +448,7 @@ static int cmd_info_exec(struct cli *cli, int argc, char **argv)
 	int status;
 
 	status = parse_options(&a, argc, argv);
-	if (status != INFO_GO_ON)
+	if (status != CMD_GO_ON)
 		return status;
 	return show_info(cli, &a);
 }

@@ -137,10 +137,7 @@ struct lease_args {
 	const char *lease_dir; /* --lease-dir, NULL: the site's */
 };
 
-/* Returned by parse_options when the command goes on. */
-#define LEASE_GO_ON (-1)
-
-/* The options and the subcommand ("init", the only one) into a: LEASE_GO_ON, or the exit
+/* The options and the subcommand ("init", the only one) into a: CMD_GO_ON, or the exit
  * status to return now (--help, a usage error). */
 static int parse_options(struct lease_args *a, int argc, char **argv)
 {
@@ -169,7 +166,7 @@ static int parse_options(struct lease_args *a, int argc, char **argv)
 	if (optind + 1 < argc)
 		return cmd_usage_error(&cmd_lease_entry, "unexpected argument '%s'",
 		                       argv[optind + 1]);
-	return LEASE_GO_ON;
+	return CMD_GO_ON;
 }
 
 static int cmd_lease_exec(struct cli *cli, int argc, char **argv)
@@ -178,7 +175,7 @@ static int cmd_lease_exec(struct cli *cli, int argc, char **argv)
 	int status;
 
 	status = parse_options(&a, argc, argv);
-	if (status != LEASE_GO_ON)
+	if (status != CMD_GO_ON)
 		return status;
 	return lease_init(cli, a.lease_dir);
 }

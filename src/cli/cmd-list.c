@@ -712,10 +712,7 @@ static int parse_format(const char *arg, struct format_spec *fmt)
 	return status;
 }
 
-/* Returned by parse_options when the command goes on. */
-#define LIST_GO_ON (-1)
-
-/* The options into a: LIST_GO_ON, or the exit status to return now (--help, --help-query, a
+/* The options into a: CMD_GO_ON, or the exit status to return now (--help, --help-query, a
  * usage error). */
 static int parse_options(struct cli *cli, int argc, char **argv, struct list_args *a)
 {
@@ -765,7 +762,7 @@ static int parse_options(struct cli *cli, int argc, char **argv, struct list_arg
 	}
 	if (optind < argc)
 		return cmd_usage_error(&cmd_list_entry, "unexpected argument '%s'", argv[optind]);
-	return LIST_GO_ON;
+	return CMD_GO_ON;
 }
 
 /* The options together: the output's kind (*ret_kind: --format's, else CSV with a query, else
@@ -800,11 +797,11 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 	int status;
 
 	status = parse_options(cli, argc, argv, &a);
-	if (status != LIST_GO_ON)
-		return status;
-	status = settle_args(&a, &kind);
-	if (!status)
-		status = a.loop ? list_loop(cli, &a, kind) : list_once(cli, &a, kind);
+	if (status == CMD_GO_ON) {
+		status = settle_args(&a, &kind);
+		if (!status)
+			status = a.loop ? list_loop(cli, &a, kind) : list_once(cli, &a, kind);
+	}
 	query_free(a.query);
 	free(a.apps);
 	return status;

@@ -607,10 +607,7 @@ struct ps_args {
 	bool waiting;          /* --waiting: the waiters instead (ps-waiting.c) */
 };
 
-/* Returned by parse_options when the command goes on. */
-#define PS_GO_ON (-1)
-
-/* The options into a: PS_GO_ON, or the exit status to return now (--help, a usage error). */
+/* The options into a: CMD_GO_ON, or the exit status to return now (--help, a usage error). */
 static int parse_options(struct cli *cli, int argc, char **argv, struct ps_args *a)
 {
 	int opt, status;
@@ -651,7 +648,7 @@ static int parse_options(struct cli *cli, int argc, char **argv, struct ps_args 
 		return cmd_usage_error(&cmd_ps_entry, "unexpected argument '%s'", argv[optind]);
 	if (a->waiting && a->all)
 		return cmd_usage_error(&cmd_ps_entry, "--waiting and --all conflict");
-	return PS_GO_ON;
+	return CMD_GO_ON;
 }
 
 static void ps_data_free(struct ps_data *d)
@@ -752,7 +749,7 @@ static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 	int status;
 
 	status = parse_options(cli, argc, argv, &a);
-	if (status != PS_GO_ON)
+	if (status != CMD_GO_ON)
 		return status;
 	if (a.waiting)
 		return ps_waiting(cli, a.lease_dir, a.json);

@@ -44,10 +44,7 @@ struct release_args {
 	const char *lease_dir; /* --lease-dir, NULL: the site's */
 };
 
-/* Returned by parse_options when the command goes on. */
-#define RELEASE_GO_ON (-1)
-
-/* The options into a, checked together: RELEASE_GO_ON, or the exit status to return now
+/* The options into a, checked together: CMD_GO_ON, or the exit status to return now
  * (--help, a usage error). */
 static int parse_options(struct release_args *a, int argc, char **argv)
 {
@@ -83,7 +80,7 @@ static int parse_options(struct release_args *a, int argc, char **argv)
 		return cmd_usage_error(&cmd_release_entry, "say which: -i IDS or --all");
 	if (a->ids && a->all)
 		return cmd_usage_error(&cmd_release_entry, "-i and --all conflict");
-	return RELEASE_GO_ON;
+	return CMD_GO_ON;
 }
 
 /* The devices of the GPUs ids names, each with its MIG devices, into *ret_set; 0 or the exit
@@ -167,7 +164,7 @@ static int cmd_release_exec(struct cli *cli, int argc, char **argv)
 	int status;
 
 	status = parse_options(&a, argc, argv);
-	if (status != RELEASE_GO_ON)
+	if (status != CMD_GO_ON)
 		return status;
 	return release_holders(cli, &a);
 }

@@ -209,10 +209,7 @@ out:
 
 /* ---- the command ---- */
 
-/* Returned by parse_options when the command goes on. */
-#define RUN_GO_ON (-1)
-
-/* The options into a: RUN_GO_ON, or the exit status to return now (--help, a usage error). */
+/* The options into a: CMD_GO_ON, or the exit status to return now (--help, a usage error). */
 static int parse_options(struct run_args *a, int argc, char **argv)
 {
 	unsigned long v;
@@ -264,7 +261,7 @@ static int parse_options(struct run_args *a, int argc, char **argv)
 			return cmd_bad_option(&cmd_run_entry, opt, argv);
 		}
 	}
-	return RUN_GO_ON;
+	return CMD_GO_ON;
 }
 
 /* The options together and the command (argv[optind] on); 0 or CLI_EXIT_USAGE. */
@@ -322,12 +319,11 @@ static int cmd_run_exec(struct cli *cli, int argc, char **argv)
 	int status;
 
 	status = parse_options(&a, argc, argv);
-	if (status != RUN_GO_ON)
-		return status;
-	status = check_args(&a, argc, argv);
-	if (status)
-		return status;
-	status = run_launches(cli, &a);
+	if (status == CMD_GO_ON) {
+		status = check_args(&a, argc, argv);
+		if (!status)
+			status = run_launches(cli, &a);
+	}
 	filters_free(&a.sel);
 	return status;
 }

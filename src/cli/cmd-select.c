@@ -359,10 +359,7 @@ struct select_cmd_args {
 	unsigned long hold_s;     /* --hold, 0: no lease */
 };
 
-/* Returned by parse_options when the command goes on. */
-#define SELECT_GO_ON (-1)
-
-/* The options into a: SELECT_GO_ON, or the exit status to return now (--help, a usage error). */
+/* The options into a: CMD_GO_ON, or the exit status to return now (--help, a usage error). */
 static int parse_options(struct select_cmd_args *a, int argc, char **argv)
 {
 	int opt, status, r;
@@ -411,7 +408,7 @@ static int parse_options(struct select_cmd_args *a, int argc, char **argv)
 			return cmd_bad_option(&cmd_select_entry, opt, argv);
 		}
 	}
-	return SELECT_GO_ON;
+	return CMD_GO_ON;
 }
 
 /* The operands (none) and the options together; 0 or CLI_EXIT_USAGE. */
@@ -455,15 +452,12 @@ static int cmd_select_exec(struct cli *cli, int argc, char **argv)
 	int status;
 
 	status = parse_options(&a, argc, argv);
-	if (status != SELECT_GO_ON)
-		return status;
-	status = check_args(&a, argc, argv);
-	if (status)
-		return status;
-	if (a.hold_s)
-		status = hold(cli, &a.sel, &a.out, a.hold_s);
-	else
-		status = choose_and_print(cli, &a);
+	if (status == CMD_GO_ON) {
+		status = check_args(&a, argc, argv);
+		if (!status)
+			status = a.hold_s ? hold(cli, &a.sel, &a.out, a.hold_s)
+			                  : choose_and_print(cli, &a);
+	}
 	filters_free(&a.sel);
 	return status;
 }

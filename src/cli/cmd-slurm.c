@@ -376,10 +376,7 @@ static int gres_exec(struct cli *cli, const struct slurm_args *a)
 	return status;
 }
 
-/* Returned by parse_options when the command goes on. */
-#define SLURM_GO_ON (-1)
-
-/* The subcommand ("gres", the only one) and its options into a: SLURM_GO_ON, or the exit status
+/* The subcommand ("gres", the only one) and its options into a: CMD_GO_ON, or the exit status
  * to return now (--help, a usage error). */
 static int parse_options(struct slurm_args *a, int argc, char **argv)
 {
@@ -431,7 +428,7 @@ static int parse_options(struct slurm_args *a, int argc, char **argv)
 		return cmd_usage_error(&cmd_slurm_entry, "unexpected argument '%s'", argv[optind]);
 	if (strcmp(argv[0], "gres") != 0)
 		return cmd_usage_error(&cmd_slurm_entry, "say what: gres");
-	return SLURM_GO_ON;
+	return CMD_GO_ON;
 }
 
 static int cmd_slurm_exec(struct cli *cli, int argc, char **argv)
@@ -440,7 +437,7 @@ static int cmd_slurm_exec(struct cli *cli, int argc, char **argv)
 	int status;
 
 	status = parse_options(&a, argc, argv);
-	if (status != SLURM_GO_ON)
+	if (status != CMD_GO_ON)
 		return status;
 	return gres_exec(cli, &a);
 }

@@ -177,10 +177,7 @@ struct top_args {
 	const char *lease_dir; /* --lease-dir, NULL: the site's */
 };
 
-/* Returned by parse_options when the command goes on. */
-#define TOP_GO_ON (-1)
-
-/* The options into a: TOP_GO_ON, or the exit status to return now (--help, a usage error). */
+/* The options into a: CMD_GO_ON, or the exit status to return now (--help, a usage error). */
 static int parse_options(struct cli *cli, int argc, char **argv, struct top_args *a)
 {
 	int opt, status;
@@ -225,7 +222,7 @@ static int parse_options(struct cli *cli, int argc, char **argv, struct top_args
 		          "print plain text)");
 		return CLI_EXIT_USAGE;
 	}
-	return TOP_GO_ON;
+	return CMD_GO_ON;
 }
 
 /* The sampler (NVML on its own thread, sampler.h, with a context of its own; one sample per
@@ -282,7 +279,7 @@ static int cmd_top_exec(struct cli *cli, int argc, char **argv)
 	int status;
 
 	status = parse_options(cli, argc, argv, &a);
-	if (status != TOP_GO_ON)
+	if (status != CMD_GO_ON)
 		return status;
 	/* the site first: a shared lease directory decides which configuration governs it */
 	status = cli_site(cli, &cmd_top_entry, a.lease_dir, 0);

@@ -291,10 +291,7 @@ struct topo_args {
 	bool bandwidth;          /* --bandwidth: GB/s in the matrix */
 };
 
-/* Returned by parse_options when the command goes on. */
-#define TOPO_GO_ON (-1)
-
-/* The options into a, checked together: TOPO_GO_ON, or the exit status to return now (--help,
+/* The options into a, checked together: CMD_GO_ON, or the exit status to return now (--help,
  * a usage error). */
 static int parse_options(struct topo_args *a, int argc, char **argv)
 {
@@ -326,7 +323,7 @@ static int parse_options(struct topo_args *a, int argc, char **argv)
 		return cmd_usage_error(&cmd_topo_entry,
 		                       "--bandwidth goes with the matrix; JSON always has "
 		                       "'bandwidth_gbps'");
-	return TOPO_GO_ON;
+	return CMD_GO_ON;
 }
 
 /* One snapshot with the topology, printed as a matrix or JSON; the exit status. */
@@ -361,7 +358,7 @@ static int cmd_topo_exec(struct cli *cli, int argc, char **argv)
 	int status;
 
 	status = parse_options(&a, argc, argv);
-	if (status != TOPO_GO_ON)
+	if (status != CMD_GO_ON)
 		return status;
 	return show_topology(cli, &a);
 }

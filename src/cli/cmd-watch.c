@@ -531,9 +531,6 @@ struct watch_args {
 	bool groups;         /* -s was given (it does not go with --procs) */
 };
 
-/* Returned by parse_options when the command goes on. */
-#define WATCH_GO_ON (-1)
-
 /* -s GROUPS into w's shown columns: 0, or the usage error's exit status. */
 static int parse_groups(struct watch *w, const char *text)
 {
@@ -554,7 +551,7 @@ static int parse_groups(struct watch *w, const char *text)
 	return 0;
 }
 
-/* The options into a and w (what is shown, how): WATCH_GO_ON, or the exit status to return now
+/* The options into a and w (what is shown, how): CMD_GO_ON, or the exit status to return now
  * (--help, a usage error). */
 static int parse_options(int argc, char **argv, struct watch_args *a, struct watch *w)
 {
@@ -607,7 +604,7 @@ static int parse_options(int argc, char **argv, struct watch_args *a, struct wat
 		return cmd_usage_error(&cmd_watch_entry,
 		                       "-s: --procs shows its own columns (pmon's); use one or the "
 		                       "other");
-	return WATCH_GO_ON;
+	return CMD_GO_ON;
 }
 
 /* The first snapshot (what the shown columns need, and the identity), the chosen GPUs, then
@@ -644,7 +641,7 @@ static int cmd_watch_exec(struct cli *cli, int argc, char **argv)
 
 	(void)parse_groups(&w, WATCH_DEFAULT_GROUP); /* a constant that parses */
 	status = parse_options(argc, argv, &a, &w);
-	if (status != WATCH_GO_ON)
+	if (status != CMD_GO_ON)
 		return status;
 	status = run_watch(cli, &a, &w);
 	free(w.reported_lost);

@@ -153,6 +153,10 @@ int cmd_parse_count(const struct cmd_entry *entry, const char *opt, const char *
  * entry->long_options): the option's value, '?' or ':' for a bad one, -1 at the end. */
 int cmd_getopt(const struct cmd_entry *entry, int argc, char **argv);
 
+/* What a command's parse_options returns when the command goes on (any other value is the exit
+ * status to return now: after --help, a usage error). */
+#define CMD_GO_ON (-1)
+
 /* --format's value among entry->formats: 0 and *ret_index (its position in the list), or the
  * usage error's exit status after "--format: unknown format 'x' (text or json)". */
 int cmd_parse_format(const struct cmd_entry *entry, const char *arg, int *ret_index);
