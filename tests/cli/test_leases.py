@@ -774,7 +774,9 @@ class PersonalDirectory(LeaseCase):
                 r = self.g(*args, env={"HOME": home, "GPUCTL_LEASE_DIR": ld})
                 self.assertEqual(r.rc, EXIT_OK, r)
                 self.assertEqual(r.err, "")
-                self.assertEqual(stat.S_IMODE(os.stat(cache).st_mode), 0o700)
+                # XDG's mode for a missing cache directory; root's may lead to a shared one
+                self.assertEqual(stat.S_IMODE(os.stat(cache).st_mode),
+                                 0o755 if os.geteuid() == 0 else 0o700)
                 self.assertEqual(os.stat(cache).st_uid, os.geteuid())
                 self.assertTrue(os.path.isfile(os.path.join(ld, "select.lock")))
 
@@ -1070,6 +1072,25 @@ class SharedDirectorySafety(TwoUserCase):
     def test_user_cannot_init_the_shared_directory(self):
         r = self.as_user(self.users[0], "lease", "init")
         self.assertOneLineError(r, EXIT_FAILURE)
+
+    def test_users_missing_cache_directory_is_created(self):
+        # issue 25: $HOME/.cache/gpuctl on a fresh account without ~/.cache (docs/leases.md)
+        user = self.users[0]
+        home = os.path.join(self.tmp, "home-" + user)
+        os.mkdir(home, 0o700)
+        os.chown(home, self.uid[user], self.gid[user])
+        self.addCleanup(shutil.rmtree, home, True)
+        cache = os.path.join(home, ".cache")
+        env = {"HOME": home, "GPUCTL_LEASE_DIR": os.path.join(cache, "gpuctl")}
+        r = self.as_user(user, "run", "-n", "1", "--", "true", env=env)
+        self.assertEqual(r.rc, EXIT_OK, r)
+        st = os.stat(cache)
+        self.assertEqual((stat.S_IMODE(st.st_mode), st.st_uid), (0o700, self.uid[user]))
+        # but nothing is made below a directory of root's
+        deep = os.path.join(self.tmp, "missing", "deeper")
+        r = self.as_user(user, "run", "-n", "1", "--", "true", env={"GPUCTL_LEASE_DIR": deep})
+        self.assertOneLineError(r, EXIT_FAILURE, "lease init")
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "missing")))
 
     def test_missing_shared_directory_names_lease_init(self):
         # Not ours to create (its parent belongs to root): one line naming the fix, exit 1.

@@ -13,7 +13,8 @@
  *   opened, not the path: no check-then-use race). Components above DIR may be symlinks
  *   (/var/run -> /run); DIR itself may not. DIR's last component is created, and the missing
  *   directories above it only below an existing one of ours (~/.cache of $HOME/.cache/gpuctl,
- *   mode 0700 as the XDG Base Directory Specification asks of a missing $XDG_CACHE_HOME).
+ *   mode 0700 as the XDG Base Directory Specification asks of a missing $XDG_CACHE_HOME; 0755
+ *   for root, whose directories may lead to a shared one).
  * - Who may create: DIR when we are root or own its parent; locks/, owners/, select.lock and
  *   lock files only when DIR is ours (owner == euid). Modes are set with fchmod() after
  *   creation, so the umask does not matter. locks/ and select.lock must belong to DIR's owner
@@ -174,15 +175,18 @@ uint32_t gpuctl_lease_dir_owner(const struct gpuctl_lease_dir *dir)
 	return dir ? (uint32_t)dir->owner : 0;
 }
 
-/* Opens the directory parent, creating, mode 0700, the components missing below the deepest
- * existing one when that one is ours, each opened with O_NOFOLLOW and checked to be ours (a
- * directory another user made in between is not used). 0, -ENOENT when an ancestor missing is
- * not ours to create, or -errno. */
+/* Opens the directory parent, creating the components missing below the deepest existing one
+ * when that one is ours, each opened with O_NOFOLLOW and checked to be ours (a directory another
+ * user made in between is not used). Mode 0700 (XDG's for a missing $XDG_CACHE_HOME), but 0755
+ * for root: a directory root makes may lead to a shared lease directory, which users must reach
+ * (root's own home is private already). 0, -ENOENT when an ancestor missing is not ours to
+ * create, or -errno. */
 static int open_parent(const char *parent, int *ret_fd)
 {
 	_cleanup_free_ char *anc = strdup(parent);
 	_cleanup_close_ int fd = -1;
 	const char *q = ""; /* what lies below the directory open */
+	mode_t mode = geteuid() == 0 ? 0755 : 0700;
 	struct stat st;
 
 	if (!anc)
@@ -201,7 +205,7 @@ static int open_parent(const char *parent, int *ret_fd)
 			slash[slash == anc ? 1 : 0] = '\0';
 			fd = open(anc, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		}
-		if (fd < 0 && (errno != ENOENT || !slash))
+		if (fd < 0 && (errno != ENOENT || !slash || slash == anc))
 			return -errno;
 	}
 	if (*q && (fstat(fd, &st) < 0 || st.st_uid != geteuid()))
@@ -223,7 +227,7 @@ static int open_parent(const char *parent, int *ret_fd)
 		q += n;
 		if (streq(name, ".") || streq(name, ".."))
 			return -EINVAL;
-		created = mkdirat(fd, name, 0700) == 0;
+		created = mkdirat(fd, name, mode) == 0;
 		if (!created && errno != EEXIST)
 			return -errno;
 		nfd = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -235,7 +239,7 @@ static int open_parent(const char *parent, int *ret_fd)
 			return -errno;
 		if (st.st_uid != geteuid())
 			return -EPERM;
-		if (created && fchmod(fd, 0700) < 0)
+		if (created && fchmod(fd, mode) < 0)
 			return -errno;
 	}
 	*ret_fd = TAKE_FD(fd);
