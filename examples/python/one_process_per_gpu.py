@@ -5,12 +5,14 @@ torch.cuda.set_device(rank) and a hand-written device list.
     python3 examples/python/one_process_per_gpu.py [N]
 
 gpuctl.each() leases N GPUs (default 2) and starts one "spawn" process per GPU with
-CUDA_VISIBLE_DEVICES set to that GPU alone and LOCAL_RANK, RANK, WORLD_SIZE set as torchrun
-(and `gpuctl run --each`) sets them; it returns the results in rank order, and stops every
-rank when one fails. In a real job the worker would call
-torch.distributed.init_process_group("nccl") (with MASTER_ADDR and MASTER_PORT set in the
-parent's environment, which torchrun would set) and use cuda:0. Here it asks the CUDA driver
-itself (libcuda.so.1, through ctypes) which GPU it sees, so it runs without a framework.
+CUDA_VISIBLE_DEVICES set to that GPU alone and LOCAL_RANK, RANK, WORLD_SIZE and
+LOCAL_WORLD_SIZE set as torchrun (and `gpuctl run --each`) sets them, and, unless the parent
+has them already, MASTER_ADDR=127.0.0.1 and a free MASTER_PORT: the rendezvous that
+torch.distributed.init_process_group("nccl") reads. It returns the results in rank order; when
+one rank fails it stops the others and raises that rank's exception. The lease ends when it
+returns. In a real job the worker would call init_process_group and use cuda:0; here it asks
+the CUDA driver itself (libcuda.so.1, through ctypes) which GPU it sees and prints one line per
+rank, so it runs without a framework.
 """
 import ctypes
 import os

@@ -2,14 +2,16 @@
 machine and do what their docstring says; what CUDA saw comes from the simulated driver
 (the UUIDs it reports, nvsim-load's ledger), the choice from the command line. The two that
 need PyTorch or TensorFlow run in test_documented_python.py, with its framework doubles."""
+import ast
 import os
 import py_compile
+import re
 import subprocess
 import sys
 
 import pytest
 
-from conftest import EXAMPLES, NVSIM_LOAD, cuda_set
+from conftest import EXAMPLES, NVSIM_LOAD, SRC, cuda_set
 
 SCRIPTS = sorted(f for f in os.listdir(EXAMPLES) if f.endswith(".py"))
 
@@ -49,6 +51,29 @@ def test_one_process_per_gpu(sim):
     assert r.stdout.splitlines() == ["rank %d/3: CUDA sees 1 device(s): %s" % (i, u)
                                      for i, u in enumerate(want)]
     assert m.held() == {}
+
+
+def each_variables_of_the_man_page():
+    """The variables `gpuctl run --each` gives each rank, as docs/gpuctl.1 lists them (the
+    `--each` entry under `.SS run`): what gpuctl.each() sets too (its docstring says so)."""
+    with open(os.path.join(SRC, "docs", "gpuctl.1")) as f:
+        man = f.read()
+    entry = man.split(".SS run", 1)[1].split(".B \\-\\-each\n", 1)[1].split(".TP", 1)[0]
+    return set(re.findall(r'^\.BI?R? ([A-Z][A-Z_]+)(?:=| |$)', entry, re.M))
+
+
+def test_one_process_per_gpu_docstring_is_true():
+    # issue 25: the docstring said MASTER_ADDR and MASTER_PORT had to be set in the parent's
+    # environment, though each() sets them, and left out LOCAL_WORLD_SIZE
+    with open(os.path.join(EXAMPLES, "one_process_per_gpu.py")) as f:
+        doc = ast.get_docstring(ast.parse(f.read()))
+    names = each_variables_of_the_man_page()
+    assert {"CUDA_VISIBLE_DEVICES", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"} <= names, names
+    words = set(re.findall(r"[A-Z][A-Z_]+", doc))
+    assert names - words == set(), "the docstring leaves out what each() sets"
+    flat = " ".join(doc.split())
+    assert "in the parent's environment" not in flat
+    assert "python3 examples/python/one_process_per_gpu.py [N]" in flat
 
 
 def test_failover_probe(sim):

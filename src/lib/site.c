@@ -220,7 +220,7 @@ int gpuctl_site_open(struct gpuctl_ctx *ctx, const char *config_path, const char
 	}
 	r = gpuctl_lease_dir_open(ctx, path, &site->dir);
 	if (r < 0)
-		return ctx_error_prefix(ctx, r, "lease directory %s", path);
+		return r; /* its message names the directory already */
 	r = config_trust(ctx, site, (config_path && config_path[0]) || (env_cfg && env_cfg[0]));
 	if (r < 0)
 		return r;

@@ -757,6 +757,37 @@ class LeaseInit(LeaseCase):
         self.assertOneLineError(self.g("lease", "init", "x"), EXIT_USAGE, "'x'")
 
 
+class PersonalDirectory(LeaseCase):
+    """docs/leases.md: a personal directory such as $HOME/.cache/gpuctl is created and filled by
+    its user, also when ~/.cache does not exist yet (the XDG Base Directory Specification: a
+    missing $XDG_CACHE_HOME is created, mode 0700)."""
+
+    def test_missing_cache_directory_is_created(self):
+        home = os.path.join(self.tmp, "home")
+        os.mkdir(home, 0o700)
+        cache = os.path.join(home, ".cache")
+        ld = os.path.join(cache, "gpuctl")
+        for args in (("run", "-n", "1", "--", "true"), ("select", "-n", "1", "--hold", "1"),
+                     ("lease", "init")):
+            with self.subTest(args=args):
+                shutil.rmtree(cache, ignore_errors=True)
+                r = self.g(*args, env={"HOME": home, "GPUCTL_LEASE_DIR": ld})
+                self.assertEqual(r.rc, EXIT_OK, r)
+                self.assertEqual(r.err, "")
+                # XDG's mode for a missing cache directory; root's may lead to a shared one
+                self.assertEqual(stat.S_IMODE(os.stat(cache).st_mode),
+                                 0o755 if os.geteuid() == 0 else 0o700)
+                self.assertEqual(os.stat(cache).st_uid, os.geteuid())
+                self.assertTrue(os.path.isfile(os.path.join(ld, "select.lock")))
+
+    def test_parents_are_made_only_below_a_directory_of_ones_own(self):
+        if os.geteuid() == 0:
+            self.skipTest("root owns every directory it may create in")
+        r = self.g("run", "-n", "1", "--", "true",
+                   env={"GPUCTL_LEASE_DIR": "/proc/gpuctl-test/leases"})
+        self.assertOneLineError(r, EXIT_FAILURE, "/proc/gpuctl-test/leases")
+
+
 class LockWait(LeaseCase):
     def test_bound_is_reported_as_given(self):
         # issue 24, finding 9d: GPUCTL_LOCK_WAIT=1.5 was reported as "2 s or more". The line
@@ -792,6 +823,16 @@ class UnsafeDirectory(LeaseCase):
         for args in (("run", "-n", "1", "--", "true"), ("ps",)):
             with self.subTest(args=args):
                 self.assertOneLineError(self.g(*args), EXIT_FAILURE, self.dir)
+
+    def test_refusal_names_the_directory_once(self):
+        # issue 25: "gpuctl: run: lease directory X: lease directory 'X': ..." said it twice
+        os.mkdir(self.dir)
+        os.chmod(self.dir, 0o777)
+        for args in (("run", "-n", "1", "--", "true"), ("lease", "init")):
+            with self.subTest(args=args):
+                r = self.g(*args)
+                self.assertOneLineError(r, EXIT_FAILURE, self.dir)
+                self.assertEqual(r.err.count("lease directory"), 1, r)
 
     def test_lock_file_replaced_by_symlink_is_unusable(self):
         r = self.g("lease", "init")
@@ -1031,6 +1072,25 @@ class SharedDirectorySafety(TwoUserCase):
     def test_user_cannot_init_the_shared_directory(self):
         r = self.as_user(self.users[0], "lease", "init")
         self.assertOneLineError(r, EXIT_FAILURE)
+
+    def test_users_missing_cache_directory_is_created(self):
+        # issue 25: $HOME/.cache/gpuctl on a fresh account without ~/.cache (docs/leases.md)
+        user = self.users[0]
+        home = os.path.join(self.tmp, "home-" + user)
+        os.mkdir(home, 0o700)
+        os.chown(home, self.uid[user], self.gid[user])
+        self.addCleanup(shutil.rmtree, home, True)
+        cache = os.path.join(home, ".cache")
+        env = {"HOME": home, "GPUCTL_LEASE_DIR": os.path.join(cache, "gpuctl")}
+        r = self.as_user(user, "run", "-n", "1", "--", "true", env=env)
+        self.assertEqual(r.rc, EXIT_OK, r)
+        st = os.stat(cache)
+        self.assertEqual((stat.S_IMODE(st.st_mode), st.st_uid), (0o700, self.uid[user]))
+        # but nothing is made below a directory of root's
+        deep = os.path.join(self.tmp, "missing", "deeper")
+        r = self.as_user(user, "run", "-n", "1", "--", "true", env={"GPUCTL_LEASE_DIR": deep})
+        self.assertOneLineError(r, EXIT_FAILURE, "lease init")
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "missing")))
 
     def test_missing_shared_directory_names_lease_init(self):
         # Not ours to create (its parent belongs to root): one line naming the fix, exit 1.

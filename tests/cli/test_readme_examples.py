@@ -17,7 +17,13 @@ every GPU id shown exists on the machine). Jobs the examples start (python, dock
 PATH that print their arguments and succeed: what is checked is gpuctl, not the job.
 
 No example is silently left out: NOT_RUNNABLE names each one that cannot run here and why, and
-the test fails when the README's examples and the tables here disagree in either direction."""
+the test fails when the README's examples and the tables here disagree in either direction.
+
+DocCommands (issue 25, "a doc test") widens this to docs/*.md: every gpuctl command line in a
+code block of README.md or docs/ either runs as written on a fresh simulated DGX A100 and exits
+0 (README's through ReadmeExamples above, with their output), or is an error example listed in
+DOC_ERRORS with its status and reason; every synopsis names only options its command's --help
+has; and every Prometheus scrape target uses the exporter's default port."""
 import os
 import re
 import shlex
@@ -94,6 +100,16 @@ def key(cmd):
     return " ".join(words)
 
 
+def complete(cmd):
+    """Whether cmd is a whole shell command: no quote left open (a quoted argument may span
+    lines; an apostrophe in a trailing comment opens nothing)."""
+    try:
+        shlex.split(cmd, comments=True)
+        return True
+    except ValueError:
+        return False
+
+
 def examples():
     """[(line, [(command, [shown lines])])] for each example block."""
     out = []
@@ -110,7 +126,7 @@ def examples():
             cmds, pending = [], ""
             for l in lines:
                 pending = pending + "\n" + l if pending else l
-                if pending.count("'") % 2 == 0:  # a quoted argument may span lines
+                if complete(pending):
                     if pending.strip():
                         cmds.append((pending, []))
                     pending = ""
@@ -263,6 +279,212 @@ def subprocess_run(argv, env, cwd):
         return run(argv, env=env, timeout=300)
     finally:
         os.chdir(old)
+
+
+# ---- every gpuctl command of README.md and docs/*.md (issue 25: "a doc test") ----
+
+DOCS = [README] + sorted(os.path.join(SRC, "docs", f) for f in os.listdir(os.path.join(SRC, "docs"))
+                         if f.endswith(".md"))
+# A command line: optional VAR=value assignments, sudo, srun with its options or eval "$(, then
+# gpuctl (DocCommands strips srun: see there).
+COMMAND = re.compile(r"^(?:[A-Z_]+=\S*\s+)*(?:sudo\s+|srun(?:\s+-\S+)*\s+|eval\s+\"\$\()?"
+                     r"(?:build/bin/)?gpuctl(?:\s|$)")
+# A synopsis: a command written with placeholders ([-i IDS], -n N, DIR), not runnable as written.
+SYNOPSIS = re.compile(r"\[|\b(?:N|IDS|DIR|FILE|SECONDS|PCT|SIZE|NAME|ADDR|PORT|COUNT)\b")
+
+# Deliberate error examples of docs/: the exit status the docs' "Exit codes" table gives for
+# what they show, and why they fail.
+DOC_ERRORS = {
+    "SLURM_STEP_GPUS=3 gpuctl select -n 1":
+        (2, "docs/slurm.md shows the refusal of a Slurm GPU number that the node's gres.conf "
+            "does not list (an outer allocation that cannot be read: exit 2)"),
+}
+# What a command needs around it, as the docs describe the machine it runs on: files written
+# into the command's scratch directory ($DOCDIR) and variables.
+DOC_SETUP = {
+    # the node gpu02 whose gres.conf lists 3 GPUs (docs/slurm.md, "2.")
+    "SLURM_STEP_GPUS=3 gpuctl select -n 1": (
+        {"gres.conf": "".join("NodeName=gpu02 Name=gpu File=/dev/nvidia%d\n" % i
+                              for i in range(3))},
+        {"SLURMD_NODENAME": "gpu02", "SLURM_CONF": "$DOCDIR/slurm.conf"}),
+}
+# Commands run other than as written, with the reason.
+DOC_REWRITE = {
+    'gpuctl slurm gres --node "$(hostname -s)" > /etc/slurm/gres.d/$(hostname -s).conf':
+        ('gpuctl slurm gres --node "$(hostname -s)" > "$DOCDIR/$(hostname -s).conf"',
+         "the test writes nothing under /etc: the same output goes to its scratch directory"),
+}
+# Commands not run at all, with the reason (a skip is not a pass: keep it short).
+DOC_SKIPPED = {}
+
+
+def doc_blocks(path):
+    """[(line of the fence, info string, [(line number, line)])] of a Markdown file's fenced
+    blocks (also indented ones, inside list items)."""
+    out, cur = [], None
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.rstrip("\n")
+            if line.lstrip().startswith("```"):
+                if cur is None:
+                    cur = (n, line.strip()[3:].strip(), [])
+                else:
+                    out.append(cur)
+                    cur = None
+            elif cur is not None:
+                cur[2].append((n, line))
+    return out
+
+
+def doc_commands():
+    """[(file, line, command, synopsis?)] of every gpuctl command line in the docs' shell-like
+    code blocks: in a block with "$ " lines those (the rest is output), else every line, with
+    a trailing backslash joining the next."""
+    out = []
+    for path in DOCS:
+        name = os.path.relpath(path, SRC)
+        for _, info, lines in doc_blocks(path):
+            if info not in ("", "sh", "shell", "bash", "console"):
+                continue
+            prompt = any(l.lstrip().startswith("$ ") for _, l in lines)
+            pending, sep, last = None, "\n", None
+            for n, l in lines:
+                t = l.strip()
+                if prompt:
+                    if not t.startswith("$ "):
+                        continue
+                    t = t[2:]
+                pending = (pending[0], pending[1] + sep + t) if pending else (n, t)
+                sep = "\n"
+                if t.endswith("\\"):  # continued on the next line
+                    pending, sep = (pending[0], pending[1][:-1].rstrip()), " "
+                    continue
+                if not complete(pending[1]):  # a quoted argument spans lines
+                    continue
+                n0, cmd = pending
+                pending = None
+                if not prompt and l[:1].isspace() and t.startswith("[") and last == n - 1:
+                    # a synopsis continued, indented: "             [--exclude IDS] ..."
+                    out[-1] = (name, out[-1][1], out[-1][2] + " " + cmd, True)
+                    last = n
+                elif COMMAND.match(cmd):
+                    out.append((name, n0, cmd, bool(SYNOPSIS.search(cmd))))
+                    last = n if out[-1][3] else None
+    return out
+
+
+def help_options(command):
+    """The options `gpuctl COMMAND --help` names (its usage line and its option column)."""
+    r = run([os.path.join(BUILD, "bin", "gpuctl"), *command.split(), "--help"])
+    assert r.rc == 0, r
+    return set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", r.out))
+
+
+class DocCommands(GpuctlTestCase):
+    """Every gpuctl command line in the code blocks of README.md and docs/*.md: each one written
+    to run is run as written (srun's options aside: there is no Slurm here, so the gpuctl part
+    runs on the whole simulated machine; tests/cli/test_slurm.py runs it under real Slurm) on a
+    fresh simulated DGX A100 with a lease directory of its own, and exits 0, or the status
+    DOC_ERRORS gives with the reason; README's are run, with their output checked, by
+    ReadmeExamples. Each synopsis (a line with placeholders) names only options that its
+    command's --help has. A usage error (exit 2) is what this catches first."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="gpuctl-doc-commands-")
+        cls.stubs = os.path.join(cls.tmp, "stubs")
+        os.mkdir(cls.stubs)
+        for name in ("python", "docker"):
+            p = os.path.join(cls.stubs, name)
+            with open(p, "w") as f:
+                f.write(STUB)
+            os.chmod(p, 0o755)
+        cls.commands = doc_commands()
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_tables_name_documented_commands(self):
+        docs = {key(c) for f, _, c, syn in self.commands if not syn and f != "README.md"}
+        self.assertGreater(len(docs), 5)
+        for table in (DOC_ERRORS, DOC_SETUP, DOC_SKIPPED):
+            self.assertEqual(set(table) - docs, set(), "entries for commands docs/ lacks")
+        written = {c for f, _, c, syn in self.commands if not syn}
+        self.assertEqual(set(DOC_REWRITE) - written, set())
+
+    def test_readme_commands_are_its_examples(self):
+        # README's runnable commands are ReadmeExamples' (run there with their output)
+        ran = {key(c) for _, cmds in examples() for c, _ in cmds}
+        for f, n, c, syn in self.commands:
+            if f == "README.md" and not syn:
+                self.assertIn(key(c), ran, "README.md:%d: %s" % (n, c))
+
+    def test_synopses_name_real_options(self):
+        seen = 0
+        for f, n, c, syn in self.commands:
+            if not syn:
+                continue
+            words = shlex.split(c.replace("|", " | "))
+            words = words[words.index("gpuctl") + 1:]
+            sub = [w for w in words[:2] if re.fullmatch(r"[a-z]+", w)]
+            if sub[1:] and sub[0] not in ("slurm", "lease"):
+                sub = sub[:1]
+            opts = set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", " ".join(words)))
+            with self.subTest(doc="%s:%d" % (f, n)):
+                self.assertEqual(opts - help_options(" ".join(sub)), set(),
+                                 "%s:%d: %s" % (f, n, c))
+            seen += 1
+        self.assertGreater(seen, 10)
+
+    def test_commands_run_as_written(self):
+        ran = 0
+        for f, n, c, syn in self.commands:
+            k = key(c)
+            if syn or f == "README.md" or k in DOC_SKIPPED:
+                continue
+            with self.subTest(doc="%s:%d" % (f, n)):
+                self.run_doc_command(f, n, c)
+            ran += 1
+        self.assertGreater(ran, 5)
+
+    def run_doc_command(self, f, n, c):
+        k = key(c)
+        d = tempfile.mkdtemp(dir=self.tmp, prefix="cmd-%d-" % n)
+        os.mkdir(os.path.join(d, "leases"), 0o700)
+        files, extra = DOC_SETUP.get(k, ({}, {}))
+        for name, text in files.items():
+            with open(os.path.join(d, name), "w") as fh:
+                fh.write(text)
+        c = DOC_REWRITE.get(c, (c,))[0]
+        c = re.sub(r"^srun(?:\s+-\S+)*\s+", "", c)
+        env = {"PATH": "%s:%s:%s" % (os.path.join(BUILD, "bin"), self.stubs, os.environ["PATH"]),
+               "GPUCTL_LEASE_DIR": os.path.join(d, "leases"), "DOCDIR": d}
+        env.update({v: x.replace("$DOCDIR", d) for v, x in extra.items()})
+        script = "cd \"$DOCDIR\"\n%s\nrc=$?\ngpuctl release --all >/dev/null 2>&1\nexit $rc\n" % c
+        r = run([NVSIM, "exec", "--sysfs", MACHINE, "--", "sh", "-c", script], env=env,
+                timeout=120)
+        want = DOC_ERRORS.get(k, (0, ""))[0]
+        self.assertEqual(r.rc, want, "%s:%d: %s\n%s" % (f, n, c, r))
+
+    def test_scrape_targets_use_the_exporters_port(self):
+        # docs/slurm.md once scraped 9400 (dcgm-exporter's port) where gpuctl listens on 9409
+        with open(os.path.join(SRC, "docs", "metrics.md")) as fh:
+            m = re.search(r"default listen address is `:(\d+)`", fh.read())
+        self.assertTrue(m, "docs/metrics.md no longer states the default port")
+        port = m.group(1)
+        r = run([os.path.join(BUILD, "bin", "gpuctl"), "exporter", "--help"])
+        self.assertIn("(default :%s)" % port, r.out)
+        targets = 0
+        for path in DOCS:
+            for _, _, lines in doc_blocks(path):
+                for n, l in lines:
+                    for t in re.findall(r"targets:\s*\[([^\]]*)\]", l):
+                        for host in re.findall(r"'([^']+)'", t):
+                            targets += 1
+                            self.assertEqual(host.rsplit(":", 1)[1], port,
+                                             "%s:%d: %s" % (os.path.relpath(path, SRC), n, l))
+        self.assertGreaterEqual(targets, 2)
 
 
 if __name__ == "__main__":

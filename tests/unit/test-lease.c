@@ -159,9 +159,29 @@ static void test_dir_create(void **state)
 	assert_int_equal(gpuctl_lease_dir_open(ctx, NULL, &d), 0);
 	unsetenv("GPUCTL_LEASE_DIR");
 	gpuctl_lease_dir_free(d);
-	/* missing parent: -ENOENT naming lease init */
-	assert_int_equal(gpuctl_lease_dir_open(ctx, pathf("%s/no/such", base), &d), -ENOENT);
-	assert_non_null(strstr(gpuctl_errmsg(ctx), "gpuctl lease init"));
+	/* missing parents below a directory of ours ($HOME/.cache/gpuctl without ~/.cache):
+	 * created, mode 0700 (0755 for root) whatever the umask (docs/leases.md) */
+	old = umask(0777);
+	assert_int_equal(gpuctl_lease_dir_open(ctx, pathf("%s/home/.cache/gpuctl", base), &d), 0);
+	umask(old);
+	assert_int_equal(mode_of(pathf("%s/home", base)), geteuid() == 0 ? 0755 : 0700);
+	assert_int_equal(mode_of(pathf("%s/home/.cache", base)), geteuid() == 0 ? 0755 : 0700);
+	assert_int_equal(mode_of(pathf("%s/home/.cache/gpuctl", base)), 0755);
+	gpuctl_lease_dir_free(d);
+	/* missing parents below a directory of another user's: refused, nothing created (for
+	 * root, any path through another user's directory is: root_path_check) */
+	if (geteuid() == 0) {
+		assert_int_equal(mkdir(pathf("%s/theirs", base), 0755), 0);
+		assert_int_equal(chown(pathf("%s/theirs", base), 65534, 65534), 0);
+		assert_int_equal(gpuctl_lease_dir_open(ctx, pathf("%s/theirs/no/such", base), &d),
+		                 -EPERM);
+		assert_non_null(strstr(gpuctl_errmsg(ctx), "another user can change"));
+		assert_int_equal(access(pathf("%s/theirs/no", base), F_OK), -1);
+	} else {
+		assert_int_equal(gpuctl_lease_dir_open(ctx, "/gpuctl-test-no-such/leases", &d),
+		                 -ENOENT);
+		assert_non_null(strstr(gpuctl_errmsg(ctx), "gpuctl lease init"));
+	}
 	gpuctl_ctx_free(ctx);
 }
 

@@ -11,7 +11,10 @@
  * - Everything below the lease directory is reached with *at() calls relative to directory
  *   descriptors opened with O_NOFOLLOW and checked with fstat() on the descriptor (what was
  *   opened, not the path: no check-then-use race). Components above DIR may be symlinks
- *   (/var/run -> /run); DIR itself may not. Only DIR's last component is ever created.
+ *   (/var/run -> /run); DIR itself may not. DIR's last component is created, and the missing
+ *   directories above it only below an existing one of ours (~/.cache of $HOME/.cache/gpuctl,
+ *   mode 0700 as the XDG Base Directory Specification asks of a missing $XDG_CACHE_HOME; 0755
+ *   for root, whose directories may lead to a shared one).
  * - Who may create: DIR when we are root or own its parent; locks/, owners/, select.lock and
  *   lock files only when DIR is ours (owner == euid). Modes are set with fchmod() after
  *   creation, so the umask does not matter. locks/ and select.lock must belong to DIR's owner
@@ -172,7 +175,79 @@ uint32_t gpuctl_lease_dir_owner(const struct gpuctl_lease_dir *dir)
 	return dir ? (uint32_t)dir->owner : 0;
 }
 
-/* Opens DIR itself, creating its last component when we may (root, or the parent is ours). */
+/* Opens the directory parent, creating the components missing below the deepest existing one
+ * when that one is ours, each opened with O_NOFOLLOW and checked to be ours (a directory another
+ * user made in between is not used). Mode 0700 (XDG's for a missing $XDG_CACHE_HOME), but 0755
+ * for root: a directory root makes may lead to a shared lease directory, which users must reach
+ * (root's own home is private already). 0, -ENOENT when an ancestor missing is not ours to
+ * create, or -errno. */
+static int open_parent(const char *parent, int *ret_fd)
+{
+	_cleanup_free_ char *anc = strdup(parent);
+	_cleanup_close_ int fd = -1;
+	const char *q = ""; /* what lies below the directory open */
+	mode_t mode = geteuid() == 0 ? 0755 : 0700;
+	struct stat st;
+
+	if (!anc)
+		return -ENOMEM;
+	fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 && errno != ENOENT)
+		return -errno;
+	while (fd < 0) { /* the deepest existing ancestor; q: what lies below it */
+		char *slash = strrchr(anc, '/');
+
+		if (!slash) {
+			fd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			q = parent;
+		} else {
+			q = parent + (slash - anc) + 1;
+			slash[slash == anc ? 1 : 0] = '\0';
+			fd = open(anc, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		}
+		if (fd < 0 && (errno != ENOENT || !slash || slash == anc))
+			return -errno;
+	}
+	if (*q && (fstat(fd, &st) < 0 || st.st_uid != geteuid()))
+		return -ENOENT;
+	while (*q) {
+		size_t n = strcspn(q, "/");
+		char name[256];
+		bool created;
+		int nfd;
+
+		if (n == 0) {
+			q++;
+			continue;
+		}
+		if (n >= sizeof(name))
+			return -ENAMETOOLONG;
+		memcpy(name, q, n);
+		name[n] = '\0';
+		q += n;
+		if (streq(name, ".") || streq(name, ".."))
+			return -EINVAL;
+		created = mkdirat(fd, name, mode) == 0;
+		if (!created && errno != EEXIST)
+			return -errno;
+		nfd = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (nfd < 0)
+			return -errno;
+		closep(&fd);
+		fd = nfd;
+		if (fstat(fd, &st) < 0)
+			return -errno;
+		if (st.st_uid != geteuid())
+			return -EPERM;
+		if (created && fchmod(fd, mode) < 0)
+			return -errno;
+	}
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+/* Opens DIR itself, creating its last component when we may (root, or the parent is ours), and
+ * the directories above it that open_parent may create. */
 static int open_top(struct gpuctl_ctx *ctx, const char *path, int *ret_fd)
 {
 	_cleanup_free_ char *parent = NULL;
@@ -200,8 +275,11 @@ static int open_top(struct gpuctl_ctx *ctx, const char *path, int *ret_fd)
 	}
 	if (!*base || streq(base, ".") || streq(base, ".."))
 		return ctx_error(ctx, -EINVAL, "lease directory '%s': not a usable name", path);
-	pfd = open(slash ? (*parent ? parent : "/") : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (pfd < 0 || fstat(pfd, &pst) < 0 || (geteuid() != 0 && pst.st_uid != geteuid()))
+	r = open_parent(slash ? (*parent ? parent : "/") : ".", &pfd);
+	if (r < 0 && r != -ENOENT)
+		return ctx_error(ctx, r, "lease directory '%s': cannot create '%s': %s", path,
+		                 parent, strerror(-r));
+	if (r < 0 || fstat(pfd, &pst) < 0 || (geteuid() != 0 && pst.st_uid != geteuid()))
 		return ctx_error(
 		        ctx, -ENOENT,
 		        "lease directory '%s': missing (run `sudo gpuctl lease init`, or set "
