@@ -74,9 +74,9 @@ static int print_frame(const struct top_model *m, struct top_view *v)
 	}
 	top_gpu_head(&l);
 	print_line(&l);
-	for (size_t g = 0; g < m->n_gpus; g++)
+	for (size_t k = 0; k < m->n_shown; k++)
 		for (int part = 0; part < 2; part++) {
-			top_gpu_line(&l, m, g, part);
+			top_gpu_line(&l, m, m->shown[k], part);
 			print_line(&l);
 		}
 	putchar('\n');
@@ -160,6 +160,7 @@ out:
 /* ---- the command ---- */
 
 static const struct option top_options[] = {
+        CMD_OPTIONS_IDS,
         {"delay", required_argument, NULL, 'd'},
         {"iterations", required_argument, NULL, 'n'},
         {"batch", no_argument, NULL, 'b'},
@@ -171,6 +172,7 @@ static const struct option top_options[] = {
 };
 
 struct top_args {
+	const char *ids;       /* -i: the GPUs shown, NULL: every GPU */
 	double delay;          /* -d: seconds between refreshes */
 	unsigned long count;   /* -n: frames to show (--once: 1), 0: until q or a signal */
 	bool batch;            /* --batch, --once: plain text, no screen */
@@ -184,6 +186,9 @@ static int parse_options(struct cli *cli, int argc, char **argv, struct top_args
 
 	while ((opt = cmd_getopt(&cmd_top_entry, argc, argv)) != -1) {
 		switch (opt) {
+		case 'i':
+			a->ids = optarg;
+			break;
 		case 'd':
 			if ((status = cmd_parse_delay(&cmd_top_entry, "-d", optarg, &a->delay)))
 				return status;
@@ -286,7 +291,7 @@ static int cmd_top_exec(struct cli *cli, int argc, char **argv)
 	if (status)
 		return status;
 	v.delay = a.delay;
-	top_model_init(&m, cli);
+	top_model_init(&m, cli, a.ids);
 	status = run_top(cli, &a, &m, &v);
 	top_model_free(&m);
 	free(v.order);
@@ -296,10 +301,16 @@ static int cmd_top_exec(struct cli *cli, int argc, char **argv)
 const struct cmd_entry cmd_top_entry = {
         .name = "top",
         .long_options = top_options,
-        .short_options = "+:d:n:bh",
-        .usage = "[-d SECONDS] [-n COUNT] [--once | --batch] [--lease-dir DIR] [--color WHEN]",
+        .short_options = "+:i:d:n:bh",
+        .usage = "[-i IDS] [-d SECONDS] [-n COUNT] [--once | --batch] [--lease-dir DIR] [--color "
+                 "WHEN]",
         .summary = "live full-screen view: GPUs, holders, health, processes, the wait queue",
-        .options = "  -d, --delay SECONDS   seconds between refreshes, 0.1 to 86400 (default 1)\n"
+        .options = "  -i, --id, --only IDS\n"
+                   "                        GPUs to show (and whose processes to list): "
+                   "indices,\n"
+                   "                        UUIDs or PCI bus ids, comma-separated (default: "
+                   "all)\n"
+                   "  -d, --delay SECONDS   seconds between refreshes, 0.1 to 86400 (default 1)\n"
                    "  -n, --iterations N    stop after N refreshes (default: until q or a "
                    "signal)\n"
                    "  --once                print one frame as plain text and exit\n"

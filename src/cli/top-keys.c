@@ -87,7 +87,11 @@ static void ask_release(struct screen *s)
 		set_status(s, true, "r: select a GPU or a process first");
 		return;
 	}
-	s->target_gpu = s->focus == 1 ? p->gpu : s->gpu_sel;
+	if (s->focus == 0 && s->gpu_sel >= s->m->n_shown) {
+		set_status(s, true, "r: no GPU shown");
+		return;
+	}
+	s->target_gpu = s->focus == 1 ? p->gpu : s->m->shown[s->gpu_sel];
 	s->prompt = PROMPT_RELEASE;
 }
 
@@ -143,7 +147,7 @@ static void set_sort(struct screen *s, enum top_col c)
 static void move_sel(struct screen *s, long delta)
 {
 	size_t *sel = s->focus ? &s->proc_sel : &s->gpu_sel;
-	size_t n = s->focus ? s->v->n_order : s->m->n_gpus;
+	size_t n = s->focus ? s->v->n_order : s->m->n_shown;
 
 	if (n == 0)
 		return;
@@ -183,7 +187,7 @@ static void mouse(struct screen *s)
 		return;
 	if (ev.y >= L.gpu_y && ev.y < L.gpu_y + L.gpu_lines) {
 		size_t g = s->gpu_top + (size_t)(ev.y - L.gpu_y) / 2;
-		if (g < s->m->n_gpus) {
+		if (g < s->m->n_shown) {
 			s->focus = 0;
 			s->gpu_sel = g;
 		}
@@ -255,10 +259,10 @@ bool top_key(struct screen *s, int ch)
 		move_sel(s, page(s));
 		break;
 	case KEY_HOME:
-		move_sel(s, -(long)(s->m->n_gpus + s->v->n_order + 1));
+		move_sel(s, -(long)(s->m->n_shown + s->v->n_order + 1));
 		break;
 	case KEY_END:
-		move_sel(s, (long)(s->m->n_gpus + s->v->n_order + 1));
+		move_sel(s, (long)(s->m->n_shown + s->v->n_order + 1));
 		break;
 	case 's':
 		set_sort(s, (enum top_col)((s->v->sort + 1) % TOP_N_COLS));

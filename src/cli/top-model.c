@@ -267,7 +267,8 @@ static int read_procs(struct top_model *m, const struct top_proc *old, size_t n_
 	if (!rows)
 		return -ENOMEM;
 	n = 0;
-	for (size_t g = 0; g < m->n_gpus; g++) {
+	for (size_t i = 0; i < m->n_shown; i++) {
+		size_t g = m->shown[i];
 		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(m->snap, g);
 		size_t np = gpuctl_gpu_lost(gpu) ? 0 : gpuctl_gpu_proc_count(gpu);
 		for (size_t k = 0; k < np; k++) {
@@ -536,6 +537,9 @@ static int fit_gpus(struct top_model *m)
 	m->gpus = g;
 	m->n_gpus = n;
 	m->hist_pos = m->hist_len = 0;
+	free(m->shown); /* resolved again for this snapshot (resolve_shown) */
+	m->shown = NULL;
+	m->n_shown = 0;
 	return 0;
 }
 
@@ -617,14 +621,41 @@ int top_take(struct gpuctl_ctx *ctx, void *userdata, const void *prevp, void **r
 
 /* ---- the main thread's side ---- */
 
-void top_model_init(struct top_model *m, struct cli *cli)
+void top_model_init(struct top_model *m, struct cli *cli, const char *ids)
 {
 	m->cli = cli;
+	m->ids = ids;
 	m->lease_ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (gethostname(m->host, sizeof(m->host) - 1) < 0)
 		m->host[0] = '\0';
 	m->lreq = (struct gpuctl_lease_request)GPUCTL_LEASE_REQUEST_INIT;
 	(void)gpuctl_site_lease_defaults(cli->site, &m->lreq);
+}
+
+/* The GPUs shown of m->snap: -i's, else every one. 0, or -errno (-EINVAL: an entry that does
+ * not resolve, message on the context); none shown then. */
+static int resolve_shown(struct top_model *m)
+{
+	size_t *v = NULL, n = gpuctl_snapshot_gpu_count(m->snap);
+	int r = 0;
+
+	free(m->shown);
+	m->shown = NULL;
+	m->n_shown = 0;
+	if (m->ids) {
+		r = gpuctl_ids_resolve(m->cli->ctx, m->snap, m->ids, &v, &n);
+		if (r < 0)
+			return r;
+	} else {
+		v = calloc(n ? n : 1, sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		for (size_t i = 0; i < n; i++)
+			v[i] = i;
+	}
+	m->shown = v;
+	m->n_shown = n;
+	return 0;
 }
 
 /* Makes smp (a good sample) the current one: a whole snapshot fits the GPUs and their pools
@@ -661,6 +692,15 @@ int top_model_start(struct top_model *m, const struct sampler_sample *smp)
 		cli_error("top: %s", msg && msg[0] ? msg : strerror(-r));
 		return r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
 	}
+	r = resolve_shown(m);
+	if (r < 0) { /* as cli_select_gpus says it for list -i */
+		const char *msg = gpuctl_errmsg(m->cli->ctx);
+		if (r == -EINVAL && msg && msg[0])
+			cli_error("--id: %s", msg);
+		else
+			cli_error("--id: '%s': %s", m->ids, strerror(-r));
+		return r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
+	}
 	read_rest(m, cli_now(CLOCK_MONOTONIC));
 	m->refreshes = 1;
 	return 0;
@@ -679,6 +719,9 @@ int top_model_update(struct top_model *m, const struct sampler_sample *smp)
 	r = take_sample(m, smp);
 	if (r < 0)
 		set_error(m, "pools", r);
+	/* a new snapshot (the number of GPUs changed): -i names them anew, or says why not */
+	if (!m->shown && (r = resolve_shown(m)) < 0)
+		set_error(m, "--id", r);
 	read_rest(m, cli_now(CLOCK_MONOTONIC));
 	m->refreshes++;
 	return 0;
@@ -692,6 +735,7 @@ void top_model_free(struct top_model *m)
 	gpuctl_foreign_free(m->foreign);
 	gpuctl_wait_list_free(m->waiters);
 	free(m->gpus);
+	free(m->shown);
 	free(m->procs);
 	if (m->lease_ifd >= 0)
 		close(m->lease_ifd);

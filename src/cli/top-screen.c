@@ -190,7 +190,7 @@ struct layout top_layout(const struct screen *s, int rows)
 	size_t nq = top_queue_count(s->m);
 	int queue = 1 + (int)(nq < 3 ? nq : 3);
 	int avail = rows - 4 - queue; /* title, GPU head, process head, status */
-	int want_gpu = (int)(2 * s->m->n_gpus);
+	int want_gpu = (int)(2 * s->m->n_shown);
 	int want_proc = s->v->n_order < 3 ? 3 : (int)s->v->n_order;
 
 	if (avail < 4) { /* a tiny terminal: no queue */
@@ -265,15 +265,15 @@ void top_draw(struct screen *s)
 	top_gpu_head(&l);
 	put_row(s, 1, &l, false);
 	size_t shown_gpus = (size_t)L.gpu_lines / 2;
-	clamp_scroll(&s->gpu_sel, &s->gpu_top, s->m->n_gpus, shown_gpus);
-	for (size_t k = 0; k < shown_gpus && s->gpu_top + k < s->m->n_gpus; k++) {
-		size_t g = s->gpu_top + k;
+	clamp_scroll(&s->gpu_sel, &s->gpu_top, s->m->n_shown, shown_gpus);
+	for (size_t k = 0; k < shown_gpus && s->gpu_top + k < s->m->n_shown; k++) {
+		size_t row = s->gpu_top + k; /* -i's order */
 		for (int part = 0; part < 2; part++) {
-			top_gpu_line(&l, s->m, g, part);
+			top_gpu_line(&l, s->m, s->m->shown[row], part);
 			if (s->m->stale_s > 0)
 				top_line_dim(&l);
 			put_row(s, L.gpu_y + (int)(2 * k) + part, &l,
-			        s->focus == 0 && g == s->gpu_sel);
+			        s->focus == 0 && row == s->gpu_sel);
 		}
 	}
 	top_proc_head(&l, s->v);

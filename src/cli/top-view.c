@@ -14,6 +14,10 @@
  * - A GPU's second line says who holds it, as gpuctl ps does: the holder (user, label, age),
  *   or every shared holder with its declaration and the room left, and "FOREIGN" with the
  *   processes of no lease; then its health verdict's first finding.
+ * - Every line fits the width without cutting a word (issue 25): a text that does not fit
+ *   keeps its words that do and ends in " ..." (put_cut). A GPU row keeps its index and
+ *   verdict at any width; narrower than 80 columns its other columns go by priority (gpu_cols;
+ *   the order is docs/gpuctl.1's, "top").
  * - Values of an overdue sample (m->stale_s: NVML has not answered for two intervals) are
  *   dimmed and a line says so, with the time they are from: they are the last NVML gave, not
  *   the machine now.
@@ -102,12 +106,62 @@ bool top_stale_line(struct top_line *l, const struct top_model *m)
 	return true;
 }
 
+/* The part of text (n bytes, more than the room left) that fits with " ..." after it: up to
+ * the end of its last word that does (or nothing of it, when it starts with a blank); then the
+ * mark, and the line is full. When no word fits, "..." alone where it fits after a blank, else
+ * nothing: no word is ever cut. */
+static void put_cut(struct top_line *l, enum top_attr attr, const char *text, size_t n)
+{
+	size_t room = (size_t)(l->width - l->x), keep = 0;
+	bool any = false;
+
+	for (size_t i = 0; i < n && i + 4 <= room; i++)
+		if (text[i] == ' ' && (i == 0 || text[i - 1] != ' ')) {
+			keep = i;
+			any = true;
+		}
+	for (size_t i = 0; i < keep; i++) {
+		unsigned char c = (unsigned char)text[i];
+		l->cells[l->x++] = (struct top_cell){.ch = c >= 0x20 && c < 0x7f ? (char)c : '?',
+		                                     .attr = (uint8_t)attr};
+	}
+	if ((any || l->x == 0 || l->cells[l->x - 1].ch == ' ') &&
+	    (size_t)(l->width - l->x) >= (any ? 4u : 3u)) {
+		if (any)
+			l->cells[l->x++] = (struct top_cell){.ch = ' '};
+		for (int k = 0; k < 3; k++)
+			l->cells[l->x++] = (struct top_cell){.ch = '.', .attr = TOP_A_DIM};
+	}
+	l->x = l->width;
+}
+
 void top_put(struct top_line *l, enum top_attr attr, const char *text)
 {
-	for (const unsigned char *p = (const unsigned char *)text; *p && l->x < l->width; p++) {
+	size_t n = strlen(text);
+
+	if (l->x >= l->width)
+		return;
+	if (n > (size_t)(l->width - l->x)) {
+		put_cut(l, attr, text, n);
+		return;
+	}
+	for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
 		char c = *p >= 0x20 && *p < 0x7f ? (char)*p : '?';
 		l->cells[l->x++] = (struct top_cell){.ch = c, .attr = (uint8_t)attr};
 	}
+}
+
+/* top_put as if the line ended at column end (a column's right edge). */
+static void put_until(struct top_line *l, int end, enum top_attr attr, const char *text)
+{
+	int width = l->width;
+
+	if (end < width)
+		l->width = end > l->x ? end : l->x;
+	top_put(l, attr, text);
+	l->width = width;
+	if (l->x > end)
+		l->x = end > 0 ? end : 0;
 }
 
 void top_putf(struct top_line *l, enum top_attr attr, const char *fmt, ...)
@@ -178,33 +232,76 @@ static void sparkline(struct top_line *l, const struct top_model *m, const int8_
 	}
 }
 
+/* The GPU row's columns at a width (docs/gpuctl.1, "top", says which go first): IDX and HLTH
+ * always; the bars (UTIL MEM POWER TEMP) while each has BAR_MIN columns, the last ones going
+ * first; then the UUID; then the name. */
+#define BAR_MIN 8 /* a bar of 8 columns: "[" 5 cells "]" and a blank; "79.5G" fits */
+#define HLTH_W  5 /* "HLTH", "FAIL", "LOST" and a blank before the edge */
+#define NAME_W  14
+struct gpu_cols {
+	bool uuid, name; /* shown */
+	int bars_x;      /* the first bar's column */
+	int n_bars;      /* 0..4 */
+	int bw;          /* columns per bar, its blank included */
+	int hlth_x;
+};
+
+static struct gpu_cols gpu_cols(int width)
+{
+	struct gpu_cols c = {.uuid = true, .name = true, .bars_x = 4 + 13 + NAME_W + 1};
+
+	if (width < c.bars_x + HLTH_W) { /* no UUID: IDX NAME HLTH */
+		c.uuid = false;
+		c.bars_x = 4 + NAME_W + 1;
+	}
+	if (width < c.bars_x + HLTH_W) { /* IDX HLTH */
+		c.name = false;
+		c.bars_x = 4;
+	}
+	int rest = width - c.bars_x - HLTH_W;
+	c.n_bars = rest > 0 ? rest / BAR_MIN : 0;
+	if (c.n_bars > 4)
+		c.n_bars = 4;
+	c.bw = c.n_bars ? rest / c.n_bars : 0;
+	c.hlth_x = c.bars_x + c.n_bars * c.bw;
+	return c;
+}
+
 void top_gpu_head(struct top_line *l)
 {
+	static const char *const bars[] = {"UTIL", "MEM", "POWER", "TEMP"};
+	struct gpu_cols c = gpu_cols(l->width);
+
 	top_line_clear(l);
-	top_put(l, TOP_A_HEAD, "IDX UUID         NAME");
-	int rest = l->width - 32 - 5;
-	int bw = rest / 4;
-	if (bw >= 6) {
-		tab(l, 32);
-		top_put(l, TOP_A_HEAD, "UTIL");
-		tab(l, 32 + bw);
-		top_put(l, TOP_A_HEAD, "MEM");
-		tab(l, 32 + 2 * bw);
-		top_put(l, TOP_A_HEAD, "POWER");
-		tab(l, 32 + 3 * bw);
-		top_put(l, TOP_A_HEAD, "TEMP");
+	top_put(l, TOP_A_HEAD, "IDX");
+	if (c.uuid) {
+		tab(l, 4);
+		top_put(l, TOP_A_HEAD, "UUID");
 	}
-	tab(l, 32 + 4 * (bw >= 6 ? bw : 0));
+	if (c.name) {
+		tab(l, c.uuid ? 17 : 4);
+		top_put(l, TOP_A_HEAD, "NAME");
+	}
+	for (int k = 0; k < c.n_bars; k++) {
+		tab(l, c.bars_x + k * c.bw);
+		top_put(l, TOP_A_HEAD, bars[k]);
+	}
+	tab(l, c.hlth_x);
 	top_put(l, TOP_A_HEAD, "HLTH");
 }
 
-static const char *short_name(const char *name)
+/* The name in at most NAME_W columns, cut only between words: without "NVIDIA ", then
+ * without its first words while too long ("Tesla V100-SXM2-32GB": "V100-SXM2-32GB", "GeForce
+ * RTX 4090": "RTX 4090"), the model being at the end; a single word still too long is cut. */
+static void short_name(const char *name, char *buf, size_t size)
 {
 	if (!name)
-		return "?";
+		name = "?";
 	if (strncmp(name, "NVIDIA ", 7) == 0)
-		return name + 7;
-	return name;
+		name += 7;
+	while (strlen(name) > NAME_W && strchr(name, ' '))
+		name = strchr(name, ' ') + 1;
+	snprintf(buf, size, "%.*s", NAME_W, name);
 }
 
 /* The whole-GPU lease entry of GPU g in m->leases: its index, or -1. */
@@ -335,13 +432,59 @@ static enum top_attr verdict_attr(int v)
 	                                 : TOP_A_DIM;
 }
 
+/* Bar k of a GPU (0 UTIL, 1 MEM, 2 POWER, 3 TEMP) in w columns. */
+static void gpu_bar(struct top_line *l, const struct gpuctl_gpu *gpu, int k, int w)
+{
+	char val[32];
+	int64_t a, b;
+
+	switch (k) {
+	case 0:
+		if (gpuctl_gpu_int(gpu, GPUCTL_F_UTIL_GPU, &a) == 0) {
+			snprintf(val, sizeof(val), "%" PRId64 "%%", a);
+			bar(l, w, a / 100.0, val);
+			return;
+		}
+		break;
+	case 1:
+		if (gpuctl_gpu_int(gpu, GPUCTL_F_MEMORY_USED, &a) == 0 &&
+		    gpuctl_gpu_int(gpu, GPUCTL_F_MEMORY_TOTAL, &b) == 0 && b > 0) {
+			snprintf(val, sizeof(val), "%.1fG", (double)a / GIB);
+			bar(l, w, (double)a / (double)b, val);
+			return;
+		}
+		break;
+	case 2:
+		if (gpuctl_gpu_int(gpu, GPUCTL_F_POWER_DRAW, &a) == 0) {
+			snprintf(val, sizeof(val), "%" PRId64 "W", (a + 500) / 1000);
+			bar(l, w,
+			    gpuctl_gpu_int(gpu, GPUCTL_F_POWER_LIMIT, &b) == 0 && b > 0
+			            ? (double)a / (double)b
+			            : 0,
+			    val);
+			return;
+		}
+		break;
+	default:
+		if (gpuctl_gpu_int(gpu, GPUCTL_F_TEMP, &a) == 0) {
+			snprintf(val, sizeof(val), "%" PRId64 "C", a);
+			/* the scale: the GPU's slowdown threshold, else 100 C */
+			if (gpuctl_gpu_int(gpu, GPUCTL_F_TEMP_SLOWDOWN, &b) < 0 || b <= 0)
+				b = 100;
+			bar(l, w, (double)a / (double)b, val);
+			return;
+		}
+		break;
+	}
+	bar(l, w, 0, "-");
+}
+
 void top_gpu_line(struct top_line *l, const struct top_model *m, size_t g, int part)
 {
 	const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(m->snap, g);
 	bool lost = gpuctl_gpu_lost(gpu);
-	char finding[512], suuid[48], val[32];
+	char finding[512], suuid[48], name[NAME_W + 1];
 	int v = top_gpu_verdict(m, g, finding, sizeof(finding));
-	int64_t a, b;
 
 	top_line_clear(l);
 	if (part == 1) {
@@ -360,55 +503,29 @@ void top_gpu_line(struct top_line *l, const struct top_model *m, size_t g, int p
 		return;
 	}
 	format_short_uuid(gpuctl_gpu_str(gpu, GPUCTL_F_UUID), suuid, sizeof(suuid));
-	top_putf(l, TOP_A_NONE, "%3zu %-12.12s %-14.14s", g, suuid,
-	         short_name(gpuctl_gpu_str(gpu, GPUCTL_F_NAME)));
-	int rest = l->width - 32 - 5, bw = rest / 4;
-	tab(l, 32);
+	short_name(gpuctl_gpu_str(gpu, GPUCTL_F_NAME), name, sizeof(name));
+	struct gpu_cols c = gpu_cols(l->width);
+	top_putf(l, TOP_A_NONE, "%3zu", g);
+	if (c.uuid) {
+		tab(l, 4);
+		top_putf(l, TOP_A_NONE, "%-12.12s", suuid);
+	}
+	if (c.name) {
+		tab(l, c.uuid ? 17 : 4);
+		top_put(l, TOP_A_NONE, name);
+	}
+	tab(l, c.bars_x);
 	if (lost) {
-		top_put(l, TOP_A_FAIL, "LOST: NVML reports this GPU lost; its values are unknown");
-		tab(l, 32 + 4 * (bw >= 6 ? bw : 0));
+		put_until(l, c.hlth_x - 1, TOP_A_FAIL, "NVML reports it lost: no values");
+		tab(l, c.hlth_x);
 		top_put(l, TOP_A_FAIL, "LOST");
 		return;
 	}
-	if (bw >= 6) {
-		int w = bw - 1;
-		if (gpuctl_gpu_int(gpu, GPUCTL_F_UTIL_GPU, &a) == 0) {
-			snprintf(val, sizeof(val), "%" PRId64 "%%", a);
-			bar(l, w, a / 100.0, val);
-		} else {
-			bar(l, w, 0, "-");
-		}
-		tab(l, 32 + bw);
-		if (gpuctl_gpu_int(gpu, GPUCTL_F_MEMORY_USED, &a) == 0 &&
-		    gpuctl_gpu_int(gpu, GPUCTL_F_MEMORY_TOTAL, &b) == 0 && b > 0) {
-			snprintf(val, sizeof(val), "%.1fG", (double)a / GIB);
-			bar(l, w, (double)a / (double)b, val);
-		} else {
-			bar(l, w, 0, "-");
-		}
-		tab(l, 32 + 2 * bw);
-		if (gpuctl_gpu_int(gpu, GPUCTL_F_POWER_DRAW, &a) == 0) {
-			snprintf(val, sizeof(val), "%" PRId64 "W", (a + 500) / 1000);
-			bar(l, w,
-			    gpuctl_gpu_int(gpu, GPUCTL_F_POWER_LIMIT, &b) == 0 && b > 0
-			            ? (double)a / (double)b
-			            : 0,
-			    val);
-		} else {
-			bar(l, w, 0, "-");
-		}
-		tab(l, 32 + 3 * bw);
-		if (gpuctl_gpu_int(gpu, GPUCTL_F_TEMP, &a) == 0) {
-			snprintf(val, sizeof(val), "%" PRId64 "C", a);
-			/* the scale: the GPU's slowdown threshold, else 100 C */
-			if (gpuctl_gpu_int(gpu, GPUCTL_F_TEMP_SLOWDOWN, &b) < 0 || b <= 0)
-				b = 100;
-			bar(l, w, (double)a / (double)b, val);
-		} else {
-			bar(l, w, 0, "-");
-		}
+	for (int k = 0; k < c.n_bars; k++) {
+		tab(l, c.bars_x + k * c.bw);
+		gpu_bar(l, gpu, k, c.bw - 1);
 	}
-	tab(l, 32 + 4 * (bw >= 6 ? bw : 0));
+	tab(l, c.hlth_x);
 	top_put(l, verdict_attr(v), verdict_text(v));
 }
 
@@ -621,8 +738,12 @@ void top_title(struct top_line *l, const struct top_model *m, const struct top_v
 	if (localtime_r(&t, &tm))
 		(void)strftime(clock, sizeof(clock), "%H:%M:%S", &tm);
 	top_putf(l, TOP_A_HEAD, "gpuctl top - %s", m->host[0] ? m->host : "?");
-	top_putf(l, TOP_A_NONE, "  %zu GPUs  %zu procs  every %.1fs  sort %s %s", m->n_gpus,
-	         m->n_procs, v->delay, top_col_name(v->sort), v->descending ? "desc" : "asc");
+	if (m->ids)
+		top_putf(l, TOP_A_NONE, "  %zu of %zu GPUs", m->n_shown, m->n_gpus);
+	else
+		top_putf(l, TOP_A_NONE, "  %zu GPUs", m->n_gpus);
+	top_putf(l, TOP_A_NONE, "  %zu procs  every %.1fs  sort %s %s", m->n_procs, v->delay,
+	         top_col_name(v->sort), v->descending ? "desc" : "asc");
 	if (v->filter[0])
 		top_putf(l, TOP_A_WARN, "  filter '%s' (%zu shown)", v->filter, v->n_order);
 	if (focus)

@@ -74,6 +74,10 @@ struct top_model {
 	struct gpuctl_lease_request lreq;    /* the site's thresholds and share margin */
 	struct top_gpu *gpus;                /* per snapshot index */
 	size_t n_gpus;
+	const char *ids; /* -i: the GPUs to show (gpuctl_ids_resolve forms), NULL: every GPU */
+	size_t *shown;   /* the snapshot indices shown, in -i's order (else index order): the rows,
+	                  * and the GPUs whose processes are listed; resolved for each new snapshot */
+	size_t n_shown;
 	size_t hist_pos;        /* next slot of the history rings */
 	size_t hist_len;        /* samples in them (<= TOP_HISTORY) */
 	struct top_proc *procs; /* every compute process of snap */
@@ -111,11 +115,12 @@ void top_sample_free(void *data);
 
 /* ---- the main thread's side ---- */
 
-/* Sets up what does not come from NVML (no NVML call). */
-void top_model_init(struct top_model *m, struct cli *cli);
+/* Sets up what does not come from NVML (no NVML call); ids: -i's list, NULL: every GPU. */
+void top_model_init(struct top_model *m, struct cli *cli, const char *ids);
 /* The first sample: a failed one is the command's error (printed; its exit status returned);
  * else its snapshot with leases, health and processes read for it: 0, or the exit status
- * after printing the error (before the screen is set up). */
+ * after printing the error (before the screen is set up; an -i list that does not resolve
+ * is a usage error, as for `list -i`). */
 int top_model_start(struct top_model *m, const struct sampler_sample *smp);
 /* A later sample: its snapshot, then leases, waiters, health verdicts and /proc read again
  * for it. A failed sample keeps the last state, sets m->error and returns its -errno. */

@@ -344,14 +344,14 @@ static void test_columns_at_80(void **state)
 		assert_int_equal(top_col_at(at[i].x), at[i].c);
 
 	/* B: " %2zu" GPU 0 in 0..2, pid 200 in 4..10, alice at 12 (10 wide), 8 GiB "8.0G",
-	 * 90 %SM, 5.0 %CPU, 300 MiB "300M", 5000 s = 1:23:20, then from 63 the command, cut at
-	 * column 80 (17 cells) */
+	 * 90 %SM, 5.0 %CPU, 300 MiB "300M", 5000 s = 1:23:20, then from 63 the command: its
+	 * words that fit the 17 cells left with " ..." (no word cut, docs/gpuctl.1 "top") */
 	snprintf(procs[1].command, sizeof(procs[1].command), "%s",
 	         "./bench --a-very-long-option-list-that-does-not-fit");
 	top_proc_line(&l, &m, &procs[1]);
 	assert_string_equal(text_of(&l, 0, 80),
 	                    "  0     200 alice          8.0G   90    5.0     300M   1:23:20 "
-	                    "./bench --a-very-");
+	                    "./bench ...      ");
 	top_line_free(&l);
 }
 
