@@ -26,6 +26,11 @@
 #include "sampler.h"
 #include "watchdog.h"
 
+/* Where docs/NAME.md are installed (src/cli/CMakeLists.txt: the configured prefix's DOCDIR). */
+#ifndef GPUCTL_DOCDIR
+#define GPUCTL_DOCDIR "/usr/local/share/doc/gpuctl"
+#endif
+
 const struct cmd_entry *const cmd_table[] = {
         &cmd_exporter_entry, &cmd_health_entry,  &cmd_help_entry,
         &cmd_info_entry,     &cmd_lease_entry,   &cmd_list_entry,
@@ -131,7 +136,9 @@ void cli_usage(FILE *f)
 	      f);
 	print_exits(f, CMD_EXITS_DRIVER | CMD_EXITS_NOMATCH | CMD_EXITS_RETRY | CMD_EXITS_BUSY |
 	                       CMD_EXITS_HUNG | CMD_EXITS_HEALTH | CMD_EXITS_JOB);
-	fputs("\nRun 'gpuctl help COMMAND' or 'gpuctl COMMAND --help' for a command's options.\n",
+	fputs("\nRun 'gpuctl help COMMAND' or 'gpuctl COMMAND --help' for a command's options.\n"
+	      "The documents named docs/NAME.md are installed in " GPUCTL_DOCDIR "/,\n"
+	      "with an example configuration file, " GPUCTL_DOCDIR "/examples/gpuctl.conf.\n",
 	      f);
 }
 

@@ -70,7 +70,8 @@ def our_paths():
     return ["/usr/bin/gpuctl", "/usr/share/man/man1/gpuctl.1.gz", "/usr/include/gpuctl",
             "/usr/share/bash-completion/completions/gpuctl",
             lib + "/libgpuctl.so.0", lib + "/libgpuctl.so", lib + "/libgpuctl.a",
-            lib + "/pkgconfig/libgpuctl.pc", SITE + "/gpuctl"] + \
+            lib + "/pkgconfig/libgpuctl.pc", SITE + "/gpuctl", "/usr/share/doc/gpuctl",
+            "/etc/default/gpuctl-exporter"] + \
            [os.path.join(UNITDIR, u) for u in UNITS]
 
 
@@ -146,6 +147,10 @@ class DebianPackagesTest(GpuctlTestCase):
             "/usr/include/gpuctl/alloc.h": "libgpuctl-dev",  # one of the headers it includes
             SITE + "/gpuctl/__init__.py": "python3-gpuctl",
             UNITDIR + "/gpuctl-exporter.service": "gpuctl-exporter",
+            # uncompressed, where --help and the man page name them
+            "/usr/share/doc/gpuctl/config.md": "gpuctl",
+            "/usr/share/doc/gpuctl/examples/gpuctl.conf": "gpuctl",
+            "/etc/default/gpuctl-exporter": "gpuctl-exporter",
         }
         for path, pkg in owner.items():
             with self.subTest(path=path):
@@ -218,6 +223,18 @@ class DebianPackagesTest(GpuctlTestCase):
                   "char-nvidia-caps"):
             self.assertIn(g, groups)
         self.assertIn("\nDevicePolicy=closed\n", text)
+        # where it listens: the unit's default, then the package's conffile
+        self.assertIn("\nEnvironmentFile=-/etc/default/gpuctl-exporter\n", text)
+        self.assertIn(" --listen ${GPUCTL_EXPORTER_LISTEN} ", text)
+        p = sh(["dpkg-query", "-W", "-f", "${Conffiles}", "gpuctl-exporter"])
+        self.assertIn("/etc/default/gpuctl-exporter", p.stdout)
+
+    def test_help_names_the_installed_docs(self):
+        p = sh(["/usr/bin/gpuctl", "--help"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("installed in /usr/share/doc/gpuctl/,", p.stdout)
+        for name in set(re.findall(r"docs/([a-z][a-z-]*\.md)", p.stdout)):
+            self.assertTrue(os.path.isfile("/usr/share/doc/gpuctl/" + name), name)
 
     def test_lease_init_unit_creates_the_lock_files(self):
         text = self.unit("gpuctl-lease-init.service")

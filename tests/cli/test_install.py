@@ -1,18 +1,20 @@
 """make install's result is usable: `cmake --install` into a staging DESTDIR puts the program,
-the man page, the bash completion, the headers, both libraries, the pkg-config file, the Python package and the
-systemd units (ExecStart naming PREFIX's gpuctl) where PREFIX says; the README's example, built as its first line says (`pkg-config --cflags --libs
+the man page, the bash completion, the headers, both libraries, the pkg-config file, the Python package,
+the documents --help names with an example configuration file (that parses) and the systemd
+units (ExecStart naming PREFIX's gpuctl; the exporter's address configurable) where PREFIX says; the README's example, built as its first line says (`pkg-config --cflags --libs
 libgpuctl`) against that tree, runs on a simulated machine and prints what the scenario holds;
 the installed Python package, with nothing but the install tree (no GPUCTL_LIBRARY, no source
 tree on its path), finds the installed library and chooses what the installed gpuctl does."""
 import filecmp
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 import unittest
 
-from gpuctl_test import (BUILD, CC, NVSIM, PYTHON, SANITIZE_FLAGS, SCENARIOS, SRC,
+from gpuctl_test import (BUILD, CC, GPUCTL, NVSIM, PYTHON, SANITIZE_FLAGS, SCENARIOS, SRC,
                          GpuctlTestCase, python_env, readme_example, run, scenario_gpus)
 
 PREFIX = "/opt/gpuctl-test"
@@ -77,7 +79,8 @@ class InstallTest(GpuctlTestCase):
         unitdir = os.path.join(self.root, "lib", "systemd", "system")
         self.assertEqual(sorted(os.listdir(unitdir)),
                          ["gpuctl-exporter.service", "gpuctl-lease-init.service"])
-        want = {"gpuctl-exporter.service": PREFIX + "/bin/gpuctl exporter --listen :9409",
+        want = {"gpuctl-exporter.service": PREFIX + "/bin/gpuctl exporter --listen "
+                                           "${GPUCTL_EXPORTER_LISTEN}",
                 "gpuctl-lease-init.service": PREFIX + "/bin/gpuctl lease init"}
         for unit, cmd in want.items():
             with open(os.path.join(unitdir, unit)) as f:
@@ -85,6 +88,57 @@ class InstallTest(GpuctlTestCase):
             self.assertEqual(len(lines), 1, lines)
             self.assertTrue(lines[0].startswith("ExecStart=" + cmd), lines)
             self.assertNotIn("@", lines[0])
+
+    def test_exporter_address_is_configurable(self):
+        # where it listens: a default in the unit (docs/metrics.md: :9409, every address,
+        # every 5 s), overridden by /etc/default/gpuctl-exporter, read after it (systemd.exec(5))
+        path = os.path.join(self.root, "lib", "systemd", "system", "gpuctl-exporter.service")
+        with open(path) as f:
+            lines = f.read().splitlines()
+        env = [l for l in lines if l.startswith("Environment=")]
+        self.assertEqual(env, ["Environment=GPUCTL_EXPORTER_LISTEN=:9409 "
+                               "GPUCTL_EXPORTER_INTERVAL=5"])
+        files = [l for l in lines if l.startswith("EnvironmentFile=")]
+        self.assertEqual(files, ["EnvironmentFile=-/etc/default/gpuctl-exporter"])
+        self.assertLess(lines.index(env[0]), lines.index(files[0]))
+        (start,) = [l for l in lines if l.startswith("ExecStart=")]
+        self.assertTrue(start.endswith(" --listen ${GPUCTL_EXPORTER_LISTEN} "
+                                       "--interval ${GPUCTL_EXPORTER_INTERVAL}"), start)
+        # the Debian package's /etc/default file sets the same defaults
+        with open(os.path.join(SRC, "debian", "gpuctl-exporter.default")) as f:
+            assigned = [l for l in f.read().splitlines() if l and not l.startswith("#")]
+        self.assertEqual(assigned, ["GPUCTL_EXPORTER_LISTEN=:9409", "GPUCTL_EXPORTER_INTERVAL=5"])
+
+    def test_docs_and_example_config_installed_where_help_says(self):
+        docdir = os.path.join(self.root, "share", "doc", "gpuctl")
+        want = sorted(n for n in os.listdir(os.path.join(SRC, "docs")) if n.endswith(".md"))
+        self.assertIn("config.md", want)
+        self.assertEqual(sorted(n for n in os.listdir(docdir) if n.endswith(".md")), want)
+        # --help names the configured prefix's documents directory, and every docs/NAME.md it
+        # names is there
+        cache = open(os.path.join(BUILD, "CMakeCache.txt")).read()
+        prefix = re.search(r"^CMAKE_INSTALL_PREFIX:PATH=(.*)$", cache, re.M).group(1)
+        r = run([GPUCTL, "--help"])
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("installed in %s/share/doc/gpuctl/," % prefix, r.out)
+        self.assertIn("%s/share/doc/gpuctl/examples/gpuctl.conf" % prefix, r.out)
+        for name in set(re.findall(r"docs/([a-z][a-z-]*\.md)", r.out)):
+            self.assertIn(name, want)
+        # the example configuration parses, as written (no pools) and with its commented pool
+        # example switched on (docs/config.md: the pools it describes)
+        example = os.path.join(docdir, "examples", "gpuctl.conf")
+        r = run([NVSIM, "exec", "dgx-a100", "--", GPUCTL, "--config", example, "info"])
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("none (every GPU is in the default pool)", r.out)
+        on = os.path.join(self.tmp, "pools.conf")
+        with open(example) as f, open(on, "w") as g:
+            g.write(re.sub(r"^#(?=\[pool|description|gpus|users|groups)", "", f.read(),
+                           flags=re.M))
+        r = run([NVSIM, "exec", "dgx-a100", "--", GPUCTL, "--config", on, "info"])
+        self.assertEqual(r.rc, 0, r)
+        pools = {l.split()[0]: l.split()[1] for l in r.out.splitlines()
+                 if re.match(r"^(training|scratch|default) ", l)}
+        self.assertEqual(pools, {"training": "0,1,2,3", "scratch": "6", "default": "4,5,7"})
 
     def test_example_builds_with_pkg_config_and_runs(self):
         lib = [d for d in ("lib", "lib64", "lib/x86_64-linux-gnu")
