@@ -2,8 +2,8 @@
 /*
  * select-internal.h: what the files of the selection engine share (src/lib/select/): the
  * filter reasons, the candidates and the search state, and the calls between select.c (the
- * run), select-filter.c (which devices qualify), select-score.c (the objective) and
- * select-search.c (which sets are scored). Model and constants: docs/selection.md.
+ * run), select-filter.c (which devices qualify) and select-score.c (the objective and the
+ * search over it: which sets are scored). Model and constants: docs/selection.md.
  */
 #ifndef GPUCTL_SELECT_INTERNAL_H
 #define GPUCTL_SELECT_INTERNAL_H
@@ -130,21 +130,7 @@ int select_no_space(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
                     const struct gpuctl_select_request *req, const struct device *dev, size_t n_dev,
                     size_t kept);
 
-/* ---- select-score.c: the objective ---- */
-
-/* <0 when a's head (ring, NUMA, sockets) is better than b's, >0 when worse. */
-int select_head_cmp(const struct gpuctl_select_score *a, const struct gpuctl_select_score *b);
-/* The full order of two scored sets (ia, ib: their candidate indices). */
-int select_full_cmp(const struct engine *e, const struct gpuctl_select_score *a, const size_t *ia,
-                    const struct gpuctl_select_score *b, const size_t *ib);
-/* Upper bound on the ring of a set of k candidates. */
-double select_ring_upper(const struct engine *e, const size_t *set, size_t k);
-/* Ring, NUMA nodes, sockets (the head), and the total, of a set of e->n candidates. */
-void select_score_head(struct engine *e, const size_t *set, struct gpuctl_select_score *s);
-/* Load, leftover and release (the tail). */
-int select_score_tail(struct engine *e, const size_t *set, struct gpuctl_select_score *s);
-
-/* ---- select-search.c: which sets are scored ---- */
+/* ---- select-score.c: the objective and the search over it ---- */
 
 /* Every n-subset of the candidates. */
 int select_search_exact(struct engine *e, struct keep *k);

@@ -2,7 +2,7 @@
 /*
  * select.c: the selection engine (gpuctl_select): reads the request, lists the devices under
  * consideration, filters them (select-filter.c), then searches the sets of the candidates left
- * (select-search.c) for the best by a lexicographic objective (select-score.c); and the
+ * for the best by a lexicographic objective (select-score.c); and the
  * selection handle. Pure: a function of the snapshot and the request, no NVML.
  * Model, constants and sources: docs/selection.md. Tests: tests/unit/test-select.c (against a
  * brute-force oracle), bench/select-bench.c.
