@@ -34,8 +34,9 @@ extern "C" {
 
 /* What gpuctl_alloc() does with the devices it chooses. */
 enum gpuctl_alloc_mode {
-	/* Choose and take no lease; devices leased now (or whose lock file is unusable) are not
-	 * chosen. What `gpuctl select` prints: someone may take them before they are used. */
+	/* Choose and take no lease; devices leased now (or whose lock file is unusable), and
+	 * those a live waiter in the queue could use, are not chosen. What `gpuctl select`
+	 * prints: someone may take them before they are used. */
 	GPUCTL_ALLOC_CHOOSE = 0,
 	/* Choose as GPUCTL_ALLOC_LEASE would (devices busy with processes of no lease are not
 	 * chosen either, unless ignore_foreign) and take no lease: `gpuctl run --dry-run`. */

@@ -506,7 +506,7 @@ out:
 
 int lease_queue_reserved(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
                          const struct gpuctl_snapshot *snap, struct gpuctl_wait_ticket *ticket,
-                         struct gpuctl_devset *reserved, size_t *ret_ahead)
+                         bool locked, struct gpuctl_devset *reserved, size_t *ret_ahead)
 {
 	struct qticket *v = NULL;
 	size_t n = 0, ahead = 0;
@@ -516,7 +516,7 @@ int lease_queue_reserved(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *
 	*ret_ahead = 0;
 	if (dir->queue_fd < 0)
 		return 0;
-	r = queue_scan(dir, true, true, &v, &n, NULL, NULL);
+	r = queue_scan(dir, locked, true, &v, &n, NULL, NULL);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; ticket && i < ticket->n_cache; i++)

@@ -200,7 +200,7 @@ static int sal_reserve(struct gpuctl_ctx *ctx, struct sal *s)
 
 	if (gpuctl_devset_new(&s->reserved) < 0)
 		return ctx_error(ctx, -ENOMEM, "out of memory");
-	r = lease_queue_reserved(ctx, s->dir, s->snap, s->ticket, s->reserved, &s->ahead);
+	r = lease_queue_reserved(ctx, s->dir, s->snap, s->ticket, true, s->reserved, &s->ahead);
 	if (r < 0)
 		return ctx_error(ctx, r, "'%s/queue': %s", s->dir->path, strerror(-r));
 	for (size_t i = 0; i < gpuctl_devset_count(s->reserved); i++) {
