@@ -121,7 +121,9 @@ struct gpuctl_alloc;
  * and in PREVIEW and LEASE mode devices busy with processes of no lease (unless
  * ignore_foreign); chooses the best set (gpuctl_select); and in LEASE mode locks it, waiting
  * in line when asked. On success *ret_alloc holds all of it.
- * Errors, each with a one-line message on ctx (gpuctl_errmsg) that names the input:
+ * Errors, each with a one-line message on ctx (gpuctl_errmsg) that names the input as this
+ * struct names it (a field: "share_mem 4 GiB not free", "ignore_outer"; an environment
+ * variable), never a program's option (docs/library.md, "Errors"):
  *   -EINVAL     a bad request: a malformed or unknown id, MIG profile or pool, a configuration
  *               that does not parse, an outer allocation that cannot be read, wait without
  *               LEASE mode, an unknown mode;

@@ -183,6 +183,14 @@ static int plan_outer(struct plan *p)
 		return 0;
 	}
 	r = gpuctl_outer_allocation(p->ctx, p->snap, &p->within, &source);
+	if (r == -EINVAL) {
+		char why[CTX_ERRMSG_MAX];
+
+		/* the variable is named in why; the way out is the request's */
+		strscpy(why, sizeof(why), gpuctl_errmsg(p->ctx));
+		return ctx_error(p->ctx, r,
+		                 "outer allocation: %s (ignore_outer chooses among all GPUs)", why);
+	}
 	if (r < 0)
 		return ctx_error_prefix(p->ctx, r, "outer allocation");
 	if (!p->within) {
@@ -196,6 +204,7 @@ static int plan_outer(struct plan *p)
 	        "choosing within the outer allocation of %s: %zu device(s) [%s]",
 	        source ? source : "the environment", gpuctl_devset_count(p->within), labels);
 	p->req.within = p->within;
+	p->req.within_name = source;
 	return 0;
 }
 

@@ -707,8 +707,9 @@ int gpuctl_wait_ticket_new(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	sbuf_printf(&b, "gpuctl-wait 1\npid %u\nstart_time %" PRIu64 "\ncount %u\n", t->pid,
 	            lease_ticks_to_epoch(start), rq.count);
 	sbuf_printf(&b, "min_free_mem %" PRIu64 "\nmax_util %d\nnuma %d\nno_procs %d\n",
-	            rq.min_free_mem, rq.max_util < 0 ? -1 : rq.max_util,
-	            rq.numa_node < 0 ? -1 : rq.numa_node, rq.no_procs ? 1 : 0);
+	            rq.min_free_mem > rq.share_mem ? rq.min_free_mem : rq.share_mem,
+	            rq.max_util < 0 ? -1 : rq.max_util, rq.numa_node < 0 ? -1 : rq.numa_node,
+	            rq.no_procs ? 1 : 0);
 	sb_val(&b, "mig", rq.mig_profile);
 	sb_val(&b, "only", rq.only);
 	sb_val(&b, "exclude", rq.exclude);
