@@ -34,8 +34,9 @@ extern "C" {
 
 /* What gpuctl_alloc() does with the devices it chooses. */
 enum gpuctl_alloc_mode {
-	/* Choose and take no lease; devices leased now (or whose lock file is unusable) are not
-	 * chosen. What `gpuctl select` prints: someone may take them before they are used. */
+	/* Choose and take no lease; devices leased now (or whose lock file is unusable), and
+	 * those a live waiter in the queue could use, are not chosen. What `gpuctl select`
+	 * prints: someone may take them before they are used. */
 	GPUCTL_ALLOC_CHOOSE = 0,
 	/* Choose as GPUCTL_ALLOC_LEASE would (devices busy with processes of no lease are not
 	 * chosen either, unless ignore_foreign) and take no lease: `gpuctl run --dry-run`. */
@@ -120,7 +121,9 @@ struct gpuctl_alloc;
  * and in PREVIEW and LEASE mode devices busy with processes of no lease (unless
  * ignore_foreign); chooses the best set (gpuctl_select); and in LEASE mode locks it, waiting
  * in line when asked. On success *ret_alloc holds all of it.
- * Errors, each with a one-line message on ctx (gpuctl_errmsg) that names the input:
+ * Errors, each with a one-line message on ctx (gpuctl_errmsg) that names the input as this
+ * struct names it (a field: "share_mem 4 GiB not free", "ignore_outer"; an environment
+ * variable), never a program's option (docs/library.md, "Errors"):
  *   -EINVAL     a bad request: a malformed or unknown id, MIG profile or pool, a configuration
  *               that does not parse, an outer allocation that cannot be read, wait without
  *               LEASE mode, an unknown mode;

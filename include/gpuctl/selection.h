@@ -70,6 +70,10 @@ struct gpuctl_select_request {
 	                                        * unless allow_unhealthy ("unhealthy") */
 	const struct gpuctl_devset *warned;    /* devices found WARN: chosen only when the
 	                                        * request cannot be met without them */
+	const char *within_name; /* where within came from, for messages (an environment
+	                          * variable: "CUDA_VISIBLE_DEVICES"); NULL: "the allocation" */
+	uint64_t share_mem;      /* a shared lease's declared bytes: devices with less free are
+	                          * not chosen ("share_mem SIZE"); 0: not shared */
 };
 #define GPUCTL_SELECT_REQUEST_INIT                                                                 \
 	{                                                                                          \

@@ -1,7 +1,8 @@
 """The exceptions of the gpuctl package (docs/library.md, "Errors", has the table).
 
-Each carries the library's one-line message as its text: the same words `gpuctl select` prints
-after "gpuctl: select: ", naming the input and what is wrong.
+Each carries the library's one-line message as its text, naming the input and what is wrong:
+the words `gpuctl select` prints after "gpuctl: select: ", with the arguments spelled as this
+package's keywords (numa, mig, share_mem, ignore_outer) where the command line has its options.
 """
 from __future__ import annotations
 

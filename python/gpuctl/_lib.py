@@ -28,6 +28,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import re
 import _thread
 
 from ._errors import DriverError, Error, LockBusyError, NoDeviceError, RequestError
@@ -338,11 +339,24 @@ def text(b: bytes | None) -> str | None:
     return None if b is None else b.decode("utf-8", "replace")
 
 
+# The library's messages name struct gpuctl_alloc_request's fields ("numa_node 1",
+# "ignore_outer"); these two our keywords spell otherwise (the rest are the same words), so an
+# error names the argument the caller passed, as the command line respells them as its options.
+_KEYWORD_OF = {"numa_node": "numa", "mig_profile": "mig"}
+_FIELD_RE = re.compile(r"(?<![\w.-])(%s)(?![\w.-])" % "|".join(_KEYWORD_OF))
+
+
+def keywords(message: str) -> str:
+    """A library message with each request field respelled as this package's keyword."""
+    return _FIELD_RE.sub(lambda m: _KEYWORD_OF[m.group(1)], message)
+
+
 def error(code: int, message: str, nvml: bool = False) -> Error:
     """The exception for a library failure: -code with its one-line message. nvml: the call
     loaded NVML, so ENOENT means no driver (gpuctl_nvml_load), not a missing lease directory."""
     if not message:
         message = os.strerror(code)
+    message = keywords(message)
     if code == errno.EINVAL:
         return RequestError(code, message)
     if code in (errno.ENOSPC, errno.ETIMEDOUT):
@@ -378,7 +392,7 @@ class Context:
         self.ctx = None  # kept for the thread's next call
 
     def message(self) -> str:
-        return text(self.lib.gpuctl_errmsg(self.ctx)) or ""
+        return keywords(text(self.lib.gpuctl_errmsg(self.ctx)) or "")
 
     def check(self, r: int, nvml: bool = False) -> int:
         """r, or the exception for -r with the context's message."""

@@ -2,6 +2,7 @@
 arguments it takes (sizes with the command line's units, id lists), what it refuses (ValueError,
 TypeError) and the exceptions of the library's failures."""
 import errno
+import re
 import subprocess
 
 import pytest
@@ -32,12 +33,23 @@ def same(m, n, kw, args):
     return got
 
 
+# docs/library.md's table: each option -> the keyword that asks the same (issue 25, item 3:
+# the command line names its options, the package its keywords)
+KEYWORD_OF_OPTION = {"--min-free-mem": "min_free_mem", "--max-util": "max_util",
+                     "--no-procs": "no_procs", "--numa": "numa", "--only": "only",
+                     "--exclude": "exclude", "--mig": "mig", "--mem": "share_mem",
+                     "--ignore-outer": "ignore_outer"}
+
+
 def cli_error(m, *args, rc):
+    """`gpuctl select ARGS`'s one line, with its options spelled as the package's keywords:
+    what the package's exception must say."""
     r = m.gpuctl("select", *args)
     assert r.returncode == rc, r
     line = r.stderr.strip()
     assert line.startswith("gpuctl: select: ") and "\n" not in line, r.stderr
-    return line[len("gpuctl: select: "):]
+    line = line[len("gpuctl: select: "):]
+    return re.sub(r"--[a-z-]+\b", lambda o: KEYWORD_OF_OPTION.get(o.group(0), o.group(0)), line)
 
 
 @pytest.mark.parametrize("name", ["dgx-a100", "dgx1-v100", "pcie-8gpu", "hgx-h100",
@@ -116,6 +128,37 @@ def test_bad_values_are_value_errors(sim):
             gpuctl.select(n, **kw)
 
 
+def test_refusals_name_the_keywords_given(sim, monkeypatch):
+    """Issue 25, item 3: an exception names the keyword the caller passed (docs/library.md's
+    table), never a command-line option, and a stale CUDA_VISIBLE_DEVICES is named with the way
+    out (ignore_outer). dgx-a100: GPUs 0,1 on NUMA node 3 (the scenario file), 80 GiB each."""
+    m = sim("dgx-a100")
+    cases = ((dict(numa=3, only="2,3"), 2, "need 2 GPUs, 0 qualify: only: 0,1,4,5,6,7; numa 3: 2,3"),
+             (dict(only="0", exclude="0"), 1, "exclude: 0"),
+             (dict(mig="1g.99gb"), 1, "mig '1g.99gb': no MIG device of that profile"),
+             (dict(share_mem="200GiB"), 1, "share_mem 200 GiB: larger than any GPU's memory"),
+             (dict(only="9"), 1, "only: '9': no GPU with that index"))
+    for kw, n, want in cases:
+        with pytest.raises(gpuctl.Error) as e:
+            gpuctl.select(n, **kw)
+        assert want in str(e.value), (kw, str(e.value))
+        assert "--" not in str(e.value), (kw, str(e.value))
+    # a shared request short of free memory names share_mem, not min_free_mem
+    m.nvsim("set", "-i", "0,1,2,3,4,5,6", "memory.used=78GiB")
+    with pytest.raises(gpuctl.NoDeviceError) as e:
+        gpuctl.select(2, share_mem="4GiB")
+    assert "share_mem 4 GiB not free: 0,1,2,3,4,5,6" in str(e.value)
+    assert "min_free_mem" not in str(e.value)
+    # a CUDA_VISIBLE_DEVICES left in the environment: named, with the way out
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "6")
+    with pytest.raises(gpuctl.NoDeviceError) as e:
+        gpuctl.select(2)
+    assert str(e.value) == ("need 2 GPUs, 1 qualifies: outside the allocation of "
+                            "CUDA_VISIBLE_DEVICES: 0,1,2,3,4,5,7 (ignore_outer chooses among "
+                            "all GPUs)")
+    assert len(gpuctl.select(2, ignore_outer=True)) == 2
+
+
 def test_bad_ids_and_profiles_are_the_librarys_refusals(sim):
     m = sim("a100-mig")
     for kw, args in ((dict(only="9"), ["--only", "9"]), (dict(exclude="GPU-zz"),
@@ -184,7 +227,8 @@ def test_preview_leaves_out_foreign_processes_as_run_dry_run(sim):
         with pytest.raises(gpuctl.NoDeviceError) as e:
             gpuctl.select(1, only="0", preview=True)
         r = m.gpuctl("run", "-n", "1", "--only", "0", "--dry-run", "--", "true")
-        assert r.returncode == 3 and r.stderr.strip() == "gpuctl: run: " + str(e.value)
+        assert r.returncode == 3 and r.stderr.strip() == (
+            "gpuctl: run: " + str(e.value).replace("only:", "--only:"))
         assert "in use without a lease: 0" in str(e.value)
         for n in (1, 7):
             preview = [d.uuid for d in gpuctl.select(n, preview=True)]

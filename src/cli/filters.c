@@ -11,6 +11,11 @@
  *   -ETIMEDOUT 3 (too few devices qualify, or not within --wait=SECONDS), -ENODEV 4 (no
  *   driver), everything else 1; its one-line message is printed after the command's name.
  * - -EAGAIN (select.lock held past its bound by another process) is exit 6.
+ * - The library's messages name the request's fields (struct gpuctl_alloc_request: "share_mem
+ *   4 GiB", "ignore_outer"), never our options; its line is printed with each field respelled
+ *   as the option that sets it (spell_options), so it names what the user typed: `--share --mem
+ *   4GiB` reads "--mem 4 GiB", not "--min-free-mem". "only" and "exclude" are English words
+ *   too: they are respelled only as a label (at a clause's start, before ':').
  * - --wait: SIGINT, SIGTERM and SIGHUP are blocked and taken through a signalfd, which is the
  *   library's cancel descriptor, so a signal ends the wait with 128+N and nothing leased. The
  *   --hold holder also stops when the select that started it is gone (its report pipe's reader
@@ -27,6 +32,7 @@
 
 #include "filters.h"
 #include "parse.h"
+#include "util.h"
 
 int filters_option(const struct cmd_entry *entry, struct select_args *o, int opt, const char *arg)
 {
@@ -148,17 +154,84 @@ int filters_check(const struct cmd_entry *entry, struct select_args *o)
 	return 0;
 }
 
+/* A request field the library's messages name, and the option that sets it. */
+static const struct {
+	const char *field;
+	const char *option;
+	bool label_only; /* an English word too: only at a clause's start, before ':' */
+} field_options[] = {
+        {"only", "--only", true},
+        {"exclude", "--exclude", true},
+        {"numa_node", "--numa", false},
+        {"min_free_mem", "--min-free-mem", false},
+        {"share_mem", "--mem", false},
+        {"max_util", "--max-util", false},
+        {"no_procs", "--no-procs", false},
+        {"mig_profile", "--mig", false},
+        {"ignore_outer", "--ignore-outer", false},
+        {"allow_unhealthy", "--allow-unhealthy", false},
+        {"ignore_foreign", "--ignore-foreign", false},
+};
+
+static bool word_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '_' || c == '-' || c == '.';
+}
+
+/* Whether msg + i starts a clause: the message's start, or after ": ", "; " or "(". */
+static bool clause_start(const char *msg, size_t i)
+{
+	return i == 0 || msg[i - 1] == '(' ||
+	       (i >= 2 && msg[i - 1] == ' ' && (msg[i - 2] == ':' || msg[i - 2] == ';'));
+}
+
+/* msg with each request field the library names respelled as its option (see the top). */
+static void spell_options(const char *msg, char *buf, size_t size)
+{
+	size_t used = 0;
+
+	for (size_t i = 0; msg[i] && used + 1 < size;) {
+		const char *with = NULL;
+		size_t skip = 1;
+
+		if (i == 0 || !word_char(msg[i - 1]))
+			for (size_t k = 0; k < ELEMENTSOF(field_options) && !with; k++) {
+				size_t n = strlen(field_options[k].field);
+
+				if (strncmp(msg + i, field_options[k].field, n) != 0 ||
+				    word_char(msg[i + n]))
+					continue;
+				if (field_options[k].label_only &&
+				    (!clause_start(msg, i) || msg[i + n] != ':'))
+					continue;
+				with = field_options[k].option;
+				skip = n;
+			}
+		if (with)
+			used += (size_t)snprintf(buf + used, size - used, "%s", with);
+		else
+			buf[used++] = msg[i];
+		if (used >= size)
+			used = size - 1;
+		i += skip;
+	}
+	buf[used] = '\0';
+}
+
 /* The exit status of a gpuctl_alloc failure, its line printed. sig: the signal that cancelled
  * a wait, 0 if none. */
 static int alloc_status(struct cli *cli, const struct cmd_entry *entry, int r, int sig)
 {
 	const char *msg = gpuctl_errmsg(cli->ctx);
+	char spelled[1024];
 
 	if (r == -ECANCELED && sig > 0)
 		return 128 + sig; /* as a shell reports a job ended by the signal */
 	if (r == -ENODEV)
 		return cli_driver_error(cli, r);
-	cli_error("%s: %s", entry->name, msg && msg[0] ? msg : strerror(-r));
+	spell_options(msg && msg[0] ? msg : strerror(-r), spelled, sizeof(spelled));
+	cli_error("%s: %s", entry->name, spelled);
 	switch (r) {
 	case -EINVAL:
 		return CLI_EXIT_USAGE;

@@ -44,6 +44,8 @@ struct plan {
 	struct gpuctl_devset *within, *pool, *unhealthy, *warned, *leased, *foreign;
 	char *exclude;                    /* in.exclude plus the avoided GPUs still listed */
 	char no_room[160];                /* CHOOSE/PREVIEW with share_mem: devices without room */
+	size_t ahead;                     /* CHOOSE/PREVIEW: live waiters in the queue */
+	size_t n_reserved;                /* CHOOSE/PREVIEW: devices they could use (kept out) */
 	struct gpuctl_devset *sys_leased; /* leased in the system lease directory (another one
 	                                   * is used: plan_system_dir) */
 	char sys_note[256];               /* what the system directory kept from us, for -ENOSPC */

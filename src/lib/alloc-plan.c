@@ -13,12 +13,14 @@
  * - The outer allocation is honoured unless ignore_outer: a program inside a Slurm job or a
  *   container chooses only among what it was given. A value that cannot be read is -EINVAL:
  *   guessing would hand the job GPUs it was not given.
- * - CHOOSE and PREVIEW take no lease and only exclude what is leased now: they read the lease
- *   directory when it exists and never create it. Devices whose lock file is unusable are
- *   excluded too (a lease never grants them). PREVIEW leaves out devices busy with processes
- *   of no lease also when the directory does not exist yet (every process is of no lease
- *   then), as the LEASE that would create it does. (LEASE excludes under DIR/select.lock, in
- *   gpuctl_select_and_lease.)
+ * - CHOOSE and PREVIEW take no lease and exclude what is leased now and what the wait queue's
+ *   waiters could use (docs/leases.md "Waiting": a waiter's devices are theirs first, as for
+ *   select-and-lease, so a plain `select` does not point a job at a GPU a waiter is about to
+ *   get): they read the lease directory when it exists and never create it. Devices whose lock
+ *   file is unusable are excluded too (a lease never grants them). PREVIEW leaves out devices
+ *   busy with processes of no lease also when the directory does not exist yet (every process
+ *   is of no lease then), as the LEASE that would create it does. (LEASE excludes under
+ *   DIR/select.lock, in gpuctl_select_and_lease.)
  * - NVML's "no driver" (-ENOENT) becomes -ENODEV, so -ENOENT keeps its lease-directory meaning.
  * - Logs at debug and info level which outer allocation constrained the choice and how many
  *   devices are leased; a warning names what the system lease directory kept from us.
@@ -55,6 +57,7 @@ void alloc_plan_sets_free(struct plan *p)
 	gpuctl_health_report_free(p->health);
 	p->health = NULL;
 	p->no_room[0] = '\0';
+	p->ahead = p->n_reserved = 0;
 	gpuctl_devset_free(p->sys_leased);
 	p->sys_leased = NULL;
 	p->sys_note[0] = '\0';
@@ -180,6 +183,14 @@ static int plan_outer(struct plan *p)
 		return 0;
 	}
 	r = gpuctl_outer_allocation(p->ctx, p->snap, &p->within, &source);
+	if (r == -EINVAL) {
+		char why[CTX_ERRMSG_MAX];
+
+		/* the variable is named in why; the way out is the request's */
+		strscpy(why, sizeof(why), gpuctl_errmsg(p->ctx));
+		return ctx_error(p->ctx, r,
+		                 "outer allocation: %s (ignore_outer chooses among all GPUs)", why);
+	}
 	if (r < 0)
 		return ctx_error_prefix(p->ctx, r, "outer allocation");
 	if (!p->within) {
@@ -193,6 +204,7 @@ static int plan_outer(struct plan *p)
 	        "choosing within the outer allocation of %s: %zu device(s) [%s]",
 	        source ? source : "the environment", gpuctl_devset_count(p->within), labels);
 	p->req.within = p->within;
+	p->req.within_name = source;
 	return 0;
 }
 
@@ -441,6 +453,29 @@ static void no_room_add(struct plan *p, size_t *count, size_t gpu, int mig)
 	}
 }
 
+/* CHOOSE and PREVIEW: the devices every live waiter could use go to p->leased, as
+ * select-and-lease keeps them for the waiters (read without select.lock: nothing removed). */
+static int exclude_reserved(struct plan *p, struct gpuctl_lease_dir *dir)
+{
+	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *reserved = NULL;
+	int r = gpuctl_devset_new(&reserved);
+
+	if (r < 0)
+		return r;
+	r = lease_queue_reserved(p->ctx, dir, p->snap, NULL, false, reserved, &p->ahead);
+	if (r < 0)
+		return ctx_error(p->ctx, r, "'%s/queue': %s", gpuctl_lease_dir_path(dir),
+		                 strerror(-r));
+	p->n_reserved = gpuctl_devset_count(reserved);
+	if (lease_devset_merge(p->leased, reserved) < 0)
+		return ctx_error(p->ctx, -ENOMEM, "out of memory");
+	if (p->ahead)
+		ctx_log(p->ctx, GPUCTL_LOG_DEBUG,
+		        "%zu waiter(s) could use %zu device(s): not chosen", p->ahead,
+		        p->n_reserved);
+	return 0;
+}
+
 /* CHOOSE and PREVIEW: the devices leased now (and for PREVIEW, busy without a lease) go to
  * req.leased / req.foreign; with share_mem, the devices without room for it to req.leased. */
 int alloc_plan_exclude_leased(struct plan *p)
@@ -490,6 +525,8 @@ int alloc_plan_exclude_leased(struct plan *p)
 				r = 0;
 		}
 	}
+	if (r >= 0)
+		r = exclude_reserved(p, dir);
 	if (r >= 0 && p->in.mode == GPUCTL_ALLOC_PREVIEW && !p->in.ignore_foreign)
 		r = gpuctl_lease_foreign(p->ctx, dir, p->snap, &p->lreq, &p->foreign);
 	gpuctl_lease_list_free(list);
@@ -507,15 +544,23 @@ int alloc_plan_exclude_leased(struct plan *p)
 	return 0;
 }
 
-/* The -ENOSPC message of a shared CHOOSE/PREVIEW with the devices that had no room
- * ("(no room to share 4 GiB: 0,3)"). */
+/* The -ENOSPC message of a CHOOSE/PREVIEW with the devices that had no room for a shared
+ * request ("(no room to share 4 GiB: 0,3)") and the waiters whose devices were kept out. */
 int alloc_no_space_with_room(struct plan *p, int r)
 {
 	char msg[sizeof(p->ctx->errmsg)], size[32];
 
-	if (r != -ENOSPC || !p->no_room[0])
+	if (r != -ENOSPC || (!p->no_room[0] && !p->ahead))
 		return r;
 	(void)snprintf(msg, sizeof(msg), "%s", gpuctl_errmsg(p->ctx));
-	return ctx_error(p->ctx, r, "%s (no room to share %s: %s)", msg,
-	                 size_exact_text(p->lreq.share_mem, size, sizeof(size)), p->no_room);
+	if (p->no_room[0])
+		r = ctx_error(p->ctx, r, "%s (no room to share %s: %s)", msg,
+		              size_exact_text(p->lreq.share_mem, size, sizeof(size)), p->no_room);
+	if (p->ahead) {
+		/* as select-and-lease says it (lease-select.c, sal_no_space) */
+		(void)snprintf(msg, sizeof(msg), "%s", gpuctl_errmsg(p->ctx));
+		r = ctx_error(p->ctx, r, "%s (%zu waiter(s) ahead, who could use %zu device(s))",
+		              msg, p->ahead, p->n_reserved);
+	}
+	return r;
 }

@@ -65,6 +65,7 @@ static struct gpuctl_select_request static_filters(const struct plan *p)
 	struct gpuctl_select_request sreq = p->req;
 
 	sreq.min_free_mem = 0;
+	sreq.share_mem = 0;
 	sreq.max_util = -1;
 	sreq.no_procs = false;
 	sreq.allow_unhealthy = true;
@@ -92,8 +93,8 @@ static int never_satisfiable(struct plan *p)
  * take, shared or not: each may declare at most its memory less the share margin in all
  * (docs/leases.md, "Sharing"), whatever leases come and go. The static filters of
  * never_satisfiable, with the devices too small for SIZE left out (a request those filters
- * alone refuse is left to the usual message). 0, or -ENOSPC with "--mem SIZE: ...: can never
- * be satisfied" naming the limit, at once in every mode: waiting could never end, and
+ * alone refuse is left to the usual message). 0, or -ENOSPC with "share_mem SIZE: ...: can
+ * never be satisfied" naming the limit, at once in every mode: waiting could never end, and
  * "leased" would name the wrong reason. */
 int alloc_never_shares(struct plan *p)
 {
@@ -138,28 +139,31 @@ int alloc_never_shares(struct plan *p)
 		return r < 0 ? r : 0;
 	(void)size_exact_text(p->lreq.share_mem, want, sizeof(want));
 	if (p->lreq.share_mem > largest)
-		return ctx_error(p->ctx, r,
-		                 "--mem %s: larger than any %s's memory (largest %s): can never be "
-		                 "satisfied",
-		                 want, kind, size_exact_text(largest, most, sizeof(most)));
+		return ctx_error(
+		        p->ctx, r,
+		        "share_mem %s: larger than any %s's memory (largest %s): can never be "
+		        "satisfied",
+		        want, kind, size_exact_text(largest, most, sizeof(most)));
 	(void)size_exact_text(largest_cap * SHARE_UNIT, most, sizeof(most));
 	if (p->lreq.share_mem > largest_cap * SHARE_UNIT)
 		return ctx_error(
 		        p->ctx, r,
-		        "--mem %s: more than any %s may share (largest %s: its memory less "
+		        "share_mem %s: more than any %s may share (largest %s: its memory less "
 		        "share_margin): can never be satisfied",
 		        want, kind, most);
 	if (p->req.count == 1)
-		return ctx_error(p->ctx, r,
-		                 "--mem %s: none of the %ss this request may use can share that "
-		                 "much (their memory less share_margin; largest %s): can never be "
-		                 "satisfied",
-		                 want, kind, most);
-	return ctx_error(p->ctx, r,
-	                 "--mem %s: fewer than %u of the %ss this request may use can share that "
-	                 "much (their memory less share_margin; largest %s): can never be "
-	                 "satisfied",
-	                 want, p->req.count, kind, most);
+		return ctx_error(
+		        p->ctx, r,
+		        "share_mem %s: none of the %ss this request may use can share that "
+		        "much (their memory less share_margin; largest %s): can never be "
+		        "satisfied",
+		        want, kind, most);
+	return ctx_error(
+	        p->ctx, r,
+	        "share_mem %s: fewer than %u of the %ss this request may use can share that "
+	        "much (their memory less share_margin; largest %s): can never be "
+	        "satisfied",
+	        want, p->req.count, kind, most);
 }
 
 /* LEASE with wait: in line until the devices are ours, the deadline passes, cancel_fd is ready

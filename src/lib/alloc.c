@@ -113,9 +113,7 @@ static int plan_init(struct plan *p, struct gpuctl_ctx *ctx, const struct gpuctl
 	p->req = (struct gpuctl_select_request)GPUCTL_SELECT_REQUEST_INIT;
 	p->req.count = r->count;
 	p->req.min_free_mem = r->min_free_mem;
-	/* the declared memory must be free now, too */
-	if (r->share_mem > p->req.min_free_mem)
-		p->req.min_free_mem = r->share_mem;
+	p->req.share_mem = r->share_mem; /* the declared memory must be free now, too */
 	p->req.max_util = r->max_util;
 	p->req.no_procs = r->no_procs;
 	p->req.only = r->only;

@@ -17,6 +17,7 @@ the pool is restricted to a user name that does not exist."""
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import tempfile
@@ -172,15 +173,39 @@ class Site:
 
     def all_three(self, mode, n, req=None, env=None):
         """The three answers, checked equal (a driver's message may lack the prefix the
-        command line adds); returns the answer."""
+        command line adds; the command line names its options and the package its keywords
+        where the library names the request's fields: docs/library.md's table, spelled back);
+        returns the answer (the library's words)."""
         req = req or {}
         out = [self.cli(mode, n, req, env), self.c(mode, n, req, env),
                self.py(mode, n, req, env)]
+        out[0] = fields_of(out[0], CLI_FIELDS)
+        out[2] = fields_of(out[2], PY_FIELDS)
         norm = [o if o[0] == "ok" or o[1] != "no driver" or o[2].startswith(DRIVER_PREFIX)
                 else (o[0], o[1], DRIVER_PREFIX + o[2]) for o in out]
         assert norm[0] == norm[1] == norm[2], "%s n=%d %r %r:\n  cli %r\n  c   %r\n  py  %r" % (
             mode, n, req, env, *out)
         return norm[0]
+
+
+# docs/library.md, the table of C fields, Python keywords and options: each spelling -> field
+CLI_FIELDS = [(r"--min-free-mem\b", "min_free_mem"), (r"--mem\b", "share_mem"),
+              (r"--max-util\b", "max_util"), (r"--no-procs\b", "no_procs"),
+              (r"--numa\b", "numa_node"), (r"--only\b", "only"), (r"--exclude\b", "exclude"),
+              (r"--mig\b", "mig_profile"), (r"--ignore-outer\b", "ignore_outer"),
+              (r"--allow-unhealthy\b", "allow_unhealthy"),
+              (r"--ignore-foreign\b", "ignore_foreign")]
+PY_FIELDS = [(r"(?<![\w.-])numa(?= \d)", "numa_node"), (r"(?<![\w.-])mig(?= ')", "mig_profile")]
+
+
+def fields_of(answer, spellings):
+    """An error answer with a client's spellings put back as the request's field names."""
+    if answer[0] != "error":
+        return answer
+    msg = answer[2]
+    for pattern, field in spellings:
+        msg = re.sub(pattern, field, msg)
+    return (answer[0], answer[1], msg)
 
 
 def indices(answer):

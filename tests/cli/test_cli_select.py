@@ -332,6 +332,46 @@ class OuterAllocation(GpuctlTestCase):
         self.assertOneLineError(r, EXIT_USAGE, "NVIDIA_VISIBLE_DEVICES")
 
 
+class Refusals(GpuctlTestCase):
+    """Issue 25, item 3: every refusal names what the user gave, as they spelled it (the
+    library names the request's fields; select and run respell them as their options:
+    docs/selection.md, "Labels name the request"), and the way out. dgx-a100: GPUs 0,1 on NUMA
+    node 3, 80 GiB each (sim/scenarios/dgx-a100.json)."""
+
+    def test_stale_cuda_visible_devices_is_named_with_the_way_out(self):
+        env = {"CUDA_VISIBLE_DEVICES": "6", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+        want = ("need 2 GPUs, 1 qualifies: outside the allocation of CUDA_VISIBLE_DEVICES: "
+                "0,1,2,3,4,5,7 (--ignore-outer chooses among all GPUs)")
+        r = sim("dgx-a100", "select", "-n", "2", env=env)
+        self.assertOneLineError(r, EXIT_NOMATCH, "gpuctl: select: " + want)
+        r = sim("dgx-a100", "run", "-n", "2", "--", "true", env=env)
+        self.assertOneLineError(r, EXIT_NOMATCH, "gpuctl: run: " + want)
+        self.assertOk(sim("dgx-a100", "select", "-n", "2", "--ignore-outer", env=env))
+
+    def test_unreadable_outer_allocation_is_named_with_the_way_out(self):
+        r = sim("dgx-a100", "select", "-n", "1", env={"NVIDIA_VISIBLE_DEVICES": "GPU-nope"})
+        self.assertOneLineError(r, EXIT_USAGE, "gpuctl: select: outer allocation: "
+                                "NVIDIA_VISIBLE_DEVICES: 'GPU-nope'",
+                                "(--ignore-outer chooses among all GPUs)")
+
+    def test_share_mem_is_named_as_given(self):
+        # --share --mem is not --min-free-mem: the refusal says what was typed
+        r = sim_sh("dgx-a100", "$NVSIM set -i 0,1,2,3,4,5,6 memory.used=78GiB\n"
+                   "$GPUCTL select -n 2 --share --mem 4GiB\n")
+        self.assertOneLineError(r, EXIT_NOMATCH, "need 2 GPUs, 1 qualifies: --mem 4 GiB not "
+                                "free: 0,1,2,3,4,5,6")
+        self.assertNotIn("--min-free-mem", r.err)
+
+    def test_filters_are_named_as_options(self):
+        r = sim("dgx-a100", "select", "-n", "2", "--numa", "3", "--only", "2,3")
+        self.assertOneLineError(r, EXIT_NOMATCH, "need 2 GPUs, 0 qualify: --only: 0,1,4,5,6,7; "
+                                "--numa 3: 2,3")
+        r = sim("dgx-a100", "select", "-n", "1", "--only", "9")
+        self.assertOneLineError(r, EXIT_USAGE, "gpuctl: select: --only: '9': ")
+        r = sim("dgx-a100", "run", "-n", "1", "--mig", "1g.99gb", "--", "true")
+        self.assertOneLineError(r, EXIT_NOMATCH, "gpuctl: run: --mig '1g.99gb': no MIG device")
+
+
 class Explain(GpuctlTestCase):
     def test_both_sets_and_scores_on_stderr(self):
         r = sim("dgx1-v100", "select", "-n", "2", "--explain")

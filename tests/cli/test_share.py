@@ -156,7 +156,8 @@ class ShareCase(GpuctlTestCase):
         lines = r.out.splitlines()
         self.assertEqual(len(lines), 3, r)
         for line in lines:
-            self.assertIn("--mem 200 GiB: larger than any GPU's memory (largest 80 GiB): can "
+            # the package's keyword, not the command line's --mem (issue 25, item 3)
+            self.assertIn("share_mem 200 GiB: larger than any GPU's memory (largest 80 GiB): can "
                           "never be satisfied", line)
 
     def test_shared_and_exclusive_never_mix(self):

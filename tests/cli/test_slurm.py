@@ -249,8 +249,8 @@ class JobsLand(SlurmCase):
         self.assertEqual(r.returncode, 3, r.stderr)
         inside = {self.order[int(p)] for p in r.stdout.split()[0].split(",")}
         outside = ",".join(str(i) for i in range(8) if i not in inside)
-        self.assertIn("need 3 GPUs, 2 qualify: outside the allocation: %s\n" % outside,
-                      r.stderr)
+        self.assertIn("need 3 GPUs, 2 qualify: outside the allocation of SLURM_STEP_GPUS: %s "
+                      "(--ignore-outer chooses among all GPUs)\n" % outside, r.stderr)
 
     def test_sbatch_job_gpus(self):
         # a batch script sees SLURM_JOB_GPUS (no step variable) and Slurm's CUDA_VISIBLE_DEVICES

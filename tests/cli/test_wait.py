@@ -241,6 +241,32 @@ class Wait(GpuctlTestCase):
                 self.assertGreaterEqual(l["start"], a["start"], res)
         self.assertNothingLeft(res)
 
+    def test_plain_select_keeps_off_what_a_waiter_could_use(self):
+        # Issue 25, item 6: a plain `select` (no lease) must not point a job at a GPU that a
+        # waiter is first in line for (docs/leases.md, "Fairness"): a holder has 0-5, A waits
+        # for 4 of 0,1,2,3,6. Of the free 6 and 7, 6 is A's first; 7 A could never use.
+        res = self.drive('''
+            g("select", "-n", "6", "--only", "0,1,2,3,4,5", "--hold", "60", "--label", "H")
+            a = spawn("run", "-n", "4", "--only", "0,1,2,3,6", "--wait", "--label", "A",
+                      *load(0.2))
+            RESULT["queued"] = until(lambda: len(waiting()) == 1)
+            RESULT["one"] = g("select", "-n", "1", "--ids", "index")
+            RESULT["two"] = g("select", "-n", "2", "--ids", "index")
+            RESULT["hold"] = g("select", "-n", "2", "--hold", "5")
+            g("release", "--all")
+            RESULT["a_rc"] = a.wait(timeout=60)
+        ''')
+        self.assertTrue(res["queued"], res)
+        self.assertEqual(res["one"]["rc"], 0, res)
+        self.assertTrue(res["one"]["out"].endswith(" CUDA_VISIBLE_DEVICES=7\n"), res)
+        for r in (res["two"], res["hold"]):
+            self.assertEqual(r["rc"], EXIT_NOMATCH, res)
+            self.assertEqual(r["err"].count("\n"), 1, res)
+            self.assertIn("leased: 0,1,2,3,4,5,6", r["err"], res)
+            self.assertIn("(1 waiter(s) ahead, who could use 5 device(s))", r["err"], res)
+        self.assertEqual(res["a_rc"], 0, res)
+        self.assertNothingLeft(res)
+
     def test_sigterm_leaves_nothing(self):
         res = self.drive('''
             g("select", "-n", "8", "--hold", "60")

@@ -336,10 +336,11 @@ ssize_t lease_record_pick(const struct record *v, size_t n, const char *uuid,
 uint64_t lease_queue_fingerprint(const struct gpuctl_lease_dir *dir, ino_t skip_ino);
 
 /* The devices that the live tickets older than ticket (all of them when ticket is NULL) could
- * use, merged into reserved; *ret_ahead counts those tickets. Removes dead tickets of ours. */
+ * use, merged into reserved; *ret_ahead counts those tickets. With locked (the caller holds
+ * select.lock), removes dead tickets of ours; without it, only reads. */
 int lease_queue_reserved(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
                          const struct gpuctl_snapshot *snap, struct gpuctl_wait_ticket *ticket,
-                         struct gpuctl_devset *reserved, size_t *ret_ahead);
+                         bool locked, struct gpuctl_devset *reserved, size_t *ret_ahead);
 
 /* Whether t is a ticket still in the queue (not NULL, not yet left). */
 bool lease_ticket_queued(const struct gpuctl_wait_ticket *t);

@@ -506,7 +506,7 @@ out:
 
 int lease_queue_reserved(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
                          const struct gpuctl_snapshot *snap, struct gpuctl_wait_ticket *ticket,
-                         struct gpuctl_devset *reserved, size_t *ret_ahead)
+                         bool locked, struct gpuctl_devset *reserved, size_t *ret_ahead)
 {
 	struct qticket *v = NULL;
 	size_t n = 0, ahead = 0;
@@ -516,7 +516,7 @@ int lease_queue_reserved(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *
 	*ret_ahead = 0;
 	if (dir->queue_fd < 0)
 		return 0;
-	r = queue_scan(dir, true, true, &v, &n, NULL, NULL);
+	r = queue_scan(dir, locked, true, &v, &n, NULL, NULL);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; ticket && i < ticket->n_cache; i++)
@@ -707,8 +707,9 @@ int gpuctl_wait_ticket_new(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	sbuf_printf(&b, "gpuctl-wait 1\npid %u\nstart_time %" PRIu64 "\ncount %u\n", t->pid,
 	            lease_ticks_to_epoch(start), rq.count);
 	sbuf_printf(&b, "min_free_mem %" PRIu64 "\nmax_util %d\nnuma %d\nno_procs %d\n",
-	            rq.min_free_mem, rq.max_util < 0 ? -1 : rq.max_util,
-	            rq.numa_node < 0 ? -1 : rq.numa_node, rq.no_procs ? 1 : 0);
+	            rq.min_free_mem > rq.share_mem ? rq.min_free_mem : rq.share_mem,
+	            rq.max_util < 0 ? -1 : rq.max_util, rq.numa_node < 0 ? -1 : rq.numa_node,
+	            rq.no_procs ? 1 : 0);
 	sb_val(&b, "mig", rq.mig_profile);
 	sb_val(&b, "only", rq.only);
 	sb_val(&b, "exclude", rq.exclude);

@@ -24,9 +24,10 @@
  *   the lease, but without a record `release` could not tell a hold from a run's job, and ps
  *   would name nobody. -EIO, not the write's -ENOSPC, which means "too few devices" (exit 3,
  *   and a reason to wait on) to every caller.
- * - Sharing (docs/leases.md "Sharing"): a shared request also raises min_free_mem to what it
- *   declares. (A device is SHARED per the probe of lease-dir.c; declared memory is counted by
- *   lease-share.c; shared leases' records are named by lease-record.c.)
+ * - Sharing (docs/leases.md "Sharing"): a shared request asks that what it declares be free
+ *   now (the select request's share_mem). (A device is SHARED per the probe of lease-dir.c;
+ *   declared memory is counted by lease-share.c; shared leases' records are named by
+ *   lease-record.c.)
  * - select.lock is held exclusive throughout, so the internal lease_foreign is used (no
  *   shared select.lock of its own). On failure select.lock is let go of first, then the locks
  *   a half-made lease took (the caller's variables' cleanup order).
@@ -200,7 +201,7 @@ static int sal_reserve(struct gpuctl_ctx *ctx, struct sal *s)
 
 	if (gpuctl_devset_new(&s->reserved) < 0)
 		return ctx_error(ctx, -ENOMEM, "out of memory");
-	r = lease_queue_reserved(ctx, s->dir, s->snap, s->ticket, s->reserved, &s->ahead);
+	r = lease_queue_reserved(ctx, s->dir, s->snap, s->ticket, true, s->reserved, &s->ahead);
 	if (r < 0)
 		return ctx_error(ctx, r, "'%s/queue': %s", s->dir->path, strerror(-r));
 	for (size_t i = 0; i < gpuctl_devset_count(s->reserved); i++) {
@@ -411,9 +412,8 @@ int lease_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	lease_request_copy(&s.lr, lreq);
 	s.share = s.lr.share_mem > 0;
 	s.need = s.lr.share_mem / SHARE_UNIT + (s.lr.share_mem % SHARE_UNIT != 0);
-	if (s.share && s.sreq.min_free_mem < s.lr.share_mem)
-		s.sreq.min_free_mem =
-		        s.lr.share_mem; /* what the job declared must be free now, too */
+	if (s.share && s.sreq.share_mem < s.lr.share_mem)
+		s.sreq.share_mem = s.lr.share_mem; /* what the job declared must be free now, too */
 
 	/* 1. select.lock, blocking (held for milliseconds) */
 	r = lease_select_lock_take(ctx, dir, &sfd, &sino);

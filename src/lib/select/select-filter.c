@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "ctx.h"
+#include "parse.h"
 #include "select-internal.h"
 #include "snapshot-internal.h"
 #include "util.h"
@@ -94,7 +95,8 @@ static void reason_label(const struct gpuctl_select_request *req, enum reason r,
 		strscpy(buf, size, "MIG mode");
 		break;
 	case R_WITHIN:
-		strscpy(buf, size, "outside the allocation");
+		(void)snprintf(buf, size, "outside the allocation of %s",
+		               req->within_name ? req->within_name : "the environment");
 		break;
 	case R_POOL:
 		(void)snprintf(buf, size, "outside pool %s", req->pool_name ? req->pool_name : "?");
@@ -106,26 +108,33 @@ static void reason_label(const struct gpuctl_select_request *req, enum reason r,
 		strscpy(buf, size, "in use without a lease");
 		break;
 	case R_ONLY:
-		strscpy(buf, size, "--only");
+		strscpy(buf, size, "only");
 		break;
 	case R_EXCLUDE:
-		strscpy(buf, size, "--exclude");
+		strscpy(buf, size, "exclude");
 		break;
 	case R_NUMA:
-		(void)snprintf(buf, size, "--numa %d", req->numa_node);
+		(void)snprintf(buf, size, "numa_node %d", req->numa_node);
 		break;
 	case R_MEM:
 		if (req->min_free_mem % (1024 * 1024) == 0)
-			(void)snprintf(buf, size, "--min-free-mem %" PRIu64 "MiB",
+			(void)snprintf(buf, size, "min_free_mem %" PRIu64 "MiB",
 			               req->min_free_mem / (1024 * 1024));
 		else
-			(void)snprintf(buf, size, "--min-free-mem %" PRIu64, req->min_free_mem);
+			(void)snprintf(buf, size, "min_free_mem %" PRIu64, req->min_free_mem);
 		break;
+	case R_SHARE_MEM: {
+		char text[32];
+
+		(void)snprintf(buf, size, "share_mem %s not free",
+		               size_exact_text(req->share_mem, text, sizeof(text)));
+		break;
+	}
 	case R_UTIL:
-		(void)snprintf(buf, size, "--max-util %d", req->max_util);
+		(void)snprintf(buf, size, "max_util %d", req->max_util);
 		break;
 	case R_PROCS:
-		strscpy(buf, size, "--no-procs");
+		strscpy(buf, size, "no_procs");
 		break;
 	default:
 		strscpy(buf, size, "?");
@@ -264,7 +273,8 @@ static bool procs_on(const struct gpuctl_gpu *g, const struct gpuctl_mig *mg)
 	return false;
 }
 
-/* Use: free memory, utilisation, processes, then health WARN (when avoid_warned). */
+/* Use: free memory (asked, then a shared lease's), utilisation, processes, then health WARN
+ * (when avoid_warned). */
 static enum reason filter_use(const struct gpuctl_snapshot *snap,
                               const struct gpuctl_select_request *req, bool avoid_warned,
                               const struct device *d)
@@ -275,6 +285,8 @@ static enum reason filter_use(const struct gpuctl_snapshot *snap,
 
 	if (req->min_free_mem > 0 && mem_too_little(g, mg, req->min_free_mem))
 		return R_MEM;
+	if (req->share_mem > 0 && mem_too_little(g, mg, req->share_mem))
+		return R_SHARE_MEM;
 	if (req->max_util >= 0 && select_gpu_int(g, GPUCTL_F_UTIL_GPU, &v) && v > req->max_util)
 		return R_UTIL;
 	if (req->no_procs && (snap->flags & GPUCTL_SNAP_PROCESSES) && procs_on(g, mg))
@@ -372,6 +384,9 @@ int select_no_space(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
 			gpuctl_device_label(snap, dev[i].gpu, dev[i].mig, name, sizeof(name));
 			msg_add(msg, sizeof(msg), &len, "%s", name);
 		}
+		/* the way out of an allocation the environment set, perhaps long ago in a shell */
+		if (r == R_WITHIN && !first)
+			msg_add(msg, sizeof(msg), &len, " (ignore_outer chooses among all GPUs)");
 	}
 	return ctx_error(ctx, -ENOSPC, "%s", msg);
 }

@@ -36,6 +36,7 @@ enum reason {
 	R_EXCLUDE,
 	R_NUMA,
 	R_MEM,
+	R_SHARE_MEM,
 	R_UTIL,
 	R_PROCS,
 	R_WARNED,

@@ -62,6 +62,10 @@ int select_request_copy(const struct gpuctl_select_request *req, struct gpuctl_s
 		c.unhealthy = NULL;
 		c.warned = NULL;
 	}
+	if (!REQ_HAS(req, share_mem)) {
+		c.within_name = NULL;
+		c.share_mem = 0;
+	}
 	*ret = c;
 	return 0;
 }
@@ -140,7 +144,7 @@ static int profile_check(struct gpuctl_ctx *ctx, const struct gpuctl_select_requ
 	if (!req->mig_profile || mig_profile_parse(req->mig_profile, &mp, &why) >= 0)
 		return 0;
 	return ctx_error(ctx, -EINVAL,
-	                 "--mig '%.64s': not a MIG profile: %s (a name such as "
+	                 "mig_profile '%.64s': not a MIG profile: %s (a name such as "
 	                 "'1g.10gb', '1c.3g.20gb', '1g.24gb+me.all', '1g.24gb-me')",
 	                 req->mig_profile, why ? why : "malformed");
 }
@@ -272,10 +276,10 @@ int select_run(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
 	r = profile_check(ctx, &req);
 	if (r < 0)
 		return r;
-	r = select_resolve_ids(ctx, snap, req.only, "--only", &only);
+	r = select_resolve_ids(ctx, snap, req.only, "only", &only);
 	if (r < 0)
 		return r;
-	r = select_resolve_ids(ctx, snap, req.exclude, "--exclude", &excluded);
+	r = select_resolve_ids(ctx, snap, req.exclude, "exclude", &excluded);
 	if (r < 0)
 		return r;
 
@@ -288,7 +292,7 @@ int select_run(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
 		return ctx_error(ctx, -ENOMEM, "out of memory");
 	if (req.mig_profile && n_dev == 0 && req.count > 0)
 		return ctx_error(ctx, -ENOSPC,
-		                 "--mig '%.64s': no MIG device of that profile on "
+		                 "mig_profile '%.64s': no MIG device of that profile on "
 		                 "this machine",
 		                 req.mig_profile);
 	kept = select_filter(snap, &req, only, excluded, opts && opts->avoid_warned, dev, n_dev);
