@@ -137,7 +137,9 @@ static int config_trust(struct gpuctl_ctx *ctx, struct gpuctl_site *site, bool n
 			        "configuration %s: the shared lease directory %s follows %s "
 			        "(gpuctl lease init); another file needs a lease directory "
 			        "of your own",
-			        gpuctl_config_path(site->config), site->lease_dir_path, want);
+			        gpuctl_config_path(site->config) ? gpuctl_config_path(site->config)
+			                                         : "/dev/null (none)",
+			        site->lease_dir_path, want);
 		gpuctl_config_free(site->config);
 		site->config = NULL;
 		r = gpuctl_config_load(ctx, want, &site->config);
