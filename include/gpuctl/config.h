@@ -41,8 +41,9 @@ struct gpuctl_config;
  * GPUCTL_CONFIG_DEFAULT_PATH. A missing default file is an empty configuration (its path NULL);
  * a missing file that was named (argument or environment) is -ENOENT. The path may be a
  * symlink, but the file it leads to must be a regular file: anything else is -EPERM (message
- * says why). Parse errors: -EINVAL, message "FILE:LINE: what is wrong". Other open/read
- * failures: their -errno, message naming the file. */
+ * says why), except the null device (/dev/null, or a symlink to it): no configuration, as a
+ * missing default file (path NULL). Parse errors: -EINVAL, message "FILE:LINE: what is wrong".
+ * Other open/read failures: their -errno, message naming the file. */
 int gpuctl_config_load(struct gpuctl_ctx *ctx, const char *path, struct gpuctl_config **ret_cfg);
 /* Parses text of len bytes (need not be NUL-terminated); name is used in messages. The result
  * has no path (gpuctl_config_path NULL) and no file owner. */

@@ -118,6 +118,7 @@ struct sampling {
 	bool first;                         /* the next sample is the first */
 	bool nvml_failing;                  /* the previous sample failed (log once per streak) */
 	bool lease_failing;                 /* the same for the lease directory */
+	bool pool_failing;                  /* the same for the configuration's pools */
 	struct gpuctl_xid_watch *xid_watch; /* NVML's XID events, NULL when it has none */
 	bool xid_tried;                     /* the watch was made (or could not be) */
 	bool verbose;                       /* -v: say why there are no XID events */
@@ -133,6 +134,7 @@ struct exporter_sample {
 	char error[256];                     /* its message */
 	struct gpuctl_lease_list *leases;    /* NULL: no lease directory, or unreadable */
 	struct gpuctl_health_report *health; /* NULL: none */
+	const char **pool_of;                /* each GPU's pool label (names owned by the site) */
 	struct metrics_stats stats;          /* the counters after this sample */
 	struct metrics_xid *xids;            /* the XID counts after it (a copy) */
 	size_t n_xids;
@@ -146,7 +148,42 @@ static void exporter_sample_free(void *p)
 	gpuctl_lease_list_free(x->leases);
 	gpuctl_health_report_free(x->health);
 	free(x->xids);
+	free((void *)x->pool_of);
 	free(x);
+}
+
+/* Each GPU's pool label: the configured pool's name, "default" for the GPUs no pool lists, ""
+ * when the configuration's pools do not fit the snapshot (said once per streak). NULL only
+ * when out of memory. */
+static const char **pools_of(struct gpuctl_ctx *ctx, struct sampling *s,
+                             const struct gpuctl_snapshot *snap)
+{
+	const struct gpuctl_config *cfg = gpuctl_site_config(s->site);
+	size_t n = gpuctl_snapshot_gpu_count(snap);
+	const char **pool_of = calloc(n ? n : 1, sizeof(*pool_of));
+	int *map = NULL;
+
+	if (!pool_of)
+		return NULL;
+	for (size_t g = 0; g < n; g++)
+		pool_of[g] = "default";
+	if (gpuctl_config_pool_count(cfg) == 0)
+		return pool_of;
+	if (gpuctl_config_pool_map(ctx, cfg, snap, &map) < 0) {
+		if (!s->pool_failing)
+			cli_error("exporter: pools: %s", gpuctl_errmsg(ctx));
+		s->pool_failing = true;
+		for (size_t g = 0; g < n; g++)
+			pool_of[g] = "";
+		return pool_of;
+	}
+	s->pool_failing = false;
+	for (size_t g = 0; g < n; g++)
+		if (map[g] >= 0)
+			(void)gpuctl_config_pool_get(cfg, (size_t)map[g], &pool_of[g], NULL, NULL,
+			                             NULL, NULL);
+	free(map);
+	return pool_of;
 }
 
 /* Facts that change only with a driver reload, a reboot, a GPU reset or an administrator's
@@ -337,6 +374,11 @@ static int exporter_take(struct gpuctl_ctx *ctx, void *userdata, const void *pre
 			}
 		}
 		x->leases = read_leases(ctx, s, x->snap);
+		x->pool_of = pools_of(ctx, s, x->snap);
+		if (!x->pool_of) {
+			exporter_sample_free(x);
+			return -ENOMEM;
+		}
 		/* XIDs since the last sample, then the verdicts (docs/health.md: the kernel log and
 		 * what health --watch recorded, as gpuctl health reads them) */
 		if (count_xids(ctx, s) < 0)
@@ -397,6 +439,7 @@ static int publish_sample(struct exporter_http *http, const struct exporter_samp
 	                           .hostname = hostname,
 	                           .stats = &x->stats,
 	                           .health = x->health,
+	                           .pool_of = x->pool_of,
 	                           .xids = x->xids,
 	                           .n_xids = x->n_xids};
 

@@ -697,8 +697,8 @@ const struct cmd_entry cmd_health_entry = {
                 "  --interval SECONDS\n"
                 "                   with --watch, seconds between snapshots (default 10)\n"
                 "  --state FILE     the health state file --watch writes and checks read\n"
-                "                   (default: $GPUCTL_HEALTH_STATE, else gpuctl-health.state\n"
-                "                   beside the lease directory)\n"
+                "                   (default: $GPUCTL_HEALTH_STATE, else the lease directory's\n"
+                "                   path followed by -health.state)\n"
                 "  --color WHEN     colour the table: auto (on a terminal, unless NO_COLOR is\n"
                 "                   set), always or never\n"
                 "  -h, --help       print this help\n",

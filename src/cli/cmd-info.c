@@ -138,8 +138,13 @@ static int print_pools_text(const struct cli *cli, const struct pools *p,
 {
 	size_t np = gpuctl_config_pool_count(gpuctl_site_config(cli->site));
 	const char *path = gpuctl_config_path(gpuctl_site_config(cli->site));
-	printf("\nConfiguration:        %s\n",
-	       path ? path : "none (" GPUCTL_CONFIG_DEFAULT_PATH " not found)");
+	const char *named = cli->config_path ? cli->config_path : getenv("GPUCTL_CONFIG");
+	if (path)
+		printf("\nConfiguration:        %s\n", path);
+	else if (named && named[0]) /* the null device (docs/config.md) */
+		printf("\nConfiguration:        none (%s)\n", named);
+	else
+		printf("\nConfiguration:        none (" GPUCTL_CONFIG_DEFAULT_PATH " not found)\n");
 	if (np == 0) {
 		printf("Pools:                none (every GPU is in the default pool)\n");
 		return 0;

@@ -318,13 +318,14 @@ static void render_gpus(struct textbuf *b, const struct metrics_input *in,
 	if (ngpu == 0)
 		return;
 	family(b, "gpuctl_gpu_info", "gauge",
-	       "Identity of each GPU (value 1): index, UUID, PCI bus id, model.");
+	       "Identity of each GPU (value 1): index, UUID, PCI bus id, model, pool.");
 	for (size_t i = 0; i < ngpu; i++) {
 		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(in->snap, i);
 		textbuf_puts(b, "gpuctl_gpu_info{");
 		gpuctl_labels(b, &gl[i]);
 		label(b, false, "pci_bus_id", gpuctl_gpu_str(g, GPUCTL_F_PCI_BUS_ID));
 		label(b, false, "model", gpuctl_gpu_str(g, GPUCTL_F_NAME));
+		label(b, false, "pool", in->pool_of ? in->pool_of[i] : "default");
 		value_int(b, 1);
 	}
 	family(b, "gpuctl_gpu_lost", "gauge",

@@ -98,6 +98,7 @@ struct metrics_input {
 	const char *hostname;                      /* the Hostname label */
 	const struct metrics_stats *stats;         /* never NULL */
 	const struct gpuctl_health_report *health; /* the verdicts of snap, NULL: none */
+	const char *const *pool_of;                /* each GPU's pool, NULL: all "default" */
 	const struct metrics_xid *xids;            /* XID counts since the exporter started */
 	size_t n_xids;                             /* entries of xids */
 };

@@ -34,7 +34,8 @@
 #include "ctx.h"
 #include "util.h"
 
-#define SITE_STATE_FILE "gpuctl-health.state"
+#define SITE_STATE_FILE   "gpuctl-health.state"
+#define SITE_STATE_SUFFIX "-health.state"
 
 struct gpuctl_site {
 	struct gpuctl_config *config; /* the governing configuration, NULL: empty */
@@ -136,7 +137,9 @@ static int config_trust(struct gpuctl_ctx *ctx, struct gpuctl_site *site, bool n
 			        "configuration %s: the shared lease directory %s follows %s "
 			        "(gpuctl lease init); another file needs a lease directory "
 			        "of your own",
-			        gpuctl_config_path(site->config), site->lease_dir_path, want);
+			        gpuctl_config_path(site->config) ? gpuctl_config_path(site->config)
+			                                         : "/dev/null (none)",
+			        site->lease_dir_path, want);
 		gpuctl_config_free(site->config);
 		site->config = NULL;
 		r = gpuctl_config_load(ctx, want, &site->config);
@@ -157,22 +160,23 @@ static int config_trust(struct gpuctl_ctx *ctx, struct gpuctl_site *site, bool n
 	return 0;
 }
 
-/* $GPUCTL_HEALTH_STATE, else gpuctl-health.state beside the lease directory. */
+/* $GPUCTL_HEALTH_STATE, else the lease directory's path with "-health.state" appended, beside
+ * it: /run/gpuctl-health.state for /run/gpuctl. Named after the directory, so that two lease
+ * directories in one parent never share a state file; "/gpuctl-health.state" for "/". */
 static char *state_path_beside(const char *dir)
 {
-	const char *env = getenv("GPUCTL_HEALTH_STATE"), *slash;
+	const char *env = getenv("GPUCTL_HEALTH_STATE");
 	char *p = NULL;
 	size_t n;
 
 	if (env && env[0])
 		return strdup(env);
 	n = strlen(dir);
-	while (n > 1 && dir[n - 1] == '/')
+	while (n > 0 && dir[n - 1] == '/')
 		n--;
-	slash = memrchr(dir, '/', n);
-	if (!slash)
-		return strdup(SITE_STATE_FILE);
-	if (asprintf(&p, "%.*s/" SITE_STATE_FILE, (int)(slash - dir), dir) < 0)
+	if (n == 0)
+		return strdup(dir[0] == '/' ? "/" SITE_STATE_FILE : SITE_STATE_FILE);
+	if (asprintf(&p, "%.*s" SITE_STATE_SUFFIX, (int)n, dir) < 0)
 		return NULL;
 	return p;
 }

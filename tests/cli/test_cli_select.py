@@ -210,6 +210,29 @@ class MigProfiles(GpuctlTestCase):
                 self.assertOneLineError(r, EXIT_NOMATCH, "")
                 self.assertNotIn("not a MIG profile", r.err)
 
+    def test_errors_list_the_profiles(self):
+        """A --mig request that finds nothing names the profiles the machine has, with their
+        counts (issue 25, item 9): the instances of sim/scenarios/a100-mig.json."""
+        counts = {}
+        for g in Machine("a100-mig").doc["gpus"]:
+            for inst in g.get("mig", {}).get("instances", []):
+                counts[inst["profile"]] = counts.get(inst["profile"], 0) + 1
+        have = ", ".join("%s (%d)" % kv for kv in counts.items())
+        self.assertEqual(have, "1g.5gb (8), 3g.20gb (1), 2g.10gb (1)")
+        for cmd in ("select", "run"):
+            tail = ["--", "true"] if cmd == "run" else []
+            with self.subTest(cmd=cmd, what="unknown"):
+                r = sim("a100-mig", cmd, "-n", "1", "--mig", "3g.40gb", *tail)
+                self.assertOneLineError(r, EXIT_NOMATCH, "--mig '3g.40gb': no MIG device of "
+                                        "that profile on this machine (its MIG profiles: %s)"
+                                        % have)
+            with self.subTest(cmd=cmd, what="too few"):
+                r = sim("a100-mig", cmd, "-n", "2", "--mig", "3g.20gb", *tail)
+                self.assertOneLineError(r, EXIT_NOMATCH, "need 2 MIG devices, 1 qualifies; MIG "
+                                        "profiles on this machine: %s" % have)
+        r = sim("dgx-a100", "select", "-n", "1", "--mig", "1g.10gb")
+        self.assertOneLineError(r, EXIT_NOMATCH, "(its MIG profiles: none)")
+
     def test_malformed_names(self):
         for p, why in (("1g.5gb+me+gfx", "attribute"), ("1g.5gb+me-gfx", "attribute"),
                        ("1g.5gb+", "empty attribute"), ("1g.5gb+me,me", "twice"),

@@ -437,6 +437,28 @@ class TestValues(GpuctlTestCase):
                 last = name
         self.assertEqual(len(re.findall(r"^# HELP ", body, re.M)), len(types))
 
+    def test_pool_label(self):
+        """gpuctl_gpu_info names each GPU's pool (docs/metrics.md): a configured pool's name,
+        "default" for the GPUs no pool lists (docs/config.md); the page still lints clean."""
+        tmp = tempfile.mkdtemp(prefix="gpuctl-exporter-pool-")
+        try:
+            conf = os.path.join(tmp, "pools.conf")
+            with open(conf, "w") as f:
+                f.write("[pool training]\ngpus = 0, 1\n[pool inference]\ngpus = 6\n")
+            with Exporter("dgx-a100", env={"GPUCTL_CONFIG": conf}) as ex:
+                body = ex.get()[2]
+            pools = {int(l["gpu"]): l["pool"] for l, _ in parse_metrics(body)["gpuctl_gpu_info"]}
+            self.assertEqual(pools, {0: "training", 1: "training", 2: "default", 3: "default",
+                                     4: "default", 5: "default", 6: "inference", 7: "default"})
+            if PROMTOOL:
+                rc, lines = promtool_problems(only_gpuctl_families(body))
+                self.assertEqual((rc, lines), (0, []))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        with Exporter("dgx-a100") as ex:
+            m = ex.metrics()
+        self.assertEqual({l["pool"] for l, _ in m["gpuctl_gpu_info"]}, {"default"})
+
     def test_changes_appear_after_an_interval(self):
         with Exporter("dgx-a100") as ex:
             ex.nvsim("set", "-i", "2", "temperature=77", "power.draw=123.456")

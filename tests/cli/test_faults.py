@@ -616,6 +616,25 @@ class NotARegularFile(FaultTestCase):
         r = self.gpuctl({"GPUCTL_CPUINFO": os.path.join(self.tmp.name, "missing")}, "topo")
         self.assertEqual(r.rc, 0, r)
 
+    def test_config(self):
+        """GPUCTL_CONFIG naming the null device is no configuration (docs/config.md, as
+        systemd's masks and git's GIT_CONFIG_GLOBAL=/dev/null; issue 25, item 9); every other
+        file that is not a regular one is still refused, a FIFO at once."""
+        null_link = os.path.join(self.tmp.name, "masked.conf")
+        os.symlink("/dev/null", null_link)
+        for path in ("/dev/null", null_link):
+            with self.subTest(path=path):
+                r = self.gpuctl({"GPUCTL_CONFIG": path}, "list")
+                self.assertEqual((r.rc, r.err), (0, ""), r)
+                r = self.gpuctl({"GPUCTL_CONFIG": path}, "info")
+                self.assertEqual(r.rc, 0, r)
+                self.assertIn("Configuration:        none (%s)" % path, r.out)
+                self.assertIn("Pools:                none", r.out)
+        for path in (self.fifo, self.tmp.name, "/dev/zero"):
+            with self.subTest(path=path):
+                r = self.gpuctl({"GPUCTL_CONFIG": path}, "list")
+                self.assertOneLineError(r, EXIT_FAILURE, path, "not a regular file")
+
 
 def hostile_scenarios():
     """(file name, bytes, what the nvsim line must name besides the file)."""

@@ -533,7 +533,7 @@ static void test_site(void **state)
 	assert_int_equal(gpuctl_site_open(f->ctx, NULL, NULL, 0, &site), 0);
 	assert_string_equal(gpuctl_site_lease_dir_path(site), scratch(f, "leases"));
 	assert_null(gpuctl_site_lease_dir(site));
-	(void)snprintf(want, sizeof(want), "%s/gpuctl-health.state", f->dir);
+	(void)snprintf(want, sizeof(want), "%s/leases-health.state", f->dir);
 	assert_string_equal(gpuctl_site_health_state_path(site), want);
 	gpuctl_site_free(site);
 	assert_int_equal(access(scratch(f, "leases"), F_OK), -1);
@@ -548,10 +548,24 @@ static void test_site(void **state)
 	                                  GPUCTL_SITE_NO_LEASES, &site),
 	                 0);
 	assert_string_equal(gpuctl_site_lease_dir_path(site), "/tmp/gpuctl-alloc-conf-dir");
-	assert_string_equal(gpuctl_site_health_state_path(site), "/tmp/gpuctl-health.state");
+	assert_string_equal(gpuctl_site_health_state_path(site),
+	                    "/tmp/gpuctl-alloc-conf-dir-health.state");
 	gpuctl_site_free(site);
 	assert_int_equal(gpuctl_site_open(f->ctx, NULL, "/x/y", GPUCTL_SITE_NO_LEASES, &site), 0);
 	assert_string_equal(gpuctl_site_lease_dir_path(site), "/x/y");
+	assert_string_equal(gpuctl_site_health_state_path(site), "/x/y-health.state");
+	gpuctl_site_free(site);
+	/* two lease directories in one parent keep two state files (issue 25); the default
+	 * directory's is /run/gpuctl-health.state, as docs/health.md says */
+	assert_int_equal(gpuctl_site_open(f->ctx, NULL, "/x/z/", GPUCTL_SITE_NO_LEASES, &site), 0);
+	assert_string_equal(gpuctl_site_health_state_path(site), "/x/z-health.state");
+	gpuctl_site_free(site);
+	assert_int_equal(
+	        gpuctl_site_open(f->ctx, NULL, "/run/gpuctl", GPUCTL_SITE_NO_LEASES, &site), 0);
+	assert_string_equal(gpuctl_site_health_state_path(site), "/run/gpuctl-health.state");
+	gpuctl_site_free(site);
+	assert_int_equal(gpuctl_site_open(f->ctx, NULL, "/", GPUCTL_SITE_NO_LEASES, &site), 0);
+	assert_string_equal(gpuctl_site_health_state_path(site), "/gpuctl-health.state");
 	gpuctl_site_free(site);
 	write_file(scratch(f, "bad.conf"), "busy_memory = lots\n");
 	assert_int_equal(gpuctl_site_open(f->ctx, scratch(f, "bad.conf"), NULL, 0, &site), -EINVAL);

@@ -553,6 +553,20 @@ static void test_load(void **state)
 	assert_int_equal(mkfifo(fifo, 0600), 0);
 	assert_int_equal(gpuctl_config_load(ctx, fifo, &cfg), -EPERM);
 	assert_ptr_equal(cfg, (struct gpuctl_config *)0x1);
+	assert_int_equal(gpuctl_config_load(ctx, "/dev/zero", &cfg), -EPERM);
+	assert_ptr_equal(cfg, (struct gpuctl_config *)0x1);
+	/* the null device, by its name or a symlink to it: no configuration (issue 25) */
+	assert_int_equal(symlink("/dev/null", link), 0);
+	for (int i = 0; i < 2; i++) {
+		cfg = NULL;
+		assert_int_equal(gpuctl_config_load(ctx, i ? link : "/dev/null", &cfg), 0);
+		assert_null(gpuctl_config_path(cfg));
+		assert_int_equal(gpuctl_config_file_owner(cfg, &uid, &mode), -ENOENT);
+		assert_int_equal(gpuctl_config_pool_count(cfg), 0);
+		gpuctl_config_free(cfg);
+	}
+	assert_int_equal(unlink(link), 0);
+	cfg = (struct gpuctl_config *)0x1;
 
 	/* a valid file: path, owner, mode */
 	write_file(path, "busy_utilization = 30\n[pool a]\ngpus = 1\n", 0640);

@@ -566,8 +566,16 @@ static void test_mig(void **state)
 	assert_int_equal(pick(snap, &req, got, NULL, err, sizeof(err)), -EINVAL);
 	req.mig_profile = "1g.99gb";
 	assert_int_equal(pick(snap, &req, got, NULL, err, sizeof(err)), -ENOSPC);
+	/* the profiles there are, as sim/scenarios/a100-mig.json has them (issue 25, item 9) */
 	assert_string_equal(err,
-	                    "mig_profile '1g.99gb': no MIG device of that profile on this machine");
+	                    "mig_profile '1g.99gb': no MIG device of that profile on this "
+	                    "machine (its MIG profiles: 1g.5gb (8), 3g.20gb (1), 2g.10gb (1))");
+	/* more devices of a profile than there are: the line ends with the profiles too */
+	req.mig_profile = "2g.10gb";
+	req.count = 2;
+	assert_int_equal(pick(snap, &req, got, NULL, err, sizeof(err)), -ENOSPC);
+	assert_string_equal(err, "need 2 MIG devices, 1 qualifies; MIG profiles on this machine: "
+	                         "1g.5gb (8), 3g.20gb (1), 2g.10gb (1)");
 	gpuctl_snapshot_free(snap);
 }
 

@@ -8,7 +8,10 @@
  * - No path: $GPUCTL_CONFIG, else GPUCTL_CONFIG_DEFAULT_PATH, whose absence is no error (an
  *   empty configuration); a file named by the caller or the environment must exist.
  * - Only a regular file is read, opened O_NONBLOCK so that a FIFO cannot hang us before fstat()
- *   refuses it; at most CONFIG_FILE_MAX bytes.
+ *   refuses it; at most CONFIG_FILE_MAX bytes. The one exception is the null device (character
+ *   device 1:3, /dev/null or a symlink to it, as systemd masks a unit and git takes
+ *   GIT_CONFIG_GLOBAL=/dev/null): it means "no configuration", the empty one a missing default
+ *   file gives (no path, no owner). Judged on the opened file (fstat), never by the name.
  * - Owner, mode, device and inode are those of the file as opened (fstat), not of the path
  *   looked up again, so the trust check and gpuctl_config_is_file judge the file that was read.
  */
@@ -19,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "config-internal.h"
@@ -66,6 +70,14 @@ int gpuctl_config_load(struct gpuctl_ctx *ctx, const char *path, struct gpuctl_c
 	if (fstat(fd, &st) < 0) {
 		r = -errno;
 		return ctx_error(ctx, r, "%s: cannot stat: %s", q, strerror(-r));
+	}
+	if (S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 && minor(st.st_rdev) == 3) {
+		/* the null device: no configuration */
+		r = gpuctl_config_parse(ctx, path, "", 0, &cfg);
+		if (r < 0)
+			return r;
+		*ret_cfg = TAKE_PTR(cfg);
+		return 0;
 	}
 	if (!S_ISREG(st.st_mode))
 		return ctx_error(ctx, -EPERM, "%s: not a regular file (%s)", q,

@@ -352,6 +352,45 @@ int select_resolve_ids(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *sna
 	return 0;
 }
 
+/* Appends the MIG profiles snap has, each with its count in order of first appearance
+ * ("1g.5gb (7), 3g.20gb (1)"), or "none", so that a --mig request that finds nothing says what
+ * there is (issue 25, item 9). */
+void select_mig_profiles(const struct gpuctl_snapshot *snap, char *buf, size_t size, size_t *len)
+{
+	struct {
+		const char *name;
+		unsigned n;
+	} seen[32];
+	size_t n_seen = 0, more = 0;
+
+	for (size_t g = 0; g < snap->n_gpus; g++) {
+		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(snap, g);
+
+		for (size_t k = 0; k < gpuctl_gpu_mig_count(gpu); k++) {
+			const char *p = gpuctl_mig_profile(gpuctl_gpu_mig(gpu, k));
+			size_t j = 0;
+
+			if (!p)
+				p = "unknown";
+			while (j < n_seen && strcmp(seen[j].name, p) != 0)
+				j++;
+			if (j < n_seen)
+				seen[j].n++;
+			else if (n_seen < sizeof(seen) / sizeof(seen[0])) {
+				seen[n_seen].name = p;
+				seen[n_seen++].n = 1;
+			} else
+				more++;
+		}
+	}
+	if (n_seen == 0)
+		msg_add(buf, size, len, "none");
+	for (size_t j = 0; j < n_seen; j++)
+		msg_add(buf, size, len, "%s%s (%u)", j ? ", " : "", seen[j].name, seen[j].n);
+	if (more)
+		msg_add(buf, size, len, " and %zu more", more);
+}
+
 /* Writes the -ENOSPC line. */
 int select_no_space(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
                     const struct gpuctl_select_request *req, const struct device *dev, size_t n_dev,
@@ -387,6 +426,10 @@ int select_no_space(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
 		/* the way out of an allocation the environment set, perhaps long ago in a shell */
 		if (r == R_WITHIN && !first)
 			msg_add(msg, sizeof(msg), &len, " (ignore_outer chooses among all GPUs)");
+	}
+	if (mig) {
+		msg_add(msg, sizeof(msg), &len, "; MIG profiles on this machine: ");
+		select_mig_profiles(snap, msg, sizeof(msg), &len);
 	}
 	return ctx_error(ctx, -ENOSPC, "%s", msg);
 }

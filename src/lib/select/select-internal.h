@@ -126,6 +126,8 @@ size_t select_filter(const struct gpuctl_snapshot *snap, const struct gpuctl_sel
                      size_t n_dev);
 /* Socket of every GPU (ret_socket: snap->n_gpus entries). */
 int select_sockets_of(const struct gpuctl_snapshot *snap, int *ret_socket);
+/* Appends to buf (size bytes, *len used) the MIG profiles snap has, with their counts. */
+void select_mig_profiles(const struct gpuctl_snapshot *snap, char *buf, size_t size, size_t *len);
 /* Writes the -ENOSPC line: which filter removed which device. */
 int select_no_space(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
                     const struct gpuctl_select_request *req, const struct device *dev, size_t n_dev,

@@ -290,11 +290,17 @@ int select_run(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
 	socket = calloc(snap->n_gpus ? snap->n_gpus : 1, sizeof(*socket));
 	if (r < 0 || !socket)
 		return ctx_error(ctx, -ENOMEM, "out of memory");
-	if (req.mig_profile && n_dev == 0 && req.count > 0)
+	if (req.mig_profile && n_dev == 0 && req.count > 0) {
+		char have[256];
+		size_t len = 0;
+
+		have[0] = '\0';
+		select_mig_profiles(snap, have, sizeof(have), &len);
 		return ctx_error(ctx, -ENOSPC,
 		                 "mig_profile '%.64s': no MIG device of that profile on "
-		                 "this machine",
-		                 req.mig_profile);
+		                 "this machine (its MIG profiles: %s)",
+		                 req.mig_profile, have);
+	}
 	kept = select_filter(snap, &req, only, excluded, opts && opts->avoid_warned, dev, n_dev);
 	if (kept < req.count)
 		return select_no_space(ctx, snap, &req, dev, n_dev, kept);
