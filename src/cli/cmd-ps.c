@@ -402,11 +402,34 @@ static void host_cells(const struct gpuctl_lease_owner *w, char *cpu, char *rss,
 	}
 }
 
+/* COMMAND in the table: at most this many characters, a longer command line its first
+ * PS_COMMAND_WIDTH - 3 and "..." (docs: README "gpuctl ps"); JSON keeps it whole. */
+#define PS_COMMAND_WIDTH 40
+
+/* cmd (UTF-8) into buf, cut to PS_COMMAND_WIDTH characters as above; never inside a
+ * character. */
+static void cut_command(const char *cmd, char *buf, size_t size)
+{
+	size_t chars = 0, i, keep = 0;
+
+	for (i = 0; cmd[i]; i++)
+		if (((unsigned char)cmd[i] & 0xC0) != 0x80) {
+			if (chars == PS_COMMAND_WIDTH - 3)
+				keep = i;
+			chars++;
+		}
+	if (chars <= PS_COMMAND_WIDTH)
+		snprintf(buf, size, "%s", cmd);
+	else
+		snprintf(buf, size, "%.*s...", (int)keep, cmd);
+}
+
 /* The cells of one line of the table that come from the holder and the row's notes. */
 struct holder_cells {
 	char user[48], pid[24], job[24], age[24], cpu[32], rss[32];
-	const char *command, *label; /* borrowed from the holder, or "-" */
-	char note[1024];             /* "" for none */
+	char command[PS_COMMAND_WIDTH * 4 + 1]; /* cut to PS_COMMAND_WIDTH characters */
+	const char *label;                      /* borrowed from the holder, or "-" */
+	char note[1024];                        /* "" for none */
 };
 
 /* The holder's cells: w's facts, "-" for what it lacks, or (w NULL) "unknown" as the user of a
@@ -435,7 +458,7 @@ static void holder_facts(const struct ps_row *row, const struct gpuctl_lease_own
 	if (w->job_pid)
 		snprintf(c->job, sizeof(c->job), "%" PRIu32, w->job_pid);
 	if (w->command && w->command[0])
-		c->command = w->command;
+		cut_command(w->command, c->command, sizeof(c->command));
 	if (w->label && w->label[0])
 		c->label = w->label;
 	format_age(lease_age_base(w), c->age, sizeof(c->age));
@@ -776,7 +799,9 @@ const struct cmd_entry cmd_ps_entry = {
                    "\n"
                    "One row per device (GPU, or GPU:MIG) that is leased (user, holder pid, job\n"
                    "pid, command, label, age), unusable or uninitialised (why), or busy with\n"
-                   "compute processes that belong to no lease (user:pid(memory)).\n",
+                   "compute processes that belong to no lease (user:pid(memory)). A COMMAND\n"
+                   "longer than 40 characters is cut to its first 37 and \"...\"; --format json\n"
+                   "keeps it whole.\n",
         .exec = cmd_ps_exec,
         .exits = CMD_EXITS_DRIVER | CMD_EXITS_BUSY | CMD_EXITS_HUNG,
 };

@@ -460,6 +460,25 @@ class HoldRelease(LeaseCase):
 
 
 class Ps(LeaseCase):
+    def test_long_command_is_cut_in_the_table_whole_in_json(self):
+        # README "gpuctl ps": a COMMAND over 40 characters is cut to its first 37 and "...", so
+        # the table stays readable; JSON keeps the whole command line.
+        argv = ["sh", "-c", "sleep 30; : " + "x" * 150 + " --and-a-very-long-option=" + "y" * 80]
+        whole = " ".join(argv)
+        p = subprocess.Popen([GPUCTL, "run", "-n", "1", "--", *argv], env=self.env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(lambda: (p.kill(), p.wait()))
+        ls = wait_until(lambda: [d for d in self.leased().values()
+                                 if d["owner"] and d["owner"]["job_pid"]])
+        self.assertTrue(ls, "the run's lease never showed up")
+        self.assertEqual(ls[0]["owner"]["command"], whole)
+        r = self.g("ps")
+        self.assertEqual(r.rc, 0, r)
+        row = r.out.splitlines()[1]
+        self.assertIn("  " + whole[:37] + "...  ", row)
+        self.assertNotIn(whole[:38], row)
+        self.assertLess(len(row), 200, r)
+
     def test_empty_and_all(self):
         doc = self.ps()
         self.assertEqual(doc["devices"], [])
