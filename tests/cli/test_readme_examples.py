@@ -157,17 +157,23 @@ def pattern(shown):
 STUB = "#!/bin/sh\necho \"stub: $(basename \"$0\") $*\"\n"
 
 
+def make_stubs(tmp):
+    """A folder in tmp of the jobs the examples start (python, docker) as STUB; its path."""
+    stubs = os.path.join(tmp, "stubs")
+    os.mkdir(stubs)
+    for name in ("python", "docker"):
+        p = os.path.join(stubs, name)
+        with open(p, "w") as f:
+            f.write(STUB)
+        os.chmod(p, 0o755)
+    return stubs
+
+
 class ReadmeExamples(GpuctlTestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="gpuctl-readme-ex-")
-        cls.stubs = os.path.join(cls.tmp, "stubs")
-        os.mkdir(cls.stubs)
-        for name in ("python", "docker"):
-            p = os.path.join(cls.stubs, name)
-            with open(p, "w") as f:
-                f.write(STUB)
-            os.chmod(p, 0o755)
+        cls.stubs = make_stubs(cls.tmp)
         config = next(b for b in blocks() if CONFIG_BLOCK in b[2])
         cls.config = os.path.join(cls.tmp, "gpuctl.conf")
         with open(cls.config, "w") as f:
@@ -392,13 +398,7 @@ class DocCommands(GpuctlTestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="gpuctl-doc-commands-")
-        cls.stubs = os.path.join(cls.tmp, "stubs")
-        os.mkdir(cls.stubs)
-        for name in ("python", "docker"):
-            p = os.path.join(cls.stubs, name)
-            with open(p, "w") as f:
-                f.write(STUB)
-            os.chmod(p, 0o755)
+        cls.stubs = make_stubs(cls.tmp)
         cls.commands = doc_commands()
 
     @classmethod
