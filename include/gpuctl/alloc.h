@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "decls.h"
 #include "context.h"
 #include "snapshot.h"
 #include "devices.h"
@@ -21,14 +22,8 @@
 #include "lease.h"
 #include "health.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-
 /* Exported: see gpuctl.h, "What these headers declare is libgpuctl's whole ABI". */
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+GPUCTL_BEGIN_DECLS
 
 /* ---- The allocation call (src/lib/alloc.c; docs/library.md) ---- */
 
@@ -160,12 +155,6 @@ const char *gpuctl_alloc_lease_dir_path(const struct gpuctl_alloc *alloc);
 /* The health report the choice respected, NULL with allow_unhealthy (owned by alloc). */
 const struct gpuctl_health_report *gpuctl_alloc_health(const struct gpuctl_alloc *alloc);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-
-#ifdef __cplusplus
-}
-#endif
+GPUCTL_END_DECLS
 
 #endif /* GPUCTL_ALLOC_H */

@@ -13,17 +13,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "decls.h"
 #include "context.h"
 #include "snapshot.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-
 /* Exported: see gpuctl.h, "What these headers declare is libgpuctl's whole ABI". */
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+GPUCTL_BEGIN_DECLS
 
 /* ---- Configuration (src/lib/config/; docs/config.md) ---- */
 
@@ -102,12 +97,6 @@ int gpuctl_config_pool_find(struct gpuctl_ctx *ctx, const struct gpuctl_config *
 int gpuctl_config_pool_allows(struct gpuctl_ctx *ctx, const struct gpuctl_config *cfg, size_t i,
                               uint32_t uid);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-
-#ifdef __cplusplus
-}
-#endif
+GPUCTL_END_DECLS
 
 #endif /* GPUCTL_CONFIG_H */

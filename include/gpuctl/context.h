@@ -12,14 +12,10 @@
 
 #include <stddef.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
+#include "decls.h"
 
 /* Exported: see gpuctl.h, "What these headers declare is libgpuctl's whole ABI". */
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+GPUCTL_BEGIN_DECLS
 
 /* ---- Context: the loaded NVML library, the last error message, the log hook ---- */
 
@@ -105,12 +101,6 @@ int gpuctl_nvml_call_in_flight(const struct gpuctl_ctx *ctx, struct gpuctl_nvml_
  * *ret_path (malloc'ed). -ENOENT when it is not found. Used by `gpuctl info`. */
 int gpuctl_library_locate(const char *soname, char **ret_path);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-
-#ifdef __cplusplus
-}
-#endif
+GPUCTL_END_DECLS
 
 #endif /* GPUCTL_CONTEXT_H */

@@ -13,17 +13,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "decls.h"
 #include "context.h"
 #include "snapshot.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-
 /* Exported: see gpuctl.h, "What these headers declare is libgpuctl's whole ABI". */
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+GPUCTL_BEGIN_DECLS
 
 /* ---- Choosing GPUs by id ---- */
 
@@ -128,12 +123,6 @@ int gpuctl_devset_cuda_ordinals(struct gpuctl_ctx *ctx, const struct gpuctl_snap
                                 const struct gpuctl_devset *set, const char *cuda_visible,
                                 const char *order, int *ret_ordinals);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-
-#ifdef __cplusplus
-}
-#endif
+GPUCTL_END_DECLS
 
 #endif /* GPUCTL_DEVICES_H */

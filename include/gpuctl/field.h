@@ -13,14 +13,10 @@
 #ifndef GPUCTL_FIELD_H
 #define GPUCTL_FIELD_H
 
-#ifdef __cplusplus
-extern "C" {
-#endif
+#include "decls.h"
 
 /* Exported: see gpuctl.h, "What these headers declare is libgpuctl's whole ABI". */
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+GPUCTL_BEGIN_DECLS
 
 /* ---- Per-GPU fields ---- */
 
@@ -163,12 +159,6 @@ const struct gpuctl_field_info *gpuctl_field_info(enum gpuctl_field id);
  * (case-insensitive). Returns the field id, or -EINVAL if name is unknown. */
 int gpuctl_field_lookup(const char *name);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-
-#ifdef __cplusplus
-}
-#endif
+GPUCTL_END_DECLS
 
 #endif /* GPUCTL_FIELD_H */

@@ -26,10 +26,11 @@
 #define GPUCTL_GPUCTL_H
 
 /* What these headers declare is libgpuctl's whole ABI: the library is compiled with
- * -fvisibility=hidden, and each header declares its functions under
- * `#pragma GCC visibility push(default)`, so these declarations alone decide what libgpuctl.so
- * exports and what stays global in the installed libgpuctl.a (docs/ARCHITECTURE.md, "Exported
- * names"). A declaration anywhere else (a private header of src/lib) stays hidden.
+ * -fvisibility=hidden, and each header declares its functions between GPUCTL_BEGIN_DECLS and
+ * GPUCTL_END_DECLS (decls.h: C linkage, `GCC visibility push(default)`), so these declarations
+ * alone decide what libgpuctl.so exports and what stays global in the installed libgpuctl.a
+ * (docs/ARCHITECTURE.md, "Exported names"). A declaration anywhere else (a private header of
+ * src/lib) stays hidden.
  *
  * The headers, lowest first (each includes those it needs):
  *   version.h    GPUCTL_VERSION_* and gpuctl_version()

@@ -13,18 +13,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "decls.h"
 #include "context.h"
 #include "snapshot.h"
 #include "field.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-
 /* Exported: see gpuctl.h, "What these headers declare is libgpuctl's whole ABI". */
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+GPUCTL_BEGIN_DECLS
 
 /* ---- Health (src/lib/health/: health.c, xid.c, kmsg.c; docs/health.md) ---- */
 
@@ -233,12 +228,6 @@ const struct gpuctl_health_finding *gpuctl_health_finding(const struct gpuctl_he
  * index out of range. */
 int gpuctl_health_verdict(const struct gpuctl_health_report *report, size_t gpu);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-
-#ifdef __cplusplus
-}
-#endif
+GPUCTL_END_DECLS
 
 #endif /* GPUCTL_HEALTH_H */

@@ -14,19 +14,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "decls.h"
 #include "context.h"
 #include "snapshot.h"
 #include "devices.h"
 #include "selection.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-
 /* Exported: see gpuctl.h, "What these headers declare is libgpuctl's whole ABI". */
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+GPUCTL_BEGIN_DECLS
 
 /* ---- Leases (src/lib/lease/lease*.c; docs/leases.md) ---- */
 
@@ -224,12 +219,6 @@ int gpuctl_lease_set_owner(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, u
 int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                          const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-
-#ifdef __cplusplus
-}
-#endif
+GPUCTL_END_DECLS
 
 #endif /* GPUCTL_LEASE_H */

@@ -14,18 +14,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "decls.h"
 #include "context.h"
 #include "snapshot.h"
 #include "devices.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-
 /* Exported: see gpuctl.h, "What these headers declare is libgpuctl's whole ABI". */
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+GPUCTL_BEGIN_DECLS
 
 /* ---- Sizes ---- */
 
@@ -122,12 +117,6 @@ struct gpuctl_select_score {
 int gpuctl_selection_score(const struct gpuctl_selection *sel, bool runner_up,
                            struct gpuctl_select_score *ret_score);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-
-#ifdef __cplusplus
-}
-#endif
+GPUCTL_END_DECLS
 
 #endif /* GPUCTL_SELECTION_H */

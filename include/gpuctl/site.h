@@ -10,20 +10,15 @@
 #ifndef GPUCTL_SITE_H
 #define GPUCTL_SITE_H
 
+#include "decls.h"
 #include "context.h"
 #include "snapshot.h"
 #include "config.h"
 #include "lease.h"
 #include "health.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-
 /* Exported: see gpuctl.h, "What these headers declare is libgpuctl's whole ABI". */
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+GPUCTL_BEGIN_DECLS
 
 /* ---- The site: configuration and lease directory (src/lib/site.c; docs/library.md) ---- */
 
@@ -91,12 +86,6 @@ int gpuctl_site_health(struct gpuctl_ctx *ctx, const struct gpuctl_site *site,
  * (docs/health.md, "One verdict"), so the verdict is the same whoever asks. */
 unsigned gpuctl_health_snapshot_flags(const char *state_path);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-
-#ifdef __cplusplus
-}
-#endif
+GPUCTL_END_DECLS
 
 #endif /* GPUCTL_SITE_H */

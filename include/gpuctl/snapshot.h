@@ -14,17 +14,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "decls.h"
 #include "context.h"
 #include "field.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-
 /* Exported: see gpuctl.h, "What these headers declare is libgpuctl's whole ABI". */
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+GPUCTL_BEGIN_DECLS
 
 /* ---- Snapshot ---- */
 
@@ -171,12 +166,6 @@ enum gpuctl_proc_engine {
 int gpuctl_proc_util(const struct gpuctl_proc *proc, enum gpuctl_proc_engine engine,
                      int *ret_percent);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-
-#ifdef __cplusplus
-}
-#endif
+GPUCTL_END_DECLS
 
 #endif /* GPUCTL_SNAPSHOT_H */

@@ -13,16 +13,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "decls.h"
 #include "snapshot.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-
 /* Exported: see gpuctl.h, "What these headers declare is libgpuctl's whole ABI". */
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+GPUCTL_BEGIN_DECLS
 
 /* ---- Pair facts (GPUCTL_SNAP_TOPOLOGY) ---- */
 
@@ -105,12 +100,6 @@ int gpuctl_snapshot_cpu(const struct gpuctl_snapshot *snap, struct gpuctl_cpu *r
  * or GPUs. */
 int gpuctl_snapshot_path_bandwidth(const struct gpuctl_snapshot *snap, int level, double *ret_gbps);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-
-#ifdef __cplusplus
-}
-#endif
+GPUCTL_END_DECLS
 
 #endif /* GPUCTL_TOPOLOGY_H */

@@ -9,14 +9,10 @@
 #ifndef GPUCTL_VERSION_H
 #define GPUCTL_VERSION_H
 
-#ifdef __cplusplus
-extern "C" {
-#endif
+#include "decls.h"
 
 /* Exported: see gpuctl.h, "What these headers declare is libgpuctl's whole ABI". */
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+GPUCTL_BEGIN_DECLS
 
 /* ---- Version ---- */
 
@@ -37,12 +33,6 @@ extern "C" {
  * is not NULL and returns "MAJOR.MINOR.PATCH" (static storage). Never fails; any thread. */
 const char *gpuctl_version(unsigned *ret_major, unsigned *ret_minor, unsigned *ret_patch);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-
-#ifdef __cplusplus
-}
-#endif
+GPUCTL_END_DECLS
 
 #endif /* GPUCTL_VERSION_H */

@@ -14,19 +14,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "decls.h"
 #include "context.h"
 #include "snapshot.h"
 #include "selection.h"
 #include "lease.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-
 /* Exported: see gpuctl.h, "What these headers declare is libgpuctl's whole ABI". */
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+GPUCTL_BEGIN_DECLS
 
 /* ---- Waiting for leases (src/lib/lease/lease-queue.c; docs/leases.md "Waiting") ---- */
 
@@ -90,12 +85,6 @@ void gpuctl_wait_list_free(struct gpuctl_wait_list *list);
 size_t gpuctl_wait_list_count(const struct gpuctl_wait_list *list);
 const struct gpuctl_wait_entry *gpuctl_wait_list_get(const struct gpuctl_wait_list *list, size_t i);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-
-#ifdef __cplusplus
-}
-#endif
+GPUCTL_END_DECLS
 
 #endif /* GPUCTL_WAIT_H */
