@@ -24,7 +24,8 @@ static int lookup(enum nss_key key, uid_t uid, const char *name, void *ret_ent, 
 {
 	_cleanup_free_ char *buf = NULL;
 	size_t size = NSS_BUF_START;
-	void *res = NULL;
+	struct passwd *pw = NULL; /* the lookups' own result pointers, each of its type */
+	struct group *gr = NULL;
 	int r;
 
 	for (;;) {
@@ -33,18 +34,18 @@ static int lookup(enum nss_key key, uid_t uid, const char *name, void *ret_ent, 
 		if (!buf)
 			return -ENOMEM;
 		if (key == BY_UID)
-			r = getpwuid_r(uid, ret_ent, buf, size, (struct passwd **)&res);
+			r = getpwuid_r(uid, ret_ent, buf, size, &pw);
 		else if (key == BY_USER_NAME)
-			r = getpwnam_r(name, ret_ent, buf, size, (struct passwd **)&res);
+			r = getpwnam_r(name, ret_ent, buf, size, &pw);
 		else
-			r = getgrnam_r(name, ret_ent, buf, size, (struct group **)&res);
+			r = getgrnam_r(name, ret_ent, buf, size, &gr);
 		if (r != ERANGE || size >= NSS_BUF_MAX)
 			break;
 		size *= 2;
 	}
 	if (r != 0)
 		return -r;
-	if (!res)
+	if (!pw && !gr)
 		return -ENOENT;
 	*ret_buf = TAKE_PTR(buf);
 	return 0;
