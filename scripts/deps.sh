@@ -26,7 +26,10 @@ contrib_pkgs="nvtop gpustat python3-pynvml libnvidia-ml1"
 # git: scripts/format-check.sh lists the C files with git ls-files (a clone copied to a machine
 # without git has none: make fresh-check found it); python3-venv: `python3 -m venv` with the pip
 # Debian bundles, for the pip installs of python/tests/test_pip_install.py
-test_pkgs="git libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest python3-venv prometheus tmux slurmctld slurmd slurm-client munge $contrib_pkgs"
+# podman runc busybox-static: the real container of tests/cli/test_real_workloads.py (issue 26):
+# rootful podman with runc and the cgroupfs manager, on an image `podman import`ed from a busybox
+# tar the test builds, in a scratch storage of its own (no registry, no network, no daemon)
+test_pkgs="git libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest python3-venv prometheus tmux slurmctld slurmd slurm-client munge podman runc busybox-static $contrib_pkgs"
 # wrk: the HTTP load generator of the exporter benchmark (50 concurrent scrapers)
 bench_pkgs="python3 wrk"
 # The Debian packages (debian/, docs/packaging.md) and their test: dpkg-buildpackage (dpkg-dev)

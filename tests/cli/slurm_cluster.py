@@ -9,6 +9,8 @@ scratch directory with NVIDIA's major number 195 and the GPU's minor number; slu
 scenario's CPU topology through hwloc's HWLOC_FSROOT on the tree `nvsim exec --sysfs` writes
 (HWLOC_THISSYSTEM=0, and the x86 CPUID backend off so the host's caches do not mix in).
 """
+import collections
+import json
 import os
 import pwd
 import re
@@ -19,11 +21,13 @@ import subprocess
 import tempfile
 import time
 
+from containers import cgroup_hierarchies, remove_cgroups
 from gpuctl_test import GPUCTL, NVSIM, SRC, BUILD, EMPTY_CONFIG
 
 NVSIM_LOAD = os.path.join(BUILD, "bin", "nvsim-load")
 NVIDIA_MAJOR = 195  # /dev/nvidiaN's major number (NVIDIA's driver README, "Device files")
 HWLOC_ENV = {"HWLOC_THISSYSTEM": "0", "HWLOC_COMPONENTS": "-x86"}
+Step = collections.namedtuple("Step", "job step pid")
 
 
 def free_port():
@@ -74,10 +78,17 @@ class Cluster:
     node_cpus: (sockets, cores_per_socket, threads_per_core) of the slurm.conf node line."""
 
     def __init__(self, machine, root, gres_conf, gres, node_cpus, health=False,
-                 extra_conf=""):
+                 extra_conf="", cgroup=False):
         self.m = machine
         self.root = root
         self.procs = []
+        self.steps = []
+        self.cgroup = cgroup
+        # cgroup=True: slurmd's own cgroup layout (cgroup_conf()); the /slurm directories it
+        # makes in the hierarchies that did not have one are removed by stop()
+        self.new_cgroups = [d for h in cgroup_hierarchies() for d in
+                            (os.path.join(h, "slurm"), os.path.join(h, "slurm_localhost"))
+                            if not os.path.exists(d)] if cgroup else []
         self.conf = os.path.join(root, "slurm.conf")
         self.env = dict(os.environ)
         self.env.update(machine.env)
@@ -130,7 +141,8 @@ class Cluster:
             "SlurmdPidFile=" + os.path.join(self.root, "slurmd.pid"),
             "SlurmctldLogFile=" + os.path.join(self.root, "slurmctld.log"),
             "SlurmdLogFile=" + os.path.join(self.root, "slurmd.log"),
-            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
+            "ProctrackType=proctrack/" + ("cgroup" if self.cgroup else "linuxproc"),
+            "TaskPlugin=task/" + ("cgroup" if self.cgroup else "none"),
             "JobAcctGatherType=jobacct_gather/none",
             "AccountingStorageType=accounting_storage/none", "MpiDefault=none",
             "MailProg=/bin/true", "SelectType=select/cons_tres",
@@ -147,6 +159,8 @@ class Cluster:
                   "PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP"]
         with open(self.conf, "w") as f:
             f.write("\n".join(lines) + "\n")
+        if self.cgroup:
+            self._cgroup_conf()
         self._spawn(["slurmctld", "-D", "-f", self.conf], "slurmctld")
         denv = dict(self.env)
         denv.update(HWLOC_ENV)
@@ -155,6 +169,47 @@ class Cluster:
         # inval: registered with less than slurm.conf says (gres/gpu count lower)
         wait_for(lambda: self.node_state() in ("idle", "drain", "drng", "drained", "inval"), 60,
                  "the node to come up (slurmd.log: %s)" % self.log("slurmd")[-2000:])
+
+    def _cgroup_conf(self):
+        """cgroup.conf beside slurm.conf (Slurm reads it from slurm.conf's directory): the
+        cgroup/v1 plugin of Slurm 22.05 on the v1 controllers at /sys/fs/cgroup. With
+        proctrack/cgroup and task/cgroup each step's processes go to
+        /slurm/uid_U/job_J/step_S in the freezer, cpuset, memory hierarchies it uses
+        (Slurm's cgroup.conf(5) and "Cgroups Guide")."""
+        with open(os.path.join(self.root, "cgroup.conf"), "w") as f:
+            f.write("CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\n"
+                    "ConstrainCores=no\nConstrainRAMSpace=yes\nConstrainDevices=no\n")
+
+    def start_step(self, name="gpuctl-step", command=("sleep", "600")):
+        """Starts `srun -J name command` in the background and waits until its task runs;
+        returns Step(job, step, pid) from squeue's step list and `scontrol listpids` (the
+        step's own task, not slurmstepd). stop() cancels it."""
+        p = self._spawn(["srun", "-N1", "-n1", "-J", name, *command], "srun-" + name)
+        self.steps.append(p)
+
+        def listed():
+            r = self.run(["squeue", "-h", "-s", "-n", name, "-o", "%i"], timeout=20)
+            ids = [ln for ln in r.stdout.split() if re.fullmatch(r"\d+\.\d+", ln)]
+            if not ids or p.poll() is not None:
+                return p.poll() is not None and "exited"
+            job, step = (int(x) for x in ids[0].split("."))
+            r = self.run(["scontrol", "listpids", "%d.%d" % (job, step)], timeout=20)
+            for ln in r.stdout.splitlines()[1:]:
+                f = ln.split()
+                pid = int(f[0])
+                try:
+                    with open("/proc/%d/comm" % pid) as c:
+                        if c.read().strip() == os.path.basename(command[0]):
+                            return Step(job, step, pid)
+                except OSError:
+                    pass
+            return None
+
+        got = wait_for(listed, 60, "the step's task (srun: %s)" % self.log("slurmd")[-2000:])
+        if got == "exited":
+            with open(os.path.join(self.root, "srun-" + name + ".out")) as f:
+                raise AssertionError("srun exited %s: %s" % (p.returncode, f.read()))
+        return got
 
     def _health_wrapper(self):
         """slurmd runs its HealthCheckProgram as root with only SLURMD_NODENAME and PWD: no
@@ -180,6 +235,14 @@ class Cluster:
         return p
 
     def stop(self):
+        if self.steps and any(p.poll() is None for name, p in self.procs if name == "slurmctld"):
+            self.run(["scancel", "--full", "--user", "root"], timeout=20)
+            for p in self.steps:
+                try:
+                    p.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    pass
+        self.steps = []
         for name, p in reversed(self.procs):
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -189,6 +252,8 @@ class Cluster:
                     p.kill()
                     p.wait(timeout=10)
         self.procs = []
+        remove_cgroups(self.new_cgroups)
+        self.new_cgroups = []
 
     def log(self, name):
         try:
@@ -214,3 +279,26 @@ class Cluster:
 
     def srun(self, *args, timeout=120):
         return self.run(["srun", "-N1", "-n1", *args], timeout=timeout)
+
+
+# (sockets, cores per socket, threads per core) of pcie-8gpu as its scenario declares them
+CGROUP_SCENARIO, CGROUP_CPUS = "pcie-8gpu", (2, 32, 2)
+
+
+def cgroup_cluster(test):
+    """For a unittest.TestCase: a simulated pcie-8gpu, gpuctl's gres.conf for it, and a Slurm
+    with proctrack/cgroup and task/cgroup (Cluster(cgroup=True)); everything, the steps and the
+    cgroup directories included, is removed by the test's cleanup even when it fails.
+    start_step() on the result gives Step(job, step, pid)."""
+    root = tempfile.mkdtemp(prefix="gpuctl-slurm-cg-")
+    test.addCleanup(shutil.rmtree, root, True)
+    os.chmod(root, 0o755)
+    m = Machine(root, CGROUP_SCENARIO)
+    args = [GPUCTL, "slurm", "gres", "--node", "localhost", "--dev-dir", os.path.join(root, "dev")]
+    env = {**os.environ, **m.env}
+    text = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60, check=True)
+    info = subprocess.run(args + ["--format", "json"], env=env, capture_output=True, text=True,
+                          timeout=60, check=True)
+    c = Cluster(m, root, text.stdout, json.loads(info.stdout)["gres"], CGROUP_CPUS, cgroup=True)
+    test.addCleanup(c.stop)
+    return c
