@@ -35,6 +35,7 @@
  * The headers, lowest first (each includes those it needs):
  *   version.h    GPUCTL_VERSION_* and gpuctl_version()
  *   context.h    the context: NVML loading, error messages, the log hook, the call in flight
+ *   workload.h   who a process works for: Slurm step, pod, container, unit, session
  *   field.h      enum gpuctl_field: every per-GPU fact, and each field's metadata
  *   snapshot.h   taking and refreshing snapshots; GPUs, MIG devices, compute processes
  *   topology.h   pair facts (PCIe level, NVLink, P2P, bandwidth) and the host CPU
@@ -48,6 +49,7 @@
  *   alloc.h      gpuctl_alloc(): the one call `gpuctl select` and `gpuctl run` make */
 #include "version.h"
 #include "context.h"
+#include "workload.h"
 #include "field.h"
 #include "snapshot.h"
 #include "topology.h"

@@ -12,7 +12,8 @@
  * - What a form cannot express is -EINVAL with a message, never a silently different device.
  * - A CUDA form is one process's CUDA_VISIBLE_DEVICES: never more MIG devices than CUDA uses
  *   (cuda-mig.c).
- * - JSON is written here with its own escaper (utf8.h): src/lib does not link jansson.
+ * - JSON is written here with its own escaper (utf8.h): jansson is for workload/ alone (it reads
+ *   the container runtimes' state files).
  */
 #include <ctype.h>
 #include <errno.h>
