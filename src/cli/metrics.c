@@ -414,7 +414,8 @@ static const struct gpuctl_workload *gpu_holder(const struct metrics_input *in,
 		        in->workload_userdata, gpuctl_proc_pid(gpuctl_gpu_proc(g, k)));
 		if (!w || !same_workload(h ? h : w, w))
 			return NULL;
-		h = w;
+		if (!h)
+			h = w; /* the first process's: its label names the step of a Slurm job */
 	}
 	return h;
 }

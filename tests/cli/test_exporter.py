@@ -299,6 +299,9 @@ class TestPromtool(GpuctlTestCase):
 # A pod name anyone could give (the API server refuses most of it, a runtime's state does not):
 # ESC, newline, quote, backslash, and 300 bytes in all.
 HOSTILE = ("\x1b[31mevil\n\"pod\"\\" + "x" * 300)[:300]
+# What a scrape must show of it: ESC as '?' (docs/metrics.md), the rest unescaped by the parser,
+# cut to the library's GPUCTL_WORKLOAD_NAME_MAX, 253 bytes (include/gpuctl/workload.h).
+HOSTILE_SHOWN = ("?" + HOSTILE[1:])[:253]
 
 
 @unittest.skipUnless(PROMTOOL, "promtool (Debian package prometheus) not installed")
@@ -319,6 +322,7 @@ class TestWorkloadLabels(GpuctlTestCase):
         pod, _, _ = self.layouts.pod("trainer-7", "ml", "main")
         job = self.layouts.slurm_v1(4242, "0")
         bad, _, _ = self.layouts.pod(HOSTILE, "ns", "c")
+        other, _, _ = self.layouts.pod("other", "ml", "main")
         bare = subprocess.Popen(["sleep", "600"])
         self.addCleanup(lambda: (bare.kill(), bare.wait(10)))
         env = {"GPUCTL_WORKLOAD_ROOT": self.layouts.root}
@@ -327,7 +331,7 @@ class TestWorkloadLabels(GpuctlTestCase):
             ex.nvsim("proc", "add", "--pid", str(job.pid), "-i", "1", "--mem", "2GiB")
             ex.nvsim("proc", "add", "--pid", str(bad.pid), "-i", "2", "--mem", "2GiB")
             # GPU 3: a pod's process and one in no workload: no one holds it
-            ex.nvsim("proc", "add", "--pid", str(pod.pid), "-i", "3", "--mem", "1GiB")
+            ex.nvsim("proc", "add", "--pid", str(other.pid), "-i", "3", "--mem", "1GiB")
             ex.nvsim("proc", "add", "--pid", str(bare.pid), "-i", "3", "--mem", "1GiB")
             m = ex.wait_for(lambda m: len(m.get("gpuctl_process_memory_used_bytes", [])) == 5,
                             "five processes")
@@ -337,18 +341,18 @@ class TestWorkloadLabels(GpuctlTestCase):
                  for g, l in util.items()}
         self.assertEqual(extra[0], {"pod": "trainer-7", "namespace": "ml", "container": "main"})
         self.assertEqual(extra[1], {"hpc_job": "4242"})
-        self.assertEqual(extra[2], {"pod": HOSTILE, "namespace": "ns", "container": "c"})
+        self.assertEqual(extra[2], {"pod": HOSTILE_SHOWN, "namespace": "ns", "container": "c"})
         for g in range(3, 8):
             self.assertEqual(extra[g], {}, g)
         info = {int(l["gpu"]): (l["kind"], l.get("pod"), l.get("hpc_job"))
                 for l, _ in m["gpuctl_gpu_workload_info"]}
         self.assertEqual(info, {0: ("pod", "trainer-7", None), 1: ("slurm", None, "4242"),
-                                2: ("pod", HOSTILE, None)})
+                                2: ("pod", HOSTILE_SHOWN, None)})
         procs = {(int(l["gpu"]), int(l["pid"])): l
                  for l, _ in m["gpuctl_process_memory_used_bytes"]}
         self.assertEqual(procs[(0, pod.pid)]["workload_kind"], "pod")
         self.assertEqual(procs[(0, pod.pid)]["workload"], "pod ml/trainer-7/main")
-        self.assertEqual(procs[(3, pod.pid)]["pod"], "trainer-7")
+        self.assertEqual(procs[(3, other.pid)]["pod"], "other")
         self.assertEqual(procs[(1, job.pid)]["workload_kind"], "slurm")
         self.assertEqual(procs[(1, job.pid)]["hpc_job"], "4242")
         self.assertEqual(procs[(3, bare.pid)]["workload_kind"], "bare")
@@ -359,10 +363,10 @@ class TestWorkloadLabels(GpuctlTestCase):
         TestPromtool.check(self, body)
 
     def test_process_cap(self):
-        pod, _, _ = self.layouts.pod("trainer-7", "ml", "main")
+        sleeps = [self.layouts.slurm_v1(4243, str(i)) for i in range(4)]
         with Exporter("dgx-a100", args=["--max-processes", "2"]) as ex:
-            for i in range(4):
-                ex.nvsim("proc", "add", "--pid", str(pod.pid), "-i", str(i), "--mem", "1GiB")
+            for i, p in enumerate(sleeps):
+                ex.nvsim("proc", "add", "--pid", str(p.pid), "-i", str(i), "--mem", "1GiB")
             m = ex.wait_for(lambda m: sum(v for _, v in m["gpuctl_gpu_processes"]) == 4,
                             "four processes")
         self.assertEqual(sorted(int(l["gpu"]) for l, _ in m["gpuctl_process_memory_used_bytes"]),

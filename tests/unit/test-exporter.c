@@ -357,8 +357,10 @@ static void has_line(const char *page, const char *line)
 	char *want = malloc(n);
 	assert_non_null(want);
 	snprintf(want, n, "\n%s\n", line);
-	if (!strstr(page, want))
-		fail_msg("missing line: %s\npage:\n%s", line, page);
+	if (!strstr(page, want)) {
+		fprintf(stderr, "page:\n%s\n", page);
+		fail_msg("missing line: %s", line);
+	}
 	free(want);
 }
 
@@ -453,12 +455,12 @@ static void test_workload_hostile_names(void **state)
 	size_t w = 0;
 
 	/* "\x1b[31m" "a\nb" "\"q\"" "\\" "\xff\xfe" then 'x' up to 300 bytes */
-	memcpy(name, "\x1b[31ma\nb\"q\"\\\xff\xfe", 15);
-	memset(name + 15, 'x', 285);
+	memcpy(name, "\x1b[31ma\nb\"q\"\\\xff\xfe", 14);
+	memset(name + 14, 'x', 286);
 	name[300] = '\0';
 	w += (size_t)snprintf(want, sizeof(want), "?[31ma\\nb\\\"q\\\"\\\\??");
-	memset(want + w, 'x', 285);
-	want[w + 285] = '\0';
+	memset(want + w, 'x', 286);
+	want[w + 286] = '\0';
 	struct fake_workload t[] = {
 	        {100,
 	         {.kind = GPUCTL_WORKLOAD_POD,
