@@ -19,6 +19,10 @@
  *   series are left out, not served with their old values: Prometheus would record those with
  *   the scrape's time, as if just measured, where a series gone from a scrape is marked stale
  *   (docs/metrics.md, "A hung driver").
+ * - Workloads: one cache (gpuctl_workloads_*) for the exporter's life, on the main thread,
+ *   which looks each process up while it renders a sample's page and sweeps the cache once
+ *   after: the cache is not thread-safe, and the sampler's thread stays for NVML alone. A
+ *   process asked for before costs no /proc read; a scrape reads nothing (docs/metrics.md).
  * - Memory: malloc_trim() after each sample keeps the heap from holding on to freed connection
  *   pools and old pages (the one arena: exporter-http.c).
  * - A sample refreshes the previous one (gpuctl_snapshot_refresh: the exported and health

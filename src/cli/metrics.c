@@ -13,6 +13,13 @@
  * - A lost GPU keeps gpuctl_gpu_info and gpuctl_gpu_lost 1; its other series disappear.
  * - Every family is written in one block (the format requires it), in a fixed order, so two
  *   renderings of the same machine are byte-identical.
+ * - Workloads (docs/metrics.md, "Workloads"): a GPU all of whose processes belong to one pod or
+ *   one Slurm job gets dcgm-exporter's pod/namespace/container or hpc_job labels on its DCGM
+ *   series; every kind of holder is one gpuctl_gpu_workload_info series instead, so the DCGM
+ *   series do not multiply with each unit or container. The renderer asks the caller for each
+ *   process's workload (metrics_input.workload_of) and reads no file itself.
+ * - Per-process series are capped (max_processes, first by GPU index) and what the cap left
+ *   out is a gauge, so a page's size is bounded however many processes a machine runs.
  */
 #include <errno.h>
 #include <inttypes.h>
