@@ -119,8 +119,6 @@ void cli_usage(FILE *f)
 	      "  GPUCTL_HEALTH_STATE  health's state file (default: the lease directory's path\n"
 	      "                       followed by -health.state, /run/gpuctl-health.state)\n"
 	      "  GPUCTL_EXPORTER_TIMEOUT  exporter: idle timeout of a connection, s (default 10)\n"
-	      "  GPUCTL_WORKLOAD_ROOT the root under which a container runtime's state is read\n"
-	      "                       for names (default /; docs/workloads.md)\n"
 	      "  GPUCTL_SYSFS         the sysfs slurm gres reads the CPU topology from (default "
 	      "/sys)\n"
 	      "  GPUCTL_CPUINFO       the cpuinfo the bandwidth model reads the CPU from (default\n"
