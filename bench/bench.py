@@ -234,6 +234,13 @@ def main():
         import nvml_coverage
         lines += nvml_coverage.section(build)
 
+    # Workload attribution: files read per refresh by one cache with 1,000 GPU processes, and
+    # `gpuctl ps` with them (bench/workload_bench.py; two builds: run it with --old).
+    if not a.scenario:
+        sys.path.insert(0, HERE)
+        import workload_bench
+        lines += workload_bench.section(build)
+
     # What was written by hand survives a new run: the reading of the numbers (from "## Reading
     # the table" on) and, within the generated sections, the measurements `make bench` does not
     # take (marked blocks, put back at the end of their section).

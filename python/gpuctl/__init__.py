@@ -8,7 +8,8 @@ call, gpuctl_alloc (docs/library.md).
     gpuctl.use(1, min_free_mem="10GiB")   # before torch/tensorflow touch CUDA
     import torch                          # sees only the leased GPU, as cuda:0
 
-Functions: devices(), topology(), health(), select(), lease(), use(), release(), each().
+Functions: devices(), topology(), health(), select(), lease(), use(), release(), each(),
+workload().
 Exceptions: Error (base, .errno), NoDeviceError, LockBusyError, DriverError, RequestError (a
 ValueError).
 The library is $GPUCTL_LIBRARY, else the copy a wheel of the build bundles (gpuctl/
@@ -20,7 +21,7 @@ from __future__ import annotations
 from . import _lib, _model
 from ._errors import DriverError, Error, LockBusyError, NoDeviceError, RequestError
 from ._lease import Lease, lease, release, use
-from ._model import Device, Finding, GpuHealth, Link, MigDevice, Process
+from ._model import Device, Finding, GpuHealth, Link, MigDevice, Process, Workload
 from ._request import FILTERS, check_keywords
 
 TYPE_CHECKING = False
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = ["devices", "topology", "health", "select", "lease", "use", "release", "each",
-           "Device", "MigDevice", "Process", "Link", "Finding", "GpuHealth", "Lease", "Error",
+           "workload", "Device", "MigDevice", "Process", "Workload", "Link", "Finding", "GpuHealth", "Lease", "Error",
            "NoDeviceError", "LockBusyError", "DriverError", "RequestError"]
 
 
@@ -88,14 +89,34 @@ def devices(*, config: str | None = None) -> list[Device]:
         snap = _snapshot(c, _lib.SNAP_PROCESSES | _lib.SNAP_MIG | _lib.SNAP_HEALTH
                          | _lib.SNAP_TOPOLOGY, None)
         rep = None
+        wls = None
         try:
             rep = _judged(c, snap, config)
             n = L.gpuctl_snapshot_gpu_count(snap)
             names = _model.verdicts(L, rep, n)
-            return [_model.device(L, snap, i, names) for i in range(n)]
+            wls = _model.Workloads(c)
+            return [_model.device(L, snap, i, names, wls) for i in range(n)]
         finally:
+            if wls is not None:
+                wls.close()
             L.gpuctl_health_report_free(rep)
             L.gpuctl_snapshot_free(snap)
+
+
+def workload(pid: int) -> Workload:
+    """Who process pid works for: its Slurm job step, Kubernetes pod, container, systemd unit or
+    login session (Workload; docs/workloads.md), read from /proc/PID/cgroup and /proc/PID/status
+    and, for pod and container names, the runtime's local state (no network call). A process
+    that is gone or hidden is kind "unknown". Needs no driver. Raises RequestError for pid 0
+    or a pid out of range."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid <= 0xFFFFFFFF:
+        raise RequestError(22, "pid %r: not a process id" % (pid,))
+    with _lib.Context() as c:
+        wls = _model.Workloads(c)
+        try:
+            return wls.get(pid)
+        finally:
+            wls.close()
 
 
 def topology() -> list[Link]:

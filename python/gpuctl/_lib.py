@@ -70,6 +70,10 @@ ALLOC_LEASE = 2
 
 HEALTH_OK, HEALTH_WARN, HEALTH_FAIL = 0, 1, 2
 
+# enum gpuctl_workload_kind (include/gpuctl/workload.h); the names come from the library
+WORKLOAD_UNKNOWN, WORKLOAD_BARE, WORKLOAD_SLURM, WORKLOAD_POD = 0, 1, 2, 3
+WORKLOAD_CONTAINER, WORKLOAD_UNIT, WORKLOAD_SESSION = 4, 5, 6
+
 # nvidia-smi topo -p2p's abbreviations of NVML's P2P status values (as `gpuctl topo` prints).
 P2P_CODES = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DR", 5: "NS"}
 
@@ -157,12 +161,38 @@ class FieldInfo(ctypes.Structure):
     ]
 
 
+class Workload(ctypes.Structure):
+    """struct gpuctl_workload: read through the library's pointer only, never allocated here
+    (it grows at its end)."""
+    _fields_ = [
+        ("kind", c_int),
+        ("pid", c_uint32),
+        ("ns_pid", c_uint32),
+        ("uid", c_uint32),
+        ("cgroup", c_char_p),
+        ("runtime", c_char_p),
+        ("id", c_char_p),
+        ("name", c_char_p),
+        ("pod_namespace", c_char_p),
+        ("pod_uid", c_char_p),
+        ("container", c_char_p),
+        ("slurm_job", c_uint32),
+        ("slurm_step", c_char_p),
+        ("slurm_array_job", c_uint32),
+        ("slurm_array_task", c_uint32),
+        ("unit_uid", c_uint32),
+        ("label", c_char_p),
+        ("truncated", c_bool),
+    ]
+
+
 STRUCTS = {
     "gpuctl_alloc_request": AllocRequest,
     "gpuctl_link": Link,
     "gpuctl_health_finding": HealthFinding,
     "gpuctl_xid_info": XidInfo,
     "gpuctl_field_info": FieldInfo,
+    "gpuctl_workload": Workload,
 }
 
 # ---- the functions used: name -> (restype, argtypes) ----
@@ -197,6 +227,13 @@ FUNCTIONS = {
     "gpuctl_proc_uid": (c_int, [c_void_p, P(c_uint32)]),
     "gpuctl_proc_user": (c_char_p, [c_void_p]),
     "gpuctl_proc_command": (c_char_p, [c_void_p]),
+    # workloads (one cache per public call: gpuctl._model.Workloads)
+    "gpuctl_workloads_new": (c_int, [c_void_p, P(c_void_p)]),
+    "gpuctl_workloads_free": (None, [c_void_p]),
+    "gpuctl_workloads_get": (c_int, [c_void_p, c_void_p, c_uint32, c_uint64, P(P(Workload))]),
+    "gpuctl_workloads_sweep": (c_size_t, [c_void_p]),
+    "gpuctl_workloads_files_read": (c_uint64, [c_void_p]),
+    "gpuctl_workload_kind_name": (c_char_p, [c_int]),
     # pair facts
     "gpuctl_snapshot_link": (c_int, [c_void_p, c_size_t, c_size_t, P(Link)]),
     "gpuctl_topo_level_code": (c_char_p, [c_int]),

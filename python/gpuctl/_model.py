@@ -1,5 +1,6 @@
-"""The objects the package returns (Device, MigDevice, Process, Link, Finding, GpuHealth) and
-their making from the library's snapshots, pair facts and health reports.
+"""The objects the package returns (Device, MigDevice, Process, Workload, Link, Finding,
+GpuHealth) and their making from the library's snapshots, pair facts, workloads and health
+reports.
 
 Decisions:
 - Plain Python values copied out of a snapshot while it lives: nothing returned points into C
@@ -92,6 +93,95 @@ class _Identified(_Record):
         return hash(self.uuid)
 
 
+_NO_ID = 0xFFFFFFFF  # the header's UINT32_MAX: a uid that is not known
+
+
+class Workload:
+    """Who a process works for (docs/workloads.md): its Slurm job step, Kubernetes pod,
+    container, systemd unit or login session, as the library read it from /proc/PID/cgroup,
+    /proc/PID/status and the runtime's local state. Every field of struct gpuctl_workload, in
+    snake_case; a value the library does not know is None. It informs; it grants nothing:
+    anyone can name a container or unit anything (names are bounded to 253 bytes, and bytes
+    that are not UTF-8 are replaced)."""
+    kind: str
+    pid: int
+    ns_pid: int | None
+    uid: int | None
+    cgroup: str | None
+    runtime: str | None
+    id: str | None
+    name: str | None
+    pod_namespace: str | None
+    pod_uid: str | None
+    container: str | None
+    slurm_job: int | None
+    slurm_step: str | None
+    slurm_array_job: int | None
+    slurm_array_task: int | None
+    unit_uid: int | None
+    label: str
+    truncated: bool
+    __slots__ = ("kind", "pid", "ns_pid", "uid", "cgroup", "runtime", "id", "name",
+                 "pod_namespace", "pod_uid", "container", "slurm_job", "slurm_step",
+                 "slurm_array_job", "slurm_array_task", "unit_uid", "label", "truncated")
+
+    def __init__(self, w: "_lib.Workload") -> None:
+        """A copy of the library's struct (nothing here points into C memory)."""
+        slurm = w.kind == _lib.WORKLOAD_SLURM
+        #: "unknown", "bare", "slurm", "pod", "container", "unit" or "session"
+        self.kind = text(_lib.lib().gpuctl_workload_kind_name(w.kind)) or "unknown"
+        self.pid = w.pid                                          #: host PID (as NVML's)
+        self.ns_pid = w.ns_pid or None     #: PID in its innermost PID namespace (NSpid)
+        self.uid = None if w.uid == _NO_ID else w.uid             #: real uid
+        self.cgroup = text(w.cgroup)       #: the cgroup path that decided the kind
+        self.runtime = text(w.runtime)     #: pod, container: "docker", "podman", "containerd", ...
+        self.id = text(w.id)               #: pod, container: the container id
+        self.name = text(w.name)           #: container, pod, unit or session scope name
+        self.pod_namespace = text(w.pod_namespace)  #: pod: its namespace
+        self.pod_uid = text(w.pod_uid)              #: pod: its uid
+        self.container = text(w.container)          #: pod: the container's name in it
+        self.slurm_job = w.slurm_job if slurm else None    #: slurm: the job id
+        self.slurm_step = text(w.slurm_step)  #: slurm: "0", "batch", ...; None: in no step
+        #: slurm: the array's job id, None when the job is not an array task
+        self.slurm_array_job = w.slurm_array_job if slurm and w.slurm_array_job else None
+        #: slurm: the array task id, None when the job is not an array task
+        self.slurm_array_task = w.slurm_array_task if self.slurm_array_job else None
+        #: unit, session: the user whose manager or session it is; None for the system's
+        self.unit_uid = (w.unit_uid if w.kind in (_lib.WORKLOAD_UNIT, _lib.WORKLOAD_SESSION)
+                         and w.unit_uid != _NO_ID else None)
+        self.label = text(w.label) or "?"  #: the short form `gpuctl ps` shows: "slurm 4242.0"
+        self.truncated = bool(w.truncated)  #: a name was cut at 253 bytes
+
+    def __repr__(self) -> str:
+        return "Workload(kind=%r, label=%r, pid=%d)" % (self.kind, self.label, self.pid)
+
+
+class Workloads:
+    """A library workload cache for one public call (gpuctl_workloads_*): each PID read once."""
+    __slots__ = ("c", "wls", "_memo")
+
+    def __init__(self, c) -> None:
+        self.c = c
+        p = ctypes.c_void_p()
+        c.check(c.lib.gpuctl_workloads_new(c.ctx, ctypes.byref(p)))
+        self.wls = p.value
+        self._memo: dict[int, Workload] = {}
+
+    def get(self, pid: int) -> Workload:
+        """The workload of pid (a process that cannot be read is kind "unknown")."""
+        w = self._memo.get(pid)
+        if w is None:
+            ptr = ctypes.POINTER(_lib.Workload)()
+            self.c.check(self.c.lib.gpuctl_workloads_get(self.c.ctx, self.wls, pid, 0,
+                                                         ctypes.byref(ptr)))
+            w = self._memo[pid] = Workload(ptr.contents)
+        return w
+
+    def close(self) -> None:
+        self.c.lib.gpuctl_workloads_free(self.wls)
+        self.wls = None
+
+
 class Process:
     """A compute process on a GPU (or MIG device), as NVML reports it."""
     pid: int
@@ -99,32 +189,37 @@ class Process:
     uid: int | None
     user: str | None
     command: str | None
-    __slots__ = ("pid", "used_memory", "uid", "user", "command")
+    workload: Workload | None
+    __slots__ = ("pid", "used_memory", "uid", "user", "command", "workload")
 
     def __init__(self, pid: int, used_memory: int | None, uid: int | None, user: str | None,
-                 command: str | None) -> None:
+                 command: str | None, workload: Workload | None = None) -> None:
         self.pid = pid                  #: process id
         self.used_memory = used_memory  #: bytes of GPU memory, None when the driver hides it
         self.uid = uid                  #: owner's uid, None when unknown
         self.user = user                #: owner's name (or uid in decimal), None when unknown
         self.command = command          #: argv[0] without directories, None when unknown
+        self.workload = workload        #: who it works for (Workload); None if not looked up
 
     def __repr__(self) -> str:
-        return "Process(pid=%d, user=%r, command=%r, used_memory=%r)" % (
-            self.pid, self.user, self.command, self.used_memory)
+        return "Process(pid=%d, user=%r, command=%r, used_memory=%r, workload=%r)" % (
+            self.pid, self.user, self.command, self.used_memory,
+            self.workload.label if self.workload else None)
 
 
-def _processes(L, gpu) -> tuple:
+def _processes(L, gpu, workloads: Workloads | None = None) -> tuple:
     out = []
     mem = ctypes.c_int64()
     uid = ctypes.c_uint32()
     for i in range(L.gpuctl_gpu_proc_count(gpu)):
         p = L.gpuctl_gpu_proc(gpu, i)
+        pid = L.gpuctl_proc_pid(p)
         out.append(Process(
-            L.gpuctl_proc_pid(p),
+            pid,
             mem.value if L.gpuctl_proc_used_memory(p, ctypes.byref(mem)) == 0 else None,
             uid.value if L.gpuctl_proc_uid(p, ctypes.byref(uid)) == 0 else None,
-            text(L.gpuctl_proc_user(p)), text(L.gpuctl_proc_command(p))))
+            text(L.gpuctl_proc_user(p)), text(L.gpuctl_proc_command(p)),
+            workloads.get(pid) if workloads else None))
     return tuple(out)
 
 
@@ -210,8 +305,10 @@ def _mig(L, snap, gpu, m: int, parent: Device) -> MigDevice:
                      memory_used=get(_lib.MIG_MEMORY_USED), parent=parent)
 
 
-def device(L, snap, i: int, verdicts: list | None) -> Device:
-    """Device i of a snapshot, with its verdict from verdicts (None: not judged)."""
+def device(L, snap, i: int, verdicts: list | None,
+           workloads: Workloads | None = None) -> Device:
+    """Device i of a snapshot, with its verdict from verdicts (None: not judged) and each
+    process's workload from workloads (None: not looked up)."""
     gpu = L.gpuctl_snapshot_gpu(snap, i)
     f = _fields(L, gpu)
     power = f.get("power_draw")
@@ -222,7 +319,7 @@ def device(L, snap, i: int, verdicts: list | None) -> Device:
                temperature=f.get("temperature_gpu"),
                power=None if power is None else power / 1000.0,
                numa_node=f.get("numa_node"), lost=bool(L.gpuctl_gpu_lost(gpu)),
-               health=verdicts[i] if verdicts else None, processes=_processes(L, gpu),
+               health=verdicts[i] if verdicts else None, processes=_processes(L, gpu, workloads),
                fields=f)
     d.mig_devices = tuple(_mig(L, snap, gpu, m, d) for m in range(L.gpuctl_gpu_mig_count(gpu)))
     return d

@@ -29,6 +29,10 @@ CONSTANTS = {
     "ALLOC_LEASE": "GPUCTL_ALLOC_LEASE", "HEALTH_OK": "GPUCTL_HEALTH_OK",
     "HEALTH_WARN": "GPUCTL_HEALTH_WARN", "HEALTH_FAIL": "GPUCTL_HEALTH_FAIL",
     "FU_BOOL": "GPUCTL_FU_BOOL", "FU_YESNO": "GPUCTL_FU_YESNO",
+    "WORKLOAD_UNKNOWN": "GPUCTL_WORKLOAD_UNKNOWN", "WORKLOAD_BARE": "GPUCTL_WORKLOAD_BARE",
+    "WORKLOAD_SLURM": "GPUCTL_WORKLOAD_SLURM", "WORKLOAD_POD": "GPUCTL_WORKLOAD_POD",
+    "WORKLOAD_CONTAINER": "GPUCTL_WORKLOAD_CONTAINER", "WORKLOAD_UNIT": "GPUCTL_WORKLOAD_UNIT",
+    "WORKLOAD_SESSION": "GPUCTL_WORKLOAD_SESSION",
 }
 P2P = {"GPUCTL_P2P_OK": "OK", "GPUCTL_P2P_CHIPSET_NOT_SUPPORTED": "CNS",
        "GPUCTL_P2P_GPU_NOT_SUPPORTED": "GNS", "GPUCTL_P2P_TOPOLOGY_NOT_SUPPORTED": "TNS",
@@ -86,17 +90,26 @@ def test_struct_layouts_and_constants_match_the_header(tmp_path):
     assert {facts["constants"][k]: v for k, v in P2P.items()} == _lib.P2P_CODES
 
 
-def test_every_alloc_request_field_is_mirrored(tmp_path):
-    # the header's struct, field by field, from the header's text: nothing the mirror lacks
-    h = header_text()
-    body = h[h.index("struct gpuctl_alloc_request {"):]
+def header_fields(h, struct):
+    """The field names of a struct, in order, from the header's text."""
+    body = h[h.index("struct %s {" % struct):]
     body = body[:body.index("};")]
     names = []
     for line in body.split("\n")[1:]:
         code = line.split("/*")[0].strip()
         if code.endswith(";"):
             names.append(code.rstrip(";").split()[-1].lstrip("*"))
-    assert names == STRUCTS["gpuctl_alloc_request"]
+    return names
+
+
+def test_every_alloc_request_field_is_mirrored(tmp_path):
+    # the header's struct, field by field, from the header's text: nothing the mirror lacks
+    assert header_fields(header_text(), "gpuctl_alloc_request") == STRUCTS["gpuctl_alloc_request"]
+
+
+def test_every_workload_field_is_mirrored():
+    # and struct gpuctl_workload, which the package reads through the library's pointer
+    assert header_fields(header_text(), "gpuctl_workload") == STRUCTS["gpuctl_workload"]
 
 
 def test_the_library_fills_and_checks_the_request():

@@ -43,6 +43,7 @@ EXPECT = {
         ("environment", ["-n", "1", "--min-free-mem", "4GiB"]),
     ],
     "python/README.md": [("environment", ["-n", "1", "--min-free-mem", "10GiB"]),
+                         ("workload", ["-n", "1"]),
                          ("restored", ["-n", "1"])],
     "docs/library.md": [("restored", ["-n", "2", "--min-free-mem", "20GiB"])],
 }
@@ -118,6 +119,11 @@ def test_block_runs_as_written(sim, tmp_path, rel, line, code):
     elif kind == "failover":  # the job saw the two GPUs that passed the probe, GPU 0 not
         assert [(e["call"], e["cuda"]) for e in log] == [("train.py", want)], where
         assert m.uuids[0] not in want
+    elif kind == "workload":  # its own process's kind and label; no GPU process to list
+        assert log == [], where
+        [line] = r.stdout.splitlines()
+        assert line.split()[0] in ("unknown", "bare", "slurm", "pod", "container", "unit",
+                                   "session"), where
     elif kind == "restored":
         assert log == [], where
         assert r.stdout.splitlines()[-2:] == ["LEASE=" + ",".join(want), "CVD=<unset>"], where

@@ -19,6 +19,10 @@
  *   series are left out, not served with their old values: Prometheus would record those with
  *   the scrape's time, as if just measured, where a series gone from a scrape is marked stale
  *   (docs/metrics.md, "A hung driver").
+ * - Workloads: one cache (gpuctl_workloads_*) for the exporter's life, on the main thread,
+ *   which looks each process up while it renders a sample's page and sweeps the cache once
+ *   after: the cache is not thread-safe, and the sampler's thread stays for NVML alone. A
+ *   process asked for before costs no /proc read; a scrape reads nothing (docs/metrics.md).
  * - Memory: malloc_trim() after each sample keeps the heap from holding on to freed connection
  *   pools and old pages (the one arena: exporter-http.c).
  * - A sample refreshes the previous one (gpuctl_snapshot_refresh: the exported and health
@@ -71,12 +75,14 @@ enum {
 	OPT_LISTEN = 0x100,
 	OPT_INTERVAL,
 	OPT_LEASE_DIR,
+	OPT_MAX_PROCESSES,
 };
 
 static const struct option exporter_options[] = {
         {"listen", required_argument, NULL, OPT_LISTEN},
         {"interval", required_argument, NULL, OPT_INTERVAL},
         {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
+        {"max-processes", required_argument, NULL, OPT_MAX_PROCESSES},
         CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
@@ -430,21 +436,52 @@ static void sampling_fields(struct sampling *s)
 
 /* ---- publishing (on the main thread) ---- */
 
-/* Publishes a sample's page; *ret_stats gets its counters (for the overdue pages after it). */
-static int publish_sample(struct exporter_http *http, const struct exporter_sample *x,
-                          const char *hostname, struct metrics_stats *ret_stats)
+/* What the main thread keeps to make each sample into a page. */
+struct publishing {
+	struct exporter_http *http;
+	const char *hostname;         /* the Hostname label */
+	size_t max_processes;         /* --max-processes */
+	struct gpuctl_ctx *ctx;       /* the main thread's context, for the workloads (no NVML) */
+	struct gpuctl_workloads *wls; /* the one workload cache, for the exporter's life */
+};
+
+/* metrics_workload_fn over the cache: with no start time, a process asked for before costs no
+ * /proc read (gpuctl_workloads_get). */
+static const struct gpuctl_workload *workload_of(void *userdata, uint32_t pid)
+{
+	struct publishing *p = userdata;
+	const struct gpuctl_workload *w = NULL;
+
+	if (gpuctl_workloads_get(p->ctx, p->wls, pid, 0, &w) < 0)
+		return NULL;
+	return w;
+}
+
+/* Publishes a sample's page; *ret_stats gets its counters (for the overdue pages after it).
+ * The workloads are looked up here, on the main thread, while the page is rendered, and the
+ * cache is swept after it: once per sample, forgetting the processes that ended (a failed
+ * sample, which has no processes, keeps the cache as it is). */
+static int publish_sample(struct publishing *pub, const struct exporter_sample *x,
+                          struct metrics_stats *ret_stats)
 {
 	struct metrics_input in = {.snap = x->snap,
 	                           .leases = x->leases,
-	                           .hostname = hostname,
+	                           .hostname = pub->hostname,
 	                           .stats = &x->stats,
 	                           .health = x->health,
 	                           .pool_of = x->pool_of,
 	                           .xids = x->xids,
-	                           .n_xids = x->n_xids};
+	                           .n_xids = x->n_xids,
+	                           .workload_of = pub->wls ? workload_of : NULL,
+	                           .workload_userdata = pub,
+	                           .max_processes = pub->max_processes};
+	int r;
 
 	*ret_stats = x->stats;
-	return exporter_http_publish(http, &in, false);
+	r = exporter_http_publish(pub->http, &in, false);
+	if (pub->wls && x->snap)
+		(void)gpuctl_workloads_sweep(pub->wls);
+	return r;
 }
 
 /* While the latest sample is overdue: the exporter's own metrics only, with
@@ -463,9 +500,8 @@ static int publish_overdue(struct exporter_http *http, const struct metrics_stat
 
 /* Serves until SIGINT or SIGTERM (blocked in every thread, taken here): each new sample's
  * page, and while the sampler is overdue an overdue page every interval. */
-static void serve(struct exporter_http *http, struct sampler *smp, uint64_t seq,
-                  const struct metrics_stats *first, double interval, const char *hostname,
-                  const sigset_t *stop)
+static void serve(struct publishing *pub, struct sampler *smp, uint64_t seq,
+                  const struct metrics_stats *first, double interval, const sigset_t *stop)
 {
 	struct metrics_stats last = *first;
 	bool overdue = false;
@@ -484,7 +520,7 @@ static void serve(struct exporter_http *http, struct sampler *smp, uint64_t seq,
 			if (overdue)
 				cli_error("exporter: NVML answering again");
 			overdue = false;
-			if (!m->data || publish_sample(http, m->data, hostname, &last) < 0)
+			if (!m->data || publish_sample(pub, m->data, &last) < 0)
 				cli_error("exporter: out of memory rendering the metrics (serving "
 				          "the previous page)");
 #ifdef __GLIBC__
@@ -504,7 +540,7 @@ static void serve(struct exporter_http *http, struct sampler *smp, uint64_t seq,
 			          silent);
 		overdue = true;
 		again = now + interval;
-		if (publish_overdue(http, &last, silent, hostname) < 0)
+		if (publish_overdue(pub->http, &last, silent, pub->hostname) < 0)
 			cli_error("exporter: out of memory rendering the metrics");
 	}
 }
@@ -517,6 +553,7 @@ struct exporter_args {
 	double interval;         /* --interval: seconds between samples */
 	const char *lease_dir;   /* --lease-dir, NULL: the site's */
 	unsigned timeout;        /* GPUCTL_EXPORTER_TIMEOUT: a connection's idle timeout, s */
+	size_t max_processes;    /* --max-processes */
 };
 
 /* The options (and GPUCTL_EXPORTER_TIMEOUT) into a: CMD_GO_ON, or the exit status to
@@ -546,6 +583,17 @@ static int parse_options(int argc, char **argv, struct exporter_args *a)
 				                       "--lease-dir: empty path");
 			a->lease_dir = optarg;
 			break;
+		case OPT_MAX_PROCESSES: {
+			unsigned long v;
+			if (parse_uint(optarg, 0, METRICS_MAX_MAX_PROCESSES, &v) < 0)
+				return cmd_usage_error(
+				        &cmd_exporter_entry,
+				        "--max-processes: '%s' is not a number from 0 "
+				        "to %d",
+				        optarg, METRICS_MAX_MAX_PROCESSES);
+			a->max_processes = (size_t)v;
+			break;
+		}
 		case 'h':
 			cmd_usage(&cmd_exporter_entry, stdout);
 			return CLI_EXIT_OK;
@@ -598,9 +646,8 @@ static int start_sampler(struct cli *cli, struct sampling *s, double interval,
 
 /* Publishes the first sample's page, starts the server and serves until SIGINT or SIGTERM:
  * the exit status (0 also when a signal came before the first sample). */
-static int publish_and_serve(struct cli *cli, const struct exporter_args *a,
-                             struct exporter_http *http, struct sampler *smp, const char *hostname,
-                             const sigset_t *stop)
+static int publish_and_serve(struct cli *cli, const struct exporter_args *a, struct publishing *pub,
+                             struct sampler *smp, const sigset_t *stop)
 {
 	const struct sampler_sample *m = NULL;
 	struct metrics_stats first;
@@ -617,25 +664,38 @@ static int publish_and_serve(struct cli *cli, const struct exporter_args *a,
 		return status;
 	}
 	seq = m->seq;
-	r = publish_sample(http, x, hostname, &first);
+	r = publish_sample(pub, x, &first);
 	sampler_put(m);
 	if (r < 0) {
 		cli_error("exporter: out of memory");
 		return CLI_EXIT_FAILURE;
 	}
-	status = exporter_http_serve(http, a->timeout);
+	status = exporter_http_serve(pub->http, a->timeout);
 	if (status)
 		return status;
 	if (cli->verbose)
 		cli_error("exporter: serving http://%s/metrics, sampling every %gs", a->listen_text,
 		          a->interval);
-	serve(http, smp, seq, &first, a->interval, hostname, stop);
+	serve(pub, smp, seq, &first, a->interval, stop);
 	return CLI_EXIT_OK;
+}
+
+/* The main thread's context and the workload cache; without them the page has no workload
+ * labels (said once). */
+static void open_workloads(struct cli *cli, struct publishing *pub)
+{
+	if (cli_context_new(cli, &pub->ctx) != 0)
+		return;
+	if (gpuctl_workloads_new(pub->ctx, &pub->wls) < 0) {
+		cli_error("exporter: no workload labels: %s", gpuctl_errmsg(pub->ctx));
+		pub->wls = NULL;
+	}
 }
 
 static int run_exporter(struct cli *cli, const struct exporter_args *a)
 {
 	_cleanup_(exporter_http_freep) struct exporter_http *http = NULL;
+	struct publishing pub = {.max_processes = a->max_processes};
 	struct sampling s = {.first = true};
 	struct sampler *smp = NULL;
 	char hostname[256]; /* the Hostname label */
@@ -671,7 +731,12 @@ static int run_exporter(struct cli *cli, const struct exporter_args *a)
 	status = start_sampler(cli, &s, a->interval, &smp);
 	if (status)
 		return status;
-	status = publish_and_serve(cli, a, http, smp, hostname, &stop);
+	pub.http = http;
+	pub.hostname = hostname;
+	open_workloads(cli, &pub);
+	status = publish_and_serve(cli, a, &pub, smp, &stop);
+	gpuctl_workloads_free(pub.wls);
+	gpuctl_ctx_free(pub.ctx);
 
 	/* the server first (the port closes at once); a sample hung in NVML is not waited for:
 	 * the process ends without it */
@@ -685,7 +750,8 @@ static int run_exporter(struct cli *cli, const struct exporter_args *a)
 static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 {
 	struct exporter_args a = {.listen_text = LISTEN_DEFAULT,
-	                          .interval = EXPORTER_DEFAULT_INTERVAL};
+	                          .interval = EXPORTER_DEFAULT_INTERVAL,
+	                          .max_processes = METRICS_DEFAULT_MAX_PROCESSES};
 	int status = parse_options(argc, argv, &a);
 
 	return status != CMD_GO_ON ? status : run_exporter(cli, &a);
@@ -695,7 +761,8 @@ const struct cmd_entry cmd_exporter_entry = {
         .name = "exporter",
         .long_options = exporter_options,
         .short_options = "+:h",
-        .usage = "[--listen ADDR:PORT] [--interval SECONDS] [--lease-dir DIR]",
+        .usage = "[--listen ADDR:PORT] [--interval SECONDS] [--lease-dir DIR] "
+                 "[--max-processes N]",
         .summary = "serve GPU metrics to Prometheus (dcgm-exporter names, plus leases)",
         .options = "  --listen ADDR:PORT   where to serve: :PORT (every address), IPV4:PORT,\n"
                    "                       [IPV6]:PORT or HOST:PORT (default " LISTEN_DEFAULT ")\n"
@@ -704,6 +771,9 @@ const struct cmd_entry cmd_exporter_entry = {
                    "  --lease-dir DIR      the lease directory (default $GPUCTL_LEASE_DIR,\n"
                    "                       else the configuration's lease_dir, else\n"
                    "                       /run/gpuctl); a missing one: no lease metrics\n"
+                   "  --max-processes N    per-process series for at most N processes, 0 to\n"
+                   "                       100000 (default 100); the others are counted in\n"
+                   "                       gpuctl_exporter_processes_dropped\n"
                    "  -h, --help           print this help\n"
                    "\n"
                    "Paths: /metrics (Prometheus text format 0.0.4; docs/metrics.md), / (a\n"

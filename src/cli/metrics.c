@@ -13,6 +13,13 @@
  * - A lost GPU keeps gpuctl_gpu_info and gpuctl_gpu_lost 1; its other series disappear.
  * - Every family is written in one block (the format requires it), in a fixed order, so two
  *   renderings of the same machine are byte-identical.
+ * - Workloads (docs/metrics.md, "Workloads"): a GPU all of whose processes belong to one pod or
+ *   one Slurm job gets dcgm-exporter's pod/namespace/container or hpc_job labels on its DCGM
+ *   series; every kind of holder is one gpuctl_gpu_workload_info series instead, so the DCGM
+ *   series do not multiply with each unit or container. The renderer asks the caller for each
+ *   process's workload (metrics_input.workload_of) and reads no file itself.
+ * - Per-process series are capped (max_processes, first by GPU index) and what the cap left
+ *   out is a gauge, so a page's size is bounded however many processes a machine runs.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -264,11 +271,29 @@ static void value_scaled(struct textbuf *b, int64_t v, enum metric_scale scale)
 
 /* The per-GPU pieces every series needs, computed once per rendering. */
 struct gpu_labels {
-	char index[24];   /* "3" */
-	const char *uuid; /* "" when unknown */
+	char index[24];                       /* "3" */
+	const char *uuid;                     /* "" when unknown */
+	const struct gpuctl_workload *holder; /* the one workload on the GPU, or NULL */
 };
 
-/* dcgm-exporter's identity labels of GPU i, without braces. */
+/* dcgm-exporter's labels for a workload (its internal/pkg/transformation/const.go:
+ * podAttribute "pod", namespaceAttribute "namespace", containerAttribute "container",
+ * hpcJobAttribute "hpc_job"), each with a leading comma; none for other kinds. */
+static void workload_dcgm_labels(struct textbuf *b, const struct gpuctl_workload *w)
+{
+	char job[16];
+
+	if (w && w->kind == GPUCTL_WORKLOAD_POD) {
+		label(b, false, "pod", w->name);
+		label(b, false, "namespace", w->pod_namespace);
+		label(b, false, "container", w->container);
+	} else if (w && w->kind == GPUCTL_WORKLOAD_SLURM) {
+		snprintf(job, sizeof(job), "%" PRIu32, w->slurm_job);
+		label(b, false, "hpc_job", job);
+	}
+}
+
+/* dcgm-exporter's identity labels of GPU i, without braces, and its holder's labels. */
 static void dcgm_labels(struct textbuf *b, const struct metrics_input *in,
                         const struct gpu_labels *gl, const struct gpuctl_gpu *g)
 {
@@ -280,6 +305,7 @@ static void dcgm_labels(struct textbuf *b, const struct metrics_input *in,
 	label(b, false, "device", device);
 	label(b, false, "modelName", gpuctl_gpu_str(g, GPUCTL_F_NAME));
 	label(b, false, "Hostname", in->hostname);
+	workload_dcgm_labels(b, gl->holder);
 }
 
 static void gpuctl_labels(struct textbuf *b, const struct gpu_labels *gl)
@@ -353,8 +379,169 @@ static bool proc_seen(const struct gpuctl_gpu *g, size_t k)
 	return false;
 }
 
-static void render_procs(struct textbuf *b, const struct metrics_input *in,
-                         const struct gpu_labels *gl, size_t ngpu)
+static bool same_str(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* Whether two workloads are one: the same kind and identity (a Slurm job, whatever its step; a
+ * pod's container; a container; a unit or session of one user). Unknown and bare processes are
+ * never one workload. */
+static bool same_workload(const struct gpuctl_workload *a, const struct gpuctl_workload *b)
+{
+	if (a->kind != b->kind)
+		return false;
+	switch (a->kind) {
+	case GPUCTL_WORKLOAD_SLURM:
+		return a->slurm_job == b->slurm_job;
+	case GPUCTL_WORKLOAD_POD:
+		return same_str(a->pod_uid, b->pod_uid) && same_str(a->container, b->container) &&
+		       same_str(a->name, b->name) && same_str(a->pod_namespace, b->pod_namespace);
+	case GPUCTL_WORKLOAD_CONTAINER:
+		return same_str(a->runtime, b->runtime) && same_str(a->id, b->id);
+	case GPUCTL_WORKLOAD_UNIT:
+	case GPUCTL_WORKLOAD_SESSION:
+		return a->unit_uid == b->unit_uid && same_str(a->name, b->name);
+	default:
+		return false;
+	}
+}
+
+/* The one workload every compute process of g belongs to, NULL when there are none, they
+ * belong to several, or one is unknown or bare. */
+static const struct gpuctl_workload *gpu_holder(const struct metrics_input *in,
+                                                const struct gpuctl_gpu *g)
+{
+	const struct gpuctl_workload *h = NULL;
+
+	if (!in->workload_of || gpuctl_gpu_lost(g))
+		return NULL;
+	for (size_t k = 0; k < gpuctl_gpu_proc_count(g); k++) {
+		const struct gpuctl_workload *w = in->workload_of(
+		        in->workload_userdata, gpuctl_proc_pid(gpuctl_gpu_proc(g, k)));
+		if (!w || !same_workload(h ? h : w, w))
+			return NULL;
+		if (!h)
+			h = w; /* the first process's: its label names the step of a Slurm job */
+	}
+	return h;
+}
+
+static void render_holders(struct textbuf *b, const struct gpu_labels *gl, size_t ngpu)
+{
+	bool started = false;
+
+	for (size_t i = 0; i < ngpu; i++) {
+		const struct gpuctl_workload *w = gl[i].holder;
+		if (!w)
+			continue;
+		if (!started)
+			family(b, "gpuctl_gpu_workload_info", "gauge",
+			       "The one workload all compute processes of the GPU belong to (value "
+			       "1): "
+			       "its kind, its short form, and dcgm-exporter's pod, namespace, "
+			       "container or hpc_job labels.");
+		started = true;
+		textbuf_puts(b, "gpuctl_gpu_workload_info{");
+		gpuctl_labels(b, &gl[i]);
+		label(b, false, "kind", gpuctl_workload_kind_name(w->kind));
+		label(b, false, "workload", w->label);
+		workload_dcgm_labels(b, w);
+		value_int(b, 1);
+	}
+}
+
+/* The labels of process p on GPU gl, without braces. */
+static void proc_labels(struct textbuf *b, const struct metrics_input *in,
+                        const struct gpu_labels *gl, const struct gpuctl_proc *p)
+{
+	uint32_t gi, ci;
+	char pid[16], sgi[16] = "", sci[16] = "";
+	const struct gpuctl_workload *w =
+	        in->workload_of ? in->workload_of(in->workload_userdata, gpuctl_proc_pid(p)) : NULL;
+
+	if (gpuctl_proc_mig(p, &gi, &ci) >= 0) {
+		snprintf(sgi, sizeof(sgi), "%" PRIu32, gi);
+		snprintf(sci, sizeof(sci), "%" PRIu32, ci);
+	}
+	snprintf(pid, sizeof(pid), "%" PRIu32, gpuctl_proc_pid(p));
+	gpuctl_labels(b, gl);
+	label(b, false, "pid", pid);
+	label(b, false, "user", gpuctl_proc_user(p));
+	label(b, false, "command", gpuctl_proc_command(p));
+	label(b, false, "gpu_instance", sgi);
+	label(b, false, "compute_instance", sci);
+	if (!in->workload_of)
+		return;
+	label(b, false, "workload_kind",
+	      gpuctl_workload_kind_name(w ? w->kind : GPUCTL_WORKLOAD_UNKNOWN));
+	label(b, false, "workload", w ? w->label : "?");
+	workload_dcgm_labels(b, w);
+}
+
+/* The per-process families: one series per process of a GPU (a process on two MIG devices of
+ * it counts twice), the first max_processes in GPU then driver order; a family's rows for
+ * processes it has no value for are skipped, but the cap counts processes, not rows. */
+static const struct {
+	const char *name, *help;
+	int engine; /* enum gpuctl_proc_engine, or -1 for the memory */
+} proc_families[] = {
+        {"gpuctl_process_memory_used_bytes",
+         "GPU memory used by a compute process (bytes); gpu_instance and compute_instance name "
+         "its MIG device, if any; workload_kind and workload its workload (docs/workloads.md).",
+         -1},
+        {"gpuctl_process_sm_utilization_ratio",
+         "A compute process's share of the GPU's SM time in the driver's latest sample (0 to 1).",
+         GPUCTL_PROC_SM},
+};
+
+/* Renders the per-process families; returns how many processes the cap left out. */
+static size_t render_proc_series(struct textbuf *b, const struct metrics_input *in,
+                                 const struct gpu_labels *gl, size_t ngpu)
+{
+	size_t seen = 0;
+
+	for (size_t f = 0; f < sizeof(proc_families) / sizeof(proc_families[0]); f++) {
+		bool started = false;
+		seen = 0;
+		for (size_t i = 0; i < ngpu; i++) {
+			const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(in->snap, i);
+			if (gpuctl_gpu_lost(g))
+				continue;
+			for (size_t k = 0; k < gpuctl_gpu_proc_count(g); k++) {
+				const struct gpuctl_proc *p = gpuctl_gpu_proc(g, k);
+				int64_t v;
+				int pct;
+				if (proc_seen(g, k) || seen++ >= in->max_processes)
+					continue;
+				if (proc_families[f].engine < 0
+				            ? gpuctl_proc_used_memory(p, &v) < 0
+				            : gpuctl_proc_util(
+				                      p,
+				                      (enum gpuctl_proc_engine)proc_families[f]
+				                              .engine,
+				                      &pct) < 0)
+					continue;
+				if (!started)
+					family(b, proc_families[f].name, "gauge",
+					       proc_families[f].help);
+				started = true;
+				textbuf_printf(b, "%s{", proc_families[f].name);
+				proc_labels(b, in, &gl[i], p);
+				if (proc_families[f].engine < 0)
+					value_int(b, v);
+				else
+					textbuf_printf(b, "} %d.%02d\n", pct / 100, pct % 100);
+			}
+		}
+	}
+	return seen > in->max_processes ? seen - in->max_processes : 0;
+}
+
+/* gpuctl_gpu_processes and the per-process families; returns how many processes the cap left
+ * out. */
+static size_t render_procs(struct textbuf *b, const struct metrics_input *in,
+                           const struct gpu_labels *gl, size_t ngpu)
 {
 	bool any = false;
 	bool started = false;
@@ -372,40 +559,7 @@ static void render_procs(struct textbuf *b, const struct metrics_input *in,
 		value_int(b, (int64_t)gpuctl_gpu_proc_count(g));
 		any |= gpuctl_gpu_proc_count(g) > 0;
 	}
-	if (!any)
-		return;
-	started = false;
-	for (size_t i = 0; i < ngpu; i++) {
-		const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(in->snap, i);
-		if (gpuctl_gpu_lost(g))
-			continue;
-		for (size_t k = 0; k < gpuctl_gpu_proc_count(g); k++) {
-			const struct gpuctl_proc *p = gpuctl_gpu_proc(g, k);
-			int64_t mem;
-			uint32_t gi, ci;
-			char pid[16], sgi[16] = "", sci[16] = "";
-			if (gpuctl_proc_used_memory(p, &mem) < 0 || proc_seen(g, k))
-				continue;
-			if (gpuctl_proc_mig(p, &gi, &ci) >= 0) {
-				snprintf(sgi, sizeof(sgi), "%" PRIu32, gi);
-				snprintf(sci, sizeof(sci), "%" PRIu32, ci);
-			}
-			snprintf(pid, sizeof(pid), "%" PRIu32, gpuctl_proc_pid(p));
-			if (!started)
-				family(b, "gpuctl_process_memory_used_bytes", "gauge",
-				       "GPU memory used by a compute process (bytes); gpu_instance "
-				       "and compute_instance name its MIG device, if any.");
-			started = true;
-			textbuf_puts(b, "gpuctl_process_memory_used_bytes{");
-			gpuctl_labels(b, &gl[i]);
-			label(b, false, "pid", pid);
-			label(b, false, "user", gpuctl_proc_user(p));
-			label(b, false, "command", gpuctl_proc_command(p));
-			label(b, false, "gpu_instance", sgi);
-			label(b, false, "compute_instance", sci);
-			value_int(b, mem);
-		}
-	}
+	return any ? render_proc_series(b, in, gl, ngpu) : 0;
 }
 
 static void mig_labels(struct textbuf *b, const struct gpu_labels *gl, size_t k)
@@ -556,7 +710,7 @@ static void render_leases(struct textbuf *b, const struct metrics_input *in,
 	}
 }
 
-static void render_exporter(struct textbuf *b, const struct metrics_input *in)
+static void render_exporter(struct textbuf *b, const struct metrics_input *in, size_t dropped)
 {
 	const struct metrics_stats *s = in->stats;
 
@@ -600,6 +754,10 @@ static void render_exporter(struct textbuf *b, const struct metrics_input *in)
 	family(b, "gpuctl_exporter_last_sample_timestamp_seconds", "gauge",
 	       "When the latest sample was taken (seconds since the epoch).");
 	textbuf_printf(b, "gpuctl_exporter_last_sample_timestamp_seconds %.3f\n", s->last_time_s);
+	family(b, "gpuctl_exporter_processes_dropped", "gauge",
+	       "Compute processes of the latest sample left without per-process series by "
+	       "--max-processes.");
+	textbuf_printf(b, "gpuctl_exporter_processes_dropped %zu\n", dropped);
 }
 
 /* Health (docs/health.md): each GPU's verdict, its non-OK findings by check, the XIDs seen
@@ -679,6 +837,7 @@ int metrics_render(const struct metrics_input *in, struct textbuf *out)
 {
 	size_t ngpu = in->snap ? gpuctl_snapshot_gpu_count(in->snap) : 0;
 	struct gpu_labels *gl = calloc(ngpu ? ngpu : 1, sizeof(*gl));
+	size_t dropped = 0;
 
 	if (!gl) {
 		out->failed = true;
@@ -689,17 +848,19 @@ int metrics_render(const struct metrics_input *in, struct textbuf *out)
 		const char *uuid = gpuctl_gpu_str(g, GPUCTL_F_UUID);
 		snprintf(gl[i].index, sizeof(gl[i].index), "%zu", gpuctl_gpu_index(g));
 		gl[i].uuid = uuid ? uuid : "";
+		gl[i].holder = gpu_holder(in, g);
 	}
 	if (ngpu) {
 		render_dcgm(out, in, gl, ngpu);
 		render_gpus(out, in, gl, ngpu);
-		render_procs(out, in, gl, ngpu);
+		render_holders(out, gl, ngpu);
+		dropped = render_procs(out, in, gl, ngpu);
 		render_mig(out, in, gl, ngpu);
 		if (in->leases)
 			render_leases(out, in, gl, ngpu);
 		render_health(out, in, gl, ngpu);
 	}
-	render_exporter(out, in);
+	render_exporter(out, in, dropped);
 	free(gl);
 	return out->failed ? -ENOMEM : 0;
 }

@@ -68,8 +68,8 @@ size_t metrics_fields(enum gpuctl_field *fields, size_t max);
  * counters (a refresh keeps the NVLink states of the last whole snapshot and reads no counters,
  * so no sample could judge their rate; docs/metrics.md). */
 #define METRICS_SNAP_FLAGS                                                                         \
-	(GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH | GPUCTL_SNAP_NVLINK_STATE | \
-	 GPUCTL_SNAP_NO_RATE_COUNTERS)
+	(GPUCTL_SNAP_PROCESSES | GPUCTL_SNAP_PROC_UTIL | GPUCTL_SNAP_MIG | GPUCTL_SNAP_HEALTH |    \
+	 GPUCTL_SNAP_NVLINK_STATE | GPUCTL_SNAP_NO_RATE_COUNTERS)
 
 /* The exporter's own counters, rendered as gpuctl_exporter_* metrics. */
 struct metrics_stats {
@@ -92,6 +92,16 @@ struct metrics_xid {
 	uint64_t seq;   /* order of the latest one, across all (the highest is the GPU's last) */
 };
 
+/* The workload of a process of the snapshot: the exporter's one cache (gpuctl_workloads_get with
+ * no start time, so a known process costs no /proc read), asked on the thread that renders.
+ * NULL when it is not known. The pointer is valid until the render returns. */
+typedef const struct gpuctl_workload *(*metrics_workload_fn)(void *userdata, uint32_t pid);
+
+/* The most processes that get per-process series on one page, unless --max-processes says
+ * otherwise (docs/metrics.md, "Per-process series"). */
+#define METRICS_DEFAULT_MAX_PROCESSES 100
+#define METRICS_MAX_MAX_PROCESSES     100000
+
 struct metrics_input {
 	const struct gpuctl_snapshot *snap;        /* NULL when the sample failed */
 	const struct gpuctl_lease_list *leases;    /* NULL when there is no lease directory */
@@ -101,6 +111,11 @@ struct metrics_input {
 	const char *const *pool_of;                /* each GPU's pool, NULL: all "default" */
 	const struct metrics_xid *xids;            /* XID counts since the exporter started */
 	size_t n_xids;                             /* entries of xids */
+	metrics_workload_fn workload_of;           /* NULL: no workload labels */
+	void *workload_userdata;                   /* workload_of's */
+	size_t max_processes; /* the most processes with per-process series (first by GPU index,
+	                       * then the driver's order); the others are counted in
+	                       * gpuctl_exporter_processes_dropped. 0: none */
 };
 
 /* Renders every metric of in into out (appended). 0, or -ENOMEM (out->failed). */

@@ -26,6 +26,7 @@ import urllib.error
 import urllib.request
 from http.client import HTTPConnection
 
+import workload_layouts
 from cli_facts import Machine, MIB
 from gpuctl_test import (EMPTY_CONFIG, EXIT_FAILURE, EXIT_NODRIVER, EXIT_OK, EXIT_USAGE, GPUCTL,
                          LEASE_DIR, NVSIM, SCENARIOS, SIMLIB, SRC, GpuctlTestCase, gpuctl, run,
@@ -293,6 +294,84 @@ class TestPromtool(GpuctlTestCase):
                 for p in (holder, sleeper):
                     p.terminate()
                     p.wait(10)
+
+
+# A pod name anyone could give (the API server refuses most of it, a runtime's state does not):
+# ESC, newline, quote, backslash, and 300 bytes in all.
+HOSTILE = ("\x1b[31mevil\n\"pod\"\\" + "x" * 300)[:300]
+# What a scrape must show of it: ESC as '?' (docs/metrics.md), the rest unescaped by the parser,
+# cut to the library's GPUCTL_WORKLOAD_NAME_MAX, 253 bytes (include/gpuctl/workload.h).
+HOSTILE_SHOWN = ("?" + HOSTILE[1:])[:253]
+
+
+@unittest.skipUnless(PROMTOOL, "promtool (Debian package prometheus) not installed")
+class TestWorkloadLabels(GpuctlTestCase):
+    """Real processes in a pod's and a Slurm step's cgroups, on simulated GPUs: dcgm-exporter's
+    pod/namespace/container and hpc_job labels (names from dcgm-exporter's
+    internal/pkg/transformation/const.go, docs/metrics.md), the per-process workload labels, and
+    a page promtool accepts with a hostile pod name in it."""
+
+    def setUp(self):
+        why = workload_layouts.why_not()
+        if why:
+            self.skipTest(why)
+        self.layouts = workload_layouts.Layouts()
+        self.addCleanup(self.layouts.close)
+
+    def test_pod_and_slurm_labels(self):
+        pod, _, _ = self.layouts.pod("trainer-7", "ml", "main")
+        job = self.layouts.slurm_v1(4242, "0")
+        bad, _, _ = self.layouts.pod(HOSTILE, "ns", "c")
+        other, _, _ = self.layouts.pod("other", "ml", "main")
+        bare = subprocess.Popen(["sleep", "600"])
+        self.addCleanup(lambda: (bare.kill(), bare.wait(10)))
+        env = {"GPUCTL_WORKLOAD_ROOT": self.layouts.root}
+        with Exporter("dgx-a100", env=env) as ex:
+            ex.nvsim("proc", "add", "--pid", str(pod.pid), "-i", "0", "--mem", "2GiB")
+            ex.nvsim("proc", "add", "--pid", str(job.pid), "-i", "1", "--mem", "2GiB")
+            ex.nvsim("proc", "add", "--pid", str(bad.pid), "-i", "2", "--mem", "2GiB")
+            # GPU 3: a pod's process and one in no workload: no one holds it
+            ex.nvsim("proc", "add", "--pid", str(other.pid), "-i", "3", "--mem", "1GiB")
+            ex.nvsim("proc", "add", "--pid", str(bare.pid), "-i", "3", "--mem", "1GiB")
+            m = ex.wait_for(lambda m: len(m.get("gpuctl_process_memory_used_bytes", [])) == 5,
+                            "five processes")
+            body = ex.get()[2]
+        util = {int(l["gpu"]): l for l, _ in m["DCGM_FI_DEV_GPU_UTIL"]}
+        extra = {g: {k: v for k, v in l.items() if k not in DCGM_LABELS}
+                 for g, l in util.items()}
+        self.assertEqual(extra[0], {"pod": "trainer-7", "namespace": "ml", "container": "main"})
+        self.assertEqual(extra[1], {"hpc_job": "4242"})
+        self.assertEqual(extra[2], {"pod": HOSTILE_SHOWN, "namespace": "ns", "container": "c"})
+        for g in range(3, 8):
+            self.assertEqual(extra[g], {}, g)
+        info = {int(l["gpu"]): (l["kind"], l.get("pod"), l.get("hpc_job"))
+                for l, _ in m["gpuctl_gpu_workload_info"]}
+        self.assertEqual(info, {0: ("pod", "trainer-7", None), 1: ("slurm", None, "4242"),
+                                2: ("pod", HOSTILE_SHOWN, None)})
+        procs = {(int(l["gpu"]), int(l["pid"])): l
+                 for l, _ in m["gpuctl_process_memory_used_bytes"]}
+        self.assertEqual(procs[(0, pod.pid)]["workload_kind"], "pod")
+        self.assertEqual(procs[(0, pod.pid)]["workload"], "pod ml/trainer-7/main")
+        self.assertEqual(procs[(3, other.pid)]["pod"], "other")
+        self.assertEqual(procs[(1, job.pid)]["workload_kind"], "slurm")
+        self.assertEqual(procs[(1, job.pid)]["hpc_job"], "4242")
+        self.assertEqual(procs[(3, bare.pid)]["workload_kind"], "bare")
+        self.assertNotIn("pod", procs[(3, bare.pid)])
+        self.assertEqual(m["gpuctl_exporter_processes_dropped"], [({}, 0.0)])
+        # the hostile name is escaped, never raw: no ESC, a newline only as \n
+        self.assertNotIn("\x1b", body)
+        TestPromtool.check(self, body)
+
+    def test_process_cap(self):
+        sleeps = [self.layouts.slurm_v1(4243, str(i)) for i in range(4)]
+        with Exporter("dgx-a100", args=["--max-processes", "2"]) as ex:
+            for i, p in enumerate(sleeps):
+                ex.nvsim("proc", "add", "--pid", str(p.pid), "-i", str(i), "--mem", "1GiB")
+            m = ex.wait_for(lambda m: sum(v for _, v in m["gpuctl_gpu_processes"]) == 4,
+                            "four processes")
+        self.assertEqual(sorted(int(l["gpu"]) for l, _ in m["gpuctl_process_memory_used_bytes"]),
+                         [0, 1])
+        self.assertEqual(m["gpuctl_exporter_processes_dropped"], [({}, 2.0)])
 
 
 @unittest.skipUnless(PROMETHEUS, "prometheus (Debian package prometheus) not installed")
@@ -997,6 +1076,12 @@ class TestCommandLine(GpuctlTestCase):
             with self.subTest(interval=bad):
                 r = gpuctl("exporter", "--interval", bad)
                 self.assertOneLineError(r, EXIT_USAGE, "--interval", "'%s'" % bad)
+
+    def test_bad_max_processes(self):
+        for bad in ("", "-1", "abc", "100001", "1.5", " 5"):
+            with self.subTest(max_processes=bad):
+                r = gpuctl("exporter", "--max-processes", bad)
+                self.assertOneLineError(r, EXIT_USAGE, "--max-processes", "'%s'" % bad)
 
     def test_bad_timeout_environment(self):
         for bad in ("0", "x", "-1", "3601", "1.5"):

@@ -2,12 +2,14 @@
 /*
  * test-exporter.c: the pure parts of `gpuctl exporter` (src/cli/listen.c, src/cli/metrics.c,
  * src/cli/http-check.c): the --listen parser, label and HELP escaping, the metric table, the
- * rendering of the exporter's own metrics, the check of request heads (RFC 9112).
+ * rendering of the exporter's own metrics, workload labels and the per-process cap, the check of
+ * request heads (RFC 9112).
  *
  * Expected values come from the Prometheus text exposition format 0.0.4 (label values escape
  * backslash, double quote and newline; HELP escapes backslash and newline), from dcgm-exporter's
  * default counters (/work/shared/reference/health-monitoring.md section 5.1) and from the
- * --listen forms documented in docs/gpuctl.1.
+ * --listen forms documented in docs/gpuctl.1. The workload label names are dcgm-exporter's
+ * (internal/pkg/transformation/const.go: pod, namespace, container, hpc_job; docs/metrics.md).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -22,6 +24,7 @@
 #include "http-check.h"
 #include "listen.h"
 #include "metrics.h"
+#include "snapshot-internal.h"
 
 static void listen_ok(const char *text, enum listen_kind kind, const char *host, unsigned port)
 {
@@ -278,6 +281,249 @@ static void test_render_without_snapshot(void **state)
 	textbuf_free(&b);
 }
 
+/* ---- workloads and per-process series ---- */
+
+/* A made-up table of workloads by pid, standing in for the library's cache. */
+struct fake_workload {
+	uint32_t pid;
+	struct gpuctl_workload wl;
+};
+
+static const struct fake_workload *fake_table;
+static size_t fake_count;
+
+static const struct gpuctl_workload *fake_workload_of(void *userdata, uint32_t pid)
+{
+	size_t *asked = userdata;
+	(*asked)++;
+	for (size_t i = 0; i < fake_count; i++)
+		if (fake_table[i].pid == pid)
+			return &fake_table[i].wl;
+	return NULL;
+}
+
+#define POD(n, ns, c, uid)                                                                         \
+	{                                                                                          \
+		.kind = GPUCTL_WORKLOAD_POD, .name = n, .pod_namespace = ns, .container = c,       \
+		.pod_uid = uid, .runtime = "containerd", .label = "pod " ns "/" n "/" c            \
+	}
+
+/* GPU 0: two processes of one pod's container; GPU 1: steps 0 and 1 of Slurm job 4242; GPU 2: a
+ * pod's process and a bare one; GPU 3: a podman container's; GPU 4: a process the table does not
+ * know. Each GPU has DCGM_FI_DEV_GPU_UTIL 10+i; each process 1 MiB * pid. */
+static struct gpuctl_snapshot *workload_snap(const struct fake_workload *t, size_t nt)
+{
+	static const uint32_t pids[5][2] = {{100, 101}, {200, 201}, {300, 301}, {400, 0}, {500, 0}};
+	struct gpuctl_snapshot *s = snapshot_new_empty(5, GPUCTL_SNAP_PROCESSES);
+
+	assert_non_null(s);
+	fake_table = t;
+	fake_count = nt;
+	for (size_t i = 0; i < 5; i++) {
+		char uuid[64];
+		snprintf(uuid, sizeof(uuid), "GPU-00000000-0000-0000-0000-%012zx", i);
+		assert_int_equal(snapshot_set_str(s, i, GPUCTL_F_UUID, uuid), 0);
+		assert_int_equal(snapshot_set_int(s, i, GPUCTL_F_UTIL_GPU, (int64_t)(10 + i)), 0);
+		for (size_t k = 0; k < 2 && pids[i][k]; k++) {
+			struct gpuctl_proc *p = snapshot_add_proc(s, i, pids[i][k]);
+			assert_non_null(p);
+			p->used_memory = (int64_t)pids[i][k] << 20;
+			p->has_memory = true;
+			p->util[GPUCTL_PROC_SM] = (int)(pids[i][k] % 100);
+			p->has_util = true;
+			assert_int_equal(proc_set_strs(p, "alice", "train"), 0);
+		}
+	}
+	return s;
+}
+
+static char *render_with(const struct gpuctl_snapshot *snap, size_t max_processes, size_t *asked)
+{
+	struct metrics_stats st = {0};
+	struct metrics_input in = {.snap = snap,
+	                           .hostname = "h",
+	                           .stats = &st,
+	                           .workload_of = fake_workload_of,
+	                           .workload_userdata = asked,
+	                           .max_processes = max_processes};
+	struct textbuf b = {0};
+	assert_int_equal(metrics_render(&in, &b), 0);
+	return b.data;
+}
+
+static void has_line(const char *page, const char *line)
+{
+	size_t n = strlen(line) + 3;
+	char *want = malloc(n);
+	assert_non_null(want);
+	snprintf(want, n, "\n%s\n", line);
+	if (!strstr(page, want)) {
+		fprintf(stderr, "page:\n%s\n", page);
+		fail_msg("missing line: %s", line);
+	}
+	free(want);
+}
+
+static void test_workload_labels(void **state)
+{
+	(void)state;
+	static const struct fake_workload t[] = {
+	        {100, POD("trainer-7", "ml", "main", "0f1e2d3c-aaaa-bbbb-cccc-000000000001")},
+	        {101, POD("trainer-7", "ml", "main", "0f1e2d3c-aaaa-bbbb-cccc-000000000001")},
+	        {200,
+	         {.kind = GPUCTL_WORKLOAD_SLURM,
+	          .slurm_job = 4242,
+	          .slurm_step = "0",
+	          .label = "slurm 4242.0"}},
+	        {201,
+	         {.kind = GPUCTL_WORKLOAD_SLURM,
+	          .slurm_job = 4242,
+	          .slurm_step = "1",
+	          .label = "slurm 4242.1"}},
+	        {300, POD("web", "prod", "nginx", "11111111-2222-3333-4444-555555555555")},
+	        {301, {.kind = GPUCTL_WORKLOAD_BARE, .label = "bare"}},
+	        {400,
+	         {.kind = GPUCTL_WORKLOAD_CONTAINER,
+	          .runtime = "podman",
+	          .id = "ab12",
+	          .name = "web-1",
+	          .label = "podman web-1"}},
+	};
+	struct gpuctl_snapshot *s = workload_snap(t, sizeof(t) / sizeof(t[0]));
+	size_t asked = 0;
+	char *page = render_with(s, 100, &asked);
+
+	/* dcgm-exporter's labels where one pod or one Slurm job holds the GPU, none elsewhere */
+	has_line(page, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000-0000-0000-0000-"
+	               "000000000000\",pci_bus_id=\"\",device=\"nvidia0\",modelName=\"\","
+	               "Hostname=\"h\",pod=\"trainer-7\",namespace=\"ml\",container=\"main\"} 10");
+	has_line(page, "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\",UUID=\"GPU-00000000-0000-0000-0000-"
+	               "000000000001\",pci_bus_id=\"\",device=\"nvidia1\",modelName=\"\","
+	               "Hostname=\"h\",hpc_job=\"4242\"} 11");
+	has_line(page, "DCGM_FI_DEV_GPU_UTIL{gpu=\"2\",UUID=\"GPU-00000000-0000-0000-0000-"
+	               "000000000002\",pci_bus_id=\"\",device=\"nvidia2\",modelName=\"\","
+	               "Hostname=\"h\"} 12");
+	has_line(page, "DCGM_FI_DEV_GPU_UTIL{gpu=\"3\",UUID=\"GPU-00000000-0000-0000-0000-"
+	               "000000000003\",pci_bus_id=\"\",device=\"nvidia3\",modelName=\"\","
+	               "Hostname=\"h\"} 13");
+	has_line(page, "DCGM_FI_DEV_GPU_UTIL{gpu=\"4\",UUID=\"GPU-00000000-0000-0000-0000-"
+	               "000000000004\",pci_bus_id=\"\",device=\"nvidia4\",modelName=\"\","
+	               "Hostname=\"h\"} 14");
+	/* the holder of every kind on gpuctl_gpu_workload_info */
+	has_line(page,
+	         "gpuctl_gpu_workload_info{gpu=\"0\",UUID=\"GPU-00000000-0000-0000-0000-"
+	         "000000000000\",kind=\"pod\",workload=\"pod ml/trainer-7/main\",pod=\"trainer-"
+	         "7\",namespace=\"ml\",container=\"main\"} 1");
+	has_line(page,
+	         "gpuctl_gpu_workload_info{gpu=\"1\",UUID=\"GPU-00000000-0000-0000-0000-"
+	         "000000000001\",kind=\"slurm\",workload=\"slurm 4242.0\",hpc_job=\"4242\"} 1");
+	has_line(page, "gpuctl_gpu_workload_info{gpu=\"3\",UUID=\"GPU-00000000-0000-0000-0000-"
+	               "000000000003\",kind=\"container\",workload=\"podman web-1\"} 1");
+	assert_null(strstr(page, "gpuctl_gpu_workload_info{gpu=\"2\""));
+	assert_null(strstr(page, "gpuctl_gpu_workload_info{gpu=\"4\""));
+	/* per process: its own workload, whatever the GPU's */
+	has_line(page, "gpuctl_process_memory_used_bytes{gpu=\"2\",UUID=\"GPU-00000000-0000-0000-"
+	               "0000-000000000002\",pid=\"300\",user=\"alice\",command=\"train\","
+	               "gpu_instance=\"\",compute_instance=\"\",workload_kind=\"pod\","
+	               "workload=\"pod prod/web/nginx\",pod=\"web\",namespace=\"prod\","
+	               "container=\"nginx\"} 314572800");
+	has_line(page, "gpuctl_process_memory_used_bytes{gpu=\"2\",UUID=\"GPU-00000000-0000-0000-"
+	               "0000-000000000002\",pid=\"301\",user=\"alice\",command=\"train\","
+	               "gpu_instance=\"\",compute_instance=\"\",workload_kind=\"bare\","
+	               "workload=\"bare\"} 315621376");
+	has_line(page, "gpuctl_process_memory_used_bytes{gpu=\"4\",UUID=\"GPU-00000000-0000-0000-"
+	               "0000-000000000004\",pid=\"500\",user=\"alice\",command=\"train\","
+	               "gpu_instance=\"\",compute_instance=\"\",workload_kind=\"unknown\","
+	               "workload=\"?\"} 524288000");
+	has_line(page, "gpuctl_process_sm_utilization_ratio{gpu=\"1\",UUID=\"GPU-00000000-0000-"
+	               "0000-0000-000000000001\",pid=\"201\",user=\"alice\",command=\"train\","
+	               "gpu_instance=\"\",compute_instance=\"\",workload_kind=\"slurm\","
+	               "workload=\"slurm 4242.1\",hpc_job=\"4242\"} 0.01");
+	has_line(page, "gpuctl_exporter_processes_dropped 0");
+	assert_true(asked > 0);
+	free(page);
+	gpuctl_snapshot_free(s);
+}
+
+/* What the format makes of hostile bytes, worked out by hand from its rules: backslash, quote
+ * and newline escaped; ESC (a control character) and bytes that are not UTF-8 become '?'; the
+ * length is kept (label values have no limit in the format). */
+static void test_workload_hostile_names(void **state)
+{
+	(void)state;
+	char name[301], want[600];
+	size_t w = 0;
+
+	/* "\x1b[31m" "a\nb" "\"q\"" "\\" "\xff\xfe" then 'x' up to 300 bytes */
+	memcpy(name, "\x1b[31ma\nb\"q\"\\\xff\xfe", 14);
+	memset(name + 14, 'x', 286);
+	name[300] = '\0';
+	w += (size_t)snprintf(want, sizeof(want), "?[31ma\\nb\\\"q\\\"\\\\??");
+	memset(want + w, 'x', 286);
+	want[w + 286] = '\0';
+	struct fake_workload t[] = {
+	        {100,
+	         {.kind = GPUCTL_WORKLOAD_POD,
+	          .name = name,
+	          .pod_namespace = "ns",
+	          .container = "c",
+	          .pod_uid = "u",
+	          .label = name}},
+	        {101,
+	         {.kind = GPUCTL_WORKLOAD_POD,
+	          .name = name,
+	          .pod_namespace = "ns",
+	          .container = "c",
+	          .pod_uid = "u",
+	          .label = name}},
+	};
+	struct gpuctl_snapshot *s = workload_snap(t, 2);
+	size_t asked = 0;
+	char *page = render_with(s, 100, &asked);
+	char *line = malloc(2048);
+
+	assert_non_null(line);
+	snprintf(line, 2048,
+	         "gpuctl_gpu_workload_info{gpu=\"0\",UUID=\"GPU-00000000-0000-0000-0000-"
+	         "000000000000\",kind=\"pod\",workload=\"%s\",pod=\"%s\",namespace=\"ns\","
+	         "container=\"c\"} 1",
+	         want, want);
+	has_line(page, line);
+	/* no raw ESC, no raw invalid byte anywhere on the page */
+	assert_null(strchr(page, '\x1b'));
+	assert_null(strchr(page, '\xff'));
+	free(line);
+	free(page);
+	gpuctl_snapshot_free(s);
+}
+
+/* The cap counts processes in GPU order, the rest are counted as dropped; 0 leaves none. */
+static void test_process_cap(void **state)
+{
+	(void)state;
+	struct gpuctl_snapshot *s = workload_snap(NULL, 0);
+	size_t asked = 0;
+	char *page = render_with(s, 3, &asked);
+
+	/* 8 processes: 100, 101, 200 kept */
+	assert_non_null(strstr(page, "pid=\"200\""));
+	assert_null(strstr(page, "pid=\"201\""));
+	assert_null(strstr(page, "pid=\"500\""));
+	has_line(page, "gpuctl_exporter_processes_dropped 5");
+	/* both families keep the same three */
+	assert_non_null(strstr(page, "gpuctl_process_sm_utilization_ratio{gpu=\"1\",UUID=\"GPU-"
+	                             "00000000-0000-0000-0000-000000000001\",pid=\"200\""));
+	free(page);
+	page = render_with(s, 0, &asked);
+	assert_null(strstr(page, "gpuctl_process_memory_used_bytes"));
+	assert_null(strstr(page, "gpuctl_process_sm_utilization_ratio"));
+	has_line(page, "gpuctl_exporter_processes_dropped 8");
+	has_line(page, "gpuctl_gpu_processes{gpu=\"1\",UUID=\"GPU-00000000-0000-0000-0000-"
+	               "000000000001\"} 2");
+	free(page);
+	gpuctl_snapshot_free(s);
+}
+
 /* A request head fed line by line (split at LF, as the gate does): the index of the first
  * refused line, or -1. */
 static int first_refused(const char *head, size_t len, const char **why)
@@ -392,6 +638,9 @@ int main(void)
 	        cmocka_unit_test(test_textbuf_grows),
 	        cmocka_unit_test(test_dcgm_table),
 	        cmocka_unit_test(test_render_without_snapshot),
+	        cmocka_unit_test(test_workload_labels),
+	        cmocka_unit_test(test_workload_hostile_names),
+	        cmocka_unit_test(test_process_cap),
 	        cmocka_unit_test(test_http_check_refused),
 	        cmocka_unit_test(test_http_check_passed),
 	};
