@@ -17,8 +17,8 @@
  *   gpuctl_selection_score and gpuctl_xid_lookup fill) start with size_t struct_size, set by
  *   their _INIT macro: the library reads and writes only the first struct_size bytes. Those the
  *   library owns and hands out by pointer (struct gpuctl_field_info, _health_finding,
- *   _lease_owner, _wait_entry, _config_settings) are only read through that pointer: never
- *   allocate one, step through an array of them or rely on their size.
+ *   _lease_owner, _wait_entry, _config_settings, _workload) are only read through that
+ *   pointer: never allocate one, step through an array of them or rely on their size.
  *
  * Every header is C and C++ clean and compiles on its own (tests/unit/test-headers.c checks).
  */

@@ -92,6 +92,8 @@ void gpuctl_workloads_free(struct gpuctl_workloads *wls);
  * reused). 0 when it does not: a cached entry is then taken as it is, with no /proc read at
  * all (a PID reused between two sweeps keeps the old process's workload; docs/workloads.md
  * says how short that window is), and a new one reads /proc/PID/stat for its start time.
+ * A start_ticks that is not the start time of the process now at pid (the one it named ended)
+ * gives GPUCTL_WORKLOAD_UNKNOWN.
  * Always succeeds for a PID: a process that cannot be read is GPUCTL_WORKLOAD_UNKNOWN. 0, or
  * -ENOMEM, -EINVAL (pid 0). */
 int gpuctl_workloads_get(struct gpuctl_ctx *ctx, struct gpuctl_workloads *wls, uint32_t pid,

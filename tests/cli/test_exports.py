@@ -171,8 +171,11 @@ class StaticLinkCollision(GpuctlTestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def link(self, archive, exe):
+        # the static library's own needs, as libgpuctl.pc's Libs.private lists them (jansson:
+        # the runtimes' state files, src/lib/workload/)
         return subprocess.run([CC, "-std=c17", "-Wall", "-Wextra", "-Werror", *SANITIZE_FLAGS,
-                               "-I", INCLUDE, self.src, archive, "-ldl", "-lm", "-o", exe],
+                               "-I", INCLUDE, self.src, archive, "-ldl", "-lm", "-ljansson",
+                               "-o", exe],
                               capture_output=True, text=True)
 
     def test_program_with_internal_names_links_and_runs(self):

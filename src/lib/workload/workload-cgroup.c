@@ -230,6 +230,7 @@ static bool match_pod(const struct comp *c, size_t n, struct wl_class *r)
 		r->kind = GPUCTL_WORKLOAD_POD;
 		if (i + 1 < n) {
 			const struct comp *s = &c[i + 1];
+			bool ok = true;
 
 			if (systemd && comp_hex(s, "cri-containerd-", ".scope", &id, &idn))
 				r->runtime = "containerd";
@@ -240,7 +241,9 @@ static bool match_pod(const struct comp *c, size_t n, struct wl_class *r)
 				r->runtime = "docker";
 			else if (!systemd && comp_hex(s, "crio-", "", &id, &idn))
 				r->runtime = "cri-o";
-			else if (!systemd && !comp_hex(s, "", "", &id, &idn))
+			else
+				ok = !systemd && comp_hex(s, "", "", &id, &idn);
+			if (!ok)
 				id = NULL;
 		}
 		if (id)
