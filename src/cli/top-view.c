@@ -541,7 +541,8 @@ static const int col_w[TOP_N_COLS] = {3, 7, 10, 8, 4, 6, 8, 9, 0, 0};
 /* The columns a narrow process list drops, first to last (docs/gpuctl.1, "top"). */
 static const enum top_col drop_order[] = {TOP_COL_HOST_MEM, TOP_COL_ELAPSED, TOP_COL_CPU,
                                           TOP_COL_SM, TOP_COL_GPU_MEM};
-/* WORKLOAD's widest, and the least WORKLOAD and COMMAND share (each about half). */
+/* WORKLOAD's narrowest and widest, and the least WORKLOAD and COMMAND share. */
+#define WORKLOAD_MIN 16
 #define WORKLOAD_MAX 32
 #define SHARED_MIN   34
 /* The screen order: WORKLOAD before COMMAND (the enum's order is the sort keys'). */
@@ -552,8 +553,9 @@ static const enum top_col screen_order[TOP_N_COLS] = {
 
 /* Where the process list's columns go in width columns: each one's start, -1 when dropped;
  * WORKLOAD's width in *ret_wl_w. The fixed columns go by drop_order until WORKLOAD and
- * COMMAND have SHARED_MIN columns; WORKLOAD gets half of those (at most WORKLOAD_MAX), or
- * goes too when even the GPU, PID and USER leave too little. */
+ * COMMAND have SHARED_MIN columns; WORKLOAD gets a third of those (WORKLOAD_MIN to
+ * WORKLOAD_MAX: a command line is longer than a label), or goes too when even the GPU, PID
+ * and USER leave too little. */
 static void proc_layout(int width, int *x, int *ret_wl_w)
 {
 	bool dropped[TOP_N_COLS] = {false};
@@ -569,9 +571,11 @@ static void proc_layout(int width, int *x, int *ret_wl_w)
 		dropped[drop_order[d]] = true;
 	}
 	rest = width - fixed;
-	*ret_wl_w = rest >= SHARED_MIN ? (rest - 1) / 2 : 0;
+	*ret_wl_w = rest >= SHARED_MIN ? (rest - 1) / 3 : 0;
 	if (*ret_wl_w > WORKLOAD_MAX)
 		*ret_wl_w = WORKLOAD_MAX;
+	if (rest >= SHARED_MIN && *ret_wl_w < WORKLOAD_MIN)
+		*ret_wl_w = WORKLOAD_MIN;
 	if (!*ret_wl_w)
 		dropped[TOP_COL_WORKLOAD] = true;
 	for (int at = 0, k = 0; k < TOP_N_COLS; k++) {

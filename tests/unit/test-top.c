@@ -11,8 +11,8 @@
  * at level v * 8 / 101 of "_.:-=+*#" (block element level + 1), attribute OK below 50 %, WARN
  * below 80 %, FAIL from 80 %; a bar "[" + fill of round(frac * inner) '|' + the value at its
  * right end + "]"; the process columns at 100 columns and more at x = 0 4 12 23 32 37 44 53,
- * right-aligned in widths 3 7 - 8 4 6 8 9 (USER left-aligned), then WORKLOAD, half of what is
- * left (at most 32), and COMMAND; narrower, HOST-MEM then ELAPSED go first (docs/gpuctl.1,
+ * right-aligned in widths 3 7 - 8 4 6 8 9 (USER left-aligned), then WORKLOAD, a third of what
+ * is left (16 to 32), and COMMAND; narrower, HOST-MEM then ELAPSED go first (docs/gpuctl.1,
  * "top") until WORKLOAD and COMMAND have 34 columns.
  *
  * top_gpu_verdict (top-model.c, which reads the machine) is replaced here by a model without a
@@ -362,55 +362,60 @@ static void test_columns_at_80(void **state)
 	assert_int_equal(top_line_init(&l, 80), 0);
 	top_proc_head(&l, &v);
 	/* 80: 63 fixed columns leave 17 (< 34): HOST-MEM goes (54, 26 left), then ELAPSED (44,
-	 * 36 left); WORKLOAD at 44, 35 / 2 = 17 wide, COMMAND at 62. GPU^ (the sort mark) at 0,
+	 * 36 left); WORKLOAD at 44, max(16, 35 / 3) = 16 wide, COMMAND at 61. GPU^ at 0,
 	 * PID right-aligned in 4..10, USER at 12, GPU-MEM in 23..30, %SM in 32..35, %CPU in
 	 * 37..42 */
 	assert_string_equal(text_of(&l, 0, 80),
-	                    "GPU^    PID USER        GPU-MEM  %SM   %CPU WORKLOAD          COMMAND"
-	                    "           ");
+	                    "GPU^    PID USER        GPU-MEM  %SM   %CPU WORKLOAD         COMMAND"
+	                    "            ");
 	static const struct {
 		int x;
 		enum top_col c;
 	} at[] = {{0, TOP_COL_GPU},      {3, TOP_COL_GPU},       {4, TOP_COL_PID},
 	          {11, TOP_COL_PID},     {12, TOP_COL_USER},     {22, TOP_COL_USER},
 	          {23, TOP_COL_GPU_MEM}, {32, TOP_COL_SM},       {37, TOP_COL_CPU},
-	          {43, TOP_COL_CPU},     {44, TOP_COL_WORKLOAD}, {61, TOP_COL_WORKLOAD},
-	          {62, TOP_COL_COMMAND}, {79, TOP_COL_COMMAND}};
+	          {43, TOP_COL_CPU},     {44, TOP_COL_WORKLOAD}, {60, TOP_COL_WORKLOAD},
+	          {61, TOP_COL_COMMAND}, {79, TOP_COL_COMMAND}};
 	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++)
 		assert_int_equal(top_col_at(at[i].x, 80), at[i].c);
 
 	/* B: " %2zu" GPU 0 in 0..2, pid 200 in 4..10, alice at 12 (10 wide), 8 GiB "8.0G",
-	 * 90 %SM, 5.0 %CPU; its workload "unit jupyter.service" in 17 cells: its words that fit
-	 * with " ..."; from 62 the command: its words that fit the 18 cells left with " ..." (no
+	 * 90 %SM, 5.0 %CPU; its workload "unit jupyter.service" in 16 cells: its words that fit
+	 * with " ..."; from 61 the command: its words that fit the 19 cells left with " ..." (no
 	 * word cut, docs/gpuctl.1 "top") */
 	snprintf(procs[1].command, sizeof(procs[1].command), "%s",
 	         "./bench --a-very-long-option-list-that-does-not-fit");
 	top_proc_line(&l, &m, &procs[1]);
 	assert_string_equal(text_of(&l, 0, 80),
-	                    "  0     200 alice          8.0G   90    5.0 unit ...          "
-	                    "./bench ...       ");
+	                    "  0     200 alice          8.0G   90    5.0 unit ...         "
+	                    "./bench ...        ");
 	top_line_free(&l);
 
-	/* 120: every column; WORKLOAD at 63, min(32, 56 / 2) = 28 wide, COMMAND at 92 */
+	/* 120: every column; WORKLOAD at 63, 56 / 3 = 18 wide, COMMAND at 82 */
 	assert_int_equal(top_line_init(&l, 120), 0);
 	top_proc_head(&l, &v);
-	assert_string_equal(text_of(&l, 0, 99),
+	assert_string_equal(text_of(&l, 0, 89),
 	                    "GPU^    PID USER        GPU-MEM  %SM   %CPU HOST-MEM   ELAPSED "
-	                    "WORKLOAD                     COMMAND");
+	                    "WORKLOAD           COMMAND");
 	assert_int_equal(top_col_at(62, 120), TOP_COL_ELAPSED);
 	assert_int_equal(top_col_at(63, 120), TOP_COL_WORKLOAD);
-	assert_int_equal(top_col_at(91, 120), TOP_COL_WORKLOAD);
-	assert_int_equal(top_col_at(92, 120), TOP_COL_COMMAND);
+	assert_int_equal(top_col_at(81, 120), TOP_COL_WORKLOAD);
+	assert_int_equal(top_col_at(82, 120), TOP_COL_COMMAND);
 	top_proc_line(&l, &m, &procs[1]);
-	assert_string_equal(text_of(&l, 0, 103),
+	assert_string_equal(text_of(&l, 0, 93),
 	                    "  0     200 alice          8.0G   90    5.0     300M   1:23:20 "
-	                    "unit jupyter.service         ./bench ...");
+	                    "unit ...           ./bench ...");
+	/* 160: WORKLOAD min(32, 96 / 3) = 32 wide, the label whole */
+	top_line_free(&l);
+	assert_int_equal(top_line_init(&l, 160), 0);
+	top_proc_line(&l, &m, &procs[1]);
+	assert_string_equal(text_of(&l, 63, 33), "unit jupyter.service             ");
 	/* a hostile label: no control byte on the line, only its words that fit */
 	struct gpuctl_workload evil = {.kind = GPUCTL_WORKLOAD_UNIT,
 	                               .label = "unit \033]0;x\a\033[2J\n.service"};
 	procs[1].wl = &evil;
 	top_proc_line(&l, &m, &procs[1]);
-	assert_string_equal(text_of(&l, 63, 29), "unit ?]0;x??[2J?.service     ");
+	assert_string_equal(text_of(&l, 63, 33), "unit ?]0;x??[2J?.service         ");
 	top_line_free(&l);
 }
 
