@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "hostproc.h"
+#include "workload-filter.h"
 #include "list.h"
 #include "util.h"
 
@@ -103,12 +104,44 @@ static void memory_cell(int r_used, int64_t used, int r_total, int64_t total, ch
 	snprintf(buf, size, "%s / %s MiB", u, t);
 }
 
-/* Appends "user:pid(memMiB)" for the processes of gpu that run on the MIG instance gi/ci
- * (mig == NULL: the processes on no known MIG device). */
-static void procs_cell(const struct gpuctl_gpu *gpu, const struct gpuctl_mig *mig, char *buf,
-                       size_t size)
+/* The workload of process p (borrowed from a->wls until the next listing), NULL unknown. */
+static const struct gpuctl_workload *proc_workload(const struct list_args *a,
+                                                   const struct gpuctl_proc *p)
 {
-	size_t used = 0;
+	const struct gpuctl_workload *wl = NULL;
+
+	if (!a->wls || gpuctl_workloads_get(a->ctx, a->wls, gpuctl_proc_pid(p), 0, &wl) < 0)
+		return NULL;
+	return wl;
+}
+
+/* Whether wl names a holder worth a table's words: a job, pod, container, unit or session. */
+static bool named_workload(const struct gpuctl_workload *wl)
+{
+	return wl && wl->kind != GPUCTL_WORKLOAD_BARE && wl->kind != GPUCTL_WORKLOAD_UNKNOWN;
+}
+
+/* Prefixes the PROCESSES cell buf with "LABEL: " when one named workload (named_workload)
+ * holds every process of it (same is that one, or NULL). */
+static void holder_prefix(const struct gpuctl_workload *same, char *buf, size_t size)
+{
+	char label[LIST_WORKLOAD_WIDTH * 4 + 1], *rest;
+
+	if (!named_workload(same) || !buf[0] || !(rest = strdup(buf)))
+		return;
+	format_cell_text(same->label, LIST_WORKLOAD_WIDTH, label, sizeof(label));
+	snprintf(buf, size, "%s: %s", label, rest);
+	free(rest);
+}
+
+/* Appends "user:pid(memMiB)" for the processes of gpu that run on the MIG instance gi/ci
+ * (mig == NULL: the processes on no known MIG device), after "LABEL: " when one workload
+ * holds them all ("slurm 4242.0: alice:4243(10240MiB)"). */
+static void procs_cell(const struct list_args *a, const struct gpuctl_gpu *gpu,
+                       const struct gpuctl_mig *mig, char *buf, size_t size)
+{
+	size_t used = 0, shown = 0;
+	const struct gpuctl_workload *same = NULL;
 	buf[0] = '\0';
 	int64_t want_gi = -1, want_ci = -1;
 	if (mig) {
@@ -137,7 +170,14 @@ static void procs_cell(const struct gpuctl_gpu *gpu, const struct gpuctl_mig *mi
 			if (known)
 				continue;
 		}
-		const char *user = gpuctl_proc_user(p);
+		const struct gpuctl_workload *wl = proc_workload(a, p);
+		if (shown++ == 0)
+			same = wl;
+		else if (same && (!wl || strcmp(same->label, wl->label) != 0))
+			same = NULL;
+		char user[33 * 4 + 1];
+		format_cell_text(gpuctl_proc_user(p) ? gpuctl_proc_user(p) : "?", 32, user,
+		                 sizeof(user));
 		int64_t mem;
 		char membuf[32];
 		if (gpuctl_proc_used_memory(p, &mem) >= 0)
@@ -145,13 +185,14 @@ static void procs_cell(const struct gpuctl_gpu *gpu, const struct gpuctl_mig *mi
 		else
 			snprintf(membuf, sizeof(membuf), "N/A");
 		int n = snprintf(buf + used, size - used, "%s%s:%" PRIu32 "(%s)", used ? " " : "",
-		                 user ? user : "?", gpuctl_proc_pid(p), membuf);
+		                 user, gpuctl_proc_pid(p), membuf);
 		if (n < 0 || (size_t)n >= size - used) {
 			buf[used] = '\0';
-			return;
+			break;
 		}
 		used += (size_t)n;
 	}
+	holder_prefix(same, buf, size);
 }
 
 /* The colour thresholds of the table, after gpustat's (its core.py print_to): temperature red
@@ -248,7 +289,7 @@ static int add_gpu_rows(const struct list_args *a, struct text_table *t,
 	else
 		snprintf(power, sizeof(power), "%" PRId64 " / %" PRId64 " W", (v1 + 500) / 1000,
 		         (v2 + 500) / 1000);
-	procs_cell(gpu, NULL, procs, sizeof(procs));
+	procs_cell(a, gpu, NULL, procs, sizeof(procs));
 	cells[COL_TEMP] = temp;
 	cells[COL_UTIL] = util;
 	cells[COL_MEMORY] = mem;
@@ -272,7 +313,7 @@ static int add_gpu_rows(const struct list_args *a, struct text_table *t,
 		r1 = gpuctl_mig_int(mig, GPUCTL_MIG_MEMORY_USED, &v1);
 		r2 = gpuctl_mig_int(mig, GPUCTL_MIG_MEMORY_TOTAL, &v2);
 		memory_cell(r1, v1, r2, v2, mem, sizeof(mem));
-		procs_cell(gpu, mig, procs, sizeof(procs));
+		procs_cell(a, gpu, mig, procs, sizeof(procs));
 		const char *mcells[NCOLS] = {
 		        [COL_GPU] = midx,  [COL_UUID] = muuid, [COL_NAME] = mname,
 		        [COL_TEMP] = "-",  [COL_UTIL] = "-",   [COL_MEMORY] = mem,
@@ -295,26 +336,29 @@ enum {
 	PCOL_CPU,
 	PCOL_RSS,
 	PCOL_ELAPSED,
+	PCOL_WORKLOAD,
 	PCOL_COMMAND,
 	NPCOLS,
 };
 
 static const char *const proc_header[NPCOLS] = {
-        "GPU", "PID", "USER", "GPU_MEM", "%CPU", "RSS", "ELAPSED", "COMMAND",
+        "GPU", "PID", "USER", "GPU_MEM", "%CPU", "RSS", "ELAPSED", "WORKLOAD", "COMMAND",
 };
 
 /* One line of the process table: the process p of gpu, with what /proc says of it ("-" for
  * each fact it does not show: another PID namespace, gone; COMMAND then NVML's name). */
-static int add_proc_row(struct text_table *t, const struct gpuctl_gpu *gpu,
-                        const struct gpuctl_proc *p)
+static int add_proc_row(const struct list_args *a, struct text_table *t,
+                        const struct gpuctl_gpu *gpu, const struct gpuctl_proc *p)
 {
 	char dev[48], pid[24], mem[32] = "-", cpu[32] = "-", rss[32] = "-", el[32] = "-";
-	char cmd[4096] = "";
+	char cmd[4096] = "", shown[LIST_COMMAND_WIDTH * 4 + 1], user[33 * 4 + 1];
+	char wl[LIST_WORKLOAD_WIDTH * 4 + 1] = "?";
+	const struct gpuctl_workload *w = proc_workload(a, p);
 	struct hostproc_facts hf;
 	int64_t v;
 	int mig = gpuctl_proc_mig_device(gpu, p);
 	uint32_t id = gpuctl_proc_pid(p);
-	const char *user = gpuctl_proc_user(p), *name = gpuctl_proc_command(p);
+	const char *uname = gpuctl_proc_user(p), *name = gpuctl_proc_command(p);
 
 	if (mig >= 0 && gpuctl_mig_int(gpuctl_gpu_mig(gpu, (size_t)mig), GPUCTL_MIG_INDEX, &v) >= 0)
 		snprintf(dev, sizeof(dev), "%zu:%" PRId64, gpuctl_gpu_index(gpu), v);
@@ -329,17 +373,18 @@ static int add_proc_row(struct text_table *t, const struct gpuctl_gpu *gpu,
 		hostproc_format_elapsed(hf.elapsed, el, sizeof(el));
 		hostproc_cmdline((pid_t)id, cmd, sizeof(cmd));
 	}
+	/* any byte a process names itself: control characters '?' (format_cell_text) */
+	format_cell_text(cmd[0] ? cmd
+	                 : name ? name
+	                        : "?",
+	                 LIST_COMMAND_WIDTH, shown, sizeof(shown));
+	format_cell_text(uname ? uname : "?", 32, user, sizeof(user));
+	if (w)
+		format_cell_text(w->label, LIST_WORKLOAD_WIDTH, wl, sizeof(wl));
 	const char *cells[NPCOLS] = {
-	        [PCOL_GPU] = dev,
-	        [PCOL_PID] = pid,
-	        [PCOL_USER] = user ? user : "?",
-	        [PCOL_GPU_MEM] = mem,
-	        [PCOL_CPU] = cpu,
-	        [PCOL_RSS] = rss,
-	        [PCOL_ELAPSED] = el,
-	        [PCOL_COMMAND] = cmd[0] ? cmd
-	                         : name ? name
-	                                : "?",
+	        [PCOL_GPU] = dev,     [PCOL_PID] = pid,     [PCOL_USER] = user,
+	        [PCOL_GPU_MEM] = mem, [PCOL_CPU] = cpu,     [PCOL_RSS] = rss,
+	        [PCOL_ELAPSED] = el,  [PCOL_WORKLOAD] = wl, [PCOL_COMMAND] = shown,
 	};
 	return text_table_add(t, cells);
 }
@@ -358,7 +403,7 @@ static int print_procs(const struct list_args *a, const struct gpuctl_snapshot *
 		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(snap, a->sel[i]);
 		for (size_t k = 0;
 		     r >= 0 && !gpuctl_gpu_lost(gpu) && k < gpuctl_gpu_proc_count(gpu); k++, n++)
-			r = add_proc_row(t, gpu, gpuctl_gpu_proc(gpu, k));
+			r = add_proc_row(a, t, gpu, gpuctl_gpu_proc(gpu, k));
 	}
 	if (r >= 0 && n)
 		text_table_print(t, stdout, a->color);
@@ -424,7 +469,7 @@ static json_t *mig_json(const struct gpuctl_mig *mig, size_t m)
 	return o;
 }
 
-static json_t *proc_json(const struct gpuctl_proc *p)
+static json_t *proc_json(const struct list_args *a, const struct gpuctl_proc *p)
 {
 	json_t *o = json_object();
 	int64_t mem;
@@ -439,7 +484,8 @@ static json_t *proc_json(const struct gpuctl_proc *p)
 	    json_put(o, "command", json_string_or_null(gpuctl_proc_command(p))) < 0 ||
 	    json_put(o, "gpu_instance_id", json_int_or_null(m, gi)) < 0 ||
 	    json_put(o, "compute_instance_id", json_int_or_null(m, ci)) < 0 ||
-	    json_put_host_facts(o, gpuctl_proc_pid(p)) < 0) {
+	    json_put_host_facts(o, gpuctl_proc_pid(p)) < 0 ||
+	    json_put(o, "workload", wl_json(proc_workload(a, p))) < 0) {
 		json_decref(o);
 		return NULL;
 	}
@@ -496,7 +542,7 @@ static json_t *gpu_json(const struct list_args *a, const struct gpuctl_gpu *gpu)
 		r = r < 0 ? r : k;
 		arr = json_array();
 		for (size_t p = 0; arr && p < gpuctl_gpu_proc_count(gpu); p++)
-			if (json_array_append_new(arr, proc_json(gpuctl_gpu_proc(gpu, p))) < 0)
+			if (json_array_append_new(arr, proc_json(a, gpuctl_gpu_proc(gpu, p))) < 0)
 				r = -ENOMEM;
 		k = json_put(o, "processes", arr);
 		r = r < 0 ? r : k;
@@ -627,6 +673,12 @@ static int read_and_print(struct cli *cli, struct list_args *a, enum list_format
 
 	if (verdicts && (status = cli_site(cli, &cmd_list_entry, NULL, GPUCTL_SITE_NO_LEASES)))
 		return status;
+	/* the table and the JSON show workloads: one cache for every listing of --loop, swept
+	 * before each (what ended is forgotten, the pointers of the last listing unused) */
+	if (verdicts && !a->wls && gpuctl_workloads_new(cli->ctx, &a->wls) >= 0)
+		a->ctx = cli->ctx;
+	if (a->wls)
+		(void)gpuctl_workloads_sweep(a->wls);
 	status = list_snapshot(cli, a, kind, verdicts, &snap);
 	if (status)
 		return status;
@@ -804,6 +856,7 @@ static int cmd_list_exec(struct cli *cli, int argc, char **argv)
 	}
 	query_free(a.query);
 	free(a.apps);
+	gpuctl_workloads_free(a.wls);
 	return status;
 }
 

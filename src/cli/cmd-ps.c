@@ -38,6 +38,8 @@ enum {
 	OPT_ALL = 0x100,
 	OPT_LEASE_DIR,
 	OPT_WAITING,
+	OPT_JOB,
+	OPT_WORKLOAD,
 };
 
 static const struct option ps_options[] = {
@@ -46,6 +48,8 @@ static const struct option ps_options[] = {
         {"all", no_argument, NULL, OPT_ALL},
         {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
         {"waiting", no_argument, NULL, OPT_WAITING},
+        {"job", required_argument, NULL, OPT_JOB},
+        {"workload", required_argument, NULL, OPT_WORKLOAD},
         CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
@@ -70,6 +74,8 @@ struct ps_data {
 	struct gpuctl_foreign *foreign; /* every process classified (gpuctl_foreign_scan), owned */
 	const char **pool_of; /* each GPU's pool name (docs/config.md); NULL: no pools configured */
 	int *verdict;         /* each GPU's health verdict (docs/health.md) */
+	struct ps_wls wls;    /* the workloads read (ps-workload.c) */
+	const struct wl_filter *filter; /* --job, --workload */
 };
 
 static const char *verdict_name(const struct ps_data *d, const struct ps_row *row)
@@ -105,11 +111,24 @@ static int verdicts_of(struct cli *cli, struct ps_data *d, const struct gpuctl_s
 	return 0;
 }
 
-/* Whether a row is listed: rows of free, healthy devices without foreign processes only with
- * --all. */
-static bool row_shown(const struct ps_data *d, const struct ps_row *row, bool all)
+/* The holders of a row: its shared holders, else its owner (none when unknown). */
+static const struct gpuctl_lease_owner *const *holders(const struct ps_row *row, size_t *ret_n)
 {
-	return all || row->state != GPUCTL_LEASE_FREE || row->foreign || !healthy(d, row);
+	*ret_n = row->n_sh ? row->n_sh : row->owner ? 1 : 0;
+	return row->n_sh ? row->sh : &row->owner;
+}
+
+/* Whether a row is listed: rows of free, healthy devices without foreign processes only with
+ * --all; with --job or --workload, only those one of whose workloads matches. */
+static bool row_shown(struct ps_data *d, const struct gpuctl_snapshot *snap,
+                      const struct ps_row *row, bool all)
+{
+	size_t nh;
+	const struct gpuctl_lease_owner *const *h = holders(row, &nh);
+
+	if (!all && row->state == GPUCTL_LEASE_FREE && !row->foreign && healthy(d, row))
+		return false;
+	return ps_device_matches(&d->wls, d->filter, snap, row->gpu, row->mig, h, nh);
 }
 
 /* A row's pool: its GPU's pool, "default" for the GPUs no pool lists. */
@@ -175,14 +194,6 @@ static const char *state_sgr(const struct ps_row *row)
 	return NULL;
 }
 
-/* Whether process proc of GPU g is listed on device row (g, mig): every process of the GPU on
- * its whole-GPU row, a MIG device's own on its row (gpuctl_proc_mig_device, the rule leases
- * and foreign processes follow). */
-static bool proc_on(const struct gpuctl_gpu *g, const struct gpuctl_proc *proc, int mig)
-{
-	return mig < 0 || gpuctl_proc_mig_device(g, proc) == mig;
-}
-
 /* Appends the foreign processes of a row as "user:pid(mem)" to buf. */
 static void foreign_text(const struct ps_data *d, const struct gpuctl_snapshot *snap,
                          const struct ps_row *row, char *buf, size_t size)
@@ -191,7 +202,7 @@ static void foreign_text(const struct ps_data *d, const struct gpuctl_snapshot *
 	size_t used = strlen(buf);
 	for (size_t i = 0; g && i < gpuctl_gpu_proc_count(g); i++) {
 		const struct gpuctl_proc *p = gpuctl_gpu_proc(g, i);
-		if (!proc_on(g, p, row->mig) || !gpuctl_foreign_proc(d->foreign, row->gpu, i))
+		if (!ps_proc_on(g, p, row->mig) || !gpuctl_foreign_proc(d->foreign, row->gpu, i))
 			continue;
 		const char *user = gpuctl_proc_user(p);
 		int64_t mem;
@@ -206,7 +217,7 @@ static void foreign_text(const struct ps_data *d, const struct gpuctl_snapshot *
 	}
 }
 
-static json_t *foreign_json(const struct ps_data *d, const struct gpuctl_snapshot *snap,
+static json_t *foreign_json(struct ps_data *d, const struct gpuctl_snapshot *snap,
                             const struct ps_row *row)
 {
 	const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, row->gpu);
@@ -215,19 +226,10 @@ static json_t *foreign_json(const struct ps_data *d, const struct gpuctl_snapsho
 		return NULL;
 	for (size_t i = 0; g && i < gpuctl_gpu_proc_count(g); i++) {
 		const struct gpuctl_proc *p = gpuctl_gpu_proc(g, i);
-		if (!proc_on(g, p, row->mig) || !gpuctl_foreign_proc(d->foreign, row->gpu, i))
+		if (!ps_proc_on(g, p, row->mig) || !gpuctl_foreign_proc(d->foreign, row->gpu, i))
 			continue;
-		uint32_t uid = 0;
-		int64_t mem = 0;
-		int ru = gpuctl_proc_uid(p, &uid);
-		int rm = gpuctl_proc_used_memory(p, &mem);
-		json_t *o = json_object();
-		if (!o || json_put(o, "pid", json_integer(gpuctl_proc_pid(p))) < 0 ||
-		    json_put(o, "uid", json_int_or_null(ru, uid)) < 0 ||
-		    json_put(o, "user", json_string_or_null(gpuctl_proc_user(p))) < 0 ||
-		    json_put(o, "command", json_string_or_null(gpuctl_proc_command(p))) < 0 ||
-		    json_put(o, "used_memory", json_int_or_null(rm, mem)) < 0 ||
-		    json_put_host_facts(o, gpuctl_proc_pid(p)) < 0 ||
+		json_t *o = ps_proc_json(&d->wls, p);
+		if (!o || json_put_host_facts(o, gpuctl_proc_pid(p)) < 0 ||
 		    json_array_append_new(arr, o) < 0) {
 			json_decref(o);
 			json_decref(arr);
@@ -245,7 +247,7 @@ static uint64_t lease_age_base(const struct gpuctl_lease_owner *w)
 }
 
 /* A lease holder's facts (docs/json.md); NULL when out of memory. */
-static json_t *owner_json(const struct gpuctl_lease_owner *w)
+static json_t *owner_json(struct ps_data *d, const struct gpuctl_lease_owner *w)
 {
 	time_t now = time(NULL);
 	uint64_t since = lease_age_base(w);
@@ -268,14 +270,15 @@ static json_t *owner_json(const struct gpuctl_lease_owner *w)
 	    json_put(owner, "share_mem",
 	             json_int_or_null(w->share_mem ? 0 : -ENODATA, (int64_t)w->share_mem)) < 0 ||
 	    json_put(owner, "host_pid", json_integer(w->job_pid ? w->job_pid : w->pid)) < 0 ||
-	    json_put_host_facts(owner, w->job_pid ? w->job_pid : w->pid) < 0) {
+	    json_put_host_facts(owner, w->job_pid ? w->job_pid : w->pid) < 0 ||
+	    json_put(owner, "workload", wl_json(ps_holder_workload(&d->wls, w))) < 0) {
 		json_decref(owner);
 		return NULL;
 	}
 	return owner;
 }
 
-static json_t *row_json(const struct ps_data *d, const struct gpuctl_snapshot *snap,
+static json_t *row_json(struct ps_data *d, const struct gpuctl_snapshot *snap,
                         const struct ps_row *row)
 {
 	char label[48];
@@ -291,12 +294,12 @@ static json_t *row_json(const struct ps_data *d, const struct gpuctl_snapshot *s
 	}
 	gpuctl_device_label(snap, row->gpu, row->mig, label, sizeof(label));
 	json_t *o = json_object();
-	json_t *owner = row->owner ? owner_json(row->owner) : json_null();
+	json_t *owner = row->owner ? owner_json(d, row->owner) : json_null();
 	json_t *shares = json_array();
 	if (!o || !owner || !shares)
 		goto fail;
 	for (size_t k = 0; k < row->n_sh; k++)
-		if (json_array_append_new(shares, owner_json(row->sh[k])) < 0)
+		if (json_array_append_new(shares, owner_json(d, row->sh[k])) < 0)
 			goto fail;
 	if (json_put(o, "device", json_text(label)) < 0 ||
 	    json_put(o, "index", json_integer((json_int_t)row->gpu)) < 0 ||
@@ -328,7 +331,9 @@ static json_t *row_json(const struct ps_data *d, const struct gpuctl_snapshot *s
 		goto fail;
 	}
 	shares = NULL;
-	if (json_put(o, "foreign", row->foreign ? foreign_json(d, snap, row) : json_array()) < 0)
+	if (json_put(o, "foreign", row->foreign ? foreign_json(d, snap, row) : json_array()) < 0 ||
+	    json_put(o, "processes",
+	             ps_processes_json(&d->wls, snap, row->gpu, row->mig, d->foreign)) < 0)
 		goto fail;
 	return o;
 fail:
@@ -338,7 +343,7 @@ fail:
 	return NULL;
 }
 
-static int print_json(const struct ps_data *d, const struct gpuctl_snapshot *snap, const char *path,
+static int print_json(struct ps_data *d, const struct gpuctl_snapshot *snap, const char *path,
                       bool exists, bool all)
 {
 	json_t *root = json_object(), *arr = json_array();
@@ -355,7 +360,7 @@ static int print_json(const struct ps_data *d, const struct gpuctl_snapshot *sna
 	}
 	for (size_t i = 0; i < d->nrows; i++) {
 		const struct ps_row *row = &d->rows[i];
-		if (!row_shown(d, row, all))
+		if (!row_shown(d, snap, row, all))
 			continue;
 		json_t *o = row_json(d, snap, row);
 		if (!o || json_array_append_new(arr, o) < 0) {
@@ -403,33 +408,17 @@ static void host_cells(const struct gpuctl_lease_owner *w, char *cpu, char *rss,
 }
 
 /* COMMAND in the table: at most this many characters, a longer command line its first
- * PS_COMMAND_WIDTH - 3 and "..." (docs: README "gpuctl ps"); JSON keeps it whole. */
+ * PS_COMMAND_WIDTH - 3 and "..." (docs: README "gpuctl ps"), control characters as '?'
+ * (format_cell_text); JSON keeps it whole. */
 #define PS_COMMAND_WIDTH 40
-
-/* cmd (UTF-8) into buf, cut to PS_COMMAND_WIDTH characters as above; never inside a
- * character. */
-static void cut_command(const char *cmd, char *buf, size_t size)
-{
-	size_t chars = 0, i, keep = 0;
-
-	for (i = 0; cmd[i]; i++)
-		if (((unsigned char)cmd[i] & 0xC0) != 0x80) {
-			if (chars == PS_COMMAND_WIDTH - 3)
-				keep = i;
-			chars++;
-		}
-	if (chars <= PS_COMMAND_WIDTH)
-		snprintf(buf, size, "%s", cmd);
-	else
-		snprintf(buf, size, "%.*s...", (int)keep, cmd);
-}
 
 /* The cells of one line of the table that come from the holder and the row's notes. */
 struct holder_cells {
-	char user[48], pid[24], job[24], age[24], cpu[32], rss[32];
-	char command[PS_COMMAND_WIDTH * 4 + 1]; /* cut to PS_COMMAND_WIDTH characters */
-	const char *label;                      /* borrowed from the holder, or "-" */
-	char note[1024];                        /* "" for none */
+	char user[32 * 4 + 1], pid[24], job[24], age[24], cpu[32], rss[32];
+	char workload[PS_WORKLOAD_WIDTH * 4 + 16]; /* ps_workload_cell */
+	char command[PS_COMMAND_WIDTH * 4 + 1];    /* cut to PS_COMMAND_WIDTH characters */
+	char label[PS_COMMAND_WIDTH * 4 + 1];      /* the holder's, as COMMAND; "-" */
+	char note[1024];                           /* "" for none */
 };
 
 /* The holder's cells: w's facts, "-" for what it lacks, or (w NULL) "unknown" as the user of a
@@ -444,6 +433,7 @@ static void holder_facts(const struct ps_row *row, const struct gpuctl_lease_own
 	                           .cpu = "-",
 	                           .rss = "-",
 	                           .command = "-",
+	                           .workload = "-",
 	                           .label = "-"};
 	if (!w) {
 		if (row->state == GPUCTL_LEASE_HELD || row->state == GPUCTL_LEASE_SHARED)
@@ -451,16 +441,16 @@ static void holder_facts(const struct ps_row *row, const struct gpuctl_lease_own
 		return;
 	}
 	if (w->user)
-		snprintf(c->user, sizeof(c->user), "%s", w->user);
+		format_cell_text(w->user, 32, c->user, sizeof(c->user));
 	else
 		snprintf(c->user, sizeof(c->user), "%" PRIu32, w->uid);
 	snprintf(c->pid, sizeof(c->pid), "%" PRIu32, w->pid);
 	if (w->job_pid)
 		snprintf(c->job, sizeof(c->job), "%" PRIu32, w->job_pid);
 	if (w->command && w->command[0])
-		cut_command(w->command, c->command, sizeof(c->command));
+		format_cell_text(w->command, PS_COMMAND_WIDTH, c->command, sizeof(c->command));
 	if (w->label && w->label[0])
-		c->label = w->label;
+		format_cell_text(w->label, PS_COMMAND_WIDTH, c->label, sizeof(c->label));
 	format_age(lease_age_base(w), c->age, sizeof(c->age));
 	host_cells(w, c->cpu, c->rss, sizeof(c->cpu));
 }
@@ -494,7 +484,7 @@ static void holder_note(const struct ps_data *d, const struct gpuctl_snapshot *s
 }
 
 /* The table's columns; POOL only when the configuration has pools. */
-enum { NHEAD = 14, COL_STATE = 2, COL_HEALTH = 3, COL_POOL = 4 };
+enum { NHEAD = 15, COL_STATE = 2, COL_HEALTH = 3, COL_POOL = 4 };
 
 /* Adds cells (NHEAD of them) as a line of t, without POOL when skip_pool. */
 static int add_line(struct text_table *t, const char *const *cells, bool skip_pool)
@@ -509,7 +499,7 @@ static int add_line(struct text_table *t, const char *const *cells, bool skip_po
 
 /* The lines of one device row: one per holder of a shared device (at least one, holders
  * unknown or not). */
-static int add_row_lines(struct text_table *t, const struct ps_data *d,
+static int add_row_lines(struct text_table *t, struct ps_data *d,
                          const struct gpuctl_snapshot *snap, const struct ps_row *row)
 {
 	const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, row->gpu);
@@ -527,6 +517,9 @@ static int add_row_lines(struct text_table *t, const struct ps_data *d,
 
 		holder_facts(row, w, &c);
 		holder_note(d, snap, row, w, k, c.note, sizeof(c.note));
+		/* the holder's workload, and on the first line the processes' */
+		ps_workload_cell(&d->wls, snap, row->gpu, row->mig, w, k == 0, c.workload,
+		                 sizeof(c.workload));
 		const char *cells[NHEAD] = {label,
 		                            suuid,
 		                            state_name(row),
@@ -535,6 +528,7 @@ static int add_row_lines(struct text_table *t, const struct ps_data *d,
 		                            c.user,
 		                            c.pid,
 		                            c.job,
+		                            c.workload,
 		                            c.cpu,
 		                            c.rss,
 		                            c.command,
@@ -552,12 +546,11 @@ static int add_row_lines(struct text_table *t, const struct ps_data *d,
 	return r;
 }
 
-static int print_table(const struct ps_data *d, const struct gpuctl_snapshot *snap, bool all,
-                       bool color)
+static int print_table(struct ps_data *d, const struct gpuctl_snapshot *snap, bool all, bool color)
 {
-	static const char *const head[NHEAD] = {"DEVICE",  "UUID",  "STATE", "HEALTH", "POOL",
-	                                        "USER",    "PID",   "JOB",   "%CPU",   "RSS",
-	                                        "COMMAND", "LABEL", "AGE",   "NOTE"};
+	static const char *const head[NHEAD] = {"DEVICE", "UUID",    "STATE", "HEALTH",   "POOL",
+	                                        "USER",   "PID",     "JOB",   "WORKLOAD", "%CPU",
+	                                        "RSS",    "COMMAND", "LABEL", "AGE",      "NOTE"};
 	struct text_table *t = NULL;
 	size_t shown = 0;
 	int r = text_table_new(d->pool_of ? NHEAD : NHEAD - 1, &t);
@@ -565,7 +558,7 @@ static int print_table(const struct ps_data *d, const struct gpuctl_snapshot *sn
 		return r;
 	r = add_line(t, head, !d->pool_of);
 	for (size_t i = 0; r >= 0 && i < d->nrows; i++) {
-		if (!row_shown(d, &d->rows[i], all))
+		if (!row_shown(d, snap, &d->rows[i], all))
 			continue;
 		r = add_row_lines(t, d, snap, &d->rows[i]);
 		shown++;
@@ -573,6 +566,8 @@ static int print_table(const struct ps_data *d, const struct gpuctl_snapshot *sn
 	if (r >= 0) {
 		if (shown)
 			text_table_print(t, stdout, color);
+		else if (wl_filter_active(d->filter))
+			puts("no device is used by a workload that matches");
 		else
 			puts(all ? "no devices"
 			         : "no device is leased, unusable, busy or unhealthy (--all lists "
@@ -624,10 +619,11 @@ static int rows_from_list(struct ps_data *d, const struct gpuctl_lease_list *lis
 }
 
 struct ps_args {
-	const char *lease_dir; /* --lease-dir, NULL: the site's */
-	bool json;             /* --format json */
-	bool all;              /* --all: the free, healthy devices too */
-	bool waiting;          /* --waiting: the waiters instead (ps-waiting.c) */
+	const char *lease_dir;   /* --lease-dir, NULL: the site's */
+	bool json;               /* --format json */
+	bool all;                /* --all: the free, healthy devices too */
+	bool waiting;            /* --waiting: the waiters instead (ps-waiting.c) */
+	struct wl_filter filter; /* --job, --workload: the rows kept */
 };
 
 /* The options into a: CMD_GO_ON, or the exit status to return now (--help, a usage error). */
@@ -651,6 +647,20 @@ static int parse_options(struct cli *cli, int argc, char **argv, struct ps_args 
 		case OPT_WAITING:
 			a->waiting = true;
 			break;
+		case OPT_JOB:
+			if (wl_filter_job(&a->filter, optarg) < 0)
+				return cmd_usage_error(
+				        &cmd_ps_entry,
+				        "--job: '%s': not a Slurm job (J, J_T or J.S, "
+				        "J a job id, T an array task, S a step)",
+				        optarg);
+			break;
+		case OPT_WORKLOAD:
+			if (wl_filter_pattern(&a->filter, optarg) < 0)
+				return cmd_usage_error(&cmd_ps_entry,
+				                       "--workload: empty pattern (KIND:PATTERN, "
+				                       "PATTERN or KIND:)");
+			break;
 		case OPT_LEASE_DIR:
 			if (!optarg[0])
 				return cmd_usage_error(&cmd_ps_entry, "--lease-dir: empty path");
@@ -671,6 +681,9 @@ static int parse_options(struct cli *cli, int argc, char **argv, struct ps_args 
 		return cmd_usage_error(&cmd_ps_entry, "unexpected argument '%s'", argv[optind]);
 	if (a->waiting && a->all)
 		return cmd_usage_error(&cmd_ps_entry, "--waiting and --all conflict");
+	if (a->waiting && wl_filter_active(&a->filter))
+		return cmd_usage_error(&cmd_ps_entry, "--waiting and %s conflict",
+		                       a->filter.job_set ? "--job" : "--workload");
 	return CMD_GO_ON;
 }
 
@@ -680,6 +693,7 @@ static void ps_data_free(struct ps_data *d)
 	gpuctl_foreign_free(d->foreign);
 	free(d->pool_of);
 	free(d->verdict);
+	ps_wls_free(&d->wls);
 }
 
 /* The snapshot ps reads: processes and MIG devices; memory size for the room left on shared
@@ -745,7 +759,12 @@ static int run_ps(struct cli *cli, const struct ps_args *a)
 
 	/* the site first: a shared directory decides which configuration governs it, and its
 	 * health state file which facts the verdicts judge */
+	d.filter = &a->filter;
 	status = cli_site(cli, &cmd_ps_entry, a->lease_dir, 0);
+	if (!status && ps_wls_new(&d.wls, cli->ctx) < 0) {
+		cli_error("ps: workloads: %s", strerror(ENOMEM));
+		status = CLI_EXIT_FAILURE;
+	}
 	if (!status)
 		status = ps_snapshot(cli, &snap);
 	if (!status)
@@ -768,7 +787,7 @@ static int run_ps(struct cli *cli, const struct ps_args *a)
 
 static int cmd_ps_exec(struct cli *cli, int argc, char **argv)
 {
-	struct ps_args a = {0};
+	struct ps_args a = {.filter = WL_FILTER_INIT};
 	int status;
 
 	status = parse_options(cli, argc, argv, &a);
@@ -784,12 +803,20 @@ const struct cmd_entry cmd_ps_entry = {
         .long_options = ps_options,
         .formats = (const char *const[]){"table", "json", NULL},
         .short_options = "+:h",
-        .usage = "[--format table|json] [--all | --waiting] [--lease-dir DIR] [--color WHEN]",
+        .usage = "[--format table|json] [--all | --waiting] [--job J] [--workload PATTERN] "
+                 "[--lease-dir DIR] [--color WHEN]",
         .summary = "show which devices are leased, by whom, and which are busy without a lease",
         .options = "  --format FORMAT  table (default) or json (docs/json.md)\n"
                    "  --all            also list free devices\n"
                    "  --waiting        list the waiters (run/select --hold --wait) instead,\n"
                    "                   first in line first: user, pid, time waited, request\n"
+                   "  --job J          only devices a Slurm job uses: J (a job, or every task\n"
+                   "                   of array job J), J_T (array task T), J.S (step S)\n"
+                   "  --workload PATTERN\n"
+                   "                   only devices used by a workload that matches\n"
+                   "                   [KIND:]PATTERN: KIND slurm, pod, container, unit,\n"
+                   "                   session, bare or unknown; PATTERN a glob (* ? [) of\n"
+                   "                   the whole label, else text in its label, name or id\n"
                    "  --lease-dir DIR  the lease directory (default $GPUCTL_LEASE_DIR, else the\n"
                    "                   configuration's lease_dir, else /run/gpuctl); a missing\n"
                    "                   one means nothing is leased\n"
@@ -799,9 +826,11 @@ const struct cmd_entry cmd_ps_entry = {
                    "\n"
                    "One row per device (GPU, or GPU:MIG) that is leased (user, holder pid, job\n"
                    "pid, command, label, age), unusable or uninitialised (why), or busy with\n"
-                   "compute processes that belong to no lease (user:pid(memory)). A COMMAND\n"
-                   "longer than 40 characters is cut to its first 37 and \"...\"; --format json\n"
-                   "keeps it whole.\n",
+                   "compute processes that belong to no lease (user:pid(memory)). WORKLOAD:\n"
+                   "who the holder and the processes work for (\"slurm 4242.0\", \"pod ns/p/c\",\n"
+                   "\"unit jupyter.service\"), the first and +N others. A COMMAND or LABEL\n"
+                   "longer than 40 characters (WORKLOAD 32) is cut to \"...\", control\n"
+                   "characters show as '?'; --format json keeps them whole.\n",
         .exec = cmd_ps_exec,
         .exits = CMD_EXITS_DRIVER | CMD_EXITS_BUSY | CMD_EXITS_HUNG,
 };

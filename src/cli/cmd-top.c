@@ -12,12 +12,16 @@
  *   poll() on the sampler's descriptor, so keys, resizes and signals never wait for a driver
  *   call. A sample overdue (none for two intervals) leaves the last values, marked as such
  *   (top-screen.c dims them on screen); --batch prints a frame saying so every interval.
+ * - With -v, --batch also says on stderr, after each frame, how many files the workload cache
+ *   has read in all (gpuctl_workloads_files_read): a refresh of the same processes adds none
+ *   (issue 26; tests/cli/test_workloads.py and the benchmark read it).
  * - SIGINT, SIGTERM and SIGHUP end either loop with exit 0, as `q` does. A sample still hung
  *   in NVML then is not waited for (cli_exit_now). An NVML failure is a line on the screen
  *   and another try at the next interval, not an exit.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -32,6 +36,7 @@
 enum {
 	OPT_ONCE = 0x100,
 	OPT_LEASE_DIR,
+	OPT_WORKLOAD,
 };
 
 /* ---- plain text ---- */
@@ -94,6 +99,10 @@ static int print_frame(const struct top_model *m, struct top_view *v)
 		print_line(&l);
 	}
 	top_line_free(&l);
+	if (m->cli->verbose && m->wls)
+		fprintf(stderr,
+		        "gpuctl: top: refresh %lu: workload files read in all: %" PRIu64 "\n",
+		        m->refreshes, gpuctl_workloads_files_read(m->wls));
 	return fflush(stdout) == 0 ? 0 : -EIO;
 }
 
@@ -166,17 +175,19 @@ static const struct option top_options[] = {
         {"batch", no_argument, NULL, 'b'},
         {"once", no_argument, NULL, OPT_ONCE},
         {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
+        {"workload", required_argument, NULL, OPT_WORKLOAD},
         CMD_OPTION_COLOR,
         CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
 
 struct top_args {
-	const char *ids;       /* -i: the GPUs shown, NULL: every GPU */
-	double delay;          /* -d: seconds between refreshes */
-	unsigned long count;   /* -n: frames to show (--once: 1), 0: until q or a signal */
-	bool batch;            /* --batch, --once: plain text, no screen */
-	const char *lease_dir; /* --lease-dir, NULL: the site's */
+	const char *ids;           /* -i: the GPUs shown, NULL: every GPU */
+	double delay;              /* -d: seconds between refreshes */
+	unsigned long count;       /* -n: frames to show (--once: 1), 0: until q or a signal */
+	bool batch;                /* --batch, --once: plain text, no screen */
+	const char *lease_dir;     /* --lease-dir, NULL: the site's */
+	struct wl_filter workload; /* --workload: the processes listed */
 };
 
 /* The options into a: CMD_GO_ON, or the exit status to return now (--help, a usage error). */
@@ -208,6 +219,12 @@ static int parse_options(struct cli *cli, int argc, char **argv, struct top_args
 			if (!optarg[0])
 				return cmd_usage_error(&cmd_top_entry, "--lease-dir: empty path");
 			a->lease_dir = optarg;
+			break;
+		case OPT_WORKLOAD:
+			if (wl_filter_pattern(&a->workload, optarg) < 0)
+				return cmd_usage_error(&cmd_top_entry,
+				                       "--workload: empty pattern (KIND:PATTERN, "
+				                       "PATTERN or KIND:)");
 			break;
 		case CMD_OPT_COLOR:
 			if ((status = cli_color_option(cli, &cmd_top_entry, optarg)))
@@ -278,7 +295,7 @@ static int run_top(struct cli *cli, const struct top_args *a, struct top_model *
 
 static int cmd_top_exec(struct cli *cli, int argc, char **argv)
 {
-	struct top_args a = {.delay = 1.0};
+	struct top_args a = {.delay = 1.0, .workload = WL_FILTER_INIT};
 	struct top_model m = {.lease_ifd = -1};
 	struct top_view v = {.sort = TOP_COL_GPU};
 	int status;
@@ -291,6 +308,7 @@ static int cmd_top_exec(struct cli *cli, int argc, char **argv)
 	if (status)
 		return status;
 	v.delay = a.delay;
+	v.workload = wl_filter_active(&a.workload) ? &a.workload : NULL;
 	top_model_init(&m, cli, a.ids);
 	status = run_top(cli, &a, &m, &v);
 	top_model_free(&m);
@@ -302,8 +320,8 @@ const struct cmd_entry cmd_top_entry = {
         .name = "top",
         .long_options = top_options,
         .short_options = "+:i:d:n:bh",
-        .usage = "[-i IDS] [-d SECONDS] [-n COUNT] [--once | --batch] [--lease-dir DIR] [--color "
-                 "WHEN]",
+        .usage = "[-i IDS] [-d SECONDS] [-n COUNT] [--once | --batch] [--lease-dir DIR] "
+                 "[--workload PATTERN] [--color WHEN]",
         .summary = "live full-screen view: GPUs, holders, health, processes, the wait queue",
         .options = "  -i, --id, --only IDS\n"
                    "                        GPUs to show (and whose processes to list): "
@@ -319,17 +337,17 @@ const struct cmd_entry cmd_top_entry = {
                    "  --lease-dir DIR       the lease directory (default $GPUCTL_LEASE_DIR, "
                    "else the\n"
                    "                        configuration's lease_dir, else /run/gpuctl)\n"
+                   "  --workload PATTERN    list only the processes of workloads that match\n"
+                   "                        [KIND:]PATTERN (as for ps)\n"
                    "  --color WHEN          colour the screen: auto (unless NO_COLOR is set), "
                    "always,\n"
                    "                        never (default: the global --color, else auto)\n"
                    "  -h, --help            print this help\n"
                    "\n"
-                   "Keys: arrows, PgUp/PgDn, Home/End move; Tab switches GPUs/processes; s or "
-                   "1-9\n"
-                   "sort; / filters by user or command; k sends SIGTERM (again: SIGKILL) to "
-                   "the\n"
-                   "selected process, as kill(2) allows you; r releases your own --hold "
-                   "lease;\n"
+                   "Keys: arrows, PgUp/PgDn, Home/End move; Tab switches GPUs/processes; s,\n"
+                   "1-9 or 0 (WORKLOAD) sort; / filters by user, command or workload; k sends\n"
+                   "SIGTERM (again: SIGKILL) to the selected process, as kill(2) allows you;\n"
+                   "r releases your own --hold lease;\n"
                    "h help; q quits. Mouse: a click selects (on a heading: sorts), the wheel\n"
                    "scrolls. NO_COLOR turns colours off (unless --color=always). While NVML\n"
                    "does not answer for two refreshes, the last values stay, dimmed, under\n"

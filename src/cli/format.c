@@ -111,6 +111,51 @@ void format_field_smi(const struct gpuctl_gpu *gpu, enum gpuctl_field f, bool un
 	}
 }
 
+/* The one character of text at s (n bytes left) as a cell shows it: into *ret_out, its bytes
+ * (*ret_len); returns how many bytes of s it took. */
+static size_t cell_char(const unsigned char *s, size_t n, const char **ret_out, size_t *ret_len)
+{
+	size_t k = utf8_seq_len(s, n);
+
+	*ret_out = (const char *)s;
+	*ret_len = k;
+	if (k == 0) { /* not UTF-8 */
+		*ret_out = UTF8_REPLACEMENT;
+		*ret_len = strlen(UTF8_REPLACEMENT);
+		return 1;
+	}
+	if ((k == 1 && (s[0] < 0x20 || s[0] == 0x7f)) || (k == 2 && s[0] == 0xc2 && s[1] < 0xa0)) {
+		*ret_out = "?"; /* C0, DEL, C1 (U+0080..U+009F): terminal controls */
+		*ret_len = 1;
+	}
+	return k;
+}
+
+void format_cell_text(const char *text, size_t max_chars, char *buf, size_t size)
+{
+	const unsigned char *s = (const unsigned char *)text;
+	size_t n = strlen(text), chars = 0, used = 0, keep = max_chars < 4 ? 1 : max_chars - 3;
+	const char *out;
+	size_t len;
+
+	if (!size)
+		return;
+	for (size_t i = 0; i < n; chars++)
+		i += cell_char(s + i, n - i, &out, &len);
+	if (chars <= max_chars)
+		keep = chars;
+	buf[0] = '\0';
+	for (size_t i = 0, c = 0; i < n && c < keep; c++) {
+		i += cell_char(s + i, n - i, &out, &len);
+		if (used + len + 1 > size)
+			return;
+		memcpy(buf + used, out, len);
+		buf[used += len] = '\0';
+	}
+	if (keep < chars && used + 4 <= size)
+		memcpy(buf + used, "...", 4);
+}
+
 json_t *json_text(const char *s)
 {
 	json_t *j = json_string(s); /* NULL: not UTF-8 (or out of memory) */

@@ -45,6 +45,13 @@ void format_bytes_compact(uint64_t bytes, char *buf, size_t size);
 /* What a waiter asks for, in words: "4 GPUs, only 0,1, max-util 50%". */
 void format_wait_request(const struct gpuctl_wait_entry *w, char *buf, size_t size);
 
+/* text of any bytes (a command line, a workload's name) as a table cell shows it, never a
+ * terminal control: control characters (C0, DEL, C1) as '?', bytes that are not UTF-8 as
+ * U+FFFD, at most max_chars characters (max_chars >= 4; a longer text: its first max_chars - 3
+ * and "..."). buf holds the whole of it with 4 * max_chars + 1 bytes; less cuts it at a
+ * character. */
+void format_cell_text(const char *text, size_t max_chars, char *buf, size_t size);
+
 /* json_string(s) for text of any bytes: invalid UTF-8 becomes U+FFFD (docs/json.md "Text";
  * jansson refuses it). NULL when out of memory (or s is NULL). */
 json_t *json_text(const char *s);

@@ -32,7 +32,16 @@ struct list_args {
 	double loop;            /* -l/--loop: seconds between listings, 0 for one listing */
 	bool again;             /* a later listing of --loop: no CSV header, a blank line first */
 	bool color;             /* colour the table's cells (cli_use_color) */
+	/* the table's and JSON's workloads: a cache for every listing (swept before each); NULL
+	 * for CSV and --query, or when it could not be made (every workload unknown) */
+	struct gpuctl_workloads *wls;
+	struct gpuctl_ctx *ctx; /* the context wls is read with */
 };
+
+/* The table's WORKLOAD cells (PROCESSES' "LABEL: ", --wide's WORKLOAD) and --wide's COMMAND: at
+ * most this many characters, longer ones cut with "..." (format_cell_text). */
+#define LIST_WORKLOAD_WIDTH 32
+#define LIST_COMMAND_WIDTH  1000
 
 /* --help-query: what --query and --query-compute-apps accept, from the library's field table,
  * as nvidia-smi --help-query-gpu lists its fields. */

@@ -192,7 +192,7 @@ static void mouse(struct screen *s)
 			s->gpu_sel = g;
 		}
 	} else if (ev.y == L.proc_head_y) {
-		set_sort(s, top_col_at(ev.x));
+		set_sort(s, top_col_at(ev.x, COLS));
 	} else if (ev.y >= L.proc_y && ev.y < L.proc_y + L.proc_lines) {
 		size_t i = s->proc_top + (size_t)(ev.y - L.proc_y);
 		if (i < s->v->n_order) {
@@ -287,6 +287,8 @@ bool top_key(struct screen *s, int ch)
 	default:
 		if (ch >= '1' && ch <= '9')
 			set_sort(s, (enum top_col)(ch - '1'));
+		else if (ch == '0') /* the tenth column: WORKLOAD */
+			set_sort(s, TOP_COL_WORKLOAD);
 		break;
 	}
 	return true;

@@ -37,6 +37,11 @@
  *   again (gpuctl_foreign_rejudge: no file read).
  * - A lease directory that did not exist when top started is looked for at each refresh
  *   (one lstat); once it exists the site is opened again, as at a start.
+ * - Each process's workload (gpuctl_workloads_get) comes from one cache kept for the life of
+ *   top, asked with the start time the stat read of the process gives anyway: a process it
+ *   knows costs no file, a reused PID (another start time) is read again. The cache is swept
+ *   once per refresh, before the rows are made, so the rows' pointers into it stay valid
+ *   until the next refresh, and a process that ended is forgotten one refresh later.
  * - A failed refresh keeps the last state and says why (m->error): the view shows a line and
  *   the sampler tries again at the next interval, refreshing the last good sample. A change
  *   in the number of GPUs takes a new snapshot.
@@ -267,6 +272,8 @@ static int read_procs(struct top_model *m, const struct top_proc *old, size_t n_
 	if (!rows)
 		return -ENOMEM;
 	n = 0;
+	if (m->wls) /* forgets those not asked for since the last refresh: ended */
+		(void)gpuctl_workloads_sweep(m->wls);
 	for (size_t i = 0; i < m->n_shown; i++) {
 		size_t g = m->shown[i];
 		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(m->snap, g);
@@ -293,6 +300,9 @@ static int read_procs(struct top_model *m, const struct top_proc *old, size_t n_
 				        previous(old, n_old, row->pid, st.start_ticks);
 				identify(row, before, &st, uid, now);
 				row->start_ticks = st.start_ticks;
+				if (m->wls && gpuctl_workloads_get(m->cli->ctx, m->wls, row->pid,
+				                                   st.start_ticks, &row->wl) < 0)
+					row->wl = NULL;
 				row->cpu_ticks = st.cpu_ticks;
 				if (page > 0)
 					row->host_mem = (int64_t)st.rss_pages * page;
@@ -630,6 +640,8 @@ void top_model_init(struct top_model *m, struct cli *cli, const char *ids)
 		m->host[0] = '\0';
 	m->lreq = (struct gpuctl_lease_request)GPUCTL_LEASE_REQUEST_INIT;
 	(void)gpuctl_site_lease_defaults(cli->site, &m->lreq);
+	if (gpuctl_workloads_new(cli->ctx, &m->wls) < 0)
+		m->wls = NULL; /* every workload unknown ("?") */
 }
 
 /* The GPUs shown of m->snap: -i's, else every one. 0, or -errno (-EINVAL: an entry that does
@@ -737,6 +749,7 @@ void top_model_free(struct top_model *m)
 	free(m->gpus);
 	free(m->shown);
 	free(m->procs);
+	gpuctl_workloads_free(m->wls);
 	if (m->lease_ifd >= 0)
 		close(m->lease_ifd);
 	memset(m, 0, sizeof(*m));

@@ -46,10 +46,11 @@ static const char *const help_text[] = {
         "  Tab               switch between the GPU list and the process list",
         "  Up/Down, PgUp/PgDn, Home/End   move the selection (scrolls)",
         "  s                 sort the processes by the next column",
-        "  1-9               sort by column 1-9 (GPU PID USER GPU-MEM %SM %CPU HOST-MEM",
-        "                    ELAPSED COMMAND); the same key again reverses the order",
-        "  /                 filter the processes by user or command (Enter applies, empty",
-        "                    clears, Esc cancels)",
+        "  1-9, 0            sort by column 1-9 (GPU PID USER GPU-MEM %SM %CPU HOST-MEM",
+        "                    ELAPSED COMMAND), 0 by WORKLOAD; the same key again reverses",
+        "                    the order",
+        "  /                 filter the processes by user, command or workload label",
+        "                    (Enter applies, empty clears, Esc cancels)",
         "  k                 send SIGTERM to the selected process (confirm with y); k again",
         "                    on it offers SIGKILL. Only what kill(2) allows you.",
         "  r                 release your own `select --hold` lease of the selected GPU",
@@ -297,7 +298,7 @@ void top_draw(struct screen *s)
 	top_line_clear(&l);
 	switch (s->prompt) {
 	case PROMPT_FILTER:
-		top_putf(&l, TOP_A_HEAD, "filter (user or command): %s_", s->input);
+		top_putf(&l, TOP_A_HEAD, "filter (user, command or workload): %s_", s->input);
 		break;
 	case PROMPT_KILL:
 		top_putf(&l, TOP_A_WARN, "send %s to pid %u? [y/N]",

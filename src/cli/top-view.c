@@ -532,35 +532,92 @@ void top_gpu_line(struct top_line *l, const struct top_model *m, size_t g, int p
 /* ---- processes ---- */
 
 static const char *const col_names[TOP_N_COLS] = {
-        "GPU", "PID", "USER", "GPU-MEM", "%SM", "%CPU", "HOST-MEM", "ELAPSED", "COMMAND",
+        "GPU",  "PID",      "USER",    "GPU-MEM", "%SM",
+        "%CPU", "HOST-MEM", "ELAPSED", "COMMAND", "WORKLOAD",
 };
-/* Each column's start; COMMAND takes the rest. */
-static const int col_x[TOP_N_COLS] = {0, 4, 12, 23, 32, 37, 44, 53, 63};
-/* Right-aligned columns and their widths. */
-static const int col_w[TOP_N_COLS] = {3, 7, 10, 8, 4, 6, 8, 9, 0};
+/* Each column's width (right-aligned but USER), at 100 columns and more; WORKLOAD and COMMAND
+ * share what is left. */
+static const int col_w[TOP_N_COLS] = {3, 7, 10, 8, 4, 6, 8, 9, 0, 0};
+/* The columns a narrow process list drops, first to last (docs/gpuctl.1, "top"). */
+static const enum top_col drop_order[] = {TOP_COL_HOST_MEM, TOP_COL_ELAPSED, TOP_COL_CPU,
+                                          TOP_COL_SM, TOP_COL_GPU_MEM};
+/* WORKLOAD's narrowest and widest, and the least WORKLOAD and COMMAND share. */
+#define WORKLOAD_MIN 16
+#define WORKLOAD_MAX 32
+#define SHARED_MIN   34
+/* The screen order: WORKLOAD before COMMAND (the enum's order is the sort keys'). */
+static const enum top_col screen_order[TOP_N_COLS] = {
+        TOP_COL_GPU, TOP_COL_PID,      TOP_COL_USER,    TOP_COL_GPU_MEM,  TOP_COL_SM,
+        TOP_COL_CPU, TOP_COL_HOST_MEM, TOP_COL_ELAPSED, TOP_COL_WORKLOAD, TOP_COL_COMMAND,
+};
+
+/* Where the process list's columns go in width columns: each one's start, -1 when dropped;
+ * WORKLOAD's width in *ret_wl_w. The fixed columns go by drop_order until WORKLOAD and
+ * COMMAND have SHARED_MIN columns; WORKLOAD gets a third of those (WORKLOAD_MIN to
+ * WORKLOAD_MAX: a command line is longer than a label), or goes too when even the GPU, PID
+ * and USER leave too little. */
+static void proc_layout(int width, int *x, int *ret_wl_w)
+{
+	bool dropped[TOP_N_COLS] = {false};
+	int fixed = 0, rest;
+
+	for (size_t d = 0;; d++) {
+		fixed = 0;
+		for (int c = 0; c < TOP_N_COLS; c++)
+			if (!dropped[c] && col_w[c])
+				fixed += col_w[c] + 1;
+		if (width - fixed >= SHARED_MIN || d == sizeof(drop_order) / sizeof(drop_order[0]))
+			break;
+		dropped[drop_order[d]] = true;
+	}
+	rest = width - fixed;
+	*ret_wl_w = rest >= SHARED_MIN ? (rest - 1) / 3 : 0;
+	if (*ret_wl_w > WORKLOAD_MAX)
+		*ret_wl_w = WORKLOAD_MAX;
+	if (rest >= SHARED_MIN && *ret_wl_w < WORKLOAD_MIN)
+		*ret_wl_w = WORKLOAD_MIN;
+	if (!*ret_wl_w)
+		dropped[TOP_COL_WORKLOAD] = true;
+	for (int at = 0, k = 0; k < TOP_N_COLS; k++) {
+		enum top_col c = screen_order[k];
+		x[c] = dropped[c] ? -1 : at;
+		if (!dropped[c])
+			at += (c == TOP_COL_WORKLOAD ? *ret_wl_w : col_w[c]) + 1;
+	}
+}
 
 const char *top_col_name(enum top_col c)
 {
 	return c < TOP_N_COLS ? col_names[c] : "?";
 }
 
-enum top_col top_col_at(int x)
+enum top_col top_col_at(int x, int width)
 {
-	for (int c = TOP_N_COLS - 1; c > 0; c--)
-		if (x >= col_x[c])
-			return (enum top_col)c;
-	return TOP_COL_GPU;
+	int cx[TOP_N_COLS], wl_w;
+	enum top_col best = TOP_COL_GPU;
+
+	proc_layout(width, cx, &wl_w);
+	for (int c = 0; c < TOP_N_COLS; c++)
+		if (cx[c] >= 0 && x >= cx[c] && cx[c] >= cx[best])
+			best = (enum top_col)c;
+	return best;
 }
 
 void top_proc_head(struct top_line *l, const struct top_view *v)
 {
+	int cx[TOP_N_COLS], wl_w;
+
+	proc_layout(l->width, cx, &wl_w);
 	top_line_clear(l);
-	for (int c = 0; c < TOP_N_COLS; c++) {
+	for (int k = 0; k < TOP_N_COLS; k++) {
+		enum top_col c = screen_order[k];
 		char name[24];
+		if (cx[c] < 0)
+			continue;
 		snprintf(name, sizeof(name), "%s%s", col_names[c],
-		         (int)v->sort == c ? (v->descending ? "v" : "^") : "");
-		tab(l, col_x[c]);
-		if (c == TOP_COL_USER || c == TOP_COL_COMMAND)
+		         v->sort == c ? (v->descending ? "v" : "^") : "");
+		tab(l, cx[c]);
+		if (!col_w[c] || c == TOP_COL_USER)
 			top_put(l, TOP_A_HEAD, name);
 		else
 			top_putf(l, TOP_A_HEAD, "%*s", col_w[c], name);
@@ -600,9 +657,12 @@ static void elapsed_text(double s, char *buf, size_t size)
 void top_proc_line(struct top_line *l, const struct top_model *m, const struct top_proc *p)
 {
 	char gm[16], hm[16], el[24], sm[16], cpu[32];
+	const char *cell[TOP_N_COLS] = {NULL};
 	enum top_attr a = p->foreign ? TOP_A_WARN : TOP_A_NONE;
+	int cx[TOP_N_COLS], wl_w;
 
 	(void)m;
+	proc_layout(l->width, cx, &wl_w);
 	top_line_clear(l);
 	short_bytes(p->gpu_mem, gm, sizeof(gm));
 	short_bytes(p->host_mem, hm, sizeof(hm));
@@ -615,23 +675,28 @@ void top_proc_line(struct top_line *l, const struct top_model *m, const struct t
 		snprintf(cpu, sizeof(cpu), "%.1f", p->cpu);
 	else
 		snprintf(cpu, sizeof(cpu), "-");
+	cell[TOP_COL_GPU_MEM] = gm;
+	cell[TOP_COL_SM] = sm;
+	cell[TOP_COL_CPU] = cpu;
+	cell[TOP_COL_HOST_MEM] = hm;
+	cell[TOP_COL_ELAPSED] = el;
 	/* '!' marks a process of no lease (foreign) */
 	top_putf(l, a, "%c%2zu", p->foreign ? '!' : ' ', p->gpu);
-	tab(l, col_x[TOP_COL_PID]);
+	tab(l, cx[TOP_COL_PID]);
 	top_putf(l, a, "%7" PRIu32, p->pid);
-	tab(l, col_x[TOP_COL_USER]);
+	tab(l, cx[TOP_COL_USER]);
 	top_putf(l, a, "%-10.10s", p->user);
-	tab(l, col_x[TOP_COL_GPU_MEM]);
-	top_putf(l, a, "%8s", gm);
-	tab(l, col_x[TOP_COL_SM]);
-	top_putf(l, a, "%4s", sm);
-	tab(l, col_x[TOP_COL_CPU]);
-	top_putf(l, a, "%6s", cpu);
-	tab(l, col_x[TOP_COL_HOST_MEM]);
-	top_putf(l, a, "%8s", hm);
-	tab(l, col_x[TOP_COL_ELAPSED]);
-	top_putf(l, a, "%9s", el);
-	tab(l, col_x[TOP_COL_COMMAND]);
+	for (int c = TOP_COL_GPU_MEM; c <= TOP_COL_ELAPSED; c++)
+		if (cx[c] >= 0) {
+			tab(l, cx[c]);
+			top_putf(l, a, "%*s", col_w[c], cell[c]);
+		}
+	if (cx[TOP_COL_WORKLOAD] >= 0) {
+		/* its words that fit, then "..." (put_cut); other bytes than printable ASCII '?' */
+		tab(l, cx[TOP_COL_WORKLOAD]);
+		put_until(l, cx[TOP_COL_WORKLOAD] + wl_w, a, top_proc_label(p));
+	}
+	tab(l, cx[TOP_COL_COMMAND]);
 	top_put(l, a, p->command);
 }
 
@@ -683,6 +748,9 @@ static int cmp_col(const struct top_proc *a, const struct top_proc *b, enum top_
 	case TOP_COL_COMMAND:
 		r = strcmp(a->command, b->command);
 		break;
+	case TOP_COL_WORKLOAD:
+		r = strcmp(top_proc_label(a), top_proc_label(b));
+		break;
 	case TOP_N_COLS:
 		break;
 	}
@@ -714,10 +782,15 @@ int top_view_sort(struct top_view *v, const struct top_model *m)
 
 	if (!order)
 		return -ENOMEM;
-	for (size_t i = 0; i < m->n_procs; i++)
-		if (!v->filter[0] || contains_nocase(m->procs[i].user, v->filter) ||
-		    contains_nocase(m->procs[i].command, v->filter))
+	for (size_t i = 0; i < m->n_procs; i++) {
+		const struct top_proc *p = &m->procs[i];
+		if (v->workload && !wl_filter_match(v->workload, p->wl))
+			continue; /* --workload */
+		if (!v->filter[0] || contains_nocase(p->user, v->filter) ||
+		    contains_nocase(p->command, v->filter) ||
+		    contains_nocase(top_proc_label(p), v->filter))
 			order[n++] = i;
+	}
 	qsort_r(order, n, sizeof(*order), sort_cmp, (void *)arg);
 	free(v->order);
 	v->order = order;

@@ -16,10 +16,12 @@
 #include <stdint.h>
 
 #include "cmd.h"
+#include "workload-filter.h"
 
 #define TOP_HISTORY 32 /* samples kept per GPU for the sparklines */
 
-/* The process list's columns, in their order on screen (sort keys 1-9). */
+/* The process list's columns, by sort key (1-9, then 0 for WORKLOAD); on screen in this order
+ * but WORKLOAD, which comes before COMMAND (top-view.c, screen_order). */
 enum top_col {
 	TOP_COL_GPU,
 	TOP_COL_PID,
@@ -30,6 +32,7 @@ enum top_col {
 	TOP_COL_HOST_MEM,
 	TOP_COL_ELAPSED,
 	TOP_COL_COMMAND,
+	TOP_COL_WORKLOAD,
 	TOP_N_COLS,
 };
 
@@ -58,7 +61,16 @@ struct top_proc {
 	char command[256];    /* full command line, else the kernel's name of it, "?" */
 	char comm[16];        /* the kernel's name of it when command was read (exec changes it) */
 	double command_time;  /* CLOCK_MONOTONIC of that read */
+	/* who it works for: borrowed from the model's cache (m->wls), valid until the next
+	 * refresh sweeps it; NULL unknown (its stat not read) */
+	const struct gpuctl_workload *wl;
 };
+
+/* p's workload label as the process list shows it ("?" unknown). */
+static inline const char *top_proc_label(const struct top_proc *p)
+{
+	return p->wl && p->wl->label ? p->wl->label : "?";
+}
 
 struct sampler_sample;
 
@@ -82,6 +94,10 @@ struct top_model {
 	size_t hist_len;        /* samples in them (<= TOP_HISTORY) */
 	struct top_proc *procs; /* every compute process of snap */
 	size_t n_procs;
+	/* the workloads of the processes by (pid, start time), for the life of top: a refresh
+	 * reads none for a process it knows (gpuctl_workloads_get with the stat's start time),
+	 * and sweeps those gone once (read_procs) */
+	struct gpuctl_workloads *wls;
 	double sample_time; /* CLOCK_MONOTONIC of the last refresh */
 	/* the lease and wait lists are read again only when the lease directory changed
 	 * (top-model.c, "Decisions"): */
@@ -165,8 +181,9 @@ struct top_line {
 struct top_view {
 	enum top_col sort; /* the sort column */
 	bool descending;   /* its order */
-	char filter[64];   /* substring of user or command; "" none */
-	size_t *order;     /* indices into m->procs, filtered and sorted (top_view_sort) */
+	char filter[64];   /* substring of user, command or workload label; "" none */
+	const struct wl_filter *workload; /* --workload: the processes listed; NULL all */
+	size_t *order; /* indices into m->procs, filtered and sorted (top_view_sort) */
 	size_t n_order;
 	double delay; /* seconds between refreshes (title) */
 };
@@ -175,8 +192,8 @@ struct top_view {
 int top_view_sort(struct top_view *v, const struct top_model *m);
 /* The column's name (header) and its sort key character. */
 const char *top_col_name(enum top_col c);
-/* The column of the process list at screen column x. */
-enum top_col top_col_at(int x);
+/* The column of the process list at screen column x of a list width columns wide. */
+enum top_col top_col_at(int x, int width);
 
 int top_line_init(struct top_line *l, int width);
 /* The cells of l that differ from old (l->width cells): [*ret_from, *ret_to), the first changed

@@ -6,11 +6,14 @@
  *
  * Expected values are worked out by hand from the definitions in top-view.c's "Decisions" and
  * top.h: ascending order of a column with ties by GPU then pid, descending the reverse of the
- * column only; the filter a case-insensitive substring of user or command; a sparkline sample v
+ * column only; the filter a case-insensitive substring of user, command or workload label, and
+ * --workload's filter (workload-filter.h) on top of it; a sparkline sample v
  * at level v * 8 / 101 of "_.:-=+*#" (block element level + 1), attribute OK below 50 %, WARN
  * below 80 %, FAIL from 80 %; a bar "[" + fill of round(frac * inner) '|' + the value at its
- * right end + "]"; the process columns at x = 0 4 12 23 32 37 44 53 63, right-aligned in widths
- * 3 7 - 8 4 6 8 9 (USER and COMMAND left-aligned).
+ * right end + "]"; the process columns at 100 columns and more at x = 0 4 12 23 32 37 44 53,
+ * right-aligned in widths 3 7 - 8 4 6 8 9 (USER left-aligned), then WORKLOAD, a third of what
+ * is left (16 to 32), and COMMAND; narrower, HOST-MEM then ELAPSED go first (docs/gpuctl.1,
+ * "top") until WORKLOAD and COMMAND have 34 columns.
  *
  * top_gpu_verdict (top-model.c, which reads the machine) is replaced here by a model without a
  * health report: verdict unknown, no finding, as top-model.c answers for m->health NULL.
@@ -57,6 +60,16 @@ static struct top_proc procs[4];
 
 static struct top_model proc_model(size_t n)
 {
+	/* their workloads (D's unknown: "?") */
+	static const struct gpuctl_workload wa = {.kind = GPUCTL_WORKLOAD_SLURM,
+	                                          .slurm_job = 4242,
+	                                          .slurm_step = "0",
+	                                          .label = "slurm 4242.0"},
+	                                    wb = {.kind = GPUCTL_WORKLOAD_UNIT,
+	                                          .name = "jupyter.service",
+	                                          .label = "unit jupyter.service"},
+	                                    wc = {.kind = GPUCTL_WORKLOAD_POD,
+	                                          .label = "pod ml/trainer-7/main"};
 	/* A, B, C with no ties between them in any column; D ties A in GPU-MEM and GPU */
 	static const struct top_proc init[4] = {
 	        {.gpu = 1,
@@ -67,7 +80,8 @@ static struct top_model proc_model(size_t n)
 	         .host_mem = 100 * MIB,
 	         .elapsed = 10,
 	         .user = "carol",
-	         .command = "python train.py"},
+	         .command = "python train.py",
+	         .wl = &wa},
 	        {.gpu = 0,
 	         .pid = 200,
 	         .gpu_mem = 8 * GIB,
@@ -76,7 +90,8 @@ static struct top_model proc_model(size_t n)
 	         .host_mem = 300 * MIB,
 	         .elapsed = 5000,
 	         .user = "alice",
-	         .command = "./bench"},
+	         .command = "./bench",
+	         .wl = &wb},
 	        {.gpu = 2,
 	         .pid = 100,
 	         .gpu_mem = 4 * GIB,
@@ -85,7 +100,8 @@ static struct top_model proc_model(size_t n)
 	         .host_mem = 200 * MIB,
 	         .elapsed = 70,
 	         .user = "bob",
-	         .command = "julia run.jl"},
+	         .command = "julia run.jl",
+	         .wl = &wc},
 	        {.gpu = 1,
 	         .pid = 50,
 	         .gpu_mem = 2 * GIB,
@@ -122,6 +138,7 @@ static void test_sort_each_column(void **state)
 	        [TOP_COL_HOST_MEM] = {0, 2, 1}, /* 100 200 300 MiB */
 	        [TOP_COL_ELAPSED] = {0, 2, 1},  /* 10 70 5000 s */
 	        [TOP_COL_COMMAND] = {1, 2, 0},  /* "./bench" "julia ..." "python ..." (ASCII) */
+	        [TOP_COL_WORKLOAD] = {2, 0, 1}, /* "pod ..." "slurm ..." "unit ..." */
 	};
 
 	for (int c = 0; c < TOP_N_COLS; c++) {
@@ -172,6 +189,23 @@ static void test_filter(void **state)
 	snprintf(v.filter, sizeof(v.filter), "b"); /* bob (C), ./bench (B): GPU order */
 	assert_int_equal(top_view_sort(&v, &m), 0);
 	assert_order(&v, (const size_t[]){1, 2}, 2);
+	snprintf(v.filter, sizeof(v.filter), "JUPYTER"); /* B's workload label */
+	assert_int_equal(top_view_sort(&v, &m), 0);
+	assert_order(&v, (const size_t[]){1}, 1);
+	v.filter[0] = '\0';
+	/* --workload: A's job by kind, then a glob; with the filter on top */
+	struct wl_filter f = WL_FILTER_INIT;
+	assert_int_equal(wl_filter_pattern(&f, "slurm:"), 0);
+	v.workload = &f;
+	assert_int_equal(top_view_sort(&v, &m), 0);
+	assert_order(&v, (const size_t[]){0}, 1);
+	assert_int_equal(wl_filter_pattern(&f, "*i*"), 0); /* unit jupyter..., pod ml/trainer... */
+	assert_int_equal(top_view_sort(&v, &m), 0);
+	assert_order(&v, (const size_t[]){1, 2}, 2);
+	snprintf(v.filter, sizeof(v.filter), "bob");
+	assert_int_equal(top_view_sort(&v, &m), 0);
+	assert_order(&v, (const size_t[]){2}, 1);
+	v.workload = NULL;
 	snprintf(v.filter, sizeof(v.filter), "zzz");
 	assert_int_equal(top_view_sort(&v, &m), 0);
 	assert_int_equal(v.n_order, 0);
@@ -327,31 +361,61 @@ static void test_columns_at_80(void **state)
 
 	assert_int_equal(top_line_init(&l, 80), 0);
 	top_proc_head(&l, &v);
-	/* GPU^ (the sort mark) at 0, PID right-aligned in 4..10, USER at 12, GPU-MEM in 23..30,
-	 * %SM in 32..35, %CPU in 37..42, HOST-MEM in 44..51, ELAPSED in 53..61, COMMAND at 63 */
+	/* 80: 63 fixed columns leave 17 (< 34): HOST-MEM goes (54, 26 left), then ELAPSED (44,
+	 * 36 left); WORKLOAD at 44, max(16, 35 / 3) = 16 wide, COMMAND at 61. GPU^ at 0,
+	 * PID right-aligned in 4..10, USER at 12, GPU-MEM in 23..30, %SM in 32..35, %CPU in
+	 * 37..42 */
 	assert_string_equal(text_of(&l, 0, 80),
-	                    "GPU^    PID USER        GPU-MEM  %SM   %CPU HOST-MEM   ELAPSED COMMAND"
-	                    "          ");
+	                    "GPU^    PID USER        GPU-MEM  %SM   %CPU WORKLOAD         COMMAND"
+	                    "            ");
 	static const struct {
 		int x;
 		enum top_col c;
-	} at[] = {{0, TOP_COL_GPU},       {3, TOP_COL_GPU},      {4, TOP_COL_PID},
-	          {11, TOP_COL_PID},      {12, TOP_COL_USER},    {22, TOP_COL_USER},
-	          {23, TOP_COL_GPU_MEM},  {32, TOP_COL_SM},      {37, TOP_COL_CPU},
-	          {44, TOP_COL_HOST_MEM}, {53, TOP_COL_ELAPSED}, {62, TOP_COL_ELAPSED},
-	          {63, TOP_COL_COMMAND},  {79, TOP_COL_COMMAND}};
+	} at[] = {{0, TOP_COL_GPU},      {3, TOP_COL_GPU},       {4, TOP_COL_PID},
+	          {11, TOP_COL_PID},     {12, TOP_COL_USER},     {22, TOP_COL_USER},
+	          {23, TOP_COL_GPU_MEM}, {32, TOP_COL_SM},       {37, TOP_COL_CPU},
+	          {43, TOP_COL_CPU},     {44, TOP_COL_WORKLOAD}, {60, TOP_COL_WORKLOAD},
+	          {61, TOP_COL_COMMAND}, {79, TOP_COL_COMMAND}};
 	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++)
-		assert_int_equal(top_col_at(at[i].x), at[i].c);
+		assert_int_equal(top_col_at(at[i].x, 80), at[i].c);
 
 	/* B: " %2zu" GPU 0 in 0..2, pid 200 in 4..10, alice at 12 (10 wide), 8 GiB "8.0G",
-	 * 90 %SM, 5.0 %CPU, 300 MiB "300M", 5000 s = 1:23:20, then from 63 the command: its
-	 * words that fit the 17 cells left with " ..." (no word cut, docs/gpuctl.1 "top") */
+	 * 90 %SM, 5.0 %CPU; its workload "unit jupyter.service" in 16 cells: its words that fit
+	 * with " ..."; from 61 the command: its words that fit the 19 cells left with " ..." (no
+	 * word cut, docs/gpuctl.1 "top") */
 	snprintf(procs[1].command, sizeof(procs[1].command), "%s",
 	         "./bench --a-very-long-option-list-that-does-not-fit");
 	top_proc_line(&l, &m, &procs[1]);
 	assert_string_equal(text_of(&l, 0, 80),
+	                    "  0     200 alice          8.0G   90    5.0 unit ...         "
+	                    "./bench ...        ");
+	top_line_free(&l);
+
+	/* 120: every column; WORKLOAD at 63, 56 / 3 = 18 wide, COMMAND at 82 */
+	assert_int_equal(top_line_init(&l, 120), 0);
+	top_proc_head(&l, &v);
+	assert_string_equal(text_of(&l, 0, 89),
+	                    "GPU^    PID USER        GPU-MEM  %SM   %CPU HOST-MEM   ELAPSED "
+	                    "WORKLOAD           COMMAND");
+	assert_int_equal(top_col_at(62, 120), TOP_COL_ELAPSED);
+	assert_int_equal(top_col_at(63, 120), TOP_COL_WORKLOAD);
+	assert_int_equal(top_col_at(81, 120), TOP_COL_WORKLOAD);
+	assert_int_equal(top_col_at(82, 120), TOP_COL_COMMAND);
+	top_proc_line(&l, &m, &procs[1]);
+	assert_string_equal(text_of(&l, 0, 93),
 	                    "  0     200 alice          8.0G   90    5.0     300M   1:23:20 "
-	                    "./bench ...      ");
+	                    "unit ...           ./bench ...");
+	/* 160: WORKLOAD min(32, 96 / 3) = 32 wide, the label whole */
+	top_line_free(&l);
+	assert_int_equal(top_line_init(&l, 160), 0);
+	top_proc_line(&l, &m, &procs[1]);
+	assert_string_equal(text_of(&l, 63, 33), "unit jupyter.service             ");
+	/* a hostile label: no control byte on the line, only its words that fit */
+	struct gpuctl_workload evil = {.kind = GPUCTL_WORKLOAD_UNIT,
+	                               .label = "unit \033]0;x\a\033[2J\n.service"};
+	procs[1].wl = &evil;
+	top_proc_line(&l, &m, &procs[1]);
+	assert_string_equal(text_of(&l, 63, 33), "unit ?]0;x??[2J?.service         ");
 	top_line_free(&l);
 }
 
