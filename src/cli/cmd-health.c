@@ -137,8 +137,12 @@ static void print_table(const struct health_args *a, const struct gpuctl_snapsho
 			fputs("  ", stdout);
 			format_print_colored(stdout, a->color, format_verdict_sgr(f->severity),
 			                     gpuctl_health_severity_name(f->severity), 4);
-			printf("  %-19s  %s\n", f->check, f->message);
-			printf("  %-4s  %-19s  action: %s\n", "", "", f->action);
+			char msg[1024], act[1024];
+
+			printf("  %-19s  %s\n", f->check,
+			       format_health_words(f->message, msg, sizeof(msg)));
+			printf("  %-4s  %-19s  action: %s\n", "", "",
+			       format_health_words(f->action, act, sizeof(act)));
 		}
 	}
 	count_verdicts(a, rep, counts);
@@ -149,11 +153,14 @@ static void print_table(const struct health_args *a, const struct gpuctl_snapsho
 static json_t *finding_json(const struct gpuctl_health_finding *f)
 {
 	json_t *o = json_object();
+	char msg[1024], act[1024];
 
 	if (json_put(o, "check", json_text(f->check)) < 0 ||
 	    json_put(o, "severity", json_text(gpuctl_health_severity_name(f->severity))) < 0 ||
-	    json_put(o, "message", json_text(f->message)) < 0 ||
-	    json_put(o, "action", json_text(f->action)) < 0 ||
+	    json_put(o, "message", json_text(format_health_words(f->message, msg, sizeof(msg)))) <
+	            0 ||
+	    json_put(o, "action", json_text(format_health_words(f->action, act, sizeof(act)))) <
+	            0 ||
 	    json_put(o, "xid", f->xid ? json_integer(f->xid) : json_null()) < 0 ||
 	    json_put(o, "xid_class",
 	             f->xid ? json_text(gpuctl_xid_class_name(f->xid_class)) : json_null()) < 0) {
