@@ -323,7 +323,11 @@ static void check_probe(struct gpuctl_health_report *rep, const struct gpuctl_gp
 	if (!opts->probes || g->index >= opts->n_probes)
 		return;
 	struct_read(&res, sizeof(res), probe_at(opts, g->index));
-	if (p->status == GPUCTL_PROBE_FAILED)
+	if (p->status == GPUCTL_PROBE_OK)
+		add(rep, g->index, CHECK_PROBE, GPUCTL_HEALTH_OK, "none",
+		    "CUDA allocation probe passed in %.2f s%s%s", p->seconds, p->detail ? ": " : "",
+		    p->detail ? p->detail : "");
+	else if (p->status == GPUCTL_PROBE_FAILED)
 		add(rep, g->index, CHECK_PROBE, GPUCTL_HEALTH_FAIL,
 		    "drain the GPU; check the kernel log for XIDs; reset the GPU or reboot",
 		    "CUDA allocation probe failed: %s", p->detail ? p->detail : "unknown error");
