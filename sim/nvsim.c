@@ -405,6 +405,13 @@ static int cmd_exec(int argc, char **argv)
 		}
 		setenv("GPUCTL_SYSFS", sysfs, 1);
 	}
+	/* the driver's per-GPU /proc files: a lost GPU's bus id is read there (one file a GPU) */
+	snprintf(sysfs, sizeof(sysfs), "%s/root/proc/driver/nvidia", dir);
+	if ((r = sim_procfs_write(sc, sysfs)) < 0) {
+		rc = nvsim_err(EXIT_FAILURE, "%s: %s", sysfs, strerror(-r));
+		goto out;
+	}
+	setenv("GPUCTL_NVIDIA_PROC", sysfs, 1);
 	setenv("NVSIM_STATE_DIR", dir, 1);
 	setenv("GPUCTL_NVML_LIBRARY", lib, 1);
 	/* gpuctl health reads the simulated kernel log instead of /dev/kmsg */
