@@ -22,6 +22,7 @@
  * - $GPUCTL_NVIDIA_PROC names another directory (the simulator's, sim/procfs.c); only regular
  *   files are read, at most 16 KiB each, at most 256 GPUs.
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -41,17 +42,68 @@
 #define GPUS_MAX  256   /* directories looked at */
 #define BUS_FIELD "Bus Location:"
 
-/* A PCI address as one number, ordered as NVML orders GPUs. */
+/* Reads n_min to n_max hex digits at *p (as many as there are, up to n_max) into *ret,
+ * advancing *p; false when fewer than n_min. */
+static bool hex_run(const char **p, const char *end, int n_min, int n_max, uint64_t *ret)
+{
+	uint64_t v = 0;
+	int n = 0;
+
+	for (; *p < end && n < n_max && isxdigit((unsigned char)**p); (*p)++, n++)
+		v = v << 4 | (uint64_t)(isdigit((unsigned char)**p)
+		                                ? **p - '0'
+		                                : (tolower((unsigned char)**p) - 'a' + 10));
+	*ret = v;
+	return n >= n_min;
+}
+
+/* A PCI address "domain:bus:device.function" (4 to 8 hex digits of domain, 2 of bus and
+ * device, 1 of function: the driver's and NVML's spellings) as one number, ordered as NVML
+ * orders GPUs; s[0..len) is the whole text. */
+static bool bus_parse_n(const char *s, size_t len, uint64_t *ret)
+{
+	const char *p = s, *end = s + len;
+	uint64_t dom, bus, dev, fn;
+
+	if (!hex_run(&p, end, 4, 8, &dom) || p == end || *p++ != ':' ||
+	    !hex_run(&p, end, 2, 2, &bus) || p == end || *p++ != ':' ||
+	    !hex_run(&p, end, 2, 2, &dev) || p == end || *p++ != '.' ||
+	    !hex_run(&p, end, 1, 1, &fn) || p != end || dev > 0x1f || fn > 7)
+		return false;
+	*ret = dom << 16 | bus << 8 | dev << 3 | fn;
+	return true;
+}
+
 static bool bus_parse(const char *s, uint64_t *ret)
 {
-	unsigned dom, bus, dev, fn;
-	char end;
+	return s && bus_parse_n(s, strlen(s), ret);
+}
 
-	if (!s || sscanf(s, "%x:%x:%x.%x%c", &dom, &bus, &dev, &fn, &end) != 4 || bus > 0xff ||
-	    dev > 0x1f || fn > 7)
-		return false;
-	*ret = (uint64_t)dom << 16 | bus << 8 | dev << 3 | fn;
-	return true;
+bool driver_proc_bus_location(const char *text, size_t len, uint64_t *ret_bus)
+{
+	const size_t k = strlen(BUS_FIELD);
+	const char *p = text, *end = text + len;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *eol = nl ? nl : end;
+
+		if ((size_t)(eol - p) >= k && memcmp(p, BUS_FIELD, k) == 0) {
+			p += k;
+			while (p < eol && (*p == ' ' || *p == '\t'))
+				p++;
+			return bus_parse_n(p, (size_t)(eol - p), ret_bus);
+		}
+		p = nl ? nl + 1 : end;
+	}
+	return false;
+}
+
+void driver_proc_bus_text(uint64_t bus, char *buf, size_t size)
+{
+	(void)snprintf(buf, size, "%08" PRIX64 ":%02X:%02X.%X", bus >> 16,
+	               (unsigned)(bus >> 8 & 0xff), (unsigned)(bus >> 3 & 0x1f),
+	               (unsigned)(bus & 7));
 }
 
 /* The bus location of directory name's information file under gpus, or false. */
@@ -59,7 +111,7 @@ static bool info_bus(int gpus, const char *name, uint64_t *ret)
 {
 	_cleanup_free_ char *text = NULL;
 	_cleanup_close_ int fd = -1;
-	char path[300], *line;
+	char path[300];
 	struct stat st;
 	size_t len;
 
@@ -69,16 +121,7 @@ static bool info_bus(int gpus, const char *name, uint64_t *ret)
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    fd_read_all(fd, INFO_MAX, &text, &len) < 0)
 		return false;
-	for (line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
-		if (strncmp(line, BUS_FIELD, strlen(BUS_FIELD)) == 0) {
-			char *v = line + strlen(BUS_FIELD), *nl;
-
-			v += strspn(v, " \t");
-			if ((nl = strchr(v, '\n')))
-				*nl = '\0';
-			return bus_parse(v, ret);
-		}
-	return false;
+	return driver_proc_bus_location(text, len, ret);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -175,9 +218,7 @@ int driver_proc_lost_bus_ids(struct gpuctl_ctx *ctx, struct gpuctl_snapshot *sna
 		if (!wants_bus(&snap->gpus[g]))
 			continue;
 		v = found[k++];
-		(void)snprintf(bus, sizeof(bus), "%08" PRIX64 ":%02X:%02X.%X", v >> 16,
-		               (unsigned)(v >> 8 & 0xff), (unsigned)(v >> 3 & 0x1f),
-		               (unsigned)(v & 7));
+		driver_proc_bus_text(v, bus, sizeof(bus));
 		if (snapshot_set_str(snap, g, GPUCTL_F_PCI_BUS_ID, bus) < 0)
 			return -ENOMEM;
 		(void)snprintf(key, sizeof(key), "driver-proc:%zu", g);
