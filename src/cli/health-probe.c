@@ -167,12 +167,14 @@ static void probe_fold(struct probe_child *c, const struct gpuctl_snapshot *snap
 	if (res->status == GPUCTL_PROBE_FAILED || res->status == GPUCTL_PROBE_HUNG)
 		return; /* the first failure is the one reported */
 	if (one->status == GPUCTL_PROBE_OK) {
+		char words[160]; /* fits probe_passed_words' text, and c->out fits it */
+
 		res->status = GPUCTL_PROBE_OK;
 		if (one->seconds > res->seconds)
 			res->seconds = one->seconds;
-		probe_passed_words(buf, sizeof(buf), "MIG device");
+		probe_passed_words(words, sizeof(words), "MIG device");
 		(void)snprintf(c->out, sizeof(c->out), "on each of its %zu MIG devices (%s)",
-		               gpuctl_gpu_mig_count(gpuctl_snapshot_gpu(snap, c->gpu)), buf);
+		               gpuctl_gpu_mig_count(gpuctl_snapshot_gpu(snap, c->gpu)), words);
 		res->detail = c->out;
 		return;
 	}
