@@ -290,6 +290,23 @@ static int write_cpuinfo(const char *dir, const struct sim_scenario *sc)
 	return sim_write_atomic(path, text ? text : "", len);
 }
 
+/* The machine's files beside its state: $dir/cpuinfo, and $dir/root/proc/driver/nvidia, the
+ * driver's per-GPU /proc files (a lost GPU's bus id is read there; one small file a GPU), with
+ * GPUCTL_NVIDIA_PROC naming them. 0 or the exit status. */
+static int write_machine_files(const char *dir, const struct sim_scenario *sc)
+{
+	char path[4200];
+	int r;
+
+	if ((r = write_cpuinfo(dir, sc)) < 0)
+		return nvsim_err(EXIT_FAILURE, "%s/cpuinfo: %s", dir, strerror(-r));
+	snprintf(path, sizeof(path), "%s/root/proc/driver/nvidia", dir);
+	if ((r = sim_procfs_write(sc, path)) < 0)
+		return nvsim_err(EXIT_FAILURE, "%s: %s", path, strerror(-r));
+	setenv("GPUCTL_NVIDIA_PROC", path, 1);
+	return 0;
+}
+
 static int run_child(char **cmd)
 {
 	struct sigaction sa = {.sa_handler = forward};
@@ -391,8 +408,8 @@ static int cmd_exec(int argc, char **argv)
 		}
 	}
 	rc = make_state_dir(dir, buf, len, latency);
-	if (rc == 0 && (r = write_cpuinfo(dir, sc)) < 0)
-		rc = nvsim_err(EXIT_FAILURE, "%s/cpuinfo: %s", dir, strerror(-r));
+	if (rc == 0)
+		rc = write_machine_files(dir, sc);
 	if (rc != 0)
 		goto out;
 	/* --sysfs: the scenario's CPU topology, as sysfs shows it (gpuctl slurm gres; hwloc with

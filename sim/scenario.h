@@ -195,5 +195,9 @@ int sim_cpulist_parse(const char *s, unsigned long **ret, size_t *ret_words);
  * and root/bus/cpu/devices), for `nvsim exec` (GPUCTL_SYSFS) and for hwloc (HWLOC_FSROOT on the
  * directory above root). sim/sysfs.c; docs in sim/SCENARIO.md "cpus". */
 int sim_sysfs_write(const struct sim_scenario *s, const char *root);
+/* Writes the NVIDIA driver's per-GPU information files of the scenario's GPUs under root
+ * (root/gpus/<bus id>/information, as /proc/driver/nvidia), for `nvsim exec`
+ * (GPUCTL_NVIDIA_PROC). sim/procfs.c. */
+int sim_procfs_write(const struct sim_scenario *s, const char *root);
 
 #endif

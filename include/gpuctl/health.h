@@ -134,17 +134,18 @@ int gpuctl_cuda_probe_here(struct gpuctl_ctx *ctx, size_t bytes);
  * (every entry must have the same) and reads only the fields that size covers, so an array built
  * against an older header still reads right. */
 enum gpuctl_probe_status {
-	GPUCTL_PROBE_NOT_RUN = 0,   /* no finding */
-	GPUCTL_PROBE_OK = 1,        /* no finding */
-	GPUCTL_PROBE_FAILED = 2,    /* FAIL: a CUDA step failed (detail says which) */
-	GPUCTL_PROBE_HUNG = 3,      /* FAIL: the probe did not finish within its timeout */
+	GPUCTL_PROBE_NOT_RUN = 0, /* no finding */
+	GPUCTL_PROBE_OK = 1,      /* an OK finding: it passed (detail: what it did), in how long */
+	GPUCTL_PROBE_FAILED = 2,  /* FAIL: a CUDA step failed (detail says which) */
+	GPUCTL_PROBE_HUNG = 3,    /* FAIL: the probe did not finish within its timeout */
 	GPUCTL_PROBE_NO_DEVICE = 4, /* an OK finding: the GPU is in MIG mode without a MIG device,
 	                             * so CUDA has nothing to use on it (not a fault) */
 };
 struct gpuctl_probe_result {
 	size_t struct_size; /* sizeof(struct gpuctl_probe_result) */
 	int status;         /* enum gpuctl_probe_status */
-	const char *detail; /* the failure ("cuMemAlloc: CUDA_ERROR_UNKNOWN (999)"), or NULL */
+	const char *detail; /* the failure ("cuMemAlloc: CUDA_ERROR_UNKNOWN (999)"); for OK what
+	                     * passed ("context created, 64 MiB allocated and freed"); or NULL */
 	double seconds;     /* how long it ran (the timeout for HUNG) */
 };
 #define GPUCTL_PROBE_RESULT_INIT                                                                   \

@@ -218,6 +218,14 @@ int gpuctl_lease_set_owner(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, u
  * another user's holder. */
 int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                          const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set);
+/* As gpuctl_lease_release, and *ret_freed (owned; written on success) the devices the ended
+ * holders held that are free when it returns: those of set, and any others the same holders
+ * held (a holder holds all its devices' locks, so ending it frees them all; known from the
+ * caller's owner records, and for a holder without a record, its locks on devices of set).
+ * -EINVAL for a NULL ret_freed. */
+int gpuctl_lease_release_freed(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                               const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set,
+                               struct gpuctl_devset **ret_freed);
 
 GPUCTL_END_DECLS
 

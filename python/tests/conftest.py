@@ -118,6 +118,8 @@ class Machine:
             "NVSIM_STATE_DIR": self.state,
             "GPUCTL_NVML_LIBRARY": SIMLIB,
             "GPUCTL_KMSG": os.path.join(self.state, "kmsg"),
+            # the simulated driver's /proc/driver/nvidia (a lost GPU's bus id), never the host's
+            "GPUCTL_NVIDIA_PROC": os.path.join(self.state, "root", "proc", "driver", "nvidia"),
             "LD_LIBRARY_PATH": SIMDIR + (":" + old if old else ""),
             "GPUCTL_LEASE_DIR": self.leases,
             "GPUCTL_CONFIG": self.config,

@@ -111,6 +111,32 @@ def test_health_verdicts_as_gpuctl_health(sim):
     assert [d.health for d in gpuctl.devices()] == [c["verdict"] for c in cli]
 
 
+@pytest.mark.parametrize("name,sets,state,checks", [
+    # pending retirement (WARN, FAIL in the strict mode), DBE pages retired above 15 with no
+    # earlier sample (WARN: watch the GPU): docs/health.md's table, on Volta
+    ("dgx1-v100", [("0", "retired.pending=1"), ("1", "retired.dbe=20")], None,
+     {(0, "retired-pending"), (1, "retired-pages")}),
+    ("dgx-a100", [("5", "remap.pending=1")], None, {(5, "remap-pending")}),
+    # a state file that is not one: every GPU WARN "state" (docs/health.md, "State file")
+    ("dgx-a100", [], b"not a state file\n", {(i, "state") for i in range(8)}),
+])
+def test_health_actions_name_no_cli_option(sim, name, sets, state, checks):
+    # issue 25, item 3: Python's findings spoke of the command line's options
+    m = sim(name)
+    for i, what in sets:
+        m.nvsim("set", "-i", i, what)
+    if state is not None:
+        with open(m.env["GPUCTL_HEALTH_STATE"], "wb") as f:
+            f.write(state)
+    got = gpuctl.health()
+    found = {(g.index, f.check): f for g in got for f in g.findings}
+    assert checks <= set(found), found
+    for g in got:
+        for f in g.findings:
+            assert "--" not in (f.action or ""), f.action
+            assert "--" not in f.message, f.message
+
+
 @pytest.mark.parametrize("name", ["dgx-a100", "dgx1-v100", "pcie-8gpu"])
 def test_topology_as_gpuctl_topo(sim, name):
     m = sim(name)

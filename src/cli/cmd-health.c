@@ -110,7 +110,7 @@ static void count_verdicts(const struct health_args *a, const struct gpuctl_heal
 }
 
 static void print_table(const struct health_args *a, const struct gpuctl_snapshot *snap,
-                        const struct gpuctl_health_report *rep)
+                        const struct gpuctl_health_report *rep, const struct health_probes *probes)
 {
 	size_t n = gpuctl_health_finding_count(rep);
 	unsigned counts[3];
@@ -137,23 +137,31 @@ static void print_table(const struct health_args *a, const struct gpuctl_snapsho
 			fputs("  ", stdout);
 			format_print_colored(stdout, a->color, format_verdict_sgr(f->severity),
 			                     gpuctl_health_severity_name(f->severity), 4);
-			printf("  %-19s  %s\n", f->check, f->message);
-			printf("  %-4s  %-19s  action: %s\n", "", "", f->action);
+			char msg[1024], act[1024];
+
+			printf("  %-19s  %s\n", f->check,
+			       format_health_words(f->message, msg, sizeof(msg)));
+			printf("  %-4s  %-19s  action: %s\n", "", "",
+			       format_health_words(f->action, act, sizeof(act)));
 		}
 	}
 	count_verdicts(a, rep, counts);
 	printf("%zu GPU%s checked: %u OK, %u WARN, %u FAIL\n", a->nsel, a->nsel == 1 ? "" : "s",
 	       counts[0], counts[1], counts[2]);
+	health_probe_summary(probes, a->sel, a->nsel);
 }
 
 static json_t *finding_json(const struct gpuctl_health_finding *f)
 {
 	json_t *o = json_object();
+	char msg[1024], act[1024];
 
 	if (json_put(o, "check", json_text(f->check)) < 0 ||
 	    json_put(o, "severity", json_text(gpuctl_health_severity_name(f->severity))) < 0 ||
-	    json_put(o, "message", json_text(f->message)) < 0 ||
-	    json_put(o, "action", json_text(f->action)) < 0 ||
+	    json_put(o, "message", json_text(format_health_words(f->message, msg, sizeof(msg)))) <
+	            0 ||
+	    json_put(o, "action", json_text(format_health_words(f->action, act, sizeof(act)))) <
+	            0 ||
 	    json_put(o, "xid", f->xid ? json_integer(f->xid) : json_null()) < 0 ||
 	    json_put(o, "xid_class",
 	             f->xid ? json_text(gpuctl_xid_class_name(f->xid_class)) : json_null()) < 0) {
@@ -164,7 +172,7 @@ static json_t *finding_json(const struct gpuctl_health_finding *f)
 }
 
 static json_t *gpu_json(const struct gpuctl_snapshot *snap, const struct gpuctl_health_report *rep,
-                        size_t idx)
+                        const struct health_probes *probes, size_t idx)
 {
 	const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, idx);
 	json_t *o = json_object(), *findings = json_array();
@@ -190,6 +198,8 @@ static json_t *gpu_json(const struct gpuctl_snapshot *snap, const struct gpuctl_
 		findings = NULL;
 		goto fail;
 	}
+	if (json_put(o, "probe", health_probe_json(probes, idx)) < 0)
+		goto fail;
 	return o;
 fail:
 	json_decref(findings);
@@ -201,8 +211,8 @@ struct slurm_result;
 static json_t *slurm_json(const struct slurm_result *res);
 
 static int print_json(const struct health_args *a, const struct gpuctl_snapshot *snap,
-                      const struct gpuctl_health_report *rep, int worst, bool kmsg_read,
-                      bool state_read, const struct slurm_result *sres)
+                      const struct gpuctl_health_report *rep, const struct health_probes *probes,
+                      int worst, bool kmsg_read, bool state_read, const struct slurm_result *sres)
 {
 	json_t *root = json_object(), *gpus = json_array(), *summary = json_object();
 	unsigned counts[3];
@@ -211,7 +221,7 @@ static int print_json(const struct health_args *a, const struct gpuctl_snapshot 
 	if (!root || !gpus || !summary)
 		goto out;
 	for (size_t k = 0; k < a->nsel; k++)
-		if (json_array_append_new(gpus, gpu_json(snap, rep, a->sel[k])) < 0)
+		if (json_array_append_new(gpus, gpu_json(snap, rep, probes, a->sel[k])) < 0)
 			goto out;
 	count_verdicts(a, rep, counts);
 	if (json_put(summary, "ok", json_integer(counts[0])) < 0 ||
@@ -231,6 +241,8 @@ static int print_json(const struct health_args *a, const struct gpuctl_snapshot 
 	r = json_put(root, "gpus", gpus);
 	gpus = NULL;
 	if (r < 0)
+		goto out;
+	if ((r = json_put(root, "probe", health_probe_summary_json(probes, a->sel, a->nsel))) < 0)
 		goto out;
 	if (sres && (r = json_put(root, "slurm", slurm_json(sres))) < 0)
 		goto out;
@@ -580,10 +592,10 @@ static int print_result(struct cli *cli, struct health_args *a, const struct hea
 	const bool slurm = a->slurm;
 
 	if (a->json)
-		return print_json(a, h->snap, h->rep, h->worst, h->kmsg_read, h->state_read,
-		                  slurm ? &h->sres : NULL);
+		return print_json(a, h->snap, h->rep, a->probe ? &h->probes : NULL, h->worst,
+		                  h->kmsg_read, h->state_read, slurm ? &h->sres : NULL);
 	a->color = cli_use_color(cli);
-	print_table(a, h->snap, h->rep);
+	print_table(a, h->snap, h->rep, a->probe ? &h->probes : NULL);
 	if (slurm && h->sres.action == SLURM_DRAIN)
 		printf("slurm: drained node %s: %s\n", h->sres.node, h->sres.reason);
 	else if (slurm && h->sres.action == SLURM_RESUME)
@@ -680,7 +692,8 @@ const struct cmd_entry cmd_health_entry = {
                 "                   /dev/kmsg when readable)\n"
                 "  --probe          also try CUDA on each GPU: a child process that sees only\n"
                 "                   that GPU creates a context, allocates and frees memory\n"
-                "                   (a GPU in MIG mode: one child per MIG device)\n"
+                "                   (a GPU in MIG mode: one child per MIG device); says what\n"
+                "                   passed on each GPU and, after the count, where it passed\n"
                 "  --probe-timeout SECONDS\n"
                 "                   a probe that has not finished by then is killed and the\n"
                 "                   GPU FAILs (default 10)\n"

@@ -10,8 +10,10 @@
  * - --query is parsed before NVML is touched, so a typo is a usage error (exit 2) even on a
  *   machine without a driver.
  * - --format accepts nvidia-smi's "csv,noheader,nounits" spelling as well as our own options.
- * - A lost GPU never stops the listing: its row says "lost" (table), its unavailable values
- *   read "[GPU is lost]" (CSV) and it carries "lost": true (JSON).
+ * - A lost GPU never stops the listing: its row says "lost" (table) and where it was ("lost at
+ *   BUS ID" in the processes column: the library's bus id, from the driver's /proc list where
+ *   NVML gives none), its unavailable values read "[GPU is lost]" (CSV) and it carries
+ *   "lost": true (JSON).
  * - MIG devices follow their parent in the table and in JSON; the CSV is one row per GPU, like
  *   nvidia-smi --query-gpu, so that every row has the header's column count.
  * - -l/--loop SECONDS repeats the whole listing, a fresh snapshot each time, as nvidia-smi -l
@@ -256,8 +258,14 @@ static int add_gpu_rows(const struct list_args *a, struct text_table *t,
 
 	if (gpuctl_gpu_lost(gpu)) {
 		cells[COL_TEMP] = "lost";
+		const char *bus = gpuctl_gpu_str(gpu, GPUCTL_F_PCI_BUS_ID);
+
 		cells[COL_UTIL] = cells[COL_MEMORY] = cells[COL_POWER] = "-";
 		cells[COL_PROCS] = NULL;
+		if (bus) {
+			snprintf(procs, sizeof(procs), "lost at %s", bus);
+			cells[COL_PROCS] = procs;
+		}
 		int r = text_table_add(t, cells);
 		if (r >= 0) {
 			text_table_color(t, COL_GPU, FORMAT_SGR_CYAN);

@@ -11,6 +11,10 @@
  *   user on a named device is one line and exit 1 (nothing signalled), never a signal.
  * - Prints how many holders were ended ("released 0 holders" is not an error: the lease may
  *   have expired already). Leases of `gpuctl run` end with their job, not with release.
+ * - A holder holds all its devices' locks and ending it frees them all, so `-i 6` also frees 7
+ *   when one holder held both: a second line says so ("also freed: 7 (held by the same holder
+ *   as 6)"), from the library's list of the devices the ended holders held
+ *   (gpuctl_lease_release_freed). The first line stays as it was: scripts read it.
  * - A process of the user's that holds a lease's lock with no record accounting for it (a hold
  *   whose record was deleted, a job that kept the lease after its run ended) is a holder too:
  *   the library finds it through the kernel's locks, and each such process counts as one.
@@ -111,11 +115,46 @@ static int named_devices(struct cli *cli, const struct gpuctl_snapshot *snap, co
 	return 0;
 }
 
+/* The second line of `release -i`: the devices of freed beyond those of set, by GPU index (a MIG
+ * device by its UUID, after its GPU's index), and why; nothing when there are none. */
+static void print_also_freed(const struct release_args *a, const struct gpuctl_snapshot *snap,
+                             const struct gpuctl_devset *set, const struct gpuctl_devset *freed)
+{
+	size_t named = 0;
+	bool any = false;
+
+	for (size_t i = 0; i < gpuctl_devset_count(set); i++) {
+		size_t g;
+		int m;
+
+		if (gpuctl_devset_get(set, i, &g, &m) == 0 && m < 0)
+			named++;
+	}
+	for (size_t i = 0; freed && i < gpuctl_devset_count(freed); i++) {
+		const struct gpuctl_gpu *gpu;
+		size_t g;
+		int m;
+
+		if (gpuctl_devset_get(freed, i, &g, &m) < 0 || gpuctl_devset_contains(set, g, m))
+			continue;
+		gpu = gpuctl_snapshot_gpu(snap, g);
+		printf("%s%zu", any ? ", " : "also freed: ", g);
+		if (m >= 0) {
+			const char *u = gpuctl_mig_uuid(gpuctl_gpu_mig(gpu, (size_t)m));
+			printf(" (MIG device %s)", u ? u : "without a UUID");
+		}
+		any = true;
+	}
+	if (any)
+		printf(" (held by the same holder as %s%s)\n", named > 1 ? "one of " : "", a->ids);
+}
+
 /* Ends the holders of a's GPUs (NULL set: all) in the lease directory; the exit status. */
 static int release_in(struct cli *cli, const struct release_args *a,
                       const struct gpuctl_snapshot *snap)
 {
 	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *set = NULL;
+	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *freed = NULL;
 	struct gpuctl_lease_dir *dir;
 	int status, r;
 
@@ -133,13 +172,16 @@ static int release_in(struct cli *cli, const struct release_args *a,
 		printf("released 0 holders\n");
 		return cli_finish_output(CLI_EXIT_OK);
 	}
-	r = gpuctl_lease_release(cli->ctx, dir, snap, set);
+	r = set ? gpuctl_lease_release_freed(cli->ctx, dir, snap, set, &freed)
+	        : gpuctl_lease_release(cli->ctx, dir, snap, set);
 	if (r < 0) {
 		const char *msg = gpuctl_errmsg(cli->ctx);
 		cli_error("release: %s", msg && msg[0] ? msg : strerror(-r));
 		return CLI_EXIT_FAILURE;
 	}
 	printf("released %d holder%s\n", r, r == 1 ? "" : "s");
+	if (set)
+		print_also_freed(a, snap, set, freed);
 	return cli_finish_output(CLI_EXIT_OK);
 }
 
@@ -186,8 +228,10 @@ const struct cmd_entry cmd_release_entry = {
                 "\n"
                 "Sends SIGTERM to your holders (checked by owner and start time), waits until\n"
                 "they have exited (at most 10 s), so the GPUs are free when it returns, and\n"
-                "prints how many were ended. A named device held by another user's holder is exit "
-                "1 and\n"
+                "prints how many were ended. A holder holds all its devices and ending it frees\n"
+                "them all: when those go beyond -i's GPUs, a second line names them (\"also\n"
+                "freed: 7 (held by the same holder as 6)\"). A named device held by another\n"
+                "user's holder is exit 1 and\n"
                 "nothing is signalled. Leases taken by gpuctl run end with their command. Your\n"
                 "processes that hold a lease's lock without an owner record accounting for them\n"
                 "(a hold whose record was deleted, a job left holding a lease after its run\n"

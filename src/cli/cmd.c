@@ -121,6 +121,8 @@ void cli_usage(FILE *f)
 	      "  GPUCTL_EXPORTER_TIMEOUT  exporter: idle timeout of a connection, s (default 10)\n"
 	      "  GPUCTL_SYSFS         the sysfs slurm gres reads the CPU topology from (default "
 	      "/sys)\n"
+	      "  GPUCTL_NVIDIA_PROC   the driver's /proc a lost GPU's bus id is read from\n"
+	      "                       (default /proc/driver/nvidia)\n"
 	      "  GPUCTL_CPUINFO       the cpuinfo the bandwidth model reads the CPU from (default\n"
 	      "                       /proc/cpuinfo; docs/topology.md)\n"
 	      "  GPUCTL_LOCK_WAIT     seconds a command waits for select.lock before exit 6\n"

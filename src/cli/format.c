@@ -461,3 +461,44 @@ void format_wait_request(const struct gpuctl_wait_entry *w, char *buf, size_t si
 		ADD(", pool %s", w->pool);
 #undef ADD
 }
+
+/* The library's names of health concepts (src/lib/health/health.c) and the command line's. */
+static const struct {
+	const char *lib; /* as the library writes it */
+	const char *cli; /* as gpuctl prints it */
+} health_words[] = {
+        {"a health watch", "gpuctl health --watch"},
+        {"the strict health mode", "--strict"},
+};
+
+const char *format_health_words(const char *text, char *buf, size_t size)
+{
+	size_t len = 0;
+	bool changed = false;
+
+	if (!text || !size)
+		return text;
+	for (const char *p = text; *p;) {
+		const char *put_s = p;
+		size_t put_n = 1, skip = 1;
+
+		for (size_t i = 0; i < sizeof(health_words) / sizeof(health_words[0]); i++) {
+			size_t n = strlen(health_words[i].lib);
+
+			if (strncmp(p, health_words[i].lib, n) == 0) {
+				put_s = health_words[i].cli;
+				put_n = strlen(put_s);
+				skip = n;
+				changed = true;
+				break;
+			}
+		}
+		if (len + put_n >= size)
+			return text;
+		memcpy(buf + len, put_s, put_n);
+		len += put_n;
+		p += skip;
+	}
+	buf[len] = '\0';
+	return changed ? buf : text;
+}

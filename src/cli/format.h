@@ -107,4 +107,10 @@ const char *format_verdict_sgr(int severity);
 /* Prints text to f, coloured with sgr when color (and sgr), then blanks up to width. */
 void format_print_colored(FILE *f, bool color, const char *sgr, const char *text, int width);
 
+/* A health finding's message or action in the command line's words: the library names its
+ * concepts ("a health watch", "the strict health mode"), the command line the options that
+ * give them ("gpuctl health --watch", "--strict"). text itself when it names none of them (or
+ * the result would not fit size), else buf. */
+const char *format_health_words(const char *text, char *buf, size_t size);
+
 #endif /* GPUCTL_CLI_FORMAT_H */

@@ -15,8 +15,12 @@
  *   failure reported is the same whichever child ended first.
  * - The child prints "ok" or the failure, one line; its exit status and that line make the
  *   outcome; the library's checks (gpuctl_health_check) turn outcomes into findings.
+ * - What passed is said from the probe's steps (probe_steps, in gpuctl_cuda_probe_here's
+ *   order): all of them for a pass, those before the call a failure names for a failure; the
+ *   OK finding's words, `passed` in the JSON and the summary line come from that one table.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +29,7 @@
 
 #include "child.h"
 #include "cmd.h"
+#include "format.h"
 #include "health-probe.h"
 #include "util.h"
 
@@ -32,6 +37,24 @@ extern char **environ;
 
 #define PROBE_BYTES      (64u << 20) /* allocated by each probe */
 #define PROBE_DETAIL_MAX 256
+
+/* The CUDA driver calls of the probe, in the order gpuctl_cuda_probe_here makes them
+ * (src/lib/cuda/cuda.c), each as a failure names it. */
+static const char *const probe_steps[] = {
+        "cuInit",     "cuDeviceGetCount", "cuDeviceGet",  "cuCtxCreate",
+        "cuMemAlloc", "cuMemFree",        "cuCtxDestroy",
+};
+#define PROBE_STEPS (sizeof(probe_steps) / sizeof(probe_steps[0]))
+
+/* What a passed probe did, in words (docs/health.md, "The CUDA probe"); what: "GPU" or "MIG
+ * device", the one its CUDA_VISIBLE_DEVICES named. */
+static void probe_passed_words(char *buf, size_t size, const char *what)
+{
+	(void)snprintf(buf, size,
+	               "cuInit, only that %s visible, context created, %u MiB allocated and freed, "
+	               "context destroyed",
+	               what, PROBE_BYTES >> 20);
+}
 
 struct probe_child {
 	size_t gpu;                     /* snapshot index */
@@ -99,6 +122,8 @@ static void probe_finish(struct probe_child *c, long long t0_ms, unsigned timeou
 	res->seconds = (double)(c->cap.ended_ms - t0_ms) / 1000.0;
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && strcmp(c->out, "ok") == 0) {
 		res->status = GPUCTL_PROBE_OK;
+		probe_passed_words(c->out, sizeof(c->out), c->mig < 0 ? "GPU" : "MIG device");
+		res->detail = c->out;
 		return;
 	}
 	res->status = GPUCTL_PROBE_FAILED;
@@ -142,9 +167,15 @@ static void probe_fold(struct probe_child *c, const struct gpuctl_snapshot *snap
 	if (res->status == GPUCTL_PROBE_FAILED || res->status == GPUCTL_PROBE_HUNG)
 		return; /* the first failure is the one reported */
 	if (one->status == GPUCTL_PROBE_OK) {
+		char words[160]; /* fits probe_passed_words' text, and c->out fits it */
+
 		res->status = GPUCTL_PROBE_OK;
 		if (one->seconds > res->seconds)
 			res->seconds = one->seconds;
+		probe_passed_words(words, sizeof(words), "MIG device");
+		(void)snprintf(c->out, sizeof(c->out), "on each of its %zu MIG devices (%s)",
+		               gpuctl_gpu_mig_count(gpuctl_snapshot_gpu(snap, c->gpu)), words);
+		res->detail = c->out;
 		return;
 	}
 	*res = *one;
@@ -268,6 +299,146 @@ void health_probes_free(struct health_probes *p)
 	free(p->kids);
 	p->res = NULL;
 	p->kids = NULL;
+}
+
+/* How many of probe_steps passed in result res: all for a pass; for a failure, those before
+ * the call its detail names ("cuMemAlloc: ..."), or before cuDeviceGet when CUDA saw other than
+ * one device; none when it hung or the failing call is not named. */
+static size_t steps_passed(const struct gpuctl_probe_result *res)
+{
+	char call[64];
+
+	if (res->status == GPUCTL_PROBE_OK)
+		return PROBE_STEPS;
+	if (res->status != GPUCTL_PROBE_FAILED || !res->detail)
+		return 0;
+	if (strstr(res->detail, "CUDA sees "))
+		return 2; /* cuInit and cuDeviceGetCount answered; the count was wrong */
+	for (size_t i = 0; i < PROBE_STEPS; i++) {
+		(void)snprintf(call, sizeof(call), "%s: ", probe_steps[i]);
+		if (strstr(res->detail, call))
+			return i;
+	}
+	return 0;
+}
+
+static const char *result_name(int status)
+{
+	switch (status) {
+	case GPUCTL_PROBE_OK:
+		return "passed";
+	case GPUCTL_PROBE_FAILED:
+		return "failed";
+	case GPUCTL_PROBE_HUNG:
+		return "hung";
+	case GPUCTL_PROBE_NO_DEVICE:
+		return "no MIG device";
+	default:
+		return NULL;
+	}
+}
+
+json_t *health_probe_json(const struct health_probes *p, size_t gpu)
+{
+	const struct gpuctl_probe_result *res;
+	json_t *o, *passed;
+	size_t n;
+
+	if (!p || !p->res || gpu >= p->n || !result_name(p->res[gpu].status))
+		return json_null();
+	res = &p->res[gpu];
+	n = steps_passed(res);
+	o = json_object();
+	passed = json_array();
+	if (!o || !passed)
+		goto fail;
+	for (size_t i = 0; i < n; i++)
+		if (json_array_append_new(passed, json_text(probe_steps[i])) < 0)
+			goto fail;
+	if (json_put(o, "result", json_text(result_name(res->status))) < 0 ||
+	    json_put(o, "ms",
+	             res->status == GPUCTL_PROBE_NO_DEVICE
+	                     ? json_null()
+	                     : json_integer((json_int_t)(res->seconds * 1000.0 + 0.5))) < 0)
+		goto fail;
+	if (json_put(o, "passed", passed) < 0) {
+		passed = NULL;
+		goto fail;
+	}
+	return o;
+fail:
+	json_decref(passed);
+	json_decref(o);
+	return NULL;
+}
+
+/* Which class of the summary GPU gpu's result is in: 0 passed, 1 failed (or hung), 2 not
+ * probed (lost, no UUID, MIG mode without a MIG device). */
+static int summary_class(const struct health_probes *p, size_t gpu)
+{
+	int st = gpu < p->n ? p->res[gpu].status : GPUCTL_PROBE_NOT_RUN;
+
+	return st == GPUCTL_PROBE_OK                                  ? 0
+	       : st == GPUCTL_PROBE_FAILED || st == GPUCTL_PROBE_HUNG ? 1
+	                                                              : 2;
+}
+
+static const char *const summary_keys[] = {"passed", "failed", "not_probed"};
+
+json_t *health_probe_summary_json(const struct health_probes *p, const size_t *sel, size_t nsel)
+{
+	json_t *o, *lists[3] = {NULL, NULL, NULL};
+
+	if (!p || !p->res)
+		return json_null();
+	o = json_object();
+	for (size_t c = 0; c < 3; c++)
+		if (!(lists[c] = json_array()))
+			goto fail;
+	if (!o)
+		goto fail;
+	for (size_t k = 0; k < nsel; k++)
+		if (json_array_append_new(lists[summary_class(p, sel[k])],
+		                          json_integer((json_int_t)sel[k])) < 0)
+			goto fail;
+	for (size_t c = 0; c < 3; c++) {
+		int r = json_put(o, summary_keys[c], lists[c]);
+
+		lists[c] = NULL;
+		if (r < 0)
+			goto fail;
+	}
+	return o;
+fail:
+	for (size_t c = 0; c < 3; c++)
+		json_decref(lists[c]);
+	json_decref(o);
+	return NULL;
+}
+
+void health_probe_summary(const struct health_probes *p, const size_t *sel, size_t nsel)
+{
+	static const char *const words[] = {"passed on GPU", "failed on GPU", "not probed on GPU"};
+	bool any = false;
+
+	if (!p || !p->res)
+		return;
+	for (int c = 0; c < 3; c++) {
+		bool first = true;
+
+		for (size_t k = 0; k < nsel; k++) {
+			if (summary_class(p, sel[k]) != c)
+				continue;
+			if (first)
+				printf("%s%s %zu", any ? "; " : "CUDA probe ", words[c], sel[k]);
+			else
+				printf(", %zu", sel[k]);
+			first = false;
+			any = true;
+		}
+	}
+	if (any)
+		putchar('\n');
 }
 
 int health_probe_child(void)

@@ -110,6 +110,9 @@ static void print_line(const struct watch_args *w, const struct gpuctl_snapshot 
 {
 	const char *uuid = gpuctl_gpu_str(gpuctl_snapshot_gpu(snap, gpu), GPUCTL_F_UUID);
 	char when[32], shortu[64] = "N/A";
+	char msg[1024], act[1024];
+	const char *message = f ? format_health_words(f->message, msg, sizeof(msg)) : NULL;
+	const char *action = f ? format_health_words(f->action, act, sizeof(act)) : NULL;
 
 	now_text(when, sizeof(when));
 	if (uuid)
@@ -125,8 +128,8 @@ static void print_line(const struct watch_args *w, const struct gpuctl_snapshot 
 		             cleared ? json_text("OK")
 		                     : json_text(gpuctl_health_severity_name(f->severity))) < 0 ||
 		    json_put(o, "cleared", json_boolean(cleared)) < 0 ||
-		    json_put(o, "message", f ? json_text(f->message) : json_null()) < 0 ||
-		    json_put(o, "action", f ? json_text(f->action) : json_null()) < 0 ||
+		    json_put(o, "message", f ? json_text(message) : json_null()) < 0 ||
+		    json_put(o, "action", f ? json_text(action) : json_null()) < 0 ||
 		    json_put(o, "xid", f && f->xid ? json_integer(f->xid) : json_null()) < 0) {
 			json_decref(o);
 			return;
@@ -136,7 +139,7 @@ static void print_line(const struct watch_args *w, const struct gpuctl_snapshot 
 		printf("%s  GPU %zu  %s  OK    %s  cleared\n", when, gpu, shortu, check);
 	} else {
 		printf("%s  GPU %zu  %s  %-4s  %s  %s (action: %s)\n", when, gpu, shortu,
-		       gpuctl_health_severity_name(f->severity), f->check, f->message, f->action);
+		       gpuctl_health_severity_name(f->severity), f->check, message, action);
 	}
 	fflush(stdout);
 }

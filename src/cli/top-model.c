@@ -58,6 +58,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "format.h"
 #include "hostproc.h"
 #include "nss.h"
 #include "sampler.h"
@@ -766,7 +767,10 @@ int top_gpu_verdict(const struct top_model *m, size_t g, char *finding, size_t s
 		const struct gpuctl_health_finding *f = gpuctl_health_finding(m->health, i);
 		if (f->gpu != g || f->severity == GPUCTL_HEALTH_OK)
 			continue;
-		snprintf(finding, size, "%s: %s", f->check, f->message);
+		char msg[1024];
+
+		snprintf(finding, size, "%s: %s", f->check,
+		         format_health_words(f->message, msg, sizeof(msg)));
 		break;
 	}
 	return gpuctl_health_verdict(m->health, g);

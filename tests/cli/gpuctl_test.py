@@ -71,6 +71,9 @@ os.environ["GPUCTL_CONFIG"] = EMPTY_CONFIG
 # No test sees the machine's own /run/gpuctl as the system lease directory (docs/leases.md
 # "Personal lease directories"): a test's leases are its own.
 os.environ["GPUCTL_SYSTEM_LEASE_DIR"] = os.path.join(CONFIG_DIR, "no-system-lease-dir")
+# Nor the host driver's /proc/driver/nvidia (where a lost GPU's bus id is read): `nvsim exec`
+# points GPUCTL_NVIDIA_PROC at the simulated machine's; anything else sees none.
+os.environ["GPUCTL_NVIDIA_PROC"] = os.path.join(CONFIG_DIR, "no-nvidia-proc")
 
 # Slurm's GPU numbers map to devices through the node's gres.conf (docs/slurm.md), found beside
 # $SLURM_CONF: every test process gets a private Slurm configuration directory whose gres.conf

@@ -566,6 +566,54 @@ class ListFaults(GpuctlTestCase):
         gpus = json.loads(js)["gpus"]
         self.assertEqual([g["lost"] for g in gpus], [i == 3 for i in range(len(m))])
 
+    def test_lost_gpu_shows_its_bus_id(self):
+        # issue 25, item 9: NVML answers GPU_IS_LOST to everything about a lost GPU (handle
+        # included: sim/README.md), so its bus id comes from the driver's list,
+        # /proc/driver/nvidia/gpus/<bus id>/information (nvsim exec writes the scenario's under
+        # $GPUCTL_NVIDIA_PROC). Expected: the scenario file's bus ids.
+        for name, lost in (("rtx4090-8", [3]), ("dgx-a100", [0, 5, 7])):
+            with self.subTest(name=name):
+                m = Machine(name)
+                buses = [g["pci_bus_id"] for g in m.gpus]
+                script = "".join("$NVSIM set -i %d lost=1\n" % i for i in lost) + (
+                    '$GPUCTL list --noheader\necho ---\n'
+                    '$GPUCTL list --format json\necho ---\n'
+                    '$GPUCTL health || true\necho ---\n'
+                    '$GPUCTL health --format json || true\necho ---\n'
+                    '$GPUCTL info --format json\n')
+                r = sim_sh(name, script)
+                self.assertOk(r)
+                table, lj, health, hj, ij = r.out.split("---\n")
+                rows = table.splitlines()
+                for i in lost:
+                    self.assertTrue(rows[i].endswith("lost at %s" % buses[i]), rows[i])
+                    self.assertIn("GPU %d  N/A  %s  FAIL\n" % (i, buses[i]), health)
+                for doc in (json.loads(lj), json.loads(hj), json.loads(ij)):
+                    self.assertEqual([g["pci_bus_id"] for g in doc["gpus"]], buses, doc)
+                    self.assertEqual([g["lost"] for g in doc["gpus"]],
+                                     [i in lost for i in range(len(m))], doc)
+
+    def test_lost_gpu_bus_id_never_guessed(self):
+        # the driver's list does not settle which file is the lost GPU's (empty, or a GPU NVML
+        # does not see beside it): no bus id rather than a wrong one
+        tmp = tempfile.mkdtemp(prefix="gpuctl-nvproc-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        for how in ("empty", "extra"):
+            with self.subTest(how=how):
+                setup = ""
+                if how == "extra":
+                    setup = ('cp -r "$GPUCTL_NVIDIA_PROC/gpus" %s/\n'
+                             'mkdir %s/gpus/0000:ff:00.0\n'
+                             'printf "Bus Location: \\t 0000:ff:00.0\\n" '
+                             '> %s/gpus/0000:ff:00.0/information\n' % (tmp, tmp, tmp))
+                r = sim_sh("rtx4090-8", setup + "$NVSIM set -i 3 lost=1\n"
+                           "GPUCTL_NVIDIA_PROC=%s $GPUCTL list --format json\n" % tmp)
+                self.assertOk(r)
+                gpus = json.loads(r.out)["gpus"]
+                self.assertIs(gpus[3]["lost"], True)
+                self.assertIsNone(gpus[3]["pci_bus_id"], r)
+                self.assertEqual(gpus[4]["pci_bus_id"], Machine("rtx4090-8").gpus[4]["pci_bus_id"])
+
     def test_not_supported_everywhere(self):
         script = ("$NVSIM fail '*' NOT_SUPPORTED\n"
                   "$GPUCTL list\n"

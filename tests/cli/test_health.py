@@ -111,14 +111,14 @@ class TestHealthy(HealthCase):
         self.assertEqual(r.rc, EXIT_OK, r)
         doc = r.json()
         self.assertEqual(set(doc), {"verdict", "strict", "kernel_log", "state_file", "summary",
-                                    "gpus"})
+                                    "gpus", "probe"})
         self.assertIsNone(doc["state_file"])  # no --watch ran: no state file
         self.assertIs(doc["strict"], False)
         self.assertTrue(doc["kernel_log"].endswith("/kmsg"), doc)  # nvsim's GPUCTL_KMSG
         self.assertEqual([g["index"] for g in doc["gpus"]], [1, 0])
         g = doc["gpus"][0]
         self.assertEqual(set(g), {"index", "uuid", "pci_bus_id", "name", "lost", "verdict",
-                                  "findings"})
+                                  "findings", "probe"})
         self.assertEqual(g["uuid"], gpu_fact("dgx-a100", 1, "uuid"))
         self.assertEqual(g["pci_bus_id"], gpu_fact("dgx-a100", 1, "pci_bus_id"))
         self.assertIs(g["lost"], False)
@@ -438,8 +438,13 @@ class TestProbe(HealthCase):
         # with MIG on and no instance is said to be so, as an OK finding.
         r, doc = self.health_json("a100-mig", "true", "--probe", rc=EXIT_OK)
         self.assertEqual(doc["summary"], {"ok": 4, "warn": 0, "fail": 0})
+        d = scenario("a100-mig")
         for i in (0, 1, 3):
-            self.assertEqual(doc["gpus"][i]["findings"], [], doc)
+            g, f = self.finding(doc, i, "cuda-probe")
+            self.assertEqual((g["verdict"], f["severity"]), ("OK", "OK"))
+            if i < 3:  # one probe per MIG device, each its own
+                self.assertIn("on each of its %d MIG devices (cuInit, only that MIG device "
+                              "visible" % len(d["gpus"][i]["mig"]["instances"]), f["message"])
         g, f = self.finding(doc, 2, "cuda-probe")
         self.assertEqual((g["verdict"], f["severity"]), ("OK", "OK"))
         self.assertIn("MIG mode is on and the GPU has no MIG device", f["message"])
@@ -467,7 +472,45 @@ class TestProbe(HealthCase):
     def test_probe_skips_lost_gpu(self):
         _, doc = self.health_json("rtx4090-8", '"$NVSIM" set -i 4 lost=1', "--probe",
                                   rc=EXIT_FAIL)
-        self.only_finding(doc, 4, "lost", "FAIL")
+        for g in doc["gpus"]:
+            self.assertEqual([(f["check"], f["severity"]) for f in g["findings"]],
+                             [("lost", "FAIL")] if g["index"] == 4 else [("cuda-probe", "OK")],
+                             doc)
+        self.assertIsNone(doc["gpus"][4]["probe"], doc)
+        self.assertEqual(doc["probe"]["not_probed"], [4], doc)
+
+    # The probe's calls (docs/health.md, "The CUDA probe"; src/lib/cuda/cuda.c): the driver
+    # initialised, exactly one device visible, a context, 64 MiB allocated and freed.
+    CALLS = ["cuInit", "cuDeviceGetCount", "cuDeviceGet", "cuCtxCreate", "cuMemAlloc",
+             "cuMemFree", "cuCtxDestroy"]
+
+    def test_probe_says_what_passed(self):
+        # issue 25, item 9: `health --probe` printed OK and a count, not what passed
+        fail = '"$NVSIM" set -i 2 cuda.alloc=fail\n'
+        r = sim_sh("dgx-a100", fail + '"$GPUCTL" health --probe -i 0,1,2')
+        self.assertEqual(r.rc, EXIT_FAIL, r)
+        lines = r.out.splitlines()
+        for i in (0, 1):
+            at = lines.index(next(l for l in lines if l.startswith("GPU %d " % i)))
+            self.assertRegex(lines[at + 1],
+                             r"^  OK    cuda-probe +CUDA allocation probe passed in \d+\.\d\d s: "
+                             r"cuInit, only that GPU visible, context created, 64 MiB "
+                             r"allocated and freed, context destroyed$")
+        self.assertEqual(lines[-2], "3 GPUs checked: 2 OK, 0 WARN, 1 FAIL")
+        self.assertEqual(lines[-1], "CUDA probe passed on GPU 0, 1; failed on GPU 2")
+        # the JSON: per GPU the calls that succeeded, and the GPUs by outcome
+        _, doc = self.health_json("dgx-a100", fail, "--probe", "-i", "0,1,2", rc=EXIT_FAIL)
+        for g in doc["gpus"][:2]:
+            self.assertEqual((g["probe"]["result"], g["probe"]["passed"]),
+                             ("passed", self.CALLS), doc)
+            self.assertIsInstance(g["probe"]["ms"], int)
+        self.assertEqual((doc["gpus"][2]["probe"]["result"], doc["gpus"][2]["probe"]["passed"]),
+                         ("failed", self.CALLS[:self.CALLS.index("cuMemAlloc")]), doc)
+        self.assertEqual(doc["probe"], {"passed": [0, 1], "failed": [2], "not_probed": []})
+        # without --probe: nothing probed, nothing said
+        _, doc = self.health_json("dgx-a100", "true", "-i", "0", rc=EXIT_OK)
+        self.assertIsNone(doc["probe"])
+        self.assertIsNone(doc["gpus"][0]["probe"])
 
     def test_probe_timeout_usage(self):
         for bad in ("0", "-1", "abc", "3601", ""):

@@ -365,6 +365,38 @@ class HoldRelease(LeaseCase):
                 self.assertFalse(alive(holder), "release returned before the holder ended")
                 self.assertEqual(self.leased(), {})
 
+    def test_release_says_what_else_it_freed(self):
+        # issue 25, item 9: a holder holds all its devices' locks and ending it frees them all
+        # (docs/leases.md "Release"), so `release -i 6` ends the hold of 6 and 7: a second line
+        # says so, the first stays as it was
+        held = self.hold("--only", "6,7", "-n", "2", "--hold", "60")
+        self.assertEqual(sorted(UUIDS.index(u) for u in held), [6, 7])
+        self.pids.append(self.leased()[held[0]]["owner"]["pid"])
+        r = self.g("release", "-i", "6")
+        self.assertEqual((r.rc, r.err), (0, ""), r)
+        self.assertEqual(r.out.splitlines(),
+                         ["released 1 holder", "also freed: 7 (held by the same holder as 6)"])
+        self.assertEqual(self.leased(), {})  # 7 is free
+        self.assertEqual(self.g("select", "--only", "7", "-n", "1").rc, 0)
+        # every device of the hold named (or --all): nothing beyond, no second line
+        for args in (("-i", "6,7"), ("-i", "%s,7" % UUIDS[6]), ("--all",)):
+            with self.subTest(args=args):
+                held = self.hold("--only", "6,7", "-n", "2", "--hold", "60")
+                self.pids.append(self.leased()[held[0]]["owner"]["pid"])
+                r = self.g("release", *args)
+                self.assertEqual((r.rc, r.out, r.err), (0, "released 1 holder\n", ""), r)
+                self.assertEqual(self.leased(), {})
+        # two holders, one of them on a named GPU: only that one's other GPU is named
+        a = self.hold("--only", "5,6", "-n", "2", "--hold", "60")
+        b = self.hold("--only", "7", "-n", "1", "--hold", "60")
+        for u in a + b:
+            self.pids.append(self.leased()[u]["owner"]["pid"])
+        r = self.g("release", "-i", "6,7")
+        self.assertEqual(r.out.splitlines(),
+                         ["released 2 holders",
+                          "also freed: 5 (held by the same holder as one of 6,7)"], r)
+        self.assertEqual(self.leased(), {})
+
     def test_release_all_ends_every_hold(self):
         a = self.hold("-n", "2", "--hold", "60")
         b = self.hold("-n", "3", "--hold", "60")

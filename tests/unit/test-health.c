@@ -689,8 +689,14 @@ static void test_probe(void **state)
 	opts.probes = probes;
 	opts.n_probes = 3; /* GPU 3 beyond: not probed */
 	probes[3].status = GPUCTL_PROBE_FAILED;
+	probes[0].detail = "context created, 64 MiB allocated and freed";
 	rep = check_opts(s, NULL, &opts);
-	assert_int_equal(gpuctl_health_finding_count(rep), 2);
+	assert_int_equal(gpuctl_health_finding_count(rep), 3);
+	/* a pass is an OK finding that says what passed */
+	f = find(rep, 0, "cuda-probe");
+	assert_int_equal(f->severity, GPUCTL_HEALTH_OK);
+	assert_string_equal(f->message, "CUDA allocation probe passed in 0.20 s: context created, "
+	                                "64 MiB allocated and freed");
 	f = find(rep, 1, "cuda-probe");
 	assert_int_equal(f->severity, GPUCTL_HEALTH_FAIL);
 	assert_non_null(strstr(f->message, "cuMemAlloc: CUDA_ERROR_UNKNOWN (999)"));
@@ -738,7 +744,9 @@ static void test_probe_struct_size(void **state)
 	opts.probes = (const struct gpuctl_probe_result *)(const void *)old;
 	opts.n_probes = 3;
 	rep = check_opts(s, NULL, &opts);
-	assert_int_equal(gpuctl_health_finding_count(rep), 2);
+	assert_int_equal(gpuctl_health_finding_count(rep), 3);
+	f = find(rep, 0, "cuda-probe");
+	assert_string_equal(f->message, "CUDA allocation probe passed in 0.00 s");
 	f = find(rep, 1, "cuda-probe");
 	assert_non_null(strstr(f->message, "hung: no answer within 0 s")); /* seconds: default */
 	f = find(rep, 2, "cuda-probe");

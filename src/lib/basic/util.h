@@ -12,6 +12,7 @@
 #define GPUCTL_UTIL_H
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -68,6 +69,13 @@ static inline void closep(int *fd)
 		(void)close(*fd);
 }
 #define _cleanup_close_ _cleanup_(closep)
+
+/* Closes *d when it is open: _cleanup_(closedirp) DIR *d. */
+static inline void closedirp(DIR **d)
+{
+	if (*d)
+		(void)closedir(*d);
+}
 
 static inline void fclosep(FILE **f)
 {

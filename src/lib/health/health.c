@@ -16,6 +16,9 @@
  *   model on this machine has (MIG-enabled models skipped, as DCGM ignores down links under
  *   MIG); see check_nvlink for the exact rule.
  * - Findings are sorted by GPU, then worst first, then check order, so output is stable.
+ * - Messages and actions name concepts, never a program's options ("a health watch", "the
+ *   strict health mode"): Python and C callers read them too; gpuctl re-spells them as its
+ *   options where it prints them (src/cli/format.c, format_health_words).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -320,7 +323,11 @@ static void check_probe(struct gpuctl_health_report *rep, const struct gpuctl_gp
 	if (!opts->probes || g->index >= opts->n_probes)
 		return;
 	struct_read(&res, sizeof(res), probe_at(opts, g->index));
-	if (p->status == GPUCTL_PROBE_FAILED)
+	if (p->status == GPUCTL_PROBE_OK)
+		add(rep, g->index, CHECK_PROBE, GPUCTL_HEALTH_OK, "none",
+		    "CUDA allocation probe passed in %.2f s%s%s", p->seconds, p->detail ? ": " : "",
+		    p->detail ? p->detail : "");
+	else if (p->status == GPUCTL_PROBE_FAILED)
 		add(rep, g->index, CHECK_PROBE, GPUCTL_HEALTH_FAIL,
 		    "drain the GPU; check the kernel log for XIDs; reset the GPU or reboot",
 		    "CUDA allocation probe failed: %s", p->detail ? p->detail : "unknown error");
@@ -379,8 +386,8 @@ static void check_memory(struct gpuctl_health_report *rep, const struct gpuctl_g
 			    dbe, RETIRED_DBE_GROWING, before);
 		else if (!p || !get(p, GPUCTL_F_RETIRED_DBE, &before))
 			add(rep, g->index, CHECK_RETIRED_PAGES, GPUCTL_HEALTH_WARN,
-			    "watch this GPU: it fails if more pages are retired (gpuctl health "
-			    "--watch keeps the history)",
+			    "watch this GPU: it fails if more pages are retired (a health watch "
+			    "keeps the history)",
 			    "%" PRId64 " pages retired for double-bit errors (more than %d); "
 			    "whether they grow is unknown without an earlier sample",
 			    dbe, RETIRED_DBE_GROWING);
@@ -388,12 +395,13 @@ static void check_memory(struct gpuctl_health_report *rep, const struct gpuctl_g
 
 	if (get(g, GPUCTL_F_RETIRED_PENDING, &v) && v)
 		add(rep, g->index, CHECK_RETIRED_PENDING, pending,
-		    "reset the GPU or reboot when it is idle (--strict counts this as FAIL)",
+		    "reset the GPU or reboot when it is idle (the strict health mode counts "
+		    "this as FAIL)",
 		    "a page retirement is pending: it takes effect at the next GPU reset or "
 		    "reboot");
 	if (get(g, GPUCTL_F_REMAP_PENDING, &v) && v)
 		add(rep, g->index, CHECK_REMAP_PENDING, pending,
-		    "reset the GPU when it is idle (--strict counts this as FAIL)",
+		    "reset the GPU when it is idle (the strict health mode counts this as FAIL)",
 		    "a row remap is pending: it takes effect at the next GPU reset");
 	if (get(g, GPUCTL_F_REMAP_UNCORRECTABLE, &v) && v >= REMAP_UNCORRECTABLE)
 		add(rep, g->index, CHECK_REMAP_UNCORRECTABLE, GPUCTL_HEALTH_WARN,
@@ -706,8 +714,8 @@ static void check_state(struct gpuctl_health_report *rep, const struct gpuctl_gp
 	if (opts->state_error)
 		add(rep, g->index, CHECK_STATE, GPUCTL_HEALTH_WARN,
 		    "read the GPU's XIDs in the kernel log (dmesg); remove or repair the file, or "
-		    "let gpuctl health --watch write it afresh",
-		    "state unreadable: %s; the XIDs and counters gpuctl health --watch recorded "
+		    "let a health watch write it afresh",
+		    "state unreadable: %s; the XIDs and counters a health watch recorded "
 		    "there are not known",
 		    opts->state_error);
 }

@@ -36,13 +36,6 @@
 
 /* ---- small helpers of several lease files (inline: no symbol) ---- */
 
-/* Closes *d when it is open: _cleanup_(closedirp) DIR *d. */
-static inline void closedirp(DIR **d)
-{
-	if (*d)
-		(void)closedir(*d);
-}
-
 /* The UUID of device (g, mig) of snap (mig -1: the whole GPU), NULL when unknown. */
 static inline const char *lease_dev_uuid(const struct gpuctl_snapshot *snap, size_t g, int mig)
 {

@@ -414,8 +414,47 @@ static size_t wait_holders(struct signalled *s, size_t n, uid_t uid)
 struct release_set {
 	struct signalled *s; /* owned */
 	size_t n, cap;
-	uid_t me; /* the caller: only its processes are signalled */
+	uid_t me;                           /* the caller: only its processes are signalled */
+	const struct gpuctl_snapshot *snap; /* the machine, for freed */
+	struct gpuctl_devset *freed;        /* the devices the signalled holders held (owned;
+	                                     * NULL: not asked for) */
 };
+
+/* Whether pid is one of the holders rs signalled. */
+static bool release_signalled(const struct release_set *rs, pid_t pid)
+{
+	for (size_t i = 0; i < rs->n; i++)
+		if (rs->s[i].pid == pid)
+			return true;
+	return false;
+}
+
+/* Adds the device uuid names (a GPU or a MIG device of rs->snap) to rs->freed, once; 0 or
+ * -ENOMEM. */
+static int release_freed_add(struct release_set *rs, const char *uuid)
+{
+	for (size_t g = 0; rs->freed && g < rs->snap->n_gpus; g++)
+		for (int m = -1; m < (int)rs->snap->gpus[g].n_migs; m++) {
+			const char *u = lease_dev_uuid(rs->snap, g, m);
+
+			if (u && streq(u, uuid) && !gpuctl_devset_contains(rs->freed, g, m))
+				return gpuctl_devset_add(rs->freed, g, m) < 0 ? -ENOMEM : 0;
+		}
+	return 0;
+}
+
+/* Adds every device the caller's records name for holder pid to rs->freed: a holder holds all
+ * its devices' locks, so ending it frees them all, named or not; 0 or -ENOMEM. */
+static int release_freed_holder(struct release_set *rs, const struct record *recs, size_t n_recs,
+                                pid_t pid)
+{
+	int r = 0;
+
+	for (size_t k = 0; rs->freed && r >= 0 && k < n_recs; k++)
+		if (recs[k].uid == rs->me && recs[k].pid_alive && (pid_t)recs[k].pid == pid)
+			r = release_freed_add(rs, recs[k].uuid);
+	return r;
+}
 
 /* Signals pid (started at start_ticks, checked) unless it was already: 1 when signalled now,
  * 0 when it was before or is not the caller's process of that start any more, -ENOMEM. */
@@ -587,6 +626,9 @@ static int release_recordless(struct release_set *rs, const struct held_dev *dev
 		if (r < 0)
 			return r;
 		count += r;
+		for (size_t i = 0; r > 0 && rs->freed && i < n; i++)
+			if (holds[i] && release_freed_add(rs, devs[i].uuid) < 0)
+				return -ENOMEM;
 	}
 	return count;
 }
@@ -653,14 +695,18 @@ static int release_recorded(struct release_set *rs, const struct gpuctl_lease_di
 		if (r < 0)
 			return r;
 		count += r;
+		if (release_signalled(rs, (pid_t)rc->pid) &&
+		    release_freed_holder(rs, recs, n_recs, (pid_t)rc->pid) < 0)
+			return -ENOMEM;
 	}
 	return count;
 }
 
-int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
-                         const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set)
+/* gpuctl_lease_release with rs prepared (rs->freed filled when not NULL). */
+static int release_run(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                       const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set,
+                       struct release_set *rs)
 {
-	struct release_set rs = {.me = geteuid()};
 	_cleanup_free_ struct held_dev *held = NULL;
 	struct record *recs = NULL;
 	size_t n_recs = 0, n_held = 0, alive;
@@ -676,15 +722,15 @@ int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	r = lease_records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n_recs);
 	if (r < 0)
 		return r;
-	r = release_check_others(ctx, dir, snap, set, recs, n_recs, rs.me);
+	r = release_check_others(ctx, dir, snap, set, recs, n_recs, rs->me);
 	if (r == 0)
-		r = release_recorded(&rs, dir, snap, set, recs, n_recs);
+		r = release_recorded(rs, dir, snap, set, recs, n_recs);
 	if (r >= 0) {
 		count = r;
 		r = held_devices(dir, snap, set, &held, &n_held);
 	}
 	if (r >= 0)
-		r = release_recordless(&rs, held, n_held, recs, n_recs);
+		r = release_recordless(rs, held, n_held, recs, n_recs);
 	lease_records_free(recs, n_recs);
 	if (r >= 0)
 		count += r;
@@ -694,8 +740,7 @@ int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	 * shared select.lock is dropped first so a holder's exit path is never blocked on it. */
 	if (sfd >= 0)
 		(void)close(TAKE_FD(sfd));
-	alive = wait_holders(rs.s, rs.n, rs.me);
-	free(rs.s);
+	alive = wait_holders(rs->s, rs->n, rs->me);
 	if (r < 0)
 		return r;
 	if (alive)
@@ -703,4 +748,50 @@ int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 		        "release: %zu holder%s still running %d s after SIGTERM (stopped?)", alive,
 		        alive == 1 ? " is" : "s are", RELEASE_WAIT_MS / 1000);
 	return count;
+}
+
+int gpuctl_lease_release(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                         const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set)
+{
+	struct release_set rs = {.me = geteuid(), .snap = snap};
+	int r = release_run(ctx, dir, snap, set, &rs);
+
+	free(rs.s);
+	return r;
+}
+
+int gpuctl_lease_release_freed(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                               const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set,
+                               struct gpuctl_devset **ret_freed)
+{
+	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *freed = NULL;
+	struct release_set rs = {.me = geteuid(), .snap = snap};
+	int r;
+
+	if (!ret_freed)
+		return ctx_error(ctx, -EINVAL, "invalid arguments");
+	if (gpuctl_devset_new(&rs.freed) < 0)
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+	r = release_run(ctx, dir, snap, set, &rs);
+	free(rs.s);
+	if (r >= 0 && gpuctl_devset_new(&freed) < 0)
+		r = ctx_error(ctx, -ENOMEM, "out of memory");
+	/* of the devices the ended holders held, those free now (a holder still running after
+	 * the wait keeps its own) */
+	for (size_t i = 0; r >= 0 && i < gpuctl_devset_count(rs.freed); i++) {
+		const char *u = gpuctl_devset_uuid(rs.freed, snap, i);
+		char reason[REASON_MAX];
+		size_t g = 0;
+		int m = -1;
+
+		if (!u || gpuctl_devset_get(rs.freed, i, &g, &m) < 0 ||
+		    lease_held(lease_probe(dir, u, false, NULL, NULL, reason, sizeof(reason))))
+			continue;
+		if (gpuctl_devset_add(freed, g, m) < 0)
+			r = ctx_error(ctx, -ENOMEM, "out of memory");
+	}
+	gpuctl_devset_free(rs.freed);
+	if (r >= 0)
+		*ret_freed = TAKE_PTR(freed);
+	return r;
 }

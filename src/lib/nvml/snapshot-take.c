@@ -20,6 +20,7 @@
 
 #include "cpuinfo.h"
 #include "ctx.h"
+#include "driver-proc.h"
 #include "nvml-loader.h"
 #include "snapshot-internal.h"
 
@@ -107,6 +108,11 @@ int gpuctl_snapshot_take_fields(struct gpuctl_ctx *ctx, unsigned flags,
 			             "the default CPU",
 			             strerror(-rc));
 	}
+	/* a lost GPU's bus id, which NVML no longer gives, from the driver's list */
+	if (driver_proc_lost_bus_ids(ctx, snap) < 0) {
+		gpuctl_snapshot_free(snap);
+		return ctx_error(ctx, -ENOMEM, "out of memory");
+	}
 	/* the loader reads facts; what the model derives from them is filled here */
 	topo_fill_bandwidth(snap);
 	snap->want = want;
@@ -155,6 +161,8 @@ int gpuctl_snapshot_refresh(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot
 	/* no pair facts (REFRESHABLE has no GPUCTL_SNAP_TOPOLOGY, the copy no pair matrix), so
 	 * no bandwidth to derive after this read */
 	r = nvml_refresh_snapshot(ctx, prev, snap, flags, want);
+	if (r >= 0 && driver_proc_lost_bus_ids(ctx, snap) < 0)
+		r = ctx_error(ctx, -ENOMEM, "out of memory");
 	if (r < 0) {
 		gpuctl_snapshot_free(snap);
 		return r;
