@@ -28,8 +28,9 @@ contrib_pkgs="nvtop gpustat python3-pynvml libnvidia-ml1"
 # Debian bundles, for the pip installs of python/tests/test_pip_install.py
 # podman runc busybox-static: the real container of tests/cli/test_real_workloads.py (issue 26):
 # rootful podman with runc and the cgroupfs manager, on an image `podman import`ed from a busybox
-# tar the test builds, in a scratch storage of its own (no registry, no network, no daemon)
-test_pkgs="git libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest python3-venv prometheus tmux slurmctld slurmd slurm-client munge podman runc busybox-static $contrib_pkgs"
+# tar the test builds, in a scratch storage of its own (no registry, no network, no daemon);
+# strace: tests/cli/test_workloads.py counts the /proc files a refresh of top opens
+test_pkgs="git libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest python3-venv prometheus tmux slurmctld slurmd slurm-client munge podman runc busybox-static strace $contrib_pkgs"
 # wrk: the HTTP load generator of the exporter benchmark (50 concurrent scrapers)
 bench_pkgs="python3 wrk"
 # The Debian packages (debian/, docs/packaging.md) and their test: dpkg-buildpackage (dpkg-dev)
