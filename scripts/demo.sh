@@ -75,7 +75,9 @@ DEMO_COLUMNS="${DEMO_COLUMNS:-140}" \
 	echo "# through .:-=+* to # (100%); --once has one refresh, so one character. Then the pool,"
 	echo "# and who holds the GPU:"
 	echo "# free, held by USER '\''LABEL'\'' AGE, shared by N (room left), or FOREIGN: processes of"
-	echo "# no lease. In the process list, ! before the GPU marks such a process."
+	echo "# no lease. In the process list, ! before the GPU marks such a process, and WORKLOAD"
+	echo "# says what the kernel'\''s cgroups put it in: a Slurm step, a pod, a container, a"
+	echo "# systemd unit or login session, or bare (none of these)."
 	echo
 	echo "# Give back every lease this user holds."
 	echo "\$ gpuctl release --all"; "$bin/gpuctl" release --all

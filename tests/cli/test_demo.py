@@ -53,10 +53,15 @@ class DemoTest(GpuctlTestCase):
         self.assertGreater(busy, 0)
 
     def test_process_names_are_not_the_demo_script(self):
-        procs = [l for l in section(self.lines, "gpuctl top --once") if l.startswith("! ")]
+        frame = section(self.lines, "gpuctl top --once")
+        procs = [l for l in frame if l.startswith("! ")]
         self.assertEqual(len(procs), 3, procs)
+        # the process list's heading: ... ELAPSED WORKLOAD COMMAND, COMMAND last and aligned
+        heading = [l for l in frame if l.startswith("GPU") and l.rstrip().endswith("COMMAND")]
+        self.assertEqual(len(heading), 1, frame)
+        at = heading[0].index("COMMAND")
         for l in procs:
-            command = l.split(None, 9)[9]  # ! GPU PID USER GPU-MEM %SM %CPU HOST-MEM ELAPSED COMMAND
+            command = l[at:]
             self.assertNotIn("sh -eu", command)
             self.assertNotIn("?", command)
             self.assertRegex(command, r"^(train|serve) ")

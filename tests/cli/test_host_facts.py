@@ -5,6 +5,7 @@ time field 22 (clock ticks after boot), the CPU time fields 14 + 15; the command
 /proc/PID/cmdline. A process in its first clock tick has elapsed 0 and %CPU 0, as ps(1) shows."""
 import json
 import os
+import re
 import pwd
 import tempfile
 import unittest
@@ -70,13 +71,16 @@ class ListWide(GpuctlTestCase):
                                            "POWER", "HEALTH"], r)  # no PROCESSES column
         self.assertEqual(len(gpus), 9, r)
         self.assertEqual(procs[0].split(), ["GPU", "PID", "USER", "GPU_MEM", "%CPU", "RSS",
-                                            "ELAPSED", "COMMAND"], r)
+                                            "ELAPSED", "WORKLOAD", "COMMAND"], r)
         self.assertEqual(len(procs), 3, r)
+        # WORKLOAD and COMMAND are text, left-aligned under their headings; WORKLOAD is what
+        # the kernel's cgroups say of the test's own processes (one or more words)
+        at_wl, at_cmd = procs[0].index("WORKLOAD"), procs[0].index("COMMAND")
         for row, pid, gpu, mem, cmd, k in ((procs[1], p, "1", "1024MiB", "sleep 60", 0),
                                            (procs[2], q, "5", "300MiB", "sleep 61", 1)):
-            cells = row.split(None, 7)
+            cells = row[:at_wl].split() + [row[at_wl:at_cmd].strip(), row[at_cmd:]]
             self.assertEqual(cells[:4], [gpu, str(pid), me(), mem], r)
-            self.assertEqual(cells[7], cmd)
+            self.assertEqual(cells[8], cmd)
             # rss: the same before and after (sleep does not grow)
             self.assertEqual(before[k][21], after[k][21])
             self.assertEqual(cells[5], bytes_text(int(after[k][21]) * PAGE), r)
@@ -165,14 +169,21 @@ class PsHostFacts(GpuctlTestCase):
 
         rows = table.splitlines()
         self.assertEqual(rows[0].split()[:10], ["DEVICE", "UUID", "STATE", "HEALTH", "USER",
-                                                "PID", "JOB", "%CPU", "RSS", "COMMAND"], r)
-        cells = rows[1].split()
+                                                "PID", "JOB", "WORKLOAD", "%CPU", "RSS"], r)
+        # WORKLOAD (text, left-aligned under its heading, one or more words: what the kernel's
+        # cgroups say of the test's processes) is cut out; the cells after it follow
+        at_wl = rows[0].index("WORKLOAD")
+
+        def cells_of(row):
+            after = re.split(r"\s{2,}", row[at_wl:].strip(), maxsplit=1)
+            return row[:at_wl].split() + after[:1] + (after[1].split() if len(after) > 1 else [])
+        cells = cells_of(rows[1])
         self.assertEqual(cells[0], "2")
         self.assertEqual(cells[6], str(job))
-        self.assertGreaterEqual(float(cells[7]), 0.0)
-        self.assertEqual(cells[8], bytes_text(int(sj[21]) * PAGE), r)
-        self.assertEqual(cells[9:11], ["sleep", "60"], r)
-        self.assertEqual(rows[2].split()[7:9], ["-", "-"], r)  # no holder: no facts
+        self.assertGreaterEqual(float(cells[8]), 0.0)
+        self.assertEqual(cells[9], bytes_text(int(sj[21]) * PAGE), r)
+        self.assertEqual(cells[10:12], ["sleep", "60"], r)
+        self.assertEqual(cells_of(rows[2])[8:10], ["-", "-"], r)  # no holder: no facts
 
 
 if __name__ == "__main__":
