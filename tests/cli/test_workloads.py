@@ -2,65 +2,50 @@
 JSON, and the filters `ps --job`, `ps --workload`, `top --workload`.
 
 Real parts: the kernel writes /proc/PID/cgroup. Each test process is a real `sleep` that the test
-moves into cgroups it creates on this hybrid machine, in the layouts their owners document:
-- Slurm, cgroup v1 (Slurm's "Cgroups Guide", cgroup.conf(5)): /slurm/uid_U/job_J/step_S in the
-  freezer hierarchy;
-- a Kubernetes pod, systemd cgroup driver (kubelet's "Configuring a cgroup driver", the pod QoS
-  page; systemd.slice(5) writes the uid's dashes as '_'):
-  kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid_>.slice/
-  cri-containerd-<id>.scope in cgroup v2;
-- docker, systemd driver (docker's "Runtime metrics"): system.slice/docker-<id>.scope;
-- a system service (systemd.special(7)): system.slice/jupyter.service;
-- a login session (systemd-logind.service(8)): user.slice/user-1000.slice/session-3.scope.
-The simulator is told each PID uses a GPU (`nvsim proc add --pid`), one GPU per layout.
+moves into cgroups it creates on this hybrid machine, in the layouts their owners document, from
+the one table of them, tests/cli/workload_layouts.py (each row cites its source):
+- Layouts: five of them with no runtime state (so containers and pods are shown by id): a Slurm
+  v1 step, a pod under the systemd driver, docker, a system service and a login session, one
+  GPU each, for ps, top, list and their filters;
+- EveryLayoutShownEverywhere: all eight (adding a pod under the cgroupfs driver, rootful and
+  rootless podman) with their runtimes' state files under a scratch GPUCTL_WORKLOAD_ROOT, one on
+  each GPU of dgx-a100, in ps (table and JSON), top, list, Python and the exporter's labels
+  (issue 26, "Done when").
+The simulator is told each PID uses a GPU (`nvsim proc add --pid`).
 
-Expected values come from those paths and the labels include/gpuctl/workload.h documents
-("slurm 4242.0", "unit jupyter.service", "session 3"; a container or pod with no local runtime
-state by its id's first 12 digits, a pod by its uid's first 8), never from gpuctl's output.
-Every cgroup made is removed (its process moved back to the root and killed first), even when a
-test fails; skipped, and said so, when not root or a hierarchy is missing.
+Expected values come from the table, which writes them from docs/workloads.md and
+include/gpuctl/workload.h ("slurm 4242.0", "unit jupyter.service", "session 3"; a container or
+pod with no local runtime state by its id's first 12 digits, a pod by its uid's first 8) and
+docs/metrics.md, never from gpuctl's output.
+Every cgroup, process, user and scratch directory made is removed (a process moved back to each
+hierarchy's root and killed first), even when a test fails, and the class cleanup fails if any
+is left (workload_layouts.Layouts.close); skipped, and said so, when not root or a hierarchy is
+missing.
 """
 import json
 import os
-import random
 import re
 import shutil
 import subprocess
 import tempfile
 import unittest
 
-from gpuctl_test import (EMPTY_CONFIG, EXIT_USAGE, GPUCTL, LEASE_DIR, NVSIM, SIMLIB,
-                         GpuctlTestCase, run)
-from test_top import Batch, Tmux, stop
+import workload_layouts
+from gpuctl_test import (EMPTY_CONFIG, EXIT_USAGE, GPUCTL, LEASE_DIR, LIBGPUCTL, NVSIM, PYDIR,
+                         PYTHON, SIMLIB, GpuctlTestCase, python_env, run)
+from test_exporter import DCGM_LABELS, Exporter
+from test_top import Tmux
 
-V1 = "/sys/fs/cgroup/freezer"
-V2 = "/sys/fs/cgroup/unified"
-HEX = "".join(random.choice("0123456789abcdef") for _ in range(64))
-DOCKER = "".join(random.choice("0123456789abcdef") for _ in range(64))
-POD_UID = "8c3f9b2e-%04x-4d5e-9f00-1234567890ab" % random.randrange(0x10000)
-JOB = random.randrange(100000, 999999)
-
-# name, hierarchy, path, GPU, the workload's fields that path documents
-LAYOUTS = [
-    ("slurm", V1, "slurm/uid_1000/job_%d/step_0" % JOB, 0,
-     {"kind": "slurm", "slurm_job": JOB, "slurm_step": "0", "slurm_array_job": None,
-      "label": "slurm %d.0" % JOB}),
-    ("pod", V2, "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/"
-     "cri-containerd-%s.scope" % (POD_UID.replace("-", "_"), HEX), 1,
-     {"kind": "pod", "pod_uid": POD_UID, "id": HEX, "runtime": "containerd",
-      "label": "pod %s/%s" % (POD_UID[:8], HEX[:12])}),
-    ("docker", V2, "system.slice/docker-%s.scope" % DOCKER, 2,
-     {"kind": "container", "runtime": "docker", "id": DOCKER, "slurm_job": None,
-      "label": "docker %s" % DOCKER[:12]}),
-    ("unit", V2, "system.slice/jupyter.service", 3,
-     {"kind": "unit", "name": "jupyter.service", "unit_uid": None,
-      "label": "unit jupyter.service"}),
-    ("session", V2, "user.slice/user-1000.slice/session-3.scope", 4,
-     {"kind": "session", "name": "session-3.scope", "label": "session 3"}),
-]
-KEYS = {"kind", "pid", "ns_pid", "uid", "cgroup", "runtime", "id", "name", "pod_namespace",
-        "pod_uid", "container", "slurm_job", "slurm_step", "slurm_array_job",
-        "slurm_array_task", "unit_uid", "label", "truncated"}
+V2 = workload_layouts.UNIFIED
+# the layouts that need no runtime state, one per GPU from 0: (name, hierarchy, path, GPU, the
+# workload's fields that path documents)
+TABLE = workload_layouts.table()[:5]
+LAYOUTS = [(l.name, l.hierarchy, l.path, gpu, l.want(with_state=False))
+           for gpu, l in enumerate(TABLE)]
+JOB = TABLE[0].fields["slurm_job"]
+POD_UID = TABLE[1].fields["pod_uid"]
+DOCKER = TABLE[2].fields["id"]
+KEYS = workload_layouts.KEYS
 # A unit named with every byte a terminal or a JSON reader could trip on (a name component
 # holds at most 255 bytes, NAME_MAX; the kernel refuses a cgroup name with a newline).
 HOSTILE = (b"evil\x1b]0;owned\x07\x1b[2J\t\"'\\" + b"A" * 200 + b"\xff\xfe\x9b.service")
@@ -68,74 +53,37 @@ CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f\u0080-\u009f]")
 
 
 def can_run():
-    if os.geteuid() != 0:
-        return "needs root to make cgroups"
-    for h in (V1, V2):
-        if not os.path.exists(os.path.join(h, "cgroup.procs")):
-            return "no cgroup hierarchy at %s" % h
-    return None
+    return workload_layouts.why_not()
 
 
-class Machine:
+class Machine(workload_layouts.Layouts):
     """The sleepers in their cgroups and the simulated machine that sees them; undone by
     close() whatever happened."""
 
     def __init__(self):
-        self.tmp = tempfile.mkdtemp(prefix="gpuctl-wl-")
+        super().__init__()
         self.state = os.path.join(self.tmp, "state")
-        self.made = []  # (hierarchy, directory) in the order made
-        self.procs = {}  # layout name -> Popen
+        self.pids = {}  # layout name -> PID
 
     def env(self):
         return {"GPUCTL_NVML_LIBRARY": SIMLIB, "NVSIM_STATE_DIR": self.state,
                 "GPUCTL_LEASE_DIR": LEASE_DIR, "GPUCTL_CONFIG": EMPTY_CONFIG, "LANG": "C",
                 "GPUCTL_KMSG": os.path.join(self.state, "kmsg")}
 
-    def mkdirs(self, hierarchy, path):
-        d = hierarchy
-        for part in path.split(b"/" if isinstance(path, bytes) else "/"):
-            d = os.path.join(d, part)
-            if not os.path.isdir(d):
-                os.mkdir(d)
-                self.made.append((hierarchy, d))
-        return d
-
     def start(self, name, hierarchy, path, gpu):
-        p = subprocess.Popen(["sleep", "600"])
-        self.procs[name] = p
-        d = self.mkdirs(hierarchy, path)
-        with open(os.path.join(d, b"cgroup.procs" if isinstance(d, bytes) else "cgroup.procs"),
-                  "w") as f:
-            f.write(str(p.pid))
-        r = run([NVSIM, "proc", "add", "--pid", str(p.pid), "-i", str(gpu), "--mem", "2GiB"],
+        p = self.sleeper(hierarchy, path)
+        self.pids[name] = p.pid
+        self.gpu(p.pid, gpu)
+        return p.pid
+
+    def gpu(self, pid, gpu):
+        r = run([NVSIM, "proc", "add", "--pid", str(pid), "-i", str(gpu), "--mem", "2GiB"],
                 env=self.env())
         assert r.rc == 0, r
-        return p.pid
 
     def open(self):
         r = run([NVSIM, "exec", "--keep", "--state-dir", self.state, "dgx-a100", "--", "true"])
         assert r.rc == 0, r
-
-    def close(self):
-        for name, p in self.procs.items():
-            for h in (V1, V2):  # back to the root, so that its cgroup can go
-                try:
-                    with open(os.path.join(h, "cgroup.procs"), "w") as f:
-                        f.write(str(p.pid))
-                except OSError:
-                    pass
-            stop(p)
-        for _, d in reversed(self.made):  # deepest first
-            try:
-                os.rmdir(d)
-            except OSError:
-                pass
-        shutil.rmtree(self.tmp, True)
-        left = self.left()
-        assert not left, "cgroups left behind: %r" % left
-
-    def left(self):
-        return [d for _, d in self.made if os.path.exists(d)]
 
 
 @unittest.skipIf(can_run(), can_run())
@@ -316,6 +264,146 @@ class Layouts(GpuctlTestCase):
         self.assertNotIn("HOST-MEM", head)
         self.assertNotIn("ELAPSED", head)
         tm.keys("q")
+
+
+# Python's view of every process: gpuctl.workload(pid) and each Process.workload of
+# gpuctl.devices(), every field (Workload.__slots__), as JSON on stdout.
+PYTHON_SNAPSHOT = r"""
+import json, sys, gpuctl
+pids = [int(a) for a in sys.argv[1:]]
+fields = lambda w: {k: getattr(w, k) for k in w.__slots__}
+json.dump({"direct": {p: fields(gpuctl.workload(p)) for p in pids},
+           "device": {p.pid: [d.index, fields(p.workload)]
+                      for d in gpuctl.devices() for p in d.processes}}, sys.stdout)
+"""
+
+
+@unittest.skipIf(can_run(), can_run())
+class EveryLayoutShownEverywhere(GpuctlTestCase):
+    """Issue 26, "Done when": one process in each layout of workload_layouts.table() (a Slurm
+    v1 step, pods under the systemd and cgroupfs drivers, docker, rootful and rootless podman, a
+    system service, a login session), each alone on its own GPU of dgx-a100 and named by its
+    runtime's state under a scratch GPUCTL_WORKLOAD_ROOT, is shown with the workload the table
+    writes from the docs by ps (JSON and table), top, list's JSON, Python (gpuctl.workload and
+    Process.workload) and the exporter (per-process workload_kind and workload, dcgm-exporter's
+    per-GPU labels, gpuctl_gpu_workload_info). One run of each command serves every layout.
+    The rootless podman process runs as a throwaway user made with useradd, whose home (under
+    the state root) holds the containers.json it owns."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.m = Machine()
+        cls.addClassCleanup(cls.m.close)
+        cls.m.open()
+        cls.table = workload_layouts.table(cls.m.add_user())
+        assert len(cls.table) == 8, [l.name for l in cls.table]
+        cls.pids = {}
+        for gpu, lay in enumerate(cls.table):
+            cls.pids[lay.name] = cls.m.start_layout(lay).pid
+            cls.m.gpu(cls.pids[lay.name], gpu)
+        cls.env = {**cls.m.env(), "GPUCTL_WORKLOAD_ROOT": cls.m.root, "COLUMNS": "200"}
+        cls.out = {}
+        for key, args in (("ps.json", ("ps", "--format", "json")), ("ps", ("ps",)),
+                          ("top", ("top", "--once")), ("list.json", ("list", "--format", "json"))):
+            cls.out[key] = run([GPUCTL, *args], env=cls.env)
+        cls.out["python"] = run([PYTHON, "-c", PYTHON_SNAPSHOT, *map(str, cls.pids.values())],
+                                env=python_env({**cls.env, "PYTHONPATH": PYDIR,
+                                                "GPUCTL_LIBRARY": LIBGPUCTL}))
+
+    def rows(self):
+        """(GPU, layout, its PID)"""
+        return [(gpu, lay, self.pids[lay.name]) for gpu, lay in enumerate(self.table)]
+
+    def output(self, key):
+        r = self.out[key]
+        self.assertOk(r)
+        return r
+
+    def check(self, wl, lay, pid):
+        """A JSON or Python workload against the table's row."""
+        self.assertEqual(set(wl), KEYS, wl)
+        want = {"pid": pid, "ns_pid": pid, "uid": lay.user or 0, "truncated": False,
+                **lay.want()}
+        self.assertEqual({k: wl[k] for k in want}, want, (lay.name, wl))
+        self.assertTrue(wl["cgroup"].endswith("/" + lay.path), (lay.name, wl["cgroup"]))
+
+    def test_premise(self):
+        """The kernel has each process where its row says, and every GPU has one of them."""
+        for gpu, lay, pid in self.rows():
+            h = "name=systemd" if lay.hierarchy == workload_layouts.SYSTEMD else \
+                "" if lay.hierarchy == workload_layouts.UNIFIED else "freezer"
+            with open("/proc/%d/cgroup" % pid) as f:
+                self.assertIn(":%s:/%s\n" % (h, lay.path), f.read(), lay.name)
+            with open("/proc/%d/status" % pid) as f:
+                uid = [l.split()[1] for l in f if l.startswith("Uid:")][0]
+            self.assertEqual(int(uid), lay.user or 0)
+
+    def check_gpus(self, gpus):
+        """ps's devices[] or list's gpus[]: each GPU's one process and its workload."""
+        by_index = {g["index"]: g for g in gpus}
+        for gpu, lay, pid in self.rows():
+            procs = by_index[gpu]["processes"]
+            self.assertEqual([p["pid"] for p in procs], [pid], lay.name)
+            self.check(procs[0]["workload"], lay, pid)
+
+    def test_ps_json(self):
+        self.check_gpus(self.output("ps.json").json()["devices"])
+
+    def test_ps_table(self):
+        lines = self.output("ps").out.splitlines()
+        col = lines[0].index("WORKLOAD")
+        for gpu, lay, pid in self.rows():
+            line = [l for l in lines if l.split()[0] == str(gpu)]
+            self.assertEqual(len(line), 1, lines)
+            self.assertTrue(line[0][col:].startswith(lay.label + "  "), (lay.name, line[0]))
+
+    def test_top(self):
+        out = self.output("top").out
+        col = next(l for l in out.splitlines() if "WORKLOAD" in l).index("WORKLOAD")
+        rows = {int(m.group(2)): (int(m.group(1)), l) for l in out.splitlines()
+                for m in [re.match(r"^[! ] *(\d+) +(\d+) ", l)] if m}
+        for gpu, lay, pid in self.rows():
+            self.assertIn(pid, rows, (lay.name, out))
+            self.assertEqual(rows[pid][0], gpu)
+            self.assertTrue(rows[pid][1][col:].startswith(lay.label + " "),
+                            (lay.name, rows[pid][1]))
+
+    def test_list_json(self):
+        self.check_gpus(self.output("list.json").json()["gpus"])
+
+    def test_python(self):
+        doc = json.loads(self.output("python").out)
+        for gpu, lay, pid in self.rows():
+            self.check(doc["direct"][str(pid)], lay, pid)
+            where, wl = doc["device"][str(pid)]
+            self.assertEqual(where, gpu)
+            self.check(wl, lay, pid)
+
+    def test_exporter(self):
+        with Exporter("dgx-a100", env={"GPUCTL_WORKLOAD_ROOT": self.m.root}) as ex:
+            for gpu, lay, pid in self.rows():
+                ex.nvsim("proc", "add", "--pid", str(pid), "-i", str(gpu), "--mem", "2GiB")
+            m = ex.wait_for(lambda m: len(m.get("gpuctl_process_memory_used_bytes", [])) == 8,
+                            "eight processes")
+        util = {int(l["gpu"]): {k: v for k, v in l.items() if k not in DCGM_LABELS}
+                for l, _ in m["DCGM_FI_DEV_GPU_UTIL"]}
+        info = {int(l["gpu"]): l for l, _ in m["gpuctl_gpu_workload_info"]}
+        procs = {int(l["pid"]): l for l, _ in m["gpuctl_process_memory_used_bytes"]}
+        for gpu, lay, pid in self.rows():
+            kind = lay.fields["kind"]
+            # dcgm-exporter's own labels on the GPU's series: a pod's or a Slurm job's only
+            self.assertEqual(util[gpu], lay.dcgm, lay.name)
+            self.assertEqual(info[gpu], {"gpu": str(gpu), "UUID": info[gpu]["UUID"],
+                                         "kind": kind, "workload": lay.label, **lay.dcgm},
+                             lay.name)
+            p = procs[pid]
+            self.assertEqual(p["gpu"], str(gpu))
+            self.assertEqual({k: p.get(k) for k in ("workload_kind", "workload", *lay.dcgm)},
+                             {"workload_kind": kind, "workload": lay.label, **lay.dcgm},
+                             lay.name)
+            self.assertEqual({"pod", "namespace", "container", "hpc_job"} & set(p) - set(lay.dcgm),
+                             set(), (lay.name, p))
+        self.assertEqual(sorted(info), list(range(8)))
 
 
 @unittest.skipIf(can_run(), can_run())
