@@ -276,17 +276,26 @@ struct gpu_labels {
 	const struct gpuctl_workload *holder; /* the one workload on the GPU, or NULL */
 };
 
+/* A label with a leading comma, left out when its value is unknown (NULL): Prometheus reads
+ * an empty label as an absent one, so writing pod="" would only say it less plainly. */
+static void label_known(struct textbuf *b, const char *name, const char *value)
+{
+	if (value)
+		label(b, false, name, value);
+}
+
 /* dcgm-exporter's labels for a workload (its internal/pkg/transformation/const.go:
  * podAttribute "pod", namespaceAttribute "namespace", containerAttribute "container",
- * hpcJobAttribute "hpc_job"), each with a leading comma; none for other kinds. */
+ * hpcJobAttribute "hpc_job"), each with a leading comma; none for other kinds, and none of a
+ * pod's names that its runtime's state did not give (docs/metrics.md). */
 static void workload_dcgm_labels(struct textbuf *b, const struct gpuctl_workload *w)
 {
 	char job[16];
 
 	if (w && w->kind == GPUCTL_WORKLOAD_POD) {
-		label(b, false, "pod", w->name);
-		label(b, false, "namespace", w->pod_namespace);
-		label(b, false, "container", w->container);
+		label_known(b, "pod", w->name);
+		label_known(b, "namespace", w->pod_namespace);
+		label_known(b, "container", w->container);
 	} else if (w && w->kind == GPUCTL_WORKLOAD_SLURM) {
 		snprintf(job, sizeof(job), "%" PRIu32, w->slurm_job);
 		label(b, false, "hpc_job", job);

@@ -445,6 +445,38 @@ static void test_workload_labels(void **state)
 	gpuctl_snapshot_free(s);
 }
 
+/* A pod whose runtime's state gave no names (its pod uid and container id only, as
+ * docs/workloads.md says for a missing config.json): its GPU's series carry no empty pod,
+ * namespace or container label, which Prometheus would read as absent anyway. */
+static void test_workload_pod_without_names(void **state)
+{
+	(void)state;
+	static const struct fake_workload t[] = {
+	        {100,
+	         {.kind = GPUCTL_WORKLOAD_POD,
+	          .pod_uid = "0f1e2d3c-aaaa-bbbb-cccc-000000000001",
+	          .id = "1b88900fd17f",
+	          .label = "pod 0f1e2d3c/1b88900fd17f"}},
+	        {101,
+	         {.kind = GPUCTL_WORKLOAD_POD,
+	          .pod_uid = "0f1e2d3c-aaaa-bbbb-cccc-000000000001",
+	          .id = "1b88900fd17f",
+	          .label = "pod 0f1e2d3c/1b88900fd17f"}},
+	};
+	struct gpuctl_snapshot *s = workload_snap(t, sizeof(t) / sizeof(t[0]));
+	size_t asked = 0;
+	char *page = render_with(s, 100, &asked);
+
+	has_line(page, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000-0000-0000-0000-"
+	               "000000000000\",pci_bus_id=\"\",device=\"nvidia0\",modelName=\"\","
+	               "Hostname=\"h\"} 10");
+	assert_null(strstr(page, "pod=\""));
+	assert_null(strstr(page, "namespace=\""));
+	assert_null(strstr(page, "container=\""));
+	free(page);
+	gpuctl_snapshot_free(s);
+}
+
 /* What the format makes of hostile bytes, worked out by hand from its rules: backslash, quote
  * and newline escaped; ESC (a control character) and bytes that are not UTF-8 become '?'; the
  * length is kept (label values have no limit in the format). */
@@ -639,6 +671,7 @@ int main(void)
 	        cmocka_unit_test(test_dcgm_table),
 	        cmocka_unit_test(test_render_without_snapshot),
 	        cmocka_unit_test(test_workload_labels),
+	        cmocka_unit_test(test_workload_pod_without_names),
 	        cmocka_unit_test(test_workload_hostile_names),
 	        cmocka_unit_test(test_process_cap),
 	        cmocka_unit_test(test_http_check_refused),
