@@ -51,7 +51,7 @@ def test_process_workload_of_a_pod_and_a_slurm_step(sim, layouts, monkeypatch):
 
     j = p1.workload
     assert (j.kind, j.pid, j.slurm_job, j.slurm_step) == ("slurm", job.pid, 4242, "0")
-    assert j.cgroup == "/slurm/uid_0/job_4242/step_0"
+    assert j.cgroup == "/%s/slurm/uid_0/job_4242/step_0" % layouts.prefix
     assert j.label == "slurm 4242.0"
     assert (j.slurm_array_job, j.slurm_array_task, j.name, j.pod_uid) == (None,) * 4
 

@@ -119,7 +119,7 @@ class Layouts(GpuctlTestCase):
         anything)."""
         for name, h, path, _, _ in LAYOUTS:
             with open("/proc/%d/cgroup" % self.pids[name]) as f:
-                self.assertIn(":/" + path + "\n", f.read())
+                self.assertIn(":/%s/%s\n" % (self.m.prefix, path), f.read())
 
     def test_ps_json_every_process_attributed(self):
         doc = self.ps_json()
@@ -333,7 +333,8 @@ class EveryLayoutShownEverywhere(GpuctlTestCase):
             h = "name=systemd" if lay.hierarchy == workload_layouts.SYSTEMD else \
                 "" if lay.hierarchy == workload_layouts.UNIFIED else "freezer"
             with open("/proc/%d/cgroup" % pid) as f:
-                self.assertIn(":%s:/%s\n" % (h, lay.path), f.read(), lay.name)
+                self.assertIn(":%s:/%s/%s\n" % (h, self.m.prefix, lay.path), f.read(),
+                              lay.name)
             with open("/proc/%d/status" % pid) as f:
                 uid = [l.split()[1] for l in f if l.startswith("Uid:")][0]
             self.assertEqual(int(uid), lay.user or 0)

@@ -223,14 +223,21 @@ class Layouts:
         self.tmp = tempfile.mkdtemp(prefix="gpuctl-workload-")
         self.root = os.path.join(self.tmp, "root")  # GPUCTL_WORKLOAD_ROOT
         os.mkdir(self.root)
+        # Every cgroup made here lies below a component of this run's own: the layouts are
+        # matched wherever they stand in a path (docs/workloads.md, "Layouts"), and two runs
+        # (ctest -j2 runs the CLI, exporter and Python tests at once; another checkout's
+        # suite may run beside this one) never share a parent such as kubepods.slice that
+        # one of them would then fail to remove.
+        self.prefix = "gpuctl-test-" + secrets.token_hex(4)
         self.dirs = []   # cgroup directories made here, in the order made
         self.procs = []  # the sleeps started here
         self.users = []  # user names added here
 
     def mkcgroup(self, hierarchy, rel):
         sep = b"/" if isinstance(rel, bytes) else "/"
+        prefix = self.prefix.encode() if isinstance(rel, bytes) else self.prefix
         path = hierarchy
-        for part in rel.split(sep):
+        for part in [prefix] + rel.split(sep):
             path = os.path.join(path, part)
             if not os.path.isdir(path):
                 os.mkdir(path)
