@@ -19,22 +19,7 @@
 #include <unistd.h>
 
 #include "hostproc.h"
-
-/* A decimal number of at most 19 digits; false when tok is not one. */
-static bool parse_u64(const char *tok, size_t n, uint64_t *ret)
-{
-	uint64_t v = 0;
-
-	if (n == 0 || n > 19)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		if (tok[i] < '0' || tok[i] > '9')
-			return false;
-		v = v * 10 + (uint64_t)(tok[i] - '0');
-	}
-	*ret = v;
-	return true;
-}
+#include "parse.h"
 
 int hostproc_parse_stat(const char *text, size_t len, struct hostproc_stat *ret_stat)
 {
@@ -73,16 +58,16 @@ int hostproc_parse_stat(const char *text, size_t len, struct hostproc_stat *ret_
 			st.state = tok[0];
 			break;
 		case 14:
-			ok = parse_u64(tok, n, &utime);
+			ok = parse_dec(tok, n, UINT64_MAX, &utime);
 			break;
 		case 15:
-			ok = parse_u64(tok, n, &stime);
+			ok = parse_dec(tok, n, UINT64_MAX, &stime);
 			break;
 		case 22:
-			ok = parse_u64(tok, n, &st.start_ticks);
+			ok = parse_dec(tok, n, UINT64_MAX, &st.start_ticks);
 			break;
 		case 24:
-			ok = parse_u64(tok, n, &st.rss_pages);
+			ok = parse_dec(tok, n, UINT64_MAX, &st.rss_pages);
 			break;
 		default:
 			break;

@@ -211,12 +211,57 @@ static void test_size_parse(void **state)
 	assert_int_equal(gpuctl_size_parse("1", NULL, NULL), -EINVAL);
 }
 
+/* parse_dec: exactly the n bytes given, digits only, at most max (2^64-1 and 2^32-1 are the
+ * bounds the callers use: /proc fields, lease records, cgroup ids). */
+static void test_dec(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *s;
+		size_t n;
+		uint64_t max;
+		bool ok;
+		uint64_t v;
+	} cases[] = {
+	        {"0", 1, UINT64_MAX, true, 0},
+	        {"42", 2, UINT64_MAX, true, 42},
+	        {"4242 ", 4, UINT64_MAX, true, 4242}, /* only the n bytes given */
+	        {"007", 3, UINT64_MAX, true, 7},
+	        {"18446744073709551615", 20, UINT64_MAX, true, UINT64_MAX},
+	        {"18446744073709551616", 20, UINT64_MAX, false, 0},
+	        {"99999999999999999999", 20, UINT64_MAX, false, 0},
+	        {"4294967295", 10, UINT32_MAX, true, UINT32_MAX},
+	        {"4294967296", 10, UINT32_MAX, false, 0},
+	        {"10", 2, 9, false, 0},
+	        {"9", 1, 9, true, 9},
+	        {"5", 1, 4, false, 0},
+	        {"", 0, UINT64_MAX, false, 0},
+	        {"+1", 2, UINT64_MAX, false, 0},
+	        {"-1", 2, UINT64_MAX, false, 0},
+	        {" 1", 2, UINT64_MAX, false, 0},
+	        {"1a", 2, UINT64_MAX, false, 0},
+	        {"1\0002", 3, UINT64_MAX, false, 0},
+	};
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		uint64_t v = 77;
+		bool ok = parse_dec(cases[k].s, cases[k].n, cases[k].max, &v);
+		if (ok != cases[k].ok || v != (ok ? cases[k].v : 77))
+			fail_msg("case %zu ('%s'): %d, %llu", k, cases[k].s, ok,
+			         (unsigned long long)v);
+	}
+	uint32_t u = 5;
+	assert_true(parse_dec_u32("4294967295", 10, &u));
+	assert_int_equal(u, UINT32_MAX);
+	assert_false(parse_dec_u32("4294967296", 10, &u));
+	assert_int_equal(u, UINT32_MAX);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_seconds),         cmocka_unit_test(test_timeout),
 	        cmocka_unit_test(test_size_exact_text), cmocka_unit_test(test_format_cpulist),
-	        cmocka_unit_test(test_size_parse),
+	        cmocka_unit_test(test_size_parse),      cmocka_unit_test(test_dec),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

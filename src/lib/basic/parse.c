@@ -141,6 +141,34 @@ int parse_size(const char *text, uint64_t *ret_bytes, const char **why)
 	return -EINVAL;
 }
 
+bool parse_dec(const char *s, size_t n, uint64_t max, uint64_t *ret)
+{
+	uint64_t v = 0;
+
+	if (n == 0)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		uint64_t d = (uint64_t)(s[i] - '0');
+		if (d > max || v > (max - d) / 10) /* v * 10 + d > max */
+			return false;
+		v = v * 10 + d;
+	}
+	*ret = v;
+	return true;
+}
+
+bool parse_dec_u32(const char *s, size_t n, uint32_t *ret)
+{
+	uint64_t v;
+
+	if (!parse_dec(s, n, UINT32_MAX, &v))
+		return false;
+	*ret = (uint32_t)v;
+	return true;
+}
+
 int parse_uint(const char *text, unsigned long min, unsigned long max, unsigned long *ret_value)
 {
 	const char *p = text;

@@ -23,6 +23,13 @@ int parse_size(const char *text, uint64_t *ret_bytes, const char **why);
  * largest binary unit that divides it). Returns buf. */
 const char *size_exact_text(uint64_t bytes, char *buf, size_t size);
 
+/* A decimal number in exactly s[0..n): digits only (no sign, blank, NUL or anything after),
+ * at least one, of at most max. The one reader of the numbers the kernel and our own files
+ * write (/proc/PID/stat, cgroup paths, lease records). false when s is not one or is larger. */
+bool parse_dec(const char *s, size_t n, uint64_t max, uint64_t *ret);
+/* parse_dec into a uint32_t (max UINT32_MAX). */
+bool parse_dec_u32(const char *s, size_t n, uint32_t *ret);
+
 /* Parses a decimal integer in [min, max], nothing else around it. -EINVAL or -ERANGE. */
 int parse_uint(const char *text, unsigned long min, unsigned long max, unsigned long *ret_value);
 

@@ -48,6 +48,7 @@
 
 #include "ctx.h"
 #include "fileio.h"
+#include "parse.h"
 #include "snapshot-internal.h"
 #include "util.h"
 
@@ -106,28 +107,12 @@ static bool uuid_ok(const char *u, size_t len)
 	return true;
 }
 
-/* Decimal digits only, at most 20 of them, into *v (false on overflow). */
-static bool parse_u64(const char *s, uint64_t *v)
-{
-	uint64_t x = 0;
-
-	if (!*s)
-		return false;
-	for (; *s; s++) {
-		if (*s < '0' || *s > '9' || x > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
-			return false;
-		x = x * 10 + (uint64_t)(*s - '0');
-	}
-	*v = x;
-	return true;
-}
-
 /* "-" or a decimal u64. */
 static bool parse_opt_u64(const char *s, bool *has, uint64_t *v)
 {
 	*has = !streq(s, "-");
 	*v = 0;
-	return !*has || parse_u64(s, v);
+	return !*has || parse_dec(s, strlen(s), UINT64_MAX, v);
 }
 
 /* "1764512345.123": digits, optionally a point and digits; 0 < t < 1e12. */
@@ -241,7 +226,7 @@ static int parse_xid(const struct gpuctl_snapshot *snap, struct gpuctl_xid_log *
 		return 0;
 	memcpy(digits, code_s, len);
 	digits[len] = '\0';
-	if (!parse_u64(digits, &code))
+	if (!parse_dec(digits, strlen(digits), UINT64_MAX, &code))
 		return 0;
 	if (sp)
 		text = sp + 1;

@@ -773,7 +773,7 @@ bool lease_user_dir_name(const char *name, uint64_t *ret_uid)
 	if (dot && (strlen(dot + 1) != OWN_SUFFIX_LEN ||
 	            strspn(dot + 1, "0123456789abcdef") != OWN_SUFFIX_LEN))
 		return false;
-	if (!lease_parse_u64(name, n, &uid) || uid >= UINT32_MAX)
+	if (!parse_dec(name, n, UINT64_MAX, &uid) || uid >= UINT32_MAX)
 		return false;
 	*ret_uid = uid;
 	return true;

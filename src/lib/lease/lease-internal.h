@@ -30,6 +30,7 @@
 #include <sys/types.h>
 
 #include "gpuctl/gpuctl.h"
+#include "parse.h"
 #include "sbuf.h"
 #include "snapshot-internal.h"
 #include "util.h"
@@ -90,9 +91,6 @@ uint64_t lease_share_capacity(const struct gpuctl_snapshot *snap, size_t g, int 
 /* ---- lease-proc.c: the /proc facts leases rest on ---- */
 
 #define LOCKS_LINE_MAX 512 /* a /proc/locks line */
-
-/* Strict decimal (no sign, no blanks) of exactly len characters. */
-bool lease_parse_u64(const char *s, size_t len, uint64_t *ret);
 
 /* The next blank-separated token of *s (NUL-terminated in place), NULL at the end. */
 char *lease_next_tok(char **s);

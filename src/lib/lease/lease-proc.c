@@ -30,23 +30,6 @@
 
 /* ---- strict text ---- */
 
-bool lease_parse_u64(const char *s, size_t len, uint64_t *ret)
-{
-	uint64_t v = 0;
-
-	if (len == 0 || len > 20)
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-		if (v > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
-			return false;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-	}
-	*ret = v;
-	return true;
-}
-
 char *lease_next_tok(char **s)
 {
 	char *p = *s, *t;
@@ -96,12 +79,12 @@ int lease_proc_stat(pid_t pid, pid_t *ret_ppid, uint64_t *ret_start)
 		if (field == 3 && (t[0] == 'Z' || t[0] == 'X'))
 			return -ESRCH;
 		if (field == 4 && ret_ppid) {
-			if (!lease_parse_u64(t, strlen(t), &v) || v > INT32_MAX)
+			if (!parse_dec(t, strlen(t), UINT64_MAX, &v) || v > INT32_MAX)
 				return -EIO;
 			*ret_ppid = (pid_t)v;
 		}
 		if (field == 22) {
-			if (!lease_parse_u64(t, strlen(t), &v))
+			if (!parse_dec(t, strlen(t), UINT64_MAX, &v))
 				return -EIO;
 			if (ret_start)
 				*ret_start = v;
@@ -147,7 +130,7 @@ static uint64_t boot_time(void)
 		return 0;
 	while (fgets(line, sizeof(line), f))
 		if (strncmp(line, "btime ", 6) == 0 &&
-		    lease_parse_u64(line + 6, strcspn(line + 6, "\n"), &v))
+		    parse_dec(line + 6, strcspn(line + 6, "\n"), UINT64_MAX, &v))
 			return v;
 	return 0;
 }
@@ -175,12 +158,12 @@ bool lease_flock_parse(char *line, struct lease_flock *ret)
 	if (n < 6 || !streq(tok[1], "FLOCK") || (!streq(tok[3], "WRITE") && !streq(tok[3], "READ")))
 		return false;
 	colon = strrchr(tok[5], ':');
-	if (!colon || !lease_parse_u64(colon + 1, strlen(colon + 1), &ret->ino))
+	if (!colon || !parse_dec(colon + 1, strlen(colon + 1), UINT64_MAX, &ret->ino))
 		return false;
 	*colon = '\0';
 	if (sscanf(tok[5], "%x:%x", &ret->maj, &ret->min) != 2)
 		return false;
-	if (!lease_parse_u64(tok[4], strlen(tok[4]), &ret->pid) || ret->pid > INT32_MAX)
+	if (!parse_dec(tok[4], strlen(tok[4]), UINT64_MAX, &ret->pid) || ret->pid > INT32_MAX)
 		ret->pid = 0;
 	ret->write = streq(tok[3], "WRITE");
 	return true;

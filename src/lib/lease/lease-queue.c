@@ -127,8 +127,8 @@ static bool ticket_name_parse(const char *name, uint64_t *ret_arrival, uint32_t 
 	const char *dash = strchr(name, '-');
 	uint64_t a, p;
 
-	if (!dash || !lease_parse_u64(name, (size_t)(dash - name), &a) || a > ARRIVAL_MAX ||
-	    !lease_parse_u64(dash + 1, strlen(dash + 1), &p) || p == 0 || p > INT32_MAX)
+	if (!dash || !parse_dec(name, (size_t)(dash - name), UINT64_MAX, &a) || a > ARRIVAL_MAX ||
+	    !parse_dec(dash + 1, strlen(dash + 1), UINT64_MAX, &p) || p == 0 || p > INT32_MAX)
 		return false;
 	*ret_arrival = a;
 	*ret_pid = (uint32_t)p;
@@ -158,7 +158,7 @@ static bool parse_opt_int(const char *s, uint64_t max, int *ret)
 		*ret = -1;
 		return true;
 	}
-	if (!lease_parse_u64(s, strlen(s), &v) || v > max)
+	if (!parse_dec(s, strlen(s), UINT64_MAX, &v) || v > max)
 		return false;
 	*ret = (int)v;
 	return true;
@@ -193,11 +193,12 @@ static bool ticket_parse(char *text, struct qticket *t)
 		}
 		*val++ = '\0';
 		if (streq(line, "count")) {
-			ok = !have_count && lease_parse_u64(val, strlen(val), &v) && v <= 4096;
+			ok = !have_count && parse_dec(val, strlen(val), UINT64_MAX, &v) &&
+			     v <= 4096;
 			q.count = (unsigned)v;
 			have_count = true;
 		} else if (streq(line, "min_free_mem")) {
-			ok = lease_parse_u64(val, strlen(val), &q.min_free_mem);
+			ok = parse_dec(val, strlen(val), UINT64_MAX, &q.min_free_mem);
 		} else if (streq(line, "max_util")) {
 			ok = parse_opt_int(val, 100, &q.max_util);
 		} else if (streq(line, "numa")) {

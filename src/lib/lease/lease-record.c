@@ -323,7 +323,7 @@ static int jp_value(struct jp *p, struct jv *v)
 	}
 	while (p->s + d < p->e && p->s[d] >= '0' && p->s[d] <= '9')
 		d++;
-	if (d == 0 || (d > 1 && p->s[0] == '0') || !lease_parse_u64(p->s, d, &v->num))
+	if (d == 0 || (d > 1 && p->s[0] == '0') || !parse_dec(p->s, d, UINT64_MAX, &v->num))
 		return -EINVAL;
 	p->s += d;
 	v->is_num = true;
@@ -641,7 +641,7 @@ int lease_record_from_fds(const struct stat *st, struct record *ret)
 		uint64_t pid, start = 0;
 		bool found = false;
 
-		if (!lease_parse_u64(pe->d_name, strlen(pe->d_name), &pid) || pid > INT32_MAX)
+		if (!parse_dec(pe->d_name, strlen(pe->d_name), UINT64_MAX, &pid) || pid > INT32_MAX)
 			continue;
 		(void)snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
 		fds = opendir(path);

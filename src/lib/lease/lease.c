@@ -603,7 +603,7 @@ static int release_recordless(struct release_set *rs, const struct held_dev *dev
 		uint64_t pid, start = 0;
 		bool skip = false;
 
-		if (!lease_parse_u64(pe->d_name, strlen(pe->d_name), &pid) || pid <= 1 ||
+		if (!parse_dec(pe->d_name, strlen(pe->d_name), UINT64_MAX, &pid) || pid <= 1 ||
 		    pid > INT32_MAX)
 			continue;
 		for (size_t i = 0; i < n_self; i++)

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parse.h"
 #include "util.h"
 #include "workload-internal.h"
 
@@ -91,30 +92,12 @@ static bool comp_split(const struct comp *c, const char *prefix, const char *suf
 	return true;
 }
 
-/* A decimal number of 1 to 10 digits that fits uint32_t, no sign, no leading blank. */
-static bool dec_u32(const char *s, size_t n, uint32_t *ret)
-{
-	uint64_t v = 0;
-
-	if (n == 0 || n > 10)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-	}
-	if (v > UINT32_MAX)
-		return false;
-	*ret = (uint32_t)v;
-	return true;
-}
-
 static bool comp_num(const struct comp *c, const char *prefix, const char *suffix, uint32_t *ret)
 {
 	const char *m;
 	size_t n;
 
-	return comp_split(c, prefix, suffix, &m, &n) && dec_u32(m, n, ret);
+	return comp_split(c, prefix, suffix, &m, &n) && parse_dec_u32(m, n, ret);
 }
 
 static bool comp_hex(const struct comp *c, const char *prefix, const char *suffix, const char **id,
@@ -136,7 +119,7 @@ static bool slurm_step_ok(const char *s, size_t n)
 	uint32_t v;
 	struct comp c = {s, n};
 
-	return dec_u32(s, n, &v) || comp_is(&c, "batch") || comp_is(&c, "extern") ||
+	return parse_dec_u32(s, n, &v) || comp_is(&c, "batch") || comp_is(&c, "extern") ||
 	       comp_is(&c, "interactive");
 }
 
@@ -412,7 +395,7 @@ int wl_parse_cgroup(const char *text, size_t len, struct wl_class *ret)
 		if (ln == 0 && !nl)
 			break;
 		c2 = c1 ? memchr(c1 + 1, ':', ln - (size_t)(c1 - l) - 1) : NULL;
-		if (!c2 || !dec_u32(l, (size_t)(c1 - l), &id) || lines == WL_CGROUP_LINES)
+		if (!c2 || !parse_dec_u32(l, (size_t)(c1 - l), &id) || lines == WL_CGROUP_LINES)
 			return init_class(ret), 0; /* malformed: trusted for nothing */
 		for (size_t k = 0; k < lines; k++)
 			if (seen[k] == id)

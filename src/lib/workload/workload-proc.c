@@ -7,34 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "parse.h"
 #include "util.h"
 #include "workload-internal.h"
-
-/* A decimal uint64 at s[0..n), nothing else. */
-static bool dec_u64(const char *s, size_t n, uint64_t *ret)
-{
-	uint64_t v = 0;
-
-	if (n == 0 || n > 20)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9' || v > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
-			return false;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-	}
-	*ret = v;
-	return true;
-}
-
-static bool dec_u32n(const char *s, size_t n, uint32_t *ret)
-{
-	uint64_t v;
-
-	if (!dec_u64(s, n, &v) || v > UINT32_MAX)
-		return false;
-	*ret = (uint32_t)v;
-	return true;
-}
 
 /* The tab- or blank-separated fields of a status line's value: the first (first) or the last. */
 static bool status_field(const char *v, size_t n, bool first, uint32_t *ret)
@@ -55,7 +30,7 @@ static bool status_field(const char *v, size_t n, bool first, uint32_t *ret)
 		if (first)
 			break;
 	}
-	return any && dec_u32n(v + s, e - s, ret);
+	return any && parse_dec_u32(v + s, e - s, ret);
 }
 
 void wl_parse_status(const char *text, size_t len, uint32_t *ns_pid, uint32_t *uid)
@@ -100,13 +75,13 @@ bool wl_parse_environ(const char *text, size_t len, uint32_t job, uint32_t *ret_
 	uint32_t j, aj, at;
 
 	v = env_get(text, len, "SLURM_JOB_ID", &n);
-	if (!v || !dec_u32n(v, n, &j) || j != job)
+	if (!v || !parse_dec_u32(v, n, &j) || j != job)
 		return false;
 	v = env_get(text, len, "SLURM_ARRAY_JOB_ID", &n);
-	if (!v || !dec_u32n(v, n, &aj) || aj == 0)
+	if (!v || !parse_dec_u32(v, n, &aj) || aj == 0)
 		return false;
 	v = env_get(text, len, "SLURM_ARRAY_TASK_ID", &n);
-	if (!v || !dec_u32n(v, n, &at))
+	if (!v || !parse_dec_u32(v, n, &at))
 		return false;
 	*ret_array_job = aj;
 	*ret_array_task = at;
@@ -135,7 +110,7 @@ int wl_parse_stat_start(const char *text, size_t len, uint64_t *ret_start)
 		while (i < len && text[i] != ' ' && text[i] != '\n')
 			i++;
 		if (++field == 22)
-			return dec_u64(text + s, i - s, ret_start) ? 0 : -EINVAL;
+			return parse_dec(text + s, i - s, UINT64_MAX, ret_start) ? 0 : -EINVAL;
 		if (i < len && text[i] == '\n')
 			break;
 	}
