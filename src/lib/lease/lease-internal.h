@@ -145,7 +145,7 @@ struct lease_lock_id {
 size_t lease_proc_holds(pid_t pid, const struct lease_lock_id *ids, size_t n, bool *holds,
                         pid_t *takers);
 
-/* ---- lease-dir.c: the lock store (DIR, its config file, lock files, probes, select.lock) ---- */
+/* ---- lease-dir.c: the lock store (DIR, its config file, lock files, probes) ---- */
 
 #define UUID_MAX   96  /* characters of a GPU-/MIG- UUID we accept */
 #define REASON_MAX 160 /* an UNUSABLE/UNINITIALISED reason */
@@ -203,6 +203,8 @@ int lease_own_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *di
  * otherwise (gpuctl_ctx_set_lock_wait) or gpuctl_alloc waits in line (its deadline). */
 #define LEASE_LOCK_WAIT_MS 10000 /* select-and-lease, wait tickets */
 #define LEASE_LOCK_READ_MS 1000  /* readers: lists, foreign processes, release */
+
+/* ---- lease-select-lock.c: DIR/select.lock ---- */
 
 /* Opens select.lock and takes it exclusively, waiting as the context allows: -EAGAIN (the
  * message names the holder: pid, user, how long), -ECANCELED (the wait's cancel descriptor),
