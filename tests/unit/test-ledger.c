@@ -263,6 +263,20 @@ static void test_clock_steps_back(void **state)
 	assert_double_equal(r.gpu_s, 3, 1e-9);
 	assert_int_equal(sql_int("SELECT count(*) FROM usage WHERE gpu_s < 0 OR t1 < t0"), 0);
 	assert_int_equal(sql_int("SELECT round(sum(gpu_s) * 1000) FROM usage"), 3000);
+	/* and the report finds all of it, wherever the stepped clock put it */
+	{
+		struct gpuctl_ledger_report_request q = GPUCTL_LEDGER_REPORT_REQUEST_INIT;
+		struct gpuctl_ledger_report *rep = NULL;
+
+		l = open_writer_at(W0, 0);
+		q.since = W0;
+		q.until = W0 + 3600;
+		assert_int_equal(gpuctl_ledger_report(ctx, l, &q, &rep), 0);
+		assert_double_equal(gpuctl_ledger_report_total(rep)->gpu_s, 3, 1e-9);
+		assert_int_equal(gpuctl_ledger_report_total(rep)->jobs, 1);
+		gpuctl_ledger_report_free(rep);
+		gpuctl_ledger_free(l);
+	}
 }
 
 /* A writer that stops without ending its records: the next one ends them at the last sample. */

@@ -34,6 +34,8 @@ struct lg_tot {
 	double energy_mj;    /* energy of the intervals with counters at both ends */
 	bool has_energy;     /* some interval had */
 	double wait_s;       /* queue wait, < 0: none */
+	int64_t first_hour;  /* the hours of its usage rows (hour column), first > last: none */
+	int64_t last_hour;
 };
 
 /* One GPU a record was seen on. */

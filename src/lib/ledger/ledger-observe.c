@@ -128,6 +128,12 @@ static int integrate_gpu(struct gpuctl_ctx *ctx, struct gpuctl_ledger *l, struct
 		double seg = (next < end ? next : end) - t;
 		double f = seg / dt;
 
+		int64_t hour = (int64_t)floor(t / LEDGER_BUCKET_S);
+
+		if (hour < r->n_tot.first_hour)
+			r->n_tot.first_hour = hour;
+		if (hour > r->n_tot.last_hour)
+			r->n_tot.last_hour = hour;
 		if ((e = usage_add(ctx, l, r->id, g->uuid, t, t + seg, seg, busy * f,
 		                   isnan(energy) ? NAN : energy * f)) < 0)
 			return e;
@@ -208,6 +214,8 @@ static int rec_new(struct gpuctl_ledger *l, const struct gpuctl_ledger_observati
 	r->start = wall;
 	r->tot.peak_mem = -1;
 	r->tot.wait_s = -1;
+	r->tot.first_hour = INT64_MAX;
+	r->tot.last_hour = INT64_MIN;
 	r->n_tot = r->tot;
 	l->recs[l->n_recs++] = r;
 	*ret = TAKE_PTR(r);
@@ -336,6 +344,13 @@ static int rec_update(struct gpuctl_ctx *ctx, struct gpuctl_ledger *l, struct lg
 		sqlite3_bind_double(st, 11, t->energy_mj);
 	else
 		sqlite3_bind_null(st, 11);
+	if (t->first_hour <= t->last_hour) {
+		sqlite3_bind_int64(st, 12, t->first_hour);
+		sqlite3_bind_int64(st, 13, t->last_hour);
+	} else {
+		sqlite3_bind_null(st, 12);
+		sqlite3_bind_null(st, 13);
+	}
 	if (sqlite3_step(st) != SQLITE_DONE)
 		e = ledger_sql_error(ctx, l, "ledger: writing a record");
 	sqlite3_reset(st);

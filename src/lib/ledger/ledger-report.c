@@ -161,10 +161,11 @@ static int wait_add(struct group *g, double w)
 
 /* The records that may have usage in the window. */
 struct recs {
-	int64_t *id;      /* ascending */
-	int32_t *group;   /* by user, group, pool or workload: its group; else -1 */
-	double *wait;     /* < 0: none */
-	uint8_t *counted; /* counted as a job of the total */
+	int64_t *id;    /* ascending */
+	int32_t *group; /* by user, group, pool or workload: its group; else -1 */
+	double *wait;   /* < 0: none */
+	int32_t *first; /* the first group it was counted in, -1: none yet */
+	uint8_t *multi; /* it reached a second group: its pairs are in the report's set */
 	size_t n, cap;
 };
 
@@ -173,7 +174,8 @@ static void recs_done(struct recs *r)
 	free(r->id);
 	free(r->group);
 	free(r->wait);
-	free(r->counted);
+	free(r->first);
+	free(r->multi);
 }
 
 static int recs_push(struct recs *r, int64_t id, int group, double wait)
@@ -227,14 +229,14 @@ static int load_records(struct gpuctl_ctx *ctx, struct gpuctl_ledger *l,
 	int e = 0, s;
 
 	snprintf(sql, sizeof(sql),
-	         "SELECT id, %s, wait_s FROM records WHERE start_s < ?2 AND last_s >= ?1"
+	         "SELECT id, %s, wait_s FROM records WHERE first_hour <= ?2 AND last_hour >= ?1"
 	         " ORDER BY id",
 	         col[q->by]);
 	if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return ledger_sql_error(ctx, l, "ledger: reading records");
-	/* an hour either side: the wall clock may have stepped within a record's hours */
-	sqlite3_bind_double(st, 1, q->since - LEDGER_BUCKET_S);
-	sqlite3_bind_double(st, 2, q->until + LEDGER_BUCKET_S);
+	/* exactly the records with usage rows in the window's hours (read_usage's) */
+	sqlite3_bind_int64(st, 1, (int64_t)floor(q->since / LEDGER_BUCKET_S));
+	sqlite3_bind_int64(st, 2, (int64_t)floor(q->until / LEDGER_BUCKET_S));
 	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
 		int g = -1;
 
@@ -255,8 +257,11 @@ static int load_records(struct gpuctl_ctx *ctx, struct gpuctl_ledger *l,
 	else if (s == SQLITE_ROW && e == 0)
 		e = -ENOMEM;
 	sqlite3_finalize(st);
-	if (e == 0 && !(recs->counted = calloc(recs->n ? recs->n : 1, 1)))
+	if (e == 0 && (!(recs->first = malloc((recs->n ? recs->n : 1) * sizeof(int32_t))) ||
+	               !(recs->multi = calloc(recs->n ? recs->n : 1, 1))))
 		e = -ENOMEM;
+	for (size_t i = 0; e == 0 && i < recs->n; i++)
+		recs->first[i] = -1;
 	return e;
 }
 
@@ -281,15 +286,34 @@ static int row_group(struct gpuctl_ledger_report *rep, int by, sqlite3_stmt *st)
 	return group_of(rep, day);
 }
 
-static int add_job(struct gpuctl_ledger_report *rep, struct group *g, uint64_t gi, size_t ri,
-                   double wait)
+static int job_of(struct group *g, double wait)
 {
-	int e = pair_new(rep, (gi << 32) | ri);
-
-	if (e <= 0)
-		return e;
 	g->row.jobs++;
 	return wait >= 0 ? wait_add(g, wait) : 0;
+}
+
+/* Counts record ri as a job of group gi unless it already is, and of the total once. A record
+ * stays in its first group (always, by user, group, pool or workload; usually, by GPU or day):
+ * only one that reaches a second group is looked up in the pairs from then on. */
+static int count_job(struct gpuctl_ledger_report *rep, struct recs *recs, size_t ri, int gi)
+{
+	double w = recs->wait[ri];
+	int e;
+
+	if (recs->first[ri] < 0) {
+		recs->first[ri] = gi;
+		e = job_of(&rep->groups[gi], w);
+		return e < 0 ? e : job_of(&rep->total, w);
+	}
+	if (recs->first[ri] == gi && !recs->multi[ri])
+		return 0;
+	if (!recs->multi[ri]) {
+		recs->multi[ri] = 1;
+		if ((e = pair_new(rep, ((uint64_t)recs->first[ri] << 32) | ri)) < 0)
+			return e;
+	}
+	e = pair_new(rep, ((uint64_t)gi << 32) | ri);
+	return e <= 0 ? e : job_of(&rep->groups[gi], w);
 }
 
 static void add_usage(struct group *g, double f, double gpu_s, double busy_s, double energy,
@@ -337,13 +361,7 @@ static int read_usage(struct gpuctl_ctx *ctx, struct gpuctl_ledger *l,
 		}
 		add_usage(&rep->groups[gi], f, gpu_s, busy_s, energy, has_energy);
 		add_usage(&rep->total, f, gpu_s, busy_s, energy, has_energy);
-		e = add_job(rep, &rep->groups[gi], (uint64_t)gi, (size_t)ri, recs->wait[ri]);
-		if (e == 0 && !recs->counted[ri]) {
-			recs->counted[ri] = 1;
-			rep->total.row.jobs++;
-			if (recs->wait[ri] >= 0)
-				e = wait_add(&rep->total, recs->wait[ri]);
-		}
+		e = count_job(rep, recs, (size_t)ri, gi);
 	}
 	if (e == 0 && s != SQLITE_DONE)
 		e = ledger_sql_error(ctx, l, "ledger: reading usage");

@@ -51,14 +51,14 @@ static const char schema[] =
         " start_s REAL NOT NULL, last_s REAL NOT NULL, end_s REAL, end_reason TEXT,"
         " wait_s REAL,"
         " gpu_s REAL NOT NULL, busy_s REAL NOT NULL, util_mean REAL,"
-        " peak_mem INTEGER, energy_mj REAL);"
+        " peak_mem INTEGER, energy_mj REAL,"
+        " first_hour INTEGER, last_hour INTEGER);"
         "CREATE INDEX records_open ON records(end_s);"
         "CREATE TABLE usage ("
         " record INTEGER NOT NULL, gpu TEXT NOT NULL, hour INTEGER NOT NULL,"
         " t0 REAL NOT NULL, t1 REAL NOT NULL,"
         " gpu_s REAL NOT NULL, busy_s REAL NOT NULL, energy_mj REAL,"
-        " PRIMARY KEY (record, gpu, hour)) WITHOUT ROWID;"
-        "CREATE INDEX usage_hour ON usage(hour);"
+        " PRIMARY KEY (hour, record, gpu)) WITHOUT ROWID;"
         "PRAGMA user_version = 1;";
 
 static const char *const writer_sql[LG_STMT_MAX_] = {
@@ -67,11 +67,11 @@ static const char *const writer_sql[LG_STMT_MAX_] = {
                           " ?8, ?8, 0, 0)",
         [LG_UPDATE_REC] = "UPDATE records SET gpus = ?2, last_s = ?3, end_s = ?4, end_reason = ?5,"
                           " wait_s = ?6, gpu_s = ?7, busy_s = ?8, util_mean = ?9, peak_mem = ?10,"
-                          " energy_mj = ?11 WHERE id = ?1",
+                          " energy_mj = ?11, first_hour = ?12, last_hour = ?13 WHERE id = ?1",
         [LG_UPSERT_USAGE] =
                 "INSERT INTO usage (record, gpu, hour, t0, t1, gpu_s, busy_s, energy_mj)"
                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
-                " ON CONFLICT (record, gpu, hour) DO UPDATE SET"
+                " ON CONFLICT (hour, record, gpu) DO UPDATE SET"
                 " t0 = min(t0, excluded.t0), t1 = max(t1, excluded.t1),"
                 " gpu_s = gpu_s + excluded.gpu_s, busy_s = busy_s + excluded.busy_s,"
                 " energy_mj = CASE WHEN excluded.energy_mj IS NULL THEN energy_mj"
@@ -248,10 +248,13 @@ int gpuctl_ledger_open(struct gpuctl_ctx *ctx, const char *path,
 	}
 	/* a writer's transaction is short: wait for it rather than fail */
 	sqlite3_busy_timeout(l->db, 5000);
-	if (o.writer)
+	if (o.writer) {
 		r = writer_setup(ctx, l, o.now > 0 ? o.now : (double)time(NULL));
-	else
+	} else {
+		/* a report reads much of the file once: map it rather than copy it page by page */
+		(void)sqlite3_exec(l->db, "PRAGMA mmap_size = 4294967296", NULL, NULL, NULL);
 		r = schema_check(ctx, l);
+	}
 	if (r < 0) {
 		ctx_error_prefix(ctx, r, "%s", path);
 		goto fail;
