@@ -74,9 +74,16 @@ static struct gpuctl_ledger *open_writer_at(double now, double retention_s)
 	return l;
 }
 
+/* A new ledger: the file and the -wal and -shm the writer keeps beside it (docs/ledger.md) */
 static struct gpuctl_ledger *open_writer(void)
 {
+	char side[320];
+
 	(void)unlink(db);
+	(void)snprintf(side, sizeof(side), "%s-wal", db);
+	(void)unlink(side);
+	(void)snprintf(side, sizeof(side), "%s-shm", db);
+	(void)unlink(side);
 	return open_writer_at(W0, 0);
 }
 

@@ -434,7 +434,8 @@ int gpuctl_ledger_report(struct gpuctl_ctx *ctx, struct gpuctl_ledger *l,
 	rep->pairs = NULL;
 	if (e < 0)
 		return e == -ENOMEM ? ctx_error(ctx, e, "ledger report: out of memory") : e;
-	qsort(rep->groups, rep->n, sizeof(*rep->groups), cmp_group);
+	if (rep->n) /* qsort of NULL is undefined, even of nothing */
+		qsort(rep->groups, rep->n, sizeof(*rep->groups), cmp_group);
 	for (size_t i = 0; i < rep->n; i++)
 		finish(&rep->groups[i]);
 	finish(&rep->total);

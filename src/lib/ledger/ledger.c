@@ -15,6 +15,8 @@
  *   writer ends them "agent-restart" at last_s, the last sample that observed them; the interval
  *   in flight when it stopped is lost, no more.
  * - All SQL with bound parameters; the writer's statements are prepared once, at open.
+ * - The writer keeps the -wal and -shm files when it closes (SQLITE_FCNTL_PERSIST_WAL), so a
+ *   reader who cannot create files in the directory still opens the ledger read-only.
  */
 #include <errno.h>
 #include <math.h>
@@ -195,8 +197,12 @@ int ledger_retention(struct gpuctl_ctx *ctx, struct gpuctl_ledger *l, double now
 
 static int writer_setup(struct gpuctl_ctx *ctx, struct gpuctl_ledger *l, double now)
 {
-	int r;
+	int one = 1, r;
 
+	/* keep -wal and -shm when the writer closes: a user who may read the ledger but not write
+	 * its directory can then open it read-only at any time (https://sqlite.org/wal.html,
+	 * "Read-Only Databases") */
+	(void)sqlite3_file_control(l->db, "main", SQLITE_FCNTL_PERSIST_WAL, &one);
 	if ((r = ledger_exec(ctx, l, "PRAGMA journal_mode = WAL")) < 0 ||
 	    (r = ledger_exec(ctx, l, "PRAGMA synchronous = NORMAL")) < 0 ||
 	    (r = schema_check(ctx, l)) < 0)
