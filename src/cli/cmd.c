@@ -64,7 +64,7 @@ static void print_exits(FILE *f, unsigned exits)
 		      "     the line names the call and the GPU)\n",
 		      f);
 	if (exits & CMD_EXITS_LEDGER)
-		fputs("  8  no ledger at the path: no agent has written one yet\n", f);
+		fputs("  8  report: no ledger at the path (no agent has written one yet)\n", f);
 	if (exits & CMD_EXITS_HEALTH)
 		fputs("  10 health: some GPU is WARN, none FAIL\n"
 		      "  20 health: some GPU is FAIL\n",
@@ -145,7 +145,8 @@ void cli_usage(FILE *f)
 	      "\n",
 	      f);
 	print_exits(f, CMD_EXITS_DRIVER | CMD_EXITS_NOMATCH | CMD_EXITS_RETRY | CMD_EXITS_BUSY |
-	                       CMD_EXITS_HUNG | CMD_EXITS_HEALTH | CMD_EXITS_JOB);
+	                       CMD_EXITS_HUNG | CMD_EXITS_LEDGER | CMD_EXITS_HEALTH |
+	                       CMD_EXITS_JOB);
 	fputs("\nRun 'gpuctl help COMMAND' or 'gpuctl COMMAND --help' for a command's options.\n"
 	      "The documents named docs/NAME.md are installed in " GPUCTL_DOCDIR "/,\n"
 	      "with an example configuration file, " GPUCTL_DOCDIR "/examples/gpuctl.conf.\n",
