@@ -241,6 +241,13 @@ def main():
         import workload_bench
         lines += workload_bench.section(build)
 
+    # The usage ledger: a ledger of 1,000,000 records written through the library, and the
+    # report's time on it (bench/ledger_bench.py, bench/ledger-bench.c).
+    if not a.scenario:
+        sys.path.insert(0, HERE)
+        import ledger_bench
+        lines += ledger_bench.section(build)
+
     # What was written by hand survives a new run: the reading of the numbers (from "## Reading
     # the table" on) and, within the generated sections, the measurements `make bench` does not
     # take (marked blocks, put back at the end of their section).

@@ -3,7 +3,7 @@
 #
 # For a fresh Debian or Ubuntu machine with an NVIDIA GPU and its driver. It
 #   1. installs what building needs when it is missing (a C compiler, make, cmake, pkg-config,
-#      jansson, libnuma, libmicrohttpd, python3): as root, `apt-get update` and then
+#      jansson, libnuma, libmicrohttpd, SQLite, python3): as root, `apt-get update` and then
 #      `apt-get install` of the Debian/Ubuntu packages; otherwise, or when that fails, one line
 #      naming what is missing and the command that installs it, exit 2. Then it builds gpuctl
 #      (Release, no tests) into BUILD (default build-real);
@@ -38,7 +38,8 @@ command -v "$smi" >/dev/null || { echo "real-gpu: '$smi' not found: is the NVIDI
 # What building needs, as "test package" pairs: a command, or a pkg-config module (pc:NAME),
 # and the Debian/Ubuntu package that provides it.
 build_needs="cc:gcc make:make cmake:cmake pkg-config:pkg-config python3:python3
-pc:jansson:libjansson-dev pc:numa:libnuma-dev pc:libmicrohttpd:libmicrohttpd-dev"
+pc:jansson:libjansson-dev pc:numa:libnuma-dev pc:libmicrohttpd:libmicrohttpd-dev
+pc:sqlite3:libsqlite3-dev"
 missing_pkgs() {
 	local need pkg what
 	for need in $build_needs; do

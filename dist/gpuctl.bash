@@ -113,8 +113,13 @@ _gpuctl()
 		[[ $opt == --pool ]] && COMPREPLY=($(compgen -W "$(_gpuctl_pools "$config")" -- "$cur"))
 		return
 		;;
-	FILE | DIR)
+	FILE | DIR | PATH)
 		COMPREPLY=($(compgen -f -- "$cur"))
+		return
+		;;
+	KEY)
+		# report --by: its groupings
+		[[ $opt == --by ]] && COMPREPLY=($(compgen -W "user group pool workload gpu day" -- "$cur"))
 		return
 		;;
 	WHEN)

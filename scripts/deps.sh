@@ -16,8 +16,8 @@
 # runs apt-get update. It never edits another sources file, and a second run changes nothing.
 set -eu
 
-# libncurses-dev: gpuctl top's screen
-build_pkgs="gcc make cmake pkg-config libjansson-dev libnuma-dev libmicrohttpd-dev libncurses-dev"
+# libncurses-dev: gpuctl top's screen; libsqlite3-dev: the usage ledger (docs/ledger.md)
+build_pkgs="gcc make cmake pkg-config libjansson-dev libnuma-dev libmicrohttpd-dev libncurses-dev libsqlite3-dev"
 # nvtop, gpustat, python3-pynvml (contrib) and libnvidia-ml1 (non-free): NVML clients and
 # NVIDIA's real NVML library; tmux: the terminal gpuctl top's and nvtop's screens are read from;
 # slurmctld slurmd slurm-client munge: the real Slurm of tests/cli/test_slurm.py (the packages

@@ -63,6 +63,7 @@ struct gpuctl_config_settings {
 	int busy_utilization;     /* percent; -1 (default): not used */
 	bool share_margin_is_pct; /* share_margin is a percentage (the default, 5%) */
 	uint64_t share_margin;    /* bytes, or percent (0-50) when share_margin_is_pct */
+	const char *ledger;       /* the usage ledger (docs/ledger.md), absolute; NULL: not set */
 };
 /* Owned by cfg (a static default set for NULL). */
 const struct gpuctl_config_settings *gpuctl_config_settings(const struct gpuctl_config *cfg);

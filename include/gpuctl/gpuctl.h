@@ -19,6 +19,7 @@
  *   library owns and hands out by pointer (struct gpuctl_field_info, _health_finding,
  *   _lease_owner, _wait_entry, _config_settings, _workload) are only read through that
  *   pointer: never allocate one, step through an array of them or rely on their size.
+ *   (struct gpuctl_ledger_report_row is one of those.)
  *
  * Every header is C and C++ clean and compiles on its own (tests/unit/test-headers.c checks).
  */
@@ -36,6 +37,7 @@
  *   version.h    GPUCTL_VERSION_* and gpuctl_version()
  *   context.h    the context: NVML loading, error messages, the log hook, the call in flight
  *   workload.h   who a process works for: Slurm step, pod, container, unit, session
+ *   ledger.h     the usage ledger the agent writes from what it observes, and its report
  *   field.h      enum gpuctl_field: every per-GPU fact, and each field's metadata
  *   snapshot.h   taking and refreshing snapshots; GPUs, MIG devices, compute processes
  *   topology.h   pair facts (PCIe level, NVLink, P2P, bandwidth) and the host CPU
@@ -50,6 +52,7 @@
 #include "version.h"
 #include "context.h"
 #include "workload.h"
+#include "ledger.h"
 #include "field.h"
 #include "snapshot.h"
 #include "topology.h"

@@ -32,11 +32,10 @@
 #endif
 
 const struct cmd_entry *const cmd_table[] = {
-        &cmd_exporter_entry, &cmd_health_entry,  &cmd_help_entry,
-        &cmd_info_entry,     &cmd_lease_entry,   &cmd_list_entry,
-        &cmd_ps_entry,       &cmd_release_entry, &cmd_run_entry,
-        &cmd_select_entry,   &cmd_slurm_entry,   &cmd_top_entry,
-        &cmd_topo_entry,     &cmd_watch_entry,   NULL,
+        &cmd_exporter_entry, &cmd_health_entry, &cmd_help_entry,   &cmd_info_entry,
+        &cmd_lease_entry,    &cmd_list_entry,   &cmd_ps_entry,     &cmd_release_entry,
+        &cmd_report_entry,   &cmd_run_entry,    &cmd_select_entry, &cmd_slurm_entry,
+        &cmd_top_entry,      &cmd_topo_entry,   &cmd_watch_entry,  NULL,
 };
 
 /* Exit statuses (docs/gpuctl.1, EXIT STATUS); a command's --help lists those it can end with. */
@@ -64,6 +63,8 @@ static void print_exits(FILE *f, unsigned exits)
 		fputs("  7  an NVML call did not answer within GPUCTL_NVML_TIMEOUT (default 30 s;\n"
 		      "     the line names the call and the GPU)\n",
 		      f);
+	if (exits & CMD_EXITS_LEDGER)
+		fputs("  8  report: no ledger at the path (no agent has written one yet)\n", f);
 	if (exits & CMD_EXITS_HEALTH)
 		fputs("  10 health: some GPU is WARN, none FAIL\n"
 		      "  20 health: some GPU is FAIL\n",
@@ -116,6 +117,8 @@ void cli_usage(FILE *f)
 	      "  GPUCTL_CONFIG        the configuration file (default /etc/gpuctl/gpuctl.conf;\n"
 	      "                       /dev/null: none)\n"
 	      "  GPUCTL_KMSG          the kernel log health reads XIDs from (default /dev/kmsg)\n"
+	      "  GPUCTL_LEDGER        the ledger report reads (default: the configuration's\n"
+	      "                       ledger, else /var/lib/gpuctl/ledger.db; docs/ledger.md)\n"
 	      "  GPUCTL_HEALTH_STATE  health's state file (default: the lease directory's path\n"
 	      "                       followed by -health.state, /run/gpuctl-health.state)\n"
 	      "  GPUCTL_EXPORTER_TIMEOUT  exporter: idle timeout of a connection, s (default 10)\n"
@@ -142,7 +145,8 @@ void cli_usage(FILE *f)
 	      "\n",
 	      f);
 	print_exits(f, CMD_EXITS_DRIVER | CMD_EXITS_NOMATCH | CMD_EXITS_RETRY | CMD_EXITS_BUSY |
-	                       CMD_EXITS_HUNG | CMD_EXITS_HEALTH | CMD_EXITS_JOB);
+	                       CMD_EXITS_HUNG | CMD_EXITS_LEDGER | CMD_EXITS_HEALTH |
+	                       CMD_EXITS_JOB);
 	fputs("\nRun 'gpuctl help COMMAND' or 'gpuctl COMMAND --help' for a command's options.\n"
 	      "The documents named docs/NAME.md are installed in " GPUCTL_DOCDIR "/,\n"
 	      "with an example configuration file, " GPUCTL_DOCDIR "/examples/gpuctl.conf.\n",

@@ -33,6 +33,7 @@ enum cli_exit {
 	                        * another process (the line names it; docs/leases.md "Bounds") */
 	CLI_EXIT_HUNG = 7,     /* an NVML call did not return within GPUCTL_NVML_TIMEOUT (the
 	                        * line names the call and the GPU; watchdog.h) */
+	CLI_EXIT_NOLEDGER = 8, /* report: no ledger at the path (no agent has written one) */
 };
 
 /* --color=WHEN (docs/gpuctl.1, "Colour"). */
@@ -86,6 +87,7 @@ enum {
 	CMD_EXITS_BUSY = 1u << 5,    /* 6: select.lock held past its bound (docs/leases.md) */
 	CMD_EXITS_HUNG = 1u << 6,    /* 7: a one-shot command: a hung NVML call ends it past
 	                              * GPUCTL_NVML_TIMEOUT (main.c arms the watchdog for it) */
+	CMD_EXITS_LEDGER = 1u << 7,  /* 8: report found no ledger */
 };
 
 /* The options several commands take, declared once: their getopt_long table entries, and the
@@ -112,6 +114,7 @@ extern const struct cmd_entry cmd_lease_entry;
 extern const struct cmd_entry cmd_list_entry;
 extern const struct cmd_entry cmd_ps_entry;
 extern const struct cmd_entry cmd_release_entry;
+extern const struct cmd_entry cmd_report_entry;
 extern const struct cmd_entry cmd_run_entry;
 extern const struct cmd_entry cmd_select_entry;
 extern const struct cmd_entry cmd_slurm_entry;

@@ -68,6 +68,9 @@ with open(EMPTY_CONFIG, "w"):
     pass
 os.chmod(EMPTY_CONFIG, 0o644)
 os.environ["GPUCTL_CONFIG"] = EMPTY_CONFIG
+# Nor the machine's usage ledger (/var/lib/gpuctl/ledger.db, docs/ledger.md): `gpuctl report`
+# reads $GPUCTL_LEDGER, here a path where there is none; tests of the ledger name their own.
+os.environ["GPUCTL_LEDGER"] = os.path.join(CONFIG_DIR, "no-ledger.db")
 # No test sees the machine's own /run/gpuctl as the system lease directory (docs/leases.md
 # "Personal lease directories"): a test's leases are its own.
 os.environ["GPUCTL_SYSTEM_LEASE_DIR"] = os.path.join(CONFIG_DIR, "no-system-lease-dir")

@@ -11,8 +11,8 @@ from gpuctl_test import GPUCTL, NVSIM, SRC, GpuctlTestCase, run, scenario_gpus
 
 SCRIPT = os.path.join(SRC, "dist", "gpuctl.bash")
 # The commands of the README's table and the man page, written down here.
-COMMANDS = {"exporter", "health", "help", "info", "lease", "list", "ps", "release", "run",
-            "select", "slurm", "top", "topo", "watch"}
+COMMANDS = {"exporter", "health", "help", "info", "lease", "list", "ps", "release", "report",
+            "run", "select", "slurm", "top", "topo", "watch"}
 DRIVER = ('source "$0"; complete -p gpuctl >/dev/null || exit 9; '
           'COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _gpuctl; '
           'printf "%s\\n" "${COMPREPLY[@]}"')
@@ -56,6 +56,12 @@ class CompletionTest(GpuctlTestCase):
         self.assertEqual(complete("list", "--color", ""), {"auto", "always", "never"})
         self.assertEqual(complete("--color", "never", "l"), {"list", "lease"})
         self.assertIn("--wide", complete("--color", "never", "list", "--w"))
+        # report: its groupings after --by, files after --ledger
+        self.assertEqual(complete("report", "--by", ""),
+                         {"user", "group", "pool", "workload", "gpu", "day"})
+        self.assertEqual(complete("report", "--by", "g"), {"group", "gpu"})
+        self.assertEqual(complete("report", "--l"), {"--ledger"})
+        self.assertEqual(complete("report", "--ledger", "/dev/nul"), {"/dev/null"})
 
     def test_run_job(self):
         # after "--" the job's command line: commands, then its arguments, never gpuctl's options

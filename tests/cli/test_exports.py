@@ -172,10 +172,10 @@ class StaticLinkCollision(GpuctlTestCase):
 
     def link(self, archive, exe):
         # the static library's own needs, as libgpuctl.pc's Libs.private lists them (jansson:
-        # the runtimes' state files, src/lib/workload/)
+        # the runtimes' state files, src/lib/workload/; sqlite3: the ledger, src/lib/ledger/)
         return subprocess.run([CC, "-std=c17", "-Wall", "-Wextra", "-Werror", *SANITIZE_FLAGS,
                                "-I", INCLUDE, self.src, archive, "-ldl", "-lm", "-ljansson",
-                               "-o", exe],
+                               "-lsqlite3", "-o", exe],
                               capture_output=True, text=True)
 
     def test_program_with_internal_names_links_and_runs(self):

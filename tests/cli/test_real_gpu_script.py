@@ -126,9 +126,9 @@ class RealGpuScriptTest(GpuctlTestCase):
         lines = r.err.strip().splitlines()
         self.assertEqual(len(lines), 1, r)
         self.assertEqual(lines[0], "real-gpu: cannot build: missing gcc make cmake pkg-config "
-                         "python3 libjansson-dev libnuma-dev libmicrohttpd-dev (as root: "
+                         "python3 libjansson-dev libnuma-dev libmicrohttpd-dev libsqlite3-dev (as root: "
                          "apt-get update && apt-get install -y gcc make cmake pkg-config python3 "
-                         "libjansson-dev libnuma-dev libmicrohttpd-dev)")
+                         "libjansson-dev libnuma-dev libmicrohttpd-dev libsqlite3-dev)")
         self.assertFalse(os.path.exists(os.path.join(bindir, "build")))
 
     def test_notices_a_wrong_uuid(self):

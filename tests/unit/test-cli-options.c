@@ -143,8 +143,8 @@ static void test_help_lists_the_declared_options(void **state)
 		checked++;
 	}
 	assert_int_equal(bad, 0);
-	/* the fourteen commands of the README's table */
-	assert_int_equal(checked, 14);
+	/* the fifteen commands of the README's table */
+	assert_int_equal(checked, 15);
 }
 
 /* The --format line of a help text ("  --format FORMAT  text (default) or json" and its
@@ -194,8 +194,8 @@ static void test_formats(void **state)
 		assert_int_equal(cmd_parse_format(*e, "", &i), CLI_EXIT_USAGE);
 		checked++;
 	}
-	/* health, info, ps, slurm, topo, watch */
-	assert_int_equal(checked, 6);
+	/* health, info, ps, report, slurm, topo, watch */
+	assert_int_equal(checked, 7);
 }
 
 /* The reader itself, on help lines written here: a test that could not fail would pass with a

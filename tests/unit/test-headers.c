@@ -41,6 +41,8 @@ static void test_header_usable(void **state)
 	assert_int_equal(GPUCTL_HEALTH_FAIL + GPUCTL_SITE_NO_LEASES + GPUCTL_ALLOC_LEASE,
 	                 2 + 2 + 2);
 	assert_int_equal(GPUCTL_WORKLOAD_SESSION + GPUCTL_WORKLOAD_NAME_MAX, 6 + 253);
+	assert_int_equal(GPUCTL_LEDGER_WORKLOAD + GPUCTL_LEDGER_END_RESTART + GPUCTL_LEDGER_BY_DAY,
+	                 2 + 6 + 5);
 	assert_true(sizeof(struct gpuctl_select_request) > sizeof(size_t));
 	assert_true(sizeof(struct gpuctl_wait_entry) > sizeof(uint64_t));
 	assert_true(sizeof(struct gpuctl_config_settings) > sizeof(uint64_t));

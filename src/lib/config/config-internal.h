@@ -25,7 +25,14 @@
 #define DEFAULT_MARGIN_PC 5             /* share_margin default, percent */
 #define MAX_MARGIN_PC     50            /* largest share_margin percentage */
 
-enum global_key { G_LEASE_DIR, G_BUSY_MEMORY, G_BUSY_UTILIZATION, G_SHARE_MARGIN, G__COUNT };
+enum global_key {
+	G_LEASE_DIR,
+	G_BUSY_MEMORY,
+	G_BUSY_UTILIZATION,
+	G_SHARE_MARGIN,
+	G_LEDGER,
+	G__COUNT
+};
 enum pool_key { P_GPUS, P_USERS, P_GROUPS, P_DESCRIPTION, P__COUNT };
 
 /* One entry of a pool's gpus list. */
@@ -60,6 +67,7 @@ struct gpuctl_config {
 	uint64_t dev, ino;                      /* identity of the file read (as opened) */
 	struct gpuctl_config_settings settings; /* lease_dir points into lease_dir_buf */
 	char *lease_dir_buf;                    /* owned */
+	char *ledger_buf;                       /* owned; settings.ledger points into it */
 	struct pool *pools;                     /* owned, n_pools entries */
 	size_t n_pools;                         /* entries in pools */
 };

@@ -32,7 +32,7 @@
 #include "util.h"
 
 static const char *const global_keys[G__COUNT] = {"lease_dir", "busy_memory", "busy_utilization",
-                                                  "share_margin"};
+                                                  "share_margin", "ledger"};
 static const char *const pool_keys[P__COUNT] = {"gpus", "users", "groups", "description"};
 
 static const struct gpuctl_config_settings default_settings = {
@@ -66,6 +66,7 @@ void gpuctl_config_free(struct gpuctl_config *cfg)
 		pool_done(&cfg->pools[i]);
 	free(cfg->pools);
 	free(cfg->lease_dir_buf);
+	free(cfg->ledger_buf);
 	free(cfg->name);
 	free(cfg->path);
 	free(cfg);
@@ -271,6 +272,22 @@ static int add_group(struct parser *p, const char *key, const char *e, size_t le
 	return 0;
 }
 
+/* A path setting (lease_dir, ledger): absolute, no tab; kept in *buf, *field points at it. */
+static int set_path(struct parser *p, const char *key, const char *value, const char *quoted,
+                    char **buf, const char **field)
+{
+	if (value[0] != '/')
+		return config_perr(p, "%s '%s': not an absolute path", key, quoted);
+	if (strchr(value, '\t'))
+		return config_perr(p, "%s '%s': contains a control character", key, quoted);
+	free(*buf);
+	*buf = strdup(value);
+	if (!*buf)
+		return ctx_error(p->ctx, -ENOMEM, "out of memory");
+	*field = *buf;
+	return 0;
+}
+
 static int set_global(struct parser *p, enum global_key k, const char *value)
 {
 	struct gpuctl_config_settings *st = &p->cfg->settings;
@@ -282,16 +299,10 @@ static int set_global(struct parser *p, enum global_key k, const char *value)
 	quote_text(q, sizeof(q), value, strlen(value), QUOTE_MAX);
 	switch (k) {
 	case G_LEASE_DIR:
-		if (value[0] != '/')
-			return config_perr(p, "lease_dir '%s': not an absolute path", q);
-		if (strchr(value, '\t'))
-			return config_perr(p, "lease_dir '%s': contains a control character", q);
-		free(p->cfg->lease_dir_buf);
-		p->cfg->lease_dir_buf = strdup(value);
-		if (!p->cfg->lease_dir_buf)
-			return ctx_error(p->ctx, -ENOMEM, "out of memory");
-		st->lease_dir = p->cfg->lease_dir_buf;
-		return 0;
+		return set_path(p, global_keys[k], value, q, &p->cfg->lease_dir_buf,
+		                &st->lease_dir);
+	case G_LEDGER:
+		return set_path(p, global_keys[k], value, q, &p->cfg->ledger_buf, &st->ledger);
 	case G_BUSY_MEMORY:
 		r = parse_size(value, &bytes, &why);
 		if (r < 0)
@@ -396,8 +407,8 @@ static int parse_assignment(struct parser *p, char *line)
 	if (!p->cur && g < 0)
 		return config_perr(
 		        p,
-		        "unknown key '%s' (expected lease_dir, busy_memory, busy_utilization "
-		        "or share_margin)",
+		        "unknown key '%s' (expected lease_dir, busy_memory, busy_utilization, "
+		        "share_margin or ledger)",
 		        q);
 	if (p->cur && k < 0)
 		return config_perr(p,
