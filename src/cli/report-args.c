@@ -19,18 +19,17 @@
 #include <string.h>
 
 #include "gpuctl/ledger.h"
+#include "parse.h"
 #include "report-args.h"
 
+/* Exactly n digits (parse_dec: no sign or blank), as an int. */
 static bool digits(const char *s, int n, int *ret)
 {
-	int v = 0;
+	uint64_t v;
 
-	for (int i = 0; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-		v = v * 10 + (s[i] - '0');
-	}
-	*ret = v;
+	if (!parse_dec(s, (size_t)n, 9999, &v))
+		return false;
+	*ret = (int)v;
 	return true;
 }
 
