@@ -17,9 +17,16 @@
  * - All SQL with bound parameters; the writer's statements are prepared once, at open.
  * - The writer keeps the -wal and -shm files when it closes (SQLITE_FCNTL_PERSIST_WAL), so a
  *   reader who cannot create files in the directory still opens the ledger read-only.
+ * - A new ledger is made whole under a name of its own (PATH.new-PID-N: WAL mode set, the
+ *   schema written, closed) and only then linked to PATH, so a ledger file, once it exists,
+ *   always has its schema and is in WAL mode: a writer killed while it created the file leaves
+ *   no hot rollback journal that only a writer could roll back (a report, read-only, would get
+ *   "attempt to write a readonly database") and no file without tables. link(2), not rename:
+ *   two writers creating at once never replace each other's; the loser opens the winner's.
  */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -220,6 +227,35 @@ static int writer_setup(struct gpuctl_ctx *ctx, struct gpuctl_ledger *l, double 
 	return 0;
 }
 
+/* Makes a new ledger at path, whole (Decisions): 0 also when another writer made it first;
+ * -errno with the message set. */
+static int create_whole(struct gpuctl_ctx *ctx, const char *path)
+{
+	static unsigned counter;
+	struct gpuctl_ledger tmp = {.writer = true};
+	char *name = NULL;
+	int r = 0;
+
+	if (asprintf(&name, "%s.new-%ld-%u", path, (long)getpid(), counter++) < 0)
+		return -ENOMEM;
+	(void)unlink(name);
+	if (sqlite3_open_v2(name, &tmp.db,
+	                    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
+	                            SQLITE_OPEN_EXRESCODE,
+	                    NULL) != SQLITE_OK)
+		r = ledger_sql_error(ctx, &tmp, path);
+	else if ((r = ledger_exec(ctx, &tmp, "PRAGMA journal_mode = WAL")) >= 0)
+		r = schema_check(ctx, &tmp);
+	/* the last connection's close checkpoints and removes NAME-wal and NAME-shm */
+	if (sqlite3_close(tmp.db) != SQLITE_OK && r >= 0)
+		r = ctx_error(ctx, -EIO, "%s: closing the new ledger failed", path);
+	if (r >= 0 && link(name, path) < 0 && errno != EEXIST)
+		r = ctx_error(ctx, -errno, "%s: %s", path, strerror(errno));
+	(void)unlink(name);
+	free(name);
+	return r;
+}
+
 int gpuctl_ledger_open(struct gpuctl_ctx *ctx, const char *path,
                        const struct gpuctl_ledger_options *opts, struct gpuctl_ledger **ret_ledger)
 {
@@ -244,8 +280,11 @@ int gpuctl_ledger_open(struct gpuctl_ctx *ctx, const char *path,
 	l->writer = o.writer;
 	l->busy_threshold = o.busy_threshold;
 	l->retention_s = o.retention_s;
-	flags = (o.writer ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY) |
-	        SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
+	if (o.writer && access(path, F_OK) < 0 && errno == ENOENT &&
+	    (r = create_whole(ctx, path)) < 0)
+		goto fail;
+	flags = (o.writer ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY) | SQLITE_OPEN_NOMUTEX |
+	        SQLITE_OPEN_EXRESCODE;
 	if (sqlite3_open_v2(path, &l->db, flags, NULL) != SQLITE_OK) {
 		r = ledger_sql_error(ctx, l, path);
 		if (!o.writer && access(path, F_OK) < 0 && errno == ENOENT)
