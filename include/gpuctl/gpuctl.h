@@ -44,6 +44,7 @@
  *   devices.h    GPU ids, device sets, device strings (CUDA, NVIDIA, Slurm, Docker, CDI, k8s)
  *   selection.h  sizes, the selection request, gpuctl_select() and its score
  *   lease.h      lease directories, lease lists, foreign processes, select-and-lease
+ *   idle.h       idle devices found from samples: leases, processes, ghost memory
  *   wait.h       waiting in line for leases
  *   config.h     the configuration file: settings and pools
  *   health.h     XIDs, the CUDA probe, the health state file, the health check
@@ -59,6 +60,7 @@
 #include "devices.h"
 #include "selection.h"
 #include "lease.h"
+#include "idle.h"
 #include "wait.h"
 #include "config.h"
 #include "health.h"

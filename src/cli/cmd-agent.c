@@ -485,7 +485,8 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 	struct exporter_args ea = {.entry = &cmd_agent_entry,
 	                           .listen_text = LISTEN_DEFAULT,
 	                           .interval = AGENT_DEFAULT_INTERVAL,
-	                           .max_processes = METRICS_DEFAULT_MAX_PROCESSES};
+	                           .max_processes = METRICS_DEFAULT_MAX_PROCESSES,
+	                           .idle_window = 600};
 	struct agent a = {0};
 	struct exporter_hook hook = {.userdata = &a, .on_sample = agent_sample};
 	const char *ledger = NULL;
@@ -520,7 +521,7 @@ const struct cmd_entry cmd_agent_entry = {
         .long_options = agent_options,
         .short_options = "+:h",
         .usage = "[--listen ADDR:PORT] [--interval SECONDS] [--lease-dir DIR] "
-                 "[--max-processes N] [--ledger PATH]",
+                 "[--max-processes N] [--idle-window SECONDS] [--ledger PATH]",
         .summary = "the node agent: sample every GPU, serve the metrics, write the ledger",
         .options = "  --listen ADDR:PORT   where to serve the exporter's page (as exporter;\n"
                    "                       default " LISTEN_DEFAULT ")\n"
@@ -530,6 +531,9 @@ const struct cmd_entry cmd_agent_entry = {
                    "                       /run/gpuctl)\n"
                    "  --max-processes N    per-process series for at most N processes\n"
                    "                       (as exporter; default 100)\n"
+                   "  --idle-window SECONDS  how long a process must hold memory below 5 %\n"
+                   "                       utilisation to count as idle (as exporter;\n"
+                   "                       default 600)\n"
                    "  --ledger PATH        the usage ledger to write (default $GPUCTL_LEDGER,\n"
                    "                       else the configuration's ledger, else\n"
                    "                       " GPUCTL_LEDGER_PATH ")\n"

@@ -119,7 +119,11 @@ struct sampling {
 	bool verbose;                       /* -v: say why there are no XID events */
 	struct metrics_xid *xids;           /* their counts per GPU and code (owned) */
 	size_t n_xids;
-	uint64_t xid_seq; /* events counted so far */
+	uint64_t xid_seq;         /* events counted so far */
+	uint32_t idle_window;     /* --idle-window, seconds */
+	struct gpuctl_idle *idle; /* the idle tracker for the exporter's life (docs/idle.md),
+	                           * made at the first good sample; NULL until then or when it
+	                           * could not be */
 };
 
 /* One sample, as the main thread renders it. Never changes once made. */
@@ -134,6 +138,7 @@ struct exporter_sample {
 	struct metrics_stats stats;          /* the counters after this sample */
 	struct metrics_xid *xids;            /* the XID counts after it (a copy) */
 	size_t n_xids;
+	double *idle_s; /* each GPU's idle cases' seconds (metrics_input), NULL: none */
 };
 
 static void exporter_sample_free(void *p)
@@ -144,6 +149,7 @@ static void exporter_sample_free(void *p)
 	gpuctl_lease_list_free(x->leases);
 	gpuctl_health_report_free(x->health);
 	free(x->xids);
+	free(x->idle_s);
 	free((void *)x->pool_of);
 	free(x);
 }
@@ -223,6 +229,8 @@ static void sampling_finish(struct gpuctl_ctx *ctx, void *userdata)
 	(void)ctx;
 
 	gpuctl_xid_watch_free(s->xid_watch);
+	gpuctl_idle_free(s->idle);
+	s->idle = NULL;
 	free(s->xids);
 	s->xid_watch = NULL;
 	s->xids = NULL;
@@ -295,6 +303,33 @@ static struct gpuctl_lease_list *read_leases(struct gpuctl_ctx *ctx, struct samp
 	}
 	s->lease_failing = false;
 	return list;
+}
+
+/* Feeds the sample to the idle tracker and copies what it says of each GPU into x->idle_s,
+ * for the main thread (the tracker stays on the sampler's). Out of memory: no idle series. */
+static void track_idle(struct gpuctl_ctx *ctx, struct sampling *s, struct exporter_sample *x,
+                       double t0)
+{
+	struct gpuctl_idle_config cfg = GPUCTL_IDLE_CONFIG_INIT;
+	size_t n = gpuctl_snapshot_gpu_count(x->snap);
+
+	cfg.window_s = s->idle_window;
+	if (!s->idle && gpuctl_idle_new(&cfg, &s->idle) < 0)
+		s->idle = NULL;
+	if (!s->idle ||
+	    gpuctl_idle_feed(ctx, s->idle, (uint64_t)(t0 * 1000), x->snap, x->leases) < 0)
+		return;
+	x->idle_s = calloc((n ? n : 1) * GPUCTL_IDLE_CASES, sizeof(*x->idle_s));
+	for (size_t g = 0; x->idle_s && g < n; g++) {
+		const char *uuid = gpuctl_gpu_str(gpuctl_snapshot_gpu(x->snap, g), GPUCTL_F_UUID);
+		for (int c = 0; c < GPUCTL_IDLE_CASES; c++) {
+			uint64_t ms = 0;
+			bool holds =
+			        gpuctl_idle_get(s->idle, uuid, (enum gpuctl_idle_case)c, &ms) == 1;
+			x->idle_s[g * GPUCTL_IDLE_CASES + (size_t)c] =
+			        holds ? (double)ms / 1000 : -1;
+		}
+	}
 }
 
 /* Whether a GPU of snap was lost: a refresh keeps it lost (it re-reads only the devices it
@@ -371,6 +406,7 @@ static int exporter_take(struct gpuctl_ctx *ctx, void *userdata, const void *pre
 			}
 		}
 		x->leases = read_leases(ctx, s, x->snap);
+		track_idle(ctx, s, x, t0);
 		x->pool_of = pools_of(ctx, s, x->snap);
 		if (!x->pool_of) {
 			exporter_sample_free(x);
@@ -467,7 +503,8 @@ static int publish_sample(struct publishing *pub, const struct exporter_sample *
 	                           .n_xids = x->n_xids,
 	                           .workload_of = pub->wls ? workload_of : NULL,
 	                           .workload_userdata = pub,
-	                           .max_processes = pub->max_processes};
+	                           .max_processes = pub->max_processes,
+	                           .idle_s = x->idle_s};
 	int r;
 
 	*ret_stats = x->stats;
@@ -581,6 +618,10 @@ int exporter_option(struct exporter_args *a, int opt, char **argv)
 			                       optarg, METRICS_MAX_MAX_PROCESSES);
 		a->max_processes = (size_t)v;
 		return CMD_GO_ON;
+	}
+	case OPT_IDLE_WINDOW: {
+		int status = cmd_parse_idle_window(e, optarg, &a->idle_window);
+		return status ? status : CMD_GO_ON;
 	}
 	case 'h':
 		cmd_usage(e, stdout);
@@ -699,7 +740,7 @@ int exporter_run(struct cli *cli, const struct exporter_args *a)
 {
 	_cleanup_(exporter_http_freep) struct exporter_http *http = NULL;
 	struct publishing pub = {.max_processes = a->max_processes, .hook = a->hook};
-	struct sampling s = {.first = true};
+	struct sampling s = {.first = true, .idle_window = a->idle_window};
 	struct sampler *smp = NULL;
 	char hostname[256]; /* the Hostname label */
 	sigset_t stop, old;
@@ -756,7 +797,8 @@ static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 	struct exporter_args a = {.entry = &cmd_exporter_entry,
 	                          .listen_text = LISTEN_DEFAULT,
 	                          .interval = EXPORTER_DEFAULT_INTERVAL,
-	                          .max_processes = METRICS_DEFAULT_MAX_PROCESSES};
+	                          .max_processes = METRICS_DEFAULT_MAX_PROCESSES,
+	                          .idle_window = 600};
 	int status = parse_options(argc, argv, &a);
 
 	return status != CMD_GO_ON ? status : exporter_run(cli, &a);
@@ -767,7 +809,7 @@ const struct cmd_entry cmd_exporter_entry = {
         .long_options = exporter_options,
         .short_options = "+:h",
         .usage = "[--listen ADDR:PORT] [--interval SECONDS] [--lease-dir DIR] "
-                 "[--max-processes N]",
+                 "[--max-processes N] [--idle-window SECONDS]",
         .summary = "serve GPU metrics to Prometheus (dcgm-exporter names, plus leases)",
         .options = "  --listen ADDR:PORT   where to serve: :PORT (every address), IPV4:PORT,\n"
                    "                       [IPV6]:PORT or HOST:PORT (default " LISTEN_DEFAULT ")\n"
@@ -779,6 +821,9 @@ const struct cmd_entry cmd_exporter_entry = {
                    "  --max-processes N    per-process series for at most N processes, 0 to\n"
                    "                       100000 (default 100); the others are counted in\n"
                    "                       gpuctl_exporter_processes_dropped\n"
+                   "  --idle-window SECONDS  how long a process must hold memory below 5 %\n"
+                   "                       utilisation to count as idle, 1 to 604800\n"
+                   "                       (default 600; docs/idle.md)\n"
                    "  -h, --help           print this help\n"
                    "\n"
                    "Paths: /metrics (Prometheus text format 0.0.4; docs/metrics.md), / (a\n"

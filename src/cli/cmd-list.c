@@ -32,6 +32,7 @@
 
 #include "hostproc.h"
 #include "workload-filter.h"
+#include "idle-view.h"
 #include "list.h"
 #include "util.h"
 
@@ -540,6 +541,9 @@ static json_t *gpu_json(const struct list_args *a, const struct gpuctl_gpu *gpu)
 		r = json_put(o, "lost", json_boolean(gpuctl_gpu_lost(gpu)));
 	if (r >= 0 && !a->query_text)
 		r = json_put(o, "health", json_text(verdict_text(a, gpu)));
+	if (r >= 0 && !a->query_text)
+		r = json_put(o, "idle",
+		             idle_view_json(a->idle, gpuctl_gpu_str(gpu, GPUCTL_F_UUID), true));
 	if (r >= 0 && !a->query_text) {
 		/* json_put() steals arr even when it fails, so nothing leaks on error. */
 		arr = json_array();
@@ -651,6 +655,19 @@ static int read_verdicts(struct cli *cli, struct list_args *a, const struct gpuc
 	return 0;
 }
 
+/* a->idle: one sample of snap and the leases (none read when the lease directory cannot be:
+ * then no lease counts as idle). */
+static void read_idle(struct cli *cli, struct list_args *a, const struct gpuctl_snapshot *snap)
+{
+	struct gpuctl_lease_dir *dir = gpuctl_site_lease_dir(cli->site);
+	struct gpuctl_lease_list *list = NULL;
+
+	if (dir && gpuctl_lease_list(cli->ctx, dir, snap, &list) < 0)
+		list = NULL;
+	idle_view_once(cli->ctx, snap, list, &a->idle);
+	gpuctl_lease_list_free(list);
+}
+
 /* Prints the listing of snap as kind says: 0 or -errno. */
 static int print_listing(const struct list_args *a, const struct gpuctl_snapshot *snap,
                          enum list_format kind)
@@ -679,7 +696,10 @@ static int read_and_print(struct cli *cli, struct list_args *a, enum list_format
 	const bool verdicts = !a->query_text && !a->apps && kind != LIST_FORMAT_CSV;
 	int status, r;
 
-	if (verdicts && (status = cli_site(cli, &cmd_list_entry, NULL, GPUCTL_SITE_NO_LEASES)))
+	/* JSON shows the idle cases (docs/idle.md), of which a lease with no process needs the
+	 * lease directory */
+	if (verdicts && (status = cli_site(cli, &cmd_list_entry, NULL,
+	                                   kind == LIST_FORMAT_JSON ? 0 : GPUCTL_SITE_NO_LEASES)))
 		return status;
 	/* the table and the JSON show workloads: one cache for every listing of --loop, swept
 	 * before each (what ended is forgotten, the pointers of the last listing unused) */
@@ -699,6 +719,8 @@ static int read_and_print(struct cli *cli, struct list_args *a, enum list_format
 		return status;
 	if (verdicts && (status = read_verdicts(cli, a, snap)))
 		return status;
+	if (verdicts && kind == LIST_FORMAT_JSON)
+		read_idle(cli, a, snap);
 	r = print_listing(a, snap, kind);
 	if (r < 0) {
 		cli_error("list: cannot write the output: %s", strerror(-r));
@@ -714,6 +736,8 @@ static int list_once(struct cli *cli, struct list_args *a, enum list_format kind
 
 	free(a->verdict);
 	a->verdict = NULL;
+	gpuctl_idle_free(a->idle);
+	a->idle = NULL;
 	free(a->sel);
 	a->sel = NULL;
 	return status;

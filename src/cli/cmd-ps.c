@@ -31,6 +31,7 @@
 #include "cmd.h"
 #include "format.h"
 #include "hostproc.h"
+#include "idle-view.h"
 #include "ps.h"
 #include "util.h"
 
@@ -76,6 +77,7 @@ struct ps_data {
 	int *verdict;         /* each GPU's health verdict (docs/health.md) */
 	struct ps_wls wls;    /* the workloads read (ps-workload.c) */
 	const struct wl_filter *filter; /* --job, --workload */
+	struct gpuctl_idle *idle;       /* one sample's idle cases (docs/idle.md), owned; NULL */
 };
 
 static const char *verdict_name(const struct ps_data *d, const struct ps_row *row)
@@ -118,15 +120,37 @@ static const struct gpuctl_lease_owner *const *holders(const struct ps_row *row,
 	return row->n_sh ? row->sh : &row->owner;
 }
 
+/* A row's device's UUID; NULL when unknown. */
+static const char *row_uuid(const struct gpuctl_snapshot *snap, const struct ps_row *row)
+{
+	const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, row->gpu);
+	const struct gpuctl_mig *m =
+	        g && row->mig >= 0 ? gpuctl_gpu_mig(g, (size_t)row->mig) : NULL;
+	return m ? gpuctl_mig_uuid(m) : g ? gpuctl_gpu_str(g, GPUCTL_F_UUID) : NULL;
+}
+
+/* Whether an idle case holds for a row's device (docs/idle.md). */
+static bool row_idle(const struct ps_data *d, const struct gpuctl_snapshot *snap,
+                     const struct ps_row *row)
+{
+	const char *uuid = row_uuid(snap, row);
+	for (int c = 0; uuid && c < GPUCTL_IDLE_CASES; c++)
+		if (gpuctl_idle_get(d->idle, uuid, (enum gpuctl_idle_case)c, NULL) == 1)
+			return true;
+	return false;
+}
+
 /* Whether a row is listed: rows of free, healthy devices without foreign processes only with
- * --all; with --job or --workload, only those one of whose workloads matches. */
+ * --all (a device idle by docs/idle.md is listed); with --job or --workload, only those one of
+ * whose workloads matches. */
 static bool row_shown(struct ps_data *d, const struct gpuctl_snapshot *snap,
                       const struct ps_row *row, bool all)
 {
 	size_t nh;
 	const struct gpuctl_lease_owner *const *h = holders(row, &nh);
 
-	if (!all && row->state == GPUCTL_LEASE_FREE && !row->foreign && healthy(d, row))
+	if (!all && row->state == GPUCTL_LEASE_FREE && !row->foreign && healthy(d, row) &&
+	    !row_idle(d, snap, row))
 		return false;
 	return ps_device_matches(&d->wls, d->filter, snap, row->gpu, row->mig, h, nh);
 }
@@ -285,7 +309,7 @@ static json_t *row_json(struct ps_data *d, const struct gpuctl_snapshot *snap,
 	const struct gpuctl_gpu *g = gpuctl_snapshot_gpu(snap, row->gpu);
 	const struct gpuctl_mig *m =
 	        g && row->mig >= 0 ? gpuctl_gpu_mig(g, (size_t)row->mig) : NULL;
-	const char *uuid = m ? gpuctl_mig_uuid(m) : g ? gpuctl_gpu_str(g, GPUCTL_F_UUID) : NULL;
+	const char *uuid = row_uuid(snap, row);
 	int64_t midx = row->mig;
 	int rmi = -ENODATA;
 	if (m) {
@@ -331,7 +355,8 @@ static json_t *row_json(struct ps_data *d, const struct gpuctl_snapshot *snap,
 		goto fail;
 	}
 	shares = NULL;
-	if (json_put(o, "foreign", row->foreign ? foreign_json(d, snap, row) : json_array()) < 0 ||
+	if (json_put(o, "idle", idle_view_json(d->idle, uuid, true)) < 0 ||
+	    json_put(o, "foreign", row->foreign ? foreign_json(d, snap, row) : json_array()) < 0 ||
 	    json_put(o, "processes",
 	             ps_processes_json(&d->wls, snap, row->gpu, row->mig, d->foreign)) < 0)
 		goto fail;
@@ -481,6 +506,12 @@ static void holder_note(const struct ps_data *d, const struct gpuctl_snapshot *s
 		         "%s: ", row->busy ? "foreign" : "foreign (below the busy thresholds)");
 		foreign_text(d, snap, row, note + strlen(note), size - strlen(note));
 	}
+	if (k == 0) {
+		char idle[96];
+		idle_view_text(d->idle, row_uuid(snap, row), true, idle, sizeof(idle));
+		if (idle[0])
+			note_add(note, size, "%s", idle);
+	}
 }
 
 /* The table's columns; POOL only when the configuration has pools. */
@@ -570,7 +601,8 @@ static int print_table(struct ps_data *d, const struct gpuctl_snapshot *snap, bo
 			puts("no device is used by a workload that matches");
 		else
 			puts(all ? "no devices"
-			         : "no device is leased, unusable, busy or unhealthy (--all lists "
+			         : "no device is leased, unusable, busy, unhealthy or idle (--all "
+			           "lists "
 			           "every device)");
 	}
 	text_table_free(t);
@@ -691,6 +723,7 @@ static void ps_data_free(struct ps_data *d)
 {
 	free(d->rows);
 	gpuctl_foreign_free(d->foreign);
+	gpuctl_idle_free(d->idle);
 	free(d->pool_of);
 	free(d->verdict);
 	ps_wls_free(&d->wls);
@@ -701,9 +734,9 @@ static void ps_data_free(struct ps_data *d)
  * gpuctl health reads them. 0 or the exit status. */
 static int ps_snapshot(struct cli *cli, struct gpuctl_snapshot **ret_snap)
 {
-	enum gpuctl_field fields[3 + GPUCTL__F_COUNT] = {GPUCTL_F_MIG_MODE, GPUCTL_F_MEMORY_TOTAL,
-	                                                 GPUCTL_F_UTIL_GPU};
-	size_t nfields = 3, nh = 0;
+	enum gpuctl_field fields[4 + GPUCTL__F_COUNT] = {GPUCTL_F_MIG_MODE, GPUCTL_F_MEMORY_TOTAL,
+	                                                 GPUCTL_F_UTIL_GPU, GPUCTL_F_MEMORY_USED};
+	size_t nfields = 4, nh = 0;
 	const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
 
 	for (size_t i = 0; i < nh; i++)
@@ -775,6 +808,7 @@ static int run_ps(struct cli *cli, const struct ps_args *a)
 		status = read_rows(cli, &d, snap, &list);
 	if (status)
 		return status;
+	idle_view_once(cli->ctx, snap, list, &d.idle); /* none shown when it cannot be made */
 	r = a->json ? print_json(&d, snap, gpuctl_site_lease_dir_path(cli->site),
 	                         gpuctl_site_lease_dir(cli->site) != NULL, a->all)
 	            : print_table(&d, snap, a->all, cli_use_color(cli));

@@ -37,6 +37,7 @@ enum {
 	OPT_ONCE = 0x100,
 	OPT_LEASE_DIR,
 	OPT_WORKLOAD,
+	OPT_IDLE_WINDOW,
 };
 
 /* ---- plain text ---- */
@@ -176,6 +177,7 @@ static const struct option top_options[] = {
         {"once", no_argument, NULL, OPT_ONCE},
         {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
         {"workload", required_argument, NULL, OPT_WORKLOAD},
+        {"idle-window", required_argument, NULL, OPT_IDLE_WINDOW},
         CMD_OPTION_COLOR,
         CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
@@ -188,6 +190,7 @@ struct top_args {
 	bool batch;                /* --batch, --once: plain text, no screen */
 	const char *lease_dir;     /* --lease-dir, NULL: the site's */
 	struct wl_filter workload; /* --workload: the processes listed */
+	uint32_t idle_window;      /* --idle-window: seconds (docs/idle.md), 0 the default */
 };
 
 /* The options into a: CMD_GO_ON, or the exit status to return now (--help, a usage error). */
@@ -225,6 +228,11 @@ static int parse_options(struct cli *cli, int argc, char **argv, struct top_args
 				return cmd_usage_error(&cmd_top_entry,
 				                       "--workload: empty pattern (KIND:PATTERN, "
 				                       "PATTERN or KIND:)");
+			break;
+		case OPT_IDLE_WINDOW:
+			if ((status = cmd_parse_idle_window(&cmd_top_entry, optarg,
+			                                    &a->idle_window)))
+				return status;
 			break;
 		case CMD_OPT_COLOR:
 			if ((status = cli_color_option(cli, &cmd_top_entry, optarg)))
@@ -310,6 +318,7 @@ static int cmd_top_exec(struct cli *cli, int argc, char **argv)
 	v.delay = a.delay;
 	v.workload = wl_filter_active(&a.workload) ? &a.workload : NULL;
 	top_model_init(&m, cli, a.ids);
+	m.idle_window = a.idle_window;
 	status = run_top(cli, &a, &m, &v);
 	top_model_free(&m);
 	free(v.order);
@@ -321,7 +330,7 @@ const struct cmd_entry cmd_top_entry = {
         .long_options = top_options,
         .short_options = "+:i:d:n:bh",
         .usage = "[-i IDS] [-d SECONDS] [-n COUNT] [--once | --batch] [--lease-dir DIR] "
-                 "[--workload PATTERN] [--color WHEN]",
+                 "[--workload PATTERN] [--idle-window SECONDS] [--color WHEN]",
         .summary = "live full-screen view: GPUs, holders, health, processes, the wait queue",
         .options = "  -i, --id, --only IDS\n"
                    "                        GPUs to show (and whose processes to list): "
@@ -339,6 +348,9 @@ const struct cmd_entry cmd_top_entry = {
                    "                        configuration's lease_dir, else /run/gpuctl)\n"
                    "  --workload PATTERN    list only the processes of workloads that match\n"
                    "                        [KIND:]PATTERN (as for ps)\n"
+                   "  --idle-window SECONDS how long a process must hold memory below 5 %\n"
+                   "                        utilisation to show as idle, 1 to 604800\n"
+                   "                        (default 600; docs/idle.md)\n"
                    "  --color WHEN          colour the screen: auto (unless NO_COLOR is set), "
                    "always,\n"
                    "                        never (default: the global --color, else auto)\n"

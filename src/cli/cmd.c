@@ -229,6 +229,17 @@ int cmd_parse_count(const struct cmd_entry *entry, const char *opt, const char *
 	return 0;
 }
 
+int cmd_parse_idle_window(const struct cmd_entry *entry, const char *arg, uint32_t *ret_seconds)
+{
+	unsigned long v;
+	if (parse_uint(arg, 1, CMD_MAX_IDLE_WINDOW, &v) < 0)
+		return cmd_usage_error(
+		        entry, "--idle-window: '%s' is not a number of seconds from 1 to %d", arg,
+		        CMD_MAX_IDLE_WINDOW);
+	*ret_seconds = (uint32_t)v;
+	return 0;
+}
+
 void cli_bad_option_text(int opt, char **argv, char *buf, size_t size)
 {
 	/* optind already points past the offending word (or its missing argument). For a long

@@ -150,6 +150,10 @@ int cmd_usage_error(const struct cmd_entry *entry, const char *fmt, ...)
 #define CMD_MAX_DELAY 86400.0
 int cmd_parse_delay(const struct cmd_entry *entry, const char *opt, const char *arg,
                     double *ret_seconds);
+/* --idle-window SECONDS (exporter, top; docs/idle.md): 1 to CMD_MAX_IDLE_WINDOW (a week). 0, or
+ * the usage error's exit status (printed). */
+#define CMD_MAX_IDLE_WINDOW 604800
+int cmd_parse_idle_window(const struct cmd_entry *entry, const char *arg, uint32_t *ret_seconds);
 int cmd_parse_count(const struct cmd_entry *entry, const char *opt, const char *arg,
                     unsigned long *ret_count);
 

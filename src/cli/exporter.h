@@ -22,14 +22,16 @@ enum {
 	OPT_INTERVAL,
 	OPT_LEASE_DIR,
 	OPT_MAX_PROCESSES,
+	OPT_IDLE_WINDOW,
 	OPT_EXPORTER_END_,
 };
 #define EXPORTER_OPTIONS                                                                           \
 	{"listen", required_argument, NULL, OPT_LISTEN},                                           \
 	        {"interval", required_argument, NULL, OPT_INTERVAL},                               \
 	        {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},                             \
+	        {"max-processes", required_argument, NULL, OPT_MAX_PROCESSES},                     \
 	{                                                                                          \
-		"max-processes", required_argument, NULL, OPT_MAX_PROCESSES                        \
+		"idle-window", required_argument, NULL, OPT_IDLE_WINDOW                            \
 	}
 
 /* One sample as a hook sees it (valid during the call only). */
@@ -59,6 +61,7 @@ struct exporter_args {
 	const char *lease_dir;         /* --lease-dir, NULL: the site's */
 	unsigned timeout;              /* GPUCTL_EXPORTER_TIMEOUT: a connection's idle timeout, s */
 	size_t max_processes;          /* --max-processes */
+	uint32_t idle_window;          /* --idle-window: seconds (docs/idle.md) */
 	const struct exporter_hook *hook; /* NULL: none */
 };
 

@@ -383,14 +383,8 @@ void text_table_print(const struct text_table *t, FILE *f, bool color)
 	}
 }
 
-void format_age(uint64_t start, char *buf, size_t size)
+void format_duration(uint64_t s, char *buf, size_t size)
 {
-	time_t now = time(NULL);
-	if (start == 0 || now < 0 || (uint64_t)now < start) {
-		snprintf(buf, size, "-");
-		return;
-	}
-	uint64_t s = (uint64_t)now - start;
 	if (s < 120)
 		snprintf(buf, size, "%" PRIu64 "s", s);
 	else if (s < 2 * 3600)
@@ -399,6 +393,16 @@ void format_age(uint64_t start, char *buf, size_t size)
 		snprintf(buf, size, "%" PRIu64 "h", s / 3600);
 	else
 		snprintf(buf, size, "%" PRIu64 "d", s / 86400);
+}
+
+void format_age(uint64_t start, char *buf, size_t size)
+{
+	time_t now = time(NULL);
+	if (start == 0 || now < 0 || (uint64_t)now < start) {
+		snprintf(buf, size, "-");
+		return;
+	}
+	format_duration((uint64_t)now - start, buf, size);
 }
 
 /* format_bytes with sep between the number and the unit. */

@@ -38,6 +38,8 @@ void format_short_uuid(const char *uuid, char *buf, size_t size);
 /* A time since start (seconds since the epoch) for people: "42s", "17m", "5h", "3d"; "-" for
  * 0 or a start in the future. */
 void format_age(uint64_t start, char *buf, size_t size);
+/* A number of seconds for people, as format_age: "42s", "17m", "5h", "3d". */
+void format_duration(uint64_t seconds, char *buf, size_t size);
 /* "16 GiB", "512 MiB", "1.5 GiB": a size for people (binary units, at most one decimal). */
 void format_bytes(uint64_t bytes, char *buf, size_t size);
 /* The same without the blank ("1.5GiB"), for a table cell that must not split on blanks. */

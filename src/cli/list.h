@@ -35,7 +35,8 @@ struct list_args {
 	/* the table's and JSON's workloads: a cache for every listing (swept before each); NULL
 	 * for CSV and --query, or when it could not be made (every workload unknown) */
 	struct gpuctl_workloads *wls;
-	struct gpuctl_ctx *ctx; /* the context wls is read with */
+	struct gpuctl_ctx *ctx;   /* the context wls is read with */
+	struct gpuctl_idle *idle; /* JSON: one sample's idle cases (docs/idle.md); NULL */
 };
 
 /* The table's WORKLOAD cells (PROCESSES' "LABEL: ", --wide's WORKLOAD) and --wide's COMMAND: at

@@ -842,6 +842,33 @@ static void render_health(struct textbuf *b, const struct metrics_input *in,
 	}
 }
 
+/* gpuctl_gpu_idle_seconds: one series per GPU and idle case while it holds (docs/metrics.md). */
+static void render_idle(struct textbuf *b, const struct metrics_input *in,
+                        const struct gpu_labels *gl, size_t ngpu)
+{
+	bool started = false;
+
+	for (size_t i = 0; in->idle_s && i < ngpu; i++)
+		for (int c = 0; c < GPUCTL_IDLE_CASES; c++) {
+			double v = in->idle_s[i * GPUCTL_IDLE_CASES + (size_t)c];
+			if (v < 0)
+				continue;
+			if (!started)
+				family(b, "gpuctl_gpu_idle_seconds", "gauge",
+				       "Seconds an idle case has held on the GPU, by the "
+				       "exporter's "
+				       "samples (docs/idle.md): lease (a lease with no process), "
+				       "process (a process holding memory below the threshold a "
+				       "whole "
+				       "window), ghost (memory used with no live process).");
+			started = true;
+			textbuf_puts(b, "gpuctl_gpu_idle_seconds{");
+			gpuctl_labels(b, &gl[i]);
+			label(b, false, "case", gpuctl_idle_case_name((enum gpuctl_idle_case)c));
+			textbuf_printf(b, "} %.3f\n", v);
+		}
+}
+
 int metrics_render(const struct metrics_input *in, struct textbuf *out)
 {
 	size_t ngpu = in->snap ? gpuctl_snapshot_gpu_count(in->snap) : 0;
@@ -868,6 +895,7 @@ int metrics_render(const struct metrics_input *in, struct textbuf *out)
 		if (in->leases)
 			render_leases(out, in, gl, ngpu);
 		render_health(out, in, gl, ngpu);
+		render_idle(out, in, gl, ngpu);
 	}
 	render_exporter(out, in, dropped);
 	free(gl);

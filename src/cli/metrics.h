@@ -116,6 +116,10 @@ struct metrics_input {
 	size_t max_processes; /* the most processes with per-process series (first by GPU index,
 	                       * then the driver's order); the others are counted in
 	                       * gpuctl_exporter_processes_dropped. 0: none */
+	/* each GPU's idle cases (docs/idle.md): for GPU g and case c (enum gpuctl_idle_case),
+	 * idle_s[g * GPUCTL_IDLE_CASES + c] the seconds it has held, < 0 when it does not; NULL:
+	 * no idle series */
+	const double *idle_s;
 };
 
 /* Renders every metric of in into out (appended). 0, or -ENOMEM (out->failed). */

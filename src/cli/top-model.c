@@ -503,6 +503,27 @@ static void read_foreign(struct top_model *m, struct gpuctl_lease_dir *dir, doub
 		set_error(m, "foreign processes", r);
 }
 
+/* Feeds the refresh to the idle tracker (made at the first) and marks the idle processes. */
+static void track_idle(struct top_model *m, double now)
+{
+	struct gpuctl_idle_config cfg = GPUCTL_IDLE_CONFIG_INIT;
+
+	cfg.window_s = m->idle_window ? m->idle_window : cfg.window_s;
+	if (!m->idle && gpuctl_idle_new(&cfg, &m->idle) < 0)
+		m->idle = NULL;
+	if (m->idle &&
+	    gpuctl_idle_feed(m->cli->ctx, m->idle, (uint64_t)(now * 1000), m->snap, m->leases) < 0)
+		set_error(m, "idle", -ENOMEM);
+	for (size_t i = 0; i < m->n_procs; i++) {
+		struct top_proc *p = &m->procs[i];
+		const char *uuid =
+		        gpuctl_gpu_str(gpuctl_snapshot_gpu(m->snap, p->gpu), GPUCTL_F_UUID);
+		uint64_t ms = 0;
+		p->idle = m->idle && gpuctl_idle_proc(m->idle, uuid, p->pid, &ms) == 1;
+		p->idle_ms = p->idle ? ms : 0;
+	}
+}
+
 /* Everything but NVML, for m->snap: leases, foreign processes, waiters, health, processes.
  * A part that cannot be read is left empty and named in m->error. */
 static void read_rest(struct top_model *m, double now)
@@ -534,6 +555,7 @@ static void read_rest(struct top_model *m, double now)
 	free(old);
 	record_history(m);
 	m->sample_time = now;
+	track_idle(m, now);
 }
 
 /* Makes m->gpus fit m->snap (after the first or a new snapshot). -ENOMEM. */
@@ -751,6 +773,7 @@ void top_model_free(struct top_model *m)
 	free(m->shown);
 	free(m->procs);
 	gpuctl_workloads_free(m->wls);
+	gpuctl_idle_free(m->idle);
 	if (m->lease_ifd >= 0)
 		close(m->lease_ifd);
 	memset(m, 0, sizeof(*m));

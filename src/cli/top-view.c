@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "format.h"
+#include "idle-view.h"
 #include "top.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -479,6 +480,18 @@ static void gpu_bar(struct top_line *l, const struct gpuctl_gpu *gpu, int k, int
 	bar(l, w, 0, "-");
 }
 
+/* The GPU's idle cases (docs/idle.md) with how long: "  idle 12m: lease". */
+static void idle_words(struct top_line *l, const struct top_model *m, const struct gpuctl_gpu *gpu)
+{
+	char text[96];
+
+	idle_view_text(m->idle, gpuctl_gpu_str(gpu, GPUCTL_F_UUID), false, text, sizeof(text));
+	if (!text[0])
+		return;
+	top_put(l, TOP_A_NONE, "  ");
+	top_put(l, TOP_A_WARN, text);
+}
+
 void top_gpu_line(struct top_line *l, const struct top_model *m, size_t g, int part)
 {
 	const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(m->snap, g);
@@ -496,6 +509,7 @@ void top_gpu_line(struct top_line *l, const struct top_model *m, size_t g, int p
 		sparkline(l, m, m->gpus[g].mem, sw);
 		top_putf(l, TOP_A_NONE, "  %s  ", m->gpus[g].pool ? m->gpus[g].pool : "default");
 		holder(l, m, g);
+		idle_words(l, m, gpu);
 		if (finding[0]) {
 			top_put(l, TOP_A_NONE, "  ");
 			top_put(l, verdict_attr(v), finding);
@@ -697,6 +711,11 @@ void top_proc_line(struct top_line *l, const struct top_model *m, const struct t
 		put_until(l, cx[TOP_COL_WORKLOAD] + wl_w, a, top_proc_label(p));
 	}
 	tab(l, cx[TOP_COL_COMMAND]);
+	if (p->idle) { /* idle by docs/idle.md (b) */
+		char dur[24];
+		format_duration(p->idle_ms / 1000, dur, sizeof(dur));
+		top_putf(l, TOP_A_WARN, "[idle %s] ", dur);
+	}
 	top_put(l, a, p->command);
 }
 

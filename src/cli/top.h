@@ -64,6 +64,8 @@ struct top_proc {
 	/* who it works for: borrowed from the model's cache (m->wls), valid until the next
 	 * refresh sweeps it; NULL unknown (its stat not read) */
 	const struct gpuctl_workload *wl;
+	bool idle;        /* idle by docs/idle.md (b) ... */
+	uint64_t idle_ms; /* ... for this long */
 };
 
 /* p's workload label as the process list shows it ("?" unknown). */
@@ -113,6 +115,10 @@ struct top_model {
 	 * sample taken at values_time */
 	double stale_s;
 	double values_time; /* CLOCK_REALTIME of the current sample */
+	/* idle cases (docs/idle.md): one tracker for top's life, fed each refresh; NULL when it
+	 * could not be made (none shown) */
+	struct gpuctl_idle *idle;
+	uint32_t idle_window; /* --idle-window, seconds */
 };
 
 /* ---- the sampler's side (on its thread, with its context) ---- */

@@ -106,12 +106,26 @@ class LedgerCrashTest(GpuctlTestCase):
         about one in twenty left a hot rollback journal ("attempt to write a readonly
         database") or a file with no tables."""
         rnd = random.Random(2027)
+        # how long a writer takes, on this machine now, until its ledger exists: the kills are
+        # spread over one and a half times that, so they land before and after it
+        made = []
+        for i in range(5):
+            db = os.path.join(self.tmp, "calibrate-%d.db" % i)
+            t0 = time.monotonic()
+            w = subprocess.Popen([WRITER, "loop", db, str(W0)], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+            while not os.path.exists(db) and time.monotonic() - t0 < 10:
+                time.sleep(0.0005)
+            made.append(time.monotonic() - t0)
+            w.kill()
+            w.wait()
+        spread = 1.5 * sorted(made)[2]
         seen = set()
         for i in range(300):
             db = os.path.join(self.tmp, "new-%d.db" % i)
             w = subprocess.Popen([WRITER, "loop", db, str(W0)], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.PIPE)
-            time.sleep(rnd.uniform(0, 0.004))
+            time.sleep(rnd.uniform(0, spread))
             w.send_signal(signal.SIGKILL)
             _, err = w.communicate()
             self.assertEqual(w.returncode, -signal.SIGKILL, err)

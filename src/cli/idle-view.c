@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: MIT
+/*
+ * idle-view.c: the idle cases of a device as ps, list and top show them (docs/idle.md).
+ *
+ * Decisions:
+ * - A one-shot command has one sample: it can say that a lease has no process or that memory
+ *   is held with no live process now, never since when, and never (b), which needs a window of
+ *   samples. Its JSON says so with "seconds": null.
+ * - In words the cases are "lease" (no process), "process" (idle process), "ghost memory";
+ *   the duration is the longest case's.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "format.h"
+#include "idle-view.h"
+
+int idle_view_feed(struct gpuctl_ctx *ctx, struct gpuctl_idle *t,
+                   const struct gpuctl_snapshot *snap, const struct gpuctl_lease_list *list)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return gpuctl_idle_feed(ctx, t, (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000,
+	                        snap, list);
+}
+
+void idle_view_once(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
+                    const struct gpuctl_lease_list *list, struct gpuctl_idle **ret)
+{
+	struct gpuctl_idle *t = NULL;
+	*ret = NULL;
+	if (gpuctl_idle_new(NULL, &t) < 0)
+		return;
+	if (idle_view_feed(ctx, t, snap, list) < 0) {
+		gpuctl_idle_free(t);
+		return;
+	}
+	*ret = t;
+}
+
+json_t *idle_view_json(const struct gpuctl_idle *t, const char *uuid, bool one_shot)
+{
+	json_t *o = json_object();
+	for (int c = 0; o && t && c < GPUCTL_IDLE_CASES; c++) {
+		uint64_t ms = 0;
+		if (gpuctl_idle_get(t, uuid, (enum gpuctl_idle_case)c, &ms) != 1)
+			continue;
+		json_t *e = json_object();
+		if (!e || json_put(o, gpuctl_idle_case_name((enum gpuctl_idle_case)c), e) < 0 ||
+		    json_put(e, "seconds",
+		             json_int_or_null(one_shot ? -ENODATA : 0, (int64_t)(ms / 1000))) < 0 ||
+		    (c == GPUCTL_IDLE_GHOST &&
+		     json_put(e, "cause", json_string_or_null(gpuctl_idle_ghost_cause(t, uuid))) <
+		             0)) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	return o;
+}
+
+void idle_view_text(const struct gpuctl_idle *t, const char *uuid, bool one_shot, char *buf,
+                    size_t size)
+{
+	static const char *const words[GPUCTL_IDLE_CASES] = {"lease", "process", "ghost memory"};
+	char list[64] = "", dur[24];
+	uint64_t longest = 0;
+
+	buf[0] = '\0';
+	for (int c = 0; t && c < GPUCTL_IDLE_CASES; c++) {
+		uint64_t ms = 0;
+		size_t u = strlen(list);
+		if (gpuctl_idle_get(t, uuid, (enum gpuctl_idle_case)c, &ms) != 1)
+			continue;
+		snprintf(list + u, sizeof(list) - u, "%s%s", u ? ", " : "", words[c]);
+		longest = ms > longest ? ms : longest;
+	}
+	if (!list[0])
+		return;
+	if (one_shot) {
+		snprintf(buf, size, "idle: %s", list);
+		return;
+	}
+	format_duration(longest / 1000, dur, sizeof(dur));
+	snprintf(buf, size, "idle %s: %s", dur, list);
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * idle-view.h: the idle cases of a device (gpuctl_idle_*, docs/idle.md) as ps, list and top
+ * show them: a JSON object and a few words.
+ */
+#ifndef GPUCTL_CLI_IDLE_VIEW_H
+#define GPUCTL_CLI_IDLE_VIEW_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gpuctl/gpuctl.h"
+
+/* Feeds snap and list (NULL: nothing leased) to t at CLOCK_MONOTONIC's now. 0 or -errno
+ * (message on ctx). */
+int idle_view_feed(struct gpuctl_ctx *ctx, struct gpuctl_idle *t,
+                   const struct gpuctl_snapshot *snap, const struct gpuctl_lease_list *list);
+/* One sample of snap and list in a tracker of the default settings, for a one-shot command
+ * (ps, list); *ret NULL when it could not be made (nothing shown). */
+void idle_view_once(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *snap,
+                    const struct gpuctl_lease_list *list, struct gpuctl_idle **ret);
+/* The device's "idle" object (docs/json.md): one key per case that holds, each
+ * {"seconds": N, "cause": ...} (cause for ghost only); seconds null when one_shot (a single
+ * sample says "now", not since when). An empty object for none; NULL out of memory. */
+json_t *idle_view_json(const struct gpuctl_idle *t, const char *uuid, bool one_shot);
+/* The cases that hold as words into buf: "idle: lease, ghost memory" (one_shot), else
+ * "idle 12m: lease"; "" for none. */
+void idle_view_text(const struct gpuctl_idle *t, const char *uuid, bool one_shot, char *buf,
+                    size_t size);
+
+#endif /* GPUCTL_CLI_IDLE_VIEW_H */
