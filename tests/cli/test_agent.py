@@ -22,7 +22,11 @@ import test_exporter as tx
 from gpuctl_test import EMPTY_CONFIG, GPUCTL, NVSIM, SIMLIB, GpuctlTestCase, run
 
 INTERVAL = 0.2
-SLACK_S = 0.15  # one sample's own time and the scheduling of two processes on a loaded machine
+# One sample's own time and the scheduling of two processes on a loaded two-core machine, where
+# an ASan build's sample of a DGX A100 takes tens of milliseconds and a busy scheduler can hold a
+# process back for a few hundred: each GPU of a record is still right to the second (the issue's
+# precision). 0.15 s failed once in about nine runs beside another build.
+SLACK_S = 0.5
 TOL_PER_GPU = INTERVAL + SLACK_S
 
 
