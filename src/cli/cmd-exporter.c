@@ -56,14 +56,13 @@
 
 #include "cmd.h"
 #include "exporter-http.h"
+#include "exporter.h"
 #include "listen.h"
 #include "metrics.h"
 #include "parse.h"
 #include "sampler.h"
 
 #define EXPORTER_DEFAULT_INTERVAL 5.0
-#define EXPORTER_MIN_INTERVAL     0.1
-#define EXPORTER_MAX_INTERVAL     86400.0
 /* Seconds between whole snapshots; the samples between refresh the last one (identity and
  * static facts kept, what a GPU does not support not asked again). */
 #define EXPORTER_FULL_EVERY      60.0
@@ -71,20 +70,8 @@
 #define EXPORTER_DEFAULT_TIMEOUT 10
 #define EXPORTER_MAX_TIMEOUT     3600
 
-enum {
-	OPT_LISTEN = 0x100,
-	OPT_INTERVAL,
-	OPT_LEASE_DIR,
-	OPT_MAX_PROCESSES,
-	OPT_IDLE_WINDOW,
-};
-
 static const struct option exporter_options[] = {
-        {"listen", required_argument, NULL, OPT_LISTEN},
-        {"interval", required_argument, NULL, OPT_INTERVAL},
-        {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
-        {"max-processes", required_argument, NULL, OPT_MAX_PROCESSES},
-        {"idle-window", required_argument, NULL, OPT_IDLE_WINDOW},
+        EXPORTER_OPTIONS,
         CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
@@ -147,6 +134,7 @@ struct exporter_sample {
 	struct gpuctl_lease_list *leases;    /* NULL: no lease directory, or unreadable */
 	struct gpuctl_health_report *health; /* NULL: none */
 	const char **pool_of;                /* each GPU's pool label (names owned by the site) */
+	double mono;                         /* CLOCK_MONOTONIC seconds: the sample began */
 	struct metrics_stats stats;          /* the counters after this sample */
 	struct metrics_xid *xids;            /* the XID counts after it (a copy) */
 	size_t n_xids;
@@ -387,6 +375,7 @@ static int exporter_take(struct gpuctl_ctx *ctx, void *userdata, const void *pre
 	if (!x)
 		return -ENOMEM;
 	s->first = false;
+	x->mono = t0;
 	s->stats.last_time_s = cli_now(CLOCK_REALTIME);
 	r = read_snapshot(ctx, s, prevp, t0, &x->snap);
 	s->stats.samples++;
@@ -481,6 +470,8 @@ struct publishing {
 	size_t max_processes;         /* --max-processes */
 	struct gpuctl_ctx *ctx;       /* the main thread's context, for the workloads (no NVML) */
 	struct gpuctl_workloads *wls; /* the one workload cache, for the exporter's life */
+	const struct exporter_hook *hook; /* NULL: none */
+	const struct gpuctl_site *site;
 };
 
 /* metrics_workload_fn over the cache: with no start time, a process asked for before costs no
@@ -518,6 +509,17 @@ static int publish_sample(struct publishing *pub, const struct exporter_sample *
 
 	*ret_stats = x->stats;
 	r = exporter_http_publish(pub->http, &in, false);
+	if (pub->hook && pub->hook->on_sample && x->snap) {
+		struct exporter_view v = {.snap = x->snap,
+		                          .leases = x->leases,
+		                          .pool_of = x->pool_of,
+		                          .wall = x->stats.last_time_s,
+		                          .mono = x->mono,
+		                          .site = pub->site,
+		                          .ctx = pub->ctx,
+		                          .wls = pub->wls};
+		pub->hook->on_sample(pub->hook->userdata, &v);
+	}
 	if (pub->wls && x->snap)
 		(void)gpuctl_workloads_sweep(pub->wls);
 	return r;
@@ -586,80 +588,75 @@ static void serve(struct publishing *pub, struct sampler *smp, uint64_t seq,
 
 /* ---- the command ---- */
 
-struct exporter_args {
-	const char *listen_text; /* --listen, as given (for the messages) */
-	struct listen_spec spec; /* --listen, parsed */
-	double interval;         /* --interval: seconds between samples */
-	const char *lease_dir;   /* --lease-dir, NULL: the site's */
-	unsigned timeout;        /* GPUCTL_EXPORTER_TIMEOUT: a connection's idle timeout, s */
-	size_t max_processes;    /* --max-processes */
-	uint32_t idle_window;    /* --idle-window: seconds (docs/idle.md) */
-};
+int exporter_option(struct exporter_args *a, int opt, char **argv)
+{
+	const struct cmd_entry *e = a->entry;
+
+	switch (opt) {
+	case OPT_LISTEN:
+		a->listen_text = optarg;
+		return CMD_GO_ON;
+	case OPT_INTERVAL:
+		if (parse_seconds(optarg, EXPORTER_MIN_INTERVAL, EXPORTER_MAX_INTERVAL,
+		                  &a->interval) < 0)
+			return cmd_usage_error(e,
+			                       "--interval: '%s' is not a number of seconds "
+			                       "from 0.1 to 86400",
+			                       optarg);
+		return CMD_GO_ON;
+	case OPT_LEASE_DIR:
+		if (!optarg[0])
+			return cmd_usage_error(e, "--lease-dir: empty path");
+		a->lease_dir = optarg;
+		return CMD_GO_ON;
+	case OPT_MAX_PROCESSES: {
+		unsigned long v;
+		if (parse_uint(optarg, 0, METRICS_MAX_MAX_PROCESSES, &v) < 0)
+			return cmd_usage_error(e,
+			                       "--max-processes: '%s' is not a number from 0 "
+			                       "to %d",
+			                       optarg, METRICS_MAX_MAX_PROCESSES);
+		a->max_processes = (size_t)v;
+		return CMD_GO_ON;
+	}
+	case OPT_IDLE_WINDOW: {
+		int status = cmd_parse_idle_window(e, optarg, &a->idle_window);
+		return status ? status : CMD_GO_ON;
+	}
+	case 'h':
+		cmd_usage(e, stdout);
+		return CLI_EXIT_OK;
+	default:
+		return cmd_bad_option(e, opt, argv);
+	}
+}
+
+int exporter_options_done(struct exporter_args *a, int argc, char **argv)
+{
+	const char *why = NULL;
+
+	if (optind < argc)
+		return cmd_usage_error(a->entry, "unexpected argument '%s'", argv[optind]);
+	if (listen_parse(a->listen_text, &a->spec, &why) < 0)
+		return cmd_usage_error(a->entry, "--listen: '%s': %s", a->listen_text, why);
+	if (connection_timeout(&a->timeout) < 0)
+		return cmd_usage_error(a->entry,
+		                       "GPUCTL_EXPORTER_TIMEOUT: '%s' is not a number of seconds "
+		                       "from 1 to %d",
+		                       getenv("GPUCTL_EXPORTER_TIMEOUT"), EXPORTER_MAX_TIMEOUT);
+	return CMD_GO_ON;
+}
 
 /* The options (and GPUCTL_EXPORTER_TIMEOUT) into a: CMD_GO_ON, or the exit status to
  * return now (--help, a usage error). */
 static int parse_options(int argc, char **argv, struct exporter_args *a)
 {
-	const char *why = NULL;
-	int opt;
+	int opt, status;
 
-	while ((opt = cmd_getopt(&cmd_exporter_entry, argc, argv)) != -1) {
-		switch (opt) {
-		case OPT_LISTEN:
-			a->listen_text = optarg;
-			break;
-		case OPT_INTERVAL:
-			if (parse_seconds(optarg, EXPORTER_MIN_INTERVAL, EXPORTER_MAX_INTERVAL,
-			                  &a->interval) < 0)
-				return cmd_usage_error(
-				        &cmd_exporter_entry,
-				        "--interval: '%s' is not a number of seconds "
-				        "from 0.1 to 86400",
-				        optarg);
-			break;
-		case OPT_LEASE_DIR:
-			if (!optarg[0])
-				return cmd_usage_error(&cmd_exporter_entry,
-				                       "--lease-dir: empty path");
-			a->lease_dir = optarg;
-			break;
-		case OPT_MAX_PROCESSES: {
-			unsigned long v;
-			if (parse_uint(optarg, 0, METRICS_MAX_MAX_PROCESSES, &v) < 0)
-				return cmd_usage_error(
-				        &cmd_exporter_entry,
-				        "--max-processes: '%s' is not a number from 0 "
-				        "to %d",
-				        optarg, METRICS_MAX_MAX_PROCESSES);
-			a->max_processes = (size_t)v;
-			break;
-		}
-		case OPT_IDLE_WINDOW: {
-			int status =
-			        cmd_parse_idle_window(&cmd_exporter_entry, optarg, &a->idle_window);
-			if (status)
-				return status;
-			break;
-		}
-		case 'h':
-			cmd_usage(&cmd_exporter_entry, stdout);
-			return CLI_EXIT_OK;
-		default:
-			return cmd_bad_option(&cmd_exporter_entry, opt, argv);
-		}
-	}
-	if (optind < argc)
-		return cmd_usage_error(&cmd_exporter_entry, "unexpected argument '%s'",
-		                       argv[optind]);
-	if (listen_parse(a->listen_text, &a->spec, &why) < 0)
-		return cmd_usage_error(&cmd_exporter_entry, "--listen: '%s': %s", a->listen_text,
-		                       why);
-	if (connection_timeout(&a->timeout) < 0)
-		return cmd_usage_error(&cmd_exporter_entry,
-		                       "GPUCTL_EXPORTER_TIMEOUT: '%s' is not a number of seconds "
-		                       "from 1 to %d",
-		                       getenv("GPUCTL_EXPORTER_TIMEOUT"), EXPORTER_MAX_TIMEOUT);
-	return CMD_GO_ON;
+	while ((opt = cmd_getopt(a->entry, argc, argv)) != -1)
+		if ((status = exporter_option(a, opt, argv)) != CMD_GO_ON)
+			return status;
+	return exporter_options_done(a, argc, argv);
 }
 
 /* Starts the sampler's thread, which reads NVML with a context of its own (the sampler's from
@@ -739,10 +736,10 @@ static void open_workloads(struct cli *cli, struct publishing *pub)
 	}
 }
 
-static int run_exporter(struct cli *cli, const struct exporter_args *a)
+int exporter_run(struct cli *cli, const struct exporter_args *a)
 {
 	_cleanup_(exporter_http_freep) struct exporter_http *http = NULL;
-	struct publishing pub = {.max_processes = a->max_processes};
+	struct publishing pub = {.max_processes = a->max_processes, .hook = a->hook};
 	struct sampling s = {.first = true, .idle_window = a->idle_window};
 	struct sampler *smp = NULL;
 	char hostname[256]; /* the Hostname label */
@@ -751,10 +748,11 @@ static int run_exporter(struct cli *cli, const struct exporter_args *a)
 
 	/* the configuration and the lease directory's path; the directory itself is read at every
 	 * sample (it may appear, or become unreadable, while the exporter runs) */
-	status = cli_site(cli, &cmd_exporter_entry, a->lease_dir, GPUCTL_SITE_NO_LEASES);
+	status = cli_site(cli, a->entry, a->lease_dir, GPUCTL_SITE_NO_LEASES);
 	if (status)
 		return status;
 	s.site = cli->site;
+	pub.site = cli->site;
 	s.verbose = cli->verbose;
 
 	/* Blocked before the socket listens (a client may connect, and a supervisor stop us, at
@@ -796,13 +794,14 @@ static int run_exporter(struct cli *cli, const struct exporter_args *a)
 
 static int cmd_exporter_exec(struct cli *cli, int argc, char **argv)
 {
-	struct exporter_args a = {.listen_text = LISTEN_DEFAULT,
+	struct exporter_args a = {.entry = &cmd_exporter_entry,
+	                          .listen_text = LISTEN_DEFAULT,
 	                          .interval = EXPORTER_DEFAULT_INTERVAL,
 	                          .max_processes = METRICS_DEFAULT_MAX_PROCESSES,
 	                          .idle_window = 600};
 	int status = parse_options(argc, argv, &a);
 
-	return status != CMD_GO_ON ? status : run_exporter(cli, &a);
+	return status != CMD_GO_ON ? status : exporter_run(cli, &a);
 }
 
 const struct cmd_entry cmd_exporter_entry = {

@@ -115,32 +115,6 @@ static int parse_options(struct report_args *a, int argc, char **argv)
 	return CMD_GO_ON;
 }
 
-/* The ledger's path; 0 or the exit status. */
-static int ledger_path(struct cli *cli, const struct report_args *a, const char **ret)
-{
-	const char *env = getenv("GPUCTL_LEDGER");
-	const struct gpuctl_config_settings *st;
-	int status;
-
-	if (a->ledger) {
-		*ret = a->ledger;
-		return 0;
-	}
-	if (env) {
-		if (!env[0]) {
-			cli_error("GPUCTL_LEDGER: empty path");
-			return CLI_EXIT_USAGE;
-		}
-		*ret = env;
-		return 0;
-	}
-	if ((status = cli_site(cli, &cmd_report_entry, NULL, GPUCTL_SITE_NO_LEASES)))
-		return status;
-	st = gpuctl_config_settings(gpuctl_site_config(cli->site));
-	*ret = st->ledger ? st->ledger : GPUCTL_LEDGER_PATH;
-	return 0;
-}
-
 static void stamp(double t, char *buf, size_t size)
 {
 	time_t s = (time_t)t;
@@ -319,7 +293,8 @@ static int run_report(struct cli *cli, const struct report_args *a)
 	const char *path = NULL;
 	int status, r;
 
-	if ((status = cli_context(cli)) || (status = ledger_path(cli, a, &path)))
+	if ((status = cli_context(cli)) ||
+	    (status = cli_ledger_path(cli, &cmd_report_entry, a->ledger, &path)))
 		return status;
 	r = gpuctl_ledger_open(cli->ctx, path, &o, &l);
 	if (r == -ENOENT) {

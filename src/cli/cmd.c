@@ -32,10 +32,23 @@
 #endif
 
 const struct cmd_entry *const cmd_table[] = {
-        &cmd_exporter_entry, &cmd_health_entry, &cmd_help_entry,   &cmd_info_entry,
-        &cmd_lease_entry,    &cmd_list_entry,   &cmd_ps_entry,     &cmd_release_entry,
-        &cmd_report_entry,   &cmd_run_entry,    &cmd_select_entry, &cmd_slurm_entry,
-        &cmd_top_entry,      &cmd_topo_entry,   &cmd_watch_entry,  NULL,
+        &cmd_agent_entry,
+        &cmd_exporter_entry,
+        &cmd_health_entry,
+        &cmd_help_entry,
+        &cmd_info_entry,
+        &cmd_lease_entry,
+        &cmd_list_entry,
+        &cmd_ps_entry,
+        &cmd_release_entry,
+        &cmd_report_entry,
+        &cmd_run_entry,
+        &cmd_select_entry,
+        &cmd_slurm_entry,
+        &cmd_top_entry,
+        &cmd_topo_entry,
+        &cmd_watch_entry,
+        NULL,
 };
 
 /* Exit statuses (docs/gpuctl.1, EXIT STATUS); a command's --help lists those it can end with. */
@@ -399,6 +412,32 @@ int cli_site(struct cli *cli, const struct cmd_entry *entry, const char *lease_d
 		cli_error("%s: %s", entry->name, msg && msg[0] ? msg : strerror(-r));
 		return r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
 	}
+	return 0;
+}
+
+int cli_ledger_path(struct cli *cli, const struct cmd_entry *entry, const char *given,
+                    const char **ret)
+{
+	const char *env = getenv("GPUCTL_LEDGER");
+	const struct gpuctl_config_settings *st;
+	int status;
+
+	if (given) {
+		*ret = given;
+		return 0;
+	}
+	if (env) {
+		if (!env[0]) {
+			cli_error("GPUCTL_LEDGER: empty path");
+			return CLI_EXIT_USAGE;
+		}
+		*ret = env;
+		return 0;
+	}
+	if ((status = cli_site(cli, entry, NULL, GPUCTL_SITE_NO_LEASES)))
+		return status;
+	st = gpuctl_config_settings(gpuctl_site_config(cli->site));
+	*ret = st->ledger ? st->ledger : GPUCTL_LEDGER_PATH;
 	return 0;
 }
 

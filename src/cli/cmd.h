@@ -106,6 +106,7 @@ enum {
 #define CMD_OPTION_HELP   {"help", no_argument, NULL, 'h'}
 /* clang-format on */
 
+extern const struct cmd_entry cmd_agent_entry;
 extern const struct cmd_entry cmd_health_entry;
 extern const struct cmd_entry cmd_exporter_entry;
 extern const struct cmd_entry cmd_help_entry;
@@ -188,6 +189,12 @@ int cli_context_new(const struct cli *cli, struct gpuctl_ctx **ret_ctx);
  * error and returns CLI_EXIT_USAGE for a bad configuration, else CLI_EXIT_FAILURE. Creates the
  * context if needed. */
 int cli_site(struct cli *cli, const struct cmd_entry *entry, const char *lease_dir, unsigned flags);
+
+/* The usage ledger's path (docs/ledger.md): given (--ledger), else $GPUCTL_LEDGER, else the
+ * configuration's `ledger` (read through cli_site), else GPUCTL_LEDGER_PATH. 0 or the exit
+ * status (an empty $GPUCTL_LEDGER is a usage error). */
+int cli_ledger_path(struct cli *cli, const struct cmd_entry *entry, const char *given,
+                    const char **ret);
 
 /* Prints a failure to load NVML (or to take a snapshot) as one line and returns its exit
  * status: CLI_EXIT_NODRIVER for -ENOENT/-ENODEV ("no NVIDIA driver: ..."), else

@@ -11,7 +11,7 @@ from gpuctl_test import GPUCTL, NVSIM, SRC, GpuctlTestCase, run, scenario_gpus
 
 SCRIPT = os.path.join(SRC, "dist", "gpuctl.bash")
 # The commands of the README's table and the man page, written down here.
-COMMANDS = {"exporter", "health", "help", "info", "lease", "list", "ps", "release", "report",
+COMMANDS = {"agent", "exporter", "health", "help", "info", "lease", "list", "ps", "release", "report",
             "run", "select", "slurm", "top", "topo", "watch"}
 DRIVER = ('source "$0"; complete -p gpuctl >/dev/null || exit 9; '
           'COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _gpuctl; '

@@ -28,7 +28,7 @@ for _k in ("GPUCTL_LIBRARY", "PYTHONPATH", "LD_LIBRARY_PATH"):
 
 PACKAGES = ("gpuctl", "libgpuctl0", "libgpuctl-dev", "python3-gpuctl", "gpuctl-exporter")
 UNITDIR = "/lib/systemd/system"
-UNITS = ("gpuctl-exporter.service", "gpuctl-lease-init.service")
+UNITS = ("gpuctl-exporter.service", "gpuctl-agent.service", "gpuctl-lease-init.service")
 SITE = "/usr/lib/python3/dist-packages"
 # apt-get waits for the dpkg lock instead of failing while another apt-get runs.
 APT = ["apt-get", "-y", "-q", "-o", "DPkg::Lock::Timeout=300"]
@@ -147,6 +147,7 @@ class DebianPackagesTest(GpuctlTestCase):
             "/usr/include/gpuctl/alloc.h": "libgpuctl-dev",  # one of the headers it includes
             SITE + "/gpuctl/__init__.py": "python3-gpuctl",
             UNITDIR + "/gpuctl-exporter.service": "gpuctl-exporter",
+            UNITDIR + "/gpuctl-agent.service": "gpuctl-exporter",
             # uncompressed, where --help and the man page name them
             "/usr/share/doc/gpuctl/config.md": "gpuctl",
             "/usr/share/doc/gpuctl/examples/gpuctl.conf": "gpuctl",
@@ -228,6 +229,17 @@ class DebianPackagesTest(GpuctlTestCase):
         self.assertIn(" --listen ${GPUCTL_EXPORTER_LISTEN} ", text)
         p = sh(["dpkg-query", "-W", "-f", "${Conffiles}", "gpuctl-exporter"])
         self.assertIn("/etc/default/gpuctl-exporter", p.stdout)
+
+    def test_agent_unit(self):
+        # docs/agent.md, "The service": sandboxed, its state directory the one place it
+        # writes, installed but not enabled (it serves on the exporter's port)
+        text = self.unit("gpuctl-agent.service")
+        self.assertIn("\nExecStart=/usr/bin/gpuctl agent ", text)
+        for line in ("ProtectSystem=strict", "StateDirectory=gpuctl", "DevicePolicy=closed",
+                     "Conflicts=gpuctl-exporter.service"):
+            self.assertIn("\n%s\n" % line, text)
+        p = sh(["systemctl", "is-enabled", "gpuctl-agent.service"])
+        self.assertNotEqual(p.stdout.strip(), "enabled", p.stdout + p.stderr)
 
     def test_help_names_the_installed_docs(self):
         p = sh(["/usr/bin/gpuctl", "--help"])

@@ -129,7 +129,10 @@ def by_gpu(metrics, name):
 class Exporter:
     """`nvsim exec SCENARIO -- gpuctl exporter` on a free loopback port."""
 
-    def __init__(self, scenario, args=(), env=None, interval=INTERVAL, calls_out=None):
+    def __init__(self, scenario, args=(), env=None, interval=INTERVAL, calls_out=None,
+                 command="exporter", preexec_fn=None):
+        self.command = command  # "agent" serves the same page (test_agent.py)
+        self.preexec_fn = preexec_fn
         self.scenario = scenario
         self.args = list(args)
         self.env = env or {}
@@ -148,10 +151,10 @@ class Exporter:
             opts = ["--state-dir", self.state]
             if self.calls_out:
                 opts += ["--calls-out", self.calls_out]
-            argv = [NVSIM, "exec", *opts, self.scenario, "--", GPUCTL, "exporter", "--listen",
+            argv = [NVSIM, "exec", *opts, self.scenario, "--", GPUCTL, self.command, "--listen",
                     f"127.0.0.1:{self.port}", "--interval", self.interval, *self.args]
             self.proc = subprocess.Popen(argv, env=test_env(self.env), stdout=subprocess.DEVNULL,
-                                         stderr=self.errf)
+                                         stderr=self.errf, preexec_fn=self.preexec_fn)
             deadline = time.monotonic() + START_S
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:

@@ -78,9 +78,12 @@ class InstallTest(GpuctlTestCase):
         # ExecStart naming this install's gpuctl, the prefix given at install time
         unitdir = os.path.join(self.root, "lib", "systemd", "system")
         self.assertEqual(sorted(os.listdir(unitdir)),
-                         ["gpuctl-exporter.service", "gpuctl-lease-init.service"])
+                         ["gpuctl-agent.service", "gpuctl-exporter.service",
+                          "gpuctl-lease-init.service"])
         want = {"gpuctl-exporter.service": PREFIX + "/bin/gpuctl exporter --listen "
                                            "${GPUCTL_EXPORTER_LISTEN}",
+                "gpuctl-agent.service": PREFIX + "/bin/gpuctl agent --listen "
+                                        "${GPUCTL_AGENT_LISTEN}",
                 "gpuctl-lease-init.service": PREFIX + "/bin/gpuctl lease init"}
         for unit, cmd in want.items():
             with open(os.path.join(unitdir, unit)) as f:
