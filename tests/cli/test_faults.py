@@ -415,7 +415,9 @@ class NotSupportedEverywhere(FaultTestCase):
         for i, g in enumerate(json.loads(out["json"])["gpus"]):
             self.assertEqual(g["index"], i)
             self.assertIs(g["lost"], False)
-            nonnull = {k for k, v in g.items() if v not in (None, [])}
+            # idle is an object of the cases that hold (docs/idle.md): none, with nothing read
+            self.assertEqual(g["idle"], {}, g)
+            nonnull = {k for k, v in g.items() if v not in (None, [], {})}
             # the verdict is gpuctl's own: nothing NVML could not say is a finding
             self.assertEqual(nonnull, {"index", "lost", "health"}, g)
             self.assertEqual(g["health"], "OK")
@@ -508,7 +510,8 @@ class MissingSymbols(FaultTestCase):
             want = json_facts(g, i)
             for k in identity:
                 self.assertEqual(got[k], want[k], (i, k))
-            nonnull = {k for k, v in got.items() if v not in (None, [])}
+            self.assertEqual(got["idle"], {}, got)  # no idle case from what was not read
+            nonnull = {k for k, v in got.items() if v not in (None, [], {})}
             self.assertEqual(nonnull, identity | {"lost", "health"}, got)
             self.assertIs(got["lost"], False)
             self.assertEqual(got["health"], "OK")  # no signal, no finding
