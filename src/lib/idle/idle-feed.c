@@ -5,7 +5,8 @@
  *
  * Decisions:
  * - The only I/O is whether each listed pid is in /proc (a process NVML lists that /proc does
- *   not show is why memory may be ghost memory); everything else is the snapshot's.
+ *   not show is why memory may be ghost memory), asked once per process and sample: a MIG
+ *   device's processes take what their GPU's pass found. Everything else is the snapshot's.
  * - A GPU's facts count every process on it, a MIG device's those NVML places on it
  *   (gpuctl_proc_mig_device). A lease counts for the device it names only.
  */
@@ -41,8 +42,11 @@ static bool leased(const struct gpuctl_lease_list *list, size_t gpu, int mig)
 	return false;
 }
 
-/* The processes of GPU g on device mig (-1: all of the GPU's) into procs; returns how many. */
-static size_t procs_of(const struct gpuctl_gpu *g, int mig, struct idle_proc_fact *procs)
+/* The processes of GPU g on device mig (-1: all of the GPU's) into procs; returns how many.
+ * whole: for a MIG device, the GPU's own facts (process k at whole[k]), whose liveness is taken
+ * rather than asked of /proc again; NULL for the GPU itself. */
+static size_t procs_of(const struct gpuctl_gpu *g, int mig, const struct idle_proc_fact *whole,
+                       struct idle_proc_fact *procs)
 {
 	size_t n = 0;
 	for (size_t k = 0; k < gpuctl_gpu_proc_count(g); k++) {
@@ -55,7 +59,7 @@ static size_t procs_of(const struct gpuctl_gpu *g, int mig, struct idle_proc_fac
 		f->memory = gpuctl_proc_used_memory(p, &mem) == 0 ? mem : -1;
 		if (gpuctl_proc_util(p, GPUCTL_PROC_SM, &f->sm) < 0)
 			f->sm = -1;
-		f->alive = pid_alive(f->pid);
+		f->alive = whole ? whole[k].alive : pid_alive(f->pid);
 		n++;
 	}
 	return n;
@@ -97,6 +101,7 @@ int gpuctl_idle_feed(struct gpuctl_ctx *ctx, struct gpuctl_idle *idle, uint64_t 
 		int64_t v;
 		if (gpuctl_gpu_lost(g) || !gpuctl_gpu_str(g, GPUCTL_F_UUID))
 			continue;
+		const struct idle_proc_fact *whole = NULL; /* the GPU's pass, made first */
 		for (int m = -1; m < (int)gpuctl_gpu_mig_count(g); m++) {
 			const struct gpuctl_mig *mg = m >= 0 ? gpuctl_gpu_mig(g, (size_t)m) : NULL;
 			if (mg && !gpuctl_mig_uuid(mg))
@@ -114,7 +119,9 @@ int gpuctl_idle_feed(struct gpuctl_ctx *ctx, struct gpuctl_idle *idle, uint64_t 
 				        gpuctl_gpu_int(g, GPUCTL_F_MEMORY_USED, &v) == 0 ? v : -1;
 			f->leased = leased(list, i, m);
 			f->procs = &procs[used];
-			f->n_procs = procs_of(g, m, &procs[used]);
+			f->n_procs = procs_of(g, m, whole, &procs[used]);
+			if (m < 0)
+				whole = f->procs;
 			used += f->n_procs;
 		}
 	}
