@@ -38,6 +38,7 @@ enum {
 struct exporter_view {
 	const struct gpuctl_snapshot *snap;     /* never NULL (failed samples are not handed on) */
 	const struct gpuctl_lease_list *leases; /* NULL: no lease directory, or unreadable */
+	const struct gpuctl_foreign *foreign;   /* its processes of no lease, NULL: unknown */
 	const char *const *pool_of;             /* each GPU's pool label */
 	double wall;                            /* CLOCK_REALTIME seconds: the sample began */
 	double mono;                            /* CLOCK_MONOTONIC seconds of the same moment */

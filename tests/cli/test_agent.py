@@ -8,6 +8,7 @@ with the simulator to its kill. The agent sees a holder at the first sample afte
 ends it at the first sample after it is gone (docs/agent.md, "Resolution"), so each GPU of a
 record may differ from the schedule by up to one interval, plus the time one sample takes on
 this loaded two-core machine (SLACK_S)."""
+import json
 import os
 import pwd
 import resource
@@ -19,7 +20,7 @@ import time
 import unittest
 
 import test_exporter as tx
-from gpuctl_test import EMPTY_CONFIG, GPUCTL, NVSIM, SIMLIB, GpuctlTestCase, run
+from gpuctl_test import EMPTY_CONFIG, GPUCTL, NVSIM, SCENARIOS, SIMLIB, GpuctlTestCase, run
 
 INTERVAL = 0.2
 # One sample's own time and the scheduling of two processes on a loaded two-core machine, where
@@ -61,8 +62,8 @@ class AgentCase(GpuctlTestCase):
             except OSError:
                 pass
 
-    def agent(self, preexec_fn=None):
-        ag = tx.Exporter("dgx-a100", command="agent", interval=str(INTERVAL),
+    def agent(self, preexec_fn=None, scenario="dgx-a100", env=None):
+        ag = tx.Exporter(scenario, command="agent", interval=str(INTERVAL), env=env,
                          args=["--ledger", self.ledger, "--lease-dir", self.leases],
                          preexec_fn=preexec_fn)
         self.addCleanup(ag.close)
@@ -160,6 +161,112 @@ class LedgerWriteErrors(AgentCase):
                                    r" trying again every sample\)$")
         self.assertIn("DCGM_FI_DEV_GPU_UTIL", ag.metrics())
         self.assertEqual(ag.stop(), 0, ag.stderr())
+
+
+def utc(t):
+    """Unix seconds as report's TIME (UTC, whole seconds: docs/gpuctl.1, report's NOTE)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t))
+
+
+def counters(m, name):
+    """{UUID: value} of a per-GPU family of a parsed page."""
+    return {labels["UUID"]: v for labels, v in m.get(name, [])}
+
+
+class CountersAgreeWithLedger(AgentCase):
+    """Issue 27: the exporter's counters agree with the ledger within 1 % over the same window.
+    The agent's page is scraped at the window's start and end; `report --since/--until` over
+    that window must give the same held and busy GPU-seconds per GPU and the same energy
+    (docs/metrics.md, "Usage counters"). The window starts and ends with nothing held, so its
+    whole-second edges (report's TIME) cut no record."""
+
+    KWH_MJ = 3.6e9  # 1 kWh in mJ
+
+    def page_after(self, ag, t):
+        """The first page of a sample that began after wall-clock time t."""
+        return ag.wait_for(lambda m: m["gpuctl_exporter_last_sample_timestamp_seconds"][0][1] > t,
+                           "a sample after %.3f" % t)
+
+    def scenario_with_energy(self):
+        """dgx-a100 with NVML's energy counter (an A100 has one: nvmlDeviceGetTotalEnergyConsumption
+        is for Volta and newer; the bundled scenario leaves it out), at 1 kWh."""
+        with open(os.path.join(SCENARIOS, "dgx-a100.json")) as f:
+            sc = json.load(f)
+        sc["defaults"]["energy_mj"] = int(self.KWH_MJ)
+        path = os.path.join(self.tmp, "dgx-a100-energy.json")
+        with open(path, "w") as f:
+            json.dump(sc, f)
+        return path
+
+    def test_held_busy_and_energy_agree_with_the_report(self):
+        ag = self.agent(scenario=self.scenario_with_energy())
+        env = self.env(ag)
+        r = run([GPUCTL, "lease", "init", "--lease-dir", self.leases], env=env)
+        self.assertEqual(r.rc, 0, r)
+        self.addCleanup(run, [GPUCTL, "release", "--all"], env=env)
+        # GPUs 0-3 busy (60 % > the 10 % threshold), 4-7 not (3 %); every energy counter at 1 kWh
+        for i in range(8):
+            ag.nvsim("set", "-i", str(i), "utilization.gpu=%d" % (60 if i < 4 else 3))
+        m0 = self.page_after(ag, time.time())
+        since = m0["gpuctl_exporter_last_sample_timestamp_seconds"][0][1]
+        # held: GPUs 0 and 4 by a lease for about 2 s, GPU 6 by a bare process for about 1.5 s
+        r = run([GPUCTL, "select", "-n", "2", "--only", "0,4", "--hold", "120"], env=env)
+        self.assertEqual(r.rc, 0, r)
+        sleeper = subprocess.Popen(["sleep", "600"])
+        self.pids.append(sleeper.pid)
+        ag.nvsim("proc", "add", "--pid", str(sleeper.pid), "-i", "6", "--mem", "1GiB")
+        time.sleep(1.0)
+        # 1 kWh more on every GPU: the held ones (0, 4, 6) count it, the others not
+        for i in range(8):
+            ag.nvsim("set", "-i", str(i), "energy=%d" % (2 * self.KWH_MJ))
+        time.sleep(0.5)
+        sleeper.kill()
+        sleeper.wait()
+        time.sleep(0.5)
+        r = run([GPUCTL, "release", "--all"], env=env)
+        self.assertEqual(r.rc, 0, r)
+        # a sample that saw them gone, and one more that integrated nothing
+        m1 = self.page_after(ag, time.time() + 2 * INTERVAL)
+        until = m1["gpuctl_exporter_last_sample_timestamp_seconds"][0][1]
+        self.assertEqual(ag.stop(), 0, ag.stderr())
+
+        r = run([GPUCTL, "report", "--ledger", self.ledger, "--by", "gpu", "--format", "json",
+                 "--since", utc(int(since)), "--until", utc(int(until) + 1)])
+        self.assertEqual(r.rc, 0, r)
+        rep = r.json()
+        by_gpu = {g["key"]: g for g in rep["groups"]}
+        uuids = {l["gpu"]: l["UUID"] for l, _ in m0["gpuctl_gpu_info"]}
+        held = {uuids[i] for i in ("0", "4", "6")}
+        self.assertEqual(set(by_gpu), held, rep)
+        for fam, col in (("gpuctl_gpu_held_seconds_total", "gpu_hours"),
+                         ("gpuctl_gpu_busy_held_seconds_total", "busy_gpu_hours")):
+            c0, c1 = counters(m0, fam), counters(m1, fam)
+            self.assertEqual(set(c1), set(uuids.values()), fam)
+            for u in uuids.values():
+                with self.subTest(family=fam, gpu=u):
+                    delta = c1[u] - c0.get(u, 0.0)
+                    ledger = by_gpu[u][col] * 3600 if u in by_gpu else 0.0
+                    self.assertAlmostEqual(delta, ledger, delta=0.01 * max(ledger, delta) + 1e-6,
+                                           msg="%s: counter %.3f s, ledger %.3f s" %
+                                           (fam, delta, ledger))
+        # GPU 0 was busy all along, 4 and 6 never
+        self.assertGreater(by_gpu[uuids["0"]]["busy_gpu_hours"], 0)
+        self.assertEqual(by_gpu[uuids["4"]]["busy_gpu_hours"], 0)
+        # energy: the 1 kWh each held GPU took, by the held-energy counter (J), by
+        # DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION's rise (mJ) and by the ledger (kWh)
+        e0 = counters(m0, "gpuctl_gpu_held_energy_joules_total")
+        e1 = counters(m1, "gpuctl_gpu_held_energy_joules_total")
+        d0 = counters(m0, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")
+        d1 = counters(m1, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")
+        for u in held:
+            with self.subTest(energy=u):
+                kwh = by_gpu[u]["kwh"]
+                self.assertAlmostEqual(kwh, 1.0, delta=0.01)
+                self.assertAlmostEqual((e1[u] - e0[u]) / 3.6e6, kwh, delta=0.01 * kwh)
+                self.assertAlmostEqual((d1[u] - d0[u]) / self.KWH_MJ, kwh, delta=0.01 * kwh)
+        for u in set(uuids.values()) - held:
+            self.assertEqual(e1[u] - e0[u], 0.0, u)
+        self.assertAlmostEqual(rep["total"]["kwh"], 3.0, delta=0.03)
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: creates two throwaway users")
