@@ -522,6 +522,57 @@ class TestPrometheusScrapes(GpuctlTestCase):
                 log.close()
             shutil.rmtree(tmp, ignore_errors=True)
 
+class TestUsageCounters(GpuctlTestCase):
+    """`gpuctl exporter` alone has the usage counters (docs/metrics.md, "Usage counters"): a
+    GPU held by a lease, or by a live process of no lease, counts the seconds the test held it
+    (to within an interval plus a sample's time on this loaded machine); busy ones count only
+    above 10 %; the other GPUs count nothing."""
+
+    SLACK_S = 0.5
+
+    def test_held_and_busy_seconds_follow_a_lease_and_a_process(self):
+        tmp = tempfile.mkdtemp(prefix="gpuctl-usage-counters-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        leases = os.path.join(tmp, "leases")
+        with Exporter("dgx-a100", args=["--lease-dir", leases]) as ex:
+            env = {"NVSIM_STATE_DIR": ex.state, "GPUCTL_NVML_LIBRARY": SIMLIB,
+                   "GPUCTL_LEASE_DIR": leases, "GPUCTL_CONFIG": EMPTY_CONFIG}
+            ex.nvsim("set", "-i", "2", "utilization.gpu=50")
+            ex.nvsim("set", "-i", "5", "utilization.gpu=5")
+            r = run([GPUCTL, "select", "-n", "1", "--only", "2", "--hold", "120"], env=env)
+            self.assertEqual(r.rc, 0, r)
+            t_lease = time.monotonic()
+            try:
+                sleeper = subprocess.Popen(["sleep", "600"])
+                try:
+                    ex.nvsim("proc", "add", "--pid", str(sleeper.pid), "-i", "5", "--mem",
+                             "1GiB")
+                    t_proc = time.monotonic()
+                    time.sleep(1.5)
+                finally:
+                    sleeper.kill()
+                    sleeper.wait()
+                held_proc = time.monotonic() - t_proc
+                time.sleep(0.5)
+            finally:
+                r = run([GPUCTL, "release", "--all"], env=env)
+            self.assertEqual(r.rc, 0, r)
+            held_lease = time.monotonic() - t_lease
+            time.sleep(3 * float(INTERVAL))  # samples that see both gone
+            m = ex.metrics()
+        held = {l["gpu"]: v for l, v in m["gpuctl_gpu_held_seconds_total"]}
+        busy = {l["gpu"]: v for l, v in m["gpuctl_gpu_busy_held_seconds_total"]}
+        tol = float(INTERVAL) + self.SLACK_S
+        self.assertAlmostEqual(held["2"], held_lease, delta=tol)
+        self.assertAlmostEqual(busy["2"], held_lease, delta=tol)  # 50 % > 10 %
+        self.assertAlmostEqual(held["5"], held_proc, delta=tol)
+        self.assertEqual(busy["5"], 0)  # 5 % is not busy
+        self.assertEqual({g: v for g, v in held.items() if g not in ("2", "5")},
+                         {str(i): 0 for i in range(8) if i not in (2, 5)})
+        # dgx-a100 has no energy counter: no held-energy series (never 0 for unknown)
+        self.assertNotIn("gpuctl_gpu_held_energy_joules_total", m)
+
+
 class TestValues(GpuctlTestCase):
     def test_names_labels_and_scenario_values(self):
         mach = Machine("dgx-a100")
