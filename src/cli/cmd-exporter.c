@@ -505,6 +505,7 @@ static int publish_sample(struct publishing *pub, const struct exporter_sample *
                           struct metrics_stats *ret_stats)
 {
 	const struct usage_totals **usage = NULL;
+	bool *held = NULL, held_set = false;
 
 	struct metrics_input in = {.snap = x->snap,
 	                           .leases = x->leases,
@@ -521,15 +522,18 @@ static int publish_sample(struct publishing *pub, const struct exporter_sample *
 	int r;
 
 	*ret_stats = x->stats;
-	/* the usage counters: the interval since the last sample, then this one's holders (the
-	 * workloads looked up before the cache is swept) */
+	/* the usage counters: the interval since the last sample, with the last sample's holders;
+	 * this one's are decided after the hook (the workloads looked up before the cache is
+	 * swept) */
 	if (pub->usage && x->snap) {
 		size_t n = gpuctl_snapshot_gpu_count(x->snap);
 		usage = calloc(n ? n : 1, sizeof(*usage));
-		if (usage && usage_counters_sample(pub->usage, pub->ctx, pub->wls, x->snap,
-		                                   x->leases, x->foreign, x->mono) < 0) {
+		held = calloc(n ? n : 1, sizeof(*held));
+		if (!usage || !held || usage_counters_advance(pub->usage, x->snap, x->mono) < 0) {
 			free(usage);
+			free(held);
 			usage = NULL;
+			held = NULL;
 		}
 		for (size_t g = 0; usage && g < n; g++)
 			usage[g] = usage_counters_get(
@@ -548,12 +552,34 @@ static int publish_sample(struct publishing *pub, const struct exporter_sample *
 		                          .mono = x->mono,
 		                          .site = pub->site,
 		                          .ctx = pub->ctx,
-		                          .wls = pub->wls};
+		                          .wls = pub->wls,
+		                          .held = held,
+		                          .held_set = &held_set};
 		pub->hook->on_sample(pub->hook->userdata, &v);
+	}
+	/* this sample's holders, for the next: the hook's (the agent's ledger), else our look */
+	if (held) {
+		if (!held_set)
+			usage_counters_held_now(pub->ctx, pub->wls, x->snap, x->leases, x->foreign,
+			                        held);
+		usage_counters_hold(pub->usage, x->snap, held);
+		free(held);
 	}
 	if (pub->wls && x->snap)
 		(void)gpuctl_workloads_sweep(pub->wls);
 	return r;
+}
+
+void exporter_view_held(const struct exporter_view *v, const char *uuid)
+{
+	if (!v->held)
+		return;
+	*v->held_set = true;
+	for (size_t g = 0; uuid && g < gpuctl_snapshot_gpu_count(v->snap); g++) {
+		const char *u = gpuctl_gpu_str(gpuctl_snapshot_gpu(v->snap, g), GPUCTL_F_UUID);
+		if (u && !strcmp(u, uuid) && !gpuctl_gpu_lost(gpuctl_snapshot_gpu(v->snap, g)))
+			v->held[g] = true;
+	}
 }
 
 /* While the latest sample is overdue: the exporter's own metrics only, with

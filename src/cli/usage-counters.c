@@ -101,10 +101,10 @@ static bool foreign_holder(struct gpuctl_ctx *ctx, struct gpuctl_workloads *wls,
 	return false;
 }
 
-/* Each GPU of snap held now into held[] (zeroed by the caller). */
-static void held_now(struct gpuctl_ctx *ctx, struct gpuctl_workloads *wls,
-                     const struct gpuctl_snapshot *snap, const struct gpuctl_lease_list *leases,
-                     const struct gpuctl_foreign *foreign, bool *held)
+void usage_counters_held_now(struct gpuctl_ctx *ctx, struct gpuctl_workloads *wls,
+                             const struct gpuctl_snapshot *snap,
+                             const struct gpuctl_lease_list *leases,
+                             const struct gpuctl_foreign *foreign, bool *held)
 {
 	size_t ngpu = gpuctl_snapshot_gpu_count(snap);
 
@@ -151,28 +151,17 @@ static int64_t energy_in(const struct gpuctl_snapshot *snap, const char *uuid)
 	return -1;
 }
 
-int usage_counters_sample(struct usage_counters *uc, struct gpuctl_ctx *ctx,
-                          struct gpuctl_workloads *wls, const struct gpuctl_snapshot *snap,
-                          const struct gpuctl_lease_list *leases,
-                          const struct gpuctl_foreign *foreign, double mono)
+int usage_counters_advance(struct usage_counters *uc, const struct gpuctl_snapshot *snap,
+                           double mono)
 {
-	size_t ngpu = gpuctl_snapshot_gpu_count(snap);
-	bool *held = calloc(ngpu ? ngpu : 1, sizeof(*held));
 	double dt = uc->have_prev ? mono - uc->prev_mono : 0;
 
-	if (!held)
-		return -ENOMEM;
-	/* the entries first, so that running out of memory changes nothing */
-	for (size_t g = 0; g < ngpu; g++) {
+	for (size_t g = 0; g < gpuctl_snapshot_gpu_count(snap); g++) {
 		const char *uuid = gpuctl_gpu_str(gpuctl_snapshot_gpu(snap, g), GPUCTL_F_UUID);
-		if (uuid && !get(uc, uuid)) {
-			free(held);
+		if (uuid && !get(uc, uuid))
 			return -ENOMEM;
-		}
 	}
-	held_now(ctx, wls, snap, leases, foreign, held);
-	/* the interval since the previous sample, with its states; a clock that did not advance
-	 * adds nothing */
+	/* a clock that did not advance adds nothing */
 	for (size_t i = 0; dt > 0 && i < uc->n; i++) {
 		struct uc_gpu *e = &uc->g[i];
 		int64_t now;
@@ -186,11 +175,19 @@ int usage_counters_sample(struct usage_counters *uc, struct gpuctl_ctx *ctx,
 		if (e->energy >= 0 && now >= e->energy)
 			e->t.energy_j += (double)(now - e->energy) / 1000;
 	}
+	uc->have_prev = true;
+	uc->prev_mono = mono;
+	return 0;
+}
+
+void usage_counters_hold(struct usage_counters *uc, const struct gpuctl_snapshot *snap,
+                         const bool *held)
+{
 	for (size_t i = 0; i < uc->n; i++) {
 		uc->g[i].held = uc->g[i].busy = false;
 		uc->g[i].energy = -1;
 	}
-	for (size_t g = 0; g < ngpu; g++) {
+	for (size_t g = 0; g < gpuctl_snapshot_gpu_count(snap); g++) {
 		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(snap, g);
 		const char *uuid = gpuctl_gpu_str(gpu, GPUCTL_F_UUID);
 		struct uc_gpu *e = uuid ? find(uc, uuid) : NULL;
@@ -206,10 +203,6 @@ int usage_counters_sample(struct usage_counters *uc, struct gpuctl_ctx *ctx,
 			e->t.energy_known = true;
 		}
 	}
-	free(held);
-	uc->have_prev = true;
-	uc->prev_mono = mono;
-	return 0;
 }
 
 const struct usage_totals *usage_counters_get(const struct usage_counters *uc, const char *uuid)
