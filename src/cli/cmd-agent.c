@@ -445,6 +445,10 @@ static void agent_sample(void *userdata, const struct exporter_view *v)
 	if (open_ledger(a, v->ctx) < 0)
 		return;
 	r = observe_sample(a, v, &s);
+	/* the page's usage counters count what this sample records (docs/metrics.md) */
+	for (size_t i = 0; r == 0 && i <= s.n; i++)
+		if (i == s.n || s.o[i].end == GPUCTL_LEDGER_END_NONE)
+			exporter_view_held(v, i < s.n ? s.o[i].gpu_uuid : NULL);
 	if (r == 0)
 		r = gpuctl_ledger_observe(v->ctx, a->ledger, v->wall, v->mono, s.o, s.n);
 	if (r < 0) {

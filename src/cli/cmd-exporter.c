@@ -61,6 +61,7 @@
 #include "metrics.h"
 #include "parse.h"
 #include "sampler.h"
+#include "usage-counters.h"
 
 #define EXPORTER_DEFAULT_INTERVAL 5.0
 /* Seconds between whole snapshots; the samples between refresh the last one (identity and
@@ -132,6 +133,7 @@ struct exporter_sample {
 	int status;                          /* that failure's -errno */
 	char error[256];                     /* its message */
 	struct gpuctl_lease_list *leases;    /* NULL: no lease directory, or unreadable */
+	struct gpuctl_foreign *foreign;      /* the processes of no lease, NULL: unknown */
 	struct gpuctl_health_report *health; /* NULL: none */
 	const char **pool_of;                /* each GPU's pool label (names owned by the site) */
 	double mono;                         /* CLOCK_MONOTONIC seconds: the sample began */
@@ -147,6 +149,7 @@ static void exporter_sample_free(void *p)
 
 	gpuctl_snapshot_free(x->snap);
 	gpuctl_lease_list_free(x->leases);
+	gpuctl_foreign_free(x->foreign);
 	gpuctl_health_report_free(x->health);
 	free(x->xids);
 	free(x->idle_s);
@@ -271,11 +274,12 @@ static int count_xids(struct gpuctl_ctx *ctx, struct sampling *s)
 	return r;
 }
 
-/* The lease states of snap's devices, NULL when there is no lease directory or it cannot be
- * read (counted and logged once). */
-static struct gpuctl_lease_list *read_leases(struct gpuctl_ctx *ctx, struct sampling *s,
-                                             const struct gpuctl_snapshot *snap)
+/* The lease states of snap's devices into x->leases, NULL when there is no lease directory or
+ * it cannot be read (counted and logged once), and with the same directory which processes
+ * belong to no lease into x->foreign (every one when there is no directory; NULL when unknown). */
+static void read_leases(struct gpuctl_ctx *ctx, struct sampling *s, struct exporter_sample *x)
 {
+	const struct gpuctl_snapshot *snap = x->snap;
 	struct gpuctl_lease_dir *dir = NULL;
 	struct gpuctl_lease_list *list = NULL;
 	struct stat st;
@@ -283,11 +287,17 @@ static struct gpuctl_lease_list *read_leases(struct gpuctl_ctx *ctx, struct samp
 	int r;
 
 	s->stats.lease_ok = true;
-	if (lstat(path, &st) < 0 && errno == ENOENT)
-		return NULL; /* nothing is leased */
+	if (lstat(path, &st) < 0 && errno == ENOENT) {
+		/* nothing is leased: every process is of no lease */
+		if (gpuctl_foreign_scan(ctx, NULL, snap, NULL, &x->foreign) < 0)
+			x->foreign = NULL;
+		return;
+	}
 	r = gpuctl_lease_dir_open(ctx, path, &dir);
 	if (r >= 0)
 		r = gpuctl_lease_list(ctx, dir, snap, &list);
+	if (r >= 0 && gpuctl_foreign_scan(ctx, dir, snap, NULL, &x->foreign) < 0)
+		x->foreign = NULL;
 	gpuctl_lease_dir_free(dir);
 	if (r < 0) {
 		s->stats.lease_errors++;
@@ -299,10 +309,10 @@ static struct gpuctl_lease_list *read_leases(struct gpuctl_ctx *ctx, struct samp
 			          path, msg && msg[0] ? msg : strerror(-r));
 		}
 		s->lease_failing = true;
-		return NULL;
+		return;
 	}
 	s->lease_failing = false;
-	return list;
+	x->leases = list;
 }
 
 /* Feeds the sample to the idle tracker and copies what it says of each GPU into x->idle_s,
@@ -405,7 +415,7 @@ static int exporter_take(struct gpuctl_ctx *ctx, void *userdata, const void *pre
 					          gpuctl_errmsg(ctx));
 			}
 		}
-		x->leases = read_leases(ctx, s, x->snap);
+		read_leases(ctx, s, x);
 		track_idle(ctx, s, x, t0);
 		x->pool_of = pools_of(ctx, s, x->snap);
 		if (!x->pool_of) {
@@ -472,6 +482,7 @@ struct publishing {
 	struct gpuctl_workloads *wls; /* the one workload cache, for the exporter's life */
 	const struct exporter_hook *hook; /* NULL: none */
 	const struct gpuctl_site *site;
+	struct usage_counters *usage; /* the usage counters, NULL: none (out of memory) */
 };
 
 /* metrics_workload_fn over the cache: with no start time, a process asked for before costs no
@@ -493,6 +504,9 @@ static const struct gpuctl_workload *workload_of(void *userdata, uint32_t pid)
 static int publish_sample(struct publishing *pub, const struct exporter_sample *x,
                           struct metrics_stats *ret_stats)
 {
+	const struct usage_totals **usage = NULL;
+	bool *held = NULL, held_set = false;
+
 	struct metrics_input in = {.snap = x->snap,
 	                           .leases = x->leases,
 	                           .hostname = pub->hostname,
@@ -508,21 +522,64 @@ static int publish_sample(struct publishing *pub, const struct exporter_sample *
 	int r;
 
 	*ret_stats = x->stats;
+	/* the usage counters: the interval since the last sample, with the last sample's holders;
+	 * this one's are decided after the hook (the workloads looked up before the cache is
+	 * swept) */
+	if (pub->usage && x->snap) {
+		size_t n = gpuctl_snapshot_gpu_count(x->snap);
+		usage = calloc(n ? n : 1, sizeof(*usage));
+		held = calloc(n ? n : 1, sizeof(*held));
+		if (!usage || !held || usage_counters_advance(pub->usage, x->snap, x->mono) < 0) {
+			free(usage);
+			free(held);
+			usage = NULL;
+			held = NULL;
+		}
+		for (size_t g = 0; usage && g < n; g++)
+			usage[g] = usage_counters_get(
+			        pub->usage,
+			        gpuctl_gpu_str(gpuctl_snapshot_gpu(x->snap, g), GPUCTL_F_UUID));
+	}
+	in.usage = usage;
 	r = exporter_http_publish(pub->http, &in, false);
+	free(usage);
 	if (pub->hook && pub->hook->on_sample && x->snap) {
 		struct exporter_view v = {.snap = x->snap,
 		                          .leases = x->leases,
+		                          .foreign = x->foreign,
 		                          .pool_of = x->pool_of,
 		                          .wall = x->stats.last_time_s,
 		                          .mono = x->mono,
 		                          .site = pub->site,
 		                          .ctx = pub->ctx,
-		                          .wls = pub->wls};
+		                          .wls = pub->wls,
+		                          .held = held,
+		                          .held_set = &held_set};
 		pub->hook->on_sample(pub->hook->userdata, &v);
+	}
+	/* this sample's holders, for the next: the hook's (the agent's ledger), else our look */
+	if (held) {
+		if (!held_set)
+			usage_counters_held_now(pub->ctx, pub->wls, x->snap, x->leases, x->foreign,
+			                        held);
+		usage_counters_hold(pub->usage, x->snap, held);
+		free(held);
 	}
 	if (pub->wls && x->snap)
 		(void)gpuctl_workloads_sweep(pub->wls);
 	return r;
+}
+
+void exporter_view_held(const struct exporter_view *v, const char *uuid)
+{
+	if (!v->held)
+		return;
+	*v->held_set = true;
+	for (size_t g = 0; uuid && g < gpuctl_snapshot_gpu_count(v->snap); g++) {
+		const char *u = gpuctl_gpu_str(gpuctl_snapshot_gpu(v->snap, g), GPUCTL_F_UUID);
+		if (u && !strcmp(u, uuid) && !gpuctl_gpu_lost(gpuctl_snapshot_gpu(v->snap, g)))
+			v->held[g] = true;
+	}
 }
 
 /* While the latest sample is overdue: the exporter's own metrics only, with
@@ -728,6 +785,8 @@ static int publish_and_serve(struct cli *cli, const struct exporter_args *a, str
  * labels (said once). */
 static void open_workloads(struct cli *cli, struct publishing *pub)
 {
+	if (usage_counters_new(&pub->usage) < 0)
+		pub->usage = NULL;
 	if (cli_context_new(cli, &pub->ctx) != 0)
 		return;
 	if (gpuctl_workloads_new(pub->ctx, &pub->wls) < 0) {
@@ -782,6 +841,7 @@ int exporter_run(struct cli *cli, const struct exporter_args *a)
 	status = publish_and_serve(cli, a, &pub, smp, &stop);
 	gpuctl_workloads_free(pub.wls);
 	gpuctl_ctx_free(pub.ctx);
+	usage_counters_free(pub.usage);
 
 	/* the server first (the port closes at once); a sample hung in NVML is not waited for:
 	 * the process ends without it */

@@ -38,13 +38,22 @@ enum {
 struct exporter_view {
 	const struct gpuctl_snapshot *snap;     /* never NULL (failed samples are not handed on) */
 	const struct gpuctl_lease_list *leases; /* NULL: no lease directory, or unreadable */
+	const struct gpuctl_foreign *foreign;   /* its processes of no lease, NULL: unknown */
 	const char *const *pool_of;             /* each GPU's pool label */
 	double wall;                            /* CLOCK_REALTIME seconds: the sample began */
 	double mono;                            /* CLOCK_MONOTONIC seconds of the same moment */
 	const struct gpuctl_site *site;         /* the configuration and lease directory */
 	struct gpuctl_ctx *ctx;                 /* the main thread's context (no NVML) */
 	struct gpuctl_workloads *wls;           /* the one workload cache; NULL: none */
+	bool *held; /* per GPU of snap, for the usage counters (exporter_view_held); NULL: none */
+	bool *held_set; /* whether the hook said which GPUs are held */
 };
+
+/* For a hook that records holders (the agent's ledger): the usage counters (usage-counters.h)
+ * are to count the GPUs the hook names at this sample, not the exporter's own look. Call it
+ * once with uuid NULL (this sample's holders are the hook's, maybe none), then once per GPU
+ * it recorded a holder on. */
+void exporter_view_held(const struct exporter_view *v, const char *uuid);
 
 /* What a command adds to the loop; every function runs on the main thread. */
 struct exporter_hook {
