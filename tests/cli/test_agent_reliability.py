@@ -378,5 +378,153 @@ class DiskFull(GpuctlTestCase):
         self.assertEqual(p.wait(tx.STOP_S), 0)
 
 
+@unittest.skipUnless(os.path.exists(FAKETIME_LIB), "needs libfaketime (Debian package libfaketime)")
+class WallClockStepsBack(GpuctlTestCase):
+    def test_ntp_step_back_makes_no_negative_duration(self):
+        """The agent's wall clock stepped back an hour while a lease of 2 GPUs is held, as NTP
+        steps a clock: libfaketime (Debian's libfaketime 0.9.10, README "Changing the
+        'x' modifier during run-time": FAKETIME_TIMESTAMP_FILE with FAKETIME_NO_CACHE=1 is read
+        at every call, so the offset written there takes effect at once) fakes CLOCK_REALTIME
+        only: FAKETIME_DONT_FAKE_MONOTONIC=1 (README, "usage basics") leaves CLOCK_MONOTONIC,
+        where the agent's durations come from (docs/ledger.md, "Clocks"), as it is. The record
+        then ends an hour before it started, as its stamps say, yet its GPU-seconds, every
+        usage row's and the report's are the held time, none negative."""
+        rig = Rig(self)
+        rc = os.path.join(rig.tmp, "faketime.rc")
+
+        def offset(text):
+            with open(rc + ".new", "w") as f:
+                f.write(text + "\n")
+            os.rename(rc + ".new", rc)  # whole, for a reader that reads it at every call
+
+        offset("+0")
+        preload = FAKETIME_LIB
+        if SANITIZED:  # the ASan runtime must come first in the list (ASan's link-order check)
+            preload = os.environ["GPUCTL_PYTHON_PRELOAD"] + ":" + preload
+        env = {"LD_PRELOAD": preload, "FAKETIME_TIMESTAMP_FILE": rc, "FAKETIME_NO_CACHE": "1",
+               "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+        p, _, errf = rig.serve(lambda port: rig.agent_argv(port), env=env)
+        # libfaketime's shared memory, named after the process (README: left behind by a killed
+        # one)
+        for f in ("faketime_shm_%d", "sem.faketime_sem_%d"):
+            self.addCleanup(lambda path: os.path.exists(path) and os.unlink(path),
+                            "/dev/shm/" + f % p.pid)
+        t0, _ = rig.hold(2)
+        time.sleep(1.5)
+        offset("-3600")
+        time.sleep(1.5)
+        t1 = rig.release_all()
+        wait_until(lambda: query(rig.ledger, "SELECT id FROM records WHERE end_s IS NOT NULL"),
+                   "the release")
+        p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(tx.STOP_S), 0, errf.read())
+        held = t1 - t0
+        (rec,) = query(rig.ledger, "SELECT * FROM records")
+        self.assertEqual(rec["end_reason"], "release")
+        # the step happened: the record's wall-clock stamps went back about an hour
+        self.assertAlmostEqual(rec["end_s"] - rec["start_s"], held - 3600, delta=TOL_PER_GPU)
+        self.assertAlmostEqual(rec["gpu_s"], 2 * held, delta=2 * TOL_PER_GPU)
+        for u in query(rig.ledger, "SELECT * FROM usage"):
+            self.assertGreaterEqual(u["gpu_s"], 0, u)
+            self.assertGreaterEqual(u["busy_s"], 0, u)
+            self.assertGreaterEqual(u["t1"], u["t0"], u)
+        self.assertAlmostEqual(sum(u["gpu_s"] for u in query(rig.ledger, "SELECT * FROM usage")),
+                               rec["gpu_s"], delta=1e-4)
+        for by in ("user", "day", "gpu"):
+            r, rep = report(rig.ledger, by)
+            self.assertEqual(r.rc, 0, r)
+            for g in rep["groups"] + [rep["total"]]:
+                for k in ("gpu_hours", "busy_gpu_hours", "idle_gpu_hours"):
+                    self.assertGreaterEqual(g[k], 0, (by, g))
+            self.assertAlmostEqual(rep["total"]["gpu_hours"] * 3600, 2 * held,
+                                   delta=2 * TOL_PER_GPU, msg=by)
+
+
+class LostAndFound(GpuctlTestCase):
+    def test_a_gpu_lost_and_found_again(self):
+        """Two leases: A holds GPU 3 alone, B holds GPUs 4 and 5. GPUs 3 and 4 are lost
+        (`nvsim set lost=1`: every query of them answers GPU_IS_LOST) for about 1.5 s and then
+        found again. docs/agent.md, "Endings": a holder whose every GPU is lost is ended "gone";
+        seen again, it is a new record of the same key. A holder with a GPU left goes on as one
+        record, that GPU's usage paused while it is lost."""
+        rig = Rig(self)
+        p, _, errf = rig.serve(lambda port: rig.agent_argv(port))
+        ta, (gpu3,) = rig.hold(1, only="3")
+        tb, gpus_b = rig.hold(2, only="4,5")
+        time.sleep(1.0)
+        for i in (3, 4):
+            rig.nvsim("set", "-i", str(i), "lost=1")
+        t_lost = time.monotonic()
+        time.sleep(1.5)
+        for i in (3, 4):
+            rig.nvsim("set", "-i", str(i), "lost=0")
+        t_found = time.monotonic()
+        time.sleep(1.0)
+        t_end = rig.release_all()
+        wait_until(lambda: len(query(rig.ledger, "SELECT id FROM records"
+                                     " WHERE end_s IS NOT NULL")) == 3, "three records ended")
+        p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(tx.STOP_S), 0)
+        r = run([GPUCTL, "list", "--format", "json"], env=rig.env)
+        self.assertEqual(r.rc, 0, r)
+        uuid = {g["index"]: g["uuid"] for g in r.json()["gpus"]}
+        self.assertEqual((gpu3, sorted(gpus_b)), (uuid[3], sorted([uuid[4], uuid[5]])))
+        a1, b, a2 = query(rig.ledger, "SELECT * FROM records ORDER BY id")
+        # A: ended gone when its GPU was lost, a new record of the same key when found again
+        self.assertEqual((a1["key"], a1["gpus"], a1["end_reason"]), (a2["key"], uuid[3], "gone"))
+        self.assertEqual((a2["gpus"], a2["end_reason"]), (uuid[3], "release"))
+        self.assertAlmostEqual(a1["gpu_s"], t_lost - ta, delta=TOL_PER_GPU)
+        self.assertAlmostEqual(a2["gpu_s"], t_end - t_found, delta=TOL_PER_GPU)
+        self.assertAlmostEqual(a2["start_s"] - a1["end_s"], t_found - t_lost,
+                               delta=2 * TOL_PER_GPU)
+        # B: one record on both GPUs; GPU 4's usage paused while it was lost
+        self.assertEqual((b["end_reason"], b["gpus"].count(",")), ("release", 1))
+        self.assertEqual(sorted(b["gpus"].split(",")), sorted([uuid[4], uuid[5]]))
+        usage = {u["gpu"]: u["s"] for u in query(
+            rig.ledger, "SELECT gpu, sum(gpu_s) AS s FROM usage WHERE record = ? GROUP BY gpu",
+            (b["id"],))}
+        self.assertAlmostEqual(usage[uuid[4]], (t_lost - tb) + (t_end - t_found),
+                               delta=2 * TOL_PER_GPU)
+        self.assertAlmostEqual(usage[uuid[5]], t_end - tb, delta=TOL_PER_GPU)
+
+
+class ReportWhileWriting(GpuctlTestCase):
+    REPORTS = 50
+
+    def test_report_50_times_while_the_agent_writes(self):
+        """`gpuctl report` 50 times while the agent writes every 0.1 s (a lease of 3 GPUs and a
+        foreign process, so every sample writes): each exits 0, reads one consistent snapshot
+        (its groups add up to its total, busy plus idle is the total, no record half written:
+        the jobs are the two holders) and no total is below the one before."""
+        rig = Rig(self)
+        p, _, errf = rig.serve(lambda port: rig.agent_argv(port))
+        rig.hold(3)
+        rig.foreign(7)
+        wait_until(lambda: len(query(rig.ledger, "SELECT id FROM records WHERE gpu_s > 0")) == 2,
+                   "both holders in the ledger")
+        last = first = None
+        for i in range(self.REPORTS):
+            time.sleep(0.02)  # reports spread over a few seconds of samples
+            for by in ("user", "gpu"):
+                r, rep = report(rig.ledger, by)
+                self.assertEqual(r.rc, 0, (i, r))
+                t = rep["total"]
+                self.assertAlmostEqual(sum(g["gpu_hours"] for g in rep["groups"]),
+                                       t["gpu_hours"], delta=1e-9)
+                self.assertAlmostEqual(t["busy_gpu_hours"] + t["idle_gpu_hours"],
+                                       t["gpu_hours"], delta=1e-9)
+                self.assertEqual(t["jobs"], 2, (i, by, rep))
+                if by == "user":
+                    for k in ("gpu_hours", "busy_gpu_hours"):
+                        self.assertGreaterEqual(t[k], (last or t)[k], (i, k))
+                    self.assertGreater(t["gpu_hours"], 0, i)
+                    first, last = first or t, t
+        self.assertIsNone(p.poll(), "the agent wrote all along")
+        # and it wrote meanwhile: the reports saw the totals grow, to no more than it has now
+        self.assertGreater(last["gpu_hours"], first["gpu_hours"])
+        n = query(rig.ledger, "SELECT sum(gpu_s) AS s FROM records")[0]["s"]
+        self.assertGreaterEqual(n, last["gpu_hours"] * 3600 - 1e-5)
+
+
 if __name__ == "__main__":
     unittest.main()
