@@ -383,13 +383,14 @@ class DiskFull(GpuctlTestCase):
 class WallClockStepsBack(GpuctlTestCase):
     def test_ntp_steps_make_no_negative_duration(self):
         """The agent's wall clock stepped back an hour while a lease of 2 GPUs is held, as NTP
-        steps a clock, and a second later forward again: libfaketime (Debian's libfaketime 0.9.10, README "Changing the
-        'x' modifier during run-time": FAKETIME_TIMESTAMP_FILE with FAKETIME_NO_CACHE=1 is read
-        at every call, so the offset written there takes effect at once) fakes CLOCK_REALTIME
-        only: FAKETIME_DONT_FAKE_MONOTONIC=1 (README, "usage basics") leaves CLOCK_MONOTONIC,
-        where the agent's durations come from (docs/ledger.md, "Clocks"), as it is. The middle
-        second's usage is then stamped an hour early, yet the record's GPU-seconds, every usage
-        row's and the report's are the held time: none negative, no hour gained."""
+        steps a clock, and a second later forward again. libfaketime (Debian's libfaketime
+        0.9.10, README "Changing the 'x' modifier during run-time": a FAKETIME_TIMESTAMP_FILE
+        with FAKETIME_NO_CACHE=1 is read at every call, so an offset written there takes effect
+        at once) fakes CLOCK_REALTIME only: FAKETIME_DONT_FAKE_MONOTONIC=1 (README, "usage
+        basics") leaves CLOCK_MONOTONIC, where the agent's durations come from (docs/ledger.md,
+        "Clocks"), as it is. The middle second's usage is then stamped an hour early, yet the
+        record's GPU-seconds, every usage row's and the report's are the held time: none
+        negative, no hour gained."""
         rig = Rig(self)
         rc = os.path.join(rig.tmp, "faketime.rc")
 
