@@ -192,7 +192,8 @@ class KillNine(GpuctlTestCase):
           last sample, their GPU-seconds), every record of the killed run is open, and its
           GPU-seconds are its GPUs times its span (no interval lost inside a run);
         - the last committed sample is at most one interval (plus a sample's time) before the
-          kill: the interval in flight, no more;
+          kill: the interval in flight, no more (the median of the steady runs' lags is below
+          one interval; each is below 1.1 s, for a sampler held back on a loaded machine);
         - a run that wrote a sample had first ended every earlier record.
         Every 100 kills PRAGMA integrity_check says ok, every 50 `gpuctl report` exits 0. At
         the end, every record of a killed run is ended agent-restart at its last sample."""
@@ -244,8 +245,10 @@ class KillNine(GpuctlTestCase):
             for a in after.values():
                 self.assertIsNone(a["end_s"], (i, a))
                 n_gpus = len(a["gpus"].split(","))
+                # (wall and monotonic clocks are read a moment apart: a preempted sampler
+                # may shift one by milliseconds; a lost interval is 0.1 s a GPU)
                 self.assertAlmostEqual(a["gpu_s"], n_gpus * (a["last_s"] - a["start_s"]),
-                                       delta=1e-3, msg=(i, a))
+                                       delta=n_gpus * INTERVAL / 2, msg=(i, a))
             open_before = query(rig.ledger, "SELECT count(*) AS n FROM records"
                                 " WHERE id <= ? AND end_s IS NULL", (last_id,))[0]["n"]
             if after:
@@ -253,7 +256,9 @@ class KillNine(GpuctlTestCase):
                 self.assertEqual(len(after), 3, (i, after))  # two leases, one workload
                 self.assertEqual(open_before, 0, i)  # it ended the earlier ones first
                 lag = t_kill - max(a["last_s"] for a in after.values())
-                self.assertLess(lag, INTERVAL + SLACK_S, (i, lag))
+                # one interval and a sample's time; a generous bound for one kill on a loaded
+                # machine, the strict one for the median below
+                self.assertLess(lag, INTERVAL + 2 * SLACK_S, (i, lag))
                 if steady:
                     lags.append(lag)
                 last_id = max(after)
