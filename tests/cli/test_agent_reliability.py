@@ -86,14 +86,8 @@ class Rig:
             errf = open(os.path.join(self.tmp, "agent-%d.err" % port), "w+")
             self.case.addCleanup(errf.close)
             p = self.spawn(argv_of_port(port), env=env, stderr=errf)
-            deadline = time.monotonic() + tx.START_S
-            while time.monotonic() < deadline and p.poll() is None:
-                try:
-                    if tx.http(port, "/healthz", timeout=2)[0] == 200:
-                        return p, port, errf
-                except OSError:
-                    pass
-                time.sleep(0.02)
+            if tx.wait_answer(p, port, "/healthz", tx.START_S, step=0.02):
+                return p, port, errf
             if p.poll() is None:
                 p.kill()
                 p.wait()
@@ -282,9 +276,11 @@ class KillNine(GpuctlTestCase):
         # the kills landed before the ledger was touched, between its opening (the earlier
         # runs' records ended) and the first sample, and after samples were written
         if KILLS >= 100:
-            self.assertTrue(all(outcomes.values()), outcomes)
+            self.assertTrue(outcomes["untouched"] and outcomes["sampled"], outcomes)
             # a steady run loses half an interval on average, not more
             self.assertLess(statistics.median(lags), INTERVAL, lags)
+        if KILLS >= 500:  # about 3 % of kills land there
+            self.assertTrue(outcomes["opened"], outcomes)
 
         # a last agent that runs and stops: every record of a killed run is ended at its last
         # sample as agent-restart
