@@ -106,6 +106,20 @@ def http(port, path, method="GET", data=None, headers=None, timeout=10):
         return e.code, e.headers, e.read().decode(errors="replace")
 
 
+def wait_answer(proc, port, path, timeout, step=0.05):
+    """Polls http://127.0.0.1:port/path until it answers 200 (True), proc exits or timeout
+    seconds pass (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if http(port, path, timeout=2)[0] == 200:
+                return True
+        except OSError:
+            pass
+        time.sleep(step)
+    return False
+
+
 def parse_metrics(text):
     """{name: [(labels dict, value float)]} of the text format (the subset gpuctl writes)."""
     out = {}
@@ -400,14 +414,8 @@ class TestPrometheusScrapes(GpuctlTestCase):
                                   os.path.join(tmp, "data"), "--web.listen-address",
                                   f"127.0.0.1:{port}"], stdout=log, stderr=log,
                                  cwd=tmp)
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and p.poll() is None:
-                try:
-                    if http(port, "/-/ready", timeout=2)[0] == 200:
-                        return p, port, log
-                except OSError:
-                    pass
-                time.sleep(0.1)
+            if wait_answer(p, port, "/-/ready", 30, step=0.1):
+                return p, port, log
             if p.poll() is None:
                 p.kill()
                 p.wait()
