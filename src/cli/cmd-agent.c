@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent-health.h"
 #include "cmd.h"
 #include "exporter.h"
 #include "hostproc.h"
@@ -44,11 +45,13 @@
 
 enum {
 	OPT_LEDGER = OPT_EXPORTER_END_,
+	OPT_HEALTH_STATE,
 };
 
 static const struct option agent_options[] = {
         EXPORTER_OPTIONS,
         {"ledger", required_argument, NULL, OPT_LEDGER},
+        {"health-state", required_argument, NULL, OPT_HEALTH_STATE},
         CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
@@ -77,6 +80,7 @@ struct agent {
 	bool scan_failing; /* the lease files could not be read for the foreign processes */
 	struct held *prev; /* what the last stored sample observed */
 	size_t n_prev;
+	struct agent_health *health; /* the health watch (agent-health.h) */
 };
 
 static void held_clear(struct held *h, size_t n)
@@ -435,13 +439,14 @@ static int open_ledger(struct agent *a, struct gpuctl_ctx *ctx)
 	return r;
 }
 
-/* The hook: this sample into the ledger. */
+/* The hook: this sample into the health watch and the ledger. */
 static void agent_sample(void *userdata, const struct exporter_view *v)
 {
 	struct agent *a = userdata;
 	struct obs_set s = {0};
 	int r;
 
+	agent_health_sample(a->health, v);
 	if (open_ledger(a, v->ctx) < 0)
 		return;
 	r = observe_sample(a, v, &s);
@@ -478,6 +483,13 @@ static void agent_sample(void *userdata, const struct exporter_view *v)
 	free(s.o);
 }
 
+static void agent_overdue(void *userdata, bool overdue, double silent_s)
+{
+	struct agent *a = userdata;
+
+	agent_health_overdue(a->health, overdue, silent_s);
+}
+
 /* ---- the command ---- */
 
 static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
@@ -488,8 +500,9 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 	                           .max_processes = METRICS_DEFAULT_MAX_PROCESSES,
 	                           .idle_window = 600};
 	struct agent a = {0};
-	struct exporter_hook hook = {.userdata = &a, .on_sample = agent_sample};
-	const char *ledger = NULL;
+	struct exporter_hook hook = {
+	        .userdata = &a, .on_sample = agent_sample, .on_overdue = agent_overdue};
+	const char *ledger = NULL, *health_state = NULL;
 	int opt, status;
 
 	while ((opt = cmd_getopt(&cmd_agent_entry, argc, argv)) != -1) {
@@ -497,6 +510,11 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 			if (!optarg[0])
 				return cmd_usage_error(&cmd_agent_entry, "--ledger: empty path");
 			ledger = optarg;
+		} else if (opt == OPT_HEALTH_STATE) {
+			if (!optarg[0])
+				return cmd_usage_error(&cmd_agent_entry,
+				                       "--health-state: empty path");
+			health_state = optarg;
 		} else if ((status = exporter_option(&ea, opt, argv)) != CMD_GO_ON) {
 			return status;
 		}
@@ -506,11 +524,18 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 	if ((status = cli_site(cli, &cmd_agent_entry, ea.lease_dir, GPUCTL_SITE_NO_LEASES)) ||
 	    (status = cli_ledger_path(cli, &cmd_agent_entry, ledger, &a.path)))
 		return status;
+	if (!health_state)
+		health_state = gpuctl_site_health_state_path(cli->site);
+	if (agent_health_new(health_state, &a.health) < 0) {
+		cli_error("agent: out of memory");
+		return CLI_EXIT_FAILURE;
+	}
 	/* a file-size limit fails the write (EFBIG), as a full disk does, instead of killing us */
 	(void)signal(SIGXFSZ, SIG_IGN);
 	ea.hook = &hook;
 	status = exporter_run(cli, &ea);
 	gpuctl_ledger_free(a.ledger);
+	agent_health_free(a.health);
 	held_clear(a.prev, a.n_prev);
 	free(a.prev);
 	return status;
@@ -521,7 +546,8 @@ const struct cmd_entry cmd_agent_entry = {
         .long_options = agent_options,
         .short_options = "+:h",
         .usage = "[--listen ADDR:PORT] [--interval SECONDS] [--lease-dir DIR] "
-                 "[--max-processes N] [--idle-window SECONDS] [--ledger PATH]",
+                 "[--max-processes N] [--idle-window SECONDS] [--ledger PATH] "
+                 "[--health-state FILE]",
         .summary = "the node agent: sample every GPU, serve the metrics, write the ledger",
         .options = "  --listen ADDR:PORT   where to serve the exporter's page (as exporter;\n"
                    "                       default " LISTEN_DEFAULT ")\n"
@@ -537,14 +563,18 @@ const struct cmd_entry cmd_agent_entry = {
                    "  --ledger PATH        the usage ledger to write (default $GPUCTL_LEDGER,\n"
                    "                       else the configuration's ledger, else\n"
                    "                       " GPUCTL_LEDGER_PATH ")\n"
+                   "  --health-state FILE  the health state file to keep, as health --watch\n"
+                   "                       (default $GPUCTL_HEALTH_STATE, else beside the\n"
+                   "                       lease directory: /run/gpuctl-health.state)\n"
                    "  -h, --help           print this help\n"
                    "\n"
-                   "Each sample serves the exporter's /metrics and is written to the ledger\n"
-                   "(docs/agent.md): one record per lease and per workload seen on a GPU\n"
-                   "without a lease. A ledger that cannot be written is said once and tried\n"
-                   "again every sample; sampling and serving go on. SIGINT or SIGTERM stop\n"
-                   "it (exit 0); its open records are closed as agent-restart when it starts\n"
-                   "again.\n",
+                   "Each sample serves the exporter's /metrics, is checked by health\n"
+                   "--watch's rules (each finding logged on stderr as it appears and clears)\n"
+                   "and is written to the ledger (docs/agent.md): one record per lease and per\n"
+                   "workload seen on a GPU without a lease. A ledger that cannot be written is\n"
+                   "said once and tried again every sample; sampling and serving go on.\n"
+                   "SIGINT or SIGTERM stop it (exit 0); its open records are closed as\n"
+                   "agent-restart when it starts again.\n",
         .exec = cmd_agent_exec,
         .exits = CMD_EXITS_DRIVER,
 };

@@ -1,0 +1,128 @@
+"""gpuctl agent's health watch (docs/agent.md, "The health watch"): the real binary on a simulated DGX A100 (nvsim exec), with every file it writes
+(ledger, health state file, lease directory) in a scratch directory of the test's own.
+
+Expected values come from the documentation and the injected faults: docs/health.md's check
+table (XID 79 is of the fence class: check `xid`, FAIL; a pending row remap: `remap-pending`,
+WARN), the line format of "Watching" (`TIME  GPU N  UUID  SEVERITY  CHECK  MESSAGE (action:
+...)`, `OK    CHECK  cleared`) and the scenario's UUIDs (cli_facts)."""
+import json
+import os
+import re
+import shutil
+import tempfile
+import textwrap
+import unittest
+
+import test_exporter as tx
+from cli_facts import Machine
+from gpuctl_test import BUILD, EMPTY_CONFIG, GPUCTL, NVSIM, GpuctlTestCase, run
+
+LOAD = os.path.join(BUILD, "bin", "nvsim-load")
+SCENARIO = "dgx-a100"
+
+# A finding line of health --watch's text (docs/health.md, "Watching"), after its time stamp.
+LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ  (GPU \S+  \S+  (OK|WARN|FAIL) +\S+  .*)$")
+
+# Inside the simulated machine: runs the agent (and, for the comparison, health --watch) while
+# the script in STEPS changes the machine; helpers wait for what the test needs, with deadlines.
+DRIVER = textwrap.dedent(r'''
+    import json, os, signal, subprocess, sys, time
+    G, NV, T = os.environ["GPUCTL"], os.environ["NVSIM"], os.environ["TMPD"]
+    out = {}
+    def wait(what, cond, secs=30):
+        end = time.time() + secs
+        while time.time() < end:
+            if cond():
+                return
+            time.sleep(0.05)
+        raise SystemExit("timed out waiting for " + what)
+    def text(path):
+        try:
+            with open(path) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+    agent = subprocess.Popen([G, "agent", "--listen", "127.0.0.1:" + os.environ["PORT"],
+                              "--interval", "0.2", "--ledger", T + "/ledger.db",
+                              "--lease-dir", T + "/leases", "--health-state",
+                              T + "/agent.state"],
+                             stdout=subprocess.DEVNULL, stderr=open(T + "/agent.err", "w"))
+    wait("the agent's state file", lambda: os.path.exists(T + "/agent.state"))
+    exec(os.environ["STEPS"])
+    agent.send_signal(signal.SIGTERM)
+    out["agent_rc"] = agent.wait(20)
+    out["agent_err"] = text(T + "/agent.err")
+    print(json.dumps(out))
+''')
+
+COMPARE = textwrap.dedent(r'''
+    watch = subprocess.Popen([G, "health", "--watch", "--interval", "1", "--state",
+                              T + "/watch.state"],
+                             stdout=open(T + "/watch.out", "w"), stderr=subprocess.DEVNULL)
+    wait("the watch's state file", lambda: os.path.exists(T + "/watch.state"))
+    subprocess.run([NV, "xid", "-i", "2", "79"], check=True)
+    subprocess.run([NV, "set", "-i", "1", "remap.pending=1"], check=True)
+    both = lambda s: s in text(T + "/agent.err") and s in text(T + "/watch.out")
+    wait("the findings", lambda: both("  xid  ") and both("  remap-pending  a row"))
+    subprocess.run([NV, "set", "-i", "1", "remap.pending=0"], check=True)
+    wait("the clearing", lambda: both("remap-pending  cleared"))
+    watch.send_signal(signal.SIGTERM)
+    watch.wait(20)
+    out["watch_out"] = text(T + "/watch.out")
+    # one-shot, without the kernel log: the XID NVML delivered to the agent, from its file
+    env = dict(os.environ, GPUCTL_HEALTH_STATE=T + "/agent.state")
+    p = subprocess.run([G, "health", "--format", "json", "--kmsg", "/dev/null"], env=env,
+                       capture_output=True, text=True)
+    out["oneshot"] = {"rc": p.returncode, "out": p.stdout, "err": p.stderr}
+''')
+
+class AgentHealthCase(GpuctlTestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="gpuctl-agent-health-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def drive(self, steps):
+        env = tx.test_env({"GPUCTL": GPUCTL, "NVSIM": NVSIM, "LOAD": LOAD, "TMPD": self.tmp,
+                           "DRIVER": DRIVER, "STEPS": steps, "PORT": str(tx.free_port()),
+                           "GPUCTL_CONFIG": EMPTY_CONFIG})
+        r = run([NVSIM, "exec", SCENARIO, "--", "sh", "-c", 'python3 -c "$DRIVER"'], env=env,
+                timeout=180)
+        self.assertEqual(r.rc, 0, r)
+        res = json.loads(r.out.strip().splitlines()[-1])
+        self.assertEqual(res["agent_rc"], 0, res)
+        return res
+
+    @staticmethod
+    def findings(text):
+        """The finding lines of a text, without their time stamps."""
+        return [m.group(1) for m in map(LINE.match, text.splitlines()) if m]
+
+
+class Findings(AgentHealthCase):
+    def test_agent_logs_what_health_watch_prints_and_keeps_the_state_file(self):
+        res = self.drive(COMPARE)
+        agent = self.findings(res["agent_err"])
+        uuid1 = Machine(SCENARIO).gpus[1]["uuid"][:12]  # short form: GPU- and 8 hex digits
+        uuid2 = Machine(SCENARIO).gpus[2]["uuid"][:12]
+        # docs/health.md: XID 79 is fence class, FAIL; a pending remap WARN; cleared is OK
+        xid = [l for l in agent if re.match(r"GPU 2  %s  FAIL  xid  XID 79 " % uuid2, l)]
+        self.assertEqual(len(xid), 1, res["agent_err"])
+        self.assertIn("(action: ", xid[0])
+        self.assertEqual(len([l for l in agent if l.startswith(
+            "GPU 1  %s  WARN  remap-pending  " % uuid1)]), 1, res["agent_err"])
+        self.assertIn("GPU 1  %s  OK    remap-pending  cleared" % uuid1, agent)
+        self.assertEqual(len(agent), 3, res["agent_err"])  # each once; nothing else found
+        # the same lines as health --watch printed for the same faults
+        self.assertEqual(sorted(agent), sorted(self.findings(res["watch_out"])), res)
+        # a one-shot check that cannot read the kernel log has the XID from the agent's file
+        one = res["oneshot"]
+        self.assertEqual(one["rc"], 20, one)  # docs/health.md: some FAIL
+        doc = json.loads(one["out"])
+        self.assertEqual(doc["state_file"], os.path.join(self.tmp, "agent.state"))
+        for g in doc["gpus"]:
+            checks = [(f["check"], f["severity"], f.get("xid")) for f in g["findings"]]
+            self.assertEqual(checks, [("xid", "FAIL", 79)] if g["index"] == 2 else [], doc)
+
+
+if __name__ == "__main__":
+    unittest.main()
