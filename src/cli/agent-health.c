@@ -33,6 +33,7 @@ struct agent_health {
 	const struct sampler_sample *prev; /* the previous good sample (held), NULL: none */
 	double prev_mono;                  /* when it began, CLOCK_MONOTONIC seconds */
 	bool failing;                      /* the last try failed (said once per streak) */
+	bool checked;                      /* a check was made (the verdicts are known) */
 };
 
 int agent_health_new(const char *state, struct agent_health **ret_health)
@@ -110,6 +111,7 @@ void agent_health_sample(struct agent_health *h, const struct exporter_view *v)
 	if (h->failing)
 		cli_error("agent: health watch: checking again");
 	h->failing = false;
+	h->checked = true;
 	sampler_put(h->prev);
 	h->prev = sampler_hold(v->sample);
 	h->prev_mono = v->mono;
@@ -123,5 +125,7 @@ void agent_health_overdue(struct agent_health *h, bool overdue, double silent_s)
 
 bool agent_health_failed(const struct agent_health *h, const char *uuid)
 {
-	return h->track && health_track_verdict(h->track, uuid) == GPUCTL_HEALTH_FAIL;
+	int v = h->checked ? health_track_verdict(h->track, uuid) : GPUCTL_HEALTH_OK;
+
+	return v == GPUCTL_HEALTH_FAIL || v < 0;
 }

@@ -26,7 +26,8 @@ void agent_health_sample(struct agent_health *h, const struct exporter_view *v);
  * the nvml-hang finding and its clearing. */
 void agent_health_overdue(struct agent_health *h, bool overdue, double silent_s);
 
-/* Whether the GPU with this UUID was FAIL at the last check (a lost GPU is: `lost`). */
+/* Whether the GPU with this UUID was FAIL at the last check (a lost GPU is: `lost`) or not in
+ * its snapshot (gone from the machine); false before the first check. */
 bool agent_health_failed(const struct agent_health *h, const char *uuid);
 
 #endif /* GPUCTL_CLI_AGENT_HEALTH_H */

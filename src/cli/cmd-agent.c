@@ -16,9 +16,10 @@
  * - Endings: a holder observed at the last stored sample and not now is ended at this sample
  *   with a reason: a lease "release" (its lock was dropped: by release, by its holder's exit,
  *   by the end of `gpuctl run`), a workload "exit" when none of its processes seen last is
- *   alive, else "gone"; either on a GPU now lost "gone" (whether a failover moved it is not
- *   known here). The ledger ends records left open by a stopped agent as "agent-restart" when
- *   the next one opens it.
+ *   alive, else "gone"; either on a GPU now lost "gone"; either gone from a GPU that failed
+ *   under it "health-failover" (agent-failover.h, which also splits the record of a holder
+ *   that moved off such a GPU). The ledger ends records left open by a stopped agent as
+ *   "agent-restart" when the next one opens it.
  * - The ledger never stops the sampling: it is opened at the first sample and, when that or a
  *   write fails (disk full, read-only, a file-size limit: SIGXFSZ is ignored so the write
  *   fails with EFBIG instead of killing us), said once per streak and tried again at every
@@ -35,6 +36,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent-failover.h"
 #include "agent-health.h"
 #include "cmd.h"
 #include "exporter.h"
@@ -80,7 +82,8 @@ struct agent {
 	bool scan_failing; /* the lease files could not be read for the foreign processes */
 	struct held *prev; /* what the last stored sample observed */
 	size_t n_prev;
-	struct agent_health *health; /* the health watch (agent-health.h) */
+	struct agent_health *health;     /* the health watch (agent-health.h) */
+	struct agent_failover *failover; /* the health failovers (agent-failover.h) */
 };
 
 static void held_clear(struct held *h, size_t n)
@@ -439,6 +442,42 @@ static int open_ledger(struct agent *a, struct gpuctl_ctx *ctx)
 	return r;
 }
 
+/* failover_facts_fn: GPU uuid's facts now; none when it is lost or gone. */
+static void facts_of(const struct exporter_view *v, const char *uuid,
+                     struct gpuctl_ledger_observation *o)
+{
+	size_t g = 0;
+
+	if (!gpu_lost(v->snap, uuid, &g))
+		gpu_facts(gpuctl_snapshot_gpu(v->snap, g), v->pool_of[g], o);
+}
+
+/* The sample's ledger calls: one, or two when a holder moved off a failed GPU
+ * (agent-failover.h). The failover's view of the holders follows the first. */
+static int store(struct agent *a, const struct exporter_view *v, struct obs_set *s)
+{
+	struct failover_calls c = {0};
+	int r = agent_failover_plan(a->failover, a->health, v, facts_of, s->o, s->n, &c);
+
+	if (r == 0)
+		r = gpuctl_ledger_observe(v->ctx, a->ledger, v->wall, v->mono,
+		                          c.n_first ? c.first : s->o, c.n_first ? c.n_first : s->n);
+	if (r == 0 && c.n_first) {
+		/* the moved holders' new records; a failure leaves them to the next sample */
+		if (gpuctl_ledger_observe(v->ctx, a->ledger, v->wall, v->mono, c.second,
+		                          c.n_second) < 0 &&
+		    !a->failing)
+			cli_error(
+			        "agent: ledger %s: %s (the records of holders that moved start at "
+			        "the next sample)",
+			        a->path, gpuctl_errmsg(v->ctx));
+	}
+	if (r == 0)
+		agent_failover_commit(a->failover);
+	failover_calls_free(&c);
+	return r;
+}
+
 /* The hook: this sample into the health watch and the ledger. */
 static void agent_sample(void *userdata, const struct exporter_view *v)
 {
@@ -451,7 +490,7 @@ static void agent_sample(void *userdata, const struct exporter_view *v)
 		return;
 	r = observe_sample(a, v, &s);
 	if (r == 0)
-		r = gpuctl_ledger_observe(v->ctx, a->ledger, v->wall, v->mono, s.o, s.n);
+		r = store(a, v, &s);
 	if (r < 0) {
 		if (!a->failing)
 			cli_error("agent: ledger %s: %s (sampling and serving go on; trying again "
@@ -526,7 +565,8 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 		return status;
 	if (!health_state)
 		health_state = gpuctl_site_health_state_path(cli->site);
-	if (agent_health_new(health_state, &a.health) < 0) {
+	if (agent_health_new(health_state, &a.health) < 0 || agent_failover_new(&a.failover) < 0) {
+		agent_health_free(a.health);
 		cli_error("agent: out of memory");
 		return CLI_EXIT_FAILURE;
 	}
@@ -536,6 +576,7 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 	status = exporter_run(cli, &ea);
 	gpuctl_ledger_free(a.ledger);
 	agent_health_free(a.health);
+	agent_failover_free(a.failover);
 	held_clear(a.prev, a.n_prev);
 	free(a.prev);
 	return status;

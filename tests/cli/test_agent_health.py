@@ -1,14 +1,17 @@
-"""gpuctl agent's health watch (docs/agent.md, "The health watch"): the real binary on a simulated DGX A100 (nvsim exec), with every file it writes
+"""gpuctl agent's health watch and its health-failover endings (docs/agent.md, "The health watch"
+and "Endings"): the real binary on a simulated DGX A100 (nvsim exec), with every file it writes
 (ledger, health state file, lease directory) in a scratch directory of the test's own.
 
 Expected values come from the documentation and the injected faults: docs/health.md's check
 table (XID 79 is of the fence class: check `xid`, FAIL; a pending row remap: `remap-pending`,
 WARN), the line format of "Watching" (`TIME  GPU N  UUID  SEVERITY  CHECK  MESSAGE (action:
-...)`, `OK    CHECK  cleared`) and the scenario's UUIDs (cli_facts)."""
+...)`, `OK    CHECK  cleared`), the scenario's UUIDs (cli_facts), and docs/agent.md's rule for
+health failovers."""
 import json
 import os
 import re
 import shutil
+import sqlite3
 import tempfile
 import textwrap
 import unittest
@@ -26,7 +29,7 @@ LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ  (GPU \S+  \S+  (OK|WARN|FA
 # Inside the simulated machine: runs the agent (and, for the comparison, health --watch) while
 # the script in STEPS changes the machine; helpers wait for what the test needs, with deadlines.
 DRIVER = textwrap.dedent(r'''
-    import json, os, signal, subprocess, sys, time
+    import json, os, re, signal, subprocess, sys, time
     G, NV, T = os.environ["GPUCTL"], os.environ["NVSIM"], os.environ["TMPD"]
     out = {}
     def wait(what, cond, secs=30):
@@ -76,6 +79,53 @@ COMPARE = textwrap.dedent(r'''
     out["oneshot"] = {"rc": p.returncode, "out": p.stdout, "err": p.stderr}
 ''')
 
+# gpuctl run --retry on two GPUs (test_failover.py's job: its first launch runs long, its
+# relaunch briefly); XID 79 on the first of them once the job's processes are on both.
+FAILOVER = textwrap.dedent(r'''
+    os.environ["GPUCTL_LEASE_DIR"] = T + "/leases"
+    job_sh = ('if [ "$GPUCTL_RESTART_COUNT" = 0 ]; then exec "$LOAD" --seconds 30; '
+              'else exec "$LOAD" --seconds 2; fi')
+    job = subprocess.Popen([G, "run", "-n", "2", "--retry", "2", "--", "sh", "-c", job_sh],
+                           stdout=subprocess.DEVNULL, stderr=open(T + "/job.err", "w"))
+    def leased():
+        p = subprocess.run([G, "ps", "--format", "json"], capture_output=True, text=True)
+        return sorted(d["index"] for d in json.loads(p.stdout)["devices"]
+                      if d["state"] == "leased")
+    def busy():
+        held = leased()
+        p = subprocess.run([G, "list", "--format", "json"], capture_output=True, text=True)
+        gpus = json.loads(p.stdout)["gpus"]
+        return len(held) == 2 and all(gpus[i]["processes"] for i in held)
+    wait("the job on its GPUs", busy, 60)
+    held = leased()
+    time.sleep(1)  # a few samples of the agent see it on healthy GPUs
+    subprocess.run([NV, "xid", "-i", str(held[0]), "79"], check=True)
+    out["held"] = held
+    out["job_rc"] = job.wait(90)
+    out["job_err"] = text(T + "/job.err")
+    time.sleep(1)  # the agent's samples see the lease released
+''')
+
+# Two --hold leases: one on a GPU that failed before it was taken (--allow-unhealthy), one on a
+# GPU that fails under it; then both are released.
+HOLDS = textwrap.dedent(r'''
+    os.environ["GPUCTL_LEASE_DIR"] = T + "/leases"
+    def agent_saw(gpu):
+        return lambda: re.search(r"GPU %d  \S+  FAIL  xid  XID 79 " % gpu, text(T + "/agent.err"))
+    subprocess.run([NV, "xid", "-i", "3", "79"], check=True)
+    wait("the agent's finding", agent_saw(3))
+    for args in (["--only", "3", "--allow-unhealthy"], ["--only", "5"]):
+        subprocess.run([G, "select", "-n", "1", "--hold", "60", *args], check=True,
+                       stdout=subprocess.DEVNULL)
+    time.sleep(1)  # a few samples see both held
+    subprocess.run([NV, "xid", "-i", "5", "79"], check=True)
+    wait("the agent's finding", agent_saw(5))
+    time.sleep(1)
+    subprocess.run([G, "release", "--all"], check=True, stdout=subprocess.DEVNULL)
+    time.sleep(1)  # the agent's samples see them released
+''')
+
+
 class AgentHealthCase(GpuctlTestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="gpuctl-agent-health-")
@@ -122,6 +172,50 @@ class Findings(AgentHealthCase):
         for g in doc["gpus"]:
             checks = [(f["check"], f["severity"], f.get("xid")) for f in g["findings"]]
             self.assertEqual(checks, [("xid", "FAIL", 79)] if g["index"] == 2 else [], doc)
+
+
+@unittest.skipUnless(os.path.exists(LOAD), "nvsim-load not built")
+class Failover(AgentHealthCase):
+    def records(self):
+        con = sqlite3.connect("file:%s?mode=ro" % os.path.join(self.tmp, "ledger.db"), uri=True)
+        try:
+            con.row_factory = sqlite3.Row
+            return [dict(r) for r in con.execute(
+                "SELECT * FROM records WHERE kind = 'lease' ORDER BY id")]
+        finally:
+            con.close()
+
+    def test_run_retry_moved_off_a_failed_gpu_ends_health_failover(self):
+        res = self.drive(FAILOVER)
+        self.assertEqual(res["job_rc"], 0, res)  # its relaunch succeeded (test_failover.py)
+        gpus = Machine(SCENARIO).gpus
+        failed = gpus[res["held"][0]]["uuid"]
+        other = gpus[res["held"][1]]["uuid"]
+        recs = self.records()
+        # docs/agent.md, "Endings": the record of the launch on the failed GPU ends
+        # health-failover; the same holder goes on in a new record from the same sample, on
+        # the GPUs of its relaunch (the healthy one kept only when chosen again:
+        # docs/leases.md, "Failover"), and ends release
+        self.assertEqual(len(recs), 2, recs)
+        first, second = recs
+        self.assertEqual(first["key"], second["key"], recs)
+        self.assertEqual(first["end_reason"], "health-failover", recs)
+        self.assertEqual(set(first["gpus"].split(",")), {failed, other}, recs)
+        self.assertEqual(second["start_s"], first["end_s"], recs)
+        self.assertEqual(second["end_reason"], "release", recs)
+        second_gpus = second["gpus"].split(",")
+        self.assertNotIn(failed, second_gpus, recs)
+        self.assertEqual(len(second_gpus), 2, recs)
+        # and the agent said why: the XID on that GPU (docs/health.md: fence class, FAIL)
+        self.assertRegex(res["agent_err"], r"GPU %d  %s  FAIL  xid  XID 79 "
+                         % (res["held"][0], failed[:12]))
+
+    def test_a_lease_ends_health_failover_only_when_its_gpu_failed_under_it(self):
+        self.drive(HOLDS)
+        gpus = Machine(SCENARIO).gpus
+        ends = {r["gpus"]: r["end_reason"] for r in self.records()}
+        # docs/agent.md, "Endings": GPU 5 failed under its holder; GPU 3 was FAIL already
+        self.assertEqual(ends, {gpus[3]["uuid"]: "release", gpus[5]["uuid"]: "health-failover"})
 
 
 if __name__ == "__main__":
