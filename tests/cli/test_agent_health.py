@@ -106,6 +106,16 @@ FAILOVER = textwrap.dedent(r'''
     time.sleep(1)  # the agent's samples see the lease released
 ''')
 
+# NVML stops answering (sim/README.md: `nvsim hang`), then answers again.
+HANG = textwrap.dedent(r'''
+    subprocess.run([NV, "hang", "nvmlDeviceGetCount_v2"], check=True)
+    wait("the hang", lambda: subprocess.run([NV, "hung"], capture_output=True,
+                                            text=True).stdout.strip())
+    wait("the finding", lambda: "nvml-hang  NVML" in text(T + "/agent.err"))
+    subprocess.run([NV, "unhang"], check=True)
+    wait("the clearing", lambda: "nvml-hang  cleared" in text(T + "/agent.err"))
+''')
+
 # Two --hold leases: one on a GPU that failed before it was taken (--allow-unhealthy), one on a
 # GPU that fails under it; then both are released.
 HOLDS = textwrap.dedent(r'''
@@ -172,6 +182,15 @@ class Findings(AgentHealthCase):
         for g in doc["gpus"]:
             checks = [(f["check"], f["severity"], f.get("xid")) for f in g["findings"]]
             self.assertEqual(checks, [("xid", "FAIL", 79)] if g["index"] == 2 else [], doc)
+
+    def test_nvml_not_answering_is_one_finding_cleared_when_it_answers(self):
+        res = self.drive(HANG)
+        # docs/health.md, "A hung driver": check nvml-hang, WARN, no GPU; said once, cleared
+        lines = self.findings(res["agent_err"])
+        self.assertEqual(len(lines), 2, res["agent_err"])
+        self.assertRegex(lines[0], r"^GPU -  -  WARN  nvml-hang  NVML not answering for \d+ s "
+                         r"\(action: ")
+        self.assertEqual(lines[1], "GPU -  -  OK    nvml-hang  cleared")
 
 
 @unittest.skipUnless(os.path.exists(LOAD), "nvsim-load not built")
