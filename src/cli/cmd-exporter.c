@@ -9,6 +9,10 @@
  *   one snapshot (only the fields metrics.c exports, plus processes and MIG), the XID events,
  *   the lease states and the verdicts; the main thread renders each sample's page once and
  *   swaps it in (exporter_http_publish), so a scrape costs no NVML call and no rendering.
+ * - A hook (exporter.h, the agent's) sees each good sample on the main thread after its page:
+ *   the snapshot, the lease states, the pools, the XID events drained with it (kept on the
+ *   sample for that), and the sample itself to hold; and hears when the samples become overdue
+ *   and when they come again.
  * - The main thread never calls NVML: it waits for the next sample, the overdue time or a
  *   signal (SIGINT/SIGTERM blocked in every thread, taken through a signalfd), so a signal
  *   ends the loop at once and the server stops (exit 0), even while a call hangs; a sample
