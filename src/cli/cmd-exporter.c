@@ -9,6 +9,10 @@
  *   one snapshot (only the fields metrics.c exports, plus processes and MIG), the XID events,
  *   the lease states and the verdicts; the main thread renders each sample's page once and
  *   swaps it in (exporter_http_publish), so a scrape costs no NVML call and no rendering.
+ * - A hook (exporter.h, the agent's) sees each good sample on the main thread after its page:
+ *   the snapshot, the lease states, the pools, the XID events drained with it (kept on the
+ *   sample for that), and the sample itself to hold; and hears when the samples become overdue
+ *   and when they come again.
  * - The main thread never calls NVML: it waits for the next sample, the overdue time or a
  *   signal (SIGINT/SIGTERM blocked in every thread, taken through a signalfd), so a signal
  *   ends the loop at once and the server stops (exit 0), even while a call hangs; a sample
@@ -141,6 +145,8 @@ struct exporter_sample {
 	struct metrics_xid *xids;            /* the XID counts after it (a copy) */
 	size_t n_xids;
 	double *idle_s; /* each GPU's idle cases' seconds (metrics_input), NULL: none */
+	struct gpuctl_xid_log *xid_events; /* the XIDs NVML's events gave this sample, for the
+	                                    * hook; NULL: the exporter has no XID events */
 };
 
 static void exporter_sample_free(void *p)
@@ -153,6 +159,7 @@ static void exporter_sample_free(void *p)
 	gpuctl_health_report_free(x->health);
 	free(x->xids);
 	free(x->idle_s);
+	gpuctl_xid_log_free(x->xid_events);
 	free((void *)x->pool_of);
 	free(x);
 }
@@ -241,8 +248,9 @@ static void sampling_finish(struct gpuctl_ctx *ctx, void *userdata)
 }
 
 /* Drains the XID events NVML has for us into the per-(GPU, code) counts: memory stays bounded
- * by the codes seen, however many events come. -ENOMEM keeps what was counted. */
-static int count_xids(struct gpuctl_ctx *ctx, struct sampling *s)
+ * by the codes seen, however many events come. The events themselves go to *ret_log, for the
+ * hook (the agent's health watch), NULL without XID events. -ENOMEM keeps what was counted. */
+static int count_xids(struct gpuctl_ctx *ctx, struct sampling *s, struct gpuctl_xid_log **ret_log)
 {
 	struct gpuctl_xid_log *log = NULL;
 	int r = 0;
@@ -270,7 +278,7 @@ static int count_xids(struct gpuctl_ctx *ctx, struct sampling *s)
 		s->xids[j].count++;
 		s->xids[j].seq = ++s->xid_seq;
 	}
-	gpuctl_xid_log_free(log);
+	*ret_log = log;
 	return r;
 }
 
@@ -371,6 +379,13 @@ static int read_snapshot(struct gpuctl_ctx *ctx, struct sampling *s,
 	return r;
 }
 
+const struct gpuctl_snapshot *exporter_sample_snapshot(const struct sampler_sample *m)
+{
+	const struct exporter_sample *x = m ? m->data : NULL;
+
+	return x ? x->snap : NULL;
+}
+
 /* The sampler's take: the snapshot, the XIDs since the last sample, the lease states and the
  * verdicts. An NVML failure is a sample too (no snapshot: the page then has the exporter's own
  * metrics only); only running out of memory fails. */
@@ -424,7 +439,7 @@ static int exporter_take(struct gpuctl_ctx *ctx, void *userdata, const void *pre
 		}
 		/* XIDs since the last sample, then the verdicts (docs/health.md: the kernel log and
 		 * what health --watch recorded, as gpuctl health reads them) */
-		if (count_xids(ctx, s) < 0)
+		if (count_xids(ctx, s, &x->xid_events) < 0)
 			cli_error("exporter: out of memory counting XIDs");
 		if (gpuctl_site_health(ctx, s->site, x->snap, &x->health) < 0) {
 			/* the other metrics are served */
@@ -501,12 +516,13 @@ static const struct gpuctl_workload *workload_of(void *userdata, uint32_t pid)
  * The workloads are looked up here, on the main thread, while the page is rendered, and the
  * cache is swept after it: once per sample, forgetting the processes that ended (a failed
  * sample, which has no processes, keeps the cache as it is). */
-static int publish_sample(struct publishing *pub, const struct exporter_sample *x,
+static int publish_sample(struct publishing *pub, const struct sampler_sample *m,
                           struct metrics_stats *ret_stats)
 {
 	const struct usage_totals **usage = NULL;
 	bool *held = NULL, held_set = false;
 
+	const struct exporter_sample *x = m->data;
 	struct metrics_input in = {.snap = x->snap,
 	                           .leases = x->leases,
 	                           .hostname = pub->hostname,
@@ -545,6 +561,8 @@ static int publish_sample(struct publishing *pub, const struct exporter_sample *
 	free(usage);
 	if (pub->hook && pub->hook->on_sample && x->snap) {
 		struct exporter_view v = {.snap = x->snap,
+		                          .sample = m,
+		                          .xid_events = x->xid_events,
 		                          .leases = x->leases,
 		                          .foreign = x->foreign,
 		                          .pool_of = x->pool_of,
@@ -617,8 +635,10 @@ static void serve(struct publishing *pub, struct sampler *smp, uint64_t seq,
 			seq = m->seq;
 			if (overdue)
 				cli_error("exporter: NVML answering again");
+			if (overdue && pub->hook && pub->hook->on_overdue)
+				pub->hook->on_overdue(pub->hook->userdata, false, 0);
 			overdue = false;
-			if (!m->data || publish_sample(pub, m->data, &last) < 0)
+			if (!m->data || publish_sample(pub, m, &last) < 0)
 				cli_error("exporter: out of memory rendering the metrics (serving "
 				          "the previous page)");
 #ifdef __GLIBC__
@@ -632,10 +652,13 @@ static void serve(struct publishing *pub, struct sampler *smp, uint64_t seq,
 		if (!sampler_overdue(smp, now) || (overdue && now < again))
 			continue;
 		double silent = sampler_silence(smp, now);
-		if (!overdue)
+		if (!overdue) {
 			cli_error("exporter: NVML not answering for %.0f s (serving only the "
 			          "exporter's own metrics, /healthz 503, until it answers)",
 			          silent);
+			if (pub->hook && pub->hook->on_overdue)
+				pub->hook->on_overdue(pub->hook->userdata, true, silent);
+		}
 		overdue = true;
 		again = now + interval;
 		if (publish_overdue(pub->http, &last, silent, pub->hostname) < 0)
@@ -765,7 +788,7 @@ static int publish_and_serve(struct cli *cli, const struct exporter_args *a, str
 		return status;
 	}
 	seq = m->seq;
-	r = publish_sample(pub, x, &first);
+	r = publish_sample(pub, m, &first);
 	sampler_put(m);
 	if (r < 0) {
 		cli_error("exporter: out of memory");

@@ -477,9 +477,10 @@ class LostAndFound(GpuctlTestCase):
     def test_a_gpu_lost_and_found_again(self):
         """Two leases: A holds GPU 3 alone, B holds GPUs 4 and 5. GPUs 3 and 4 are lost
         (`nvsim set lost=1`: every query of them answers GPU_IS_LOST) for about 1.5 s and then
-        found again. docs/agent.md, "Endings": a holder whose every GPU is lost is ended "gone";
-        seen again, it is a new record of the same key. A holder with a GPU left goes on as one
-        record, that GPU's usage paused while it is lost."""
+        found again. docs/agent.md, "Endings": a lost GPU is a failed one, so a holder seen on
+        it before ends "health-failover" when it is lost; seen again, it is a new record of the
+        same key. A holder with a GPU left ends "health-failover" too and goes on at once in a
+        new record on that GPU, which the found GPU joins: its usage shows the gap."""
         rig = Rig(self)
         p, _, errf = rig.serve(lambda port: rig.agent_argv(port))
         ta, (gpu3,) = rig.hold(1, only="3")
@@ -495,30 +496,41 @@ class LostAndFound(GpuctlTestCase):
         time.sleep(1.0)
         t_end = rig.release_all()
         wait_until(lambda: len(query(rig.ledger, "SELECT id FROM records"
-                                     " WHERE end_s IS NOT NULL")) == 3, "three records ended")
+                                     " WHERE end_s IS NOT NULL")) == 4, "four records ended")
         p.send_signal(signal.SIGTERM)
         self.assertEqual(p.wait(tx.STOP_S), 0)
         r = run([GPUCTL, "list", "--format", "json"], env=rig.env)
         self.assertEqual(r.rc, 0, r)
         uuid = {g["index"]: g["uuid"] for g in r.json()["gpus"]}
         self.assertEqual((gpu3, sorted(gpus_b)), (uuid[3], sorted([uuid[4], uuid[5]])))
-        a1, b, a2 = query(rig.ledger, "SELECT * FROM records ORDER BY id")
-        # A: ended gone when its GPU was lost, a new record of the same key when found again
-        self.assertEqual((a1["key"], a1["gpus"], a1["end_reason"]), (a2["key"], uuid[3], "gone"))
+        a1, b1, b2, a2 = query(rig.ledger, "SELECT * FROM records ORDER BY id")
+        # A: ended when its GPU was lost, a new record of the same key when found again
+        self.assertEqual((a1["key"], a1["gpus"], a1["end_reason"]),
+                         (a2["key"], uuid[3], "health-failover"))
         self.assertEqual((a2["gpus"], a2["end_reason"]), (uuid[3], "release"))
         self.assertAlmostEqual(a1["gpu_s"], t_lost - ta, delta=TOL_PER_GPU)
         self.assertAlmostEqual(a2["gpu_s"], t_end - t_found, delta=TOL_PER_GPU)
         self.assertAlmostEqual(a2["start_s"] - a1["end_s"], t_found - t_lost,
                                delta=2 * TOL_PER_GPU)
-        # B: one record on both GPUs; GPU 4's usage paused while it was lost
-        self.assertEqual((b["end_reason"], b["gpus"].count(",")), ("release", 1))
-        self.assertEqual(sorted(b["gpus"].split(",")), sorted([uuid[4], uuid[5]]))
-        usage = {u["gpu"]: u["s"] for u in query(
-            rig.ledger, "SELECT gpu, sum(gpu_s) AS s FROM usage WHERE record = ? GROUP BY gpu",
-            (b["id"],))}
-        self.assertAlmostEqual(usage[uuid[4]], (t_lost - tb) + (t_end - t_found),
-                               delta=2 * TOL_PER_GPU)
-        self.assertAlmostEqual(usage[uuid[5]], t_end - tb, delta=TOL_PER_GPU)
+        # B: ended on both GPUs when GPU 4 was lost, and at once a new record of the same key
+        # on GPU 5, which GPU 4 joined when it was found again
+        self.assertEqual((b1["end_reason"], sorted(b1["gpus"].split(","))),
+                         ("health-failover", sorted([uuid[4], uuid[5]])))
+        self.assertEqual((b2["key"], b2["end_reason"], sorted(b2["gpus"].split(","))),
+                         (b1["key"], "release", sorted([uuid[4], uuid[5]])))
+        self.assertEqual(b2["start_s"], b1["end_s"])
+
+        def usage(rec):
+            return {u["gpu"]: u["s"] for u in query(
+                rig.ledger, "SELECT gpu, sum(gpu_s) AS s FROM usage WHERE record = ?"
+                " GROUP BY gpu", (rec["id"],))}
+        u1, u2 = usage(b1), usage(b2)
+        self.assertAlmostEqual(u1[uuid[4]], t_lost - tb, delta=TOL_PER_GPU)
+        self.assertAlmostEqual(u1[uuid[5]], t_lost - tb, delta=TOL_PER_GPU)
+        self.assertAlmostEqual(u2[uuid[4]], t_end - t_found, delta=TOL_PER_GPU)
+        self.assertAlmostEqual(u2[uuid[5]], t_end - t_lost, delta=TOL_PER_GPU)
+        # GPU 5 was held throughout: the two records together lose no second of it
+        self.assertAlmostEqual(u1[uuid[5]] + u2[uuid[5]], t_end - tb, delta=TOL_PER_GPU)
 
 
 class ReportWhileWriting(GpuctlTestCase):
