@@ -236,7 +236,9 @@ class DebianPackagesTest(GpuctlTestCase):
         text = self.unit("gpuctl-agent.service")
         self.assertIn("\nExecStart=/usr/bin/gpuctl agent ", text)
         for line in ("ProtectSystem=strict", "StateDirectory=gpuctl", "DevicePolicy=closed",
-                     "Conflicts=gpuctl-exporter.service"):
+                     "Conflicts=gpuctl-exporter.service",
+                     # the health state file, /run/gpuctl-health.state (docs/agent.md)
+                     "ReadWritePaths=/run"):
             self.assertIn("\n%s\n" % line, text)
         p = sh(["systemctl", "is-enabled", "gpuctl-agent.service"])
         self.assertNotEqual(p.stdout.strip(), "enabled", p.stdout + p.stderr)
