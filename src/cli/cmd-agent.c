@@ -388,36 +388,29 @@ static int add_endings(struct agent *a, struct obs_set *s, const struct exporter
 	return 0;
 }
 
-/* The sample's observations: leases, foreign workloads, endings. */
+/* The sample's observations: leases, foreign workloads, endings. The processes of no lease are
+ * the sampler's classification (exporter_view.foreign), made with the lease list it read. */
 static int observe_sample(struct agent *a, const struct exporter_view *v, struct obs_set *s)
 {
-	struct gpuctl_lease_dir *dir = NULL;
-	struct gpuctl_foreign *f = NULL;
-	const char *path = gpuctl_site_lease_dir_path(v->site);
-	struct stat st;
+	const struct gpuctl_foreign *f = v->foreign;
 	int r = 0;
 
-	if (!(lstat(path, &st) < 0 && errno == ENOENT) &&
-	    gpuctl_lease_dir_open(v->ctx, path, &dir) < 0)
-		dir = NULL;
-	if (gpuctl_foreign_scan(v->ctx, dir, v->snap, NULL, &f) < 0) {
+	if (!f) {
 		if (!a->scan_failing)
-			cli_error("agent: lease directory %s: %s (no ledger records for processes "
-			          "of no lease until it can be read)",
-			          path, gpuctl_errmsg(v->ctx));
+			cli_error("agent: lease directory %s: its processes could not be told from "
+			          "those of no lease (no ledger records for processes of no lease "
+			          "until they can)",
+			          gpuctl_site_lease_dir_path(v->site));
 		a->scan_failing = true;
-		f = NULL;
 	} else {
 		a->scan_failing = false;
 	}
-	gpuctl_lease_dir_free(dir);
 	if (v->leases)
 		r = add_leases(s, v, f);
 	if (r == 0 && f)
 		r = add_foreign(s, v, f);
 	if (r == 0)
 		r = add_endings(a, s, v);
-	gpuctl_foreign_free(f);
 	return r;
 }
 
