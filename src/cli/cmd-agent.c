@@ -2,7 +2,8 @@
 /*
  * cmd-agent.c: `gpuctl agent`: the one root sampler of a server (docs/agent.md). It is the
  * exporter's loop (exporter.h: one sampler thread, one page per sample) with a hook that writes
- * each sample into the usage ledger (docs/ledger.md).
+ * each sample into the usage ledger (docs/ledger.md) and acts on idle and old leases as the
+ * pools configure (agent-idle.c, docs/idle.md).
  *
  * Decisions:
  * - One sample serves the page and the ledger: the hook runs on the main thread after the page
@@ -14,9 +15,10 @@
  *   is one observation per workload and GPU, keyed by the workload's kind and identity
  *   (docs/workloads.md), a bare process by its pid and start time.
  * - Endings: a holder observed at the last stored sample and not now is ended at this sample
- *   with a reason: a lease "release" (its lock was dropped: by release, by its holder's exit,
- *   by the end of `gpuctl run`), a workload "exit" when none of its processes seen last is
- *   alive, else "gone"; either on a GPU now lost "gone" (whether a failover moved it is not
+ *   with a reason: a lease "evicted" when an eviction notice names its holder and GPU (it was
+ *   taken back: agent-idle.c), else "release" (its lock was dropped: by release, by its
+ *   holder's exit, by the end of `gpuctl run`), a workload "exit" when none of its processes seen
+ * last is alive, else "gone"; either on a GPU now lost "gone" (whether a failover moved it is not
  *   known here). The ledger ends records left open by a stopped agent as "agent-restart" when
  *   the next one opens it.
  * - The ledger never stops the sampling: it is opened at the first sample and, when that or a
@@ -35,6 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent-idle.h"
 #include "cmd.h"
 #include "exporter.h"
 #include "hostproc.h"
@@ -77,6 +80,7 @@ struct agent {
 	bool scan_failing; /* the lease files could not be read for the foreign processes */
 	struct held *prev; /* what the last stored sample observed */
 	size_t n_prev;
+	struct agent_idle idle; /* idle_warn, idle_release, max_lease_age (agent-idle.c) */
 };
 
 static void held_clear(struct held *h, size_t n)
@@ -375,6 +379,11 @@ static int add_endings(struct agent *a, struct obs_set *s, const struct exporter
 			return -ENOMEM;
 		s->o[j].mem_used = -1;
 		s->o[j].end = ending(h, lost);
+		/* a lease taken back (release --force, our idle actions) left its holder a notice
+		 */
+		if (s->o[j].end == GPUCTL_LEDGER_END_RELEASE &&
+		    agent_idle_evicted(&a->idle, v, h->key, h->gpu))
+			s->o[j].end = GPUCTL_LEDGER_END_EVICTED;
 		if (!lost)
 			gpu_facts(gpuctl_snapshot_gpu(v->snap, g), v->pool_of[g], &s->o[j]);
 	}
@@ -442,6 +451,8 @@ static void agent_sample(void *userdata, const struct exporter_view *v)
 	struct obs_set s = {0};
 	int r;
 
+	/* enforcing goes on whatever the ledger does */
+	agent_idle_sample(&a->idle, v);
 	if (open_ledger(a, v->ctx) < 0)
 		return;
 	r = observe_sample(a, v, &s);
@@ -513,6 +524,7 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 	gpuctl_ledger_free(a.ledger);
 	held_clear(a.prev, a.n_prev);
 	free(a.prev);
+	agent_idle_free(&a.idle);
 	return status;
 }
 
@@ -541,10 +553,11 @@ const struct cmd_entry cmd_agent_entry = {
                    "\n"
                    "Each sample serves the exporter's /metrics and is written to the ledger\n"
                    "(docs/agent.md): one record per lease and per workload seen on a GPU\n"
-                   "without a lease. A ledger that cannot be written is said once and tried\n"
-                   "again every sample; sampling and serving go on. SIGINT or SIGTERM stop\n"
-                   "it (exit 0); its open records are closed as agent-restart when it starts\n"
-                   "again.\n",
+                   "without a lease. It also applies the pools' idle_warn, idle_release and\n"
+                   "max_lease_age (docs/idle.md): a lease taken back is recorded evicted.\n"
+                   "A ledger that cannot be written is said once and tried again every\n"
+                   "sample; sampling and serving go on. SIGINT or SIGTERM stop it (exit 0);\n"
+                   "its open records are closed as agent-restart when it starts again.\n",
         .exec = cmd_agent_exec,
         .exits = CMD_EXITS_DRIVER,
 };

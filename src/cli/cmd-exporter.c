@@ -57,6 +57,7 @@
 #include "cmd.h"
 #include "exporter-http.h"
 #include "exporter.h"
+#include "idle-view.h"
 #include "listen.h"
 #include "metrics.h"
 #include "parse.h"
@@ -138,7 +139,8 @@ struct exporter_sample {
 	struct metrics_stats stats;          /* the counters after this sample */
 	struct metrics_xid *xids;            /* the XID counts after it (a copy) */
 	size_t n_xids;
-	double *idle_s; /* each GPU's idle cases' seconds (metrics_input), NULL: none */
+	double *idle_s;         /* each GPU's idle cases' seconds (metrics_input), NULL: none */
+	int64_t *lease_idle_ms; /* per entry of leases: idle_view_lease_ms, NULL: none */
 };
 
 static void exporter_sample_free(void *p)
@@ -150,6 +152,7 @@ static void exporter_sample_free(void *p)
 	gpuctl_health_report_free(x->health);
 	free(x->xids);
 	free(x->idle_s);
+	free(x->lease_idle_ms);
 	free((void *)x->pool_of);
 	free(x);
 }
@@ -329,6 +332,17 @@ static void track_idle(struct gpuctl_ctx *ctx, struct sampling *s, struct export
 			x->idle_s[g * GPUCTL_IDLE_CASES + (size_t)c] =
 			        holds ? (double)ms / 1000 : -1;
 		}
+	}
+	/* each lease's idle time, by the rule the agent acts on (idle-view.h) */
+	size_t nl = x->leases ? gpuctl_lease_list_count(x->leases) : 0;
+	x->lease_idle_ms = nl ? calloc(nl, sizeof(*x->lease_idle_ms)) : NULL;
+	for (size_t i = 0; x->lease_idle_ms && i < nl; i++) {
+		size_t g = 0;
+		int mig = -1;
+		x->lease_idle_ms[i] =
+		        gpuctl_lease_list_get(x->leases, i, &g, &mig, NULL, NULL, NULL) < 0
+		                ? -1
+		                : idle_view_lease_ms(s->idle, x->snap, g, mig);
 	}
 }
 
@@ -517,7 +531,8 @@ static int publish_sample(struct publishing *pub, const struct exporter_sample *
 		                          .mono = x->mono,
 		                          .site = pub->site,
 		                          .ctx = pub->ctx,
-		                          .wls = pub->wls};
+		                          .wls = pub->wls,
+		                          .lease_idle_ms = x->lease_idle_ms};
 		pub->hook->on_sample(pub->hook->userdata, &v);
 	}
 	if (pub->wls && x->snap)

@@ -44,6 +44,9 @@ struct exporter_view {
 	const struct gpuctl_site *site;         /* the configuration and lease directory */
 	struct gpuctl_ctx *ctx;                 /* the main thread's context (no NVML) */
 	struct gpuctl_workloads *wls;           /* the one workload cache; NULL: none */
+	const int64_t *lease_idle_ms; /* per entry of leases: how long its lease has been idle by
+	                               * the sampler's idle tracker (idle_view_lease_ms), -1 not
+	                               * idle; NULL: not known */
 };
 
 /* What a command adds to the loop; every function runs on the main thread. */

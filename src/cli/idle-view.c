@@ -86,3 +86,39 @@ void idle_view_text(const struct gpuctl_idle *t, const char *uuid, bool one_shot
 	format_duration(longest / 1000, dur, sizeof(dur));
 	snprintf(buf, size, "idle %s: %s", dur, list);
 }
+
+int64_t idle_view_lease_ms(const struct gpuctl_idle *t, const struct gpuctl_snapshot *snap,
+                           size_t g, int mig)
+{
+	const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(snap, g);
+	const char *uuid;
+	uint64_t ms = 0, least = UINT64_MAX;
+	bool any = false;
+
+	if (!t || !gpu)
+		return -1;
+	uuid = mig < 0 ? gpuctl_gpu_str(gpu, GPUCTL_F_UUID)
+	               : gpuctl_mig_uuid(gpuctl_gpu_mig(gpu, (size_t)mig));
+	if (!uuid)
+		return -1;
+	/* (a): no live process on the device */
+	if (gpuctl_idle_get(t, uuid, GPUCTL_IDLE_LEASE, &ms) == 1)
+		return (int64_t)ms;
+	/* (b) for every process on it: each below the threshold a whole window; the lease has
+	 * been idle as long as the most recently busy of them */
+	for (size_t k = 0; k < gpuctl_gpu_proc_count(gpu); k++) {
+		const struct gpuctl_proc *p = gpuctl_gpu_proc(gpu, k);
+		int r;
+
+		if (mig >= 0 && gpuctl_proc_mig_device(gpu, p) != mig)
+			continue;
+		r = gpuctl_idle_proc(t, uuid, gpuctl_proc_pid(p), &ms);
+		if (r == -ENOENT)
+			continue; /* not tracked: gone from /proc, no process of the lease */
+		if (r != 1)
+			return -1;
+		any = true;
+		least = ms < least ? ms : least;
+	}
+	return any ? (int64_t)least : -1;
+}

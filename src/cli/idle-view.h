@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gpuctl/gpuctl.h"
 
@@ -28,5 +29,13 @@ json_t *idle_view_json(const struct gpuctl_idle *t, const char *uuid, bool one_s
  * "idle 12m: lease"; "" for none. */
 void idle_view_text(const struct gpuctl_idle *t, const char *uuid, bool one_shot, char *buf,
                     size_t size);
+
+/* How long the lease of device (g, mig) of snap has been idle by t (docs/idle.md, "An idle
+ * lease"): case (a) holds for it (no live compute process on it), or every live compute process
+ * on it has been idle by (b) (below the threshold for a whole window), the lease then idle as
+ * long as the most recently busy of them. Milliseconds, or -1 when it is not idle (or t is
+ * NULL). The one rule of the agent's idle actions and ps's note. */
+int64_t idle_view_lease_ms(const struct gpuctl_idle *t, const struct gpuctl_snapshot *snap,
+                           size_t g, int mig);
 
 #endif /* GPUCTL_CLI_IDLE_VIEW_H */

@@ -22,7 +22,11 @@
  *   device is held and its job lives, so once someone else leases the device the record would
  *   make the evicted job that lease's.
  * - One notice per holder and device (lease-notice.c); a holder that cannot be named (no
- *   record, no process of ours to see) gets none, its device is freed all the same.
+ *   record, no process of ours to see) gets none, its device is freed all the same. Notices
+ *   are written before anything is taken, saying what is meant to happen, and settled after:
+ *   rewritten when a hold did not exit and lost its lock file instead, removed when nothing
+ *   was taken. So whoever sees the lease end (the node agent, at its next sample) finds the
+ *   notice already there, and the ledger says "evicted", not "release".
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -298,36 +302,57 @@ static int end_holds(struct evict *e)
 	return 0;
 }
 
-/* The notices of the known victims, written and listed: how many, or -ENOMEM. */
-static int write_notices(struct evict *e, const char *reason, struct gpuctl_lease_notices *list)
+/* Victim v's notice (strings borrowed: user and by from the caller). */
+static struct gpuctl_lease_notice notice_of(const struct victim *v, const char *user,
+                                            const char *by, const char *reason, uint64_t when)
+{
+	return (struct gpuctl_lease_notice){.uid = v->uid,
+	                                    .user = user,
+	                                    .device = v->uuid,
+	                                    .index = (int64_t)v->gpu,
+	                                    .pid = v->pid,
+	                                    .start_time = v->start_time,
+	                                    .ended = v->ended,
+	                                    .by_uid = geteuid(),
+	                                    .by = by,
+	                                    .when = when,
+	                                    .reason = reason};
+}
+
+/* The notices of the known victims, in two passes. Before anything is taken (settle false):
+ * each says what is meant to happen (a hold ends, another lease loses its lock file), so that a
+ * reader who sees the lease end (the node agent) finds its notice already there. After (settle
+ * true): each is made true (rewritten when a hold did not end and lost its lock file instead;
+ * removed when nothing was taken from it), the job's records dropped, the notices listed. A
+ * notice that cannot be written is logged: the lease is taken back all the same. Returns how
+ * many leases were taken back (0 before), or -ENOMEM. */
+static int notices_pass(struct evict *e, const char *reason, const char *by, uint64_t when,
+                        bool settle, struct gpuctl_lease_notices *list)
 {
 	int count = 0;
 
-	_cleanup_free_ char *by = nss_user_name(geteuid());
-	uint64_t now = (uint64_t)time(NULL);
 	for (size_t i = 0; i < e->n; i++) {
 		struct victim *v = &e->v[i];
 		_cleanup_free_ char *user = NULL;
+		bool ended = v->ended;
 
-		if (!v->known || (!v->ended && !v->replaced))
+		if (!v->known)
+			continue;
+		user = nss_user_name(v->uid);
+		if (!settle)
+			v->ended = v->hold; /* what the notice says until the outcome is known */
+		struct gpuctl_lease_notice n = notice_of(v, user, by, reason, when);
+		v->ended = ended;
+		if (settle && !v->ended && !v->replaced) {
+			lease_notice_remove(e->dir, &n);
+			continue;
+		}
+		if ((!settle || v->ended != v->hold) && lease_notice_write(e->ctx, e->dir, &n) < 0)
+			ctx_log(e->ctx, GPUCTL_LOG_WARNING, "%s", gpuctl_errmsg(e->ctx));
+		if (!settle)
 			continue;
 		if (!v->ended)
 			(void)lease_records_drop(e->dir, v->uid, v->uuid, v->pid, v->ticks);
-		user = nss_user_name(v->uid);
-		struct gpuctl_lease_notice n = {.uid = v->uid,
-		                                .user = user,
-		                                .device = v->uuid,
-		                                .index = (int64_t)v->gpu,
-		                                .pid = v->pid,
-		                                .start_time = v->start_time,
-		                                .ended = v->ended,
-		                                .by_uid = geteuid(),
-		                                .by = by,
-		                                .when = now,
-		                                .reason = reason};
-		/* the lease is taken back all the same: a notice that cannot be written is said */
-		if (lease_notice_write(e->ctx, e->dir, &n) < 0)
-			ctx_log(e->ctx, GPUCTL_LOG_WARNING, "%s", gpuctl_errmsg(e->ctx));
 		if (list && lease_notices_add(list, &n) < 0)
 			return -ENOMEM;
 		count++;
@@ -369,7 +394,9 @@ int gpuctl_lease_evict(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 {
 	_cleanup_(gpuctl_lease_notices_freep) struct gpuctl_lease_notices *list = NULL;
 	struct evict e = {.ctx = ctx, .dir = dir, .snap = snap};
-	int r;
+	_cleanup_free_ char *by = NULL;
+	uint64_t when = (uint64_t)time(NULL);
+	int r, rs;
 
 	if (!dir || !snap)
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
@@ -381,13 +408,18 @@ int gpuctl_lease_evict(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	if (ret && lease_notices_new(&list) < 0)
 		return ctx_error(ctx, -ENOMEM, "out of memory");
 	r = find_victims(&e, set);
-	if (r >= 0)
-		r = replace_locks(&e, false); /* jobs: at once */
+	if (r < 0)
+		return r;
+	by = nss_user_name(geteuid());
+	(void)notices_pass(&e, reason, by, when, false, NULL);
+	r = replace_locks(&e, false); /* jobs: at once */
 	if (r >= 0 && (r = end_holds(&e)) < 0)
 		r = ctx_error(ctx, r, "out of memory");
 	if (r >= 0)
 		r = replace_locks(&e, true); /* holds still running (stopped) */
-	if (r >= 0 && (r = write_notices(&e, reason, list)) < 0)
+	/* on failure too: what was taken keeps its notice, the rest loses it */
+	rs = notices_pass(&e, reason, by, when, true, list);
+	if (r >= 0 && (r = rs) < 0)
 		r = ctx_error(ctx, r, "out of memory");
 	free(e.v);
 	if (r < 0)

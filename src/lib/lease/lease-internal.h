@@ -435,6 +435,8 @@ int lease_notices_add(struct gpuctl_lease_notices *list, const struct gpuctl_lea
  * which is handed to the user, mode 0700), atomically; as root. 0 or -errno (message set). */
 int lease_notice_write(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
                        const struct gpuctl_lease_notice *n);
+/* Removes notice n (unseen) of DIR/notices/<n->uid>/ when it is there. */
+void lease_notice_remove(const struct gpuctl_lease_dir *dir, const struct gpuctl_lease_notice *n);
 
 /* ---- lease-select.c: select-and-lease ---- */
 

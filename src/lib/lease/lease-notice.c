@@ -529,6 +529,24 @@ static int notice_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir
 	return 0;
 }
 
+/* The file name of notice n (unseen). */
+static void notice_name(const struct gpuctl_lease_notice *n, char *buf, size_t size)
+{
+	(void)snprintf(buf, size, "%" PRIu64 "-%" PRIu32 "-%s.notice", n->when, n->pid, n->device);
+}
+
+void lease_notice_remove(const struct gpuctl_lease_dir *dir, const struct gpuctl_lease_notice *n)
+{
+	char path[64], name[NOTICE_NAME_MAX];
+	_cleanup_close_ int ufd = -1;
+
+	(void)snprintf(path, sizeof(path), "notices/%u", (unsigned)n->uid);
+	ufd = openat(dir->fd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	notice_name(n, name, sizeof(name));
+	if (ufd >= 0)
+		(void)unlinkat(ufd, name, 0);
+}
+
 int lease_notice_write(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
                        const struct gpuctl_lease_notice *n)
 {
@@ -556,8 +574,7 @@ int lease_notice_write(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *di
 	if (fd < 0)
 		return ctx_error(ctx, -errno, "notice for uid %u: %s", (unsigned)n->uid,
 		                 strerror(errno));
-	(void)snprintf(name, sizeof(name), "%" PRIu64 "-%" PRIu32 "-%s.notice", n->when, n->pid,
-	               n->device);
+	notice_name(n, name, sizeof(name));
 	r = fchmod(fd, 0644) < 0 ? -errno : 0;
 	if (r == 0)
 		r = fd_write_all(fd, b.p, b.len);
