@@ -29,6 +29,7 @@
 
 #include "agent-idle.h"
 #include "cmd.h"
+#include "idle-view.h"
 
 /* A holder warned in its current idle streak. */
 struct agent_idle_mark {
@@ -46,24 +47,6 @@ struct holder {
 	int64_t idle; /* ms the least idle device has been idle; -1 some is not */
 	size_t gpu0;  /* the GPU of its first device (its pool) */
 };
-
-/* A duration of seconds as the configuration writes it: "2s", "30m", "8h", "7d"; else the
- * largest whole unit below it ("12m" for 750 s). */
-static void fmt_dur(uint64_t s, char *buf, size_t size)
-{
-	if (s >= 86400 && s % 86400 == 0)
-		(void)snprintf(buf, size, "%" PRIu64 "d", s / 86400);
-	else if (s >= 3600 && s % 3600 == 0)
-		(void)snprintf(buf, size, "%" PRIu64 "h", s / 3600);
-	else if (s >= 60 && s % 60 == 0)
-		(void)snprintf(buf, size, "%" PRIu64 "m", s / 60);
-	else if (s < 120)
-		(void)snprintf(buf, size, "%" PRIu64 "s", s);
-	else if (s < 7200)
-		(void)snprintf(buf, size, "%" PRIu64 "m", s / 60);
-	else
-		(void)snprintf(buf, size, "%" PRIu64 "h", s / 3600);
-}
 
 /* The lease directory of the sample, opened (never created); NULL when there is none. */
 static struct gpuctl_lease_dir *open_dir(const struct exporter_view *v)
@@ -251,13 +234,13 @@ static void judge(struct agent_idle *ai, const struct exporter_view *v, const st
 	bool warned = h->idle >= 0 && mark_keep(ai, h->key);
 	if (h->idle >= 0 && c.idle_warn_s && (uint64_t)h->idle >= c.idle_warn_s * 1000 && !warned) {
 		mark_add(ai, h->key);
-		fmt_dur((uint64_t)h->idle / 1000, d1, sizeof(d1));
-		fmt_dur(c.idle_warn_s, d2, sizeof(d2));
+		idle_view_duration((uint64_t)h->idle / 1000, d1, sizeof(d1));
+		idle_view_duration(c.idle_warn_s, d2, sizeof(d2));
 		devices_text(v, h, devs, sizeof(devs));
 		char then[64] = "";
 		if (c.idle_release_s && hold && !h->shared) {
 			char d3[32];
-			fmt_dur(c.idle_release_s, d3, sizeof(d3));
+			idle_view_duration(c.idle_release_s, d3, sizeof(d3));
 			(void)snprintf(then, sizeof(then), "; released at %s", d3);
 		}
 		cli_error(
@@ -270,13 +253,13 @@ static void judge(struct agent_idle *ai, const struct exporter_view *v, const st
 		return;
 	if (h->idle >= 0 && c.idle_release_s && hold &&
 	    (uint64_t)h->idle >= c.idle_release_s * 1000) {
-		fmt_dur(c.idle_release_s, d1, sizeof(d1));
+		idle_view_duration(c.idle_release_s, d1, sizeof(d1));
 		(void)snprintf(reason, sizeof(reason), "idle for %s (idle_release of pool %s)", d1,
 		               pool);
 		take_back(ai, v, h, reason);
 	} else if (c.max_lease_age_s && h->ow->leased_since &&
 	           v->wall >= (double)h->ow->leased_since + (double)c.max_lease_age_s) {
-		fmt_dur(c.max_lease_age_s, d1, sizeof(d1));
+		idle_view_duration(c.max_lease_age_s, d1, sizeof(d1));
 		(void)snprintf(reason, sizeof(reason),
 		               "leased for more than %s (max_lease_age of pool %s)", d1, pool);
 		take_back(ai, v, h, reason);

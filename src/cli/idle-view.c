@@ -122,3 +122,39 @@ int64_t idle_view_lease_ms(const struct gpuctl_idle *t, const struct gpuctl_snap
 	}
 	return any ? (int64_t)least : -1;
 }
+
+void idle_view_duration(uint64_t s, char *buf, size_t size)
+{
+	if (s >= 86400 && s % 86400 == 0)
+		(void)snprintf(buf, size, "%llud", (unsigned long long)(s / 86400));
+	else if (s >= 3600 && (s % 3600 == 0 || s >= 7200))
+		(void)snprintf(buf, size, "%lluh", (unsigned long long)(s / 3600));
+	else if (s >= 60 && (s % 60 == 0 || s >= 120))
+		(void)snprintf(buf, size, "%llum", (unsigned long long)(s / 60));
+	else
+		(void)snprintf(buf, size, "%llus", (unsigned long long)s);
+}
+
+void idle_view_plan_text(const struct gpuctl_config_idle *c, const struct gpuctl_lease_owner *ow,
+                         bool idle_now, bool shared, double now, char *buf, size_t size)
+{
+	char d[32], left[32];
+	size_t len;
+
+	buf[0] = '\0';
+	if (idle_now && c->idle_release_s && ow && ow->job_pid == 0 && !shared) {
+		idle_view_duration(c->idle_release_s, d, sizeof(d));
+		(void)snprintf(buf, size, "released after %s idle", d);
+	} else if (idle_now && c->idle_warn_s) {
+		idle_view_duration(c->idle_warn_s, d, sizeof(d));
+		(void)snprintf(buf, size, "warned after %s idle", d);
+	}
+	if (!c->max_lease_age_s || !ow || !ow->leased_since || shared)
+		return;
+	double end = (double)ow->leased_since + (double)c->max_lease_age_s;
+	idle_view_duration(c->max_lease_age_s, d, sizeof(d));
+	idle_view_duration(end > now ? (uint64_t)(end - now) : 0, left, sizeof(left));
+	len = strlen(buf);
+	(void)snprintf(buf + len, size - len, "%staken back at %s old (in %s)", len ? "; " : "", d,
+	               left);
+}

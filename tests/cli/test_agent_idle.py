@@ -7,15 +7,17 @@ docs/idle.md (when a lease is idle, which leases each action takes) and the test
 a lease is taken back no sooner than its idle_release (or max_lease_age) after the test took it.
 Upper bounds are only the test's patience (no speed is asserted)."""
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
+import tempfile
 import time
 
 import test_exporter as tx
-from gpuctl_test import GPUCTL, NVSIM, SIMLIB, run
+from gpuctl_test import GPUCTL, NVSIM, SIMLIB, GpuctlTestCase, run
 from test_agent import AgentCase
-from test_leases import alive
+from test_leases import alive, direct_env
 
 INTERVAL = "0.1"
 PATIENCE_S = 15
@@ -174,3 +176,64 @@ class IdleActions(AgentCase):
         self.assertEqual(self.wait_for(lambda: self.ended(holder) == ["release"] and ["ok"]),
                          ["ok"], self.ended(holder))
         self.assertEqual(self.ag.stop(signal.SIGTERM), 0, self.ag.stderr())
+
+
+class PsPlan(GpuctlTestCase):
+    """`gpuctl ps` tells the holder what the agent will do with an idle or old lease (docs/idle.md,
+    "Acting on idle leases"), by the configuration the test wrote; one sample knows "idle now",
+    not since when."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="gpuctl-psplan-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.conf = os.path.join(self.tmp, "gpuctl.conf")
+        self.env = direct_env(os.path.join(self.tmp, "leases"),
+                              extra={"GPUCTL_CONFIG": self.conf})
+        self.addCleanup(run, [GPUCTL, "release", "--all"], env=self.env)
+
+    def note(self, conf, *take):
+        with open(self.conf, "w") as f:
+            f.write(conf)
+        if take[0] == "select":
+            r = run([GPUCTL, *take], env=self.env)
+            self.assertEqual(r.rc, 0, r)
+        else:
+            p = subprocess.Popen([GPUCTL, *take], env=tx.test_env(self.env),
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.addCleanup(p.wait)
+            self.addCleanup(p.kill)
+        deadline = time.monotonic() + PATIENCE_S
+        while time.monotonic() < deadline:
+            r = run([GPUCTL, "ps", "--format", "json"], env=self.env)
+            devs = [d for d in r.json()["devices"] if d["state"] == "leased" and d["owner"]
+                    and (take[0] == "select" or d["owner"]["job_pid"])]
+            if devs:
+                break
+            time.sleep(0.05)
+        r = run([GPUCTL, "ps"], env=self.env)
+        self.assertEqual(r.rc, 0, r)
+        (line,) = [l for l in r.out.splitlines() if " leased " in l]
+        return line
+
+    def test_idle_hold_under_idle_release(self):
+        line = self.note("idle_warn = 10m\nidle_release = 30m\n",
+                         "select", "-n", "1", "--hold", "60")
+        self.assertIn("idle: lease", line)
+        self.assertIn("released after 30m idle", line)
+
+    def test_idle_run_lease_is_only_warned(self):
+        line = self.note("idle_warn = 10m\nidle_release = 30m\n",
+                         "run", "-n", "1", "--", "sleep", "60")
+        self.assertIn("warned after 10m idle", line)
+        self.assertNotIn("released", line)
+
+    def test_max_lease_age(self):
+        line = self.note("max_lease_age = 8h\n", "select", "-n", "1", "--hold", "60")
+        self.assertRegex(line, r"taken back at 8h old \(in [78]h\)")
+
+    def test_pool_overrides_the_global_setting(self):
+        line = self.note("idle_release = 30m\n[pool p]\ngpus = 0-7\nidle_release = 0\n"
+                         "idle_warn = 1h\nusers = *\n",
+                         "select", "-n", "1", "--pool", "p", "--hold", "60")
+        self.assertIn("warned after 1h idle", line)
+        self.assertNotIn("released", line)
