@@ -212,8 +212,9 @@ static void take_back(struct agent_idle *ai, const struct exporter_view *v, cons
 			          dir ? gpuctl_errmsg(v->ctx) : "no lease directory");
 		ai->failing = true;
 	} else {
-		cli_error("agent: took back %s from %s (pid %u): %s", devs,
-		          h->ow->user ? h->ow->user : "?", h->ow->pid, reason);
+		if (r > 0) /* 0: its lease ended meanwhile, nothing to take */
+			cli_error("agent: took back %s from %s (pid %u): %s", devs,
+			          h->ow->user ? h->ow->user : "?", h->ow->pid, reason);
 		ai->failing = false;
 	}
 	gpuctl_devset_free(set);
