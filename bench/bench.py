@@ -248,6 +248,13 @@ def main():
         import ledger_bench
         lines += ledger_bench.section(build)
 
+    # The node agent: CPU per sample with leases, processes and the ledger, beside the exporter
+    # alone, on 8 and 64 GPUs (bench/agent_bench.py).
+    if not a.scenario:
+        sys.path.insert(0, HERE)
+        import agent_bench
+        lines += agent_bench.section(build)
+
     # What was written by hand survives a new run: the reading of the numbers (from "## Reading
     # the table" on) and, within the generated sections, the measurements `make bench` does not
     # take (marked blocks, put back at the end of their section).

@@ -30,7 +30,8 @@ contrib_pkgs="nvtop gpustat python3-pynvml libnvidia-ml1"
 # rootful podman with runc and the cgroupfs manager, on an image `podman import`ed from a busybox
 # tar the test builds, in a scratch storage of its own (no registry, no network, no daemon);
 # strace: tests/cli/test_workloads.py counts the /proc files a refresh of top opens
-test_pkgs="git libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest python3-venv prometheus tmux slurmctld slurmd slurm-client munge podman runc busybox-static strace $contrib_pkgs"
+# libfaketime: tests/cli/test_agent_reliability.py steps the agent's wall clock back (LD_PRELOAD)
+test_pkgs="git libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest python3-venv prometheus tmux slurmctld slurmd slurm-client munge podman runc busybox-static strace libfaketime $contrib_pkgs"
 # wrk: the HTTP load generator of the exporter benchmark (50 concurrent scrapers)
 bench_pkgs="python3 wrk"
 # The Debian packages (debian/, docs/packaging.md) and their test: dpkg-buildpackage (dpkg-dev)

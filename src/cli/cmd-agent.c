@@ -17,10 +17,11 @@
  * - Endings: a holder observed at the last stored sample and not now is ended at this sample
  *   with a reason: a lease "evicted" when an eviction notice names its holder and GPU (it was
  *   taken back: agent-idle.c), else "release" (its lock was dropped: by release, by its
- *   holder's exit, by the end of `gpuctl run`), a workload "exit" when none of its processes seen
- * last is alive, else "gone"; either on a GPU now lost "gone" (whether a failover moved it is not
- *   known here). The ledger ends records left open by a stopped agent as "agent-restart" when
- *   the next one opens it.
+ *   holder's exit, by the end of `gpuctl run`), a workload "exit" when none of its processes
+ *   seen last is alive, else "gone"; either on a GPU now lost "gone"; either gone from a GPU
+ *   that failed under it "health-failover" (agent-failover.h, which also splits the record of
+ *   a holder that moved off such a GPU). The ledger ends records left open by a stopped agent
+ *   as "agent-restart" when the next one opens it.
  * - The ledger never stops the sampling: it is opened at the first sample and, when that or a
  *   write fails (disk full, read-only, a file-size limit: SIGXFSZ is ignored so the write
  *   fails with EFBIG instead of killing us), said once per streak and tried again at every
@@ -37,6 +38,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent-failover.h"
+#include "agent-health.h"
 #include "agent-idle.h"
 #include "cmd.h"
 #include "exporter.h"
@@ -47,11 +50,13 @@
 
 enum {
 	OPT_LEDGER = OPT_EXPORTER_END_,
+	OPT_HEALTH_STATE,
 };
 
 static const struct option agent_options[] = {
         EXPORTER_OPTIONS,
         {"ledger", required_argument, NULL, OPT_LEDGER},
+        {"health-state", required_argument, NULL, OPT_HEALTH_STATE},
         CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
@@ -80,7 +85,9 @@ struct agent {
 	bool scan_failing; /* the lease files could not be read for the foreign processes */
 	struct held *prev; /* what the last stored sample observed */
 	size_t n_prev;
-	struct agent_idle idle; /* idle_warn, idle_release, max_lease_age (agent-idle.c) */
+	struct agent_health *health;     /* the health watch (agent-health.h) */
+	struct agent_failover *failover; /* the health failovers (agent-failover.h) */
+	struct agent_idle idle;          /* idle_warn, idle_release, max_lease_age (agent-idle.c) */
 };
 
 static void held_clear(struct held *h, size_t n)
@@ -444,20 +451,61 @@ static int open_ledger(struct agent *a, struct gpuctl_ctx *ctx)
 	return r;
 }
 
-/* The hook: this sample into the ledger. */
+/* failover_facts_fn: GPU uuid's facts now; none when it is lost or gone. */
+static void facts_of(const struct exporter_view *v, const char *uuid,
+                     struct gpuctl_ledger_observation *o)
+{
+	size_t g = 0;
+
+	if (!gpu_lost(v->snap, uuid, &g))
+		gpu_facts(gpuctl_snapshot_gpu(v->snap, g), v->pool_of[g], o);
+}
+
+/* The sample's ledger calls: one, or two when a holder moved off a failed GPU
+ * (agent-failover.h). The failover's view of the holders follows the first. */
+static int store(struct agent *a, const struct exporter_view *v, struct obs_set *s)
+{
+	struct failover_calls c = {0};
+	int r = agent_failover_plan(a->failover, a->health, v, facts_of, s->o, s->n, &c);
+
+	if (r == 0)
+		r = gpuctl_ledger_observe(v->ctx, a->ledger, v->wall, v->mono,
+		                          c.n_first ? c.first : s->o, c.n_first ? c.n_first : s->n);
+	if (r == 0 && c.n_first) {
+		/* the moved holders' new records; a failure leaves them to the next sample */
+		if (gpuctl_ledger_observe(v->ctx, a->ledger, v->wall, v->mono, c.second,
+		                          c.n_second) < 0 &&
+		    !a->failing)
+			cli_error(
+			        "agent: ledger %s: %s (the records of holders that moved start at "
+			        "the next sample)",
+			        a->path, gpuctl_errmsg(v->ctx));
+	}
+	if (r == 0)
+		agent_failover_commit(a->failover);
+	failover_calls_free(&c);
+	return r;
+}
+
+/* The hook: this sample into the health watch and the ledger. */
 static void agent_sample(void *userdata, const struct exporter_view *v)
 {
 	struct agent *a = userdata;
 	struct obs_set s = {0};
 	int r;
 
+	agent_health_sample(a->health, v);
 	/* enforcing goes on whatever the ledger does */
 	agent_idle_sample(&a->idle, v);
 	if (open_ledger(a, v->ctx) < 0)
 		return;
 	r = observe_sample(a, v, &s);
+	/* the page's usage counters count what this sample records (docs/metrics.md) */
+	for (size_t i = 0; r == 0 && i <= s.n; i++)
+		if (i == s.n || s.o[i].end == GPUCTL_LEDGER_END_NONE)
+			exporter_view_held(v, i < s.n ? s.o[i].gpu_uuid : NULL);
 	if (r == 0)
-		r = gpuctl_ledger_observe(v->ctx, a->ledger, v->wall, v->mono, s.o, s.n);
+		r = store(a, v, &s);
 	if (r < 0) {
 		if (!a->failing)
 			cli_error("agent: ledger %s: %s (sampling and serving go on; trying again "
@@ -489,6 +537,13 @@ static void agent_sample(void *userdata, const struct exporter_view *v)
 	free(s.o);
 }
 
+static void agent_overdue(void *userdata, bool overdue, double silent_s)
+{
+	struct agent *a = userdata;
+
+	agent_health_overdue(a->health, overdue, silent_s);
+}
+
 /* ---- the command ---- */
 
 static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
@@ -499,8 +554,9 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 	                           .max_processes = METRICS_DEFAULT_MAX_PROCESSES,
 	                           .idle_window = 600};
 	struct agent a = {0};
-	struct exporter_hook hook = {.userdata = &a, .on_sample = agent_sample};
-	const char *ledger = NULL;
+	struct exporter_hook hook = {
+	        .userdata = &a, .on_sample = agent_sample, .on_overdue = agent_overdue};
+	const char *ledger = NULL, *health_state = NULL;
 	int opt, status;
 
 	while ((opt = cmd_getopt(&cmd_agent_entry, argc, argv)) != -1) {
@@ -508,6 +564,11 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 			if (!optarg[0])
 				return cmd_usage_error(&cmd_agent_entry, "--ledger: empty path");
 			ledger = optarg;
+		} else if (opt == OPT_HEALTH_STATE) {
+			if (!optarg[0])
+				return cmd_usage_error(&cmd_agent_entry,
+				                       "--health-state: empty path");
+			health_state = optarg;
 		} else if ((status = exporter_option(&ea, opt, argv)) != CMD_GO_ON) {
 			return status;
 		}
@@ -517,11 +578,20 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 	if ((status = cli_site(cli, &cmd_agent_entry, ea.lease_dir, GPUCTL_SITE_NO_LEASES)) ||
 	    (status = cli_ledger_path(cli, &cmd_agent_entry, ledger, &a.path)))
 		return status;
+	if (!health_state)
+		health_state = gpuctl_site_health_state_path(cli->site);
+	if (agent_health_new(health_state, &a.health) < 0 || agent_failover_new(&a.failover) < 0) {
+		agent_health_free(a.health);
+		cli_error("agent: out of memory");
+		return CLI_EXIT_FAILURE;
+	}
 	/* a file-size limit fails the write (EFBIG), as a full disk does, instead of killing us */
 	(void)signal(SIGXFSZ, SIG_IGN);
 	ea.hook = &hook;
 	status = exporter_run(cli, &ea);
 	gpuctl_ledger_free(a.ledger);
+	agent_health_free(a.health);
+	agent_failover_free(a.failover);
 	held_clear(a.prev, a.n_prev);
 	free(a.prev);
 	agent_idle_free(&a.idle);
@@ -533,7 +603,8 @@ const struct cmd_entry cmd_agent_entry = {
         .long_options = agent_options,
         .short_options = "+:h",
         .usage = "[--listen ADDR:PORT] [--interval SECONDS] [--lease-dir DIR] "
-                 "[--max-processes N] [--idle-window SECONDS] [--ledger PATH]",
+                 "[--max-processes N] [--idle-window SECONDS] [--ledger PATH] "
+                 "[--health-state FILE]",
         .summary = "the node agent: sample every GPU, serve the metrics, write the ledger",
         .options = "  --listen ADDR:PORT   where to serve the exporter's page (as exporter;\n"
                    "                       default " LISTEN_DEFAULT ")\n"
@@ -549,15 +620,20 @@ const struct cmd_entry cmd_agent_entry = {
                    "  --ledger PATH        the usage ledger to write (default $GPUCTL_LEDGER,\n"
                    "                       else the configuration's ledger, else\n"
                    "                       " GPUCTL_LEDGER_PATH ")\n"
+                   "  --health-state FILE  the health state file to keep, as health --watch\n"
+                   "                       (default $GPUCTL_HEALTH_STATE, else beside the\n"
+                   "                       lease directory: /run/gpuctl-health.state)\n"
                    "  -h, --help           print this help\n"
                    "\n"
-                   "Each sample serves the exporter's /metrics and is written to the ledger\n"
-                   "(docs/agent.md): one record per lease and per workload seen on a GPU\n"
-                   "without a lease. It also applies the pools' idle_warn, idle_release and\n"
-                   "max_lease_age (docs/idle.md): a lease taken back is recorded evicted.\n"
-                   "A ledger that cannot be written is said once and tried again every\n"
-                   "sample; sampling and serving go on. SIGINT or SIGTERM stop it (exit 0);\n"
-                   "its open records are closed as agent-restart when it starts again.\n",
+                   "Each sample serves the exporter's /metrics, is checked by health\n"
+                   "--watch's rules (each finding logged on stderr as it appears and clears)\n"
+                   "and is written to the ledger (docs/agent.md): one record per lease and per\n"
+                   "workload seen on a GPU without a lease. It also applies the pools'\n"
+                   "idle_warn, idle_release and max_lease_age (docs/idle.md): a lease taken\n"
+                   "back is recorded evicted. A ledger that cannot be written is said once and\n"
+                   "tried again every sample; sampling and serving go on. SIGINT or SIGTERM\n"
+                   "stop it (exit 0); its open records are closed as agent-restart when it\n"
+                   "starts again.\n",
         .exec = cmd_agent_exec,
         .exits = CMD_EXITS_DRIVER,
 };

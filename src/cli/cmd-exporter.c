@@ -9,6 +9,10 @@
  *   one snapshot (only the fields metrics.c exports, plus processes and MIG), the XID events,
  *   the lease states and the verdicts; the main thread renders each sample's page once and
  *   swaps it in (exporter_http_publish), so a scrape costs no NVML call and no rendering.
+ * - A hook (exporter.h, the agent's) sees each good sample on the main thread after its page:
+ *   the snapshot, the lease states, the pools, the XID events drained with it (kept on the
+ *   sample for that), and the sample itself to hold; and hears when the samples become overdue
+ *   and when they come again.
  * - The main thread never calls NVML: it waits for the next sample, the overdue time or a
  *   signal (SIGINT/SIGTERM blocked in every thread, taken through a signalfd), so a signal
  *   ends the loop at once and the server stops (exit 0), even while a call hangs; a sample
@@ -62,6 +66,7 @@
 #include "metrics.h"
 #include "parse.h"
 #include "sampler.h"
+#include "usage-counters.h"
 
 #define EXPORTER_DEFAULT_INTERVAL 5.0
 /* Seconds between whole snapshots; the samples between refresh the last one (identity and
@@ -133,14 +138,17 @@ struct exporter_sample {
 	int status;                          /* that failure's -errno */
 	char error[256];                     /* its message */
 	struct gpuctl_lease_list *leases;    /* NULL: no lease directory, or unreadable */
+	struct gpuctl_foreign *foreign;      /* the processes of no lease, NULL: unknown */
 	struct gpuctl_health_report *health; /* NULL: none */
 	const char **pool_of;                /* each GPU's pool label (names owned by the site) */
 	double mono;                         /* CLOCK_MONOTONIC seconds: the sample began */
 	struct metrics_stats stats;          /* the counters after this sample */
 	struct metrics_xid *xids;            /* the XID counts after it (a copy) */
 	size_t n_xids;
-	double *idle_s;         /* each GPU's idle cases' seconds (metrics_input), NULL: none */
-	int64_t *lease_idle_ms; /* per entry of leases: idle_view_lease_ms, NULL: none */
+	double *idle_s; /* each GPU's idle cases' seconds (metrics_input), NULL: none */
+	struct gpuctl_xid_log *xid_events; /* the XIDs NVML's events gave this sample, for the
+	                                    * hook; NULL: the exporter has no XID events */
+	int64_t *lease_idle_ms;            /* per entry of leases: idle_view_lease_ms, NULL: none */
 };
 
 static void exporter_sample_free(void *p)
@@ -149,9 +157,11 @@ static void exporter_sample_free(void *p)
 
 	gpuctl_snapshot_free(x->snap);
 	gpuctl_lease_list_free(x->leases);
+	gpuctl_foreign_free(x->foreign);
 	gpuctl_health_report_free(x->health);
 	free(x->xids);
 	free(x->idle_s);
+	gpuctl_xid_log_free(x->xid_events);
 	free(x->lease_idle_ms);
 	free((void *)x->pool_of);
 	free(x);
@@ -241,8 +251,9 @@ static void sampling_finish(struct gpuctl_ctx *ctx, void *userdata)
 }
 
 /* Drains the XID events NVML has for us into the per-(GPU, code) counts: memory stays bounded
- * by the codes seen, however many events come. -ENOMEM keeps what was counted. */
-static int count_xids(struct gpuctl_ctx *ctx, struct sampling *s)
+ * by the codes seen, however many events come. The events themselves go to *ret_log, for the
+ * hook (the agent's health watch), NULL without XID events. -ENOMEM keeps what was counted. */
+static int count_xids(struct gpuctl_ctx *ctx, struct sampling *s, struct gpuctl_xid_log **ret_log)
 {
 	struct gpuctl_xid_log *log = NULL;
 	int r = 0;
@@ -270,15 +281,16 @@ static int count_xids(struct gpuctl_ctx *ctx, struct sampling *s)
 		s->xids[j].count++;
 		s->xids[j].seq = ++s->xid_seq;
 	}
-	gpuctl_xid_log_free(log);
+	*ret_log = log;
 	return r;
 }
 
-/* The lease states of snap's devices, NULL when there is no lease directory or it cannot be
- * read (counted and logged once). */
-static struct gpuctl_lease_list *read_leases(struct gpuctl_ctx *ctx, struct sampling *s,
-                                             const struct gpuctl_snapshot *snap)
+/* The lease states of snap's devices into x->leases, NULL when there is no lease directory or
+ * it cannot be read (counted and logged once), and with the same directory which processes
+ * belong to no lease into x->foreign (every one when there is no directory; NULL when unknown). */
+static void read_leases(struct gpuctl_ctx *ctx, struct sampling *s, struct exporter_sample *x)
 {
+	const struct gpuctl_snapshot *snap = x->snap;
 	struct gpuctl_lease_dir *dir = NULL;
 	struct gpuctl_lease_list *list = NULL;
 	struct stat st;
@@ -286,11 +298,17 @@ static struct gpuctl_lease_list *read_leases(struct gpuctl_ctx *ctx, struct samp
 	int r;
 
 	s->stats.lease_ok = true;
-	if (lstat(path, &st) < 0 && errno == ENOENT)
-		return NULL; /* nothing is leased */
+	if (lstat(path, &st) < 0 && errno == ENOENT) {
+		/* nothing is leased: every process is of no lease */
+		if (gpuctl_foreign_scan(ctx, NULL, snap, NULL, &x->foreign) < 0)
+			x->foreign = NULL;
+		return;
+	}
 	r = gpuctl_lease_dir_open(ctx, path, &dir);
 	if (r >= 0)
 		r = gpuctl_lease_list(ctx, dir, snap, &list);
+	if (r >= 0 && gpuctl_foreign_scan(ctx, dir, snap, NULL, &x->foreign) < 0)
+		x->foreign = NULL;
 	gpuctl_lease_dir_free(dir);
 	if (r < 0) {
 		s->stats.lease_errors++;
@@ -302,10 +320,10 @@ static struct gpuctl_lease_list *read_leases(struct gpuctl_ctx *ctx, struct samp
 			          path, msg && msg[0] ? msg : strerror(-r));
 		}
 		s->lease_failing = true;
-		return NULL;
+		return;
 	}
 	s->lease_failing = false;
-	return list;
+	x->leases = list;
 }
 
 /* Feeds the sample to the idle tracker and copies what it says of each GPU into x->idle_s,
@@ -375,6 +393,13 @@ static int read_snapshot(struct gpuctl_ctx *ctx, struct sampling *s,
 	return r;
 }
 
+const struct gpuctl_snapshot *exporter_sample_snapshot(const struct sampler_sample *m)
+{
+	const struct exporter_sample *x = m ? m->data : NULL;
+
+	return x ? x->snap : NULL;
+}
+
 /* The sampler's take: the snapshot, the XIDs since the last sample, the lease states and the
  * verdicts. An NVML failure is a sample too (no snapshot: the page then has the exporter's own
  * metrics only); only running out of memory fails. */
@@ -419,7 +444,7 @@ static int exporter_take(struct gpuctl_ctx *ctx, void *userdata, const void *pre
 					          gpuctl_errmsg(ctx));
 			}
 		}
-		x->leases = read_leases(ctx, s, x->snap);
+		read_leases(ctx, s, x);
 		track_idle(ctx, s, x, t0);
 		x->pool_of = pools_of(ctx, s, x->snap);
 		if (!x->pool_of) {
@@ -428,7 +453,7 @@ static int exporter_take(struct gpuctl_ctx *ctx, void *userdata, const void *pre
 		}
 		/* XIDs since the last sample, then the verdicts (docs/health.md: the kernel log and
 		 * what health --watch recorded, as gpuctl health reads them) */
-		if (count_xids(ctx, s) < 0)
+		if (count_xids(ctx, s, &x->xid_events) < 0)
 			cli_error("exporter: out of memory counting XIDs");
 		if (gpuctl_site_health(ctx, s->site, x->snap, &x->health) < 0) {
 			/* the other metrics are served */
@@ -486,6 +511,7 @@ struct publishing {
 	struct gpuctl_workloads *wls; /* the one workload cache, for the exporter's life */
 	const struct exporter_hook *hook; /* NULL: none */
 	const struct gpuctl_site *site;
+	struct usage_counters *usage; /* the usage counters, NULL: none (out of memory) */
 };
 
 /* metrics_workload_fn over the cache: with no start time, a process asked for before costs no
@@ -504,9 +530,13 @@ static const struct gpuctl_workload *workload_of(void *userdata, uint32_t pid)
  * The workloads are looked up here, on the main thread, while the page is rendered, and the
  * cache is swept after it: once per sample, forgetting the processes that ended (a failed
  * sample, which has no processes, keeps the cache as it is). */
-static int publish_sample(struct publishing *pub, const struct exporter_sample *x,
+static int publish_sample(struct publishing *pub, const struct sampler_sample *m,
                           struct metrics_stats *ret_stats)
 {
+	const struct usage_totals **usage = NULL;
+	bool *held = NULL, held_set = false;
+
+	const struct exporter_sample *x = m->data;
 	struct metrics_input in = {.snap = x->snap,
 	                           .leases = x->leases,
 	                           .hostname = pub->hostname,
@@ -522,22 +552,67 @@ static int publish_sample(struct publishing *pub, const struct exporter_sample *
 	int r;
 
 	*ret_stats = x->stats;
+	/* the usage counters: the interval since the last sample, with the last sample's holders;
+	 * this one's are decided after the hook (the workloads looked up before the cache is
+	 * swept) */
+	if (pub->usage && x->snap) {
+		size_t n = gpuctl_snapshot_gpu_count(x->snap);
+		usage = calloc(n ? n : 1, sizeof(*usage));
+		held = calloc(n ? n : 1, sizeof(*held));
+		if (!usage || !held || usage_counters_advance(pub->usage, x->snap, x->mono) < 0) {
+			free(usage);
+			free(held);
+			usage = NULL;
+			held = NULL;
+		}
+		for (size_t g = 0; usage && g < n; g++)
+			usage[g] = usage_counters_get(
+			        pub->usage,
+			        gpuctl_gpu_str(gpuctl_snapshot_gpu(x->snap, g), GPUCTL_F_UUID));
+	}
+	in.usage = usage;
 	r = exporter_http_publish(pub->http, &in, false);
+	free(usage);
 	if (pub->hook && pub->hook->on_sample && x->snap) {
 		struct exporter_view v = {.snap = x->snap,
+		                          .sample = m,
+		                          .xid_events = x->xid_events,
 		                          .leases = x->leases,
+		                          .foreign = x->foreign,
 		                          .pool_of = x->pool_of,
 		                          .wall = x->stats.last_time_s,
 		                          .mono = x->mono,
 		                          .site = pub->site,
 		                          .ctx = pub->ctx,
 		                          .wls = pub->wls,
+		                          .held = held,
+		                          .held_set = &held_set,
 		                          .lease_idle_ms = x->lease_idle_ms};
 		pub->hook->on_sample(pub->hook->userdata, &v);
+	}
+	/* this sample's holders, for the next: the hook's (the agent's ledger), else our look */
+	if (held) {
+		if (!held_set)
+			usage_counters_held_now(pub->ctx, pub->wls, x->snap, x->leases, x->foreign,
+			                        held);
+		usage_counters_hold(pub->usage, x->snap, held);
+		free(held);
 	}
 	if (pub->wls && x->snap)
 		(void)gpuctl_workloads_sweep(pub->wls);
 	return r;
+}
+
+void exporter_view_held(const struct exporter_view *v, const char *uuid)
+{
+	if (!v->held)
+		return;
+	*v->held_set = true;
+	for (size_t g = 0; uuid && g < gpuctl_snapshot_gpu_count(v->snap); g++) {
+		const char *u = gpuctl_gpu_str(gpuctl_snapshot_gpu(v->snap, g), GPUCTL_F_UUID);
+		if (u && !strcmp(u, uuid) && !gpuctl_gpu_lost(gpuctl_snapshot_gpu(v->snap, g)))
+			v->held[g] = true;
+	}
 }
 
 /* While the latest sample is overdue: the exporter's own metrics only, with
@@ -575,8 +650,10 @@ static void serve(struct publishing *pub, struct sampler *smp, uint64_t seq,
 			seq = m->seq;
 			if (overdue)
 				cli_error("exporter: NVML answering again");
+			if (overdue && pub->hook && pub->hook->on_overdue)
+				pub->hook->on_overdue(pub->hook->userdata, false, 0);
 			overdue = false;
-			if (!m->data || publish_sample(pub, m->data, &last) < 0)
+			if (!m->data || publish_sample(pub, m, &last) < 0)
 				cli_error("exporter: out of memory rendering the metrics (serving "
 				          "the previous page)");
 #ifdef __GLIBC__
@@ -590,10 +667,13 @@ static void serve(struct publishing *pub, struct sampler *smp, uint64_t seq,
 		if (!sampler_overdue(smp, now) || (overdue && now < again))
 			continue;
 		double silent = sampler_silence(smp, now);
-		if (!overdue)
+		if (!overdue) {
 			cli_error("exporter: NVML not answering for %.0f s (serving only the "
 			          "exporter's own metrics, /healthz 503, until it answers)",
 			          silent);
+			if (pub->hook && pub->hook->on_overdue)
+				pub->hook->on_overdue(pub->hook->userdata, true, silent);
+		}
 		overdue = true;
 		again = now + interval;
 		if (publish_overdue(pub->http, &last, silent, pub->hostname) < 0)
@@ -723,7 +803,7 @@ static int publish_and_serve(struct cli *cli, const struct exporter_args *a, str
 		return status;
 	}
 	seq = m->seq;
-	r = publish_sample(pub, x, &first);
+	r = publish_sample(pub, m, &first);
 	sampler_put(m);
 	if (r < 0) {
 		cli_error("exporter: out of memory");
@@ -743,6 +823,8 @@ static int publish_and_serve(struct cli *cli, const struct exporter_args *a, str
  * labels (said once). */
 static void open_workloads(struct cli *cli, struct publishing *pub)
 {
+	if (usage_counters_new(&pub->usage) < 0)
+		pub->usage = NULL;
 	if (cli_context_new(cli, &pub->ctx) != 0)
 		return;
 	if (gpuctl_workloads_new(pub->ctx, &pub->wls) < 0) {
@@ -797,6 +879,7 @@ int exporter_run(struct cli *cli, const struct exporter_args *a)
 	status = publish_and_serve(cli, a, &pub, smp, &stop);
 	gpuctl_workloads_free(pub.wls);
 	gpuctl_ctx_free(pub.ctx);
+	usage_counters_free(pub.usage);
 
 	/* the server first (the port closes at once); a sample hung in NVML is not waited for:
 	 * the process ends without it */

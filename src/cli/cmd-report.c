@@ -10,8 +10,10 @@
  *   a failure.
  * - The path: --ledger, else $GPUCTL_LEDGER, else the configuration's `ledger`, else
  *   /var/lib/gpuctl/ledger.db. The configuration is read only when neither is given.
- * - The window defaults to everything recorded up to now; --since and --until are parsed
- *   (report-args.c) before anything is opened, so a bad one is exit 2 on any machine.
+ * - The window defaults to everything recorded up to now, to the fraction of a second (now
+ *   in whole seconds cut the last second's usage off a report taken right after it: up to a
+ *   GPU-second per GPU); --since and --until are parsed (report-args.c) before anything is
+ *   opened, so a bad one is exit 2 on any machine.
  * - Numbers: the table shows hours with two decimals; CSV six (a second is 0.000278 h); JSON
  *   gives hours and the wait seconds unrounded. A value that cannot be computed (efficiency of
  *   no GPU-hours, waits of no lease, kWh of no energy counter) is N/A / empty / null.
@@ -66,7 +68,7 @@ static int parse_time_opt(const char *opt, const char *arg, double now, double *
 
 static int parse_options(struct report_args *a, int argc, char **argv)
 {
-	double now = (double)time(NULL);
+	double now = cli_now(CLOCK_REALTIME);
 	int opt, st;
 
 	while ((opt = cmd_getopt(&cmd_report_entry, argc, argv)) != -1) {

@@ -869,6 +869,46 @@ static void render_idle(struct textbuf *b, const struct metrics_input *in,
 		}
 }
 
+/* The usage counters (docs/metrics.md, "Usage counters"): what the ledger integrates, per GPU.
+ * A lost GPU has none; energy only where the GPU has a counter. */
+static void render_usage(struct textbuf *b, const struct metrics_input *in,
+                         const struct gpu_labels *gl, size_t ngpu)
+{
+	static const struct {
+		const char *name, *help;
+	} fam[] = {
+	        {"gpuctl_gpu_held_seconds_total",
+	         "Seconds the GPU was held by a lease or by a workload without one, each sample's "
+	         "state holding until the next (the ledger's GPU-seconds)."},
+	        {"gpuctl_gpu_busy_held_seconds_total",
+	         "Of gpuctl_gpu_held_seconds_total, the seconds the GPU's utilisation was above "
+	         "the "
+	         "ledger's busy threshold (10 %)."},
+	        {"gpuctl_gpu_held_energy_joules_total",
+	         "Joules the GPU's energy counter rose while the GPU was held (the ledger's "
+	         "energy)."},
+	};
+
+	for (size_t f = 0; in->usage && f < sizeof(fam) / sizeof(fam[0]); f++) {
+		bool started = false;
+		for (size_t i = 0; i < ngpu; i++) {
+			const struct usage_totals *t = in->usage[i];
+			if (!t || gpuctl_gpu_lost(gpuctl_snapshot_gpu(in->snap, i)) ||
+			    (f == 2 && !t->energy_known))
+				continue;
+			if (!started)
+				family(b, fam[f].name, "counter", fam[f].help);
+			started = true;
+			textbuf_printf(b, "%s{", fam[f].name);
+			gpuctl_labels(b, &gl[i]);
+			textbuf_printf(b, "} %.3f\n",
+			               f == 0   ? t->held_s
+			               : f == 1 ? t->busy_s
+			                        : t->energy_j);
+		}
+	}
+}
+
 int metrics_render(const struct metrics_input *in, struct textbuf *out)
 {
 	size_t ngpu = in->snap ? gpuctl_snapshot_gpu_count(in->snap) : 0;
@@ -896,6 +936,7 @@ int metrics_render(const struct metrics_input *in, struct textbuf *out)
 			render_leases(out, in, gl, ngpu);
 		render_health(out, in, gl, ngpu);
 		render_idle(out, in, gl, ngpu);
+		render_usage(out, in, gl, ngpu);
 	}
 	render_exporter(out, in, dropped);
 	free(gl);

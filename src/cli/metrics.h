@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "gpuctl/gpuctl.h"
+#include "usage-counters.h"
 
 /* A growable text buffer. An allocation failure sets failed and makes later writes no-ops, so
  * a renderer checks once at the end. */
@@ -120,6 +121,9 @@ struct metrics_input {
 	 * idle_s[g * GPUCTL_IDLE_CASES + c] the seconds it has held, < 0 when it does not; NULL:
 	 * no idle series */
 	const double *idle_s;
+	/* each GPU's usage counters (usage-counters.h): usage[g] for GPU g, NULL (or usage[g]
+	 * NULL): no series */
+	const struct usage_totals *const *usage;
 };
 
 /* Renders every metric of in into out (appended). 0, or -ENOMEM (out->failed). */

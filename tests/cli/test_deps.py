@@ -103,7 +103,7 @@ class DepsSourcesTest(unittest.TestCase):
     def test_this_machine(self):
         """After `scripts/deps.sh test` the packages are installed, and installable from the
         components this machine has enabled."""
-        for pkg in ("nvtop", "gpustat", "python3-pynvml", "libnvidia-ml1", "tmux"):
+        for pkg in ("nvtop", "gpustat", "python3-pynvml", "libnvidia-ml1", "tmux", "libfaketime"):
             p = subprocess.run(["dpkg-query", "-W", "-f=${Status}", pkg], capture_output=True,
                                text=True)
             self.assertIn("ok installed", p.stdout, f"{pkg}: run scripts/deps.sh test")

@@ -23,6 +23,7 @@ import threading
 import time
 import unittest
 import urllib.error
+import urllib.parse
 import urllib.request
 from http.client import HTTPConnection
 
@@ -103,6 +104,20 @@ def http(port, path, method="GET", data=None, headers=None, timeout=10):
             return r.status, r.headers, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.headers, e.read().decode(errors="replace")
+
+
+def wait_answer(proc, port, path, timeout, step=0.05):
+    """Polls http://127.0.0.1:port/path until it answers 200 (True), proc exits or timeout
+    seconds pass (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if http(port, path, timeout=2)[0] == 200:
+                return True
+        except OSError:
+            pass
+        time.sleep(step)
+    return False
 
 
 def parse_metrics(text):
@@ -381,13 +396,15 @@ class TestWorkloadLabels(GpuctlTestCase):
 class TestPrometheusScrapes(GpuctlTestCase):
     """A real Prometheus server scrapes the exporter over simulated dgx-a100."""
 
-    def start_prometheus(self, tmp, target):
+    def start_prometheus(self, tmp, target, rules=None):
         for _ in range(5):
             port = free_port()
             cfg = os.path.join(tmp, "prometheus.yml")
             with open(cfg, "w") as f:
-                f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-                        "scrape_configs:\n  - job_name: gpuctl\n    static_configs:\n"
+                f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n")
+                if rules:
+                    f.write("rule_files:\n  - %s\n" % rules)
+                f.write("scrape_configs:\n  - job_name: gpuctl\n    static_configs:\n"
                         "      - targets: ['%s']\n" % target)
                 # the relabelling docs/metrics.md gives for dashboards that want `hostname`
                 f.write("  - job_name: relabelled\n    static_configs:\n"
@@ -397,14 +414,8 @@ class TestPrometheusScrapes(GpuctlTestCase):
                                   os.path.join(tmp, "data"), "--web.listen-address",
                                   f"127.0.0.1:{port}"], stdout=log, stderr=log,
                                  cwd=tmp)
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and p.poll() is None:
-                try:
-                    if http(port, "/-/ready", timeout=2)[0] == 200:
-                        return p, port, log
-                except OSError:
-                    pass
-                time.sleep(0.1)
+            if wait_answer(p, port, "/-/ready", 30, step=0.1):
+                return p, port, log
             if p.poll() is None:
                 p.kill()
                 p.wait()
@@ -464,6 +475,110 @@ class TestPrometheusScrapes(GpuctlTestCase):
                     prom.wait()
                 log.close()
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+    def test_agent_series_reach_prometheus(self):
+        """The real Prometheus scrapes `gpuctl agent` (issue 27): the agent serves the
+        exporter's page, with the usage counters (docs/metrics.md, "Usage counters"), and the
+        shipped recording rule reads them. A lease on GPU 3 makes its held seconds grow."""
+        tmp = tempfile.mkdtemp(prefix="gpuctl-prometheus-agent-")
+        leases = os.path.join(tmp, "leases")
+        prom = None
+        try:
+            with Exporter("dgx-a100", command="agent", interval="0.5",
+                          args=["--ledger", os.path.join(tmp, "ledger.db"),
+                                "--lease-dir", leases]) as ag:
+                env = {"NVSIM_STATE_DIR": ag.state, "GPUCTL_NVML_LIBRARY": SIMLIB,
+                       "GPUCTL_LEASE_DIR": leases, "GPUCTL_CONFIG": EMPTY_CONFIG}
+                r = run([GPUCTL, "select", "-n", "1", "--only", "3", "--hold", "120"], env=env)
+                self.assertEqual(r.rc, 0, r)
+                try:
+                    shutil.copy(os.path.join(SRC, "dist", "prometheus", "gpuctl.rules.yml"),
+                                tmp)
+                    prom, port, log = self.start_prometheus(tmp, f"127.0.0.1:{ag.port}",
+                                                            rules="gpuctl.rules.yml")
+
+                    def query(q):
+                        status, _, body = http(port, "/api/v1/query?query=" +
+                                               urllib.parse.quote(q))
+                        return json.loads(body)["data"]["result"] if status == 200 else []
+                    deadline = time.monotonic() + 60
+                    held = {}
+                    while time.monotonic() < deadline:
+                        held = {r["metric"]["gpu"]: float(r["value"][1]) for r in
+                                query('gpuctl_gpu_held_seconds_total{job="gpuctl"}')}
+                        if held.get("3", 0) > 0 and query("gpuctl:gpus_held:rate5m"):
+                            break
+                        time.sleep(0.5)
+                    self.assertEqual(set(held), {str(i) for i in range(8)}, held)
+                    self.assertGreater(held["3"], 0)
+                    self.assertEqual([g for g, v in held.items() if v > 0], ["3"])
+                    # the agent's page is the exporter's: the DCGM series too
+                    self.assertEqual(len(query('DCGM_FI_DEV_GPU_UTIL{job="gpuctl"}')), 8)
+                    (rec,) = query('gpuctl:gpus_held:rate5m{pool="default"}')
+                    self.assertGreater(float(rec["value"][1]), 0)
+                finally:
+                    run([GPUCTL, "release", "--all"], env=env)
+        finally:
+            if prom is not None:
+                prom.terminate()
+                try:
+                    prom.wait(15)
+                except subprocess.TimeoutExpired:
+                    prom.kill()
+                    prom.wait()
+                log.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+
+class TestUsageCounters(GpuctlTestCase):
+    """`gpuctl exporter` alone has the usage counters (docs/metrics.md, "Usage counters"): a
+    GPU held by a lease, or by a live process of no lease, counts the seconds the test held it
+    (to within an interval plus a sample's time on this loaded machine); busy ones count only
+    above 10 %; the other GPUs count nothing."""
+
+    SLACK_S = 0.5
+
+    def test_held_and_busy_seconds_follow_a_lease_and_a_process(self):
+        tmp = tempfile.mkdtemp(prefix="gpuctl-usage-counters-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        leases = os.path.join(tmp, "leases")
+        with Exporter("dgx-a100", args=["--lease-dir", leases]) as ex:
+            env = {"NVSIM_STATE_DIR": ex.state, "GPUCTL_NVML_LIBRARY": SIMLIB,
+                   "GPUCTL_LEASE_DIR": leases, "GPUCTL_CONFIG": EMPTY_CONFIG}
+            ex.nvsim("set", "-i", "2", "utilization.gpu=50")
+            ex.nvsim("set", "-i", "5", "utilization.gpu=5")
+            r = run([GPUCTL, "select", "-n", "1", "--only", "2", "--hold", "120"], env=env)
+            self.assertEqual(r.rc, 0, r)
+            t_lease = time.monotonic()
+            try:
+                sleeper = subprocess.Popen(["sleep", "600"])
+                try:
+                    ex.nvsim("proc", "add", "--pid", str(sleeper.pid), "-i", "5", "--mem",
+                             "1GiB")
+                    t_proc = time.monotonic()
+                    time.sleep(1.5)
+                finally:
+                    sleeper.kill()
+                    sleeper.wait()
+                held_proc = time.monotonic() - t_proc
+                time.sleep(0.5)
+            finally:
+                r = run([GPUCTL, "release", "--all"], env=env)
+            self.assertEqual(r.rc, 0, r)
+            held_lease = time.monotonic() - t_lease
+            time.sleep(3 * float(INTERVAL))  # samples that see both gone
+            m = ex.metrics()
+        held = {l["gpu"]: v for l, v in m["gpuctl_gpu_held_seconds_total"]}
+        busy = {l["gpu"]: v for l, v in m["gpuctl_gpu_busy_held_seconds_total"]}
+        tol = float(INTERVAL) + self.SLACK_S
+        self.assertAlmostEqual(held["2"], held_lease, delta=tol)
+        self.assertAlmostEqual(busy["2"], held_lease, delta=tol)  # 50 % > 10 %
+        self.assertAlmostEqual(held["5"], held_proc, delta=tol)
+        self.assertEqual(busy["5"], 0)  # 5 % is not busy
+        self.assertEqual({g: v for g, v in held.items() if g not in ("2", "5")},
+                         {str(i): 0 for i in range(8) if i not in (2, 5)})
+        # dgx-a100 has no energy counter: no held-energy series (never 0 for unknown)
+        self.assertNotIn("gpuctl_gpu_held_energy_joules_total", m)
 
 
 class TestValues(GpuctlTestCase):

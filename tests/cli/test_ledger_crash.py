@@ -1,7 +1,8 @@
 """The ledger survives kill -9 of its writer (docs/ledger.md, "Crash safety"; issue 27's
 "Reliability"): build/tests/ledger-writer samples as fast as it can and is killed with SIGKILL at
-a random moment, 1,000 times over one database. After each kill the database opens (the next
-writer opens it; PRAGMA integrity_check says ok), and nothing committed is lost: the writer
+a random moment (spread over four times what a writer takes here to commit its first sample),
+1,000 times over one database. After each kill the database opens (the next writer opens it;
+PRAGMA integrity_check says ok), and nothing committed is lost: the writer
 reports each committed sample on stdout, and its records hold at least that much usage and at
 most one sample more (the one in flight, committed but not yet reported). At the next open the
 records it left open are ended "agent-restart" at the last sample that observed them."""
@@ -51,13 +52,27 @@ class LedgerCrashTest(GpuctlTestCase):
 
     def test_kill_9_a_thousand_times(self):
         rnd = random.Random(27)
-        deadline = time.monotonic() + 120
+        # how long a writer takes, on this machine now (an ASan build, a loaded CI), to commit
+        # its first sample: the kills are spread over four times that (at least 20 ms), so
+        # that most runs commit some samples and the rest die before, while or just after
+        first = []
+        for i in range(5):
+            db = os.path.join(self.tmp, "calibrate-%d.db" % i)
+            t0 = time.monotonic()
+            w = subprocess.Popen([WRITER, "loop", db, str(W0)], stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL)
+            w.stdout.readline()
+            first.append(time.monotonic() - t0)
+            w.kill()
+            w.communicate()
+        spread = max(0.02, 4 * sorted(first)[2])
+        deadline = time.monotonic() + 120 + KILLS * spread
         runs = []  # (pid, last committed sample reported or -1)
         for i in range(KILLS):
             # each run's clock starts after the last one's (a restart), 10^5 s apart
             w = subprocess.Popen([WRITER, "loop", self.db, str(W0 + i * 100000)],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            time.sleep(rnd.uniform(0, 0.02))
+            time.sleep(rnd.uniform(0, spread))
             w.send_signal(signal.SIGKILL)
             out, err = w.communicate()
             # killed, or (rarely) it failed on its own: that would be a bug

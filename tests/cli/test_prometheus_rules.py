@@ -26,7 +26,7 @@ class Rules(unittest.TestCase):
         return p.stdout
 
     def test_check_rules(self):
-        self.assertIn("SUCCESS: 5 rules found", self.promtool("check", "rules", RULES))
+        self.assertIn("SUCCESS: 7 rules found", self.promtool("check", "rules", RULES))
 
     def test_unit_tests_of_the_rules(self):
         self.assertIn("SUCCESS", self.promtool("test", "rules", TESTS))

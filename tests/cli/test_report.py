@@ -262,6 +262,23 @@ class ReportTest(GpuctlTestCase):
                                 ("bob", "GPU-B", "gone", 4200.0, 4200.0, None, 2000),
                                 ("carol", "GPU-A,GPU-B", "exit", 7200.0, 0.0, 120.0, 3000)])
 
+    def test_default_until_is_now_to_the_fraction_of_a_second(self):
+        """The default window ends now, not at the last whole second: a record whose last
+        interval ended 0.3 s ago counts whole (it lost up to a second a GPU before)."""
+        import time
+        while not 0.6 <= time.time() % 1 <= 0.7:
+            time.sleep(0.01)
+        now = time.time()
+        db = os.path.join(self.tmp, "recent.db")
+        text = ("sample %r 0\nobs lease 12:1 dave ml - p0 GPU-A 50 1 -1 0 0\n"
+                "sample %r 1.2\nobs lease 12:1 dave ml - p0 GPU-A 50 1 -1 0 3\n"
+                % (now - 1.5, now - 0.3))
+        p = subprocess.run([WRITER, "script", db], input=text, text=True, capture_output=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r = gpuctl("report", "--ledger", db, "--format", "json")
+        self.assertOk(r)
+        self.assertAlmostEqual(r.json()["total"]["gpu_hours"] * 3600, 1.2, places=6)
+
     def test_report_while_writing(self):
         db = os.path.join(self.tmp, "live.db")
         w = subprocess.Popen([WRITER, "loop", db, str(W0)], stdout=subprocess.PIPE)
