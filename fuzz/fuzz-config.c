@@ -18,6 +18,7 @@
 
 #include "fuzz-devstr-machine.h"
 #include "gpuctl/gpuctl.h"
+#include "parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -43,6 +44,19 @@ static void check_pools(struct gpuctl_ctx *ctx, const struct gpuctl_config *cfg)
 		if (gpuctl_config_pool_allows(ctx, cfg, i, 0) != 1)
 			abort();
 		if (!restricted && gpuctl_config_pool_allows(ctx, cfg, i, 4242) != 1)
+			abort();
+	}
+	/* idle actions: a pool's are each its own key or the default pool's (the global ones), and
+	 * never past the duration parser's bound */
+	for (size_t i = 0; i <= n; i++) {
+		struct gpuctl_config_idle pi, dflt;
+
+		gpuctl_config_pool_idle(cfg, i, &pi);
+		gpuctl_config_pool_idle(cfg, SIZE_MAX, &dflt);
+		if (pi.idle_warn_s > PARSE_DURATION_MAX || pi.idle_release_s > PARSE_DURATION_MAX ||
+		    pi.max_lease_age_s > PARSE_DURATION_MAX)
+			abort();
+		if (i == n && memcmp(&pi, &dflt, sizeof(pi)) != 0)
 			abort();
 	}
 	if (gpuctl_config_pool_get(cfg, n, NULL, NULL, NULL, NULL, NULL) != -EINVAL)

@@ -79,6 +79,17 @@ size_t gpuctl_config_pool_count(const struct gpuctl_config *cfg);
 int gpuctl_config_pool_get(const struct gpuctl_config *cfg, size_t i, const char **ret_name,
                            const char **ret_description, bool *ret_restricted,
                            const char *const **ret_users, const char *const **ret_groups);
+/* What the node agent does with the idle leases of a pool (docs/idle.md "Acting on idle
+ * leases"; docs/config.md "Idle actions"): seconds, 0 when off. */
+struct gpuctl_config_idle {
+	uint64_t idle_warn_s;     /* a lease idle this long is logged, once per idle streak */
+	uint64_t idle_release_s;  /* a --hold lease idle this long is taken back */
+	uint64_t max_lease_age_s; /* a lease older than this is taken back */
+};
+/* Pool i's idle actions (i >= the pool count, e.g. SIZE_MAX: the default pool's): each key the
+ * pool gives, else the global section's, else 0. cfg NULL: all 0. */
+void gpuctl_config_pool_idle(const struct gpuctl_config *cfg, size_t i,
+                             struct gpuctl_config_idle *ret);
 /* Resolves every pool's gpus against snap and checks them: an id that names no GPU of snap,
  * or a GPU given to two pools, is -EINVAL "FILE:LINE: ..." (the line of the offending entry;
  * for a GPU in two pools naming both pools). On success *ret_pool (an array of snap's GPU

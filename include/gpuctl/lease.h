@@ -227,6 +227,71 @@ int gpuctl_lease_release_freed(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *
                                const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set,
                                struct gpuctl_devset **ret_freed);
 
+/* ---- Taking a lease back (src/lib/lease/lease-evict.c, lease-notice.c; docs/leases.md
+ * "Taking a lease back") ---- */
+
+/* What the holder of a lease that was taken back is told: one notice per holder and device,
+ * written by root into DIR/notices/<uid>/ and shown once by the holder's next gpuctl command.
+ * Library-owned, read through the pointers a notice list hands out; grows at its end. */
+struct gpuctl_lease_notice {
+	uint32_t uid;        /* the holder's user (the notice directory's, not the file's text) */
+	const char *user;    /* its name then, or NULL */
+	const char *device;  /* the device's UUID */
+	int64_t index;       /* its GPU's NVML index then; -1: unknown */
+	uint32_t pid;        /* the holder as its owner record names it (gpuctl run's pid, the
+	                      * --hold holder's), or the process found holding the lock */
+	uint64_t start_time; /* its start, seconds since the epoch (with pid: the ledger's key) */
+	bool ended;          /* a --hold holder that was ended (SIGTERM); else the lease's lock
+	                      * file was replaced and its processes run on */
+	uint32_t by_uid;     /* who took it back */
+	const char *by;      /* their name, or NULL */
+	uint64_t when;       /* seconds since the epoch */
+	const char *reason;  /* why, one line of text */
+	bool seen;           /* shown to the holder already */
+};
+
+/* A list of notices; never changes once made. */
+struct gpuctl_lease_notices;
+size_t gpuctl_lease_notices_count(const struct gpuctl_lease_notices *list);
+/* Notice i (< count), or NULL. */
+const struct gpuctl_lease_notice *gpuctl_lease_notices_get(const struct gpuctl_lease_notices *list,
+                                                           size_t i);
+void gpuctl_lease_notices_free(struct gpuctl_lease_notices *list);
+
+/* Takes back the leases of the devices of set (NULL: every device of snap) that are held now,
+ * whoever holds them. Root only (-EPERM). A --hold holder (an owner record without a job) is
+ * ended with SIGTERM after the checks release makes (owner, start time), and waited for as
+ * release waits; every device still held then (a lease of `gpuctl run`, a holder no record
+ * accounts for, a holder that did not exit) is taken back without ending anything: under
+ * select.lock, its lock file is replaced by a new one (same owner and mode, renamed over it), so
+ * the old holders keep a lock on a file that is no longer the device's and the device is free;
+ * their processes run on and count as foreign. reason (required: 1 to 200 bytes, no control
+ * character; else -EINVAL) goes into one notice per holder and device, written to
+ * DIR/notices/<uid>/. *ret (when not NULL; owned by the caller) lists the notices written, in
+ * device order. Errors: -EPERM, -EINVAL, -EAGAIN (select.lock held past its bound: nothing
+ * replaced), -ENOMEM, -errno of a lock file that cannot be replaced. */
+int gpuctl_lease_evict(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                       const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set,
+                       const char *reason, struct gpuctl_lease_notices **ret);
+
+/* The notices of user uid in dir (UINT32_MAX: every user's), seen or not: for root, who may read
+ * them all (the node agent tells a lease taken back from one released). Only files that parse
+ * strictly, owned by root or dir's owner, in a notices/<uid>/ directory owned by uid. */
+int gpuctl_lease_notices_read(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
+                              uint32_t uid, struct gpuctl_lease_notices **ret);
+
+/* The calling user's unseen notices in the lease directory at path (NULL: $GPUCTL_LEASE_DIR, else
+ * /run/gpuctl), without opening or creating the lease directory: one open of the user's notice
+ * directory, an empty list when there is none. Removes the user's seen notices older than a
+ * day. ctx may be NULL. */
+int gpuctl_lease_notices_mine(struct gpuctl_ctx *ctx, const char *path,
+                              struct gpuctl_lease_notices **ret);
+
+/* Marks notice i of a gpuctl_lease_notices_mine list seen (renamed, so it is shown once): 0, or
+ * -errno (-EINVAL for a list of another kind). */
+int gpuctl_lease_notices_mark_seen(struct gpuctl_ctx *ctx, const struct gpuctl_lease_notices *list,
+                                   size_t i);
+
 GPUCTL_END_DECLS
 
 #endif /* GPUCTL_LEASE_H */

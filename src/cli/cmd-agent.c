@@ -2,7 +2,8 @@
 /*
  * cmd-agent.c: `gpuctl agent`: the one root sampler of a server (docs/agent.md). It is the
  * exporter's loop (exporter.h: one sampler thread, one page per sample) with a hook that writes
- * each sample into the usage ledger (docs/ledger.md).
+ * each sample into the usage ledger (docs/ledger.md) and acts on idle and old leases as the
+ * pools configure (agent-idle.c, docs/idle.md).
  *
  * Decisions:
  * - One sample serves the page and the ledger: the hook runs on the main thread after the page
@@ -14,12 +15,13 @@
  *   is one observation per workload and GPU, keyed by the workload's kind and identity
  *   (docs/workloads.md), a bare process by its pid and start time.
  * - Endings: a holder observed at the last stored sample and not now is ended at this sample
- *   with a reason: a lease "release" (its lock was dropped: by release, by its holder's exit,
- *   by the end of `gpuctl run`), a workload "exit" when none of its processes seen last is
- *   alive, else "gone"; either on a GPU now lost "gone"; either gone from a GPU that failed
- *   under it "health-failover" (agent-failover.h, which also splits the record of a holder
- *   that moved off such a GPU). The ledger ends records left open by a stopped agent as
- *   "agent-restart" when the next one opens it.
+ *   with a reason: a lease "evicted" when an eviction notice names its holder and GPU (it was
+ *   taken back: agent-idle.c), else "release" (its lock was dropped: by release, by its
+ *   holder's exit, by the end of `gpuctl run`), a workload "exit" when none of its processes
+ *   seen last is alive, else "gone"; either on a GPU now lost "gone"; either gone from a GPU
+ *   that failed under it "health-failover" (agent-failover.h, which also splits the record of
+ *   a holder that moved off such a GPU). The ledger ends records left open by a stopped agent
+ *   as "agent-restart" when the next one opens it.
  * - The ledger never stops the sampling: it is opened at the first sample and, when that or a
  *   write fails (disk full, read-only, a file-size limit: SIGXFSZ is ignored so the write
  *   fails with EFBIG instead of killing us), said once per streak and tried again at every
@@ -38,6 +40,7 @@
 
 #include "agent-failover.h"
 #include "agent-health.h"
+#include "agent-idle.h"
 #include "cmd.h"
 #include "exporter.h"
 #include "hostproc.h"
@@ -84,6 +87,7 @@ struct agent {
 	size_t n_prev;
 	struct agent_health *health;     /* the health watch (agent-health.h) */
 	struct agent_failover *failover; /* the health failovers (agent-failover.h) */
+	struct agent_idle idle;          /* idle_warn, idle_release, max_lease_age (agent-idle.c) */
 };
 
 static void held_clear(struct held *h, size_t n)
@@ -382,6 +386,11 @@ static int add_endings(struct agent *a, struct obs_set *s, const struct exporter
 			return -ENOMEM;
 		s->o[j].mem_used = -1;
 		s->o[j].end = ending(h, lost);
+		/* a lease taken back (release --force, our idle actions) left its holder a notice
+		 */
+		if (s->o[j].end == GPUCTL_LEDGER_END_RELEASE &&
+		    agent_idle_evicted(&a->idle, v, h->key, h->gpu))
+			s->o[j].end = GPUCTL_LEDGER_END_EVICTED;
 		if (!lost)
 			gpu_facts(gpuctl_snapshot_gpu(v->snap, g), v->pool_of[g], &s->o[j]);
 	}
@@ -479,6 +488,8 @@ static void agent_sample(void *userdata, const struct exporter_view *v)
 	int r;
 
 	agent_health_sample(a->health, v);
+	/* enforcing goes on whatever the ledger does */
+	agent_idle_sample(&a->idle, v);
 	if (open_ledger(a, v->ctx) < 0)
 		return;
 	r = observe_sample(a, v, &s);
@@ -576,6 +587,7 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 	agent_failover_free(a.failover);
 	held_clear(a.prev, a.n_prev);
 	free(a.prev);
+	agent_idle_free(&a.idle);
 	return status;
 }
 
@@ -609,10 +621,12 @@ const struct cmd_entry cmd_agent_entry = {
                    "Each sample serves the exporter's /metrics, is checked by health\n"
                    "--watch's rules (each finding logged on stderr as it appears and clears)\n"
                    "and is written to the ledger (docs/agent.md): one record per lease and per\n"
-                   "workload seen on a GPU without a lease. A ledger that cannot be written is\n"
-                   "said once and tried again every sample; sampling and serving go on.\n"
-                   "SIGINT or SIGTERM stop it (exit 0); its open records are closed as\n"
-                   "agent-restart when it starts again.\n",
+                   "workload seen on a GPU without a lease. It also applies the pools'\n"
+                   "idle_warn, idle_release and max_lease_age (docs/idle.md): a lease taken\n"
+                   "back is recorded evicted. A ledger that cannot be written is said once and\n"
+                   "tried again every sample; sampling and serving go on. SIGINT or SIGTERM\n"
+                   "stop it (exit 0); its open records are closed as agent-restart when it\n"
+                   "starts again.\n",
         .exec = cmd_agent_exec,
         .exits = CMD_EXITS_DRIVER,
 };

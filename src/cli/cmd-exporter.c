@@ -61,6 +61,7 @@
 #include "cmd.h"
 #include "exporter-http.h"
 #include "exporter.h"
+#include "idle-view.h"
 #include "listen.h"
 #include "metrics.h"
 #include "parse.h"
@@ -147,6 +148,7 @@ struct exporter_sample {
 	double *idle_s; /* each GPU's idle cases' seconds (metrics_input), NULL: none */
 	struct gpuctl_xid_log *xid_events; /* the XIDs NVML's events gave this sample, for the
 	                                    * hook; NULL: the exporter has no XID events */
+	int64_t *lease_idle_ms;            /* per entry of leases: idle_view_lease_ms, NULL: none */
 };
 
 static void exporter_sample_free(void *p)
@@ -160,6 +162,7 @@ static void exporter_sample_free(void *p)
 	free(x->xids);
 	free(x->idle_s);
 	gpuctl_xid_log_free(x->xid_events);
+	free(x->lease_idle_ms);
 	free((void *)x->pool_of);
 	free(x);
 }
@@ -347,6 +350,17 @@ static void track_idle(struct gpuctl_ctx *ctx, struct sampling *s, struct export
 			x->idle_s[g * GPUCTL_IDLE_CASES + (size_t)c] =
 			        holds ? (double)ms / 1000 : -1;
 		}
+	}
+	/* each lease's idle time, by the rule the agent acts on (idle-view.h) */
+	size_t nl = x->leases ? gpuctl_lease_list_count(x->leases) : 0;
+	x->lease_idle_ms = nl ? calloc(nl, sizeof(*x->lease_idle_ms)) : NULL;
+	for (size_t i = 0; x->lease_idle_ms && i < nl; i++) {
+		size_t g = 0;
+		int mig = -1;
+		x->lease_idle_ms[i] =
+		        gpuctl_lease_list_get(x->leases, i, &g, &mig, NULL, NULL, NULL) < 0
+		                ? -1
+		                : idle_view_lease_ms(s->idle, x->snap, g, mig);
 	}
 }
 
@@ -572,7 +586,8 @@ static int publish_sample(struct publishing *pub, const struct sampler_sample *m
 		                          .ctx = pub->ctx,
 		                          .wls = pub->wls,
 		                          .held = held,
-		                          .held_set = &held_set};
+		                          .held_set = &held_set,
+		                          .lease_idle_ms = x->lease_idle_ms};
 		pub->hook->on_sample(pub->hook->userdata, &v);
 	}
 	/* this sample's holders, for the next: the hook's (the agent's ledger), else our look */

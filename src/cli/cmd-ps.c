@@ -74,10 +74,11 @@ struct ps_data {
 	size_t nrows;
 	struct gpuctl_foreign *foreign; /* every process classified (gpuctl_foreign_scan), owned */
 	const char **pool_of; /* each GPU's pool name (docs/config.md); NULL: no pools configured */
-	int *verdict;         /* each GPU's health verdict (docs/health.md) */
-	struct ps_wls wls;    /* the workloads read (ps-workload.c) */
-	const struct wl_filter *filter; /* --job, --workload */
-	struct gpuctl_idle *idle;       /* one sample's idle cases (docs/idle.md), owned; NULL */
+	const struct gpuctl_config *cfg; /* the configuration (its idle actions), borrowed */
+	int *verdict;                    /* each GPU's health verdict (docs/health.md) */
+	struct ps_wls wls;               /* the workloads read (ps-workload.c) */
+	const struct wl_filter *filter;  /* --job, --workload */
+	struct gpuctl_idle *idle;        /* one sample's idle cases (docs/idle.md), owned; NULL */
 };
 
 static const char *verdict_name(const struct ps_data *d, const struct ps_row *row)
@@ -480,6 +481,27 @@ static void holder_facts(const struct ps_row *row, const struct gpuctl_lease_own
 	host_cells(w, c->cpu, c->rss, sizeof(c->cpu));
 }
 
+/* What the agent will do with holder w's lease (docs/idle.md, "Acting on idle leases"), by its
+ * pool's idle actions and the one rule of an idle lease (idle_view_lease_ms). */
+static void plan_note(const struct ps_data *d, const struct gpuctl_snapshot *snap,
+                      const struct ps_row *row, const struct gpuctl_lease_owner *w, char *note,
+                      size_t size)
+{
+	const char *pool = pool_name(d, row);
+	struct gpuctl_config_idle c;
+	size_t pi = SIZE_MAX;
+	char plan[160];
+
+	if (strcmp(pool, "default") != 0 && gpuctl_config_pool_find(NULL, d->cfg, pool, &pi) < 0)
+		pi = SIZE_MAX;
+	gpuctl_config_pool_idle(d->cfg, pi, &c);
+	idle_view_plan_text(&c, w, idle_view_lease_ms(d->idle, snap, row->gpu, row->mig) >= 0,
+	                    row->state == GPUCTL_LEASE_SHARED, (double)time(NULL), plan,
+	                    sizeof(plan));
+	if (plan[0])
+		note_add(note, size, "%s", plan);
+}
+
 /* The NOTE of the k-th line of row (holder w): why the device is unusable, what w declares,
  * and on the first line the shared room and the foreign processes. */
 static void holder_note(const struct ps_data *d, const struct gpuctl_snapshot *snap,
@@ -512,6 +534,8 @@ static void holder_note(const struct ps_data *d, const struct gpuctl_snapshot *s
 		if (idle[0])
 			note_add(note, size, "%s", idle);
 	}
+	if (w)
+		plan_note(d, snap, row, w, note, size);
 }
 
 /* The table's columns; POOL only when the configuration has pools. */
@@ -809,6 +833,7 @@ static int run_ps(struct cli *cli, const struct ps_args *a)
 	if (status)
 		return status;
 	idle_view_once(cli->ctx, snap, list, &d.idle); /* none shown when it cannot be made */
+	d.cfg = gpuctl_site_config(cli->site);
 	r = a->json ? print_json(&d, snap, gpuctl_site_lease_dir_path(cli->site),
 	                         gpuctl_site_lease_dir(cli->site) != NULL, a->all)
 	            : print_table(&d, snap, a->all, cli_use_color(cli));

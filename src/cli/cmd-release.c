@@ -18,12 +18,19 @@
  * - A process of the user's that holds a lease's lock with no record accounting for it (a hold
  *   whose record was deleted, a job that kept the lease after its run ended) is a holder too:
  *   the library finds it through the kernel's locks, and each such process counts as one.
+ * - --force (root only: anyone else gets one line and exit 1 before NVML is read) takes back
+ *   any lease through gpuctl_lease_evict (docs/leases.md "Taking a lease back"): a --hold holder
+ *   ends, a job's lease loses its lock file and the job runs on. The reason the holder is told
+ *   is "release --force", followed by --reason's text; a text with a control character, or
+ *   longer than a notice carries, is a usage error. First line "took back N leases", then one
+ *   line per holder and device.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "util.h"
@@ -31,12 +38,18 @@
 enum {
 	OPT_ALL = 0x100,
 	OPT_LEASE_DIR,
+	OPT_FORCE,
+	OPT_REASON,
 };
+
+#define RELEASE_REASON_MAX 180 /* --reason's bytes: with "release --force: ", a notice's 200 */
 
 static const struct option release_options[] = {
         CMD_OPTIONS_IDS,
         {"all", no_argument, NULL, OPT_ALL},
         {"lease-dir", required_argument, NULL, OPT_LEASE_DIR},
+        {"force", no_argument, NULL, OPT_FORCE},
+        {"reason", required_argument, NULL, OPT_REASON},
         CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
@@ -46,7 +59,26 @@ struct release_args {
 	const char *ids;       /* -i, NULL: --all */
 	bool all;              /* --all */
 	const char *lease_dir; /* --lease-dir, NULL: the site's */
+	bool force;            /* --force: take back anyone's lease (root) */
+	const char *reason;    /* --reason, NULL: none */
 };
+
+/* --reason's text: 0, or the usage error's exit status. */
+static int check_reason(const char *text)
+{
+	size_t l = strlen(text);
+
+	if (l == 0)
+		return cmd_usage_error(&cmd_release_entry, "--reason: empty text");
+	if (l > RELEASE_REASON_MAX)
+		return cmd_usage_error(&cmd_release_entry, "--reason: longer than %d bytes",
+		                       RELEASE_REASON_MAX);
+	for (size_t i = 0; i < l; i++)
+		if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f)
+			return cmd_usage_error(&cmd_release_entry,
+			                       "--reason: contains a control character");
+	return 0;
+}
 
 /* The options into a, checked together: CMD_GO_ON, or the exit status to return now
  * (--help, a usage error). */
@@ -63,6 +95,12 @@ static int parse_options(struct release_args *a, int argc, char **argv)
 			break;
 		case OPT_ALL:
 			a->all = true;
+			break;
+		case OPT_FORCE:
+			a->force = true;
+			break;
+		case OPT_REASON:
+			a->reason = optarg;
 			break;
 		case OPT_LEASE_DIR:
 			if (!optarg[0])
@@ -84,6 +122,15 @@ static int parse_options(struct release_args *a, int argc, char **argv)
 		return cmd_usage_error(&cmd_release_entry, "say which: -i IDS or --all");
 	if (a->ids && a->all)
 		return cmd_usage_error(&cmd_release_entry, "-i and --all conflict");
+	if (a->reason && !a->force)
+		return cmd_usage_error(&cmd_release_entry, "--reason needs --force");
+	if (a->reason && check_reason(a->reason))
+		return CLI_EXIT_USAGE;
+	if (a->force && geteuid() != 0) {
+		cli_error("release: --force: only root may take back a lease (you are uid %u)",
+		          (unsigned)geteuid());
+		return CLI_EXIT_FAILURE;
+	}
 	return CMD_GO_ON;
 }
 
@@ -149,6 +196,50 @@ static void print_also_freed(const struct release_args *a, const struct gpuctl_s
 		printf(" (held by the same holder as %s%s)\n", named > 1 ? "one of " : "", a->ids);
 }
 
+/* One line per lease list took back, after "took back N leases". */
+static void print_taken(const struct gpuctl_lease_notices *list)
+{
+	size_t n = gpuctl_lease_notices_count(list);
+
+	printf("took back %zu lease%s\n", n, n == 1 ? "" : "s");
+	for (size_t i = 0; i < n; i++) {
+		const struct gpuctl_lease_notice *t = gpuctl_lease_notices_get(list, i);
+		char who[64];
+
+		if (t->user)
+			(void)snprintf(who, sizeof(who), "%s", t->user);
+		else
+			(void)snprintf(who, sizeof(who), "uid %u", t->uid);
+		printf("GPU %lld (%s): from %s, pid %u: %s\n", (long long)t->index, t->device, who,
+		       t->pid,
+		       t->ended ? "the --hold holder was ended"
+		                : "lock file replaced; its processes run on, no longer leased");
+	}
+}
+
+/* Takes back the leases of a's GPUs (set; NULL: all) as root; the exit status. */
+static int force_release(struct cli *cli, const struct release_args *a,
+                         const struct gpuctl_snapshot *snap, struct gpuctl_lease_dir *dir,
+                         const struct gpuctl_devset *set)
+{
+	_cleanup_(gpuctl_lease_notices_freep) struct gpuctl_lease_notices *list = NULL;
+	char reason[256];
+	int r;
+
+	if (a->reason)
+		(void)snprintf(reason, sizeof(reason), "release --force: %s", a->reason);
+	else
+		(void)snprintf(reason, sizeof(reason), "release --force");
+	r = gpuctl_lease_evict(cli->ctx, dir, snap, set, reason, &list);
+	if (r < 0) {
+		const char *msg = gpuctl_errmsg(cli->ctx);
+		cli_error("release: --force: %s", msg && msg[0] ? msg : strerror(-r));
+		return r == -EAGAIN ? CLI_EXIT_BUSY : CLI_EXIT_FAILURE;
+	}
+	print_taken(list);
+	return cli_finish_output(CLI_EXIT_OK);
+}
+
 /* Ends the holders of a's GPUs (NULL set: all) in the lease directory; the exit status. */
 static int release_in(struct cli *cli, const struct release_args *a,
                       const struct gpuctl_snapshot *snap)
@@ -169,9 +260,11 @@ static int release_in(struct cli *cli, const struct release_args *a,
 	}
 	if (!dir) {
 		/* Nothing can be held in a directory that does not exist. */
-		printf("released 0 holders\n");
+		printf(a->force ? "took back 0 leases\n" : "released 0 holders\n");
 		return cli_finish_output(CLI_EXIT_OK);
 	}
+	if (a->force)
+		return force_release(cli, a, snap, dir, set);
 	r = set ? gpuctl_lease_release_freed(cli->ctx, dir, snap, set, &freed)
 	        : gpuctl_lease_release(cli->ctx, dir, snap, set);
 	if (r < 0) {
@@ -215,13 +308,19 @@ const struct cmd_entry cmd_release_entry = {
         .name = "release",
         .long_options = release_options,
         .short_options = "+:i:h",
-        .usage = "-i IDS | --all [--lease-dir DIR]",
-        .summary = "end your own `gpuctl select --hold` leases",
+        .usage = "-i IDS | --all [--force [--reason TEXT]] [--lease-dir DIR]",
+        .summary = "end your own `gpuctl select --hold` leases (root: take any lease back)",
         .options =
                 "  -i, --id, --only IDS\n"
                 "                   the GPUs whose holds to end (indices, UUIDs, UUID prefixes,\n"
                 "                   PCI bus ids, comma-separated; a GPU includes its MIG devices)\n"
                 "  --all            end every hold of yours\n"
+                "  --force          (root) take back every lease of the GPUs, whoever holds\n"
+                "                   it: a --hold holder is ended, a job's lease loses its\n"
+                "                   lock file and the job runs on; the holder's next gpuctl\n"
+                "                   command says so\n"
+                "  --reason TEXT    with --force: why, told to the holder (one line, at most\n"
+                "                   180 bytes)\n"
                 "  --lease-dir DIR  the lease directory (default $GPUCTL_LEASE_DIR, else the\n"
                 "                   configuration's lease_dir, else /run/gpuctl)\n"
                 "  -h, --help       print this help\n"
@@ -235,7 +334,11 @@ const struct cmd_entry cmd_release_entry = {
                 "nothing is signalled. Leases taken by gpuctl run end with their command. Your\n"
                 "processes that hold a lease's lock without an owner record accounting for them\n"
                 "(a hold whose record was deleted, a job left holding a lease after its run\n"
-                "ended) are found through the kernel's locks and ended too.\n",
+                "ended) are found through the kernel's locks and ended too.\n"
+                "\n"
+                "With --force (root only; anyone else: exit 1) the first line is \"took back\n"
+                "N leases\", then one line per holder and device (docs/leases.md, \"Taking a\n"
+                "lease back\").\n",
         .exec = cmd_release_exec,
-        .exits = CMD_EXITS_DRIVER | CMD_EXITS_HUNG,
+        .exits = CMD_EXITS_DRIVER | CMD_EXITS_HUNG | CMD_EXITS_BUSY,
 };

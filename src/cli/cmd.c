@@ -412,6 +412,9 @@ int cli_site(struct cli *cli, const struct cmd_entry *entry, const char *lease_d
 		cli_error("%s: %s", entry->name, msg && msg[0] ? msg : strerror(-r));
 		return r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
 	}
+	/* the lease directory the command settled on: its notices, when main.c's was another */
+	if (gpuctl_site_lease_dir_path(cli->site))
+		cli_notices_show(gpuctl_site_lease_dir_path(cli->site));
 	return 0;
 }
 

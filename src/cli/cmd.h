@@ -190,6 +190,11 @@ int cli_context_new(const struct cli *cli, struct gpuctl_ctx **ret_ctx);
  * context if needed. */
 int cli_site(struct cli *cli, const struct cmd_entry *entry, const char *lease_dir, unsigned flags);
 
+/* Shows the caller's unseen eviction notices of the lease directory at lease_dir (NULL:
+ * $GPUCTL_LEASE_DIR, else /run/gpuctl) on stderr, one line each, and marks them seen
+ * (notices.c). Once per directory and process; costs one open when there are none. */
+void cli_notices_show(const char *lease_dir);
+
 /* The usage ledger's path (docs/ledger.md): given (--ledger), else $GPUCTL_LEDGER, else the
  * configuration's `ledger` (read through cli_site), else GPUCTL_LEDGER_PATH. 0 or the exit
  * status (an empty $GPUCTL_LEDGER is a usage error). */

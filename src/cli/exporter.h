@@ -54,6 +54,9 @@ struct exporter_view {
 	/* the XIDs NVML's events gave since the last sample (drained with it, on the sampler's
 	 * thread); NULL: the exporter has no XID events (the kernel log is the only source) */
 	const struct gpuctl_xid_log *xid_events;
+	const int64_t *lease_idle_ms; /* per entry of leases: how long its lease has been idle by
+	                               * the sampler's idle tracker (idle_view_lease_ms), -1 not
+	                               * idle; NULL: not known */
 };
 
 /* For a hook that records holders (the agent's ledger): the usage counters (usage-counters.h)

@@ -92,6 +92,8 @@ int main(int argc, char **argv)
 	char **cmd_argv = argv + optind;
 	optind = 0;
 	cli.oneshot = entry->exits & CMD_EXITS_HUNG;
+	/* a lease taken back from the caller: said by whatever command comes next (notices.c) */
+	cli_notices_show(NULL);
 	status = entry->exec(&cli, cmd_argc, cmd_argv);
 	gpuctl_site_free(cli.site);
 	/* the output is complete before NVML is let go of, under the bound (watchdog.h) */

@@ -36,13 +36,14 @@ class Help(GpuctlTestCase):
         def codes(text):
             block = text.split("Exit status:", 1)[1]
             return {int(m) for m in re.findall(r"^  (\d+) ", block, re.M)}
-        # 6 (select.lock held too long: docs/leases.md "Bounds") is select's, run's and ps's;
+        # 6 (select.lock held too long: docs/leases.md "Bounds") is select's, run's, ps's and
+        # release's (--force takes it exclusively: docs/leases.md "Taking a lease back");
         # 7 (an NVML call past GPUCTL_NVML_TIMEOUT) every one-shot command's that reads NVML,
         # not the live ones' (top, watch, exporter, agent); 8 (no ledger) report's, which reads no NVML
         want = {"select": {0, 1, 2, 3, 4, 6, 7}, "run": {0, 1, 2, 3, 4, 5, 6, 7},
                 "ps": {0, 1, 2, 4, 6, 7}, "health": {0, 1, 2, 4, 7, 10, 20},
                 "topo": {0, 1, 2, 4, 7}, "list": {0, 1, 2, 4, 7}, "info": {0, 1, 2, 4, 7},
-                "release": {0, 1, 2, 4, 7}, "slurm": {0, 1, 2, 4, 7}, "lease": {0, 1, 2, 4, 7},
+                "release": {0, 1, 2, 4, 6, 7}, "slurm": {0, 1, 2, 4, 7}, "lease": {0, 1, 2, 4, 7},
                 "top": {0, 1, 2, 4}, "watch": {0, 1, 2, 4}, "exporter": {0, 1, 2, 4}, "agent": {0, 1, 2, 4},
                 "report": {0, 1, 2, 8}, "help": {0, 1, 2}}
         for c, w in want.items():

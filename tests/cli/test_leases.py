@@ -1053,6 +1053,15 @@ class TwoUserCase(GpuctlTestCase):
         for u in self.users:
             self.as_user(u, "release", "--all")
 
+    def make_shared_dir(self):
+        """A fresh shared lease directory (root's, `lease init`) in self.dir; the users' holds
+        are released after the test."""
+        shutil.rmtree(self.dir, True)
+        self.env = direct_env(self.dir)
+        r = run([GPUCTL, "lease", "init", "--lease-dir", self.dir], env=self.env)
+        self.assertEqual(r.rc, 0, r)
+        self.addCleanup(self.release_all)
+
     def as_user(self, user, *args, cmd=None, env=None):
         e = dict(self.env)
         if env:
@@ -1066,11 +1075,7 @@ class SharedDirectorySafety(TwoUserCase):
     """A shared lease directory owned by root; users A and B (docs/leases.md)."""
 
     def setUp(self):
-        shutil.rmtree(self.dir, True)
-        self.env = direct_env(self.dir)
-        r = run([GPUCTL, "lease", "init", "--lease-dir", self.dir], env=self.env)
-        self.assertEqual(r.rc, 0, r)
-        self.addCleanup(self.release_all)
+        self.make_shared_dir()
 
     def test_other_user_cannot_take_release_or_tamper(self):
         a, b = self.users

@@ -231,8 +231,9 @@ static void test_errors(void **state)
 	(void)state;
 	/* the documented example, exactly */
 	parse_err("[pool training]\ngpus = 0\ngpu = 1\n", 3, "unknown key");
-	assert_string_equal(gpuctl_errmsg(ctx), "t.conf:3: unknown key 'gpu' in [pool training] "
-	                                        "(expected gpus, users, groups or description)");
+	assert_string_equal(gpuctl_errmsg(ctx),
+	                    "t.conf:3: unknown key 'gpu' in [pool training] (expected gpus, users, "
+	                    "groups, description, idle_warn, idle_release or max_lease_age)");
 	/* unknown key, key in the wrong section */
 	parse_err("lease_dri = /run/x\n", 1, "unknown key 'lease_dri'");
 	parse_err("ledger = var/ledger.db\n", 1, "ledger 'var/ledger.db': not an absolute path");
@@ -353,6 +354,33 @@ static void map_err(const char *text, unsigned line, const char *a, const char *
 	assert_null(strchr(m, '\n'));
 	gpuctl_snapshot_free(snap);
 	gpuctl_config_free(cfg);
+}
+
+/* docs/config.md "Idle actions": global defaults, a pool's own keys override them (0: off). */
+static void test_idle_actions(void **state)
+{
+	struct gpuctl_config_idle c;
+	struct gpuctl_config *cfg;
+
+	(void)state;
+	cfg = parse_ok("idle_warn = 10m\nidle_release = 30m\n"
+	               "[pool a]\ngpus = 0\nidle_release = 0\nmax_lease_age = 7d\n"
+	               "[pool b]\ngpus = 1\n");
+	gpuctl_config_pool_idle(cfg, 0, &c);
+	assert_true(c.idle_warn_s == 600 && c.idle_release_s == 0 && c.max_lease_age_s == 604800);
+	gpuctl_config_pool_idle(cfg, 1, &c);
+	assert_true(c.idle_warn_s == 600 && c.idle_release_s == 1800 && c.max_lease_age_s == 0);
+	gpuctl_config_pool_idle(cfg, SIZE_MAX, &c); /* the default pool */
+	assert_true(c.idle_warn_s == 600 && c.idle_release_s == 1800 && c.max_lease_age_s == 0);
+	gpuctl_config_free(cfg);
+	gpuctl_config_pool_idle(NULL, 0, &c);
+	assert_true(c.idle_warn_s == 0 && c.idle_release_s == 0 && c.max_lease_age_s == 0);
+	parse_err("idle_release = 30\n", 1, "idle_release '30': not a duration");
+	parse_err("\nmax_lease_age = 400d\n", 2, "max_lease_age '400d': longer than 366 days");
+	parse_err("[pool a]\ngpus = 0\nidle_warn = 1m\nidle_warn = 2m\n", 4, "'idle_warn'", "twice",
+	          "first on line 3");
+	parse_err("idle_warn =\n", 1, "empty value", "'idle_warn'");
+	parse_err("idle_warn = 1m # x\nidle_warn=2s\n", 2, "twice");
 }
 
 static void test_ranges_and_map(void **state)
@@ -639,7 +667,8 @@ int main(void)
 	        cmocka_unit_test(test_comments),       cmocka_unit_test(test_errors),
 	        cmocka_unit_test(test_ranges_and_map), cmocka_unit_test(test_two_pools),
 	        cmocka_unit_test(test_share_margin),   cmocka_unit_test(test_allows),
-	        cmocka_unit_test(test_pool_find),      cmocka_unit_test(test_load),
+	        cmocka_unit_test(test_idle_actions),   cmocka_unit_test(test_pool_find),
+	        cmocka_unit_test(test_load),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

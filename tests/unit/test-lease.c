@@ -997,6 +997,50 @@ static void test_select_fields(void **state)
 /* /proc/locks lines as proc(5) documents them: ordinal, class (FLOCK, POSIX, OFDLCK), ADVISORY
  * or MANDATORY, READ or WRITE, pid, major:minor:inode (hex device numbers), range; a request
  * blocked on the lock above is printed "N: -> ..." */
+/* Eviction notices (docs/leases.md "Taking a lease back"): the header line, key-value lines each
+ * ending in a newline, the required keys, a known key once, strict numbers, no control
+ * characters; unknown keys skipped. */
+static void test_notice_parse(void **state)
+{
+#define N_HEAD "gpuctl-notice 1\n"
+#define N_REQ  "device GPU-12ab-34\npid 42\nstart_time 1700000000\nwhen 1700000100\n"
+	static const struct {
+		const char *text;
+		int r;
+	} cases[] = {
+	        {N_HEAD N_REQ "reason release --force\n", 0},
+	        {N_HEAD N_REQ "reason idle for 30m (idle_release of pool a)\nindex 3\nended 1\n"
+	                      "user alice\nby_uid 0\nby root\nlater_key anything\n",
+	         0},
+	        {N_HEAD N_REQ, -EINVAL},                           /* no reason */
+	        {N_REQ "reason x\n", -EINVAL},                     /* no header */
+	        {"gpuctl-notice 2\n" N_REQ "reason x\n", -EINVAL}, /* another version */
+	        {N_HEAD N_REQ "reason x", -EINVAL},                /* no final newline */
+	        {N_HEAD N_REQ "reason x\npid 43\n", -EINVAL},      /* pid twice */
+	        {N_HEAD N_REQ "reason a\tb\n", -EINVAL},           /* a control character */
+	        {N_HEAD N_REQ "reason \n", -EINVAL},               /* empty value */
+	        {N_HEAD N_REQ "reason x\nended 2\n", -EINVAL},     /* ended is 0 or 1 */
+	        {N_HEAD N_REQ "reason x\nindex 03\n", -EINVAL},    /* a leading zero */
+	        {N_HEAD N_REQ "reason x\nindex -1\n", -EINVAL},    /* no sign */
+	        {N_HEAD "device ../../etc\npid 1\nstart_time 1\nwhen 1\nreason x\n", -EINVAL},
+	        {N_HEAD "device GPU-1\npid 2147483648\nstart_time 1\nwhen 1\nreason x\n",
+	         -EINVAL}, /* not a pid */
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int r = lease_notice_parse_text(cases[i].text, strlen(cases[i].text));
+
+		if (r != cases[i].r)
+			fail_msg("case %zu: %d, want %d:\n%s", i, r, cases[i].r, cases[i].text);
+	}
+	/* a NUL byte makes it no text */
+	assert_int_equal(lease_notice_parse_text(N_HEAD N_REQ "reason x\0\n",
+	                                         sizeof(N_HEAD N_REQ "reason x\0\n") - 1),
+	                 -EINVAL);
+#undef N_HEAD
+#undef N_REQ
+}
+
 static void test_flock_parse(void **state)
 {
 	struct lease_flock l;
@@ -1144,6 +1188,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_share_accounting, setup, teardown),
 	        cmocka_unit_test(test_select_fields),
 	        cmocka_unit_test(test_flock_parse),
+	        cmocka_unit_test(test_notice_parse),
 	        cmocka_unit_test(test_fdinfo_flock),
 	        cmocka_unit_test_setup_teardown(test_proc_holds, setup, teardown),
 	};

@@ -256,12 +256,41 @@ static void test_dec(void **state)
 	assert_int_equal(u, UINT32_MAX);
 }
 
+/* docs/config.md "Idle actions": N and one of s, m, h, d; a bare 0 is off; at most 366 days. */
+static void test_duration(void **state)
+{
+	static const struct {
+		const char *text;
+		int r;
+		uint64_t seconds;
+	} cases[] = {
+	        {"0", 0, 0},          {"2s", 0, 2},          {"30m", 0, 1800},
+	        {"8h", 0, 28800},     {"7d", 0, 604800},     {"366d", 0, 31622400},
+	        {"367d", -ERANGE, 0}, {"8785h", -ERANGE, 0}, {"0s", 0, 0},
+	        {"10", -EINVAL, 0},   {"", -EINVAL, 0},      {"m", -EINVAL, 0},
+	        {"1.5h", -EINVAL, 0}, {"1 h", -EINVAL, 0},   {"1h30m", -EINVAL, 0},
+	        {"-1h", -EINVAL, 0},  {"1H", -EINVAL, 0},    {"1w", -EINVAL, 0},
+	        {"00", -EINVAL, 0},
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t v = 12345;
+		int r = parse_duration(cases[i].text, &v);
+
+		if (r != cases[i].r)
+			fail_msg("'%s': %d, want %d", cases[i].text, r, cases[i].r);
+		if (r == 0 && v != cases[i].seconds)
+			fail_msg("'%s': %llu s", cases[i].text, (unsigned long long)v);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_seconds),         cmocka_unit_test(test_timeout),
 	        cmocka_unit_test(test_size_exact_text), cmocka_unit_test(test_format_cpulist),
 	        cmocka_unit_test(test_size_parse),      cmocka_unit_test(test_dec),
+	        cmocka_unit_test(test_duration),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

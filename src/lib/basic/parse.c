@@ -233,6 +233,35 @@ int parse_percent(const char *text, int *ret_percent)
 	return 0;
 }
 
+int parse_duration(const char *text, uint64_t *ret_seconds)
+{
+	static const struct {
+		char unit;
+		uint64_t seconds;
+	} units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
+	const char *p = text;
+	uint64_t v;
+	int r = read_u64(&p, &v);
+
+	if (r < 0)
+		return r;
+	if (v == 0 && p - text == 1 && !*p) {
+		*ret_seconds = 0; /* a bare 0: off */
+		return 0;
+	}
+	if (!p[0] || p[1])
+		return -EINVAL; /* one unit letter, nothing after it */
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (*p != units[i].unit)
+			continue;
+		if (v > PARSE_DURATION_MAX / units[i].seconds)
+			return -ERANGE;
+		*ret_seconds = v * units[i].seconds;
+		return 0;
+	}
+	return -EINVAL;
+}
+
 int parse_cpulist(const char *text, uint64_t *bits, size_t nbits)
 {
 	const char *p = text;

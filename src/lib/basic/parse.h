@@ -46,6 +46,13 @@ int parse_timeout(const char *text, double max, double *ret_seconds);
 /* Parses a percentage 0..100, with or without a trailing '%'. -EINVAL or -ERANGE. */
 int parse_percent(const char *text, int *ret_percent);
 
+/* Parses a duration of the configuration file (idle_warn, idle_release, max_lease_age): decimal
+ * digits and one unit, s, m, h or d ("90s", "30m", "8h", "7d"), at most PARSE_DURATION_MAX
+ * seconds; or a bare "0" (off). Nothing else: no blank, sign, fraction or second unit; a bare
+ * number other than 0 is refused (a forgotten unit must not mean seconds). -EINVAL or -ERANGE. */
+#define PARSE_DURATION_MAX (366ull * 86400)
+int parse_duration(const char *text, uint64_t *ret_seconds);
+
 /* The highest CPU number parse_cpulist accepts (a guard against absurd input). */
 #define PARSE_CPULIST_MAX_CPU 65535
 

@@ -163,6 +163,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_selection *, gpuctl_selection_free)
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_lease *, gpuctl_lease_free)
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_lease_dir *, gpuctl_lease_dir_free)
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_lease_list *, gpuctl_lease_list_free)
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_lease_notices *, gpuctl_lease_notices_free)
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_config *, gpuctl_config_free)
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct gpuctl_snapshot *, gpuctl_snapshot_free)
 

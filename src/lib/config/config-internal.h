@@ -34,6 +34,15 @@ enum global_key {
 	G__COUNT
 };
 enum pool_key { P_GPUS, P_USERS, P_GROUPS, P_DESCRIPTION, P__COUNT };
+/* The idle actions' keys (docs/config.md "Idle actions"): in a pool, and in the global section as
+ * every pool's default. */
+enum idle_key { I_WARN, I_RELEASE, I_MAX_AGE, I__COUNT };
+
+/* The idle actions of a section: seconds (0: off), and each key's line (0: not given). */
+struct idle_keys {
+	uint64_t s[I__COUNT];
+	unsigned line[I__COUNT];
+};
 
 /* One entry of a pool's gpus list. */
 struct gpu_entry {
@@ -56,6 +65,7 @@ struct pool {
 	unsigned key_line[P__COUNT]; /* line of each pool key (enum pool_key), 0: not given */
 	size_t n_users;              /* entries in users */
 	size_t n_groups;             /* entries in groups */
+	struct idle_keys idle;       /* its idle actions; a key not given: the global one */
 };
 
 struct gpuctl_config {
@@ -70,6 +80,7 @@ struct gpuctl_config {
 	char *ledger_buf;                       /* owned; settings.ledger points into it */
 	struct pool *pools;                     /* owned, n_pools entries */
 	size_t n_pools;                         /* entries in pools */
+	struct idle_keys idle;                  /* the global section's idle actions */
 };
 
 /* The state of one parse; gpuctl_config_pool_map reuses it so its messages name the line. */

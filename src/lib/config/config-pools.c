@@ -62,6 +62,22 @@ int gpuctl_config_pool_get(const struct gpuctl_config *cfg, size_t i, const char
 	return 0;
 }
 
+void gpuctl_config_pool_idle(const struct gpuctl_config *cfg, size_t i,
+                             struct gpuctl_config_idle *ret)
+{
+	struct idle_keys ik = {0};
+	const struct pool *pool = cfg && i < cfg->n_pools ? &cfg->pools[i] : NULL;
+
+	if (cfg)
+		ik = cfg->idle;
+	for (int k = 0; pool && k < I__COUNT; k++)
+		if (pool->idle.line[k])
+			ik.s[k] = pool->idle.s[k];
+	*ret = (struct gpuctl_config_idle){.idle_warn_s = ik.s[I_WARN],
+	                                   .idle_release_s = ik.s[I_RELEASE],
+	                                   .max_lease_age_s = ik.s[I_MAX_AGE]};
+}
+
 /* The snapshot index of a single-GPU entry, through gpuctl_ids_resolve. */
 static int resolve_entry(struct parser *p, const struct gpuctl_snapshot *snap,
                          const struct gpu_entry *ge, size_t *ret)

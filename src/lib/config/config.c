@@ -34,6 +34,7 @@
 static const char *const global_keys[G__COUNT] = {"lease_dir", "busy_memory", "busy_utilization",
                                                   "share_margin", "ledger"};
 static const char *const pool_keys[P__COUNT] = {"gpus", "users", "groups", "description"};
+static const char *const idle_keys[I__COUNT] = {"idle_warn", "idle_release", "max_lease_age"};
 
 static const struct gpuctl_config_settings default_settings = {
         .lease_dir = NULL,
@@ -372,6 +373,34 @@ static int lookup(const char *const *keys, size_t n, const char *key)
 	return -1;
 }
 
+/* idle_warn, idle_release, max_lease_age: in a pool for it, in the global section for every
+ * pool that does not say (docs/config.md "Idle actions"). */
+static int set_idle(struct parser *p, enum idle_key k, const char *key, const char *value)
+{
+	struct idle_keys *ik = p->cur ? &p->cur->idle : &p->cfg->idle;
+	char q[QUOTE_MAX + 4], w[POOL_NAME_MAX + 16];
+	uint64_t sec = 0;
+	int r;
+
+	if (ik->line[k])
+		return config_perr(p, "key '%s' given twice%s (first on line %u)", key,
+		                   where(p, w, sizeof(w)), ik->line[k]);
+	ik->line[k] = p->line;
+	if (!value[0])
+		return config_perr(p, "empty value for '%s'%s", key, where(p, w, sizeof(w)));
+	quote_text(q, sizeof(q), value, strlen(value), QUOTE_MAX);
+	r = parse_duration(value, &sec);
+	if (r == -ERANGE)
+		return config_perr(p, "%s '%s': longer than 366 days", key, q);
+	if (r < 0)
+		return config_perr(p,
+		                   "%s '%s': not a duration (a number and s, m, h or d: 90s, 30m, "
+		                   "8h; 0: off)",
+		                   key, q);
+	ik->s[k] = sec;
+	return 0;
+}
+
 /* "key = value" (line already stripped of comments and trimmed, NUL-terminated). */
 static int parse_assignment(struct parser *p, char *line)
 {
@@ -392,6 +421,8 @@ static int parse_assignment(struct parser *p, char *line)
 	quote_text(q, sizeof(q), key, strlen(key), QUOTE_MAX);
 	if (!key[0])
 		return config_perr(p, "missing key before '='%s", where(p, w, sizeof(w)));
+	if ((k = lookup(idle_keys, I__COUNT, key)) >= 0)
+		return set_idle(p, (enum idle_key)k, key, value);
 	g = lookup(global_keys, G__COUNT, key);
 	k = lookup(pool_keys, P__COUNT, key);
 	if (!p->cur && k >= 0)
@@ -408,12 +439,12 @@ static int parse_assignment(struct parser *p, char *line)
 		return config_perr(
 		        p,
 		        "unknown key '%s' (expected lease_dir, busy_memory, busy_utilization, "
-		        "share_margin or ledger)",
+		        "share_margin, ledger, idle_warn, idle_release or max_lease_age)",
 		        q);
 	if (p->cur && k < 0)
 		return config_perr(p,
-		                   "unknown key '%s' in [pool %s] (expected gpus, users, groups or "
-		                   "description)",
+		                   "unknown key '%s' in [pool %s] (expected gpus, users, groups, "
+		                   "description, idle_warn, idle_release or max_lease_age)",
 		                   q, p->cur->name);
 	unsigned *seen = p->cur ? &p->cur->key_line[k] : &p->global_line[g];
 	if (*seen)

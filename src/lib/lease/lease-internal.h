@@ -14,6 +14,8 @@
  *   lease-record.c   owner records (written, read strictly)
  *   lease-queue.c    the wait queue: tickets, queue scans, the fingerprint, inotify
  *   lease-foreign.c  foreign processes: compute processes that belong to no lease
+ *   lease-notice.c   eviction notices: what root tells a holder whose lease it took back
+ *   lease-evict.c    root takes leases back (release --force, the agent's idle actions)
  *   lease-select.c   select-and-lease: probe, reserve, select, lock, record, under select.lock
  *   lease.c          the leases once taken: the lease handle, the list, release
  */
@@ -311,6 +313,12 @@ void lease_records_free(struct record *r, size_t n);
 int lease_records_load(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir, uid_t only_uid,
                        const char *only_uuid, struct record **ret, size_t *ret_n);
 
+/* Removes uid's records of device uuid that name holder pid started at pid_start_ticks (a lease
+ * taken back while its job runs on: its record must not make the job's processes a later lease's
+ * of that device). Returns how many were removed. */
+int lease_records_drop(const struct gpuctl_lease_dir *dir, uid_t uid, const char *uuid,
+                       uint32_t pid, uint64_t pid_start_ticks);
+
 /* Removes the caller's shared-lease records whose holder and job are both gone: each shared
  * lease has a record name of its own, so no later lease replaces them. */
 void lease_records_prune_shared(int ufd);
@@ -379,6 +387,57 @@ struct gpuctl_lease {
 	char *label;            /* for the records, owned, may be NULL */
 };
 
+/* ---- lease.c: release's steps, which eviction (lease-evict.c) shares ---- */
+
+/* How long release waits for the holders it signalled to exit (they exit at once on SIGTERM;
+ * the bound is against a holder stopped by a debugger or SIGSTOP). */
+#define LEASE_RELEASE_WAIT_MS 10000
+
+/* A holder that was sent SIGTERM. */
+struct lease_signalled {
+	pid_t pid;            /* 0 once it has exited */
+	uint64_t start_ticks; /* its start, clock ticks since boot */
+	uid_t uid;            /* its owner */
+	int pidfd;            /* -1: no pidfd (an older kernel); polled through /proc */
+};
+
+/* SIGTERM to pid once it is checked to be uid's process started at start_ticks (through a pidfd
+ * when the kernel has pidfd_open, checked after opening it, so the pid cannot be recycled in
+ * between). On success *pidfd is a descriptor that becomes readable when the process exits, or
+ * -1. -ESRCH when pid is not that process, or kill's -errno. */
+int lease_signal_holder(pid_t pid, uint64_t start_ticks, uid_t uid, int *pidfd);
+
+/* Waits until every holder of s has exited (its descriptors, and so its locks, are closed by
+ * then), at most LEASE_RELEASE_WAIT_MS; returns how many still live. Closes the pidfds. */
+size_t lease_wait_holders(struct lease_signalled *s, size_t n);
+
+/* A device that is held now (HELD or SHARED). */
+struct lease_held_dev {
+	const char *uuid;        /* borrowed from the snapshot */
+	size_t gpu;              /* snapshot index */
+	int mig;                 /* MIG index, -1 for the whole GPU */
+	bool exclusive;          /* HELD: one lock; else SHARED: one per shared lease */
+	struct lease_lock_id id; /* its lock file */
+};
+
+/* The devices of set (NULL: every device of snap) held now, into *ret (owned; *ret_n of them):
+ * 0 or -ENOMEM. */
+int lease_held_devices(const struct gpuctl_lease_dir *dir, const struct gpuctl_snapshot *snap,
+                       const struct gpuctl_devset *set, struct lease_held_dev **ret, size_t *ret_n);
+
+/* ---- lease-notice.c: eviction notices ---- */
+
+/* An empty notice list (not a mine list): 0 or -ENOMEM. */
+int lease_notices_new(struct gpuctl_lease_notices **ret);
+/* Appends a copy of n to list: 0 or -ENOMEM. */
+int lease_notices_add(struct gpuctl_lease_notices *list, const struct gpuctl_lease_notice *n);
+/* Writes notice n into DIR/notices/<n->uid>/ (creating DIR/notices and the user's directory,
+ * which is handed to the user, mode 0700), atomically; as root. 0 or -errno (message set). */
+int lease_notice_write(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
+                       const struct gpuctl_lease_notice *n);
+/* Removes notice n (unseen) of DIR/notices/<n->uid>/ when it is there. */
+void lease_notice_remove(const struct gpuctl_lease_dir *dir, const struct gpuctl_lease_notice *n);
+
 /* ---- lease-select.c: select-and-lease ---- */
 
 /* gpuctl_select_and_lease (ticket NULL) or gpuctl_select_and_lease_queued, with the devices of
@@ -401,6 +460,10 @@ int lease_record_parse_text(const char *text, size_t len, const char *uuid);
 /* Parses a waiter's ticket of len bytes (docs/leases.md "Waiting"): true when it is well-formed
  * (a ticket with a NUL byte is not). */
 bool lease_ticket_parse_text(const char *text, size_t len);
+
+/* Parses an eviction notice of len bytes (docs/leases.md "Taking a lease back"): 0, -EINVAL for
+ * anything the reader refuses, -ENOMEM. */
+int lease_notice_parse_text(const char *text, size_t len);
 
 /* Parses a record file name ("<UUID>.json", "<UUID>@<tag>.json"): true when it names a record;
  * then uuid (UUID_MAX + 1 = 97 bytes) gets the UUID and *ret_shared the kind. */

@@ -585,6 +585,45 @@ int lease_records_load(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *di
 	return 0;
 }
 
+int lease_records_drop(const struct gpuctl_lease_dir *dir, uid_t uid, const char *uuid,
+                       uint32_t pid, uint64_t pid_start_ticks)
+{
+	_cleanup_(closedirp) DIR *od = NULL;
+	struct dirent *de;
+	int dropped = 0;
+
+	if (dir->owners_fd < 0 || !(od = lease_dir_reopen(dir->owners_fd)))
+		return 0;
+	while ((de = readdir(od))) {
+		_cleanup_close_ int ufd = -1;
+		_cleanup_(closedirp) DIR *ud = NULL;
+		struct dirent *fe;
+		uint64_t u;
+
+		if (!lease_user_dir_name(de->d_name, &u) || u != uid)
+			continue;
+		ufd = openat(dir->owners_fd, de->d_name,
+		             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (ufd < 0 || !(ud = lease_dir_reopen(ufd)))
+			continue;
+		while ((fe = readdir(ud))) {
+			char fu[UUID_MAX + 1];
+			struct record rec = {0};
+			bool shared, match;
+
+			if (!lease_record_name_parse(fe->d_name, fu, &shared) || !streq(fu, uuid) ||
+			    record_read(ufd, uid, fe->d_name, fu, &rec) < 0)
+				continue;
+			match = rec.pid == pid && rec.pid_start_ticks == pid_start_ticks;
+			lease_record_clear(&rec);
+			/* unlinkat follows no link: safe in a directory its user controls */
+			if (match && unlinkat(ufd, fe->d_name, 0) == 0)
+				dropped++;
+		}
+	}
+	return dropped;
+}
+
 void lease_records_prune_shared(int ufd)
 {
 	_cleanup_(closedirp) DIR *d = lease_dir_reopen(ufd);

@@ -318,19 +318,7 @@ int gpuctl_lease_set_owner(struct gpuctl_ctx *ctx, struct gpuctl_lease *lease, u
 
 /* ---- release ---- */
 
-/* How long release waits for the holders it signalled to exit (they exit at once on SIGTERM;
- * the bound is against a holder stopped by a debugger or SIGSTOP). */
-#define RELEASE_WAIT_MS 10000
-
-struct signalled {
-	pid_t pid;
-	uint64_t start_ticks;
-	int pidfd; /* -1: no pidfd (an older kernel); polled through /proc */
-};
-
-/* SIGTERM to pid once it is checked to be uid's process started at start_ticks. On success
- * *pidfd is a descriptor that becomes readable when the process exits, or -1. */
-static int signal_holder(pid_t pid, uint64_t start_ticks, uid_t uid, int *pidfd)
+int lease_signal_holder(pid_t pid, uint64_t start_ticks, uid_t uid, int *pidfd)
 {
 	*pidfd = -1;
 #ifdef SYS_pidfd_open
@@ -356,11 +344,9 @@ static int signal_holder(pid_t pid, uint64_t start_ticks, uid_t uid, int *pidfd)
 	return kill(pid, SIGTERM) < 0 ? -errno : 0;
 }
 
-/* Waits until every signalled holder has exited (its descriptors, and so its locks, are closed
- * by then), at most RELEASE_WAIT_MS; returns how many still live. Closes the pidfds. */
-static size_t wait_holders(struct signalled *s, size_t n, uid_t uid)
+size_t lease_wait_holders(struct lease_signalled *s, size_t n)
 {
-	int64_t deadline = monotonic_ms() + RELEASE_WAIT_MS;
+	int64_t deadline = monotonic_ms() + LEASE_RELEASE_WAIT_MS;
 	size_t alive;
 
 	for (;;) {
@@ -374,7 +360,7 @@ static size_t wait_holders(struct signalled *s, size_t n, uid_t uid)
 				continue;
 			if (s[i].pidfd < 0) {
 				if (!lease_proc_matches((uint32_t)s[i].pid, s[i].start_ticks,
-				                        uid)) {
+				                        s[i].uid)) {
 					s[i].pid = 0;
 					continue;
 				}
@@ -412,7 +398,7 @@ static size_t wait_holders(struct signalled *s, size_t n, uid_t uid)
 
 /* The holders a release has signalled, each once. */
 struct release_set {
-	struct signalled *s; /* owned */
+	struct lease_signalled *s; /* owned */
 	size_t n, cap;
 	uid_t me;                           /* the caller: only its processes are signalled */
 	const struct gpuctl_snapshot *snap; /* the machine, for freed */
@@ -467,25 +453,19 @@ static int release_one(struct release_set *rs, pid_t pid, uint64_t start_ticks)
 			return 0;
 	if (rs->n == rs->cap) {
 		size_t nc = rs->cap ? rs->cap * 2 : 8;
-		struct signalled *ns = realloc(rs->s, nc * sizeof(*ns));
+		struct lease_signalled *ns = realloc(rs->s, nc * sizeof(*ns));
 
 		if (!ns)
 			return -ENOMEM;
 		rs->s = ns;
 		rs->cap = nc;
 	}
-	if (signal_holder(pid, start_ticks, rs->me, &pidfd) < 0)
+	if (lease_signal_holder(pid, start_ticks, rs->me, &pidfd) < 0)
 		return 0;
-	rs->s[rs->n++] = (struct signalled){.pid = pid, .start_ticks = start_ticks, .pidfd = pidfd};
+	rs->s[rs->n++] = (struct lease_signalled){
+	        .pid = pid, .start_ticks = start_ticks, .uid = rs->me, .pidfd = pidfd};
 	return 1;
 }
-
-/* A device of the release's set that is held now. */
-struct held_dev {
-	const char *uuid;        /* borrowed from the snapshot */
-	bool exclusive;          /* HELD: one lock; else SHARED: one per shared lease */
-	struct lease_lock_id id; /* its lock file */
-};
 
 #define RELEASE_ANCESTOR_MAX 64 /* levels of a parent walk (as lease-foreign.c's) */
 
@@ -493,8 +473,8 @@ struct held_dev {
  * process pid holds: on an exclusive device any counting record (its one lock is that lease's),
  * else a record naming the taker, or one naming pid or an ancestor of pid (a SIGKILLed gpuctl's
  * job, in a pid namespace where the kernel no longer names the dead taker). */
-static bool lock_accounted(const struct record *recs, size_t n_recs, const struct held_dev *hd,
-                           pid_t taker, pid_t pid)
+static bool lock_accounted(const struct record *recs, size_t n_recs,
+                           const struct lease_held_dev *hd, pid_t taker, pid_t pid)
 {
 	bool any = false;
 	pid_t p = pid;
@@ -523,12 +503,11 @@ static bool lock_accounted(const struct record *recs, size_t n_recs, const struc
 	return false;
 }
 
-/* The devices of set (NULL: every device of snap) held now, into *ret (owned; *ret_n of them). */
-static int held_devices(const struct gpuctl_lease_dir *dir, const struct gpuctl_snapshot *snap,
-                        const struct gpuctl_devset *set, struct held_dev **ret, size_t *ret_n)
+int lease_held_devices(const struct gpuctl_lease_dir *dir, const struct gpuctl_snapshot *snap,
+                       const struct gpuctl_devset *set, struct lease_held_dev **ret, size_t *ret_n)
 {
 	_cleanup_(lease_locks_view_done) struct lease_locks_view view = {0};
-	_cleanup_free_ struct held_dev *v = NULL;
+	_cleanup_free_ struct lease_held_dev *v = NULL;
 	size_t n = 0, total = 0;
 
 	for (size_t g = 0; g < snap->n_gpus; g++)
@@ -549,9 +528,12 @@ static int held_devices(const struct gpuctl_lease_dir *dir, const struct gpuctl_
 			state = lease_probe_view(dir, &view, u, &st, NULL, reason, sizeof(reason));
 			if (!lease_held(state))
 				continue;
-			v[n++] = (struct held_dev){.uuid = u,
-			                           .exclusive = state == GPUCTL_LEASE_HELD,
-			                           .id = {.dev = st.st_dev, .ino = st.st_ino}};
+			v[n++] =
+			        (struct lease_held_dev){.uuid = u,
+			                                .gpu = g,
+			                                .mig = m,
+			                                .exclusive = state == GPUCTL_LEASE_HELD,
+			                                .id = {.dev = st.st_dev, .ino = st.st_ino}};
 		}
 	*ret = TAKE_PTR(v);
 	*ret_n = n;
@@ -563,7 +545,7 @@ static int held_devices(const struct gpuctl_lease_dir *dir, const struct gpuctl_
  * after the run and its job ended), found through the kernel's locks in /proc/PID/fdinfo; never
  * the caller or its ancestors (they may hold the lock the caller inherited: a release typed in
  * a job's shell). Returns how many were signalled, or -ENOMEM. */
-static int release_recordless(struct release_set *rs, const struct held_dev *devs, size_t n,
+static int release_recordless(struct release_set *rs, const struct lease_held_dev *devs, size_t n,
                               const struct record *recs, size_t n_recs)
 {
 	_cleanup_free_ struct lease_lock_id *ids = NULL;
@@ -707,7 +689,7 @@ static int release_run(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                        const struct gpuctl_snapshot *snap, const struct gpuctl_devset *set,
                        struct release_set *rs)
 {
-	_cleanup_free_ struct held_dev *held = NULL;
+	_cleanup_free_ struct lease_held_dev *held = NULL;
 	struct record *recs = NULL;
 	size_t n_recs = 0, n_held = 0, alive;
 	_cleanup_close_ int sfd = -1;
@@ -727,7 +709,7 @@ static int release_run(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 		r = release_recorded(rs, dir, snap, set, recs, n_recs);
 	if (r >= 0) {
 		count = r;
-		r = held_devices(dir, snap, set, &held, &n_held);
+		r = lease_held_devices(dir, snap, set, &held, &n_held);
 	}
 	if (r >= 0)
 		r = release_recordless(rs, held, n_held, recs, n_recs);
@@ -740,13 +722,13 @@ static int release_run(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 	 * shared select.lock is dropped first so a holder's exit path is never blocked on it. */
 	if (sfd >= 0)
 		(void)close(TAKE_FD(sfd));
-	alive = wait_holders(rs->s, rs->n, rs->me);
+	alive = lease_wait_holders(rs->s, rs->n);
 	if (r < 0)
 		return r;
 	if (alive)
 		ctx_log(ctx, GPUCTL_LOG_WARNING,
 		        "release: %zu holder%s still running %d s after SIGTERM (stopped?)", alive,
-		        alive == 1 ? " is" : "s are", RELEASE_WAIT_MS / 1000);
+		        alive == 1 ? " is" : "s are", LEASE_RELEASE_WAIT_MS / 1000);
 	return count;
 }
 
