@@ -362,7 +362,7 @@ static int found(struct wsample *s, struct agent_violation *v, const char *key_w
 	struct agent_watch *w = s->w;
 	struct gpuctl_config_enforce e;
 	struct watch_kill k = {.pidfd = -1};
-	char key[KEY_MAX], action[160], who[64];
+	char key[KEY_MAX], action[160], who[96], uname[64];
 	struct passwd *pw;
 	bool was, kill_on;
 	size_t pi = agent_pool_index(s->v, v->gpu, &v->pool);
@@ -373,8 +373,10 @@ static int found(struct wsample *s, struct agent_violation *v, const char *key_w
 	if (was)
 		return 0;
 	gpuctl_config_pool_enforce(gpuctl_site_config(s->v->site), pi, &e);
+	/* a copy: getpwuid's buffer is reused by the next call (notify's) */
 	pw = getpwuid((uid_t)v->uid);
-	v->user = pw ? pw->pw_name : NULL;
+	(void)snprintf(uname, sizeof(uname), "%s", pw ? pw->pw_name : "");
+	v->user = pw ? uname : NULL;
 	v->enforce = gpuctl_enforce_name(e.enforce);
 	act(s, &e, v, action, sizeof(action), &k, &kill_on);
 	v->action = action;
