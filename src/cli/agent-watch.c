@@ -29,6 +29,10 @@
  *   back is new again. A process gone from /proc between NVML's list and our read is none.
  * - The sampler's classification is needed: a sample without it (the lease files unreadable)
  *   finds nothing (the agent says so already).
+ * - No false start: the sampler reads NVML's processes before the lease list (cmd-exporter.c),
+ *   and gpuctl run leases before it starts its job, so a job's process that NVML lists has its
+ *   lease in the list read after it. A process listed after its lease ended is usually gone
+ *   from /proc (a zombie counts as gone) by the time it is judged.
  */
 #include <errno.h>
 #include <inttypes.h>
