@@ -41,6 +41,7 @@
 #include "agent-failover.h"
 #include "agent-health.h"
 #include "agent-idle.h"
+#include "agent-watch.h"
 #include "cmd.h"
 #include "exporter.h"
 #include "hostproc.h"
@@ -88,6 +89,7 @@ struct agent {
 	struct agent_health *health;     /* the health watch (agent-health.h) */
 	struct agent_failover *failover; /* the health failovers (agent-failover.h) */
 	struct agent_idle idle;          /* idle_warn, idle_release, max_lease_age (agent-idle.c) */
+	struct agent_watch *watch;       /* the pools' enforce: violations (agent-watch.c) */
 };
 
 static void held_clear(struct held *h, size_t n)
@@ -490,7 +492,10 @@ static void agent_sample(void *userdata, const struct exporter_view *v)
 	agent_health_sample(a->health, v);
 	/* enforcing goes on whatever the ledger does */
 	agent_idle_sample(&a->idle, v);
-	if (open_ledger(a, v->ctx) < 0)
+	/* violations are found, logged and acted on whether the ledger can record them or not */
+	int opened = open_ledger(a, v->ctx);
+	agent_watch_sample(a->watch, v, a->ledger);
+	if (opened < 0)
 		return;
 	r = observe_sample(a, v, &s);
 	/* the page's usage counters count what this sample records (docs/metrics.md) */
@@ -573,13 +578,16 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 		return status;
 	if (!health_state)
 		health_state = gpuctl_site_health_state_path(cli->site);
-	if (agent_health_new(health_state, &a.health) < 0 || agent_failover_new(&a.failover) < 0) {
+	if (agent_health_new(health_state, &a.health) < 0 || agent_failover_new(&a.failover) < 0 ||
+	    agent_watch_new(&a.watch) < 0) {
 		agent_health_free(a.health);
+		agent_failover_free(a.failover);
 		cli_error("agent: out of memory");
 		return CLI_EXIT_FAILURE;
 	}
 	/* a file-size limit fails the write (EFBIG), as a full disk does, instead of killing us */
 	(void)signal(SIGXFSZ, SIG_IGN);
+	hook.violations = agent_watch_counts(a.watch);
 	ea.hook = &hook;
 	status = exporter_run(cli, &ea);
 	gpuctl_ledger_free(a.ledger);
@@ -588,6 +596,7 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 	held_clear(a.prev, a.n_prev);
 	free(a.prev);
 	agent_idle_free(&a.idle);
+	agent_watch_free(a.watch);
 	return status;
 }
 
@@ -623,10 +632,12 @@ const struct cmd_entry cmd_agent_entry = {
                    "and is written to the ledger (docs/agent.md): one record per lease and per\n"
                    "workload seen on a GPU without a lease. It also applies the pools'\n"
                    "idle_warn, idle_release and max_lease_age (docs/idle.md): a lease taken\n"
-                   "back is recorded evicted. A ledger that cannot be written is said once and\n"
-                   "tried again every sample; sampling and serving go on. SIGINT or SIGTERM\n"
-                   "stop it (exit 0); its open records are closed as agent-restart when it\n"
-                   "starts again.\n",
+                   "back is recorded evicted. On the pools whose enforce is not off, each\n"
+                   "violation of the leases is logged once, counted, recorded and acted on\n"
+                   "as violation_action says (docs/agent.md). A ledger that cannot be\n"
+                   "written is said once and tried again every sample; sampling and serving\n"
+                   "go on. SIGINT or SIGTERM stop it (exit 0); its open records are closed\n"
+                   "as agent-restart when it starts again.\n",
         .exec = cmd_agent_exec,
         .exits = CMD_EXITS_DRIVER,
 };
