@@ -59,6 +59,20 @@ static void check_pools(struct gpuctl_ctx *ctx, const struct gpuctl_config *cfg)
 		if (i == n && memcmp(&pi, &dflt, sizeof(pi)) != 0)
 			abort();
 	}
+	/* enforcement: values in range; the default pool's are the global ones */
+	for (size_t i = 0; i <= n; i++) {
+		struct gpuctl_config_enforce pe, dflt;
+
+		gpuctl_config_pool_enforce(cfg, i, &pe);
+		gpuctl_config_pool_enforce(cfg, SIZE_MAX, &dflt);
+		if (!gpuctl_enforce_name(pe.enforce) || !gpuctl_violation_action_name(pe.action) ||
+		    pe.terminate_grace_s > PARSE_DURATION_MAX)
+			abort();
+		if (i == n && (pe.enforce != dflt.enforce || pe.action != dflt.action ||
+		               pe.terminate_grace_s != dflt.terminate_grace_s ||
+		               pe.terminate_system != dflt.terminate_system))
+			abort();
+	}
 	if (gpuctl_config_pool_get(cfg, n, NULL, NULL, NULL, NULL, NULL) != -EINVAL)
 		abort();
 	if (gpuctl_config_pool_find(ctx, cfg, "default", &(size_t){0}) != -ENOENT)

@@ -90,6 +90,36 @@ struct gpuctl_config_idle {
  * pool gives, else the global section's, else 0. cfg NULL: all 0. */
 void gpuctl_config_pool_idle(const struct gpuctl_config *cfg, size_t i,
                              struct gpuctl_config_idle *ret);
+/* How hard a pool's leases are enforced (docs/config.md "Enforcement"; docs/agent.md). */
+enum gpuctl_enforce {
+	GPUCTL_ENFORCE_OFF = 0, /* advisory leases (the default) */
+	GPUCTL_ENFORCE_WATCH,   /* the agent detects, logs, counts and records violations */
+	GPUCTL_ENFORCE_ACL,     /* watch, and device nodes opened only to lease holders (ACLs) */
+	GPUCTL_ENFORCE_CGROUP,  /* watch, and jobs in a cgroup whose device filter allows their GPUs
+	                         */
+};
+/* What the agent does about a violation. */
+enum gpuctl_violation_action {
+	GPUCTL_VIOLATION_LOG = 0,   /* a log line (and the ledger, the exporter): the default */
+	GPUCTL_VIOLATION_NOTIFY,    /* and one line to each of the offending user's terminals */
+	GPUCTL_VIOLATION_TERMINATE, /* and SIGTERM, SIGKILL after terminate_grace */
+};
+#define GPUCTL_TERMINATE_GRACE_DEFAULT 10 /* seconds */
+struct gpuctl_config_enforce {
+	enum gpuctl_enforce enforce;
+	enum gpuctl_violation_action action;
+	uint64_t terminate_grace_s; /* SIGTERM to SIGKILL, seconds (0: SIGKILL at the next check) */
+	bool terminate_system;      /* terminate processes of root and uids < 1000 too */
+};
+/* Pool i's enforcement (i >= the pool count, e.g. SIZE_MAX, or (size_t)-1 from a pool map
+ * entry: the default pool's): each key the pool gives, else the global section's, else its
+ * default (off, log, 10s, no). cfg NULL: the defaults. */
+void gpuctl_config_pool_enforce(const struct gpuctl_config *cfg, size_t i,
+                                struct gpuctl_config_enforce *ret);
+/* The configuration word of a value ("off", "watch", ...; "log", "notify", "terminate"), NULL
+ * for a value out of range. */
+const char *gpuctl_enforce_name(enum gpuctl_enforce e);
+const char *gpuctl_violation_action_name(enum gpuctl_violation_action a);
 /* Resolves every pool's gpus against snap and checks them: an id that names no GPU of snap,
  * or a GPU given to two pools, is -EINVAL "FILE:LINE: ..." (the line of the offending entry;
  * for a GPU in two pools naming both pools). On success *ret_pool (an array of snap's GPU

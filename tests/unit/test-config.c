@@ -233,7 +233,8 @@ static void test_errors(void **state)
 	parse_err("[pool training]\ngpus = 0\ngpu = 1\n", 3, "unknown key");
 	assert_string_equal(gpuctl_errmsg(ctx),
 	                    "t.conf:3: unknown key 'gpu' in [pool training] (expected gpus, users, "
-	                    "groups, description, idle_warn, idle_release or max_lease_age)");
+	                    "groups, description, idle_warn, idle_release, max_lease_age, enforce, "
+	                    "violation_action, terminate_grace or terminate_system)");
 	/* unknown key, key in the wrong section */
 	parse_err("lease_dri = /run/x\n", 1, "unknown key 'lease_dri'");
 	parse_err("ledger = var/ledger.db\n", 1, "ledger 'var/ledger.db': not an absolute path");
@@ -381,6 +382,58 @@ static void test_idle_actions(void **state)
 	          "first on line 3");
 	parse_err("idle_warn =\n", 1, "empty value", "'idle_warn'");
 	parse_err("idle_warn = 1m # x\nidle_warn=2s\n", 2, "twice");
+}
+
+/* docs/config.md "Enforcement": global defaults, a pool's own keys override them; defaults off,
+ * log, 10s, no. */
+static void test_enforce(void **state)
+{
+	struct gpuctl_config_enforce e;
+	struct gpuctl_config *cfg;
+
+	(void)state;
+	gpuctl_config_pool_enforce(NULL, 0, &e);
+	assert_true(e.enforce == GPUCTL_ENFORCE_OFF && e.action == GPUCTL_VIOLATION_LOG &&
+	            e.terminate_grace_s == 10 && !e.terminate_system);
+	cfg = parse_ok("[pool a]\ngpus = 0\n");
+	gpuctl_config_pool_enforce(cfg, 0, &e);
+	assert_true(e.enforce == GPUCTL_ENFORCE_OFF && e.action == GPUCTL_VIOLATION_LOG &&
+	            e.terminate_grace_s == 10 && !e.terminate_system);
+	gpuctl_config_free(cfg);
+	cfg = parse_ok("enforce = watch\nviolation_action = notify\nterminate_grace = 1m\n"
+	               "[pool a]\ngpus = 0\nenforce = off\nviolation_action = terminate\n"
+	               "terminate_system = yes\n"
+	               "[pool b]\ngpus = 1\nenforce = cgroup\nterminate_grace = 0\n"
+	               "[pool c]\ngpus = 2\nenforce = acl # ACLs\n");
+	gpuctl_config_pool_enforce(cfg, 0, &e);
+	assert_true(e.enforce == GPUCTL_ENFORCE_OFF && e.action == GPUCTL_VIOLATION_TERMINATE &&
+	            e.terminate_grace_s == 60 && e.terminate_system);
+	gpuctl_config_pool_enforce(cfg, 1, &e);
+	assert_true(e.enforce == GPUCTL_ENFORCE_CGROUP && e.action == GPUCTL_VIOLATION_NOTIFY &&
+	            e.terminate_grace_s == 0 && !e.terminate_system);
+	gpuctl_config_pool_enforce(cfg, 2, &e);
+	assert_true(e.enforce == GPUCTL_ENFORCE_ACL && e.action == GPUCTL_VIOLATION_NOTIFY &&
+	            e.terminate_grace_s == 60);
+	gpuctl_config_pool_enforce(cfg, SIZE_MAX, &e); /* the default pool: the global keys */
+	assert_true(e.enforce == GPUCTL_ENFORCE_WATCH && e.action == GPUCTL_VIOLATION_NOTIFY &&
+	            e.terminate_grace_s == 60 && !e.terminate_system);
+	gpuctl_config_free(cfg);
+	assert_string_equal(gpuctl_enforce_name(GPUCTL_ENFORCE_CGROUP), "cgroup");
+	assert_null(gpuctl_enforce_name((enum gpuctl_enforce)4));
+	assert_string_equal(gpuctl_violation_action_name(GPUCTL_VIOLATION_NOTIFY), "notify");
+	assert_null(gpuctl_violation_action_name((enum gpuctl_violation_action)3));
+	parse_err("enforce = on\n", 1, "enforce 'on': not off, watch, acl or cgroup");
+	parse_err("enforce = Watch\n", 1, "enforce 'Watch'");
+	parse_err("\nviolation_action = kill\n", 2,
+	          "violation_action 'kill': not log, notify or terminate");
+	parse_err("terminate_system = true\n", 1, "terminate_system 'true': not no or yes");
+	parse_err("terminate_grace = 10\n", 1, "terminate_grace '10': not a duration");
+	parse_err("terminate_grace = 400d\n", 1, "terminate_grace '400d': longer than 366 days");
+	parse_err("[pool a]\ngpus = 0\nenforce = watch\nenforce = acl\n", 4, "'enforce'", "twice",
+	          "first on line 3");
+	parse_err("enforce =\n", 1, "empty value", "'enforce'");
+	parse_err("[pool a]\ngpus = 0\nenforcement = watch\n", 3, "unknown key 'enforcement'",
+	          "terminate_system)");
 }
 
 static void test_ranges_and_map(void **state)
@@ -667,8 +720,8 @@ int main(void)
 	        cmocka_unit_test(test_comments),       cmocka_unit_test(test_errors),
 	        cmocka_unit_test(test_ranges_and_map), cmocka_unit_test(test_two_pools),
 	        cmocka_unit_test(test_share_margin),   cmocka_unit_test(test_allows),
-	        cmocka_unit_test(test_idle_actions),   cmocka_unit_test(test_pool_find),
-	        cmocka_unit_test(test_load),
+	        cmocka_unit_test(test_idle_actions),   cmocka_unit_test(test_enforce),
+	        cmocka_unit_test(test_pool_find),      cmocka_unit_test(test_load),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -44,6 +44,17 @@ struct idle_keys {
 	unsigned line[I__COUNT];
 };
 
+/* The enforcement keys (docs/config.md "Enforcement"; config-enforce.c): in a pool, and in the
+ * global section as every pool's default. */
+enum enforce_key { E_ENFORCE, E_ACTION, E_GRACE, E_SYSTEM, E__COUNT };
+
+/* The enforcement keys of a section: each value (an enum's number, seconds, or 0/1), and each
+ * key's line (0: not given). */
+struct enforce_keys {
+	uint64_t v[E__COUNT];
+	unsigned line[E__COUNT];
+};
+
 /* One entry of a pool's gpus list. */
 struct gpu_entry {
 	char *text;    /* the entry as written (trimmed) */
@@ -66,6 +77,7 @@ struct pool {
 	size_t n_users;              /* entries in users */
 	size_t n_groups;             /* entries in groups */
 	struct idle_keys idle;       /* its idle actions; a key not given: the global one */
+	struct enforce_keys enforce; /* its enforcement; a key not given: the global one */
 };
 
 struct gpuctl_config {
@@ -81,6 +93,7 @@ struct gpuctl_config {
 	struct pool *pools;                     /* owned, n_pools entries */
 	size_t n_pools;                         /* entries in pools */
 	struct idle_keys idle;                  /* the global section's idle actions */
+	struct enforce_keys enforce;            /* the global section's enforcement */
 };
 
 /* The state of one parse; gpuctl_config_pool_map reuses it so its messages name the line. */
@@ -103,5 +116,14 @@ bool config_digits_u64(const char *s, size_t len, uint64_t *ret);
 
 /* name quoted for messages (quote_text, cut at NAME_QUOTE_MAX), malloc'ed; NULL: no memory. */
 char *config_quoted_name(const char *name);
+
+/* The words of enforce (enum gpuctl_enforce order) and violation_action (enum
+ * gpuctl_violation_action order), NULL-terminated (config.c). */
+extern const char *const config_enforce_words[];
+extern const char *const config_action_words[];
+#define CONFIG_ENFORCE_WORDS 4
+#define CONFIG_ACTION_WORDS  3
+/* The enforcement keys' defaults: off, log, 10s, no (config.c). */
+extern const struct enforce_keys config_enforce_default;
 
 #endif

@@ -401,6 +401,95 @@ static int set_idle(struct parser *p, enum idle_key k, const char *key, const ch
 	return 0;
 }
 
+/* enforce, violation_action, terminate_grace, terminate_system (docs/config.md "Enforcement"): in
+ * a pool for it, in the global section for every pool that does not say. Words, not numbers or
+ * booleans of many spellings: a misspelt policy is an error, never a silent default. */
+static const char *const enforce_keys[E__COUNT] = {"enforce", "violation_action", "terminate_grace",
+                                                   "terminate_system"};
+const char *const config_enforce_words[] = {"off", "watch", "acl", "cgroup", NULL};
+const char *const config_action_words[] = {"log", "notify", "terminate", NULL};
+static const char *const yesno_words[] = {"no", "yes", NULL};
+
+const struct enforce_keys config_enforce_default = {
+        .v = {[E_ENFORCE] = GPUCTL_ENFORCE_OFF,
+              [E_ACTION] = GPUCTL_VIOLATION_LOG,
+              [E_GRACE] = GPUCTL_TERMINATE_GRACE_DEFAULT,
+              [E_SYSTEM] = 0},
+};
+
+static int config_enforce_key(const char *key)
+{
+	for (int i = 0; i < E__COUNT; i++)
+		if (streq(enforce_keys[i], key))
+			return i;
+	return -1;
+}
+
+static int word_index(const char *const *words, const char *value)
+{
+	for (int i = 0; words[i]; i++)
+		if (streq(words[i], value))
+			return i;
+	return -1;
+}
+
+static int config_set_enforce(struct parser *p, enum enforce_key k, const char *value)
+{
+	struct enforce_keys *ek = p->cur ? &p->cur->enforce : &p->cfg->enforce;
+	const char *key = enforce_keys[k];
+	char q[QUOTE_MAX + 4];
+	uint64_t sec = 0;
+	int i, r;
+
+	if (ek->line[k]) {
+		if (p->cur)
+			return config_perr(p,
+			                   "key '%s' given twice in [pool %s] (first on line %u)",
+			                   key, p->cur->name, ek->line[k]);
+		return config_perr(p, "key '%s' given twice (first on line %u)", key, ek->line[k]);
+	}
+	ek->line[k] = p->line;
+	if (!value[0])
+		return config_perr(p, "empty value for '%s'", key);
+	quote_text(q, sizeof(q), value, strlen(value), QUOTE_MAX);
+	switch (k) {
+	case E_ENFORCE:
+		i = word_index(config_enforce_words, value);
+		if (i < 0)
+			return config_perr(p, "enforce '%s': not off, watch, acl or cgroup", q);
+		ek->v[k] = (uint64_t)i;
+		return 0;
+	case E_ACTION:
+		i = word_index(config_action_words, value);
+		if (i < 0)
+			return config_perr(p, "violation_action '%s': not log, notify or terminate",
+			                   q);
+		ek->v[k] = (uint64_t)i;
+		return 0;
+	case E_SYSTEM:
+		i = word_index(yesno_words, value);
+		if (i < 0)
+			return config_perr(p, "terminate_system '%s': not no or yes", q);
+		ek->v[k] = (uint64_t)i;
+		return 0;
+	case E_GRACE:
+		r = parse_duration(value, &sec);
+		if (r == -ERANGE)
+			return config_perr(p, "terminate_grace '%s': longer than 366 days", q);
+		if (r < 0)
+			return config_perr(
+			        p,
+			        "terminate_grace '%s': not a duration (a number and s, m, "
+			        "h or d: 10s, 1m; 0: at once)",
+			        q);
+		ek->v[k] = sec;
+		return 0;
+	case E__COUNT:
+		break;
+	}
+	return config_perr(p, "internal error: bad key");
+}
+
 /* "key = value" (line already stripped of comments and trimmed, NUL-terminated). */
 static int parse_assignment(struct parser *p, char *line)
 {
@@ -423,6 +512,8 @@ static int parse_assignment(struct parser *p, char *line)
 		return config_perr(p, "missing key before '='%s", where(p, w, sizeof(w)));
 	if ((k = lookup(idle_keys, I__COUNT, key)) >= 0)
 		return set_idle(p, (enum idle_key)k, key, value);
+	if ((k = config_enforce_key(key)) >= 0)
+		return config_set_enforce(p, (enum enforce_key)k, value);
 	g = lookup(global_keys, G__COUNT, key);
 	k = lookup(pool_keys, P__COUNT, key);
 	if (!p->cur && k >= 0)
@@ -439,12 +530,14 @@ static int parse_assignment(struct parser *p, char *line)
 		return config_perr(
 		        p,
 		        "unknown key '%s' (expected lease_dir, busy_memory, busy_utilization, "
-		        "share_margin, ledger, idle_warn, idle_release or max_lease_age)",
+		        "share_margin, ledger, idle_warn, idle_release, max_lease_age, enforce, "
+		        "violation_action, terminate_grace or terminate_system)",
 		        q);
 	if (p->cur && k < 0)
 		return config_perr(p,
 		                   "unknown key '%s' in [pool %s] (expected gpus, users, groups, "
-		                   "description, idle_warn, idle_release or max_lease_age)",
+		                   "description, idle_warn, idle_release, max_lease_age, enforce, "
+		                   "violation_action, terminate_grace or terminate_system)",
 		                   q, p->cur->name);
 	unsigned *seen = p->cur ? &p->cur->key_line[k] : &p->global_line[g];
 	if (*seen)
@@ -601,6 +694,7 @@ int gpuctl_config_parse(struct gpuctl_ctx *ctx, const char *name, const char *te
 	if (!cfg || !buf)
 		return ctx_error(ctx, -ENOMEM, "out of memory");
 	cfg->settings = default_settings;
+	cfg->enforce = config_enforce_default;
 	cfg->name = config_quoted_name(name);
 	if (!cfg->name)
 		return ctx_error(ctx, -ENOMEM, "out of memory");
