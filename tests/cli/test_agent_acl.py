@@ -1,0 +1,233 @@
+"""enforce = acl (issue 28; docs/agent.md, "Enforcement: acl"): the real agent on the simulated
+DGX A100 keeps the GPUs' device nodes closed to users and opens each, with a POSIX ACL entry,
+to the users holding a lease on it. Real kernel, no driver: the nodes are made with mknod
+(character major 195, the minors the scenario gives: sim/SCENARIO.md's minor_number, default the
+index) in a scratch directory the agent is pointed at (dev_dir), and two throwaway users
+(useradd; removed after the class) open them through setpriv.
+
+Expected errnos are the kernel's, not gpuctl's: open(2) of a node its permission bits and ACL
+deny is EACCES (acl(5), "Access check algorithm"); one they allow reaches the character device's
+driver, and with no driver registered for the major the kernel answers ENXIO (chrdev_open). A
+lease's end is seen at the first sample after it (docs/agent.md, "Resolution"): within one
+interval plus the time a sample takes on this loaded machine (SLACK_S)."""
+import os
+import signal
+import stat
+import subprocess
+import time
+import unittest
+
+import test_exporter as tx
+from gpuctl_test import GPUCTL, SIMLIB, run
+from test_agent import AgentCase
+from test_leases import TwoUserCase, wait_until
+
+INTERVAL = 0.2
+SLACK_S = 0.8
+PATIENCE_S = 15
+PY = "/usr/bin/python3"  # Debian's, runnable by the throwaway users
+OPEN = ("import errno, os, sys\n"
+        "for p in sys.argv[1:]:\n"
+        "    try:\n"
+        "        os.close(os.open(p, os.O_RDWR)); print('OK')\n"
+        "    except OSError as e:\n"
+        "        print(errno.errorcode[e.errno])\n")
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root (mknod, useradd, setpriv)")
+class AclEnforce(AgentCase):
+    PREFIX = "gpuctlc"  # the users: TwoUserCase's, made for the class and removed after it
+
+    @classmethod
+    def setUpClass(cls):
+        TwoUserCase.setUpClass.__func__(cls)
+
+    @classmethod
+    def tearDownClass(cls):
+        TwoUserCase.tearDownClass.__func__(cls)
+
+    def setUp(self):
+        super().setUp()
+        # the nodes as udev and nvidia-modprobe leave them: root's, 0666
+        self.dev = os.path.join(self.tmp, "dev")
+        os.makedirs(os.path.join(self.dev, "nvidia-caps"))
+        os.chmod(self.dev, 0o755)
+        for i in range(8):
+            self.mknod("nvidia%d" % i, 195, i)
+        self.mknod("nvidiactl", 195, 255)
+        self.mknod("nvidia-modeset", 195, 254)
+        self.conf = os.path.join(self.tmp, "gpuctl.conf")
+        self.write_conf("enforce = acl\ndev_dir = %s\n" % self.dev)
+
+    def write_conf(self, text):
+        with open(self.conf, "w") as f:
+            f.write(text)
+        os.chmod(self.conf, 0o644)
+
+    def mknod(self, name, major, minor, mode=0o666):
+        path = os.path.join(self.dev, name)
+        os.mknod(path, stat.S_IFCHR | mode, os.makedev(major, minor))
+        os.chmod(path, mode)
+        return path
+
+    def node(self, i):
+        return os.path.join(self.dev, "nvidia%d" % i)
+
+    def start(self, scenario="dgx-a100"):
+        ag = tx.Exporter(scenario, command="agent", interval=str(INTERVAL),
+                         args=["--ledger", self.ledger, "--lease-dir", self.leases],
+                         env={"GPUCTL_CONFIG": self.conf})
+        self.addCleanup(ag.close)
+        ag.start()
+        os.chmod(ag.tmp, 0o755)
+        subprocess.run(["chmod", "-R", "a+rX", ag.state], check=True)
+        self.e = {"NVSIM_STATE_DIR": ag.state, "GPUCTL_NVML_LIBRARY": SIMLIB,
+                  "GPUCTL_LEASE_DIR": self.leases, "GPUCTL_CONFIG": self.conf}
+        if not os.path.exists(self.leases):
+            r = run([GPUCTL, "lease", "init"], env=self.e)
+            self.assertEqual(r.rc, 0, r)
+        for u in self.users:
+            self.addCleanup(self.as_user, u, GPUCTL, "release", "--all")
+        return ag
+
+    def as_user(self, user, *argv):
+        return run(["setpriv", "--reuid", str(self.uid[user]), "--regid", str(self.gid[user]),
+                    "--init-groups", *argv], env=self.e)
+
+    def opens(self, user, *paths):
+        """What open(2) read-write of each path gives user: 'OK' or the errno's name."""
+        r = self.as_user(user, PY, "-c", OPEN, *paths)
+        self.assertEqual(r.rc, 0, r)
+        return r.out.split()
+
+    def hold(self, user, idx, *args):
+        r = self.as_user(user, GPUCTL, "select", "-n", "1", "--only", str(idx), "--hold", "120",
+                         *args)
+        self.assertEqual(r.rc, 0, r)
+
+    def wait_for(self, pred):
+        return wait_until(pred, timeout=PATIENCE_S)
+
+    def acl_text(self, path):
+        r = run(["getfacl", "-cpn", path])
+        self.assertEqual(r.rc, 0, r)
+        return sorted(r.out.split())
+
+    def test_holder_opens_others_get_eacces_and_the_end_revokes(self):
+        a, b = self.users
+        ag = self.start()
+        # closed at the first sample, before any lease: nobody but root
+        self.assertTrue(self.wait_for(
+            lambda: stat.S_IMODE(os.stat(self.node(2)).st_mode) == 0o600), ag.stderr())
+        self.assertEqual(self.opens(a, self.node(2), self.node(5)), ["EACCES", "EACCES"])
+        self.hold(a, 2)
+        self.assertTrue(self.wait_for(lambda: self.opens(a, self.node(2)) == ["ENXIO"]),
+                        ag.stderr())
+        # B is refused A's GPU and an unleased one; both reach the shared nodes as before
+        self.assertEqual(self.opens(b, self.node(2), self.node(5)), ["EACCES", "EACCES"])
+        self.assertEqual(self.opens(a, self.node(5)), ["EACCES"])
+        for u in (a, b):
+            self.assertEqual(self.opens(u, os.path.join(self.dev, "nvidiactl"),
+                                        os.path.join(self.dev, "nvidia-modeset")),
+                             ["ENXIO", "ENXIO"])
+        st = os.stat(os.path.join(self.dev, "nvidiactl"))
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o666)
+        # the node: root's, the ACL of docs/agent.md
+        st = os.stat(self.node(2))
+        self.assertEqual((st.st_uid, st.st_gid), (0, 0))
+        self.assertEqual(self.acl_text(self.node(2)), sorted(
+            ["user::rw-", "user:%d:rw-" % self.uid[a], "group::---", "mask::rw-",
+             "other::---"]))
+        # the lease ends: A is refused within one interval (and a sample's time)
+        r = self.as_user(a, GPUCTL, "release", "--all")
+        self.assertEqual(r.rc, 0, r)
+        t0 = time.monotonic()
+        self.assertTrue(self.wait_for(lambda: self.opens(a, self.node(2)) == ["EACCES"]))
+        # the time to start python as A is in it too: an upper bound of the agent's delay
+        self.assertLess(time.monotonic() - t0, INTERVAL + SLACK_S + 1.0)
+        self.assertEqual(self.acl_text(self.node(2)),
+                         sorted(["user::rw-", "group::---", "other::---"]))
+
+    def test_shared_lease_opens_to_every_sharer(self):
+        a, b = self.users
+        ag = self.start()
+        self.hold(a, 4, "--share", "--mem", "1GiB")
+        self.hold(b, 4, "--share", "--mem", "1GiB")
+        self.assertTrue(self.wait_for(
+            lambda: self.opens(a, self.node(4)) + self.opens(b, self.node(4)) ==
+            ["ENXIO", "ENXIO"]), ag.stderr())
+        self.assertEqual(self.opens(a, self.node(3)), ["EACCES"])
+        # B leaves: A keeps it, B is refused
+        r = self.as_user(b, GPUCTL, "release", "--all")
+        self.assertEqual(r.rc, 0, r)
+        self.assertTrue(self.wait_for(lambda: self.opens(b, self.node(4)) == ["EACCES"]))
+        self.assertEqual(self.opens(a, self.node(4)), ["ENXIO"])
+
+    def test_stop_restores_the_original_owner_mode_and_acl(self):
+        a, b = self.users
+        # one node with an owner, group, mode and ACL of its own
+        odd = self.node(6)
+        os.chown(odd, self.uid[b], 0)
+        os.chmod(odd, 0o640)
+        r = run(["setfacl", "-m", "u:%d:r" % self.uid[a], odd])
+        self.assertEqual(r.rc, 0, r)
+        before = {i: os.stat(self.node(i)) for i in range(8)}
+        acl_before = self.acl_text(odd)
+        ag = self.start()
+        self.hold(a, 1)
+        self.assertTrue(self.wait_for(lambda: self.opens(a, self.node(1)) == ["ENXIO"]),
+                        ag.stderr())
+        # B owned node 6: it is root's now, and B is refused it
+        self.assertEqual(os.stat(odd).st_uid, 0)
+        self.assertEqual(self.opens(b, odd), ["EACCES"])
+        self.assertEqual(ag.stop(), 0, ag.stderr())
+        for i in range(8):
+            st = os.stat(self.node(i))
+            self.assertEqual((st.st_mode, st.st_uid, st.st_gid),
+                             (before[i].st_mode, before[i].st_uid, before[i].st_gid), i)
+        self.assertEqual(self.acl_text(odd), acl_before)
+        self.assertEqual(self.acl_text(self.node(1)),
+                         sorted(["user::rw-", "group::rw-", "other::rw-"]))
+        # A's lease goes on; without the agent the node is open again, as before
+        self.assertEqual(self.opens(b, self.node(1)), ["ENXIO"])
+
+    def test_a_crash_leaves_nodes_closed_and_the_next_agent_restores(self):
+        a, b = self.users
+        ag = self.start()
+        self.hold(a, 3)
+        self.assertTrue(self.wait_for(lambda: self.opens(a, self.node(3)) == ["ENXIO"]),
+                        ag.stderr())
+        # SIGKILL the agent itself (nvsim exec's child)
+        r = run(["pgrep", "-P", str(ag.proc.pid)])
+        self.assertEqual(r.rc, 0, r)
+        os.kill(int(r.out.split()[0]), signal.SIGKILL)
+        ag.proc.wait(10)
+        # closed still: B is refused, A keeps its grant of that moment
+        self.assertEqual(self.opens(b, self.node(3), self.node(0)), ["EACCES", "EACCES"])
+        r = self.as_user(a, GPUCTL, "release", "--all")
+        self.assertEqual(r.rc, 0, r)
+        # the next agent re-derives the grants from the leases (none now)...
+        ag2 = self.start()
+        self.assertTrue(self.wait_for(lambda: self.opens(a, self.node(3)) == ["EACCES"]),
+                        ag2.stderr())
+        # ... and its stop restores the originals the first one saved (0666), not its closed
+        # state
+        self.assertEqual(ag2.stop(), 0, ag2.stderr())
+        for i in range(8):
+            self.assertEqual(stat.S_IMODE(os.stat(self.node(i)).st_mode), 0o666, i)
+        self.assertEqual(self.opens(b, self.node(3)), ["ENXIO"])
+
+    def test_pool_not_in_acl_mode_is_left_alone(self):
+        a, b = self.users
+        self.write_conf("enforce = acl\ndev_dir = %s\n[pool open]\ngpus = 6-7\nenforce = off\n"
+                        % self.dev)
+        ag = self.start()
+        self.assertTrue(self.wait_for(
+            lambda: stat.S_IMODE(os.stat(self.node(0)).st_mode) == 0o600), ag.stderr())
+        self.assertEqual(self.opens(b, self.node(6), self.node(7), self.node(0)),
+                         ["ENXIO", "ENXIO", "EACCES"])
+        self.assertEqual(stat.S_IMODE(os.stat(self.node(6)).st_mode), 0o666)
+
+
+if __name__ == "__main__":
+    unittest.main()
