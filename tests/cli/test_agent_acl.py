@@ -29,7 +29,8 @@ PY = "/usr/bin/python3"  # Debian's, runnable by the throwaway users
 OPEN = ("import errno, os, sys\n"
         "for p in sys.argv[1:]:\n"
         "    try:\n"
-        "        os.close(os.open(p, os.O_RDWR)); print('OK')\n"
+        "        os.close(os.open(p, os.O_RDWR if '/nvidia-caps/' not in p else os.O_RDONLY))\n"
+        "        print('OK')\n"
         "    except OSError as e:\n"
         "        print(errno.errorcode[e.errno])\n")
 
@@ -88,6 +89,10 @@ class AclEnforce(AgentCase):
             self.assertEqual(r.rc, 0, r)
         for u in self.users:
             self.addCleanup(self.as_user, u, GPUCTL, "release", "--all")
+        # a sample has closed the nodes (GPU 0 is in acl mode in every test), so what a test
+        # sees next is the agent's doing
+        self.assertTrue(self.wait_for(
+            lambda: stat.S_IMODE(os.stat(self.node(0)).st_mode) == 0o600), ag.stderr())
         return ag
 
     def as_user(self, user, *argv):
@@ -117,8 +122,7 @@ class AclEnforce(AgentCase):
         a, b = self.users
         ag = self.start()
         # closed at the first sample, before any lease: nobody but root
-        self.assertTrue(self.wait_for(
-            lambda: stat.S_IMODE(os.stat(self.node(2)).st_mode) == 0o600), ag.stderr())
+        self.assertEqual(stat.S_IMODE(os.stat(self.node(2)).st_mode), 0o600)
         self.assertEqual(self.opens(a, self.node(2), self.node(5)), ["EACCES", "EACCES"])
         self.hold(a, 2)
         self.assertTrue(self.wait_for(lambda: self.opens(a, self.node(2)) == ["ENXIO"]),
@@ -221,12 +225,63 @@ class AclEnforce(AgentCase):
         a, b = self.users
         self.write_conf("enforce = acl\ndev_dir = %s\n[pool open]\ngpus = 6-7\nenforce = off\n"
                         % self.dev)
-        ag = self.start()
-        self.assertTrue(self.wait_for(
-            lambda: stat.S_IMODE(os.stat(self.node(0)).st_mode) == 0o600), ag.stderr())
+        self.start()
         self.assertEqual(self.opens(b, self.node(6), self.node(7), self.node(0)),
                          ["ENXIO", "ENXIO", "EACCES"])
         self.assertEqual(stat.S_IMODE(os.stat(self.node(6)).st_mode), 0o666)
+
+    def test_mig_device_opens_its_capabilities_and_its_gpus_node(self):
+        a, b = self.users
+        ag = self.start("a100-mig")
+        # the capability minors and the nvidia-caps major from the simulated machine's
+        # /proc files (nvsim writes them as the driver lays them out; sim/procfs.c)
+        proc = os.path.join(ag.state, "root", "proc")
+        with open(os.path.join(proc, "driver", "nvidia-caps", "mig-minors")) as f:
+            minors = dict(l.split() for l in f.read().splitlines())
+        with open(os.path.join(proc, "devices")) as f:
+            (major,) = [int(l.split()[0]) for l in f.read().splitlines()
+                        if l.endswith(" nvidia-caps")]
+        # GPU 0 (minor 0: sim/SCENARIO.md's default) and its MIG devices (the scenario file)
+        migs = [(m["uuid"], m["gi"], m["ci"]) for m in self.scenario_migs("a100-mig", 0)]
+        caps = {}
+        for uuid, gi, ci in migs:
+            caps[uuid] = [int(minors["gpu0/gi%d/access" % gi]),
+                          int(minors["gpu0/gi%d/ci%d/access" % (gi, ci)])]
+            for n in caps[uuid]:
+                p = os.path.join(self.dev, "nvidia-caps", "nvidia-cap%d" % n)
+                if not os.path.exists(p):
+                    self.mknod(os.path.join("nvidia-caps", "nvidia-cap%d" % n), major, n,
+                               mode=0o444)
+        # every capability of GPU 0's MIG devices closed at a sample after the nodes appeared
+        every = [os.path.join(self.dev, "nvidia-caps", "nvidia-cap%d" % n)
+                 for u in caps for n in caps[u]]
+        self.assertTrue(self.wait_for(
+            lambda: all(stat.S_IMODE(os.stat(p).st_mode) == 0o600 for p in every)),
+            ag.stderr())
+        r = self.as_user(a, GPUCTL, "select", "-n", "1", "--mig", "1g.5gb", "--only", "0",
+                         "--hold", "120")
+        self.assertEqual(r.rc, 0, r)
+        mine = r.out.strip().split("=", 1)[1]
+        self.assertIn(mine, caps)
+        other = [u for u, _, _ in migs if u != mine][0]
+
+        def cap(u, k):
+            return os.path.join(self.dev, "nvidia-caps", "nvidia-cap%d" % caps[u][k])
+        # caps are opened read-only by CUDA (nvidia-modprobe makes them 0444)
+        self.assertTrue(self.wait_for(
+            lambda: self.opens(a, self.node(0), cap(mine, 0), cap(mine, 1)) ==
+            ["ENXIO"] * 3), ag.stderr())
+        self.assertEqual(self.opens(b, self.node(0), cap(mine, 0), cap(mine, 1)),
+                         ["EACCES"] * 3)
+        self.assertEqual(self.opens(a, cap(other, 0), cap(other, 1)), ["EACCES"] * 2,
+                         ag.stderr())
+
+    @staticmethod
+    def scenario_migs(name, gpu):
+        import json
+        from gpuctl_test import SCENARIOS
+        with open(os.path.join(SCENARIOS, name + ".json")) as f:
+            return json.load(f)["gpus"][gpu]["mig"]["instances"]
 
 
 if __name__ == "__main__":
