@@ -70,6 +70,8 @@ struct agent_acl {
 	struct guarded *g;
 	size_t n;
 	bool state_failing; /* the state file could not be written (said once) */
+	bool *unknown;      /* per GPU index: its node is not known (said once) */
+	size_t n_unknown;
 };
 
 /* A node this sample wants closed and open to uids. */
@@ -376,18 +378,38 @@ static int want_add(struct want **ws, size_t *n, const struct gpuctl_devnode *no
 	return uids_merge(&p[*n - 1].uids, uids);
 }
 
+/* Says once that GPU g's node is not known (so not guarded), and again after it was. */
+static void say_unknown(struct agent_acl *a, size_t g, bool unknown)
+{
+	if (g >= a->n_unknown) {
+		bool *p = realloc(a->unknown, (g + 1) * sizeof(*p));
+		if (!p)
+			return;
+		memset(p + a->n_unknown, 0, (g + 1 - a->n_unknown) * sizeof(*p));
+		a->unknown = p;
+		a->n_unknown = g + 1;
+	}
+	if (unknown && !a->unknown[g])
+		cli_error("agent: acl: GPU %zu: its device node is not known (no driver file gives "
+		          "its minor: docs/agent.md, \"Device nodes\"), so it is not guarded",
+		          g);
+	a->unknown[g] = unknown;
+}
+
 /* The nodes of GPU g (in acl mode) and of its MIG devices, with their users. */
-static int want_gpu(struct want **ws, size_t *n, const struct gpuctl_devnodes *map, size_t g,
-                    size_t n_mig, struct uids *h)
+static int want_gpu(struct agent_acl *a, struct want **ws, size_t *n,
+                    const struct gpuctl_devnodes *map, size_t g, size_t n_mig, struct uids *h)
 {
 	const struct gpuctl_devnode *const *nodes;
 	struct uids all = {0};
 	size_t k;
 	int r = 0;
+	bool known = gpuctl_devnodes_of(map, g, -1, &nodes, &k) == 0;
 
+	say_unknown(a, g, !known);
 	for (size_t s = 0; r == 0 && s <= n_mig; s++)
 		r = uids_merge(&all, &h[s]);
-	if (r == 0 && gpuctl_devnodes_of(map, g, -1, &nodes, &k) == 0)
+	if (r == 0 && known)
 		r = want_add(ws, n, nodes[0], &all);
 	for (size_t m = 0; r == 0 && m < n_mig; m++) {
 		struct uids mine = {0};
@@ -532,6 +554,10 @@ void agent_acl_sample(struct agent_acl *a, const struct exporter_view *v)
 		release(a, false);
 		return;
 	}
+	/* no lease list (the lease directory unreadable this sample): change nothing rather than
+	 * take every holder's entry away until it reads again */
+	if (!v->leases)
+		return;
 	if (gpuctl_devnodes_read(v->ctx, v->snap, a->dev_dir, &map) < 0 ||
 	    !(holders = calloc(n_gpus, sizeof(*holders))))
 		goto out;
@@ -544,7 +570,7 @@ void agent_acl_sample(struct agent_acl *a, const struct exporter_view *v)
 		r = holders_read(v, holders);
 	for (size_t g = 0; g < n_gpus && r == 0; g++)
 		if (holders[g])
-			r = want_gpu(&ws, &n_w, map, g,
+			r = want_gpu(a, &ws, &n_w, map, g,
 			             gpuctl_gpu_mig_count(gpuctl_snapshot_gpu(v->snap, g)),
 			             holders[g]);
 	/* out of memory: change nothing this sample (no grant taken away by mistake) */
@@ -589,6 +615,7 @@ void agent_acl_free(struct agent_acl *a)
 		return;
 	release(a, true);
 	free(a->g);
+	free(a->unknown);
 	free(a->dev_dir);
 	free(a->state_path);
 	free(a);

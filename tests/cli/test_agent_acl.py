@@ -221,6 +221,28 @@ class AclEnforce(AgentCase):
             self.assertEqual(stat.S_IMODE(os.stat(self.node(i)).st_mode), 0o666, i)
         self.assertEqual(self.opens(b, self.node(3)), ["ENXIO"])
 
+    def test_gpus_that_leave_acl_mode_are_restored(self):
+        a, b = self.users
+        ag = self.start()
+        self.hold(a, 6)
+        self.assertTrue(self.wait_for(lambda: self.opens(a, self.node(6)) == ["ENXIO"]),
+                        ag.stderr())
+        r = run(["pgrep", "-P", str(ag.proc.pid)])
+        self.assertEqual(r.rc, 0, r)
+        os.kill(int(r.out.split()[0]), signal.SIGKILL)
+        ag.proc.wait(10)
+        # GPUs 6 and 7 leave acl mode: the next agent's first sample gives them back their
+        # originals (0666, from the state file), the others stay closed
+        self.write_conf("enforce = acl\ndev_dir = %s\n[pool open]\ngpus = 6-7\nenforce = off\n"
+                        % self.dev)
+        ag2 = self.start()
+        self.assertTrue(self.wait_for(
+            lambda: stat.S_IMODE(os.stat(self.node(7)).st_mode) == 0o666), ag2.stderr())
+        self.assertEqual(self.opens(b, self.node(6), self.node(7), self.node(5)),
+                         ["ENXIO", "ENXIO", "EACCES"])
+        self.assertEqual(self.acl_text(self.node(6)),
+                         sorted(["user::rw-", "group::rw-", "other::rw-"]))
+
     def test_pool_not_in_acl_mode_is_left_alone(self):
         a, b = self.users
         self.write_conf("enforce = acl\ndev_dir = %s\n[pool open]\ngpus = 6-7\nenforce = off\n"
