@@ -448,6 +448,18 @@ static void names_text(const struct uids *u, char *buf, size_t size)
 	}
 }
 
+/* Whether g's node is still as the agent left it: root's, its mode 0600 (0660 with entries:
+ * the mask), a character device of its numbers. One lstat a sample; the entries themselves
+ * only root can change. */
+static bool still_closed(const struct guarded *g)
+{
+	struct stat st;
+
+	return lstat(g->path, &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == g->major &&
+	       minor(st.st_rdev) == g->minor && st.st_uid == 0 && st.st_gid == 0 &&
+	       (st.st_mode & 07777) == (g->granted.n ? 0660u : (unsigned)CLOSED_MODE);
+}
+
 /* Closes w's node (taking it over when new) with w's users. */
 static void apply(struct agent_acl *a, const struct want *w)
 {
@@ -482,8 +494,12 @@ static void apply(struct agent_acl *a, const struct want *w)
 		}
 	}
 	g->wanted = true;
-	if (g->applied && uids_equal(&g->granted, &w->uids))
-		return;
+	if (g->applied && uids_equal(&g->granted, &w->uids)) {
+		if (still_closed(g))
+			return;
+		/* recreated (a driver reload: udev's mode) or changed by someone else */
+		cli_error("agent: acl: %s: changed under the agent, closing it again", g->path);
+	}
 	uids_free(&g->granted);
 	if (uids_merge(&g->granted, &w->uids) < 0)
 		return;

@@ -243,6 +243,19 @@ class AclEnforce(AgentCase):
         self.assertEqual(self.acl_text(self.node(6)),
                          sorted(["user::rw-", "group::rw-", "other::rw-"]))
 
+    def test_a_node_recreated_open_is_closed_again(self):
+        a, b = self.users
+        ag = self.start()
+        # as a driver reload does: the node made anew with udev's mode
+        os.unlink(self.node(5))
+        self.mknod("nvidia5", 195, 5)
+        self.assertTrue(self.wait_for(lambda: self.opens(b, self.node(5)) == ["EACCES"]),
+                        ag.stderr())
+        self.assertEqual(stat.S_IMODE(os.stat(self.node(5)).st_mode), 0o600, ag.stderr())
+        # and its original is still the first one's: the stop gives back 0666
+        self.assertEqual(ag.stop(), 0, ag.stderr())
+        self.assertEqual(stat.S_IMODE(os.stat(self.node(5)).st_mode), 0o666)
+
     def test_pool_not_in_acl_mode_is_left_alone(self):
         a, b = self.users
         self.write_conf("enforce = acl\ndev_dir = %s\n[pool open]\ngpus = 6-7\nenforce = off\n"
