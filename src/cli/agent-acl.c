@@ -120,6 +120,41 @@ static void uids_free(struct uids *u)
 
 /* ---- the state file ---- */
 
+/* Whether the directory of path is one only root can change files in: root's, and not
+ * writable by group or others (or sticky, where only a file's owner may replace it). The state
+ * file says which device nodes root changes and back to what: nobody else may write it. */
+static bool state_dir_safe(const char *path)
+{
+	char dir[4200];
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+
+	if (!slash || (size_t)(slash - path) >= sizeof(dir))
+		return false;
+	memcpy(dir, path, (size_t)(slash - path));
+	dir[slash == path ? 1 : slash - path] = '\0';
+	return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 &&
+	       (!(st.st_mode & 022) || (st.st_mode & S_ISVTX));
+}
+
+/* Whether path names a node the agent guards under dev_dir: DEV_DIR/nvidiaN or
+ * DEV_DIR/nvidia-caps/nvidia-capN, N decimal. */
+static bool guardable(const char *dev_dir, const char *path)
+{
+	size_t k = strlen(dev_dir);
+	const char *p = path + k + 1;
+
+	if (strncmp(path, dev_dir, k) != 0 || path[k] != '/')
+		return false;
+	if (!strncmp(p, "nvidia-caps/nvidia-cap", 22))
+		p += 22;
+	else if (!strncmp(p, "nvidia", 6))
+		p += 6;
+	else
+		return false;
+	return *p && strspn(p, "0123456789") == strlen(p);
+}
+
 /* One line: "MODE UID GID MAJOR:MINOR ACL PATH" (octal mode, ACL text or "-", the path last). */
 static int state_write(struct agent_acl *a)
 {
@@ -133,10 +168,16 @@ static int state_write(struct agent_acl *a)
 		return unlink(a->state_path) < 0 && errno != ENOENT ? -errno : 0;
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", a->state_path) >= sizeof(tmp))
 		return -ENAMETOOLONG;
-	f = fopen(tmp, "we");
-	if (!f)
+	if (!state_dir_safe(a->state_path))
+		return -EPERM;
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
 		return -errno;
-	(void)fchmod(fileno(f), 0600);
+	if (!(f = fdopen(fd, "w"))) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
 	for (size_t i = 0; i < a->n; i++) {
 		const struct guarded *g = &a->g[i];
 		if (fprintf(f, "%o %" PRIu32 " %" PRIu32 " %" PRIu32 ":%" PRIu32 " %s %s\n",
@@ -155,14 +196,27 @@ static int state_write(struct agent_acl *a)
 	return r;
 }
 
-/* The state file's nodes into a (each restored at the first sample unless wanted). */
+/* The state file's nodes into a (each restored at the first sample unless wanted). Only a
+ * root-owned file not writable by others, in a directory only root can change, and only
+ * entries for nodes under the dev directory are believed. */
 static int state_read(struct agent_acl *a)
 {
-	FILE *f = fopen(a->state_path, "re");
+	int fd = open(a->state_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
 	char line[8192];
+	FILE *f;
 
-	if (!f)
+	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022) ||
+	    !state_dir_safe(a->state_path)) {
+		close(fd);
+		return -EPERM;
+	}
+	if (!(f = fdopen(fd, "r"))) {
+		close(fd);
+		return -ENOMEM;
+	}
 	while (fgets(line, sizeof(line), f)) {
 		struct guarded g = {0};
 		char acl[4096], path[4097];
@@ -172,7 +226,7 @@ static int state_read(struct agent_acl *a)
 		if (sscanf(line,
 		           "%o %" SCNu32 " %" SCNu32 " %" SCNu32 ":%" SCNu32 " %4095s %4096[^\n]",
 		           &g.mode, &g.uid, &g.gid, &g.major, &g.minor, acl, path) != 7 ||
-		    path[0] != '/' || g.mode > 07777)
+		    !guardable(a->dev_dir, path) || g.mode > 07777)
 			continue;
 		if (!(p = realloc(a->g, (a->n + 1) * sizeof(*a->g))))
 			break;

@@ -257,6 +257,28 @@ class AclEnforce(AgentCase):
         self.assertEqual(ag.stop(), 0, ag.stderr())
         self.assertEqual(stat.S_IMODE(os.stat(self.node(5)).st_mode), 0o666)
 
+    def test_a_planted_state_file_changes_nothing(self):
+        a, b = self.users
+        state = self.leases + "-acl.state"  # docs/agent.md: beside the lease directory
+        victim = os.path.join(self.tmp, "victim")
+        os.mknod(victim, stat.S_IFCHR | 0o600, os.makedev(1, 3))
+        # root's own file may only name nodes under the dev directory
+        with open(state, "w") as f:
+            f.write("666 %d 0 1:3 - %s\n" % (self.uid[b], victim))
+        ag = self.start()
+        self.assertEqual(ag.stop(), 0, ag.stderr())
+        st = os.stat(victim)
+        self.assertEqual((stat.S_IMODE(st.st_mode), st.st_uid), (0o600, 0))
+        # a file another user owns is not believed at all: node 5 keeps its true original
+        with open(state, "w") as f:
+            f.write("666 %d 0 195:5 - %s\n" % (self.uid[b], self.node(5)))
+        os.chown(state, self.uid[b], 0)
+        ag = self.start()
+        self.assertIn("acl: state file %s: %s" % (state, os.strerror(1)), ag.stderr())
+        self.assertEqual(ag.stop(), 0, ag.stderr())
+        st = os.stat(self.node(5))
+        self.assertEqual((stat.S_IMODE(st.st_mode), st.st_uid), (0o666, 0))
+
     def test_pool_not_in_acl_mode_is_left_alone(self):
         a, b = self.users
         self.write_conf("enforce = acl\ndev_dir = %s\n[pool open]\ngpus = 6-7\nenforce = off\n"
