@@ -20,7 +20,7 @@ import unittest
 import test_exporter as tx
 from gpuctl_test import GPUCTL, SIMLIB, run
 from test_agent import AgentCase
-from test_leases import TwoUserCase, wait_until
+from test_leases import UUIDS, TwoUserCase, wait_until
 
 INTERVAL = 0.2
 SLACK_S = 0.8
@@ -152,6 +152,32 @@ class AclEnforce(AgentCase):
         self.assertLess(time.monotonic() - t0, INTERVAL + SLACK_S + 1.0)
         self.assertEqual(self.acl_text(self.node(2)),
                          sorted(["user::rw-", "group::---", "other::---"]))
+
+    def test_a_forged_owner_record_grants_nothing(self):
+        a, b = self.users
+        ag = self.start()
+        self.hold(a, 2)
+        self.assertTrue(self.wait_for(lambda: self.opens(a, self.node(2)) == ["ENXIO"]),
+                        ag.stderr())
+        # B copies A's owner record into B's own owners directory (a record of B's, naming A's
+        # holder and GPU), and writes one for the free GPU 5
+        adir = os.path.join(self.leases, "owners", str(self.uid[a]))
+        bdir = os.path.join(self.leases, "owners", str(self.uid[b]))
+        (rec,) = [f for f in os.listdir(adir) if f.endswith(".json")]
+        with open(os.path.join(adir, rec)) as f:
+            text = f.read()
+        plant = ("import os, sys\n"
+                 "d, name, text = sys.argv[1], sys.argv[2], sys.argv[3]\n"
+                 "os.makedirs(d, exist_ok=True)\n"
+                 "open(os.path.join(d, name), 'w').write(text)\n")
+        r = self.as_user(b, PY, "-c", plant, bdir, rec, text)
+        self.assertEqual(r.rc, 0, r)
+        r = self.as_user(b, PY, "-c", plant, bdir, UUIDS[5] + ".json", text)
+        self.assertEqual(r.rc, 0, r)
+        time.sleep(3 * INTERVAL)  # samples that read the planted records
+        self.assertEqual(self.opens(b, self.node(2), self.node(5)), ["EACCES", "EACCES"],
+                         ag.stderr())
+        self.assertEqual(self.opens(a, self.node(2)), ["ENXIO"])
 
     def test_shared_lease_opens_to_every_sharer(self):
         a, b = self.users
