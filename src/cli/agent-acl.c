@@ -71,6 +71,7 @@ struct agent_acl {
 	size_t n;
 	bool state_failing; /* the state file could not be written (said once) */
 	bool *unknown;      /* per GPU index: its node is not known (said once) */
+	bool unsure;        /* this sample did not know some node of a GPU in acl mode */
 	size_t n_unknown;
 };
 
@@ -461,6 +462,7 @@ static int want_gpu(struct agent_acl *a, struct want **ws, size_t *n,
 	bool known = gpuctl_devnodes_of(map, g, -1, &nodes, &k) == 0;
 
 	say_unknown(a, g, !known);
+	a->unsure |= !known;
 	for (size_t s = 0; r == 0 && s <= n_mig; s++)
 		r = uids_merge(&all, &h[s]);
 	if (r == 0 && known)
@@ -468,8 +470,10 @@ static int want_gpu(struct agent_acl *a, struct want **ws, size_t *n,
 	for (size_t m = 0; r == 0 && m < n_mig; m++) {
 		struct uids mine = {0};
 
-		if (gpuctl_devnodes_of(map, g, (int)m, &nodes, &k) < 0)
+		if (gpuctl_devnodes_of(map, g, (int)m, &nodes, &k) < 0) {
+			a->unsure = true;
 			continue;
+		}
 		r = uids_merge(&mine, &h[0]);
 		if (r == 0)
 			r = uids_merge(&mine, &h[m + 1]);
@@ -572,8 +576,10 @@ static void apply(struct agent_acl *a, const struct want *w)
 	          who);
 }
 
-/* Restores the nodes no sample wants any more (all of them with every). */
-static void release(struct agent_acl *a, bool every)
+/* Restores the nodes this sample does not want (all of them with every); keep: none, when the
+ * sample did not know some node of a GPU in acl mode (a GPU lost for a moment must not open
+ * its node: closed is the safe side). */
+static void release(struct agent_acl *a, bool every, bool keep)
 {
 	size_t n = 0;
 	bool changed = false;
@@ -582,7 +588,7 @@ static void release(struct agent_acl *a, bool every)
 		struct guarded *g = &a->g[i];
 		int r;
 
-		if (g->wanted && !every) {
+		if ((g->wanted || keep) && !every) {
 			g->wanted = false;
 			a->g[n++] = *g;
 			continue;
@@ -618,10 +624,11 @@ void agent_acl_sample(struct agent_acl *a, const struct exporter_view *v)
 	bool any = false;
 	int r = 0;
 
+	a->unsure = false;
 	for (size_t g = 0; g < n_gpus && !any; g++)
 		any = gpu_in_acl_mode(v, g);
 	if (!any) {
-		release(a, false);
+		release(a, false, false);
 		return;
 	}
 	/* no lease list (the lease directory unreadable this sample): change nothing rather than
@@ -647,7 +654,7 @@ void agent_acl_sample(struct agent_acl *a, const struct exporter_view *v)
 	if (r == 0) {
 		for (size_t i = 0; i < n_w; i++)
 			apply(a, &ws[i]);
-		release(a, false);
+		release(a, false, a->unsure);
 	}
 out:
 	for (size_t i = 0; i < n_w; i++)
@@ -683,7 +690,7 @@ void agent_acl_free(struct agent_acl *a)
 {
 	if (!a)
 		return;
-	release(a, true);
+	release(a, true, false);
 	free(a->g);
 	free(a->unknown);
 	free(a->dev_dir);

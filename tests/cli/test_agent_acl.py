@@ -11,6 +11,7 @@ driver, and with no driver registered for the major the kernel answers ENXIO (ch
 lease's end is seen at the first sample after it (docs/agent.md, "Resolution"): within one
 interval plus the time a sample takes on this loaded machine (SLACK_S)."""
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -20,7 +21,7 @@ import unittest
 import test_exporter as tx
 from gpuctl_test import GPUCTL, SIMLIB, run
 from test_agent import AgentCase
-from test_leases import UUIDS, TwoUserCase, wait_until
+from test_leases import A100, UUIDS, TwoUserCase, wait_until
 
 INTERVAL = 0.2
 SLACK_S = 0.8
@@ -304,6 +305,21 @@ class AclEnforce(AgentCase):
         self.assertEqual(ag.stop(), 0, ag.stderr())
         st = os.stat(self.node(5))
         self.assertEqual((stat.S_IMODE(st.st_mode), st.st_uid), (0o666, 0))
+
+    def test_a_node_no_longer_known_stays_closed(self):
+        a, b = self.users
+        ag = self.start()
+        # the driver's file of GPU 5 goes (its bus id from the scenario file): its minor, so its
+        # node, is unknown from the next sample on
+        bus = A100.gpus[5]["pci_bus_id"].lower()[4:]  # the driver's spelling: 4-digit domain
+        info = os.path.join(ag.state, "root", "proc", "driver", "nvidia", "gpus", bus)
+        self.assertTrue(os.path.isdir(info), info)
+        shutil.rmtree(info)
+        self.assertTrue(self.wait_for(
+            lambda: "acl: GPU 5: its device node is not known" in ag.stderr()), ag.stderr())
+        time.sleep(3 * INTERVAL)
+        self.assertEqual(stat.S_IMODE(os.stat(self.node(5)).st_mode), 0o600)
+        self.assertEqual(self.opens(b, self.node(5)), ["EACCES"])
 
     def test_pool_not_in_acl_mode_is_left_alone(self):
         a, b = self.users
