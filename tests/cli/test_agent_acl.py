@@ -19,7 +19,7 @@ import time
 import unittest
 
 import test_exporter as tx
-from gpuctl_test import GPUCTL, SIMLIB, run
+from gpuctl_test import EXIT_USAGE, GPUCTL, SIMLIB, run
 from test_agent import AgentCase
 from test_leases import A100, UUIDS, TwoUserCase, wait_until
 
@@ -320,6 +320,13 @@ class AclEnforce(AgentCase):
         time.sleep(3 * INTERVAL)
         self.assertEqual(stat.S_IMODE(os.stat(self.node(5)).st_mode), 0o600)
         self.assertEqual(self.opens(b, self.node(5)), ["EACCES"])
+
+    def test_dev_dir_must_be_absolute(self):
+        r = run([GPUCTL, "agent", "--dev-dir", "dev"])
+        self.assertOneLineError(r, EXIT_USAGE, "--dev-dir")
+        self.write_conf("enforce = acl\ndev_dir = dev\n")
+        r = run([GPUCTL, "--config", self.conf, "agent"])
+        self.assertOneLineError(r, EXIT_USAGE, "dev_dir 'dev': not an absolute path")
 
     def test_pool_not_in_acl_mode_is_left_alone(self):
         a, b = self.users
