@@ -38,7 +38,7 @@ OPEN = ("import errno, os, sys\n"
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root (mknod, useradd, setpriv)")
 class AclEnforce(AgentCase):
-    PREFIX = "gpuctlc"  # the users: TwoUserCase's, made for the class and removed after it
+    PREFIX = "gpuctlacl"  # the users: TwoUserCase's, made for the class and removed after it
 
     @classmethod
     def setUpClass(cls):
