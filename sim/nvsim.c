@@ -292,7 +292,9 @@ static int write_cpuinfo(const char *dir, const struct sim_scenario *sc)
 
 /* The machine's files beside its state: $dir/cpuinfo, and $dir/root/proc/driver/nvidia, the
  * driver's per-GPU /proc files (a lost GPU's bus id is read there; one small file a GPU), with
- * GPUCTL_NVIDIA_PROC naming them. 0 or the exit status. */
+ * GPUCTL_NVIDIA_PROC naming them; $dir/root/proc/driver/nvidia-caps/mig-minors and
+ * $dir/root/proc/devices (the device-node map reads them), with GPUCTL_NVIDIA_CAPS_PROC and
+ * GPUCTL_PROC_DEVICES naming them. 0 or the exit status. */
 static int write_machine_files(const char *dir, const struct sim_scenario *sc)
 {
 	char path[4200];
@@ -304,6 +306,13 @@ static int write_machine_files(const char *dir, const struct sim_scenario *sc)
 	if ((r = sim_procfs_write(sc, path)) < 0)
 		return nvsim_err(EXIT_FAILURE, "%s: %s", path, strerror(-r));
 	setenv("GPUCTL_NVIDIA_PROC", path, 1);
+	snprintf(path, sizeof(path), "%s/root/proc", dir);
+	if ((r = sim_procfs_write_caps(sc, path)) < 0)
+		return nvsim_err(EXIT_FAILURE, "%s: %s", path, strerror(-r));
+	(void)snprintf(path, sizeof(path), "%s/root/proc/driver/nvidia-caps", dir);
+	setenv("GPUCTL_NVIDIA_CAPS_PROC", path, 1);
+	(void)snprintf(path, sizeof(path), "%s/root/proc/devices", dir);
+	setenv("GPUCTL_PROC_DEVICES", path, 1);
 	return 0;
 }
 

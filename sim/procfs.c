@@ -14,9 +14,20 @@
  * - The driver keeps a GPU's directory while the GPU is bound to it, fallen off the bus or not,
  *   so a lost GPU (nvsim set lost=1) keeps its file: that is what a reader falls back on when
  *   NVML answers GPU_IS_LOST.
+ * - The MIG capability table, /proc/driver/nvidia-caps/mig-minors (NVIDIA's MIG user guide,
+ *   "Device Nodes and Capabilities"): "config 1", "monitor 2", then for each GPU, by its device
+ *   minor G, "gpuG/giI/access N" for GPU instances 0-14, each followed by its compute
+ *   instances' "gpuG/giI/ciC/access N", C 0-7; numbered in that order, 135 minors a GPU minor,
+ *   as the driver's table is laid out (whatever the numbers, readers take them from the file).
+ *   Written whole, MIG or not, as the driver does.
+ * - /proc/devices: the kernel's format (proc_devices(5): "Character devices:", "%3d %s"
+ *   lines, a blank line, "Block devices:"); the NVIDIA drivers' names with their fixed major
+ *   (195 nvidia-frontend) and, for the dynamic ones, majors picked here: 235 nvidia-uvm,
+ *   236 nvidia-nvlink, 237 nvidia-caps.
  */
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "scenario.h"
 #include "state.h"
@@ -52,4 +63,70 @@ int sim_procfs_write(const struct sim_scenario *s, const char *root)
 			return r;
 	}
 	return 0;
+}
+
+#define CAPS_GI     15 /* GPU instances a GPU's table lists */
+#define CAPS_CI     8  /* compute instances a GPU instance's lists */
+#define CAPS_PER_GI (1 + CAPS_CI)
+
+/* Writes text to path (replacing it): 0 or -errno. */
+static int write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "we");
+	int r;
+
+	if (!f)
+		return -errno;
+	r = fputs(text, f) < 0 ? -EIO : 0;
+	if (fclose(f) != 0 && r == 0)
+		r = -errno;
+	return r;
+}
+
+static int write_mig_minors(const struct sim_scenario *s, const char *dir)
+{
+	char path[4200];
+	FILE *f;
+	int r = 0;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/mig-minors", dir) >= sizeof(path))
+		return -ENAMETOOLONG;
+	f = fopen(path, "we");
+	if (!f)
+		return -errno;
+	if (fputs("config 1\nmonitor 2\n", f) < 0)
+		r = -EIO;
+	for (size_t i = 0; r == 0 && i < s->n_gpus; i++) {
+		unsigned int g = s->gpus[i].minor_number;
+		unsigned int base = 3 + g * CAPS_GI * CAPS_PER_GI;
+
+		for (unsigned int gi = 0; r == 0 && gi < CAPS_GI; gi++) {
+			unsigned int n = base + gi * CAPS_PER_GI;
+			if (fprintf(f, "gpu%u/gi%u/access %u\n", g, gi, n) < 0)
+				r = -EIO;
+			for (unsigned int ci = 0; r == 0 && ci < CAPS_CI; ci++)
+				if (fprintf(f, "gpu%u/gi%u/ci%u/access %u\n", g, gi, ci,
+				            n + 1 + ci) < 0)
+					r = -EIO;
+		}
+	}
+	if (fclose(f) != 0 && r == 0)
+		r = -errno;
+	return r;
+}
+
+int sim_procfs_write_caps(const struct sim_scenario *s, const char *proc)
+{
+	char path[4200];
+	int r;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/driver/nvidia-caps", proc) >= sizeof(path))
+		return -ENAMETOOLONG;
+	if ((r = sim_mkdir_p(path)) < 0 || (r = write_mig_minors(s, path)) < 0)
+		return r;
+	if ((size_t)snprintf(path, sizeof(path), "%s/devices", proc) >= sizeof(path))
+		return -ENAMETOOLONG;
+	return write_file(path, "Character devices:\n  1 mem\n  4 /dev/vc/0\n"
+	                        "195 nvidia-frontend\n235 nvidia-uvm\n236 nvidia-nvlink\n"
+	                        "237 nvidia-caps\n\nBlock devices:\n  8 sd\n");
 }

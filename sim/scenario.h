@@ -199,5 +199,9 @@ int sim_sysfs_write(const struct sim_scenario *s, const char *root);
  * (root/gpus/<bus id>/information, as /proc/driver/nvidia), for `nvsim exec`
  * (GPUCTL_NVIDIA_PROC). sim/procfs.c. */
 int sim_procfs_write(const struct sim_scenario *s, const char *root);
+/* The MIG capability table and the character device majors under proc (the machine's /proc):
+ * proc/driver/nvidia-caps/mig-minors and proc/devices (GPUCTL_NVIDIA_CAPS_PROC,
+ * GPUCTL_PROC_DEVICES). sim/procfs.c. */
+int sim_procfs_write_caps(const struct sim_scenario *s, const char *proc);
 
 #endif

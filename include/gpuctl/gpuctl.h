@@ -45,6 +45,7 @@
  *   selection.h  sizes, the selection request, gpuctl_select() and its score
  *   lease.h      lease directories, lease lists, foreign processes, select-and-lease
  *   idle.h       idle devices found from samples: leases, processes, ghost memory
+ *   devnode.h    the device nodes of a GPU or MIG device (/dev/nvidiaN, nvidia-caps)
  *   wait.h       waiting in line for leases
  *   config.h     the configuration file: settings and pools
  *   health.h     XIDs, the CUDA probe, the health state file, the health check
@@ -61,6 +62,7 @@
 #include "selection.h"
 #include "lease.h"
 #include "idle.h"
+#include "devnode.h"
 #include "wait.h"
 #include "config.h"
 #include "health.h"

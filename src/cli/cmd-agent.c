@@ -38,6 +38,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent-acl.h"
 #include "agent-failover.h"
 #include "agent-health.h"
 #include "agent-idle.h"
@@ -52,12 +53,14 @@
 enum {
 	OPT_LEDGER = OPT_EXPORTER_END_,
 	OPT_HEALTH_STATE,
+	OPT_DEV_DIR,
 };
 
 static const struct option agent_options[] = {
         EXPORTER_OPTIONS,
         {"ledger", required_argument, NULL, OPT_LEDGER},
         {"health-state", required_argument, NULL, OPT_HEALTH_STATE},
+        {"dev-dir", required_argument, NULL, OPT_DEV_DIR},
         CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
@@ -90,6 +93,7 @@ struct agent {
 	struct agent_failover *failover; /* the health failovers (agent-failover.h) */
 	struct agent_idle idle;          /* idle_warn, idle_release, max_lease_age (agent-idle.c) */
 	struct agent_watch *watch;       /* the pools' enforce: violations (agent-watch.c) */
+	struct agent_acl *acl;           /* enforce = acl: the device nodes (agent-acl.c) */
 };
 
 static void held_clear(struct held *h, size_t n)
@@ -492,6 +496,7 @@ static void agent_sample(void *userdata, const struct exporter_view *v)
 	agent_health_sample(a->health, v);
 	/* enforcing goes on whatever the ledger does */
 	agent_idle_sample(&a->idle, v);
+	agent_acl_sample(a->acl, v);
 	/* violations are found, logged and acted on whether the ledger can record them or not */
 	int opened = open_ledger(a, v->ctx);
 	agent_watch_sample(a->watch, v, a->ledger);
@@ -554,7 +559,8 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 	struct agent a = {0};
 	struct exporter_hook hook = {
 	        .userdata = &a, .on_sample = agent_sample, .on_overdue = agent_overdue};
-	const char *ledger = NULL, *health_state = NULL;
+	const char *ledger = NULL, *health_state = NULL, *dev_dir = NULL;
+	char *acl_state = NULL;
 	int opt, status;
 
 	while ((opt = cmd_getopt(&cmd_agent_entry, argc, argv)) != -1) {
@@ -567,6 +573,11 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 				return cmd_usage_error(&cmd_agent_entry,
 				                       "--health-state: empty path");
 			health_state = optarg;
+		} else if (opt == OPT_DEV_DIR) {
+			if (optarg[0] != '/')
+				return cmd_usage_error(&cmd_agent_entry,
+				                       "--dev-dir: not an absolute path");
+			dev_dir = optarg;
 		} else if ((status = exporter_option(&ea, opt, argv)) != CMD_GO_ON) {
 			return status;
 		}
@@ -578,8 +589,16 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 		return status;
 	if (!health_state)
 		health_state = gpuctl_site_health_state_path(cli->site);
-	if (agent_health_new(health_state, &a.health) < 0 || agent_failover_new(&a.failover) < 0 ||
-	    agent_watch_new(&a.watch) < 0) {
+	if (!dev_dir)
+		dev_dir = gpuctl_config_settings(gpuctl_site_config(cli->site))->dev_dir;
+	/* the nodes' originals, beside the lease directory as the health state file is */
+	if (asprintf(&acl_state, "%s-acl.state", gpuctl_site_lease_dir_path(cli->site)) < 0)
+		acl_state = NULL;
+	if (!acl_state || agent_health_new(health_state, &a.health) < 0 ||
+	    agent_failover_new(&a.failover) < 0 || agent_watch_new(&a.watch) < 0 ||
+	    agent_acl_new(dev_dir ? dev_dir : "/dev", acl_state, &a.acl) < 0) {
+		free(acl_state);
+		agent_watch_free(a.watch);
 		agent_health_free(a.health);
 		agent_failover_free(a.failover);
 		cli_error("agent: out of memory");
@@ -597,6 +616,9 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 	free(a.prev);
 	agent_idle_free(&a.idle);
 	agent_watch_free(a.watch);
+	/* the device nodes back as they were (after the sampler stopped: no sample races this) */
+	agent_acl_free(a.acl);
+	free(acl_state);
 	return status;
 }
 
@@ -606,7 +628,7 @@ const struct cmd_entry cmd_agent_entry = {
         .short_options = "+:h",
         .usage = "[--listen ADDR:PORT] [--interval SECONDS] [--lease-dir DIR] "
                  "[--max-processes N] [--idle-window SECONDS] [--ledger PATH] "
-                 "[--health-state FILE]",
+                 "[--health-state FILE] [--dev-dir DIR]",
         .summary = "the node agent: sample every GPU, serve the metrics, write the ledger",
         .options = "  --listen ADDR:PORT   where to serve the exporter's page (as exporter;\n"
                    "                       default " LISTEN_DEFAULT ")\n"
@@ -625,6 +647,8 @@ const struct cmd_entry cmd_agent_entry = {
                    "  --health-state FILE  the health state file to keep, as health --watch\n"
                    "                       (default $GPUCTL_HEALTH_STATE, else beside the\n"
                    "                       lease directory: /run/gpuctl-health.state)\n"
+                   "  --dev-dir DIR        where the device nodes enforce = acl guards are\n"
+                   "                       (default: the configuration's dev_dir, else /dev)\n"
                    "  -h, --help           print this help\n"
                    "\n"
                    "Each sample serves the exporter's /metrics, is checked by health\n"
@@ -634,10 +658,12 @@ const struct cmd_entry cmd_agent_entry = {
                    "idle_warn, idle_release and max_lease_age (docs/idle.md): a lease taken\n"
                    "back is recorded evicted. On the pools whose enforce is not off, each\n"
                    "violation of the leases is logged once, counted, recorded and acted on\n"
-                   "as violation_action says (docs/agent.md). A ledger that cannot be\n"
-                   "written is said once and tried again every sample; sampling and serving\n"
-                   "go on. SIGINT or SIGTERM stop it (exit 0); its open records are closed\n"
-                   "as agent-restart when it starts again.\n",
+                   "as violation_action says (docs/agent.md). Under a pool's enforce = acl,\n"
+                   "its GPUs' device nodes are open only to the users holding a lease on\n"
+                   "them (restored when it stops; docs/agent.md, \"Enforcement: acl\"). A\n"
+                   "ledger that cannot be written is said once and tried again every sample;\n"
+                   "sampling and serving go on. SIGINT or SIGTERM stop it (exit 0); its open\n"
+                   "records are closed as agent-restart when it starts again.\n",
         .exec = cmd_agent_exec,
         .exits = CMD_EXITS_DRIVER,
 };

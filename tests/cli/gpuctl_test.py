@@ -77,6 +77,10 @@ os.environ["GPUCTL_SYSTEM_LEASE_DIR"] = os.path.join(CONFIG_DIR, "no-system-leas
 # Nor the host driver's /proc/driver/nvidia (where a lost GPU's bus id is read): `nvsim exec`
 # points GPUCTL_NVIDIA_PROC at the simulated machine's; anything else sees none.
 os.environ["GPUCTL_NVIDIA_PROC"] = os.path.join(CONFIG_DIR, "no-nvidia-proc")
+# Likewise the MIG capability table and /proc/devices the device-node map reads (`nvsim exec`
+# names the simulated machine's).
+os.environ["GPUCTL_NVIDIA_CAPS_PROC"] = os.path.join(CONFIG_DIR, "no-nvidia-caps-proc")
+os.environ["GPUCTL_PROC_DEVICES"] = os.path.join(CONFIG_DIR, "no-proc-devices")
 
 # Slurm's GPU numbers map to devices through the node's gres.conf (docs/slurm.md), found beside
 # $SLURM_CONF: every test process gets a private Slurm configuration directory whose gres.conf

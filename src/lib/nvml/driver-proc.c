@@ -21,6 +21,9 @@
  * - Bus ids are compared as numbers and written in NVML's spelling ("00000000:4E:00.0").
  * - $GPUCTL_NVIDIA_PROC names another directory (the simulator's, sim/procfs.c); only regular
  *   files are read, at most 16 KiB each, at most 256 GPUs.
+ * - A readable GPU's device minor (N of /dev/nvidiaN, for the device nodes the agent guards:
+ *   src/lib/enforce/devnode.c) is read from the same file's "Device Minor:" line, matched by
+ *   its "Bus Location:", so no NVML call is added to a snapshot.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -38,9 +41,10 @@
 #include "fileio.h"
 #include "util.h"
 
-#define INFO_MAX  16384 /* bytes of one information file */
-#define GPUS_MAX  256   /* directories looked at */
-#define BUS_FIELD "Bus Location:"
+#define INFO_MAX    16384 /* bytes of one information file */
+#define GPUS_MAX    256   /* directories looked at */
+#define BUS_FIELD   "Bus Location:"
+#define MINOR_FIELD "Device Minor:"
 
 /* Reads n_min to n_max hex digits at *p (as many as there are, up to n_max) into *ret,
  * advancing *p; false when fewer than n_min. */
@@ -79,24 +83,59 @@ static bool bus_parse(const char *s, uint64_t *ret)
 	return s && bus_parse_n(s, strlen(s), ret);
 }
 
-bool driver_proc_bus_location(const char *text, size_t len, uint64_t *ret_bus)
+/* The value of the first line of text[0..len) that starts with field, blanks skipped: its start
+ * and end; false when no line does. */
+static bool field_value(const char *text, size_t len, const char *field, const char **ret_p,
+                        const char **ret_end)
 {
-	const size_t k = strlen(BUS_FIELD);
+	const size_t k = strlen(field);
 	const char *p = text, *end = text + len;
 
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		const char *eol = nl ? nl : end;
 
-		if ((size_t)(eol - p) >= k && memcmp(p, BUS_FIELD, k) == 0) {
+		if ((size_t)(eol - p) >= k && memcmp(p, field, k) == 0) {
 			p += k;
 			while (p < eol && (*p == ' ' || *p == '\t'))
 				p++;
-			return bus_parse_n(p, (size_t)(eol - p), ret_bus);
+			*ret_p = p;
+			*ret_end = eol;
+			return true;
 		}
 		p = nl ? nl + 1 : end;
 	}
 	return false;
+}
+
+bool driver_proc_bus_location(const char *text, size_t len, uint64_t *ret_bus)
+{
+	const char *p, *eol;
+
+	return field_value(text, len, BUS_FIELD, &p, &eol) &&
+	       bus_parse_n(p, (size_t)(eol - p), ret_bus);
+}
+
+bool driver_proc_device_minor(const char *text, size_t len, uint32_t *ret_minor)
+{
+	const char *p, *eol;
+	uint32_t v = 0;
+
+	if (!field_value(text, len, MINOR_FIELD, &p, &eol))
+		return false;
+	while (eol > p && (eol[-1] == ' ' || eol[-1] == '\t' || eol[-1] == '\r'))
+		eol--;
+	if (p == eol || eol - p > 7)
+		return false;
+	for (; p < eol; p++) {
+		if (!isdigit((unsigned char)*p))
+			return false;
+		v = v * 10 + (uint32_t)(*p - '0');
+	}
+	if (v >= DRIVER_PROC_MINOR_LIMIT)
+		return false;
+	*ret_minor = v;
+	return true;
 }
 
 void driver_proc_bus_text(uint64_t bus, char *buf, size_t size)
@@ -106,22 +145,77 @@ void driver_proc_bus_text(uint64_t bus, char *buf, size_t size)
 	               (unsigned)(bus & 7));
 }
 
+/* The text of directory name's information file under gpus (malloc'ed), or NULL. */
+static char *info_read(int gpus, const char *name, size_t *ret_len)
+{
+	_cleanup_close_ int fd = -1;
+	char path[300], *text = NULL;
+	struct stat st;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/information", name) >= sizeof(path))
+		return NULL;
+	fd = openat(gpus, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    fd_read_all(fd, INFO_MAX, &text, ret_len) < 0)
+		return NULL;
+	return text;
+}
+
 /* The bus location of directory name's information file under gpus, or false. */
 static bool info_bus(int gpus, const char *name, uint64_t *ret)
 {
-	_cleanup_free_ char *text = NULL;
-	_cleanup_close_ int fd = -1;
-	char path[300];
-	struct stat st;
 	size_t len;
+	_cleanup_free_ char *text = info_read(gpus, name, &len);
 
-	if ((size_t)snprintf(path, sizeof(path), "%s/information", name) >= sizeof(path))
-		return false;
-	fd = openat(gpus, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    fd_read_all(fd, INFO_MAX, &text, &len) < 0)
-		return false;
-	return driver_proc_bus_location(text, len, ret);
+	return text && driver_proc_bus_location(text, len, ret);
+}
+
+/* The driver's gpus directory, opened: $GPUCTL_NVIDIA_PROC/gpus, else /proc/driver/nvidia/gpus. */
+static DIR *gpus_open(void)
+{
+	const char *root = secure_getenv("GPUCTL_NVIDIA_PROC");
+	char path[4200];
+
+	if (!root || !root[0])
+		root = "/proc/driver/nvidia";
+	if ((size_t)snprintf(path, sizeof(path), "%s/gpus", root) >= sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	return opendir(path);
+}
+
+int driver_proc_minors(const uint64_t *buses, size_t n, uint32_t *minors)
+{
+	_cleanup_(closedirp) DIR *d = NULL;
+	struct dirent *e;
+	size_t seen = 0;
+
+	for (size_t i = 0; i < n; i++)
+		minors[i] = UINT32_MAX;
+	d = gpus_open();
+	if (!d)
+		return -errno;
+	while ((e = readdir(d)) && seen++ < GPUS_MAX) {
+		size_t len;
+		uint64_t bus;
+		uint32_t minor;
+		_cleanup_free_ char *text = NULL;
+
+		if (e->d_name[0] == '.' || !(text = info_read(dirfd(d), e->d_name, &len)) ||
+		    !driver_proc_bus_location(text, len, &bus) ||
+		    !driver_proc_device_minor(text, len, &minor))
+			continue;
+		for (size_t i = 0; i < n; i++)
+			if (buses[i] == bus)
+				minors[i] = minor;
+	}
+	return 0;
+}
+
+bool driver_proc_bus_parse(const char *s, uint64_t *ret_bus)
+{
+	return bus_parse(s, ret_bus);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -135,17 +229,11 @@ static int cmp_u64(const void *a, const void *b)
  * (*ret_n of them); 0, or -errno when the directory cannot be read. */
 static int unclaimed_buses(const struct gpuctl_snapshot *snap, uint64_t *found, size_t *ret_n)
 {
-	const char *root = secure_getenv("GPUCTL_NVIDIA_PROC");
 	_cleanup_(closedirp) DIR *d = NULL;
-	char path[4200];
 	struct dirent *e;
 	size_t n = 0;
 
-	if (!root || !root[0])
-		root = "/proc/driver/nvidia";
-	if ((size_t)snprintf(path, sizeof(path), "%s/gpus", root) >= sizeof(path))
-		return -ENAMETOOLONG;
-	d = opendir(path);
+	d = gpus_open();
 	if (!d)
 		return -errno;
 	while ((e = readdir(d)) && n < GPUS_MAX) {
