@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "gpuctl/gpuctl.h"
 #include "util.h"
@@ -44,6 +45,25 @@ struct idle_keys {
 	unsigned line[I__COUNT];
 };
 
+/* The quota keys (docs/config.md "Quotas"; config-quota.c): in a pool, and in the global
+ * section as every pool's default. */
+enum quota_key { Q_GPUS, Q_LEASE_LENGTH, Q_HOURS_DAY, Q_HOURS_WEEK, Q__COUNT };
+
+/* One entry of a quota key: the default (who NULL), a user (name or decimal uid) or a group
+ * ("@NAME" or "@GID", group true, who without the '@'). */
+struct quota_entry {
+	char *who;    /* owned; NULL: the default of everyone the key names not */
+	bool group;   /* who is a group */
+	double value; /* GPUs, seconds or GPU-hours; < 0: no limit */
+};
+
+/* The quota keys of a section: each key's entries and line (0: not given). */
+struct quota_keys {
+	struct quota_entry *e[Q__COUNT];
+	size_t n[Q__COUNT];
+	unsigned line[Q__COUNT];
+};
+
 /* One entry of a pool's gpus list. */
 struct gpu_entry {
 	char *text;    /* the entry as written (trimmed) */
@@ -66,6 +86,7 @@ struct pool {
 	size_t n_users;              /* entries in users */
 	size_t n_groups;             /* entries in groups */
 	struct idle_keys idle;       /* its idle actions; a key not given: the global one */
+	struct quota_keys quota;     /* its quotas; a key not given: the global one */
 };
 
 struct gpuctl_config {
@@ -81,6 +102,7 @@ struct gpuctl_config {
 	struct pool *pools;                     /* owned, n_pools entries */
 	size_t n_pools;                         /* entries in pools */
 	struct idle_keys idle;                  /* the global section's idle actions */
+	struct quota_keys quota;                /* the global section's quotas */
 };
 
 /* The state of one parse; gpuctl_config_pool_map reuses it so its messages name the line. */
@@ -103,5 +125,25 @@ bool config_digits_u64(const char *s, size_t len, uint64_t *ret);
 
 /* name quoted for messages (quote_text, cut at NAME_QUOTE_MAX), malloc'ed; NULL: no memory. */
 char *config_quoted_name(const char *name);
+
+/* A user's passwd facts for the pools' and quotas' group rules (config-pools.c). */
+struct config_user_info {
+	char *name;    /* NULL: the uid has no passwd entry */
+	gid_t gid;     /* primary group, if name */
+	gid_t *groups; /* getgrouplist(), owned */
+	int n_groups;  /* entries in groups */
+};
+/* uid's name, primary group and groups (an empty info, no error, for a uid without an entry);
+ * -ENOMEM. */
+int config_user_info_get(uint32_t uid, struct config_user_info *ret);
+void config_user_info_done(struct config_user_info *u);
+/* Whether u is in group entry e (a name, or a gid in decimal): 1 or 0; -ENOENT when no group has
+ * that name. */
+int config_in_group(const char *e, const struct config_user_info *u);
+
+/* config-quota.c: a quota_* key's line: 1 when key is no quota key (nothing done), else 0 or
+ * the -EINVAL of config_perr. */
+int config_quota_set(struct parser *p, const char *key, const char *value);
+void config_quota_done(struct quota_keys *q);
 
 #endif
