@@ -15,13 +15,11 @@ import sys
 import time
 import unittest
 
-from gpuctl_test import BUILD, GPUCTL, run
+from gpuctl_test import BUILD, GPUCTL, LIBGPUCTL, PYDIR, python_env, run
 from test_leases import UUIDS, TwoUserCase
 
 EXIT_QUOTA = 9  # docs/gpuctl.1 EXIT STATUS
 WRITER = os.path.join(BUILD, "tests", "ledger-writer")
-PYTHON_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
-LIBRARY = os.path.join(BUILD, "lib", "libgpuctl.so.0")
 
 
 class Quotas(TwoUserCase):
@@ -172,6 +170,16 @@ class Quotas(TwoUserCase):
                          r"pool 'default': quota of 1 GPU at once for user %s: 1 held "
                          r"\(GPU \d\), 1 asked for; frees when it is released" % a)
 
+    def test_run_is_refused_with_the_same_line(self):
+        a, _ = self.users
+        self.configure("quota_gpus = 1\n")
+        self.assertEqual(self.hold(a, 1).rc, 0)
+        r = self.as_user(a, "run", "-n", "1", "--", "true")
+        self.assertEqual(r.rc, EXIT_QUOTA, r)
+        self.assertRegex(r.err.strip(),
+                         r"^gpuctl: run: pool 'default': quota of 1 GPU at once for user %s: "
+                         r"1 held \(GPU \d\), 1 asked for; frees when it is released$" % a)
+
     # ---- (b) lease length ----
 
     def test_hold_longer_than_the_lease_length_quota_is_refused(self):
@@ -241,7 +249,7 @@ class Quotas(TwoUserCase):
                 "except gpuctl.QuotaError as e:\n"
                 "    print(e.errno); print(e)\n")
         r = self.as_user(a, cmd=[sys.executable, "-c", code],
-                         env={"PYTHONPATH": PYTHON_DIR, "GPUCTL_LIBRARY": LIBRARY})
+                         env=python_env({"PYTHONPATH": PYDIR, "GPUCTL_LIBRARY": LIBGPUCTL}))
         self.assertEqual(r.rc, 0, r)
         lines = r.out.splitlines()
         self.assertEqual(lines[0], "122", r)  # EDQUOT on Linux

@@ -446,6 +446,8 @@ static void test_quotas(void **state)
 	          "'alice:4': this user or group given twice");
 	parse_err("quota_gpus = 4, 5\n", 1, "'5': the default given twice");
 	parse_err("quota_gpus = 1,\n", 1, "quota_gpus: entry 2 of the list is empty");
+	/* a blank after ':' at an entry's end (found by fuzz-config: read past the entry) */
+	parse_err("quota_gpu_hours_day = ml:\t, 1\n", 1, "quota_gpu_hours_day: ''");
 	parse_err("quota_gpus = 1\n\nquota_gpus = 2\n", 3, "'quota_gpus' given twice", "line 1");
 	parse_err("quota_gpus =\n", 1, "empty value for 'quota_gpus'");
 	/* a user and a group of one name are two entries */

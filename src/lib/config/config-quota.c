@@ -148,7 +148,7 @@ static int add_entry(struct parser *p, struct quota_keys *qk, enum quota_key k, 
 
 	quote_text(q, sizeof(q), e, len, QUOTE_MAX);
 	if (colon) {
-		const char *who = e;
+		const char *who = e, *val = colon + 1, *end = e + len;
 		size_t wlen = (size_t)(colon - e);
 
 		ent.group = wlen > 0 && who[0] == '@';
@@ -163,9 +163,9 @@ static int add_entry(struct parser *p, struct quota_keys *qk, enum quota_key k, 
 			                   "%s: '%s': not USER:VALUE or @GROUP:VALUE (a name or "
 			                   "number before the ':')",
 			                   quota_keys[k], q);
-		r = parse_value(p, k, colon + 1 + strspn(colon + 1, " \t"),
-		                len - (size_t)(colon + 1 - e) - strspn(colon + 1, " \t"),
-		                &ent.value);
+		while (val < end && (*val == ' ' || *val == '\t'))
+			val++;
+		r = parse_value(p, k, val, (size_t)(end - val), &ent.value);
 		if (r < 0)
 			return r;
 		ent.who = strndup(who, wlen);
@@ -181,9 +181,10 @@ static int add_entry(struct parser *p, struct quota_keys *qk, enum quota_key k, 
 
 		if ((!o->who && !ent.who) ||
 		    (o->who && ent.who && o->group == ent.group && streq(o->who, ent.who))) {
+			const char *what = ent.who ? "this user or group" : "the default";
+
 			free(ent.who);
-			return config_perr(p, "%s: '%s': %s given twice", quota_keys[k], q,
-			                   ent.who ? "this user or group" : "the default");
+			return config_perr(p, "%s: '%s': %s given twice", quota_keys[k], q, what);
 		}
 	}
 	v = realloc(qk->e[k], (qk->n[k] + 1) * sizeof(*v));

@@ -262,6 +262,30 @@ static bool sal_skip(void *ud, uid_t uid, const char *pool_name, unsigned count)
 	return over;
 }
 
+/* *held less the devices of the lease a failover replaces (s->own): the new lease takes their
+ * place, it does not add to them. */
+static int sal_without_own(const struct sal *s, struct gpuctl_devset **held)
+{
+	struct gpuctl_devset *rest = NULL;
+	int r = gpuctl_devset_new(&rest);
+
+	for (size_t i = 0; r >= 0 && i < gpuctl_devset_count(*held); i++) {
+		size_t g;
+		int m;
+
+		if (gpuctl_devset_get(*held, i, &g, &m) < 0 || gpuctl_devset_contains(s->own, g, m))
+			continue;
+		r = gpuctl_devset_add(rest, g, m);
+	}
+	if (r < 0) {
+		gpuctl_devset_free(rest);
+		return r;
+	}
+	gpuctl_devset_free(*held);
+	*held = rest;
+	return 0;
+}
+
 /* The caller's own quotas: -EDQUOT with the gate's line when over one. */
 static int sal_gate(struct gpuctl_ctx *ctx, struct sal *s)
 {
@@ -271,6 +295,8 @@ static int sal_gate(struct gpuctl_ctx *ctx, struct sal *s)
 	if (!s->gate)
 		return 0;
 	r = lease_held_by(ctx, s->dir, &s->view, s->snap, geteuid(), &held);
+	if (r >= 0 && gpuctl_devset_count(s->own) > 0)
+		r = sal_without_own(s, &held);
 	if (r < 0)
 		return ctx_error(ctx, r, "out of memory");
 	r = s->gate->check(s->gate->ud, ctx, geteuid(), s->sreq.pool_name, s->sreq.count, held,
