@@ -100,7 +100,8 @@ struct gpuctl_config_quota {
 /* User uid's quotas in pool i (i >= the pool count, e.g. SIZE_MAX: the default pool's): for each
  * key the pool's entries if it gives the key, else the global section's; of those the uid's own
  * entry (name or decimal uid), else the most generous entry of a group the user is in, else the
- * default entry, else no limit. Root (uid 0) and cfg NULL: no limits. -ENOMEM, -EINVAL. */
+ * default entry, else no limit. Root (uid 0) and cfg NULL: no limits. -ENOMEM, -EINVAL; ctx may
+ * be NULL. */
 int gpuctl_config_pool_quota(struct gpuctl_ctx *ctx, const struct gpuctl_config *cfg, size_t i,
                              uint32_t uid, struct gpuctl_config_quota *ret);
 /* Whether the file gives any quota key, in any section. */

@@ -12,7 +12,7 @@
  * - GPUs at once count the devices of the pool (a MIG device is one, a shared lease's devices
  *   count as for an exclusive one). Lease length bounds a request that states its length
  *   (select --hold SECONDS: the request's lease_length_s); `run` states none and is not refused
- *   for it.
+ *   for it (the node agent takes back a lease older than the quota: src/cli/agent-idle.c).
  * - GPU-hours come from the ledger the governing configuration names (`ledger`, else the
  *   default path; never $GPUCTL_LEDGER, which the user sets), opened read-only; none there: the
  *   hour quotas are not enforced (said once at info level). The window is the UTC calendar day

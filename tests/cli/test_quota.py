@@ -15,7 +15,8 @@ import sys
 import time
 import unittest
 
-from gpuctl_test import BUILD, GPUCTL, LIBGPUCTL, PYDIR, python_env, run
+import test_exporter as tx
+from gpuctl_test import BUILD, GPUCTL, LIBGPUCTL, PYDIR, SIMLIB, python_env, run
 from test_leases import UUIDS, TwoUserCase
 
 EXIT_QUOTA = 9  # docs/gpuctl.1 EXIT STATUS
@@ -190,6 +191,34 @@ class Quotas(TwoUserCase):
                          r"for: can never be satisfied" % a)
         self.assertEqual(self.hold(a, 1, 3600).rc, 0)
         self.assertEqual(self.hold(b, 1, 86400).rc, 0)
+
+    def test_agent_takes_back_a_run_lease_older_than_the_quota(self):
+        a, _ = self.users
+        self.configure("quota_lease_length = 2s\n")
+        ag = tx.Exporter("dgx-a100", command="agent", interval="0.1",
+                         args=["--ledger", os.path.join(self.tmp, "agent.db"), "--lease-dir",
+                               self.dir], env={"GPUCTL_CONFIG": self.conf})
+        self.addCleanup(ag.close)
+        ag.start()
+        os.chmod(ag.tmp, 0o755)  # the simulator's state, read by the user's gpuctl
+        env = {"NVSIM_STATE_DIR": ag.state, "GPUCTL_NVML_LIBRARY": SIMLIB}
+        job = subprocess.Popen(
+            ["setpriv", "--reuid", str(self.uid[a]), "--regid", str(self.gid[a]), "--init-groups",
+             GPUCTL, "run", "-n", "1", "--only", "5", "--", "sleep", "60"],
+            env=tx.test_env(dict(self.env, **env)), stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        self.addCleanup(job.wait)
+        self.addCleanup(job.kill)
+        t0 = time.monotonic()
+        took = []
+        while time.monotonic() < t0 + 20 and not took:
+            took = [l for l in ag.stderr().splitlines() if "agent: took back GPU 5 " in l]
+            time.sleep(0.1)
+        self.assertEqual(len(took), 1, ag.stderr())
+        self.assertGreaterEqual(time.monotonic() - t0, 1.0)  # leased_since is whole seconds
+        self.assertTrue(took[0].endswith(": leased for more than 2s (quota_lease_length of pool "
+                                         "default for user %s)" % a), took)
+        self.assertIsNone(job.poll())  # the job runs on (docs/leases.md "Quotas")
 
     # ---- (c) GPU-hours from the ledger ----
 
