@@ -220,6 +220,41 @@ class Quotas(TwoUserCase):
                                          "default for user %s)" % a), took)
         self.assertIsNone(job.poll())  # the job runs on (docs/leases.md "Quotas")
 
+    def test_failover_at_the_quota_replaces_the_lease(self):
+        # docs/leases.md "Quotas": a failover's replacement does not count the lease it replaces
+        a, _ = self.users
+        self.configure("quota_gpus = 2\n")
+        ag = tx.Exporter("dgx-a100", command="agent", interval="0.1",
+                         args=["--ledger", os.path.join(self.tmp, "agent.db"), "--lease-dir",
+                               self.dir], env={"GPUCTL_CONFIG": self.conf})
+        self.addCleanup(ag.close)
+        ag.start()
+        os.chmod(ag.tmp, 0o755)
+        env = tx.test_env(dict(self.env, NVSIM_STATE_DIR=ag.state, GPUCTL_NVML_LIBRARY=SIMLIB))
+        job = subprocess.Popen(
+            ["setpriv", "--reuid", str(self.uid[a]), "--regid", str(self.gid[a]), "--init-groups",
+             GPUCTL, "run", "-n", "2", "--only", "0,1,2", "--retry", "1", "--grace", "1", "--",
+             "sleep", "60"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(job.wait)
+        self.addCleanup(job.kill)
+
+        def leased():
+            r = run([GPUCTL, "ps", "--format", "json"], env=env)
+            return sorted(d["index"] for d in r.json()["devices"] if d["state"] == "leased")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(leased()) != 2:
+            time.sleep(0.05)
+        held = leased()
+        self.assertEqual(len(held), 2, held)
+        ag.nvsim("set", "-i", str(held[0]), "lost=1")
+        want = sorted({0, 1, 2} - {held[0]})
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and leased() != want and job.poll() is None:
+            time.sleep(0.05)
+        self.assertIsNone(job.poll(), job.stderr.read() if job.poll() is not None else "")
+        self.assertEqual(leased(), want)
+
     # ---- (c) GPU-hours from the ledger ----
 
     def write_ledger(self, user, seconds, gpus=2):
