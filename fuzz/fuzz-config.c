@@ -73,6 +73,19 @@ static void check_pools(struct gpuctl_ctx *ctx, const struct gpuctl_config *cfg)
 		               pe.terminate_system != dflt.terminate_system))
 			abort();
 	}
+	/* quotas (docs/config.md "Quotas"): root has none; anyone's are within the parser's
+	 * bounds */
+	for (size_t i = 0; i <= n; i++) {
+		struct gpuctl_config_quota q;
+
+		if (gpuctl_config_pool_quota(ctx, cfg, i, 0, &q) != 0 || q.gpus != -1 ||
+		    q.lease_length_s != 0 || q.gpu_hours_day >= 0 || q.gpu_hours_week >= 0)
+			abort();
+		if (gpuctl_config_pool_quota(ctx, cfg, i, 4242, &q) != 0 || q.gpus > 4096 ||
+		    q.lease_length_s > PARSE_DURATION_MAX || q.gpu_hours_day > 1e6 ||
+		    q.gpu_hours_week > 1e6)
+			abort();
+	}
 	if (gpuctl_config_pool_get(cfg, n, NULL, NULL, NULL, NULL, NULL) != -EINVAL)
 		abort();
 	if (gpuctl_config_pool_find(ctx, cfg, "default", &(size_t){0}) != -ENOENT)

@@ -90,6 +90,10 @@ struct gpuctl_alloc_request {
 	 * to let go of those the new allocation did not keep. The same lease directory (else its
 	 * devices count as leased, as anyone's). A failure's message begins "no replacement: ". */
 	const struct gpuctl_alloc *replace;
+	/* LEASE: how long the lease will be held, when the caller knows (select --hold SECONDS);
+	 * 0: not known. The quotas (docs/config.md "Quotas") refuse one longer than the
+	 * user's lease length quota, and count it in the GPU-hour quotas. */
+	uint64_t lease_length_s;
 };
 #define GPUCTL_ALLOC_REQUEST_INIT                                                                  \
 	{                                                                                          \
@@ -127,6 +131,9 @@ struct gpuctl_alloc;
  *   -ETIMEDOUT  waited wait_timeout_s ("waited N s: " and why the devices are not free);
  *   -ECANCELED  cancel_fd became ready while waiting;  -EINTR  a signal interrupted the wait;
  *   -EACCES     the calling user may not draw from the pool;
+ *   -EDQUOT     over a quota of the pool (docs/config.md "Quotas"): the message names the
+ *               quota, what is used and when it frees; when waiting, only one that can
+ *               never be met (more devices or a longer lease than the quota);
  *   -EAGAIN     the lease directory's select.lock was held by another process past the bound
  *               (gpuctl_ctx_set_lock_wait; when waiting, the deadline): the message names it;
  *   -ENODEV     no NVIDIA driver, or NVML cannot initialise;  -ENOEXEC  not an NVML library;

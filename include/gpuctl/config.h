@@ -122,6 +122,22 @@ void gpuctl_config_pool_enforce(const struct gpuctl_config *cfg, size_t i,
  * for a value out of range. */
 const char *gpuctl_enforce_name(enum gpuctl_enforce e);
 const char *gpuctl_violation_action_name(enum gpuctl_violation_action a);
+/* A user's quotas in a pool (docs/config.md "Quotas"): what select-and-lease enforces. */
+struct gpuctl_config_quota {
+	int64_t gpus;            /* devices held at once in the pool; -1: no limit */
+	uint64_t lease_length_s; /* the longest lease (a --hold's length); 0: no limit */
+	double gpu_hours_day;    /* GPU-hours in the pool per UTC calendar day; < 0: no limit */
+	double gpu_hours_week;   /* GPU-hours per ISO week (from Monday 00:00 UTC); < 0: none */
+};
+/* User uid's quotas in pool i (i >= the pool count, e.g. SIZE_MAX: the default pool's): for each
+ * key the pool's entries if it gives the key, else the global section's; of those the uid's own
+ * entry (name or decimal uid), else the most generous entry of a group the user is in, else the
+ * default entry, else no limit. Root (uid 0) and cfg NULL: no limits. -ENOMEM, -EINVAL; ctx may
+ * be NULL. */
+int gpuctl_config_pool_quota(struct gpuctl_ctx *ctx, const struct gpuctl_config *cfg, size_t i,
+                             uint32_t uid, struct gpuctl_config_quota *ret);
+/* Whether the file gives any quota key, in any section. */
+bool gpuctl_config_has_quota(const struct gpuctl_config *cfg);
 /* Resolves every pool's gpus against snap and checks them: an id that names no GPU of snap,
  * or a GPU given to two pools, is -EINVAL "FILE:LINE: ..." (the line of the offending entry;
  * for a GPU in two pools naming both pools). On success *ret_pool (an array of snap's GPU

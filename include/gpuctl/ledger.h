@@ -194,6 +194,14 @@ const struct gpuctl_ledger_report_row *
 gpuctl_ledger_report_total(const struct gpuctl_ledger_report *report);
 void gpuctl_ledger_report_free(struct gpuctl_ledger_report *report);
 
+/* The GPU-seconds of user uid in [since, until) on the GPUs gpus[0..n_gpus) (UUIDs; n_gpus 0:
+ * every GPU), integrated as the report does: the records whose uid is uid, and those without a
+ * uid whose user is name (NULL: none such). What the GPU-hour quotas count (docs/config.md
+ * "Quotas"). -EINVAL: a bad request; -EIO, -EBADMSG as gpuctl_ledger_report. */
+int gpuctl_ledger_user_usage(struct gpuctl_ctx *ctx, struct gpuctl_ledger *ledger, double since,
+                             double until, int64_t uid, const char *name, const char *const *gpus,
+                             size_t n_gpus, double *ret_gpu_s);
+
 GPUCTL_END_DECLS
 
 #endif /* GPUCTL_LEDGER_H */

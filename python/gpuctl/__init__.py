@@ -10,8 +10,8 @@ call, gpuctl_alloc (docs/library.md).
 
 Functions: devices(), topology(), health(), select(), lease(), use(), release(), each(),
 workload().
-Exceptions: Error (base, .errno), NoDeviceError, LockBusyError, DriverError, RequestError (a
-ValueError).
+Exceptions: Error (base, .errno), NoDeviceError, LockBusyError, QuotaError, DriverError,
+RequestError (a ValueError).
 The library is $GPUCTL_LIBRARY, else the copy a wheel of the build bundles (gpuctl/
 libgpuctl.so.0), else the one `make install` put beside this package, else libgpuctl.so.0
 through the dynamic linker; it is loaded at the first call.
@@ -19,7 +19,8 @@ through the dynamic linker; it is loaded at the first call.
 from __future__ import annotations
 
 from . import _lib, _model
-from ._errors import DriverError, Error, LockBusyError, NoDeviceError, RequestError
+from ._errors import (DriverError, Error, LockBusyError, NoDeviceError, QuotaError,
+                      RequestError)
 from ._lease import Lease, lease, release, use
 from ._model import Device, Finding, GpuHealth, Link, MigDevice, Process, Workload
 from ._request import FILTERS, check_keywords
@@ -32,7 +33,7 @@ __version__ = "0.1.0"
 
 __all__ = ["devices", "topology", "health", "select", "lease", "use", "release", "each",
            "workload", "Device", "MigDevice", "Process", "Workload", "Link", "Finding", "GpuHealth", "Lease", "Error",
-           "NoDeviceError", "LockBusyError", "DriverError", "RequestError"]
+           "NoDeviceError", "LockBusyError", "QuotaError", "DriverError", "RequestError"]
 
 
 def _site(c, flags: int, config: str | None = None):

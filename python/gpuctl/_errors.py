@@ -31,6 +31,14 @@ class LockBusyError(Error):
     the holder ("... held by pid 4242 (user bob) for 10 s"); docs/leases.md, "Bounds"."""
 
 
+class QuotaError(Error):
+    """Over a quota of the pool (errno.EDQUOT; `gpuctl` exits 9): GPUs held at once, lease
+    length or GPU-hours a day or week (docs/config.md "Quotas"). The message names the quota,
+    what is used and when it frees, e.g. "pool 'training': quota of 4 GPUs at once for user
+    alice: 4 held (GPU 0,1,2,3), 1 asked for; frees when one is released". A waiting lease()
+    waits while over a quota and raises this only for one that can never be met."""
+
+
 class DriverError(Error):
     """No NVIDIA driver, NVML cannot initialise (errno.ENODEV, or ENOENT when the NVML library
     is missing), or the library loaded is not NVML (errno.ENOEXEC)."""

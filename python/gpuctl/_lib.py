@@ -31,7 +31,8 @@ import os
 import re
 import _thread
 
-from ._errors import DriverError, Error, LockBusyError, NoDeviceError, RequestError
+from ._errors import (DriverError, Error, LockBusyError, NoDeviceError, QuotaError,
+                      RequestError)
 
 SONAME = "libgpuctl.so.0"
 
@@ -108,6 +109,7 @@ class AllocRequest(ctypes.Structure):
         ("avoid", P(c_char_p)),
         ("n_avoid", c_size_t),
         ("replace", c_void_p),  # a failover's current allocation (unused by the package)
+        ("lease_length_s", c_uint64),  # unknown (0): a Python lease states no length
     ]
 
 
@@ -400,6 +402,8 @@ def error(code: int, message: str, nvml: bool = False) -> Error:
         return NoDeviceError(code, message)
     if code == errno.EAGAIN:
         return LockBusyError(code, message)
+    if code == errno.EDQUOT:
+        return QuotaError(code, message)
     if code in (errno.ENODEV, errno.ENOEXEC) or (nvml and code == errno.ENOENT):
         if code != errno.ENOEXEC and not message.startswith("no NVIDIA driver"):
             message = "no NVIDIA driver: " + message  # as the command line says it

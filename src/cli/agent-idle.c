@@ -15,7 +15,9 @@
  * - idle_release: only --hold holders (owner records without a job): a `run` job's lease is the
  *   job's. max_lease_age: any lease, from its owner record's leased_since. Both go through
  *   gpuctl_lease_evict, which ends a --hold holder and takes any other lease by replacing its
- *   lock file, and leaves the holder a notice; nothing else is ever ended.
+ *   lock file, and leaves the holder a notice; nothing else is ever ended. quota_lease_length
+ *   (docs/config.md "Quotas") as max_lease_age, for the holder's user: select --hold is refused
+ *   a longer length at grant time, `run` states none and is bounded here.
  * - Shared leases are warned about, never taken back: the lock file of a shared device is every
  *   sharer's, and one sharer's age or idleness is not the others'.
  * - A failure to take a lease back is said once per streak; the agent samples and serves on.
@@ -220,6 +222,22 @@ static void take_back(struct agent_idle *ai, const struct exporter_view *v, cons
 	gpuctl_lease_dir_free(dir);
 }
 
+/* Whether the holder's lease is older than its user's quota_lease_length in the pool
+ * (docs/config.md "Quotas": `run` states no length, so the agent bounds it), the quota's text in
+ * buf. */
+static bool over_lease_length(const struct exporter_view *v, const struct holder *h, size_t pi,
+                              char *buf, size_t size)
+{
+	struct gpuctl_config_quota q;
+
+	if (!h->ow->leased_since ||
+	    gpuctl_config_pool_quota(NULL, gpuctl_site_config(v->site), pi, h->ow->uid, &q) < 0 ||
+	    !q.lease_length_s || v->wall < (double)h->ow->leased_since + (double)q.lease_length_s)
+		return false;
+	idle_view_duration(q.lease_length_s, buf, size);
+	return true;
+}
+
 /* One holder against its pool's idle actions. */
 static void judge(struct agent_idle *ai, const struct exporter_view *v, const struct holder *h)
 {
@@ -262,6 +280,12 @@ static void judge(struct agent_idle *ai, const struct exporter_view *v, const st
 		idle_view_duration(c.max_lease_age_s, d1, sizeof(d1));
 		(void)snprintf(reason, sizeof(reason),
 		               "leased for more than %s (max_lease_age of pool %s)", d1, pool);
+		take_back(ai, v, h, reason);
+	} else if (over_lease_length(v, h, pi, d1, sizeof(d1))) {
+		(void)snprintf(
+		        reason, sizeof(reason),
+		        "leased for more than %s (quota_lease_length of pool %s for user %s)", d1,
+		        pool, h->ow->user ? h->ow->user : "?");
 		take_back(ai, v, h, reason);
 	}
 }

@@ -375,5 +375,5 @@ const struct cmd_entry cmd_run_entry = {
                  "process group of its own; exit 5: a GPU failed again and no failover was left.\n",
         .exec = cmd_run_exec,
         .exits = CMD_EXITS_DRIVER | CMD_EXITS_NOMATCH | CMD_EXITS_RETRY | CMD_EXITS_JOB |
-                 CMD_EXITS_BUSY | CMD_EXITS_HUNG,
+                 CMD_EXITS_BUSY | CMD_EXITS_HUNG | CMD_EXITS_QUOTA,
 };

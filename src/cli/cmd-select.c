@@ -400,6 +400,7 @@ static int parse_options(struct select_cmd_args *a, int argc, char **argv)
 				                       "--hold: '%s' is not a number of seconds "
 				                       "(1 to %lu)",
 				                       optarg, SELECT_HOLD_MAX_S);
+			a->sel.req.lease_length_s = a->hold_s; /* the quotas judge it */
 			break;
 		case 'h':
 			cmd_usage(&cmd_select_entry, stdout);
@@ -490,5 +491,6 @@ const struct cmd_entry cmd_select_entry = {
         "SLURM_JOB_GPUS); -v says which variable constrained it. Devices leased in the lease\n"
         "directory are never chosen; without --hold select takes no lease itself.\n",
         .exec = cmd_select_exec,
-        .exits = CMD_EXITS_DRIVER | CMD_EXITS_NOMATCH | CMD_EXITS_BUSY | CMD_EXITS_HUNG,
+        .exits = CMD_EXITS_DRIVER | CMD_EXITS_NOMATCH | CMD_EXITS_BUSY | CMD_EXITS_HUNG |
+                 CMD_EXITS_QUOTA,
 };

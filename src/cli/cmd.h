@@ -34,6 +34,7 @@ enum cli_exit {
 	CLI_EXIT_HUNG = 7,     /* an NVML call did not return within GPUCTL_NVML_TIMEOUT (the
 	                        * line names the call and the GPU; watchdog.h) */
 	CLI_EXIT_NOLEDGER = 8, /* report: no ledger at the path (no agent has written one) */
+	CLI_EXIT_QUOTA = 9,    /* select/run: over a quota of the pool (docs/config.md "Quotas") */
 };
 
 /* --color=WHEN (docs/gpuctl.1, "Colour"). */
@@ -88,6 +89,7 @@ enum {
 	CMD_EXITS_HUNG = 1u << 6,    /* 7: a one-shot command: a hung NVML call ends it past
 	                              * GPUCTL_NVML_TIMEOUT (main.c arms the watchdog for it) */
 	CMD_EXITS_LEDGER = 1u << 7,  /* 8: report found no ledger */
+	CMD_EXITS_QUOTA = 1u << 8,   /* 9: over a quota (docs/config.md "Quotas") */
 };
 
 /* The options several commands take, declared once: their getopt_long table entries, and the

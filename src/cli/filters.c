@@ -10,7 +10,8 @@
  * - The library's errors become exit statuses here and nowhere else: -EINVAL 2, -ENOSPC and
  *   -ETIMEDOUT 3 (too few devices qualify, or not within --wait=SECONDS), -ENODEV 4 (no
  *   driver), everything else 1; its one-line message is printed after the command's name.
- * - -EAGAIN (select.lock held past its bound by another process) is exit 6.
+ * - -EAGAIN (select.lock held past its bound by another process) is exit 6; -EDQUOT (over a
+ *   quota, docs/config.md "Quotas") exit 9.
  * - The library's messages name the request's fields (struct gpuctl_alloc_request: "share_mem
  *   4 GiB", "ignore_outer"), never our options; its line is printed with each field respelled
  *   as the option that sets it (spell_options), so it names what the user typed: `--share --mem
@@ -240,6 +241,8 @@ static int alloc_status(struct cli *cli, const struct cmd_entry *entry, int r, i
 		return CLI_EXIT_NOMATCH;
 	case -EAGAIN:
 		return CLI_EXIT_BUSY;
+	case -EDQUOT:
+		return CLI_EXIT_QUOTA;
 	default:
 		return CLI_EXIT_FAILURE;
 	}

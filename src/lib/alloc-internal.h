@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "gpuctl/gpuctl.h"
+#include "lease-internal.h"
 
 /* The result of gpuctl_alloc() (a request's replace names one: alloc-wait.c reads its lease). */
 struct gpuctl_alloc {
@@ -49,6 +50,10 @@ struct plan {
 	struct gpuctl_devset *sys_leased; /* leased in the system lease directory (another one
 	                                   * is used: plan_system_dir) */
 	char sys_note[256];               /* what the system directory kept from us, for -ENOSPC */
+	struct lease_gate gate;           /* the quotas' (alloc-quota.c) */
+	struct gpuctl_ledger *quota_ledger; /* owned: the ledger the GPU-hour quotas read */
+	bool quota_ledger_tried;            /* opened it (or found none) */
+	bool quota_never;                   /* a quota refused what it will always refuse */
 };
 
 /* alloc-plan.c */
@@ -67,6 +72,12 @@ int alloc_plan_exclude_leased(struct plan *p);
 /* r, or with r == -ENOSPC after a shared CHOOSE/PREVIEW found devices without room, the
  * context's message with "(no room to share 4 GiB: 0,3)" added. */
 int alloc_no_space_with_room(struct plan *p, int r);
+
+/* alloc-quota.c */
+
+/* LEASE: the gate select-and-lease calls for the configuration's quotas (docs/config.md
+ * "Quotas"), NULL when the configuration sets none. Points into p. */
+const struct lease_gate *alloc_quota_gate(struct plan *p);
 
 /* alloc-wait.c */
 

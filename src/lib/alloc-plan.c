@@ -462,7 +462,7 @@ static int exclude_reserved(struct plan *p, struct gpuctl_lease_dir *dir)
 
 	if (r < 0)
 		return r;
-	r = lease_queue_reserved(p->ctx, dir, p->snap, NULL, false, reserved, &p->ahead);
+	r = lease_queue_reserved(p->ctx, dir, p->snap, NULL, false, NULL, reserved, &p->ahead);
 	if (r < 0)
 		return ctx_error(p->ctx, r, "'%s/queue': %s", gpuctl_lease_dir_path(dir),
 		                 strerror(-r));

@@ -200,9 +200,11 @@ int alloc_wait_lease(struct plan *p, struct gpuctl_selection **ret_sel,
 		bool retry = false;
 
 		r = lease_select_and_lease(p->ctx, dir, p->snap, &p->req, &p->lreq, ticket,
-		                           p->in.replace ? p->in.replace->lease : NULL, ret_sel,
-		                           ret_lease);
-		if (r == 0 || (r != -ENOSPC && r != -EBUSY))
+		                           p->in.replace ? p->in.replace->lease : NULL,
+		                           alloc_quota_gate(p), ret_sel, ret_lease);
+		/* over a quota: wait until it frees (a lease ends, the window resets) */
+		if (r == 0 || (r != -ENOSPC && r != -EBUSY && r != -EDQUOT) ||
+		    (r == -EDQUOT && p->quota_never))
 			break;
 		(void)snprintf(last, sizeof(last), "%s", gpuctl_errmsg(p->ctx));
 		ctx_log(p->ctx, GPUCTL_LOG_INFO, "waiting: %s", last);

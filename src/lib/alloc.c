@@ -62,6 +62,7 @@ static void plan_done(struct plan *p)
 	alloc_plan_sets_free(p);
 	gpuctl_snapshot_free(p->snap);
 	gpuctl_site_free(p->site);
+	gpuctl_ledger_free(p->quota_ledger);
 	free(p->exclude);
 }
 
@@ -221,7 +222,7 @@ int gpuctl_alloc(struct gpuctl_ctx *ctx, const struct gpuctl_alloc_request *req,
 	else if (p.in.mode == GPUCTL_ALLOC_LEASE)
 		r = lease_select_and_lease(ctx, gpuctl_site_lease_dir(p.site), p.snap, &p.req,
 		                           &p.lreq, NULL, p.in.replace ? p.in.replace->lease : NULL,
-		                           &a->sel, &a->lease);
+		                           alloc_quota_gate(&p), &a->sel, &a->lease);
 	else {
 		r = alloc_plan_exclude_leased(&p);
 		if (r >= 0)

@@ -441,6 +441,78 @@ static void test_enforce(void **state)
 	          "terminate_system)");
 }
 
+/* docs/config.md "Quotas": a user's own entry, else the most generous of their groups', else the
+ * default; a pool's key replaces the global list; root has none. uids without a passwd entry
+ * (4000001, 4000002) match by number only; 65534 (Debian's nobody, primary group 65534) by its
+ * group too. */
+static void test_quotas(void **state)
+{
+	struct gpuctl_config_quota q;
+	struct gpuctl_config *cfg;
+
+	(void)state;
+	cfg = parse_ok("quota_gpus = 2, 4000001:5, @65534:3\n"
+	               "quota_lease_length = 8h, 4000001:unlimited\n"
+	               "quota_gpu_hours_day = 24.5\n"
+	               "quota_gpu_hours_week = 100, @65534 : unlimited\n"
+	               "[pool a]\ngpus = 0\nquota_gpus = 4\n"
+	               "[pool b]\ngpus = 1\nquota_gpu_hours_week = 0.001, 4000002:0\n");
+	assert_true(gpuctl_config_has_quota(cfg));
+	assert_int_equal(gpuctl_config_pool_quota(ctx, cfg, SIZE_MAX, 4000001, &q), 0);
+	assert_true(q.gpus == 5 && q.lease_length_s == 0 && q.gpu_hours_day == 24.5 &&
+	            q.gpu_hours_week == 100);
+	assert_int_equal(gpuctl_config_pool_quota(ctx, cfg, SIZE_MAX, 4000002, &q), 0);
+	assert_true(q.gpus == 2 && q.lease_length_s == 28800);
+	assert_int_equal(gpuctl_config_pool_quota(ctx, cfg, SIZE_MAX, 65534, &q), 0);
+	assert_true(q.gpus == 3 && q.gpu_hours_week < 0);
+	/* pool a replaces quota_gpus only: 4 for everyone, the user's entry gone with the list */
+	assert_int_equal(gpuctl_config_pool_quota(ctx, cfg, 0, 4000001, &q), 0);
+	assert_true(q.gpus == 4 && q.lease_length_s == 0 && q.gpu_hours_week == 100);
+	assert_int_equal(gpuctl_config_pool_quota(ctx, cfg, 1, 4000002, &q), 0);
+	assert_true(q.gpus == 2 && q.gpu_hours_week == 0);
+	assert_int_equal(gpuctl_config_pool_quota(ctx, cfg, 1, 4000001, &q), 0);
+	assert_true(q.gpu_hours_week == 0.001);
+	/* root: none */
+	assert_int_equal(gpuctl_config_pool_quota(ctx, cfg, SIZE_MAX, 0, &q), 0);
+	assert_true(q.gpus == -1 && q.lease_length_s == 0 && q.gpu_hours_day < 0);
+	gpuctl_config_free(cfg);
+	cfg = parse_ok("busy_memory = 0\n");
+	assert_false(gpuctl_config_has_quota(cfg));
+	assert_int_equal(gpuctl_config_pool_quota(ctx, cfg, SIZE_MAX, 4000001, &q), 0);
+	assert_true(q.gpus == -1 && q.lease_length_s == 0 && q.gpu_hours_week < 0);
+	gpuctl_config_free(cfg);
+
+	/* the documented errors */
+	parse_err("quota_gpu = 1\n", 1, "unknown key 'quota_gpu'",
+	          "quota_gpus, quota_lease_length");
+	parse_err("[pool a]\ngpus = 0\nquota_x = 1\n", 3, "unknown key 'quota_x' in [pool a]");
+	parse_err("quota_gpus = four\n", 1, "quota_gpus: 'four': not a number of GPUs");
+	parse_err("quota_gpus = 4097\n", 1, "quota_gpus: '4097'");
+	parse_err("quota_gpus = -1\n", 1, "quota_gpus: '-1'");
+	parse_err("quota_lease_length = 8\n", 1, "quota_lease_length: '8': not a duration");
+	parse_err("quota_lease_length = 0\n", 1, "quota_lease_length: '0': not a duration");
+	parse_err("quota_lease_length = 400d\n", 1, "longer than 366 days");
+	parse_err("quota_gpu_hours_day = 1.2345\n", 1,
+	          "quota_gpu_hours_day: '1.2345': not a number of GPU-hours");
+	parse_err("quota_gpu_hours_week = 1.\n", 1, "quota_gpu_hours_week: '1.'");
+	parse_err("quota_gpu_hours_week = 1e3\n", 1, "quota_gpu_hours_week: '1e3'");
+	parse_err("quota_gpus = a b:3\n", 1, "quota_gpus: 'a b:3': not USER:VALUE or @GROUP:VALUE");
+	parse_err("quota_gpus = @:3\n", 1, "not USER:VALUE");
+	parse_err("quota_gpus = :3\n", 1, "not USER:VALUE");
+	parse_err("quota_gpus = alice:\n", 1, "quota_gpus: ''");
+	parse_err("quota_gpus = 1, alice:3, alice:4\n", 1,
+	          "'alice:4': this user or group given twice");
+	parse_err("quota_gpus = 4, 5\n", 1, "'5': the default given twice");
+	parse_err("quota_gpus = 1,\n", 1, "quota_gpus: entry 2 of the list is empty");
+	/* a blank after ':' at an entry's end (found by fuzz-config: read past the entry) */
+	parse_err("quota_gpu_hours_day = ml:\t, 1\n", 1, "quota_gpu_hours_day: ''");
+	parse_err("quota_gpus = 1\n\nquota_gpus = 2\n", 3, "'quota_gpus' given twice", "line 1");
+	parse_err("quota_gpus =\n", 1, "empty value for 'quota_gpus'");
+	/* a user and a group of one name are two entries */
+	cfg = parse_ok("quota_gpus = x:1, @x:2\n");
+	gpuctl_config_free(cfg);
+}
+
 static void test_ranges_and_map(void **state)
 {
 	(void)state;
@@ -727,6 +799,7 @@ int main(void)
 	        cmocka_unit_test(test_share_margin),   cmocka_unit_test(test_allows),
 	        cmocka_unit_test(test_idle_actions),   cmocka_unit_test(test_enforce),
 	        cmocka_unit_test(test_pool_find),      cmocka_unit_test(test_load),
+	        cmocka_unit_test(test_quotas),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -745,6 +745,57 @@ static void test_report_oracle(void **state)
 	free(osegs);
 }
 
+/* One user's GPU-seconds (docs/ledger.md "One user's usage"): alice (uid 1000) on GPU-a and GPU-b
+ * from W0 to W0 + 7200 (two hours, samples every 1800 s); bob (no uid, by name) on GPU-c for
+ * 3600 s; a window and GPU list clip them. */
+static void test_user_usage(void **state)
+{
+	struct gpuctl_ledger_observation o[3];
+	const char *ab[] = {"GPU-a", "GPU-b"}, *c[] = {"GPU-c"}, *a[] = {"GPU-a"};
+	struct gpuctl_ledger *l = open_writer();
+	struct gpuctl_ledger_options ro = GPUCTL_LEDGER_OPTIONS_INIT;
+	double s = -1;
+
+	(void)state;
+	for (int k = 0; k <= 4; k++) {
+		size_t n = 2;
+
+		o[0] = ob("1:1", "GPU-a", 50, 1, -1);
+		o[1] = ob("1:1", "GPU-b", 50, 1, -1);
+		if (k <= 2) {
+			o[2] = ob("2:1", "GPU-c", 50, 1, -1);
+			o[2].user = "bob";
+			o[2].uid = -1;
+			o[2].end = k == 2 ? GPUCTL_LEDGER_END_EXIT : GPUCTL_LEDGER_END_NONE;
+			n = 3;
+		}
+		if (k == 4)
+			o[0].end = o[1].end = GPUCTL_LEDGER_END_EXIT;
+		observe(l, W0 + 1800.0 * k, 1800.0 * k, o, n);
+	}
+	gpuctl_ledger_free(l);
+	assert_int_equal(gpuctl_ledger_open(ctx, db, &ro, &l), 0);
+	assert_int_equal(
+	        gpuctl_ledger_user_usage(ctx, l, W0, W0 + 86400, 1000, "alice", NULL, 0, &s), 0);
+	assert_double_equal(s, 2 * 7200, 1e-6);
+	assert_int_equal(gpuctl_ledger_user_usage(ctx, l, W0, W0 + 86400, 1000, NULL, a, 1, &s), 0);
+	assert_double_equal(s, 7200, 1e-6);
+	/* the window's second hour only, both GPUs */
+	assert_int_equal(
+	        gpuctl_ledger_user_usage(ctx, l, W0 + 3600, W0 + 5400, 1000, NULL, ab, 2, &s), 0);
+	assert_double_equal(s, 2 * 1800, 1e-6);
+	/* bob by name (no uid recorded), and not under alice's uid */
+	assert_int_equal(gpuctl_ledger_user_usage(ctx, l, W0, W0 + 86400, 2000, "bob", c, 1, &s),
+	                 0);
+	assert_double_equal(s, 3600, 1e-6);
+	assert_int_equal(gpuctl_ledger_user_usage(ctx, l, W0, W0 + 86400, 1000, "alice", c, 1, &s),
+	                 0);
+	assert_double_equal(s, 0, 1e-9);
+	assert_int_equal(gpuctl_ledger_user_usage(ctx, l, W0, W0, 1000, NULL, NULL, 0, &s),
+	                 -EINVAL);
+	gpuctl_ledger_free(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -757,6 +808,7 @@ int main(void)
 	        cmocka_unit_test(test_violations),
 	        cmocka_unit_test(test_bad_input),
 	        cmocka_unit_test(test_report_oracle),
+	        cmocka_unit_test(test_user_usage),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

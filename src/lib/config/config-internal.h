@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "gpuctl/gpuctl.h"
 #include "util.h"
@@ -56,6 +57,25 @@ struct enforce_keys {
 	unsigned line[E__COUNT];
 };
 
+/* The quota keys (docs/config.md "Quotas"; config-quota.c): in a pool, and in the global
+ * section as every pool's default. */
+enum quota_key { Q_GPUS, Q_LEASE_LENGTH, Q_HOURS_DAY, Q_HOURS_WEEK, Q__COUNT };
+
+/* One entry of a quota key: the default (who NULL), a user (name or decimal uid) or a group
+ * ("@NAME" or "@GID", group true, who without the '@'). */
+struct quota_entry {
+	char *who;    /* owned; NULL: the default of everyone the key names not */
+	bool group;   /* who is a group */
+	double value; /* GPUs, seconds or GPU-hours; < 0: no limit */
+};
+
+/* The quota keys of a section: each key's entries and line (0: not given). */
+struct quota_keys {
+	struct quota_entry *e[Q__COUNT];
+	size_t n[Q__COUNT];
+	unsigned line[Q__COUNT];
+};
+
 /* One entry of a pool's gpus list. */
 struct gpu_entry {
 	char *text;    /* the entry as written (trimmed) */
@@ -79,6 +99,7 @@ struct pool {
 	size_t n_groups;             /* entries in groups */
 	struct idle_keys idle;       /* its idle actions; a key not given: the global one */
 	struct enforce_keys enforce; /* its enforcement; a key not given: the global one */
+	struct quota_keys quota;     /* its quotas; a key not given: the global one */
 };
 
 struct gpuctl_config {
@@ -96,6 +117,7 @@ struct gpuctl_config {
 	size_t n_pools;                         /* entries in pools */
 	struct idle_keys idle;                  /* the global section's idle actions */
 	struct enforce_keys enforce;            /* the global section's enforcement */
+	struct quota_keys quota;                /* the global section's quotas */
 };
 
 /* The state of one parse; gpuctl_config_pool_map reuses it so its messages name the line. */
@@ -127,5 +149,25 @@ extern const char *const config_action_words[];
 #define CONFIG_ACTION_WORDS  3
 /* The enforcement keys' defaults: off, log, 10s, no (config.c). */
 extern const struct enforce_keys config_enforce_default;
+
+/* A user's passwd facts for the pools' and quotas' group rules (config-pools.c). */
+struct config_user_info {
+	char *name;    /* NULL: the uid has no passwd entry */
+	gid_t gid;     /* primary group, if name */
+	gid_t *groups; /* getgrouplist(), owned */
+	int n_groups;  /* entries in groups */
+};
+/* uid's name, primary group and groups (an empty info, no error, for a uid without an entry);
+ * -ENOMEM. */
+int config_user_info_get(uint32_t uid, struct config_user_info *ret);
+void config_user_info_done(struct config_user_info *u);
+/* Whether u is in group entry e (a name, or a gid in decimal): 1 or 0; -ENOENT when no group has
+ * that name. */
+int config_in_group(const char *e, const struct config_user_info *u);
+
+/* config-quota.c: a quota_* key's line: 1 when key is no quota key (nothing done), else 0 or
+ * the -EINVAL of config_perr. */
+int config_quota_set(struct parser *p, const char *key, const char *value);
+void config_quota_done(struct quota_keys *q);
 
 #endif

@@ -200,20 +200,13 @@ int gpuctl_config_pool_find(struct gpuctl_ctx *ctx, const struct gpuctl_config *
 	return ctx_error(ctx, -ENOENT, "no pool '%s' (pools: %s, and default)", q, list);
 }
 
-struct user_info {
-	char *name;    /* NULL: the uid has no passwd entry */
-	gid_t gid;     /* primary group, if name */
-	gid_t *groups; /* getgrouplist(), owned */
-	int n_groups;  /* entries in groups */
-};
-
-static int user_info_get(uint32_t uid, struct user_info *ret)
+int config_user_info_get(uint32_t uid, struct config_user_info *ret)
 {
 	_cleanup_free_ char *buf = NULL;
 	struct passwd pw;
 	int r;
 
-	*ret = (struct user_info){0};
+	*ret = (struct config_user_info){0};
 	r = nss_passwd((uid_t)uid, &pw, &buf);
 	if (r == -ENOMEM)
 		return r;
@@ -242,14 +235,14 @@ static int user_info_get(uint32_t uid, struct user_info *ret)
 	}
 }
 
-static void user_info_done(struct user_info *u)
+void config_user_info_done(struct config_user_info *u)
 {
 	free(u->name);
 	free(u->groups);
 }
 
 static bool user_matches(struct gpuctl_ctx *ctx, const struct pool *pool, const char *e,
-                         uint32_t uid, const struct user_info *u)
+                         uint32_t uid, const struct config_user_info *u)
 {
 	uint64_t id;
 
@@ -266,30 +259,38 @@ static bool user_matches(struct gpuctl_ctx *ctx, const struct pool *pool, const 
 	return false;
 }
 
-static bool group_matches(struct gpuctl_ctx *ctx, const struct pool *pool, const char *e,
-                          const struct user_info *u)
+int config_in_group(const char *e, const struct config_user_info *u)
 {
 	uint64_t id;
 	gid_t gid;
 
 	if (config_all_digits(e, strlen(e))) {
 		if (!config_digits_u64(e, strlen(e), &id) || id >= UINT32_MAX)
-			return false;
+			return 0;
 		gid = (gid_t)id;
 	} else if (nss_group_gid(e, &gid) < 0) {
+		return -ENOENT;
+	}
+	if (!u->name)
+		return 0;
+	if (gid == u->gid)
+		return 1;
+	for (int i = 0; i < u->n_groups; i++)
+		if (u->groups[i] == gid)
+			return 1;
+	return 0;
+}
+
+static bool group_matches(struct gpuctl_ctx *ctx, const struct pool *pool, const char *e,
+                          const struct config_user_info *u)
+{
+	int r = config_in_group(e, u);
+
+	if (r == -ENOENT)
 		ctx_log(ctx, GPUCTL_LOG_DEBUG,
 		        "config: pool '%s': group '%s' (line %u) does not exist", pool->name, e,
 		        pool->key_line[P_GROUPS]);
-		return false;
-	}
-	if (!u->name)
-		return false;
-	if (gid == u->gid)
-		return true;
-	for (int i = 0; i < u->n_groups; i++)
-		if (u->groups[i] == gid)
-			return true;
-	return false;
+	return r > 0;
 }
 
 /* Appends text to buf[size] at *off, cutting what does not fit (buf stays NUL-terminated). */
@@ -336,7 +337,7 @@ static int refuse(struct gpuctl_ctx *ctx, const struct pool *pool)
 int gpuctl_config_pool_allows(struct gpuctl_ctx *ctx, const struct gpuctl_config *cfg, size_t i,
                               uint32_t uid)
 {
-	_cleanup_(user_info_done) struct user_info u = {0};
+	_cleanup_(config_user_info_done) struct config_user_info u = {0};
 	const struct pool *pool;
 	int r;
 
@@ -345,7 +346,7 @@ int gpuctl_config_pool_allows(struct gpuctl_ctx *ctx, const struct gpuctl_config
 	pool = &cfg->pools[i];
 	if (uid == 0 || !pool_restricted(pool))
 		return 1;
-	r = user_info_get(uid, &u);
+	r = config_user_info_get(uid, &u);
 	if (r < 0)
 		return ctx_error(ctx, r, "out of memory");
 	for (size_t k = 0; k < pool->n_users; k++)

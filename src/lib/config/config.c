@@ -57,6 +57,7 @@ static void pool_done(struct pool *p)
 	for (size_t i = 0; p->groups && p->groups[i]; i++)
 		free(p->groups[i]);
 	free(p->groups);
+	config_quota_done(&p->quota);
 }
 
 void gpuctl_config_free(struct gpuctl_config *cfg)
@@ -66,6 +67,7 @@ void gpuctl_config_free(struct gpuctl_config *cfg)
 	for (size_t i = 0; i < cfg->n_pools; i++)
 		pool_done(&cfg->pools[i]);
 	free(cfg->pools);
+	config_quota_done(&cfg->quota);
 	free(cfg->lease_dir_buf);
 	free(cfg->ledger_buf);
 	free(cfg->dev_dir_buf);
@@ -96,42 +98,6 @@ static bool has_control(const char *s)
 		if (((unsigned char)*s < 0x20 && *s != '\t') || *s == 0x7f)
 			return true;
 	return false;
-}
-
-bool config_all_digits(const char *s, size_t len)
-{
-	if (len == 0)
-		return false;
-	for (size_t i = 0; i < len; i++)
-		if (!is_digit(s[i]))
-			return false;
-	return true;
-}
-
-bool config_digits_u64(const char *s, size_t len, uint64_t *ret)
-{
-	uint64_t v = 0;
-
-	for (size_t i = 0; i < len; i++) {
-		unsigned d = (unsigned)(s[i] - '0');
-
-		if (v > (UINT64_MAX - d) / 10)
-			return false;
-		v = v * 10 + d;
-	}
-	*ret = v;
-	return true;
-}
-
-int config_perr(struct parser *p, const char *fmt, ...)
-{
-	char msg[CTX_ERRMSG_MAX];
-	va_list ap;
-
-	va_start(ap, fmt);
-	(void)vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return ctx_error(p->ctx, -EINVAL, "%s:%u: %s", p->cfg->name, p->line, msg);
 }
 
 /* " in [pool NAME]" for the current section, "" in the global section. */
@@ -518,6 +484,8 @@ static int parse_assignment(struct parser *p, char *line)
 		return set_idle(p, (enum idle_key)k, key, value);
 	if ((k = config_enforce_key(key)) >= 0)
 		return config_set_enforce(p, (enum enforce_key)k, value);
+	if ((k = config_quota_set(p, key, value)) <= 0)
+		return k; /* a quota key (docs/config.md "Quotas") */
 	g = lookup(global_keys, G__COUNT, key);
 	k = lookup(pool_keys, P__COUNT, key);
 	if (!p->cur && k >= 0)
@@ -673,14 +641,6 @@ static int parse_line(struct parser *p, char *buf, const char *text, size_t len)
 	if (*s == '[')
 		return parse_header(p, s);
 	return parse_assignment(p, s);
-}
-
-char *config_quoted_name(const char *name)
-{
-	char q[NAME_QUOTE_MAX + 4];
-
-	quote_text(q, sizeof(q), name, strlen(name), NAME_QUOTE_MAX);
-	return strdup(q);
 }
 
 int gpuctl_config_parse(struct gpuctl_ctx *ctx, const char *name, const char *text, size_t len,

@@ -339,9 +339,18 @@ uint64_t lease_queue_fingerprint(const struct gpuctl_lease_dir *dir, ino_t skip_
 /* The devices that the live tickets older than ticket (all of them when ticket is NULL) could
  * use, merged into reserved; *ret_ahead counts those tickets. With locked (the caller holds
  * select.lock), removes dead tickets of ours; without it, only reads. */
+struct lease_skip;
 int lease_queue_reserved(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
                          const struct gpuctl_snapshot *snap, struct gpuctl_wait_ticket *ticket,
-                         bool locked, struct gpuctl_devset *reserved, size_t *ret_ahead);
+                         bool locked, const struct lease_skip *skip, struct gpuctl_devset *reserved,
+                         size_t *ret_ahead);
+/* Which older tickets reserve nothing (skip NULL: every one reserves): fn true for a waiter
+ * (its user, pool name or NULL, count) that could not be served now whatever is free (over a
+ * quota). */
+struct lease_skip {
+	bool (*fn)(void *ud, uid_t uid, const char *pool_name, unsigned count);
+	void *ud;
+};
 
 /* Whether t is a ticket still in the queue (not NULL, not yet left). */
 bool lease_ticket_queued(const struct gpuctl_wait_ticket *t);
@@ -440,6 +449,8 @@ void lease_notice_remove(const struct gpuctl_lease_dir *dir, const struct gpuctl
 
 /* ---- lease-select.c: select-and-lease ---- */
 
+struct lease_gate;
+
 /* gpuctl_select_and_lease (ticket NULL) or gpuctl_select_and_lease_queued, with the devices of
  * keep (the caller's current lease, or NULL) counting as the caller's own: never reserved for
  * waiters, and kept (a duplicate of keep's descriptor) when chosen again. keep still holds
@@ -449,7 +460,27 @@ int lease_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                            const struct gpuctl_select_request *req,
                            const struct gpuctl_lease_request *lreq,
                            struct gpuctl_wait_ticket *ticket, const struct gpuctl_lease *keep,
-                           struct gpuctl_selection **ret_sel, struct gpuctl_lease **ret_lease);
+                           const struct lease_gate *gate, struct gpuctl_selection **ret_sel,
+                           struct gpuctl_lease **ret_lease);
+
+/* A check select-and-lease makes under select.lock, before it selects (quotas:
+ * src/lib/alloc-quota.c). check: 0 when user uid may take count more devices of pool pool_name
+ * (NULL: the default pool) now that it holds held (every device of the snapshot whose lock is
+ * held and of which uid has a live owner record); -EDQUOT when not (for self, the request's
+ * own user, with the one-line message set; for an older waiter, self false, nothing said);
+ * other -errno for errors. */
+struct lease_gate {
+	int (*check)(void *ud, struct gpuctl_ctx *ctx, uid_t uid, const char *pool_name,
+	             unsigned count, const struct gpuctl_devset *held, bool self);
+	void *ud;
+};
+
+/* The devices of snap that uid holds now (lease-select.c): a lock held (view, else a probe) and
+ * a live owner record of uid naming the device, or no live record of anyone and a process of uid
+ * holding the lock file (a holder that removed its record). -ENOMEM. */
+int lease_held_by(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
+                  const struct lease_locks_view *view, const struct gpuctl_snapshot *snap,
+                  uid_t uid, struct gpuctl_devset **ret);
 
 /* ---- the parsers, for fuzz/fuzz-lease.c ---- */
 

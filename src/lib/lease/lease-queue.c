@@ -507,7 +507,8 @@ out:
 
 int lease_queue_reserved(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
                          const struct gpuctl_snapshot *snap, struct gpuctl_wait_ticket *ticket,
-                         bool locked, struct gpuctl_devset *reserved, size_t *ret_ahead)
+                         bool locked, const struct lease_skip *skip, struct gpuctl_devset *reserved,
+                         size_t *ret_ahead)
 {
 	struct qticket *v = NULL;
 	size_t n = 0, ahead = 0;
@@ -534,6 +535,12 @@ int lease_queue_reserved(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *
 			self.pid = ticket->pid;
 			if (qticket_cmp(t, &self) >= 0)
 				continue; /* ourselves, or younger */
+		}
+		/* over its quota: it waits, but holds back no one behind it (docs/leases.md
+		 * "Quotas") */
+		if (skip && t->parsed && skip->fn(skip->ud, t->uid, t->pool_name, t->count))
+			continue;
+		if (ticket) {
 			for (size_t k = 0; k < ticket->n_cache; k++) {
 				struct qcache *c = &ticket->cache[k];
 

@@ -3,12 +3,11 @@
  * lease-select.c: select-and-lease (docs/leases.md, design.md §2.4, §7): exclusive flock(2)s
  * on DIR/locks/<UUID>.lock, or shared leases (a shared flock plus OFD read locks that declare
  * memory), chosen by gpuctl_select among the devices no lease holds. Its steps, one function
- * each, in this order under select.lock: probe every device (sal_probe), set aside what older
- * waiters could use and what runs without a lease (sal_reserve, sal_foreign), select
- * (sal_select), lock the chosen devices (sal_lock), write the owner records (sal_record), and
- * leave the queue. struct sal carries what one step learns to the next.
- * Tests: tests/unit/test-lease.c, tests/cli/test_leases.py, test_wait.py, test_share.py,
- * test_failover.py.
+ * each, in this order under select.lock: probe every device (sal_probe), check the quotas
+ * (sal_gate), set aside what older waiters could use and what runs without a lease (sal_reserve,
+ * sal_foreign), select (sal_select), lock the chosen devices (sal_lock), write the owner records
+ * (sal_record), and leave the queue. struct sal carries what one step learns to the next. Tests:
+ * tests/unit/test-lease.c, tests/cli/test_leases.py, test_wait.py, test_share.py, test_failover.py.
  *
  * Decisions:
  * - MIG and whole GPUs: a whole GPU counts as leased when any of its MIG devices is leased,
@@ -58,6 +57,8 @@ struct sal {
 	const struct gpuctl_snapshot *snap; /* the devices */
 	struct gpuctl_wait_ticket *ticket;  /* the caller's place in the queue, or NULL */
 	const struct gpuctl_lease *keep;    /* the caller's current lease (failover), or NULL */
+	const struct lease_gate *gate;      /* quotas, or NULL */
+	struct gpuctl_ctx *ctx;             /* for the gate's checks of older waiters */
 	struct gpuctl_select_request sreq;  /* the request, full-size; its leased and foreign
 	                                     * become the sets below */
 	struct gpuctl_lease_request lr;     /* the lease request, full-size */
@@ -191,6 +192,120 @@ static int sal_probe(struct gpuctl_ctx *ctx, struct sal *s)
 	return 0;
 }
 
+/* ---- 2a. the gate (quotas) ---- */
+
+int lease_held_by(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
+                  const struct lease_locks_view *view, const struct gpuctl_snapshot *snap,
+                  uid_t uid, struct gpuctl_devset **ret)
+{
+	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *set = NULL;
+	struct record *recs = NULL;
+	size_t n = 0;
+	int r;
+
+	r = gpuctl_devset_new(&set);
+	if (r < 0)
+		return r;
+	r = lease_records_load(ctx, dir, (uid_t)-1, NULL, &recs, &n);
+	for (size_t g = 0; r >= 0 && g < snap->n_gpus; g++)
+		for (int m = -1; r >= 0 && m < (int)snap->gpus[g].n_migs; m++) {
+			const char *u = lease_dev_uuid(snap, g, m);
+			bool mine = false, any = false;
+			char reason[REASON_MAX];
+			struct record fr;
+			struct stat st;
+
+			for (size_t i = 0; u && i < n; i++)
+				if (streq(recs[i].uuid, u)) {
+					any = true;
+					mine |= recs[i].uid == uid;
+				}
+			if ((any && !mine) || !u ||
+			    !lease_held(lease_probe_view(dir, view, u, &st, NULL, reason,
+			                                 sizeof(reason))))
+				continue;
+			/* held with no record at all (its holder removed it): the user's when a
+			 * process of the user holds the lock file (only the user's own processes'
+			 * descriptors are readable to the user) */
+			if (!any) {
+				if (lease_record_from_fds(&st, &fr) < 0)
+					continue;
+				mine = fr.uid == uid;
+				lease_record_clear(&fr);
+				if (!mine)
+					continue;
+			}
+			r = gpuctl_devset_add(set, g, m);
+			if (r == -EEXIST)
+				r = 0;
+		}
+	lease_records_free(recs, n);
+	if (r < 0)
+		return r;
+	*ret = TAKE_PTR(set);
+	return 0;
+}
+
+/* An older waiter over its quota reserves nothing (lease_queue_reserved's skip). */
+static bool sal_skip(void *ud, uid_t uid, const char *pool_name, unsigned count)
+{
+	struct sal *s = ud;
+	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *held = NULL;
+	char errsave[CTX_ERRMSG_MAX];
+	bool over;
+
+	strscpy(errsave, sizeof(errsave), gpuctl_errmsg(s->ctx));
+	if (lease_held_by(s->ctx, s->dir, &s->view, s->snap, uid, &held) < 0)
+		return false; /* cannot tell: it reserves, as it always did */
+	over = s->gate->check(s->gate->ud, s->ctx, uid, pool_name, count, held, false) == -EDQUOT;
+	ctx_error(s->ctx, 0, "%s", errsave); /* the caller's message, not ours */
+	return over;
+}
+
+/* *held less the devices of the lease a failover replaces (s->own): the new lease takes their
+ * place, it does not add to them. */
+static int sal_without_own(const struct sal *s, struct gpuctl_devset **held)
+{
+	struct gpuctl_devset *rest = NULL;
+	int r = gpuctl_devset_new(&rest);
+
+	for (size_t i = 0; r >= 0 && i < gpuctl_devset_count(*held); i++) {
+		size_t g;
+		int m;
+
+		if (gpuctl_devset_get(*held, i, &g, &m) < 0 || gpuctl_devset_contains(s->own, g, m))
+			continue;
+		r = gpuctl_devset_add(rest, g, m);
+	}
+	if (r < 0) {
+		gpuctl_devset_free(rest);
+		return r;
+	}
+	gpuctl_devset_free(*held);
+	*held = rest;
+	return 0;
+}
+
+/* The caller's own quotas: -EDQUOT with the gate's line when over one. */
+static int sal_gate(struct gpuctl_ctx *ctx, struct sal *s)
+{
+	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *held = NULL;
+	int r;
+
+	if (!s->gate)
+		return 0;
+	r = lease_held_by(ctx, s->dir, &s->view, s->snap, geteuid(), &held);
+	if (r >= 0 && gpuctl_devset_count(s->own) > 0)
+		r = sal_without_own(s, &held);
+	if (r < 0)
+		return ctx_error(ctx, r, "out of memory");
+	r = s->gate->check(s->gate->ud, ctx, geteuid(), s->sreq.pool_name, s->sreq.count, held,
+	                   true);
+	if (r == -EDQUOT && s->ticket)
+		lease_ticket_failed(s->ticket, s->fp, NULL); /* wakes on any lock's change */
+	return r;
+}
+
 /* ---- 2b. older waiters and foreign processes ---- */
 
 /* The devices older waiters could use are theirs first (docs/leases.md "Waiting"): into leased,
@@ -201,7 +316,10 @@ static int sal_reserve(struct gpuctl_ctx *ctx, struct sal *s)
 
 	if (gpuctl_devset_new(&s->reserved) < 0)
 		return ctx_error(ctx, -ENOMEM, "out of memory");
-	r = lease_queue_reserved(ctx, s->dir, s->snap, s->ticket, true, s->reserved, &s->ahead);
+	struct lease_skip skip = {.fn = sal_skip, .ud = s};
+
+	r = lease_queue_reserved(ctx, s->dir, s->snap, s->ticket, true, s->gate ? &skip : NULL,
+	                         s->reserved, &s->ahead);
 	if (r < 0)
 		return ctx_error(ctx, r, "'%s/queue': %s", s->dir->path, strerror(-r));
 	for (size_t i = 0; i < gpuctl_devset_count(s->reserved); i++) {
@@ -393,13 +511,16 @@ int lease_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                            const struct gpuctl_select_request *req,
                            const struct gpuctl_lease_request *lreq,
                            struct gpuctl_wait_ticket *ticket, const struct gpuctl_lease *keep,
-                           struct gpuctl_selection **ret_sel, struct gpuctl_lease **ret_lease)
+                           const struct lease_gate *gate, struct gpuctl_selection **ret_sel,
+                           struct gpuctl_lease **ret_lease)
 {
 	/* declared so that select.lock (sfd) is let go of first, then the lease's locks */
 	_cleanup_(sal_done) struct sal s = {.dir = dir,
 	                                    .snap = snap,
 	                                    .ticket = ticket,
 	                                    .keep = keep,
+	                                    .gate = gate,
+	                                    .ctx = ctx,
 	                                    .free_locks = LEASE_SBUF_INIT};
 	_cleanup_(gpuctl_selection_freep) struct gpuctl_selection *sel = NULL;
 	_cleanup_(gpuctl_lease_freep) struct gpuctl_lease *lease = NULL;
@@ -426,6 +547,8 @@ int lease_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 
 	/* 2. probe every device; 2b. older waiters' devices, and foreign processes' */
 	r = sal_probe(ctx, &s);
+	if (r >= 0)
+		r = sal_gate(ctx, &s);
 	if (r >= 0)
 		r = sal_reserve(ctx, &s);
 	if (r >= 0)
@@ -457,7 +580,8 @@ int gpuctl_select_and_lease(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir
                             const struct gpuctl_lease_request *lreq,
                             struct gpuctl_selection **ret_sel, struct gpuctl_lease **ret_lease)
 {
-	return lease_select_and_lease(ctx, dir, snap, req, lreq, NULL, NULL, ret_sel, ret_lease);
+	return lease_select_and_lease(ctx, dir, snap, req, lreq, NULL, NULL, NULL, ret_sel,
+	                              ret_lease);
 }
 
 int gpuctl_select_and_lease_queued(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
@@ -470,5 +594,6 @@ int gpuctl_select_and_lease_queued(struct gpuctl_ctx *ctx, struct gpuctl_lease_d
 {
 	if (!lease_ticket_queued(ticket))
 		return ctx_error(ctx, -EINVAL, "invalid arguments");
-	return lease_select_and_lease(ctx, dir, snap, req, lreq, ticket, NULL, ret_sel, ret_lease);
+	return lease_select_and_lease(ctx, dir, snap, req, lreq, ticket, NULL, NULL, ret_sel,
+	                              ret_lease);
 }
