@@ -64,6 +64,8 @@ struct gpuctl_config_settings {
 	bool share_margin_is_pct; /* share_margin is a percentage (the default, 5%) */
 	uint64_t share_margin;    /* bytes, or percent (0-50) when share_margin_is_pct */
 	const char *ledger;       /* the usage ledger (docs/ledger.md), absolute; NULL: not set */
+	const char *agent_socket; /* the node agent's socket (docs/agent.md, "Confining jobs"),
+	                           * absolute; NULL: not set */
 };
 /* Owned by cfg (a static default set for NULL). */
 const struct gpuctl_config_settings *gpuctl_config_settings(const struct gpuctl_config *cfg);

@@ -74,6 +74,10 @@ struct exporter_hook {
 	 * silent_s seconds since the last) and, overdue false, when one comes again (before its
 	 * on_sample) */
 	void (*on_overdue)(void *userdata, bool overdue, double silent_s);
+	/* NULL, or called when fd is readable (the agent's socket, agent-socket.h): the loop
+	 * polls fd beside the sampler's */
+	void (*on_fd)(void *userdata);
+	int fd;
 };
 
 struct exporter_args {
