@@ -380,6 +380,26 @@ int agent_cgroup_confine(struct agent_cgroups *c, pid_t pid, uint64_t start_tick
 	return 0;
 }
 
+int agent_cgroup_narrow(struct agent_cgroups *c, const char *path,
+                        const struct agent_devfilter *keep, const struct agent_devnode *deny,
+                        size_t n_deny)
+{
+	_cleanup_close_ int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char rule[64];
+	int r = 0;
+
+	if (dfd < 0)
+		return -errno;
+	if (c->mode == AGENT_CGROUP_V2)
+		return agent_cgroup_bpf_attach(dfd, keep);
+	/* v1, default deny: a denial removes the equal exception (devices.rst) */
+	for (size_t i = 0; i < n_deny && r == 0; i++) {
+		(void)snprintf(rule, sizeof(rule), "c %u:%u rwm", deny[i].major, deny[i].minor);
+		r = write_at(dfd, "devices.deny", rule);
+	}
+	return r;
+}
+
 void agent_cgroups_sweep(struct agent_cgroups *c)
 {
 	_cleanup_(closedirp) DIR *d = opendir(c->parent);

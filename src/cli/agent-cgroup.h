@@ -54,6 +54,12 @@ int agent_cgroup_confine(struct agent_cgroups *c, pid_t pid, uint64_t start_tick
                          const struct agent_devfilter *f, char *path, size_t path_size, char *why,
                          size_t why_size);
 
+/* Narrows the filter of the job cgroup at path: v1 denies each node of deny[]; v2 attaches the
+ * program of keep beside the one it has (every program must allow an access). 0 or -errno. */
+int agent_cgroup_narrow(struct agent_cgroups *c, const char *path,
+                        const struct agent_devfilter *keep, const struct agent_devnode *deny,
+                        size_t n_deny);
+
 /* Removes the job cgroups of the parent that no process is in any more (each sample). */
 void agent_cgroups_sweep(struct agent_cgroups *c);
 

@@ -23,6 +23,10 @@
  *   (gpuctl_devnodes_shared: nvidiactl, nvidia-modeset, nvidia-uvm, nvidia-uvm-tools); the
  *   guarded majors are 195 and nvidia-caps' (/proc/devices): every other NVIDIA GPU node and
  *   capability is denied, every other device allowed.
+ * - A lease's end narrows the filter: at each sample, a device of a confined job that no process
+ *   of its cgroup, nor the gpuctl run that started it (the caller's parent when it asked), holds
+ *   any more is revoked (agent_cgroup_narrow: v1 denies its nodes, v2 adds a program of the
+ *   rest). Only narrowed, never widened: the kept devices are a subset of those confined.
  * - One request per connection, on the main thread: the request must come within
  *   AGENT_SOCKET_READ_MS and fit AGENT_SOCKET_REQUEST_MAX bytes, the reply is written without
  *   blocking, so a stalled client costs the agent at most that long and never its samples.
@@ -51,9 +55,20 @@
 #define AGENT_SOCKET_BACKLOG     64
 #define AGENT_MAX_NODES          512
 
+/* A job the agent confined, for narrowing its filter when a lease of it ends. */
+struct confined {
+	char *cgroup;          /* the job cgroup's path */
+	pid_t holder;          /* the caller's parent when it asked (gpuctl run), 0: none */
+	uint64_t holder_ticks; /* ... and its start */
+	char **uuids;          /* the devices it may open now */
+	size_t n;
+};
+
 struct agent_socket {
 	int fd;
 	char *path;
+	struct confined *jobs; /* the jobs confined, while their cgroups exist */
+	size_t n_jobs;
 	struct agent_cgroups *cgroups;       /* borrowed; NULL: refuse */
 	const struct sampler_sample *sample; /* the latest good sample, held */
 	const struct gpuctl_site *site;      /* the lease directory */
@@ -112,6 +127,9 @@ void agent_socket_set_cgroups(struct agent_socket *s, struct agent_cgroups *c)
 	s->cgroups = c;
 }
 
+static void revoke_ended(struct agent_socket *s);
+static void track(struct agent_socket *s, const char *path, pid_t pid, json_t *uuids);
+
 void agent_socket_sample(struct agent_socket *s, const struct exporter_view *v)
 {
 	const struct sampler_sample *m = sampler_hold(v->sample);
@@ -120,6 +138,7 @@ void agent_socket_sample(struct agent_socket *s, const struct exporter_view *v)
 	s->sample = m;
 	s->site = v->site;
 	s->ctx = v->ctx;
+	revoke_ended(s);
 }
 
 /* The character major /proc/devices gives name, 0 when none. */
@@ -214,6 +233,36 @@ static int filter_of(const struct gpuctl_snapshot *snap, const struct gpuctl_dev
 	return 0;
 }
 
+/* The nodes of the devices of lost that are not in allow[0..n_allow) into deny[]. */
+static int lost_nodes(const struct gpuctl_snapshot *snap, const struct gpuctl_devset *lost,
+                      struct gpuctl_ctx *ctx, const struct agent_devnode *allow, size_t n_allow,
+                      struct agent_devnode *deny, size_t *n_deny)
+{
+	struct gpuctl_devnodes *map = NULL;
+	int r = gpuctl_devnodes_read(ctx, snap, NULL, &map);
+
+	*n_deny = 0;
+	for (size_t i = 0; r == 0 && i < gpuctl_devset_count(lost); i++) {
+		const struct gpuctl_devnode *const *nodes;
+		size_t g, n;
+		int mig;
+		if (gpuctl_devset_get(lost, i, &g, &mig) < 0 ||
+		    gpuctl_devnodes_of(map, g, mig, &nodes, &n) < 0)
+			continue;
+		for (size_t k = 0; k < n && *n_deny < AGENT_MAX_NODES; k++) {
+			bool needed = false;
+			for (size_t a = 0; a < n_allow && !needed; a++)
+				needed = allow[a].major == nodes[k]->major &&
+				         allow[a].minor == nodes[k]->minor;
+			if (!needed)
+				deny[(*n_deny)++] =
+				        (struct agent_devnode){nodes[k]->major, nodes[k]->minor};
+		}
+	}
+	gpuctl_devnodes_free(map);
+	return r;
+}
+
 /* Whether pidfd's process has exited (its pidfd is readable then). */
 static bool pidfd_exited(int pidfd)
 {
@@ -303,9 +352,211 @@ static json_t *answer(struct agent_socket *s, pid_t pid, uid_t uid, const char *
 	}
 	cli_error("agent: confined pid %d (uid %u) to %zu device(s) in %s", (int)pid, (unsigned)uid,
 	          json_array_size(uuids), path);
+	track(s, path, pid, uuids);
 	return json_pack("{s:b, s:s, s:i, s:o}", "ok", 1, "cgroup", path, "version",
 	                 agent_cgroups_mode(s->cgroups) == AGENT_CGROUP_V1 ? 1 : 2, "devices",
 	                 uuids);
+}
+
+/* ---- a lease's end narrows its job's filter ---- */
+
+static void confined_free(struct confined *j)
+{
+	free(j->cgroup);
+	for (size_t i = 0; i < j->n; i++)
+		free(j->uuids[i]);
+	free(j->uuids);
+}
+
+/* The parent of pid and its start (/proc/PID/stat fields 4 and 22, after the command's ')'). */
+static bool parent_of(pid_t pid, pid_t *ret_ppid, uint64_t *ret_ticks)
+{
+	char path[64], buf[1024], *p;
+	struct hostproc_stat st;
+	_cleanup_close_ int fd = -1;
+	ssize_t k;
+	int ppid;
+
+	(void)snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || (k = read(fd, buf, sizeof(buf) - 1)) <= 0)
+		return false;
+	buf[k] = '\0';
+	if (!(p = strrchr(buf, ')')) || sscanf(p + 1, " %*c %d", &ppid) != 1 || ppid <= 1 ||
+	    hostproc_read_stat(ppid, &st) < 0)
+		return false;
+	*ret_ppid = ppid;
+	*ret_ticks = st.start_ticks;
+	return true;
+}
+
+/* Remembers a job just confined (nothing when out of memory: it is then never narrowed). */
+static void track(struct agent_socket *s, const char *path, pid_t pid, json_t *uuids)
+{
+	struct confined j = {.cgroup = strdup(path),
+	                     .uuids = calloc(json_array_size(uuids) + 1, sizeof(char *))};
+	void *grown = realloc(s->jobs, (s->n_jobs + 1) * sizeof(*s->jobs));
+	size_t i;
+	json_t *u;
+
+	if (grown)
+		s->jobs = grown;
+	if (!grown || !j.cgroup || !j.uuids) {
+		confined_free(&j);
+		return;
+	}
+	if (!parent_of(pid, &j.holder, &j.holder_ticks))
+		j.holder = 0;
+	json_array_foreach(uuids, i, u) if ((j.uuids[j.n] = strdup(json_string_value(u)))) j.n++;
+	s->jobs[s->n_jobs++] = j;
+}
+
+/* Device uuid of snap as (g, mig); false when snap has none. */
+static bool device_of(const struct gpuctl_snapshot *snap, const char *uuid, size_t *ret_g,
+                      int *ret_mig)
+{
+	for (size_t g = 0; g < gpuctl_snapshot_gpu_count(snap); g++) {
+		const struct gpuctl_gpu *gpu = gpuctl_snapshot_gpu(snap, g);
+		const char *u = gpuctl_gpu_str(gpu, GPUCTL_F_UUID);
+		if (u && !strcmp(u, uuid)) {
+			*ret_g = g;
+			*ret_mig = -1;
+			return true;
+		}
+		for (size_t m = 0; m < gpuctl_gpu_mig_count(gpu); m++)
+			if (!strcmp(gpuctl_mig_uuid(gpuctl_gpu_mig(gpu, m)), uuid)) {
+				*ret_g = g;
+				*ret_mig = (int)m;
+				return true;
+			}
+	}
+	return false;
+}
+
+/* Marks in keep[] the devices of j that process pid holds now. */
+static void mark_held(struct agent_socket *s, struct gpuctl_lease_dir *dir,
+                      const struct gpuctl_snapshot *snap, pid_t pid, const struct confined *j,
+                      bool *keep)
+{
+	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *set = NULL;
+
+	if (pid <= 0 || gpuctl_lease_held_by(s->ctx, dir, snap, (uint32_t)pid, &set) < 0)
+		return;
+	for (size_t i = 0; i < j->n; i++) {
+		size_t g;
+		int mig;
+		if (!keep[i] && device_of(snap, j->uuids[i], &g, &mig))
+			keep[i] = gpuctl_devset_contains(set, g, mig);
+	}
+}
+
+/* Which of j's devices a process of its cgroup, or its holder (gpuctl run), still holds. */
+static void held_now(struct agent_socket *s, struct gpuctl_lease_dir *dir,
+                     const struct gpuctl_snapshot *snap, const struct confined *j, bool *keep)
+{
+	char path[4200], buf[4096];
+	_cleanup_close_ int fd = -1;
+	struct hostproc_stat st;
+	ssize_t k;
+
+	if (j->holder && hostproc_read_stat(j->holder, &st) == 0 &&
+	    st.start_ticks == j->holder_ticks)
+		mark_held(s, dir, snap, j->holder, j, keep);
+	(void)snprintf(path, sizeof(path), "%s/cgroup.procs", j->cgroup);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || (k = read(fd, buf, sizeof(buf) - 1)) <= 0)
+		return;
+	buf[k] = '\0';
+	/* the first page of them: a job's processes inherit its descriptors alike */
+	for (char *p = buf, *end; *p; p = end) {
+		long pid = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		mark_held(s, dir, snap, (pid_t)pid, j, keep);
+	}
+}
+
+/* Narrows j to the devices keep[] marks: the filter of those (and the shared nodes) on top of
+ * its own, the lost ones' nodes that no kept device needs denied. */
+static int narrow(struct agent_socket *s, const struct gpuctl_snapshot *snap, struct confined *j,
+                  const bool *keep, char *why, size_t size)
+{
+	_cleanup_(gpuctl_devset_freep) struct gpuctl_devset *kept = NULL, *lost = NULL;
+	struct agent_devnode allow[AGENT_MAX_NODES], deny[AGENT_MAX_NODES];
+	uint32_t guarded[2];
+	size_t n_allow = 0, n_guarded = 0, n_deny = 0;
+	json_t *names = json_array();
+	int r;
+
+	if (!names || gpuctl_devset_new(&kept) < 0 || gpuctl_devset_new(&lost) < 0) {
+		json_decref(names);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < j->n; i++) {
+		size_t g;
+		int mig;
+		if (device_of(snap, j->uuids[i], &g, &mig))
+			(void)gpuctl_devset_add(keep[i] ? kept : lost, g, mig);
+	}
+	r = filter_of(snap, kept, s->ctx, allow, &n_allow, guarded, &n_guarded, names, why, size);
+	json_decref(names);
+	if (r == 0)
+		r = lost_nodes(snap, lost, s->ctx, allow, n_allow, deny, &n_deny);
+	if (r == 0) {
+		struct agent_devfilter f = {allow, n_allow, guarded, n_guarded};
+		r = agent_cgroup_narrow(s->cgroups, j->cgroup, &f, deny, n_deny);
+		if (r < 0)
+			(void)snprintf(why, size, "%s", strerror(-r));
+	}
+	return r;
+}
+
+/* At each sample: a confined job none of whose processes (nor its gpuctl) holds a device's
+ * lease any more (taken back: its lock file replaced) loses that device within the sample. */
+static void revoke_ended(struct agent_socket *s)
+{
+	_cleanup_(gpuctl_lease_dir_freep) struct gpuctl_lease_dir *dir = NULL;
+	const struct gpuctl_snapshot *snap = s->sample ? exporter_sample_snapshot(s->sample) : NULL;
+	size_t w = 0;
+
+	if (!s->n_jobs || !snap || !s->cgroups ||
+	    gpuctl_lease_dir_open(s->ctx, gpuctl_site_lease_dir_path(s->site), &dir) < 0)
+		return;
+	for (size_t i = 0; i < s->n_jobs; i++) {
+		struct confined *j = &s->jobs[i];
+		bool keep[AGENT_MAX_NODES] = {false}, all = true;
+		char why[512] = "";
+		if (access(j->cgroup, F_OK) < 0) { /* ended and swept */
+			confined_free(j);
+			continue;
+		}
+		s->jobs[w++] = *j;
+		j = &s->jobs[w - 1];
+		held_now(s, dir, snap, j, keep);
+		for (size_t k = 0; k < j->n && k < AGENT_MAX_NODES; k++)
+			all = all && keep[k];
+		if (all)
+			continue;
+		if (narrow(s, snap, j, keep, why, sizeof(why)) < 0) {
+			cli_error(
+			        "agent: %s: a lease of the job ended, but its filter could not be "
+			        "narrowed: %s (trying again next sample)",
+			        j->cgroup, why);
+			continue;
+		}
+		size_t n = 0;
+		for (size_t k = 0; k < j->n; k++) {
+			if (keep[k]) {
+				j->uuids[n++] = j->uuids[k];
+				continue;
+			}
+			cli_error("agent: %s: the lease of %s ended: the job may no longer open it",
+			          j->cgroup, j->uuids[k]);
+			free(j->uuids[k]);
+		}
+		j->n = n;
+	}
+	s->n_jobs = w;
 }
 
 /* Reads one line (the request) from fd within AGENT_SOCKET_READ_MS: its length, or -1. */
@@ -380,6 +631,9 @@ void agent_socket_free(struct agent_socket *s)
 		return;
 	close(s->fd);
 	(void)unlink(s->path);
+	for (size_t i = 0; i < s->n_jobs; i++)
+		confined_free(&s->jobs[i]);
+	free(s->jobs);
 	sampler_put(s->sample);
 	free(s->path);
 	free(s);

@@ -334,6 +334,37 @@ class CgroupCase(TwoUserCase):
         self.assertIn("holds no lease", rep["error"])
 
 
+    def test_lease_taken_back_revokes_within_a_sample(self):
+        # issue 28, "Done when": the lease's end revokes the job's access within one sample
+        # interval. Root takes A's running job's lease back (release --force: its lock file is
+        # replaced, the job runs on; docs/leases.md): the next sample narrows the job's filter,
+        # so the job's next open of its former GPU's node is denied
+        a, _ = self.users
+        self.start_agent()
+        go = os.path.join(self.scratch, "go")
+        code = ("import errno, os, sys, time\n"
+                "def try_open():\n"
+                "    try: os.close(os.open(sys.argv[1], os.O_RDWR)); return 'ok'\n"
+                "    except OSError as e: return errno.errorcode[e.errno]\n"
+                "print('before', try_open(), flush=True)\n"
+                "while not os.path.exists(sys.argv[2]): time.sleep(0.05)\n"
+                "print('after', try_open(), flush=True)\n")
+        p = self.background(a, "run", "-n", "1", "--only", "5", "--", PY, "-c", code,
+                            self.node(5), go, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+        self.assertTrue(wait_until(lambda: len(self.jobs()) == 1), self.ag.stderr())
+        (job,) = self.jobs()
+        r = run([GPUCTL, "release", "--force", "-i", "5", "--reason", "test"], env=self.env)
+        self.assertEqual(r.rc, 0, r)
+        said = "the lease of %s ended: the job may no longer open it" % UUIDS[5]
+        self.assertTrue(wait_until(lambda: said in self.ag.stderr()), self.ag.stderr())
+        with open(go, "w"):
+            pass
+        out, err = p.communicate(timeout=PATIENCE_S)
+        self.assertEqual(out.splitlines(), ["before ENXIO", "after EPERM"], (out, err))
+        self.assertIn(job, self.ag.stderr())
+
+
 class CgroupV1(CgroupCase):
     VERSION = "v1"
 
