@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "agent-cgroup.h"
+#include "agent-proto.h"
 #include "cmd.h"
 #include "util.h"
 
@@ -53,41 +54,15 @@ struct agent_cgroups {
 	char rel[PATH_MAX];          /* the parent, relative to root, with a leading '/' */
 };
 
-/* Whether the sep-separated list has word. */
-static bool has_word(const char *list, char sep, const char *word)
-{
-	size_t n = strlen(word);
-
-	for (const char *p = list; p; p = strchr(p, sep), p = p ? p + 1 : NULL)
-		if (!strncmp(p, word, n) && (p[n] == sep || p[n] == '\0' || p[n] == '\n'))
-			return true;
-	return false;
-}
-
-/* The mount point of the v1 devices hierarchy or of cgroup2 (mountinfo fields: 5 the mount
- * point, after " - " the fstype, the source and the super options). */
+/* The mount point of the v1 devices hierarchy or of cgroup2, from /proc/self/mountinfo. */
 static bool find_mount(bool v1, char *buf, size_t size)
 {
 	_cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
 	char line[4096];
 
-	if (!f)
-		return false;
-	while (fgets(line, sizeof(line), f)) {
-		char mnt[PATH_MAX], fstype[64], src[256], opts[1024];
-		char *dash = strstr(line, " - ");
-		if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1 ||
-		    sscanf(dash + 3, "%63s %255s %1023s", fstype, src, opts) != 3)
-			continue;
-		if (v1 ? strcmp(fstype, "cgroup") != 0 : strcmp(fstype, "cgroup2") != 0)
-			continue;
-		if (v1 && !has_word(opts, ',', "devices"))
-			continue;
-		if (strlen(mnt) >= size)
-			continue;
-		memcpy(buf, mnt, strlen(mnt) + 1);
-		return true;
-	}
+	while (f && fgets(line, sizeof(line), f))
+		if (agent_mountinfo_cgroup(line, v1, buf, size))
+			return true;
 	return false;
 }
 
@@ -208,7 +183,7 @@ static ssize_t read_at(int dirfd, const char *name, char *buf, size_t size)
 	return k;
 }
 
-static bool guarded(const struct agent_devfilter *f, unsigned long major)
+static bool guarded(const struct agent_devfilter *f, uint32_t major)
 {
 	for (size_t i = 0; i < f->n_guarded; i++)
 		if (f->guarded[i] == major)
@@ -232,19 +207,14 @@ static int v1_filter(int dirfd, const struct agent_devfilter *f)
 		return r;
 	/* "Character devices:" then "MAJOR name" lines, a blank line, "Block devices:" */
 	while (fgets(line, sizeof(line), devs)) {
-		unsigned long major;
-		char *end;
-		if (!strncmp(line, "Character devices:", 18)) {
-			chars = true;
-			continue;
-		}
-		if (!strncmp(line, "Block devices:", 14))
+		uint32_t major;
+		char name[128];
+		int k = agent_proc_devices_line(line, &chars, &major, name, sizeof(name));
+		if (k < 0)
 			break;
-		errno = 0;
-		major = strtoul(line, &end, 10);
-		if (!chars || end == line || errno || major > UINT32_MAX || guarded(f, major))
+		if (k == 0 || guarded(f, major))
 			continue;
-		(void)snprintf(rule, sizeof(rule), "c %lu:* rwm", major);
+		(void)snprintf(rule, sizeof(rule), "c %u:* rwm", major);
 		if ((r = write_at(dirfd, "devices.allow", rule)) < 0)
 			return r;
 	}
@@ -268,17 +238,9 @@ static int cgroup_of(const struct agent_cgroups *c, pid_t pid, char *buf, size_t
 	if (!(f = fopen(path, "re")))
 		return errno == ENOENT ? -ESRCH : -errno;
 	while (fgets(line, sizeof(line), f)) {
-		char *ctl = strchr(line, ':'), *p = ctl ? strchr(ctl + 1, ':') : NULL;
-		bool mine;
-		if (!p)
+		const char *p;
+		if (!agent_proc_cgroup_line(line, c->mode == AGENT_CGROUP_V1, &p))
 			continue;
-		*p++ = '\0';
-		*ctl++ = '\0';
-		mine = c->mode == AGENT_CGROUP_V2 ? !strcmp(line, "0") && !ctl[0]
-		                                  : has_word(ctl, ',', "devices");
-		if (!mine)
-			continue;
-		p[strcspn(p, "\n")] = '\0';
 		if (strlen(p) >= size)
 			return -ENAMETOOLONG;
 		memcpy(buf, p, strlen(p) + 1);

@@ -44,6 +44,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "agent-proto.h"
 #include "agent-socket.h"
 #include "cmd.h"
 #include "hostproc.h"
@@ -145,16 +146,17 @@ void agent_socket_sample(struct agent_socket *s, const struct exporter_view *v)
 static uint32_t char_major(const char *name)
 {
 	_cleanup_fclose_ FILE *f = fopen("/proc/devices", "re");
+	bool chars = false;
 	char line[256];
 
 	while (f && fgets(line, sizeof(line), f)) {
 		char word[128];
-		unsigned long major;
-		if (!strncmp(line, "Block devices:", 14))
+		uint32_t major;
+		int k = agent_proc_devices_line(line, &chars, &major, word, sizeof(word));
+		if (k < 0)
 			break;
-		if (sscanf(line, "%lu %127s", &major, word) == 2 && !strcmp(word, name) &&
-		    major <= UINT32_MAX)
-			return (uint32_t)major;
+		if (k > 0 && !strcmp(word, name))
+			return major;
 	}
 	return 0;
 }
@@ -281,31 +283,11 @@ static json_t *answer(struct agent_socket *s, pid_t pid, uid_t uid, const char *
 	size_t n_allow = 0, n_guarded = 0;
 	struct hostproc_stat st0, st1;
 	char why[512] = "", path[4096];
-	json_error_t jerr;
-	json_t *req = json_loads(line, JSON_REJECT_DUPLICATES, &jerr), *v, *uuids = NULL;
-	const char *what;
+	json_t *uuids = NULL;
 	int r;
 
-	if (!req || !json_is_object(req) ||
-	    !(what = json_string_value(json_object_get(req, "request")))) {
-		json_decref(req);
-		return json_pack("{s:b, s:s}", "ok", 0, "error",
-		                 "not a request: expected {\"request\": \"confine\"}");
-	}
-	if (strcmp(what, "confine") != 0) {
-		json_decref(req);
-		return json_pack("{s:b, s:s}", "ok", 0, "error",
-		                 "unknown request (expected confine)");
-	}
-	v = json_object_get(req, "pid");
-	if (v && (!json_is_integer(v) || json_integer_value(v) != (json_int_t)pid)) {
-		json_decref(req);
-		(void)snprintf(why, sizeof(why),
-		               "a process can only confine itself (the caller is pid %d)",
-		               (int)pid);
+	if (agent_request_parse(line, (long)pid, why, sizeof(why)) < 0)
 		return json_pack("{s:b, s:s}", "ok", 0, "error", why);
-	}
-	json_decref(req);
 	if (pid <= 0)
 		return json_pack("{s:b, s:s}", "ok", 0, "error",
 		                 "the caller's pid is not known (another pid namespace)");

@@ -18,7 +18,6 @@
  *   exit RUN_EXIT_CONFINE.
  */
 #include <errno.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +26,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "agent-proto.h"
 #include "run.h"
 #include "util.h"
 
@@ -132,9 +132,9 @@ fail:
 
 int run_confine_check(struct cli *cli, int fd, const char *socket_path)
 {
-	char buf[RUN_CONFINE_REPLY_MAX + 1];
+	char buf[RUN_CONFINE_REPLY_MAX + 1], text[RUN_CONFINE_REPLY_MAX];
+	bool ok = true; /* until a reply says otherwise */
 	size_t n = 0;
-	json_t *rep;
 	int e = 0;
 
 	for (;;) {
@@ -159,17 +159,12 @@ int run_confine_check(struct cli *cli, int fd, const char *socket_path)
 		          socket_path, strerror(e));
 		return RUN_EXIT_CONFINE;
 	}
-	rep = json_loads(buf + 1, JSON_DISABLE_EOF_CHECK, NULL);
-	if (!rep || !json_is_true(json_object_get(rep, "ok"))) {
-		const char *why = json_string_value(json_object_get(rep, "error"));
+	if (agent_reply_parse(buf + 1, &ok, text, sizeof(text)) < 0 || !ok) {
 		cli_error("run: enforce = cgroup: the agent at '%s' refused to confine the job: %s",
-		          socket_path, why ? why : "no answer it understands");
-		json_decref(rep);
+		          socket_path, ok ? "no answer it understands" : text);
 		return RUN_EXIT_CONFINE;
 	}
 	if (cli->verbose)
-		cli_error("run: confined to cgroup %s",
-		          json_string_value(json_object_get(rep, "cgroup")));
-	json_decref(rep);
+		cli_error("run: confined to cgroup %s", text);
 	return 0;
 }

@@ -152,6 +152,7 @@ class CgroupCase(TwoUserCase):
                                self.parent_name],
                          env={"GPUCTL_CONFIG": self.conf})
         self.addCleanup(ag.close)
+        self.addCleanup(self.agent_clean)
         ag.start()
         os.chmod(ag.tmp, 0o755)
         self.ag = ag
@@ -171,6 +172,12 @@ class CgroupCase(TwoUserCase):
         os.mknod(ctl, 0o666 | 0o020000, os.makedev(195, 255))
         os.chmod(ctl, 0o666)
         return ag
+
+    def agent_clean(self):
+        """The agent stops with status 0 and says nothing a sanitizer says (build-asan)."""
+        self.assertEqual(self.ag.stop(), 0, self.ag.stderr())
+        for bad in ("Sanitizer", "runtime error"):
+            self.assertNotIn(bad, self.ag.stderr())
 
     def node(self, idx):
         return os.path.join(self.dev, "nvidia%d" % self.minor[idx])
