@@ -29,7 +29,9 @@
  *   rest). Only narrowed, never widened: the kept devices are a subset of those confined.
  * - One request per connection, on the main thread: the request must come within
  *   AGENT_SOCKET_READ_MS and fit AGENT_SOCKET_REQUEST_MAX bytes, the reply is written without
- *   blocking, so a stalled client costs the agent at most that long and never its samples.
+ *   blocking, and at most AGENT_SOCKET_PER_WAKE connections are served before the loop looks at
+ *   its samples again: clients that connect and say nothing (anyone may) delay the pages and the
+ *   ledger by at most a second per loop, never stop them. gpuctl run writes its request at once.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -51,7 +53,8 @@
 #include "sampler.h"
 #include "util.h"
 
-#define AGENT_SOCKET_READ_MS     1000
+#define AGENT_SOCKET_READ_MS     250
+#define AGENT_SOCKET_PER_WAKE    4
 #define AGENT_SOCKET_REQUEST_MAX 4096
 #define AGENT_SOCKET_BACKLOG     64
 #define AGENT_MAX_NODES          512
@@ -581,7 +584,7 @@ static void serve_one(struct agent_socket *s, int fd)
 		return;
 	if (read_request(fd, req, sizeof(req)) < 0)
 		rep = json_pack("{s:b, s:s}", "ok", 0, "error",
-		                "no request line (one line of JSON, within a second)");
+		                "no request line (one line of JSON, within 250 ms)");
 	else
 		rep = answer(s, cred.pid, cred.uid, req);
 	if (rep && !json_is_true(json_object_get(rep, "ok")))
@@ -598,7 +601,7 @@ static void serve_one(struct agent_socket *s, int fd)
 
 void agent_socket_serve(struct agent_socket *s)
 {
-	for (int i = 0; i < AGENT_SOCKET_BACKLOG; i++) {
+	for (int i = 0; i < AGENT_SOCKET_PER_WAKE; i++) {
 		int fd = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)
 			return; /* EAGAIN: none left */

@@ -372,6 +372,27 @@ class CgroupCase(TwoUserCase):
         self.assertIn(job, self.ag.stderr())
 
 
+    def test_silent_clients_do_not_stop_it(self):
+        # anyone may connect (docs/agent.md): connections that say nothing are dropped after
+        # 250 ms with a reason, and a job asking meanwhile is still confined
+        a, _ = self.users
+        self.start_agent()
+        silent = []
+        for _ in range(8):
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.addCleanup(c.close)
+            c.connect(self.sock)
+            silent.append(c)
+        r = self.job(a, 1, [self.node(1), self.node(2)])
+        self.assertEqual(self.opened(r), {"nvidia%d" % self.minor[1]: "ENXIO",
+                                          "nvidia%d" % self.minor[2]: "EPERM"}, r)
+        for c in silent:
+            c.settimeout(PATIENCE_S)
+            rep = json.loads(c.makefile().readline())
+            self.assertFalse(rep["ok"], rep)
+            self.assertIn("no request line", rep["error"])
+
+
 class CgroupV1(CgroupCase):
     VERSION = "v1"
 
