@@ -145,10 +145,13 @@ void agent_socket_sample(struct agent_socket *s, const struct exporter_view *v)
 	revoke_ended(s);
 }
 
-/* The character major /proc/devices gives name, 0 when none. */
+/* The character major /proc/devices gives name, 0 when none. The file is the device-node map's
+ * ($GPUCTL_PROC_DEVICES replaces it, as for gpuctl_devnodes_read), so the majors guarded are
+ * those the map's nodes have. */
 static uint32_t char_major(const char *name)
 {
-	_cleanup_fclose_ FILE *f = fopen("/proc/devices", "re");
+	const char *path = secure_getenv("GPUCTL_PROC_DEVICES");
+	_cleanup_fclose_ FILE *f = fopen(path && path[0] ? path : "/proc/devices", "re");
 	bool chars = false;
 	char line[256];
 

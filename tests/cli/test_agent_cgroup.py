@@ -36,6 +36,8 @@ V1_ROOT = "/sys/fs/cgroup/devices"
 V2_ROOT = "/sys/fs/cgroup/unified"
 # the system's python for the users' processes (a PATH of root's, such as pyenv's, is not theirs)
 PY = "/usr/bin/python3"
+SCENARIOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sim",
+                         "scenarios")
 
 # The job: open each node given, print "name errno-name" ("ok" when it opened), then its cgroups.
 JOB = r"""
@@ -63,7 +65,7 @@ print(s.makefile().readline().strip())
 """
 
 
-def minors(state):
+def minors(state, scenario):
     """GPU index -> minor, from the simulated driver's information files (by bus id)."""
     root = os.path.join(state, "root", "proc", "driver", "nvidia", "gpus")
     by_bus = {}
@@ -72,8 +74,7 @@ def minors(state):
             for line in f:
                 if line.startswith("Device Minor:"):
                     by_bus[bus.lower()] = int(line.split(":", 1)[1])
-    with open(os.path.join(os.path.dirname(__file__), "..", "..", "sim", "scenarios",
-                           "dgx-a100.json")) as f:
+    with open(os.path.join(SCENARIOS, scenario + ".json")) as f:
         gpus = json.load(f)["gpus"]
     out = {}
     for i, g in enumerate(gpus):
@@ -138,15 +139,13 @@ class CgroupCase(TwoUserCase):
         os.chmod(self.conf, 0o644)
         self.dir = os.path.join(self.scratch, "leases")
         self.ledger = os.path.join(self.scratch, "ledger.db")
+
+    def start_agent(self, scenario="dgx-a100"):
         r = run([GPUCTL, "--config", self.conf, "lease", "init", "--lease-dir", self.dir],
                 env=tx.test_env({"GPUCTL_NVML_LIBRARY": SIMLIB,
-                                 "NVSIM_SCENARIO": os.path.join(
-                                     os.path.dirname(__file__), "..", "..", "sim", "scenarios",
-                                     "dgx-a100.json")}))
+                                 "NVSIM_SCENARIO": os.path.join(SCENARIOS, scenario + ".json")}))
         self.assertEqual(r.rc, 0, r)
-
-    def start_agent(self):
-        ag = tx.Exporter("dgx-a100", command="agent", interval=INTERVAL,
+        ag = tx.Exporter(scenario, command="agent", interval=INTERVAL,
                          args=["--ledger", self.ledger, "--lease-dir", self.dir, "--socket",
                                self.sock, "--cgroup", self.VERSION, "--cgroup-parent",
                                self.parent_name],
@@ -160,7 +159,7 @@ class CgroupCase(TwoUserCase):
                                 "GPUCTL_LEASE_DIR": self.dir, "GPUCTL_CONFIG": self.conf})
         self.addCleanup(self.release_all)
         # the device nodes: one per GPU, char 195:minor, and nvidiactl (195:255)
-        self.minor = minors(ag.state)
+        self.minor = minors(ag.state, scenario)
         self.dev = os.path.join(self.scratch, "dev")
         os.mkdir(self.dev)
         os.chmod(self.dev, 0o755)
@@ -391,6 +390,44 @@ class CgroupCase(TwoUserCase):
             rep = json.loads(c.makefile().readline())
             self.assertFalse(rep["ok"], rep)
             self.assertIn("no request line", rep["error"])
+
+
+    def test_mig_job_opens_its_capabilities_only(self):
+        # a MIG device's nodes (docs/agent.md): its GPU's node and its GPU and compute
+        # instances' access capabilities, /dev/nvidia-caps/nvidia-capN; N from the driver's
+        # mig-minors table ("gpuG/giI/access N", "gpuG/giI/ciC/access N", NVIDIA's MIG user
+        # guide), the major from /proc/devices "nvidia-caps" (the simulated driver writes both)
+        a, _ = self.users
+        ag = self.start_agent("a100-mig")
+        proc = os.path.join(ag.state, "root", "proc")
+        with open(os.path.join(proc, "driver", "nvidia-caps", "mig-minors")) as f:
+            caps = dict(l.split() for l in f if l.strip())
+        caps = {k: int(v) for k, v in caps.items()}
+        with open(os.path.join(proc, "devices")) as f:
+            major = [int(l.split()[0]) for l in f if l.split()[1:] == ["nvidia-caps"]][0]
+        with open(os.path.join(SCENARIOS, "a100-mig.json")) as f:
+            insts = json.load(f)["gpus"][0]["mig"]["instances"]
+        g = self.minor[0]
+        nodes = []
+        for inst in insts[:3]:
+            for what in ("gi%d/access" % inst["gi"], "gi%d/ci%d/access" % (inst["gi"], inst["ci"])):
+                p = os.path.join(self.dev, "cap-" + what.replace("/", "-"))
+                os.mknod(p, 0o666 | 0o020000, os.makedev(major, caps["gpu%d/%s" % (g, what)]))
+                os.chmod(p, 0o666)
+                nodes.append(p)
+        r = self.as_user(a, "run", "-n", "1", "--only", "0", "--mig", insts[0]["profile"], "--",
+                         "sh", "-c", 'echo "$CUDA_VISIBLE_DEVICES"; exec "$0" "$@"', PY, "-c",
+                         JOB, self.node(0), *nodes)
+        self.assertEqual(r.rc, 0, r)
+        mine = [i for i in insts if i["uuid"] == r.out.splitlines()[0]]
+        self.assertEqual(len(mine), 1, r)
+        own = ("cap-gi%d-access" % mine[0]["gi"], "cap-gi%d-ci%d-access" % (mine[0]["gi"],
+                                                                          mine[0]["ci"]))
+        got = dict(l.split(" ", 1) for l in r.out.splitlines()[1:] if not l.startswith("cgroup "))
+        want = {os.path.basename(p): "ENXIO" if os.path.basename(p) in own else "EPERM"
+                for p in nodes}
+        want["nvidia%d" % g] = "ENXIO"
+        self.assertEqual(got, want, r)
 
 
 class CgroupV1(CgroupCase):
