@@ -287,6 +287,52 @@ static int wait_children(struct cli *cli, struct run_child *kids, size_t n, size
 	return first_failure < 0 ? 0 : first_failure;
 }
 
+/* In gpuctl, after fork: the child's owner record (lease: the first child of a lease), its
+ * confinement (enforce = cgroup), then its exec. The record names gpuctl and its (first) job, for
+ * ps, release and foreign-process checks; without it release would take the run for a hold, so
+ * the job does not start; nor does it unconfined. 0 once the child runs the command, else the
+ * status (one line said; the child exits without exec, or on its own for 127/126). Closes every
+ * pipe end left (-1 once closed). */
+static int release_child(struct cli *cli, const struct run_child *kid, struct gpuctl_lease *lease,
+                         pid_t pid, char **cmd, int *p, int *go, int *rp)
+{
+	int status = 0, e = 0;
+	ssize_t got;
+
+	if (lease &&
+	    gpuctl_lease_set_owner(cli->ctx, lease, (uint32_t)getpid(), (uint32_t)pid) < 0) {
+		cli_error("run: %s", gpuctl_errmsg(cli->ctx));
+		status = CLI_EXIT_FAILURE;
+	}
+	if (!status && go[1] >= 0)
+		go_on(go[1]);
+	/* enforce = cgroup: the child asks the agent; it execs only once it is confined */
+	if (!status && kid->confine && (status = run_confine_check(cli, rp[0], kid->confine)) == 0)
+		go_on(go[1]);
+	if (status) {
+		close_pipes(p, go, rp);
+		return status;
+	}
+	if (go[1] >= 0)
+		close(go[1]);
+	if (rp[0] >= 0)
+		close(rp[0]);
+	go[1] = rp[0] = -1;
+	do
+		got = read(p[0], &e, sizeof(e));
+	while (got < 0 && errno == EINTR);
+	close_pipes(p, go, rp);
+	if (got != (ssize_t)sizeof(e))
+		return 0;
+	/* exec failed: the child exits 127/126 on its own; say why once. */
+	if (e == ENOENT || e == ENOTDIR) {
+		cli_error("run: '%s': command not found", cmd[0]);
+		return 127;
+	}
+	cli_error("run: '%s': cannot execute: %s", cmd[0], strerror(e));
+	return 126;
+}
+
 int run_start_children(struct cli *cli, struct run_child *kids, size_t n, char **cmd,
                        struct gpuctl_lease *lease, struct run_monitor *m, unsigned grace_s)
 {
@@ -318,7 +364,7 @@ int run_start_children(struct cli *cli, struct run_child *kids, size_t n, char *
 	fflush(NULL);
 
 	for (size_t i = 0; i < n; i++) {
-		int p[2], go[2] = {-1, -1}, rp[2] = {-1, -1};
+		int p[2] = {-1, -1}, go[2] = {-1, -1}, rp[2] = {-1, -1};
 		bool record = lease && i == 0; /* the first child waits for its record */
 		bool confine = kids[i].confine != NULL;
 		bool gate = record || confine;
@@ -358,47 +404,9 @@ int run_start_children(struct cli *cli, struct run_child *kids, size_t n, char *
 		kids[i].pid = pid;
 		pids[i] = pid;
 		started++;
-		/* The record names gpuctl and its (first) job, for ps, release and foreign-process
-		 * checks; without it release would take the run for a hold: the job does not start.
-		 */
-		if (record && gpuctl_lease_set_owner(cli->ctx, lease, (uint32_t)getpid(),
-		                                     (uint32_t)pid) < 0) {
-			cli_error("run: %s", gpuctl_errmsg(cli->ctx));
-			close_pipes(p, go, rp); /* the child exits without exec */
-			status = CLI_EXIT_FAILURE;
+		if ((status = release_child(cli, &kids[i], record ? lease : NULL, pid, cmd, p, go,
+		                            rp)) != 0)
 			break;
-		}
-		if (gate)
-			go_on(go[1]);
-		/* enforce = cgroup: the child asks the agent; it execs only once it is confined */
-		if (confine && (status = run_confine_check(cli, rp[0], kids[i].confine)) != 0) {
-			close_pipes(p, go, rp); /* the child exits without exec */
-			break;
-		}
-		if (confine)
-			go_on(go[1]);
-		if (gate)
-			close(go[1]);
-		if (confine)
-			close(rp[0]);
-		go[1] = rp[0] = -1;
-		int e = 0;
-		ssize_t got;
-		do
-			got = read(p[0], &e, sizeof(e));
-		while (got < 0 && errno == EINTR);
-		close(p[0]);
-		if (got == (ssize_t)sizeof(e)) {
-			/* exec failed: the child exits 127/126 on its own; say why once. */
-			if (e == ENOENT || e == ENOTDIR) {
-				cli_error("run: '%s': command not found", cmd[0]);
-				status = 127;
-			} else {
-				cli_error("run: '%s': cannot execute: %s", cmd[0], strerror(e));
-				status = 126;
-			}
-			break;
-		}
 	}
 	if (status)
 		signal_children(kids, n, SIGTERM); /* the ones started before a failure */
