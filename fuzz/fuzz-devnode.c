@@ -37,11 +37,17 @@ static void check_line(const char *p, size_t len)
 	if (n < 0 || !devnode_mig_line(line, (size_t)n, &again) || memcmp(&c, &again, sizeof(c)))
 		abort();
 	/* the table of that one line finds it */
+	struct devnode_cap *caps = NULL;
+	size_t n_caps = 0;
 	uint32_t m;
-	if (!devnode_mig_minor(line, (size_t)n, c.gpu, c.gi,
-	                       c.kind == DEVNODE_CAP_GI ? -1 : (int)c.ci, &m) ||
+	if (devnode_mig_table(line, (size_t)n, &caps, &n_caps) < 0)
+		return;
+	if (n_caps != 1 ||
+	    !devnode_mig_find(caps, n_caps, c.gpu, c.gi, c.kind == DEVNODE_CAP_GI ? -1 : (int)c.ci,
+	                      &m) ||
 	    m != c.minor)
 		abort();
+	free(caps);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -59,10 +65,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			check_line(p, (size_t)(eol - p));
 			p = nl ? nl + 1 : end;
 		}
-		if (devnode_mig_minor(text, size, 0, 1, -1, &v) && v >= DEVNODE_MINOR_LIMIT)
+		struct devnode_cap *caps = NULL;
+		size_t n = 0;
+		if (devnode_mig_table(text, size, &caps, &n) < 0)
+			return 0;
+		for (size_t i = 0; i < n; i++)
+			if (caps[i].kind == DEVNODE_CAP_OTHER ||
+			    caps[i].minor >= DEVNODE_MINOR_LIMIT)
+				abort();
+		if (devnode_mig_find(caps, n, 0, 1, -1, &v) && v >= DEVNODE_MINOR_LIMIT)
 			abort();
-		if (devnode_mig_minor(text, size, 0, 1, 0, &v) && v >= DEVNODE_MINOR_LIMIT)
-			abort();
+		free(caps);
 	} else {
 		if (devnode_char_major(text, size, "nvidia-caps", &v) && v >= DEVNODE_MAJOR_LIMIT)
 			abort();

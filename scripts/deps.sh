@@ -16,8 +16,9 @@
 # runs apt-get update. It never edits another sources file, and a second run changes nothing.
 set -eu
 
-# libncurses-dev: gpuctl top's screen; libsqlite3-dev: the usage ledger (docs/ledger.md)
-build_pkgs="gcc make cmake pkg-config libjansson-dev libnuma-dev libmicrohttpd-dev libncurses-dev libsqlite3-dev"
+# libncurses-dev: gpuctl top's screen; libsqlite3-dev: the usage ledger (docs/ledger.md);
+# libacl1-dev: the agent's enforce = acl (docs/agent.md)
+build_pkgs="gcc make cmake pkg-config libjansson-dev libnuma-dev libmicrohttpd-dev libncurses-dev libsqlite3-dev libacl1-dev"
 # nvtop, gpustat, python3-pynvml (contrib) and libnvidia-ml1 (non-free): NVML clients and
 # NVIDIA's real NVML library; tmux: the terminal gpuctl top's and nvtop's screens are read from;
 # slurmctld slurmd slurm-client munge: the real Slurm of tests/cli/test_slurm.py (the packages
@@ -31,7 +32,8 @@ contrib_pkgs="nvtop gpustat python3-pynvml libnvidia-ml1"
 # tar the test builds, in a scratch storage of its own (no registry, no network, no daemon);
 # strace: tests/cli/test_workloads.py counts the /proc files a refresh of top opens
 # libfaketime: tests/cli/test_agent_reliability.py steps the agent's wall clock back (LD_PRELOAD)
-test_pkgs="git libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest python3-venv prometheus tmux slurmctld slurmd slurm-client munge podman runc busybox-static strace libfaketime $contrib_pkgs"
+# acl: getfacl/setfacl, tests/cli/test_agent_acl.py reads and sets device nodes' ACLs
+test_pkgs="acl git libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest python3-venv prometheus tmux slurmctld slurmd slurm-client munge podman runc busybox-static strace libfaketime $contrib_pkgs"
 # wrk: the HTTP load generator of the exporter benchmark (50 concurrent scrapers)
 bench_pkgs="python3 wrk"
 # The Debian packages (debian/, docs/packaging.md) and their test: dpkg-buildpackage (dpkg-dev)

@@ -64,7 +64,9 @@ struct gpuctl_config_settings {
 	bool share_margin_is_pct; /* share_margin is a percentage (the default, 5%) */
 	uint64_t share_margin;    /* bytes, or percent (0-50) when share_margin_is_pct */
 	const char *ledger;       /* the usage ledger (docs/ledger.md), absolute; NULL: not set */
-	const char *agent_socket; /* the node agent's socket (docs/agent.md, "Confining jobs"),
+	const char *dev_dir;      /* where the agent finds the device nodes (docs/agent.md),
+	                           * absolute; NULL: not set (/dev) */
+	const char *agent_socket; /* the node agent's socket (docs/agent.md, "Enforcement: cgroup"),
 	                           * absolute; NULL: not set */
 };
 /* Owned by cfg (a static default set for NULL). */

@@ -164,7 +164,7 @@ bool gpuctl_foreign_busy(const struct gpuctl_foreign *foreign, size_t gpu, int m
  * device's lock file, and that file is still the device's (not replaced by a lease taken back).
  * Owner records are not read. *ret_set (owned; empty when none) on success; only the processes
  * whose descriptors the caller may read are seen (root: all). -EINVAL, -ENOMEM. For the node
- * agent's socket (docs/agent.md, "Confining jobs"). */
+ * agent's socket (docs/agent.md, "Enforcement: cgroup"). */
 int gpuctl_lease_held_by(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
                          const struct gpuctl_snapshot *snap, uint32_t pid,
                          struct gpuctl_devset **ret_set);

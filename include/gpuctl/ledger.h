@@ -110,6 +110,33 @@ struct gpuctl_ledger_observation {
 int gpuctl_ledger_observe(struct gpuctl_ctx *ctx, struct gpuctl_ledger *ledger, double wall,
                           double mono, const struct gpuctl_ledger_observation *obs, size_t n);
 
+/* ---- Violations (docs/ledger.md, "Violations") ---- */
+
+/* One violation the agent's watch found. Initialise with GPUCTL_LEDGER_VIOLATION_INIT. */
+struct gpuctl_ledger_violation {
+	size_t struct_size;   /* sizeof(struct gpuctl_ledger_violation) */
+	double time_s;        /* wall clock of the sample that found it (Unix seconds) */
+	const char *kind;     /* "foreign", "overuse", "outside" (required) */
+	const char *user;     /* the offending user's name, or NULL */
+	int64_t uid;          /* the offending user's uid, -1: unknown */
+	int64_t pid;          /* the offending process, -1: unknown */
+	const char *gpu_uuid; /* the GPU (required) */
+	const char *detail;   /* what was wrong, in words, or NULL */
+	const char *action;   /* what was done, or NULL */
+};
+#define GPUCTL_LEDGER_VIOLATION_INIT                                                               \
+	{                                                                                          \
+		.struct_size = sizeof(struct gpuctl_ledger_violation), .uid = -1, .pid = -1        \
+	}
+/* Records v (one row); *ret_id (may be NULL) its row id, for gpuctl_ledger_violation_action.
+ * Writer only (-EBADF otherwise); -EINVAL without kind or gpu_uuid. */
+int gpuctl_ledger_violation_add(struct gpuctl_ctx *ctx, struct gpuctl_ledger *ledger,
+                                const struct gpuctl_ledger_violation *v, int64_t *ret_id);
+/* Sets the action of violation id (the action went on: a SIGKILL after the grace). Writer only;
+ * -ENOENT: no such row (retention deleted it). */
+int gpuctl_ledger_violation_action(struct gpuctl_ctx *ctx, struct gpuctl_ledger *ledger, int64_t id,
+                                   const char *action);
+
 /* ---- The report ---- */
 
 enum gpuctl_ledger_by {

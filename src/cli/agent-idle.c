@@ -60,8 +60,7 @@ static struct gpuctl_lease_dir *open_dir(const struct exporter_view *v)
 	return dir;
 }
 
-/* The pool index of GPU g of the sample (its label), SIZE_MAX for the default pool. */
-static size_t pool_index(const struct exporter_view *v, size_t g, const char **ret_name)
+size_t agent_pool_index(const struct exporter_view *v, size_t g, const char **ret_name)
 {
 	const char *name =
 	        v->pool_of && v->pool_of[g] && v->pool_of[g][0] ? v->pool_of[g] : "default";
@@ -226,7 +225,7 @@ static void judge(struct agent_idle *ai, const struct exporter_view *v, const st
 {
 	struct gpuctl_config_idle c;
 	const char *pool;
-	size_t pi = pool_index(v, h->gpu0, &pool);
+	size_t pi = agent_pool_index(v, h->gpu0, &pool);
 	char reason[200], d1[32], d2[32], devs[128];
 	bool hold = h->ow->job_pid == 0;
 

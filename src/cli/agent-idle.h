@@ -34,4 +34,8 @@ bool agent_idle_evicted(struct agent_idle *ai, const struct exporter_view *v, co
 
 void agent_idle_free(struct agent_idle *ai);
 
+/* The pool index of GPU g of sample v (by its label; for gpuctl_config_pool_idle and the like),
+ * SIZE_MAX for the default pool; *ret_name its label ("default" for the default pool). */
+size_t agent_pool_index(const struct exporter_view *v, size_t g, const char **ret_name);
+
 #endif /* GPUCTL_CLI_AGENT_IDLE_H */

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * agent-proto.c: the pure parsers of enforce = cgroup (agent-proto.h): the socket's JSON lines
- * (jansson; docs/agent.md, "Confining jobs") and the kernel's text lines (proc(5): mountinfo,
+ * (jansson; docs/agent.md, "Enforcement: cgroup") and the kernel's text lines (proc(5): mountinfo,
  * /proc/PID/cgroup; /proc/devices), each one line at a time, strictly: what does not parse is
  * not ours. fuzz/fuzz-agent-proto.c drives every function.
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * agent-proto.h: the pure parsers of enforce = cgroup (docs/agent.md, "Confining jobs"): the
+ * agent-proto.h: the pure parsers of enforce = cgroup (docs/agent.md, "Enforcement: cgroup"): the
  * socket's request and reply lines, and the kernel's text the agent reads (a mountinfo line, a
  * /proc/PID/cgroup line, a /proc/devices line). No I/O; fuzz/fuzz-agent-proto.c drives them.
  */

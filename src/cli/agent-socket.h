@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * agent-socket.h: the node agent's Unix socket (docs/agent.md, "Confining jobs"): `gpuctl run`
+ * agent-socket.h: the node agent's Unix socket (docs/agent.md, "Enforcement: cgroup"): `gpuctl run`
  * asks it to confine the calling process to the devices of the leases it holds (enforce =
  * cgroup). One request per connection, one JSON line each way; served on the agent's main
  * thread from the exporter's loop (exporter_hook.fd).

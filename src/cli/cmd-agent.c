@@ -38,9 +38,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent-acl.h"
 #include "agent-failover.h"
 #include "agent-health.h"
 #include "agent-idle.h"
+#include "agent-watch.h"
 #include "agent-socket.h"
 #include "cmd.h"
 #include "exporter.h"
@@ -52,6 +54,7 @@
 enum {
 	OPT_LEDGER = OPT_EXPORTER_END_,
 	OPT_HEALTH_STATE,
+	OPT_DEV_DIR,
 	OPT_SOCKET,
 	OPT_CGROUP,
 	OPT_CGROUP_PARENT,
@@ -61,6 +64,7 @@ static const struct option agent_options[] = {
         EXPORTER_OPTIONS,
         {"ledger", required_argument, NULL, OPT_LEDGER},
         {"health-state", required_argument, NULL, OPT_HEALTH_STATE},
+        {"dev-dir", required_argument, NULL, OPT_DEV_DIR},
         {"socket", required_argument, NULL, OPT_SOCKET},
         {"cgroup", required_argument, NULL, OPT_CGROUP},
         {"cgroup-parent", required_argument, NULL, OPT_CGROUP_PARENT},
@@ -95,6 +99,8 @@ struct agent {
 	struct agent_health *health;     /* the health watch (agent-health.h) */
 	struct agent_failover *failover; /* the health failovers (agent-failover.h) */
 	struct agent_idle idle;          /* idle_warn, idle_release, max_lease_age (agent-idle.c) */
+	struct agent_watch *watch;       /* the pools' enforce: violations (agent-watch.c) */
+	struct agent_acl *acl;           /* enforce = acl: the device nodes (agent-acl.c) */
 	struct agent_socket *sock;     /* enforce = cgroup: the socket (agent-socket.h), or NULL */
 	struct agent_cgroups *cgroups; /* ... and the job cgroups (agent-cgroup.h), or NULL */
 };
@@ -504,7 +510,11 @@ static void agent_sample(void *userdata, const struct exporter_view *v)
 	}
 	/* enforcing goes on whatever the ledger does */
 	agent_idle_sample(&a->idle, v);
-	if (open_ledger(a, v->ctx) < 0)
+	agent_acl_sample(a->acl, v);
+	/* violations are found, logged and acted on whether the ledger can record them or not */
+	int opened = open_ledger(a, v->ctx);
+	agent_watch_sample(a->watch, v, a->ledger);
+	if (opened < 0)
 		return;
 	r = observe_sample(a, v, &s);
 	/* the page's usage counters count what this sample records (docs/metrics.md) */
@@ -560,7 +570,7 @@ static void agent_socket_ready(void *userdata)
 	agent_socket_serve(a->sock);
 }
 
-/* enforce = cgroup in any pool (docs/agent.md, "Confining jobs"): the socket, and the job
+/* enforce = cgroup in any pool (docs/agent.md, "Enforcement: cgroup"): the socket, and the job
  * cgroups' parent; a hierarchy that cannot be used is said, and every request refused. 0, or
  * the exit status (the socket cannot listen). */
 static int start_confining(struct agent *a, const struct gpuctl_config *cfg, const char *path,
@@ -601,7 +611,9 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 	struct agent a = {0};
 	struct exporter_hook hook = {
 	        .userdata = &a, .on_sample = agent_sample, .on_overdue = agent_overdue};
-	const char *ledger = NULL, *health_state = NULL, *sock = NULL, *cg_parent = "gpuctl";
+	const char *ledger = NULL, *health_state = NULL, *dev_dir = NULL, *sock = NULL;
+	const char *cg_parent = "gpuctl";
+	char *acl_state = NULL;
 	enum agent_cgroup_mode cg_mode = AGENT_CGROUP_AUTO;
 	int opt, status;
 
@@ -615,6 +627,11 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 				return cmd_usage_error(&cmd_agent_entry,
 				                       "--health-state: empty path");
 			health_state = optarg;
+		} else if (opt == OPT_DEV_DIR) {
+			if (optarg[0] != '/')
+				return cmd_usage_error(&cmd_agent_entry,
+				                       "--dev-dir: not an absolute path");
+			dev_dir = optarg;
 		} else if (opt == OPT_SOCKET) {
 			if (optarg[0] != '/')
 				return cmd_usage_error(&cmd_agent_entry,
@@ -650,13 +667,26 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 		hook.on_fd = agent_socket_ready;
 		hook.fd = agent_socket_fd(a.sock);
 	}
-	if (agent_health_new(health_state, &a.health) < 0 || agent_failover_new(&a.failover) < 0) {
+	if (!dev_dir)
+		dev_dir = gpuctl_config_settings(gpuctl_site_config(cli->site))->dev_dir;
+	/* the nodes' originals, beside the lease directory as the health state file is */
+	if (asprintf(&acl_state, "%s-acl.state", gpuctl_site_lease_dir_path(cli->site)) < 0)
+		acl_state = NULL;
+	if (!acl_state || agent_health_new(health_state, &a.health) < 0 ||
+	    agent_failover_new(&a.failover) < 0 || agent_watch_new(&a.watch) < 0 ||
+	    agent_acl_new(dev_dir ? dev_dir : "/dev", acl_state, &a.acl) < 0) {
+		free(acl_state);
+		agent_watch_free(a.watch);
 		agent_health_free(a.health);
+		agent_failover_free(a.failover);
+		agent_socket_free(a.sock);
+		agent_cgroups_free(a.cgroups);
 		cli_error("agent: out of memory");
 		return CLI_EXIT_FAILURE;
 	}
 	/* a file-size limit fails the write (EFBIG), as a full disk does, instead of killing us */
 	(void)signal(SIGXFSZ, SIG_IGN);
+	hook.violations = agent_watch_counts(a.watch);
 	ea.hook = &hook;
 	status = exporter_run(cli, &ea);
 	gpuctl_ledger_free(a.ledger);
@@ -665,6 +695,10 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 	held_clear(a.prev, a.n_prev);
 	free(a.prev);
 	agent_idle_free(&a.idle);
+	agent_watch_free(a.watch);
+	/* the device nodes back as they were (after the sampler stopped: no sample races this) */
+	agent_acl_free(a.acl);
+	free(acl_state);
 	agent_socket_free(a.sock);
 	agent_cgroups_free(a.cgroups);
 	return status;
@@ -676,8 +710,8 @@ const struct cmd_entry cmd_agent_entry = {
         .short_options = "+:h",
         .usage = "[--listen ADDR:PORT] [--interval SECONDS] [--lease-dir DIR] "
                  "[--max-processes N] [--idle-window SECONDS] [--ledger PATH] "
-                 "[--health-state FILE] [--socket PATH] [--cgroup auto|v1|v2] "
-                 "[--cgroup-parent NAME]",
+                 "[--health-state FILE] [--dev-dir DIR] [--socket PATH] "
+                 "[--cgroup auto|v1|v2] [--cgroup-parent NAME]",
         .summary = "the node agent: sample every GPU, serve the metrics, write the ledger",
         .options = "  --listen ADDR:PORT   where to serve the exporter's page (as exporter;\n"
                    "                       default " LISTEN_DEFAULT ")\n"
@@ -696,6 +730,8 @@ const struct cmd_entry cmd_agent_entry = {
                    "  --health-state FILE  the health state file to keep, as health --watch\n"
                    "                       (default $GPUCTL_HEALTH_STATE, else beside the\n"
                    "                       lease directory: /run/gpuctl-health.state)\n"
+                   "  --dev-dir DIR        where the device nodes enforce = acl guards are\n"
+                   "                       (default: the configuration's dev_dir, else /dev)\n"
                    "  --socket PATH        enforce = cgroup: the socket gpuctl run asks (default\n"
                    "                       the configuration's agent_socket, else\n"
                    "                       " AGENT_SOCKET_DEFAULT ")\n"
@@ -710,10 +746,14 @@ const struct cmd_entry cmd_agent_entry = {
                    "and is written to the ledger (docs/agent.md): one record per lease and per\n"
                    "workload seen on a GPU without a lease. It also applies the pools'\n"
                    "idle_warn, idle_release and max_lease_age (docs/idle.md): a lease taken\n"
-                   "back is recorded evicted. A ledger that cannot be written is said once and\n"
-                   "tried again every sample; sampling and serving go on. SIGINT or SIGTERM\n"
-                   "stop it (exit 0); its open records are closed as agent-restart when it\n"
-                   "starts again.\n",
+                   "back is recorded evicted. On the pools whose enforce is not off, each\n"
+                   "violation of the leases is logged once, counted, recorded and acted on\n"
+                   "as violation_action says (docs/agent.md). Under a pool's enforce = acl,\n"
+                   "its GPUs' device nodes are open only to the users holding a lease on\n"
+                   "them (restored when it stops; docs/agent.md, \"Enforcement: acl\"). A\n"
+                   "ledger that cannot be written is said once and tried again every sample;\n"
+                   "sampling and serving go on. SIGINT or SIGTERM stop it (exit 0); its open\n"
+                   "records are closed as agent-restart when it starts again.\n",
         .exec = cmd_agent_exec,
         .exits = CMD_EXITS_DRIVER,
 };

@@ -549,7 +549,8 @@ static int publish_sample(struct publishing *pub, const struct sampler_sample *m
 	                           .workload_of = pub->wls ? workload_of : NULL,
 	                           .workload_userdata = pub,
 	                           .max_processes = pub->max_processes,
-	                           .idle_s = x->idle_s};
+	                           .idle_s = x->idle_s,
+	                           .violations = pub->hook ? pub->hook->violations : NULL};
 	int r;
 
 	*ret_stats = x->stats;

@@ -154,6 +154,8 @@ void cli_usage(FILE *f)
 	      "name\n"
 	      "                       a workload (default /; a test and chroot hook;\n"
 	      "                       docs/workloads.md)\n"
+	      "  GPUCTL_UTMP          agent: the utmp file violation_action = notify reads the\n"
+	      "                       user's terminals from (default the system's; for tests)\n"
 	      "  NO_COLOR             not empty: no colour unless --color=always (no-color.org)\n"
 	      "  CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, SLURM_STEP_GPUS, SLURM_JOB_GPUS\n"
 	      "                       the allocation gpuctl runs in: select and run choose within\n"

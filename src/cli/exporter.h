@@ -74,6 +74,10 @@ struct exporter_hook {
 	 * silent_s seconds since the last) and, overdue false, when one comes again (before its
 	 * on_sample) */
 	void (*on_overdue)(void *userdata, bool overdue, double silent_s);
+	/* NULL, or the violations found so far per kind (agent-watch.h, AGENT_VIOLATION_KINDS
+	 * entries), rendered as gpuctl_violations_total on each page (a sample's own on the
+	 * next page: the page is published before the hook sees the sample) */
+	const uint64_t *violations;
 	/* NULL, or called when fd is readable (the agent's socket, agent-socket.h): the loop
 	 * polls fd beside the sampler's */
 	void (*on_fd)(void *userdata);

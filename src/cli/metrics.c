@@ -909,6 +909,23 @@ static void render_usage(struct textbuf *b, const struct metrics_input *in,
 	}
 }
 
+/* The agent's violations (docs/agent.md, "Violations"): every kind, 0 included. */
+static void render_violations(struct textbuf *b, const struct metrics_input *in)
+{
+	static const char *const kinds[] = {"foreign", "overuse", "outside"};
+
+	if (!in->violations)
+		return;
+	family(b, "gpuctl_violations_total", "counter",
+	       "Violations of the leases the agent's watch found since it started (enforce "
+	       "other than off), by kind.");
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		textbuf_puts(b, "gpuctl_violations_total{");
+		label(b, true, "kind", kinds[k]);
+		textbuf_printf(b, "} %" PRIu64 "\n", in->violations[k]);
+	}
+}
+
 int metrics_render(const struct metrics_input *in, struct textbuf *out)
 {
 	size_t ngpu = in->snap ? gpuctl_snapshot_gpu_count(in->snap) : 0;
@@ -938,6 +955,7 @@ int metrics_render(const struct metrics_input *in, struct textbuf *out)
 		render_idle(out, in, gl, ngpu);
 		render_usage(out, in, gl, ngpu);
 	}
+	render_violations(out, in);
 	render_exporter(out, in, dropped);
 	free(gl);
 	return out->failed ? -ENOMEM : 0;

@@ -124,6 +124,9 @@ struct metrics_input {
 	/* each GPU's usage counters (usage-counters.h): usage[g] for GPU g, NULL (or usage[g]
 	 * NULL): no series */
 	const struct usage_totals *const *usage;
+	/* the agent's violations so far per kind (foreign, overuse, outside: agent-watch.h),
+	 * NULL: no gpuctl_violations_total (the exporter alone) */
+	const uint64_t *violations;
 };
 
 /* Renders every metric of in into out (appended). 0, or -ENOMEM (out->failed). */

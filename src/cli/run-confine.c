@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * run-confine.c: `gpuctl run` under enforce = cgroup (docs/agent.md, "Confining jobs"): each
+ * run-confine.c: `gpuctl run` under enforce = cgroup (docs/agent.md, "Enforcement: cgroup"): each
  * child, after the lease is taken and before it execs the job, asks the node agent over its
  * Unix socket to confine it, and the job starts only when the agent did.
  *

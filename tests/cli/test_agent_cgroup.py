@@ -1,4 +1,4 @@
-"""enforce = cgroup (issue 28, point 1; docs/agent.md "Confining jobs"): the node agent puts each
+"""enforce = cgroup (issue 28, point 1; docs/agent.md "Enforcement: cgroup"): the node agent puts each
 `gpuctl run` job in a cgroup whose device filter lets it open only its own GPUs' nodes, through
 the cgroup v1 devices controller and through a cgroup v2 eBPF device program; its socket
 confines only a caller that holds a lease, by the kernel's word.

@@ -23,15 +23,19 @@ INTERVAL = "0.1"
 PATIENCE_S = 15
 
 
-class IdleActions(AgentCase):
-    def start(self, conf):
+class ConfiguredAgentCase(AgentCase):
+    """The agent with a configuration the test writes (and env for it); gpuctl beside it."""
+    AGENT_ARGS = ["--idle-window", "1"]
+
+    def start(self, conf, env=None):
         self.conf = os.path.join(self.tmp, "gpuctl.conf")
         with open(self.conf, "w") as f:
             f.write(conf)
+        e = {"GPUCTL_CONFIG": self.conf}
+        e.update(env or {})
         ag = tx.Exporter("dgx-a100", command="agent", interval=INTERVAL,
                          args=["--ledger", self.ledger, "--lease-dir", self.leases,
-                               "--idle-window", "1"],
-                         env={"GPUCTL_CONFIG": self.conf})
+                               *self.AGENT_ARGS], env=e)
         self.addCleanup(ag.close)
         ag.start()
         os.chmod(ag.tmp, 0o755)
@@ -44,6 +48,20 @@ class IdleActions(AgentCase):
     def g(self, *args):
         return run([GPUCTL, *args], env=self.e)
 
+    def wait_for(self, pred, timeout=PATIENCE_S):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            v = pred()
+            if v:
+                return v
+            time.sleep(0.05)
+        return pred()
+
+    def agent_lines(self, needle):
+        return [l for l in self.ag.stderr().splitlines() if needle in l]
+
+
+class IdleActions(ConfiguredAgentCase):
     def leased(self):
         r = self.g("ps", "--format", "json")
         self.assertEqual(r.rc, 0, r)
@@ -64,18 +82,6 @@ class IdleActions(AgentCase):
         self.addCleanup(p.wait)
         self.addCleanup(p.kill)
         return p
-
-    def wait_for(self, pred, timeout=PATIENCE_S):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            v = pred()
-            if v:
-                return v
-            time.sleep(0.05)
-        return pred()
-
-    def agent_lines(self, needle):
-        return [l for l in self.ag.stderr().splitlines() if needle in l]
 
     def ended(self, pid):
         con = sqlite3.connect("file:%s?mode=ro" % self.ledger, uri=True)

@@ -95,6 +95,7 @@ static void test_full_file(void **state)
 	                           "busy_utilization = 10%\n"
 	                           "share_margin = 2GiB\n"
 	                           "ledger = /srv/gpuctl/ledger.db\n"
+	                           "dev_dir = /srv/dev\n"
 	                           "\n"
 	                           "[pool training]\n"
 	                           "gpus = 0-3, 7\n"
@@ -123,6 +124,7 @@ static void test_full_file(void **state)
 	assert_true(st->share_margin == 2 * GiB);
 	assert_true(gpuctl_config_share_margin(cfg, 80 * GiB) == 2 * GiB);
 	assert_string_equal(st->ledger, "/srv/gpuctl/ledger.db");
+	assert_string_equal(st->dev_dir, "/srv/dev");
 
 	assert_int_equal(gpuctl_config_pool_count(cfg), 3);
 	assert_int_equal(gpuctl_config_pool_get(cfg, 0, &name, &desc, &restricted, &users, &groups),
@@ -172,6 +174,7 @@ static void check_defaults(const struct gpuctl_config *cfg)
 
 	assert_null(st->lease_dir);
 	assert_null(st->ledger);
+	assert_null(st->dev_dir);
 	assert_true(st->busy_memory == 0);
 	assert_int_equal(st->busy_utilization, -1);
 	assert_true(st->share_margin_is_pct);
@@ -238,6 +241,8 @@ static void test_errors(void **state)
 	/* unknown key, key in the wrong section */
 	parse_err("lease_dri = /run/x\n", 1, "unknown key 'lease_dri'");
 	parse_err("ledger = var/ledger.db\n", 1, "ledger 'var/ledger.db': not an absolute path");
+	parse_err("dev_dir = dev\n", 1, "dev_dir 'dev': not an absolute path");
+	parse_err("[pool a]\ngpus = 0\ndev_dir = /dev\n", 3, "'dev_dir'", "global");
 	parse_err("# c\ngpus = 0\n", 2, "'gpus'", "[pool NAME]");
 	parse_err("[pool a]\ngpus = 0\nbusy_memory = 1GiB\n", 3, "'busy_memory'", "global");
 	/* repeated keys */

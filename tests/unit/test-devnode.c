@@ -87,21 +87,35 @@ static const char mig_text[] = "config 1\nmonitor 2\n"
                                "garbage line\n"
                                "gpu6/gi9/access 84\ngpu6/gi9/ci0/access 85";
 
+/* devnode_mig_find over the table of text (of len bytes) */
+static bool mig_minor(const char *text, size_t len, uint32_t gpu, uint32_t gi, int ci,
+                      uint32_t *ret)
+{
+	struct devnode_cap *caps = NULL;
+	size_t n = 0;
+	bool found;
+
+	assert_int_equal(devnode_mig_table(text, len, &caps, &n), 0);
+	found = devnode_mig_find(caps, n, gpu, gi, ci, ret);
+	free(caps);
+	return found;
+}
+
 static void test_mig_minor(void **state)
 {
 	uint32_t m = 0;
 	size_t n = strlen(mig_text);
 
 	(void)state;
-	assert_true(devnode_mig_minor(mig_text, n, 7, 7, -1, &m));
+	assert_true(mig_minor(mig_text, n, 7, 7, -1, &m));
 	assert_int_equal(m, 66);
-	assert_true(devnode_mig_minor(mig_text, n, 7, 8, 0, &m));
+	assert_true(mig_minor(mig_text, n, 7, 8, 0, &m));
 	assert_int_equal(m, 76);
-	assert_true(devnode_mig_minor(mig_text, n, 6, 9, 0, &m)); /* last line, no newline */
+	assert_true(mig_minor(mig_text, n, 6, 9, 0, &m)); /* last line, no newline */
 	assert_int_equal(m, 85);
-	assert_false(devnode_mig_minor(mig_text, n, 6, 3, 0, &m));
-	assert_false(devnode_mig_minor(mig_text, n, 5, 2, -1, &m));
-	assert_false(devnode_mig_minor(mig_text, n, 6, 2, 1, &m));
+	assert_false(mig_minor(mig_text, n, 6, 3, 0, &m));
+	assert_false(mig_minor(mig_text, n, 5, 2, -1, &m));
+	assert_false(mig_minor(mig_text, n, 6, 2, 1, &m));
 }
 
 static const char devices_text[] = "Character devices:\n  1 mem\n  4 /dev/vc/0\n"

@@ -335,6 +335,60 @@ static void test_retention(void **state)
 	assert_int_equal(sql_int("SELECT count(*) FROM usage"), 1);
 }
 
+/* docs/ledger.md "Violations": a row per violation, its action updated; a version 1 file is
+ * read as it is and brought up to version 2 by a writer. */
+static void test_violations(void **state)
+{
+	struct gpuctl_ledger_violation v = GPUCTL_LEDGER_VIOLATION_INIT;
+	struct gpuctl_ledger_options ro = GPUCTL_LEDGER_OPTIONS_INIT;
+	struct gpuctl_ledger *l = open_writer(), *r = NULL;
+	int64_t id = 0;
+	sqlite3 *s;
+
+	(void)state;
+	v.time_s = 1000.5;
+	v.kind = "foreign";
+	v.user = "alice";
+	v.uid = 1001;
+	v.pid = 4242;
+	v.gpu_uuid = "GPU-abc";
+	v.detail = "no lease of alice covers GPU 3";
+	v.action = "terminate: SIGTERM";
+	assert_int_equal(gpuctl_ledger_violation_add(ctx, l, &v, &id), 0);
+	assert_true(id > 0);
+	assert_int_equal(gpuctl_ledger_violation_action(ctx, l, id, "terminate: SIGTERM, SIGKILL"),
+	                 0);
+	assert_int_equal(gpuctl_ledger_violation_action(ctx, l, id + 100, "x"), -ENOENT);
+	v.kind = NULL;
+	assert_int_equal(gpuctl_ledger_violation_add(ctx, l, &v, NULL), -EINVAL);
+	assert_int_equal(sql_int("SELECT count(*) FROM violations WHERE time_s = 1000.5 AND kind ="
+	                         " 'foreign' AND user = 'alice' AND uid = 1001 AND pid = 4242 AND"
+	                         " gpu = 'GPU-abc' AND action = 'terminate: SIGTERM, SIGKILL'"),
+	                 1);
+	assert_int_equal(sql_int("PRAGMA user_version"), 2);
+	gpuctl_ledger_free(l);
+	/* a reader may not write */
+	assert_int_equal(gpuctl_ledger_open(ctx, db, &ro, &r), 0);
+	v.kind = "foreign";
+	assert_int_equal(gpuctl_ledger_violation_add(ctx, r, &v, NULL), -EBADF);
+	gpuctl_ledger_free(r);
+	/* a version 1 file (no violations table) */
+	s = sql_open();
+	assert_int_equal(
+	        sqlite3_exec(s, "DROP TABLE violations; PRAGMA user_version = 1", NULL, NULL, NULL),
+	        SQLITE_OK);
+	sqlite3_close(s);
+	r = NULL;
+	assert_int_equal(gpuctl_ledger_open(ctx, db, &ro, &r), 0);
+	gpuctl_ledger_free(r);
+	assert_int_equal(sql_int("PRAGMA user_version"), 1);
+	l = open_writer();
+	assert_int_equal(sql_int("PRAGMA user_version"), 2);
+	assert_int_equal(gpuctl_ledger_violation_add(ctx, l, &v, NULL), 0);
+	assert_int_equal(sql_int("SELECT count(*) FROM violations"), 1);
+	gpuctl_ledger_free(l);
+}
+
 static void test_newer_schema_refused(void **state)
 {
 	struct gpuctl_ledger_options ro = GPUCTL_LEDGER_OPTIONS_INIT;
@@ -344,7 +398,7 @@ static void test_newer_schema_refused(void **state)
 	(void)state;
 	gpuctl_ledger_free(l);
 	s = sql_open();
-	assert_int_equal(sqlite3_exec(s, "PRAGMA user_version = 2", NULL, NULL, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(s, "PRAGMA user_version = 3", NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(s);
 	l = NULL;
 	assert_int_equal(gpuctl_ledger_open(ctx, db, &ro, &l), -EPROTO);
@@ -700,6 +754,7 @@ int main(void)
 	        cmocka_unit_test(test_reopen_closes_as_restart),
 	        cmocka_unit_test(test_retention),
 	        cmocka_unit_test(test_newer_schema_refused),
+	        cmocka_unit_test(test_violations),
 	        cmocka_unit_test(test_bad_input),
 	        cmocka_unit_test(test_report_oracle),
 	};

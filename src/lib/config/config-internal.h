@@ -31,6 +31,7 @@ enum global_key {
 	G_BUSY_UTILIZATION,
 	G_SHARE_MARGIN,
 	G_LEDGER,
+	G_DEV_DIR,
 	G_AGENT_SOCKET,
 	G__COUNT
 };
@@ -91,6 +92,7 @@ struct gpuctl_config {
 	struct gpuctl_config_settings settings; /* lease_dir points into lease_dir_buf */
 	char *lease_dir_buf;                    /* owned */
 	char *ledger_buf;                       /* owned; settings.ledger points into it */
+	char *dev_dir_buf;                      /* owned; settings.dev_dir points into it */
 	char *agent_socket_buf;                 /* owned; settings.agent_socket points into it */
 	struct pool *pools;                     /* owned, n_pools entries */
 	size_t n_pools;                         /* entries in pools */

@@ -32,10 +32,13 @@ struct devnode_cap {
 /* Line line[0..len) (no newline) of mig-minors: "NAME MINOR", NAME without blanks, MINOR
  * decimal below DEVNODE_MINOR_LIMIT. False when it is not such a line. */
 bool devnode_mig_line(const char *line, size_t len, struct devnode_cap *ret);
+/* The MIG lines (DEVNODE_CAP_GI, _CI) of mig-minors text[0..len), read once: *ret (malloc'ed;
+ * NULL when none) and *ret_n. 0 or -ENOMEM. */
+int devnode_mig_table(const char *text, size_t len, struct devnode_cap **ret, size_t *ret_n);
 /* The minor of GPU instance gi of the GPU of device minor gpu (ci < 0), or of its compute
- * instance ci, in mig-minors text[0..len); false when no well-formed line names it. */
-bool devnode_mig_minor(const char *text, size_t len, uint32_t gpu, uint32_t gi, int ci,
-                       uint32_t *ret_minor);
+ * instance ci, among caps[0..n); false when no line names it (the first that does counts). */
+bool devnode_mig_find(const struct devnode_cap *caps, size_t n, uint32_t gpu, uint32_t gi, int ci,
+                      uint32_t *ret_minor);
 /* The major of character device driver name in /proc/devices text[0..len) (its "Character
  * devices:" section: "%3d %s" lines); false when it is not listed. */
 bool devnode_char_major(const char *text, size_t len, const char *name, uint32_t *ret_major);

@@ -16,6 +16,8 @@
  *   devices:", then "%3d %s" a line, a blank line and "Block devices:"): only the character
  *   section counts, for nvidia-caps and nvidia-uvm have dynamic majors there.
  */
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "devnode-internal.h"
@@ -79,23 +81,50 @@ bool devnode_mig_line(const char *line, size_t len, struct devnode_cap *ret)
 	return true;
 }
 
-bool devnode_mig_minor(const char *text, size_t len, uint32_t gpu, uint32_t gi, int ci,
-                       uint32_t *ret_minor)
+int devnode_mig_table(const char *text, size_t len, struct devnode_cap **ret, size_t *ret_n)
 {
 	const char *p = text, *end = text + len;
+	struct devnode_cap *caps = NULL;
+	size_t n = 0, cap = 0;
 
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		const char *eol = nl ? nl : end;
+		const char *line = p;
 		struct devnode_cap c;
 
-		if (devnode_mig_line(p, (size_t)(eol - p), &c) && c.gpu == gpu && c.gi == gi &&
-		    ((ci < 0 && c.kind == DEVNODE_CAP_GI) ||
-		     (ci >= 0 && c.kind == DEVNODE_CAP_CI && c.ci == (uint32_t)ci))) {
-			*ret_minor = c.minor;
+		p = nl ? nl + 1 : end;
+		if (!devnode_mig_line(line, (size_t)((nl ? nl : end) - line), &c) ||
+		    c.kind == DEVNODE_CAP_OTHER)
+			continue;
+		if (n == cap) {
+			size_t want = cap ? 2 * cap : 64;
+			void *v = realloc(caps, want * sizeof(*caps));
+			if (!v) {
+				free(caps);
+				return -ENOMEM;
+			}
+			caps = v;
+			cap = want;
+		}
+		caps[n++] = c;
+	}
+	*ret = caps;
+	*ret_n = n;
+	return 0;
+}
+
+bool devnode_mig_find(const struct devnode_cap *caps, size_t n, uint32_t gpu, uint32_t gi, int ci,
+                      uint32_t *ret_minor)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct devnode_cap *c = &caps[i];
+
+		if (c->gpu == gpu && c->gi == gi &&
+		    ((ci < 0 && c->kind == DEVNODE_CAP_GI) ||
+		     (ci >= 0 && c->kind == DEVNODE_CAP_CI && c->ci == (uint32_t)ci))) {
+			*ret_minor = c->minor;
 			return true;
 		}
-		p = nl ? nl + 1 : end;
 	}
 	return false;
 }

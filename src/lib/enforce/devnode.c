@@ -123,19 +123,29 @@ static const char *env_or(const char *name, const char *def)
 	return v && v[0] ? v : def;
 }
 
-/* The proc texts the MIG and shared nodes need (each NULL when unreadable). */
+/* What the MIG and shared nodes need of /proc: mig-minors' MIG lines, parsed once (the
+ * driver's table lists every GPU instance of every GPU, thousands of lines), and /proc/devices
+ * (NULL when unreadable). */
 struct proc_texts {
-	char *mig, *devices;
-	size_t mig_len, devices_len;
+	struct devnode_cap *caps; /* DEVNODE_CAP_GI and _CI lines */
+	size_t n_caps;
+	bool have_caps; /* mig-minors was read */
+	char *devices;
+	size_t devices_len;
 };
 
 static void proc_texts_read(struct proc_texts *t)
 {
-	char path[4200];
+	char path[4200], *text;
+	size_t len;
 
 	(void)snprintf(path, sizeof(path), "%s/mig-minors",
 	               env_or("GPUCTL_NVIDIA_CAPS_PROC", "/proc/driver/nvidia-caps"));
-	t->mig = read_text(path, &t->mig_len);
+	if ((text = read_text(path, &len))) {
+		/* out of memory: the MIG devices have no nodes */
+		t->have_caps = devnode_mig_table(text, len, &t->caps, &t->n_caps) == 0;
+		free(text);
+	}
 	t->devices = read_text(env_or("GPUCTL_PROC_DEVICES", "/proc/devices"), &t->devices_len);
 }
 
@@ -150,11 +160,12 @@ static int mig_nodes(struct gpuctl_devnodes *map, const struct gpuctl_gpu *gpu, 
 	char name[64];
 	int r;
 
-	if (!t->mig || caps_major == UINT32_MAX || gpuctl_mig_int(mig, GPUCTL_MIG_GI, &gi) < 0 ||
+	if (!t->have_caps || caps_major == UINT32_MAX ||
+	    gpuctl_mig_int(mig, GPUCTL_MIG_GI, &gi) < 0 ||
 	    gpuctl_mig_int(mig, GPUCTL_MIG_CI, &ci) < 0 || gi < 0 || gi > UINT32_MAX || ci < 0 ||
 	    ci > INT32_MAX ||
-	    !devnode_mig_minor(t->mig, t->mig_len, minor, (uint32_t)gi, -1, &gi_minor) ||
-	    !devnode_mig_minor(t->mig, t->mig_len, minor, (uint32_t)gi, (int)ci, &ci_minor))
+	    !devnode_mig_find(t->caps, t->n_caps, minor, (uint32_t)gi, -1, &gi_minor) ||
+	    !devnode_mig_find(t->caps, t->n_caps, minor, (uint32_t)gi, (int)ci, &ci_minor))
 		return 0;
 	(void)snprintf(name, sizeof(name), "nvidia%u", minor);
 	if ((r = dev_add(d, map->dev_dir, GPUCTL_DEVNODE_GPU, name, GPUCTL_DEVNODE_NVIDIA_MAJOR,
@@ -288,7 +299,7 @@ out:
 	if (r == -ENOMEM)
 		(void)ctx_error(ctx, r, "device nodes: out of memory");
 	gpuctl_devnodes_free(map);
-	free(t.mig);
+	free(t.caps);
 	free(t.devices);
 	free(buses);
 	free(minors);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * lease-holder.c: which devices a process holds leases on, by the kernel's word alone: the
- * node agent's socket (enforce = cgroup, docs/agent.md "Confining jobs") confines a caller to
+ * node agent's socket (enforce = cgroup, docs/agent.md "Enforcement: cgroup") confines a caller to
  * exactly these, so nothing a process says or writes (an owner record, its environment) can
  * widen the set.
  *

@@ -20,7 +20,7 @@
 #include "gpuctl/ledger.h"
 
 /* The schema version in PRAGMA user_version (docs/ledger.md, "Schema"). */
-#define LEDGER_SCHEMA_VERSION 1
+#define LEDGER_SCHEMA_VERSION 2
 /* Usage rows are per record, GPU and this many seconds of wall clock (an hour). */
 #define LEDGER_BUCKET_S 3600
 

@@ -15,7 +15,9 @@
  *   a ledger on a disk with less room than SQLite's default log stopped for good once the log
  *   filled it (tests/cli/test_agent_reliability.py, a 640 KiB disk).
  * - The schema's version is PRAGMA user_version: 0 (a new file) is created, ours is used, a
- *   higher one (a newer gpuctl's) is refused rather than misread.
+ *   higher one (a newer gpuctl's) is refused rather than misread. Version 2 added the
+ *   violations table: a writer brings a version 1 file up to 2 (the table created, in one
+ *   transaction), a reader reads a version 1 file as it is (it has no violations).
  * - Records left open (end_s IS NULL) were being written when the writer stopped: the next
  *   writer ends them "agent-restart" at last_s, the last sample that observed them; the interval
  *   in flight when it stopped is lost, no more.
@@ -72,8 +74,15 @@ static const char schema[] =
         " record INTEGER NOT NULL, gpu TEXT NOT NULL, hour INTEGER NOT NULL,"
         " t0 REAL NOT NULL, t1 REAL NOT NULL,"
         " gpu_s REAL NOT NULL, busy_s REAL NOT NULL, energy_mj REAL,"
-        " PRIMARY KEY (hour, record, gpu)) WITHOUT ROWID;"
-        "PRAGMA user_version = 1;";
+        " PRIMARY KEY (hour, record, gpu)) WITHOUT ROWID;";
+/* Version 2: the watch's violations (docs/ledger.md, "Violations"). */
+static const char schema_v2[] = "CREATE TABLE violations ("
+                                " id INTEGER PRIMARY KEY,"
+                                " time_s REAL NOT NULL, kind TEXT NOT NULL,"
+                                " user TEXT, uid INTEGER, pid INTEGER, gpu TEXT NOT NULL,"
+                                " detail TEXT, action TEXT);"
+                                "CREATE INDEX violations_time ON violations(time_s);"
+                                "PRAGMA user_version = 2;";
 
 static const char *const writer_sql[LG_STMT_MAX_] = {
         [LG_INSERT_REC] = "INSERT INTO records (kind, key, user, uid, grp, workload, pool, gpus,"
@@ -148,7 +157,7 @@ static int schema_check(struct gpuctl_ctx *ctx, struct gpuctl_ledger *l)
 		                 "ledger: schema version %d is newer than this gpuctl's (%d): "
 		                 "written by a newer gpuctl",
 		                 v, LEDGER_SCHEMA_VERSION);
-	if (v == LEDGER_SCHEMA_VERSION)
+	if (v == LEDGER_SCHEMA_VERSION || (v == 1 && !l->writer))
 		return 0;
 	if (!l->writer)
 		return ctx_error(ctx, -EBADMSG, "ledger: not a gpuctl ledger (schema version %d)",
@@ -160,7 +169,8 @@ static int schema_check(struct gpuctl_ctx *ctx, struct gpuctl_ledger *l)
 		sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
 		return r;
 	}
-	if (sqlite3_exec(l->db, schema, NULL, NULL, NULL) != SQLITE_OK) {
+	if ((v == 0 && sqlite3_exec(l->db, schema, NULL, NULL, NULL) != SQLITE_OK) ||
+	    sqlite3_exec(l->db, schema_v2, NULL, NULL, NULL) != SQLITE_OK) {
 		r = ledger_sql_error(ctx, l, "ledger: creating its tables");
 		sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
 		return r;
@@ -200,6 +210,9 @@ int ledger_retention(struct gpuctl_ctx *ctx, struct gpuctl_ledger *l, double now
 	if (r >= 0)
 		r = bind_run(ctx, l, "DELETE FROM records WHERE end_s IS NOT NULL AND end_s < ?1",
 		             cut, "ledger: retention");
+	if (r >= 0)
+		r = bind_run(ctx, l, "DELETE FROM violations WHERE time_s < ?1", cut,
+		             "ledger: retention");
 	if (r < 0) {
 		sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
 		return r;
