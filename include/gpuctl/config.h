@@ -66,6 +66,8 @@ struct gpuctl_config_settings {
 	const char *ledger;       /* the usage ledger (docs/ledger.md), absolute; NULL: not set */
 	const char *dev_dir;      /* where the agent finds the device nodes (docs/agent.md),
 	                           * absolute; NULL: not set (/dev) */
+	const char *agent_socket; /* the node agent's socket (docs/agent.md, "Enforcement: cgroup"),
+	                           * absolute; NULL: not set */
 };
 /* Owned by cfg (a static default set for NULL). */
 const struct gpuctl_config_settings *gpuctl_config_settings(const struct gpuctl_config *cfg);

@@ -159,6 +159,16 @@ bool gpuctl_foreign_device(const struct gpuctl_foreign *foreign, size_t gpu, int
  * gpuctl_lease_foreign returns). */
 bool gpuctl_foreign_busy(const struct gpuctl_foreign *foreign, size_t gpu, int mig);
 
+/* The devices of snap whose lease process pid holds now, by the kernel's word alone: a
+ * descriptor of pid's own (its, or inherited from whoever took the lock) has the flock of the
+ * device's lock file, and that file is still the device's (not replaced by a lease taken back).
+ * Owner records are not read. *ret_set (owned; empty when none) on success; only the processes
+ * whose descriptors the caller may read are seen (root: all). -EINVAL, -ENOMEM. For the node
+ * agent's socket (docs/agent.md, "Enforcement: cgroup"). */
+int gpuctl_lease_held_by(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
+                         const struct gpuctl_snapshot *snap, uint32_t pid,
+                         struct gpuctl_devset **ret_set);
+
 /* Held leases on a set of devices. A lease is its lock descriptors: it outlives the context,
  * the lease directory handle and the snapshot it was taken with, and the kernel holds it while
  * any of them is open, here or in a child that inherited them. gpuctl_lease_set_owner needs

@@ -43,6 +43,7 @@
 #include "agent-health.h"
 #include "agent-idle.h"
 #include "agent-watch.h"
+#include "agent-socket.h"
 #include "cmd.h"
 #include "exporter.h"
 #include "hostproc.h"
@@ -54,6 +55,9 @@ enum {
 	OPT_LEDGER = OPT_EXPORTER_END_,
 	OPT_HEALTH_STATE,
 	OPT_DEV_DIR,
+	OPT_SOCKET,
+	OPT_CGROUP,
+	OPT_CGROUP_PARENT,
 };
 
 static const struct option agent_options[] = {
@@ -61,6 +65,9 @@ static const struct option agent_options[] = {
         {"ledger", required_argument, NULL, OPT_LEDGER},
         {"health-state", required_argument, NULL, OPT_HEALTH_STATE},
         {"dev-dir", required_argument, NULL, OPT_DEV_DIR},
+        {"socket", required_argument, NULL, OPT_SOCKET},
+        {"cgroup", required_argument, NULL, OPT_CGROUP},
+        {"cgroup-parent", required_argument, NULL, OPT_CGROUP_PARENT},
         CMD_OPTION_HELP,
         {NULL, 0, NULL, 0},
 };
@@ -94,6 +101,8 @@ struct agent {
 	struct agent_idle idle;          /* idle_warn, idle_release, max_lease_age (agent-idle.c) */
 	struct agent_watch *watch;       /* the pools' enforce: violations (agent-watch.c) */
 	struct agent_acl *acl;           /* enforce = acl: the device nodes (agent-acl.c) */
+	struct agent_socket *sock;     /* enforce = cgroup: the socket (agent-socket.h), or NULL */
+	struct agent_cgroups *cgroups; /* ... and the job cgroups (agent-cgroup.h), or NULL */
 };
 
 static void held_clear(struct held *h, size_t n)
@@ -494,6 +503,11 @@ static void agent_sample(void *userdata, const struct exporter_view *v)
 	int r;
 
 	agent_health_sample(a->health, v);
+	if (a->sock) { /* requests are checked against this sample; emptied jobs' cgroups go */
+		agent_socket_sample(a->sock, v);
+		if (a->cgroups)
+			agent_cgroups_sweep(a->cgroups);
+	}
 	/* enforcing goes on whatever the ledger does */
 	agent_idle_sample(&a->idle, v);
 	agent_acl_sample(a->acl, v);
@@ -549,6 +563,44 @@ static void agent_overdue(void *userdata, bool overdue, double silent_s)
 
 /* ---- the command ---- */
 
+static void agent_socket_ready(void *userdata)
+{
+	struct agent *a = userdata;
+
+	agent_socket_serve(a->sock);
+}
+
+/* enforce = cgroup in any pool (docs/agent.md, "Enforcement: cgroup"): the socket, and the job
+ * cgroups' parent; a hierarchy that cannot be used is said, and every request refused. 0, or
+ * the exit status (the socket cannot listen). */
+static int start_confining(struct agent *a, const struct gpuctl_config *cfg, const char *path,
+                           enum agent_cgroup_mode mode, const char *parent)
+{
+	struct gpuctl_config_enforce e;
+	char why[512];
+	bool wanted = false;
+
+	for (size_t i = 0; i <= gpuctl_config_pool_count(cfg) && !wanted; i++) {
+		gpuctl_config_pool_enforce(cfg, i < gpuctl_config_pool_count(cfg) ? i : SIZE_MAX,
+		                           &e);
+		wanted = e.enforce == GPUCTL_ENFORCE_CGROUP;
+	}
+	if (!wanted)
+		return 0;
+	if (!path)
+		path = gpuctl_config_settings(cfg)->agent_socket;
+	if (!path)
+		path = AGENT_SOCKET_DEFAULT;
+	if (agent_socket_open(path, &a->sock, why, sizeof(why)) < 0) {
+		cli_error("agent: socket '%s': %s", path, why);
+		return CLI_EXIT_FAILURE;
+	}
+	if (agent_cgroups_new(mode, parent, &a->cgroups, why, sizeof(why)) < 0)
+		cli_error("agent: cgroups: %s (enforce = cgroup: every job is refused)", why);
+	agent_socket_set_cgroups(a->sock, a->cgroups);
+	return 0;
+}
+
 static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 {
 	struct exporter_args ea = {.entry = &cmd_agent_entry,
@@ -559,8 +611,10 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 	struct agent a = {0};
 	struct exporter_hook hook = {
 	        .userdata = &a, .on_sample = agent_sample, .on_overdue = agent_overdue};
-	const char *ledger = NULL, *health_state = NULL, *dev_dir = NULL;
+	const char *ledger = NULL, *health_state = NULL, *dev_dir = NULL, *sock = NULL;
+	const char *cg_parent = "gpuctl";
 	char *acl_state = NULL;
+	enum agent_cgroup_mode cg_mode = AGENT_CGROUP_AUTO;
 	int opt, status;
 
 	while ((opt = cmd_getopt(&cmd_agent_entry, argc, argv)) != -1) {
@@ -578,6 +632,24 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 				return cmd_usage_error(&cmd_agent_entry,
 				                       "--dev-dir: not an absolute path");
 			dev_dir = optarg;
+		} else if (opt == OPT_SOCKET) {
+			if (optarg[0] != '/')
+				return cmd_usage_error(&cmd_agent_entry,
+				                       "--socket: '%s' is not an absolute path",
+				                       optarg);
+			sock = optarg;
+		} else if (opt == OPT_CGROUP) {
+			if (!strcmp(optarg, "auto") || !strcmp(optarg, "v1") ||
+			    !strcmp(optarg, "v2"))
+				cg_mode = optarg[0] == 'a'   ? AGENT_CGROUP_AUTO
+				          : optarg[1] == '1' ? AGENT_CGROUP_V1
+				                             : AGENT_CGROUP_V2;
+			else
+				return cmd_usage_error(&cmd_agent_entry,
+				                       "--cgroup: '%s' is not auto, v1 or v2",
+				                       optarg);
+		} else if (opt == OPT_CGROUP_PARENT) {
+			cg_parent = optarg;
 		} else if ((status = exporter_option(&ea, opt, argv)) != CMD_GO_ON) {
 			return status;
 		}
@@ -589,6 +661,12 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 		return status;
 	if (!health_state)
 		health_state = gpuctl_site_health_state_path(cli->site);
+	if ((status = start_confining(&a, gpuctl_site_config(cli->site), sock, cg_mode, cg_parent)))
+		return status;
+	if (a.sock) {
+		hook.on_fd = agent_socket_ready;
+		hook.fd = agent_socket_fd(a.sock);
+	}
 	if (!dev_dir)
 		dev_dir = gpuctl_config_settings(gpuctl_site_config(cli->site))->dev_dir;
 	/* the nodes' originals, beside the lease directory as the health state file is */
@@ -601,6 +679,8 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 		agent_watch_free(a.watch);
 		agent_health_free(a.health);
 		agent_failover_free(a.failover);
+		agent_socket_free(a.sock);
+		agent_cgroups_free(a.cgroups);
 		cli_error("agent: out of memory");
 		return CLI_EXIT_FAILURE;
 	}
@@ -619,6 +699,8 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 	/* the device nodes back as they were (after the sampler stopped: no sample races this) */
 	agent_acl_free(a.acl);
 	free(acl_state);
+	agent_socket_free(a.sock);
+	agent_cgroups_free(a.cgroups);
 	return status;
 }
 
@@ -628,7 +710,8 @@ const struct cmd_entry cmd_agent_entry = {
         .short_options = "+:h",
         .usage = "[--listen ADDR:PORT] [--interval SECONDS] [--lease-dir DIR] "
                  "[--max-processes N] [--idle-window SECONDS] [--ledger PATH] "
-                 "[--health-state FILE] [--dev-dir DIR]",
+                 "[--health-state FILE] [--dev-dir DIR] [--socket PATH] "
+                 "[--cgroup auto|v1|v2] [--cgroup-parent NAME]",
         .summary = "the node agent: sample every GPU, serve the metrics, write the ledger",
         .options = "  --listen ADDR:PORT   where to serve the exporter's page (as exporter;\n"
                    "                       default " LISTEN_DEFAULT ")\n"
@@ -649,6 +732,13 @@ const struct cmd_entry cmd_agent_entry = {
                    "                       lease directory: /run/gpuctl-health.state)\n"
                    "  --dev-dir DIR        where the device nodes enforce = acl guards are\n"
                    "                       (default: the configuration's dev_dir, else /dev)\n"
+                   "  --socket PATH        enforce = cgroup: the socket gpuctl run asks (default\n"
+                   "                       the configuration's agent_socket, else\n"
+                   "                       " AGENT_SOCKET_DEFAULT ")\n"
+                   "  --cgroup auto|v1|v2  enforce = cgroup: the v1 devices controller or a v2\n"
+                   "                       device program (default auto: v1 when mounted)\n"
+                   "  --cgroup-parent NAME enforce = cgroup: the job cgroups' parent, relative to\n"
+                   "                       the hierarchy (default gpuctl)\n"
                    "  -h, --help           print this help\n"
                    "\n"
                    "Each sample serves the exporter's /metrics, is checked by health\n"

@@ -12,7 +12,8 @@
  * - A hook (exporter.h, the agent's) sees each good sample on the main thread after its page:
  *   the snapshot, the lease states, the pools, the XID events drained with it (kept on the
  *   sample for that), and the sample itself to hold; and hears when the samples become overdue
- *   and when they come again.
+ *   and when they come again. It may give one descriptor of its own (the agent's socket) that
+ *   the loop polls beside the sampler's.
  * - The main thread never calls NVML: it waits for the next sample, the overdue time or a
  *   signal (SIGINT/SIGTERM blocked in every thread, taken through a signalfd), so a signal
  *   ends the loop at once and the server stops (exit 0), even while a call hangs; a sample
@@ -640,12 +641,17 @@ static void serve(struct publishing *pub, struct sampler *smp, uint64_t seq,
 	double again = 0; /* while overdue: when to render its page again */
 
 	for (;;) {
-		struct pollfd p = {.fd = sampler_fd(smp), .events = POLLIN};
+		bool hook_fd = pub->hook && pub->hook->on_fd;
+		struct pollfd p[2] = {{.fd = sampler_fd(smp), .events = POLLIN},
+		                      {.fd = hook_fd ? pub->hook->fd : -1, .events = POLLIN}};
 		const struct sampler_sample *m;
 		double now;
 
-		if (cli_wait_fds(&p, 1, overdue ? again : sampler_overdue_at(smp), stop))
+		if (cli_wait_fds(p, hook_fd ? 2 : 1, overdue ? again : sampler_overdue_at(smp),
+		                 stop))
 			return;
+		if (hook_fd && p[1].revents)
+			pub->hook->on_fd(pub->hook->userdata);
 		m = sampler_latest(smp);
 		if (m && m->seq > seq) {
 			seq = m->seq;

@@ -165,6 +165,13 @@ static int run_once(struct cli *cli, struct run_args *ap, const char *command,
 	r = plan_children(cli, &a, snap, set, kids, nkids, fds, nfds);
 	if (r < 0)
 		goto fail;
+	/* enforce = cgroup: each child is confined by the agent before it execs (run-confine.c) */
+	const char *agent_socket = NULL;
+	if (lease && !a.dry_run &&
+	    (status = run_confine_plan(cli, snap, set, a.lease_dir, &agent_socket)))
+		goto out;
+	for (size_t i = 0; agent_socket && i < nkids; i++)
+		kids[i].confine = agent_socket;
 	if (a.retry) {
 		r = run_monitor_init(cli, m, snap, set);
 		if (r < 0)
@@ -375,5 +382,5 @@ const struct cmd_entry cmd_run_entry = {
                  "process group of its own; exit 5: a GPU failed again and no failover was left.\n",
         .exec = cmd_run_exec,
         .exits = CMD_EXITS_DRIVER | CMD_EXITS_NOMATCH | CMD_EXITS_RETRY | CMD_EXITS_JOB |
-                 CMD_EXITS_BUSY | CMD_EXITS_HUNG | CMD_EXITS_QUOTA,
+                 CMD_EXITS_BUSY | CMD_EXITS_HUNG | CMD_EXITS_QUOTA | CMD_EXITS_CONFINE,
 };

@@ -82,6 +82,11 @@ static void print_exits(FILE *f, unsigned exits)
 		fputs("  9  over a quota of the pool (GPUs at once, lease length, GPU-hours; the\n"
 		      "     line names it, what is used and when it frees)\n",
 		      f);
+	if (exits & CMD_EXITS_CONFINE)
+		fputs("  11 run: a pool of the job says enforce = cgroup and the node agent did "
+		      "not\n"
+		      "     confine the job (the line says why); the command never started\n",
+		      f);
 	if (exits & CMD_EXITS_HEALTH)
 		fputs("  10 health: some GPU is WARN, none FAIL\n"
 		      "  20 health: some GPU is FAIL\n",
@@ -168,7 +173,7 @@ void cli_usage(FILE *f)
 	      f);
 	print_exits(f, CMD_EXITS_DRIVER | CMD_EXITS_NOMATCH | CMD_EXITS_RETRY | CMD_EXITS_BUSY |
 	                       CMD_EXITS_HUNG | CMD_EXITS_LEDGER | CMD_EXITS_QUOTA |
-	                       CMD_EXITS_HEALTH | CMD_EXITS_JOB);
+	                       CMD_EXITS_CONFINE | CMD_EXITS_HEALTH | CMD_EXITS_JOB);
 	fputs("\nRun 'gpuctl help COMMAND' or 'gpuctl COMMAND --help' for a command's options.\n"
 	      "The documents named docs/NAME.md are installed in " GPUCTL_DOCDIR "/,\n"
 	      "with an example configuration file, " GPUCTL_DOCDIR "/examples/gpuctl.conf.\n",

@@ -90,6 +90,7 @@ enum {
 	                              * GPUCTL_NVML_TIMEOUT (main.c arms the watchdog for it) */
 	CMD_EXITS_LEDGER = 1u << 7,  /* 8: report found no ledger */
 	CMD_EXITS_QUOTA = 1u << 8,   /* 9: over a quota (docs/config.md "Quotas") */
+	CMD_EXITS_CONFINE = 1u << 9, /* 11: run: enforce = cgroup, and the agent did not confine */
 };
 
 /* The options several commands take, declared once: their getopt_long table entries, and the

@@ -78,6 +78,10 @@ struct exporter_hook {
 	 * entries), rendered as gpuctl_violations_total on each page (a sample's own on the
 	 * next page: the page is published before the hook sees the sample) */
 	const uint64_t *violations;
+	/* NULL, or called when fd is readable (the agent's socket, agent-socket.h): the loop
+	 * polls fd beside the sampler's */
+	void (*on_fd)(void *userdata);
+	int fd;
 };
 
 struct exporter_args {

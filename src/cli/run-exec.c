@@ -89,7 +89,8 @@ static void block_forwarded(sigset_t *ret_old)
 
 /* In the child: only system calls from here on (async-signal-safe after fork). */
 __attribute__((noreturn)) static void child_exec(const struct run_child *c, char **cmd,
-                                                 const sigset_t *mask, int errfd, int gofd)
+                                                 const sigset_t *mask, int errfd, int gofd,
+                                                 int replyfd)
 {
 	struct sigaction dfl = {.sa_handler = SIG_DFL};
 	if (fwd_groups)
@@ -126,6 +127,17 @@ __attribute__((noreturn)) static void child_exec(const struct run_child *c, char
 		if (k != 1)
 			_exit(CLI_EXIT_FAILURE); /* gpuctl could not write it, or is gone */
 	}
+	if (replyfd >= 0) { /* enforce = cgroup: confined by the agent, or no exec */
+		char go = 0;
+		ssize_t k;
+		run_confine_child(c->confine, replyfd);
+		close(replyfd);
+		do
+			k = read(gofd, &go, 1);
+		while (k < 0 && errno == EINTR);
+		if (k != 1)
+			_exit(CLI_EXIT_FAILURE); /* gpuctl said why */
+	}
 	execvpe(cmd[0], cmd, c->envp);
 	int e = errno;
 	ssize_t w;
@@ -133,6 +145,28 @@ __attribute__((noreturn)) static void child_exec(const struct run_child *c, char
 		w = write(errfd, &e, sizeof(e));
 	while (w < 0 && errno == EINTR);
 	_exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
+}
+
+/* Closes the ends of the pipes of one child that are still open here (-1 once closed). */
+static void close_pipes(int *p, int *go, int *rp)
+{
+	int *ends[] = {&p[0], &p[1], &go[0], &go[1], &rp[0], &rp[1]};
+
+	for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
+		if (*ends[i] >= 0) {
+			close(*ends[i]);
+			*ends[i] = -1;
+		}
+}
+
+/* One byte on a child's go pipe: go on to the next step. */
+static void go_on(int fd)
+{
+	ssize_t w;
+
+	do
+		w = write(fd, "", 1);
+	while (w < 0 && errno == EINTR);
 }
 
 static int wait_status(int wstatus)
@@ -253,6 +287,52 @@ static int wait_children(struct cli *cli, struct run_child *kids, size_t n, size
 	return first_failure < 0 ? 0 : first_failure;
 }
 
+/* In gpuctl, after fork: the child's owner record (lease: the first child of a lease), its
+ * confinement (enforce = cgroup), then its exec. The record names gpuctl and its (first) job, for
+ * ps, release and foreign-process checks; without it release would take the run for a hold, so
+ * the job does not start; nor does it unconfined. 0 once the child runs the command, else the
+ * status (one line said; the child exits without exec, or on its own for 127/126). Closes every
+ * pipe end left (-1 once closed). */
+static int release_child(struct cli *cli, const struct run_child *kid, struct gpuctl_lease *lease,
+                         pid_t pid, char **cmd, int *p, int *go, int *rp)
+{
+	int status = 0, e = 0;
+	ssize_t got;
+
+	if (lease &&
+	    gpuctl_lease_set_owner(cli->ctx, lease, (uint32_t)getpid(), (uint32_t)pid) < 0) {
+		cli_error("run: %s", gpuctl_errmsg(cli->ctx));
+		status = CLI_EXIT_FAILURE;
+	}
+	if (!status && go[1] >= 0)
+		go_on(go[1]);
+	/* enforce = cgroup: the child asks the agent; it execs only once it is confined */
+	if (!status && kid->confine && (status = run_confine_check(cli, rp[0], kid->confine)) == 0)
+		go_on(go[1]);
+	if (status) {
+		close_pipes(p, go, rp);
+		return status;
+	}
+	if (go[1] >= 0)
+		close(go[1]);
+	if (rp[0] >= 0)
+		close(rp[0]);
+	go[1] = rp[0] = -1;
+	do
+		got = read(p[0], &e, sizeof(e));
+	while (got < 0 && errno == EINTR);
+	close_pipes(p, go, rp);
+	if (got != (ssize_t)sizeof(e))
+		return 0;
+	/* exec failed: the child exits 127/126 on its own; say why once. */
+	if (e == ENOENT || e == ENOTDIR) {
+		cli_error("run: '%s': command not found", cmd[0]);
+		return 127;
+	}
+	cli_error("run: '%s': cannot execute: %s", cmd[0], strerror(e));
+	return 126;
+}
+
 int run_start_children(struct cli *cli, struct run_child *kids, size_t n, char **cmd,
                        struct gpuctl_lease *lease, struct run_monitor *m, unsigned grace_s)
 {
@@ -284,29 +364,21 @@ int run_start_children(struct cli *cli, struct run_child *kids, size_t n, char *
 	fflush(NULL);
 
 	for (size_t i = 0; i < n; i++) {
-		int p[2], go[2] = {-1, -1};
-		bool gate = lease && i == 0; /* the first child waits for its record */
-		if (pipe2(p, O_CLOEXEC) < 0) {
+		int p[2] = {-1, -1}, go[2] = {-1, -1}, rp[2] = {-1, -1};
+		bool record = lease && i == 0; /* the first child waits for its record */
+		bool confine = kids[i].confine != NULL;
+		bool gate = record || confine;
+		if (pipe2(p, O_CLOEXEC) < 0 || (gate && pipe2(go, O_CLOEXEC) < 0) ||
+		    (confine && pipe2(rp, O_CLOEXEC) < 0)) {
 			cli_error("run: pipe: %s", strerror(errno));
-			status = CLI_EXIT_FAILURE;
-			break;
-		}
-		if (gate && pipe2(go, O_CLOEXEC) < 0) {
-			cli_error("run: pipe: %s", strerror(errno));
-			close(p[0]);
-			close(p[1]);
+			close_pipes(p, go, rp);
 			status = CLI_EXIT_FAILURE;
 			break;
 		}
 		pid_t pid = fork();
 		if (pid < 0) {
 			cli_error("run: fork: %s", strerror(errno));
-			close(p[0]);
-			close(p[1]);
-			if (gate) {
-				close(go[0]);
-				close(go[1]);
-			}
+			close_pipes(p, go, rp);
 			status = CLI_EXIT_FAILURE;
 			break;
 		}
@@ -314,11 +386,17 @@ int run_start_children(struct cli *cli, struct run_child *kids, size_t n, char *
 			close(p[0]);
 			if (gate)
 				close(go[1]);
-			child_exec(&kids[i], cmd, &old, p[1], go[0]);
+			if (confine)
+				close(rp[0]);
+			child_exec(&kids[i], cmd, &old, p[1], go[0], rp[1]);
 		}
 		close(p[1]);
+		p[1] = -1;
 		if (gate)
 			close(go[0]);
+		if (confine)
+			close(rp[1]);
+		go[0] = rp[1] = -1;
 		if (m) {
 			(void)setpgid(pid, pid); /* as the child does: whichever runs first */
 			kids[i].pgid = pid;
@@ -326,41 +404,9 @@ int run_start_children(struct cli *cli, struct run_child *kids, size_t n, char *
 		kids[i].pid = pid;
 		pids[i] = pid;
 		started++;
-		/* The record names gpuctl and its (first) job, for ps, release and foreign-process
-		 * checks; without it release would take the run for a hold: the job does not start.
-		 */
-		if (gate) {
-			if (gpuctl_lease_set_owner(cli->ctx, lease, (uint32_t)getpid(),
-			                           (uint32_t)pid) < 0) {
-				cli_error("run: %s", gpuctl_errmsg(cli->ctx));
-				close(go[1]); /* the child exits without exec */
-				close(p[0]);
-				status = CLI_EXIT_FAILURE;
-				break;
-			}
-			ssize_t w;
-			do
-				w = write(go[1], "", 1);
-			while (w < 0 && errno == EINTR);
-			close(go[1]);
-		}
-		int e = 0;
-		ssize_t got;
-		do
-			got = read(p[0], &e, sizeof(e));
-		while (got < 0 && errno == EINTR);
-		close(p[0]);
-		if (got == (ssize_t)sizeof(e)) {
-			/* exec failed: the child exits 127/126 on its own; say why once. */
-			if (e == ENOENT || e == ENOTDIR) {
-				cli_error("run: '%s': command not found", cmd[0]);
-				status = 127;
-			} else {
-				cli_error("run: '%s': cannot execute: %s", cmd[0], strerror(e));
-				status = 126;
-			}
+		if ((status = release_child(cli, &kids[i], record ? lease : NULL, pid, cmd, p, go,
+		                            rp)) != 0)
 			break;
-		}
 	}
 	if (status)
 		signal_children(kids, n, SIGTERM); /* the ones started before a failure */

@@ -42,6 +42,14 @@
 #define RUN_BACKOFF_MAX_S   30.0
 /* Exit status of run --retry when a GPU failed once more and no failover was left. */
 #define RUN_EXIT_GAVE_UP 5
+/* Exit status of run when enforce = cgroup and the agent did not confine the job (docs/gpuctl.1
+ * EXIT STATUS): nothing ran. */
+#define RUN_EXIT_CONFINE 11
+/* enforce = cgroup: the agent's socket when the configuration names none (agent-socket.h's
+ * AGENT_SOCKET_DEFAULT), how long a child waits for its answer, the most of it read. */
+#define RUN_AGENT_SOCKET_DEFAULT "/run/gpuctl/agent.sock"
+#define RUN_CONFINE_TIMEOUT_S    10
+#define RUN_CONFINE_REPLY_MAX    4096
 
 struct env_change {
 	const char *name; /* static */
@@ -63,6 +71,8 @@ struct run_child {
 	char mem_text[160];                 /* "preferred node(s) 0,1", or why none */
 	const int *lease_fds;               /* descriptors to inherit (borrowed) */
 	size_t nlease_fds;                  /* entries of lease_fds */
+	const char *confine;                /* enforce = cgroup: the agent's socket to ask before
+	                                     * exec (borrowed), NULL: none */
 	pid_t pid;                          /* after fork; 0 once reaped */
 	pid_t pgid;                         /* run --retry: its own process group, 0: none */
 	int status;                         /* exit status once reaped */
@@ -120,6 +130,21 @@ int run_fds_list(const int *fds, size_t n, char **ret);
  * waits for them (watching the job's GPUs with m: run --retry). Returns the exit status. */
 int run_start_children(struct cli *cli, struct run_child *kids, size_t n, char **cmd,
                        struct gpuctl_lease *lease, struct run_monitor *m, unsigned grace_s);
+
+/* run-confine.c (enforce = cgroup) */
+
+/* Whether a device of set is in a pool with enforce = cgroup by the configuration that governs
+ * lease_dir: *ret_socket the agent's socket to ask (the configuration's agent_socket, else
+ * RUN_AGENT_SOCKET_DEFAULT), NULL when none is. 0, or the exit status (one line said). */
+int run_confine_plan(struct cli *cli, const struct gpuctl_snapshot *snap,
+                     const struct gpuctl_devset *set, const char *lease_dir,
+                     const char **ret_socket);
+/* In the child, between fork and exec (system calls only): asks the agent at socket_path to
+ * confine this process and writes its answer (or why it could not ask) to replyfd. */
+void run_confine_child(const char *socket_path, int replyfd);
+/* In gpuctl: reads what run_confine_child wrote to fd: 0 when the agent confined the child, else
+ * the one line said and RUN_EXIT_CONFINE. */
+int run_confine_check(struct cli *cli, int fd, const char *socket_path);
 
 /* run-retry.c */
 

@@ -40,8 +40,9 @@ class Help(GpuctlTestCase):
         # release's (--force takes it exclusively: docs/leases.md "Taking a lease back");
         # 7 (an NVML call past GPUCTL_NVML_TIMEOUT) every one-shot command's that reads NVML,
         # not the live ones' (top, watch, exporter, agent); 8 (no ledger) report's, which reads no NVML;
-        # 9 (over a quota: docs/config.md "Quotas") select's and run's
-        want = {"select": {0, 1, 2, 3, 4, 6, 7, 9}, "run": {0, 1, 2, 3, 4, 5, 6, 7, 9},
+        # 9 (over a quota: docs/config.md "Quotas") select's and run's; 11 (enforce = cgroup and
+        # the agent did not confine the job: docs/agent.md "Enforcement: cgroup") run's
+        want = {"select": {0, 1, 2, 3, 4, 6, 7, 9}, "run": {0, 1, 2, 3, 4, 5, 6, 7, 9, 11},
                 "ps": {0, 1, 2, 4, 6, 7}, "health": {0, 1, 2, 4, 7, 10, 20},
                 "topo": {0, 1, 2, 4, 7}, "list": {0, 1, 2, 4, 7}, "info": {0, 1, 2, 4, 7},
                 "release": {0, 1, 2, 4, 6, 7}, "slurm": {0, 1, 2, 4, 7}, "lease": {0, 1, 2, 4, 7},
@@ -50,7 +51,7 @@ class Help(GpuctlTestCase):
         for c, w in want.items():
             with self.subTest(command=c):
                 self.assertEqual(codes(gpuctl(c, "--help").out), w)
-        self.assertEqual(codes(gpuctl("--help").out), {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20})
+        self.assertEqual(codes(gpuctl("--help").out), {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 20})
         self.assertIn("its own status", gpuctl("run", "--help").out)
 
     def test_global_help_names_every_environment_variable_read(self):

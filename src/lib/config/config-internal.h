@@ -33,6 +33,7 @@ enum global_key {
 	G_SHARE_MARGIN,
 	G_LEDGER,
 	G_DEV_DIR,
+	G_AGENT_SOCKET,
 	G__COUNT
 };
 enum pool_key { P_GPUS, P_USERS, P_GROUPS, P_DESCRIPTION, P__COUNT };
@@ -113,6 +114,7 @@ struct gpuctl_config {
 	char *lease_dir_buf;                    /* owned */
 	char *ledger_buf;                       /* owned; settings.ledger points into it */
 	char *dev_dir_buf;                      /* owned; settings.dev_dir points into it */
+	char *agent_socket_buf;                 /* owned; settings.agent_socket points into it */
 	struct pool *pools;                     /* owned, n_pools entries */
 	size_t n_pools;                         /* entries in pools */
 	struct idle_keys idle;                  /* the global section's idle actions */

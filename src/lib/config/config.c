@@ -32,7 +32,8 @@
 #include "util.h"
 
 static const char *const global_keys[G__COUNT] = {"lease_dir",    "busy_memory", "busy_utilization",
-                                                  "share_margin", "ledger",      "dev_dir"};
+                                                  "share_margin", "ledger",      "dev_dir",
+                                                  "agent_socket"};
 static const char *const pool_keys[P__COUNT] = {"gpus", "users", "groups", "description"};
 static const char *const idle_keys[I__COUNT] = {"idle_warn", "idle_release", "max_lease_age"};
 
@@ -71,6 +72,7 @@ void gpuctl_config_free(struct gpuctl_config *cfg)
 	free(cfg->lease_dir_buf);
 	free(cfg->ledger_buf);
 	free(cfg->dev_dir_buf);
+	free(cfg->agent_socket_buf);
 	free(cfg->name);
 	free(cfg->path);
 	free(cfg);
@@ -240,8 +242,8 @@ static int add_group(struct parser *p, const char *key, const char *e, size_t le
 	return 0;
 }
 
-/* A path setting (lease_dir, ledger, dev_dir): absolute, no tab; kept in *buf, *field points at it.
- */
+/* A path setting (lease_dir, ledger, dev_dir, agent_socket): absolute, no tab; kept in *buf,
+ * *field points at it. */
 static int set_path(struct parser *p, const char *key, const char *value, const char *quoted,
                     char **buf, const char **field)
 {
@@ -274,6 +276,9 @@ static int set_global(struct parser *p, enum global_key k, const char *value)
 		return set_path(p, global_keys[k], value, q, &p->cfg->ledger_buf, &st->ledger);
 	case G_DEV_DIR:
 		return set_path(p, global_keys[k], value, q, &p->cfg->dev_dir_buf, &st->dev_dir);
+	case G_AGENT_SOCKET:
+		return set_path(p, global_keys[k], value, q, &p->cfg->agent_socket_buf,
+		                &st->agent_socket);
 	case G_BUSY_MEMORY:
 		r = parse_size(value, &bytes, &why);
 		if (r < 0)
@@ -502,8 +507,9 @@ static int parse_assignment(struct parser *p, char *line)
 		return config_perr(
 		        p,
 		        "unknown key '%s' (expected lease_dir, busy_memory, busy_utilization, "
-		        "share_margin, ledger, dev_dir, idle_warn, idle_release, max_lease_age, "
-		        "enforce, violation_action, terminate_grace or terminate_system)",
+		        "share_margin, ledger, dev_dir, agent_socket, idle_warn, idle_release, "
+		        "max_lease_age, enforce, violation_action, terminate_grace or "
+		        "terminate_system)",
 		        q);
 	if (p->cur && k < 0)
 		return config_perr(p,

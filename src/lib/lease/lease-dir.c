@@ -860,3 +860,18 @@ int lease_own_dir_open(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *di
 	*ret_fd = TAKE_FD(fd);
 	return 0;
 }
+
+bool lease_lock_id(const struct gpuctl_lease_dir *dir, const char *uuid, struct lease_lock_id *ret)
+{
+	char name[UUID_MAX + 8];
+	struct stat st;
+
+	if (!uuid || !lease_uuid_ok(uuid) || dir->locks_fd < 0)
+		return false;
+	(void)snprintf(name, sizeof(name), "%s.lock", uuid);
+	if (fstatat(dir->locks_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_uid != dir->owner || st.st_nlink != 1)
+		return false;
+	*ret = (struct lease_lock_id){.dev = st.st_dev, .ino = st.st_ino};
+	return true;
+}

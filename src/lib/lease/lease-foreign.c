@@ -92,24 +92,6 @@ static bool belongs(const struct gpuctl_snapshot *snap, const struct record *v, 
 	return false;
 }
 
-/* The lock file of device uuid in dir when it is a usable one (lease-dir.c's checks), by
- * fstatat: no lock file is opened, so its close wakes no waiter (docs/leases.md "Wake-ups"). */
-static bool lock_id_of(const struct gpuctl_lease_dir *dir, const char *uuid,
-                       struct lease_lock_id *ret)
-{
-	char name[UUID_MAX + 8];
-	struct stat st;
-
-	if (!uuid || !lease_uuid_ok(uuid) || dir->locks_fd < 0)
-		return false;
-	(void)snprintf(name, sizeof(name), "%s.lock", uuid);
-	if (fstatat(dir->locks_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
-	    st.st_uid != dir->owner || st.st_nlink != 1)
-		return false;
-	*ret = (struct lease_lock_id){.dev = st.st_dev, .ino = st.st_ino};
-	return true;
-}
-
 /* Whether pid or one of its ancestors holds the lock of a device that concerns device (g, mig)
  * (as record_concerns: itself, its whole GPU, or for a whole GPU its MIG devices). Whoever
  * holds the flock holds the lease: no probe of the device is needed. */
@@ -123,7 +105,7 @@ static bool holds_lock(const struct gpuctl_lease_dir *dir, const struct gpuctl_s
 	for (int m = -1; m < (int)snap->gpus[g].n_migs && n < ELEMENTSOF(ids); m++) {
 		if (m >= 0 && mig >= 0 && m != mig)
 			continue;
-		n += lock_id_of(dir, lease_dev_uuid(snap, g, m), &ids[n]);
+		n += lease_lock_id(dir, lease_dev_uuid(snap, g, m), &ids[n]);
 	}
 	for (int depth = 0; n > 0 && p > 1 && depth < ANCESTOR_MAX; depth++) {
 		pid_t pp = 0;

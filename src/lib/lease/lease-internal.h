@@ -14,6 +14,7 @@
  *   lease-record.c   owner records (written, read strictly)
  *   lease-queue.c    the wait queue: tickets, queue scans, the fingerprint, inotify
  *   lease-foreign.c  foreign processes: compute processes that belong to no lease
+ *   lease-holder.c   which devices a process holds leases on, by its descriptors alone
  *   lease-notice.c   eviction notices: what root tells a holder whose lease it took back
  *   lease-evict.c    root takes leases back (release --force, the agent's idle actions)
  *   lease-select.c   select-and-lease: probe, reserve, select, lock, record, under select.lock
@@ -161,6 +162,11 @@ struct gpuctl_lease_dir {
 	uid_t owner;   /* DIR's owner: root (shared) or the caller (personal) */
 	bool ours;     /* owner == euid: we create lock files */
 };
+
+/* The lock file of device uuid in dir, when it is a usable one (the checks of
+ * lease_lock_open: a regular file of the directory's owner with one link), by fstatat: no lock
+ * file is opened, so no close wakes a waiter (docs/leases.md "Wake-ups"). */
+bool lease_lock_id(const struct gpuctl_lease_dir *dir, const char *uuid, struct lease_lock_id *ret);
 
 /* A GPU-/MIG- UUID made of hex digits and dashes only: never a path. */
 bool lease_uuid_ok(const char *u);
