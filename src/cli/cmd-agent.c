@@ -22,6 +22,9 @@
  *   that failed under it "health-failover" (agent-failover.h, which also splits the record of
  *   a holder that moved off such a GPU). The ledger ends records left open by a stopped agent
  *   as "agent-restart" when the next one opens it.
+ * - Hooks (agent-hooks.h): made before the loop (an unsafe program is a configuration error),
+ *   fed by the health watch, the idle actions and, after each stored sample, the lease holders
+ *   that started and ended (agent-events.h).
  * - The ledger never stops the sampling: it is opened at the first sample and, when that or a
  *   write fails (disk full, read-only, a file-size limit: SIGXFSZ is ignored so the write
  *   fails with EFBIG instead of killing us), said once per streak and tried again at every
@@ -38,8 +41,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent-events.h"
 #include "agent-failover.h"
 #include "agent-health.h"
+#include "agent-hooks.h"
 #include "agent-idle.h"
 #include "cmd.h"
 #include "exporter.h"
@@ -88,6 +93,9 @@ struct agent {
 	struct agent_health *health;     /* the health watch (agent-health.h) */
 	struct agent_failover *failover; /* the health failovers (agent-failover.h) */
 	struct agent_idle idle;          /* idle_warn, idle_release, max_lease_age (agent-idle.c) */
+	struct agent_hooks *hooks;       /* the hooks (agent-hooks.h), NULL: none */
+	bool stored;                     /* a sample was stored (lease events: agent_start) */
+	json_t *holders;                 /* the lease holders' facts for on_lease_end */
 };
 
 static void held_clear(struct held *h, size_t n)
@@ -480,6 +488,17 @@ static int store(struct agent *a, const struct exporter_view *v, struct obs_set 
 	return r;
 }
 
+/* agent_events_seen_fn: whether lease holder key was observed at the last stored sample. */
+static bool was_seen(void *userdata, const char *key)
+{
+	const struct agent *a = userdata;
+
+	for (size_t i = 0; i < a->n_prev; i++)
+		if (a->prev[i].kind == GPUCTL_LEDGER_LEASE && !strcmp(a->prev[i].key, key))
+			return true;
+	return false;
+}
+
 /* The hook: this sample into the health watch and the ledger. */
 static void agent_sample(void *userdata, const struct exporter_view *v)
 {
@@ -511,6 +530,9 @@ static void agent_sample(void *userdata, const struct exporter_view *v)
 	if (a->failing)
 		cli_error("agent: ledger %s: writing again", a->path);
 	a->failing = false;
+	/* on_lease_start and on_lease_end: what this sample recorded (agent-events.h) */
+	agent_events_leases(a->hooks, v, s.o, s.n, was_seen, a, !a->stored, &a->holders);
+	a->stored = true;
 	/* what this sample observed (not its endings) is what the next one compares with */
 	held_clear(a->prev, a->n_prev);
 	free(a->prev);
@@ -573,8 +595,13 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 		return status;
 	if (!health_state)
 		health_state = gpuctl_site_health_state_path(cli->site);
-	if (agent_health_new(health_state, &a.health) < 0 || agent_failover_new(&a.failover) < 0) {
+	if ((status = agent_hooks_new(gpuctl_site_config(cli->site), &a.hooks)))
+		return status;
+	a.idle.hooks = a.hooks;
+	if (agent_health_new(health_state, a.hooks, &a.health) < 0 ||
+	    agent_failover_new(&a.failover) < 0) {
 		agent_health_free(a.health);
+		agent_hooks_free(a.hooks);
 		cli_error("agent: out of memory");
 		return CLI_EXIT_FAILURE;
 	}
@@ -588,6 +615,8 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 	held_clear(a.prev, a.n_prev);
 	free(a.prev);
 	agent_idle_free(&a.idle);
+	agent_hooks_free(a.hooks);
+	json_decref(a.holders);
 	return status;
 }
 
@@ -623,7 +652,10 @@ const struct cmd_entry cmd_agent_entry = {
                    "and is written to the ledger (docs/agent.md): one record per lease and per\n"
                    "workload seen on a GPU without a lease. It also applies the pools'\n"
                    "idle_warn, idle_release and max_lease_age (docs/idle.md): a lease taken\n"
-                   "back is recorded evicted. A ledger that cannot be written is said once and\n"
+                   "back is recorded evicted. The configuration's hooks (on_health,\n"
+                   "on_lease_start, on_lease_end, on_idle, on_violation; docs/hooks.md) run\n"
+                   "with each event as JSON on their stdin, under hook_timeout and\n"
+                   "hook_max_running. A ledger that cannot be written is said once and\n"
                    "tried again every sample; sampling and serving go on. SIGINT or SIGTERM\n"
                    "stop it (exit 0); its open records are closed as agent-restart when it\n"
                    "starts again.\n",
