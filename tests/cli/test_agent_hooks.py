@@ -190,6 +190,20 @@ class Events(HookCase):
         self.assertEqual((e[0]["key"], e[0]["reason"]), (s[0]["key"], "release"))
         self.assertEqual([a for _, a, _ in self.runs()], [["lease_start"], ["lease_end"]])
 
+    def test_a_restarted_agent_says_which_leases_it_found(self):
+        hook = self.script("record", RECORD)
+        self.start("on_lease_start = %s\non_lease_end = %s\n" % (hook, hook))
+        pid = self.hold(6)
+        first = self.wait_for(lambda: self.events("lease_start"), "lease_start")
+        self.assertIs(first[0]["agent_start"], False)
+        self.assertEqual(self.ag.stop(), 0)
+        self.ag.start()  # the same ledger and lease directory; the lease is still held
+        both = self.wait_for(lambda: len(self.events("lease_start")) == 2 and
+                             self.events("lease_start"), "the second lease_start")
+        self.assertEqual((both[1]["pid"], both[1]["key"]), (pid, first[0]["key"]))
+        self.assertIs(both[1]["agent_start"], True)
+        self.assertEqual(self.events("lease_end"), [])  # stopping ends nothing
+
     def test_idle_warning_and_take_back_reach_on_idle(self):
         hook = self.script("record", RECORD)
         self.start("on_idle = %s\non_lease_end = %s\nidle_warn = 1s\nidle_release = 2s\n"
