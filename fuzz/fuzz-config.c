@@ -7,8 +7,8 @@
  * The input is the file's bytes as they are (not NUL-terminated: the parser takes a length).
  * Properties checked beyond "no crash, no leak": a failed parse leaves the out-parameter
  * untouched, is -EINVAL (message: one line starting with "fuzz.conf:") or -ENOMEM;
- * on success every pool is readable and found by its name, the settings are in range, a pool
- * map gives each GPU a valid pool index or -1, and the share margin never exceeds half the
+ * on success every pool is readable and found by its name, the settings (and hooks) are in range, a
+ * pool map gives each GPU a valid pool index or -1, and the share margin never exceeds half the
  * memory when it is a percentage.
  */
 #include <errno.h>
@@ -86,6 +86,18 @@ static void check_pools(struct gpuctl_ctx *ctx, const struct gpuctl_config *cfg)
 		    q.gpu_hours_week > 1e6)
 			abort();
 	}
+	/* hooks: absolute paths without control characters, each with its line; limits in range */
+	struct gpuctl_config_hooks h;
+	gpuctl_config_hooks(cfg, &h);
+	for (int i = 0; i < GPUCTL_HOOK_COUNT_; i++) {
+		if (!h.path[i] != !h.line[i] || (h.path[i] && h.path[i][0] != '/'))
+			abort();
+		for (const char *c = h.path[i]; c && *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				abort();
+	}
+	if (h.timeout_s < 1 || h.timeout_s > 3600 || h.max_running < 1 || h.max_running > 64)
+		abort();
 	if (gpuctl_config_pool_get(cfg, n, NULL, NULL, NULL, NULL, NULL) != -EINVAL)
 		abort();
 	if (gpuctl_config_pool_find(ctx, cfg, "default", &(size_t){0}) != -ENOENT)

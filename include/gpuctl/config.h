@@ -140,6 +140,27 @@ int gpuctl_config_pool_quota(struct gpuctl_ctx *ctx, const struct gpuctl_config 
                              uint32_t uid, struct gpuctl_config_quota *ret);
 /* Whether the file gives any quota key, in any section. */
 bool gpuctl_config_has_quota(const struct gpuctl_config *cfg);
+/* The node agent's hooks (docs/hooks.md; docs/config.md "Hooks"): global settings only. */
+enum gpuctl_hook_event {
+	GPUCTL_HOOK_HEALTH,      /* on_health: a health finding appears or clears */
+	GPUCTL_HOOK_LEASE_START, /* on_lease_start: a lease holder is first observed */
+	GPUCTL_HOOK_LEASE_END,   /* on_lease_end: a lease holder is no longer observed */
+	GPUCTL_HOOK_IDLE,        /* on_idle: an idle lease is warned about or taken back */
+	GPUCTL_HOOK_VIOLATION,   /* on_violation: a lease is broken (enforce) */
+	GPUCTL_HOOK_COUNT_
+};
+struct gpuctl_config_hooks {
+	const char *path[GPUCTL_HOOK_COUNT_]; /* the program (absolute path), NULL: none; owned by
+	                                       * cfg */
+	unsigned line[GPUCTL_HOOK_COUNT_];    /* the line that names it, 0: none */
+	uint64_t timeout_s;                   /* hook_timeout (default 10) */
+	unsigned max_running;                 /* hook_max_running (default 4) */
+};
+/* The hooks the file names and their limits (cfg NULL: none, the defaults). */
+void gpuctl_config_hooks(const struct gpuctl_config *cfg, struct gpuctl_config_hooks *ret);
+/* The event's name ("health", "lease_start", "lease_end", "idle", "violation"; the key is "on_"
+ * and it), NULL for a bad event. */
+const char *gpuctl_hook_event_name(int event);
 /* Resolves every pool's gpus against snap and checks them: an id that names no GPU of snap,
  * or a GPU given to two pools, is -EINVAL "FILE:LINE: ..." (the line of the offending entry;
  * for a GPU in two pools naming both pools). On success *ret_pool (an array of snap's GPU

@@ -15,6 +15,8 @@
  *   text as `health --watch` prints; the state file is the watch's (docs/health.md, "State
  *   file"). The kernel log: $GPUCTL_KMSG, else /dev/kmsg, and it may be unreadable (the
  *   service's ProtectKernelLogs): the NVML events are then the only source of XIDs.
+ * - Each WARN or FAIL finding that appears, and each that clears, is also the on_health hook's
+ *   event (agent-hooks.h): the watch's JSON line (docs/hooks.md).
  * - The tracker starts at the first good sample; when it cannot (out of memory) that is said
  *   once and tried again at every sample.
  */
@@ -24,6 +26,7 @@
 #include <string.h>
 
 #include "agent-health.h"
+#include "agent-hooks.h"
 #include "health-track.h"
 #include "sampler.h"
 
@@ -34,9 +37,10 @@ struct agent_health {
 	double prev_mono;                  /* when it began, CLOCK_MONOTONIC seconds */
 	bool failing;                      /* the last try failed (said once per streak) */
 	bool checked;                      /* a check was made (the verdicts are known) */
+	struct agent_hooks *hooks;         /* on_health (borrowed), NULL: none */
 };
 
-int agent_health_new(const char *state, struct agent_health **ret_health)
+int agent_health_new(const char *state, struct agent_hooks *hooks, struct agent_health **ret_health)
 {
 	struct agent_health *h = calloc(1, sizeof(*h));
 
@@ -44,6 +48,7 @@ int agent_health_new(const char *state, struct agent_health **ret_health)
 		free(h);
 		return -ENOMEM;
 	}
+	h->hooks = hooks;
 	*ret_health = h;
 	return 0;
 }
@@ -58,6 +63,18 @@ void agent_health_free(struct agent_health *h)
 	free(h);
 }
 
+/* health_track_config.on_line: a WARN or FAIL finding, or its clearing, to on_health. */
+static void on_line(void *userdata, json_t *line, int severity)
+{
+	struct agent_health *h = userdata;
+
+	if (severity < GPUCTL_HEALTH_WARN) {
+		json_decref(line);
+		return;
+	}
+	agent_hooks_fire(h->hooks, "health", line);
+}
+
 /* The tracker, started at the first good sample. 0, or -errno (message on ctx). */
 static int start(struct agent_health *h, const struct exporter_view *v)
 {
@@ -65,7 +82,10 @@ static int start(struct agent_health *h, const struct exporter_view *v)
 	struct health_track_config cfg = {.out = stderr,
 	                                  .kmsg = kmsg && kmsg[0] ? kmsg : NULL,
 	                                  .state = h->state,
-	                                  .who = "the agent's health watch"};
+	                                  .who = "the agent's health watch",
+	                                  .on_line = agent_hooks_wants(h->hooks, "health") ? on_line
+	                                                                                   : NULL,
+	                                  .userdata = h};
 
 	return health_track_new(v->ctx, &cfg, v->snap, &h->track);
 }

@@ -13,8 +13,12 @@
 
 struct agent_health;
 
-/* The watch, keeping the health state file at state (NULL: none). 0, or -ENOMEM. */
-int agent_health_new(const char *state, struct agent_health **ret_health);
+struct agent_hooks;
+
+/* The watch, keeping the health state file at state (NULL: none), its findings to hooks'
+ * on_health (borrowed; NULL: none). 0, or -ENOMEM. */
+int agent_health_new(const char *state, struct agent_hooks *hooks,
+                     struct agent_health **ret_health);
 void agent_health_free(struct agent_health *h);
 
 /* A good sample: its XID events and snapshot checked with the previous sample's, the findings

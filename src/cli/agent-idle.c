@@ -21,6 +21,7 @@
  * - Shared leases are warned about, never taken back: the lock file of a shared device is every
  *   sharer's, and one sharer's age or idleness is not the others'.
  * - A failure to take a lease back is said once per streak; the agent samples and serves on.
+ * - Each warning, and each lease taken back, is an on_idle event (agent-hooks.h, docs/hooks.md).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -29,8 +30,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "agent-events.h"
+#include "agent-hooks.h"
 #include "agent-idle.h"
 #include "cmd.h"
+#include "format.h"
 #include "idle-view.h"
 
 /* A holder warned in its current idle streak. */
@@ -186,9 +190,55 @@ static void marks_sweep(struct agent_idle *ai)
 	ai->n_marks = n;
 }
 
-/* Takes back holder h's devices with reason. */
+/* The on_idle event of holder h: action "warn" or "take-back" by rule (its limit), with the
+ * reason a take-back gives (NULL for a warning). */
+static void idle_event(struct agent_idle *ai, const struct exporter_view *v, const struct holder *h,
+                       const char *action, const char *rule, uint64_t limit_s, const char *pool,
+                       const char *reason)
+{
+	json_t *e, *gpus;
+	int r = 0;
+
+	if (!agent_hooks_wants(ai->hooks, "idle"))
+		return;
+	e = json_object();
+	gpus = json_array();
+	for (size_t k = 0; e && gpus && r == 0 && k < h->n_dev; k++) {
+		size_t g = 0;
+		(void)gpuctl_lease_list_get(v->leases, h->dev[k], &g, NULL, NULL, NULL, NULL);
+		const char *u = gpuctl_gpu_str(gpuctl_snapshot_gpu(v->snap, g), GPUCTL_F_UUID);
+		bool dup = false;
+		for (size_t j = 0; u && j < json_array_size(gpus); j++)
+			dup |= !strcmp(
+			        json_string_value(json_object_get(json_array_get(gpus, j), "uuid")),
+			        u);
+		if (u && !dup)
+			r = agent_events_gpu(gpus, v, u);
+	}
+	if (!e || !gpus || r < 0 || json_put(e, "action", json_text(action)) < 0 ||
+	    json_put(e, "rule", json_text(rule)) < 0 ||
+	    json_put(e, "limit_seconds", json_integer((json_int_t)limit_s)) < 0 ||
+	    json_put(e, "idle_seconds", h->idle >= 0 ? json_integer(h->idle / 1000) : json_null()) <
+	            0 ||
+	    json_put(e, "reason", json_string_or_null(reason)) < 0 ||
+	    json_put(e, "key", json_text(h->key)) < 0 ||
+	    json_put(e, "pid", json_integer(h->ow->pid)) < 0 ||
+	    json_put(e, "user", json_string_or_null(h->ow->user)) < 0 ||
+	    json_put(e, "uid", json_integer(h->ow->uid)) < 0 ||
+	    json_put(e, "label", json_string_or_null(h->ow->label)) < 0 ||
+	    json_put(e, "pool", json_text(pool)) < 0 ||
+	    json_put(e, "hold", json_boolean(h->ow->job_pid == 0)) < 0 ||
+	    json_put(e, "shared", json_boolean(h->shared)) < 0 || json_put(e, "gpus", gpus) < 0) {
+		json_decref(e);
+		cli_error("agent: hook on_idle: %s (event not run)", strerror(ENOMEM));
+		return;
+	}
+	agent_hooks_fire(ai->hooks, "idle", e);
+}
+
+/* Takes back holder h's devices with reason (by rule, limit_s of pool). */
 static void take_back(struct agent_idle *ai, const struct exporter_view *v, const struct holder *h,
-                      const char *reason)
+                      const char *reason, const char *rule, uint64_t limit_s, const char *pool)
 {
 	struct gpuctl_lease_dir *dir = open_dir(v);
 	struct gpuctl_devset *set = NULL;
@@ -213,9 +263,11 @@ static void take_back(struct agent_idle *ai, const struct exporter_view *v, cons
 			          dir ? gpuctl_errmsg(v->ctx) : "no lease directory");
 		ai->failing = true;
 	} else {
-		if (r > 0) /* 0: its lease ended meanwhile, nothing to take */
+		if (r > 0) { /* 0: its lease ended meanwhile, nothing to take */
 			cli_error("agent: took back %s from %s (pid %u): %s", devs,
 			          h->ow->user ? h->ow->user : "?", h->ow->pid, reason);
+			idle_event(ai, v, h, "take-back", rule, limit_s, pool, reason);
+		}
 		ai->failing = false;
 	}
 	gpuctl_devset_free(set);
@@ -226,7 +278,7 @@ static void take_back(struct agent_idle *ai, const struct exporter_view *v, cons
  * (docs/config.md "Quotas": `run` states no length, so the agent bounds it), the quota's text in
  * buf. */
 static bool over_lease_length(const struct exporter_view *v, const struct holder *h, size_t pi,
-                              char *buf, size_t size)
+                              uint64_t *ret_s, char *buf, size_t size)
 {
 	struct gpuctl_config_quota q;
 
@@ -234,6 +286,7 @@ static bool over_lease_length(const struct exporter_view *v, const struct holder
 	    gpuctl_config_pool_quota(NULL, gpuctl_site_config(v->site), pi, h->ow->uid, &q) < 0 ||
 	    !q.lease_length_s || v->wall < (double)h->ow->leased_since + (double)q.lease_length_s)
 		return false;
+	*ret_s = q.lease_length_s;
 	idle_view_duration(q.lease_length_s, buf, size);
 	return true;
 }
@@ -246,6 +299,7 @@ static void judge(struct agent_idle *ai, const struct exporter_view *v, const st
 	size_t pi = agent_pool_index(v, h->gpu0, &pool);
 	char reason[200], d1[32], d2[32], devs[128];
 	bool hold = h->ow->job_pid == 0;
+	uint64_t quota_s = 0;
 
 	gpuctl_config_pool_idle(gpuctl_site_config(v->site), pi, &c);
 	/* a holder found busy (or gone) loses its mark: its next idle streak is warned again */
@@ -266,6 +320,7 @@ static void judge(struct agent_idle *ai, const struct exporter_view *v, const st
 		        "%s%s)",
 		        devs, h->ow->user ? h->ow->user : "?", h->ow->pid, hold ? ", --hold" : "",
 		        d1, d2, pool, then);
+		idle_event(ai, v, h, "warn", "idle_warn", c.idle_warn_s, pool, NULL);
 	}
 	if (h->shared)
 		return;
@@ -274,19 +329,19 @@ static void judge(struct agent_idle *ai, const struct exporter_view *v, const st
 		idle_view_duration(c.idle_release_s, d1, sizeof(d1));
 		(void)snprintf(reason, sizeof(reason), "idle for %s (idle_release of pool %s)", d1,
 		               pool);
-		take_back(ai, v, h, reason);
+		take_back(ai, v, h, reason, "idle_release", c.idle_release_s, pool);
 	} else if (c.max_lease_age_s && h->ow->leased_since &&
 	           v->wall >= (double)h->ow->leased_since + (double)c.max_lease_age_s) {
 		idle_view_duration(c.max_lease_age_s, d1, sizeof(d1));
 		(void)snprintf(reason, sizeof(reason),
 		               "leased for more than %s (max_lease_age of pool %s)", d1, pool);
-		take_back(ai, v, h, reason);
-	} else if (over_lease_length(v, h, pi, d1, sizeof(d1))) {
+		take_back(ai, v, h, reason, "max_lease_age", c.max_lease_age_s, pool);
+	} else if (over_lease_length(v, h, pi, &quota_s, d1, sizeof(d1))) {
 		(void)snprintf(
 		        reason, sizeof(reason),
 		        "leased for more than %s (quota_lease_length of pool %s for user %s)", d1,
 		        pool, h->ow->user ? h->ow->user : "?");
-		take_back(ai, v, h, reason);
+		take_back(ai, v, h, reason, "quota_lease_length", quota_s, pool);
 	}
 }
 

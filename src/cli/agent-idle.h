@@ -19,11 +19,13 @@ struct agent_idle {
 	struct gpuctl_lease_notices *notices; /* every user's notices, read for one sample */
 	double notices_mono;                  /* the sample they were read for */
 	bool failing;                         /* a lease could not be taken back (said once) */
+	struct agent_hooks *hooks;            /* on_idle (borrowed), NULL: none */
 };
 
 /* Acts on sample v as its pools configure: a lease idle idle_warn long is logged once per idle
  * streak; a --hold lease idle idle_release long, and any lease older than max_lease_age, is
- * taken back (gpuctl_lease_evict). Never ends a process but a --hold holder. */
+ * taken back (gpuctl_lease_evict). Never ends a process but a --hold holder. Each warning and
+ * each lease taken back is also an on_idle event (docs/hooks.md). */
 void agent_idle_sample(struct agent_idle *ai, const struct exporter_view *v);
 
 /* Whether the lease of holder key ("PID@START", the ledger's) on GPU gpu_uuid, which sample v no

@@ -22,6 +22,9 @@
  *   that failed under it "health-failover" (agent-failover.h, which also splits the record of
  *   a holder that moved off such a GPU). The ledger ends records left open by a stopped agent
  *   as "agent-restart" when the next one opens it.
+ * - Hooks (agent-hooks.h): made before the loop (an unsafe program is a configuration error),
+ *   fed by the health watch, the idle actions and, after each stored sample, the lease holders
+ *   that started and ended (agent-events.h).
  * - The ledger never stops the sampling: it is opened at the first sample and, when that or a
  *   write fails (disk full, read-only, a file-size limit: SIGXFSZ is ignored so the write
  *   fails with EFBIG instead of killing us), said once per streak and tried again at every
@@ -39,8 +42,10 @@
 #include <unistd.h>
 
 #include "agent-acl.h"
+#include "agent-events.h"
 #include "agent-failover.h"
 #include "agent-health.h"
+#include "agent-hooks.h"
 #include "agent-idle.h"
 #include "agent-watch.h"
 #include "agent-socket.h"
@@ -103,6 +108,9 @@ struct agent {
 	struct agent_acl *acl;           /* enforce = acl: the device nodes (agent-acl.c) */
 	struct agent_socket *sock;     /* enforce = cgroup: the socket (agent-socket.h), or NULL */
 	struct agent_cgroups *cgroups; /* ... and the job cgroups (agent-cgroup.h), or NULL */
+	struct agent_hooks *hooks;     /* the hooks (agent-hooks.h), NULL: none */
+	bool stored;                   /* a sample was stored (lease events: agent_start) */
+	json_t *holders;               /* the lease holders' facts for on_lease_end */
 };
 
 static void held_clear(struct held *h, size_t n)
@@ -495,7 +503,28 @@ static int store(struct agent *a, const struct exporter_view *v, struct obs_set 
 	return r;
 }
 
+/* agent_events_seen_fn: whether lease holder key was observed at the last stored sample. */
+static bool was_seen(void *userdata, const char *key)
+{
+	const struct agent *a = userdata;
+
+	for (size_t i = 0; i < a->n_prev; i++)
+		if (a->prev[i].kind == GPUCTL_LEDGER_LEASE && !strcmp(a->prev[i].key, key))
+			return true;
+	return false;
+}
+
 /* The hook: this sample into the health watch and the ledger. */
+/* Each new violation the watch found (after it was acted on, logged and recorded) to the
+ * on_violation hook, as the object docs/agent.md "Violations" describes. */
+static void on_violation(void *userdata, const struct agent_violation *v)
+{
+	struct agent *a = userdata;
+
+	if (agent_hooks_wants(a->hooks, "violation"))
+		agent_hooks_fire(a->hooks, "violation", agent_violation_json(v));
+}
+
 static void agent_sample(void *userdata, const struct exporter_view *v)
 {
 	struct agent *a = userdata;
@@ -535,6 +564,9 @@ static void agent_sample(void *userdata, const struct exporter_view *v)
 	if (a->failing)
 		cli_error("agent: ledger %s: writing again", a->path);
 	a->failing = false;
+	/* on_lease_start and on_lease_end: what this sample recorded (agent-events.h) */
+	agent_events_leases(a->hooks, v, s.o, s.n, was_seen, a, !a->stored, &a->holders);
+	a->stored = true;
 	/* what this sample observed (not its endings) is what the next one compares with */
 	held_clear(a->prev, a->n_prev);
 	free(a->prev);
@@ -661,8 +693,14 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 		return status;
 	if (!health_state)
 		health_state = gpuctl_site_health_state_path(cli->site);
-	if ((status = start_confining(&a, gpuctl_site_config(cli->site), sock, cg_mode, cg_parent)))
+	if ((status = agent_hooks_new(gpuctl_site_config(cli->site), &a.hooks)))
 		return status;
+	a.idle.hooks = a.hooks;
+	if ((status = start_confining(&a, gpuctl_site_config(cli->site), sock, cg_mode,
+	                              cg_parent))) {
+		agent_hooks_free(a.hooks);
+		return status;
+	}
 	if (a.sock) {
 		hook.on_fd = agent_socket_ready;
 		hook.fd = agent_socket_fd(a.sock);
@@ -672,7 +710,7 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 	/* the nodes' originals, beside the lease directory as the health state file is */
 	if (asprintf(&acl_state, "%s-acl.state", gpuctl_site_lease_dir_path(cli->site)) < 0)
 		acl_state = NULL;
-	if (!acl_state || agent_health_new(health_state, &a.health) < 0 ||
+	if (!acl_state || agent_health_new(health_state, a.hooks, &a.health) < 0 ||
 	    agent_failover_new(&a.failover) < 0 || agent_watch_new(&a.watch) < 0 ||
 	    agent_acl_new(dev_dir ? dev_dir : "/dev", acl_state, &a.acl) < 0) {
 		free(acl_state);
@@ -681,12 +719,14 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 		agent_failover_free(a.failover);
 		agent_socket_free(a.sock);
 		agent_cgroups_free(a.cgroups);
+		agent_hooks_free(a.hooks);
 		cli_error("agent: out of memory");
 		return CLI_EXIT_FAILURE;
 	}
 	/* a file-size limit fails the write (EFBIG), as a full disk does, instead of killing us */
 	(void)signal(SIGXFSZ, SIG_IGN);
 	hook.violations = agent_watch_counts(a.watch);
+	agent_watch_on_violation(a.watch, on_violation, &a);
 	ea.hook = &hook;
 	status = exporter_run(cli, &ea);
 	gpuctl_ledger_free(a.ledger);
@@ -701,6 +741,8 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 	free(acl_state);
 	agent_socket_free(a.sock);
 	agent_cgroups_free(a.cgroups);
+	agent_hooks_free(a.hooks);
+	json_decref(a.holders);
 	return status;
 }
 
@@ -750,10 +792,13 @@ const struct cmd_entry cmd_agent_entry = {
                    "violation of the leases is logged once, counted, recorded and acted on\n"
                    "as violation_action says (docs/agent.md). Under a pool's enforce = acl,\n"
                    "its GPUs' device nodes are open only to the users holding a lease on\n"
-                   "them (restored when it stops; docs/agent.md, \"Enforcement: acl\"). A\n"
-                   "ledger that cannot be written is said once and tried again every sample;\n"
-                   "sampling and serving go on. SIGINT or SIGTERM stop it (exit 0); its open\n"
-                   "records are closed as agent-restart when it starts again.\n",
+                   "them (restored when it stops; docs/agent.md, \"Enforcement: acl\"). The\n"
+                   "configuration's hooks (on_health, on_lease_start, on_lease_end, on_idle,\n"
+                   "on_violation; docs/hooks.md) run with each event as JSON on their stdin,\n"
+                   "under hook_timeout and hook_max_running. A ledger that cannot be written\n"
+                   "is said once and tried again every sample; sampling and serving go on.\n"
+                   "SIGINT or SIGTERM stop it (exit 0); its open records are closed as\n"
+                   "agent-restart when it starts again.\n",
         .exec = cmd_agent_exec,
         .exits = CMD_EXITS_DRIVER,
 };

@@ -113,10 +113,45 @@ static int key_of(const struct gpuctl_snapshot *snap, const struct gpuctl_health
 	               : 0;
 }
 
-/* One finding's line (f NULL: check of GPU gpu cleared). */
+/* A line's JSON object (docs/json.md, "gpuctl health --watch --format json"; taken) to the JSON
+ * output and the caller's on_line (which takes a reference); o NULL: out of memory. */
+static void emit(const struct health_track *t, json_t *o, int severity)
+{
+	if (o && t->cfg.on_line)
+		t->cfg.on_line(t->cfg.userdata, json_incref(o), severity);
+	if (o && t->cfg.json) {
+		(void)json_print_line(o); /* takes o */
+		fflush(stdout);
+		return;
+	}
+	json_decref(o);
+}
+
+/* The JSON object of a line; NULL: out of memory. */
+static json_t *line_json(const char *when, json_t *index, const char *uuid, const char *check,
+                         const char *severity, bool cleared, const char *message,
+                         const char *action, unsigned xid)
+{
+	json_t *o = json_object();
+
+	if (!o || json_put(o, "time", json_text(when)) < 0 || json_put(o, "index", index) < 0 ||
+	    json_put(o, "uuid", json_string_or_null(uuid)) < 0 ||
+	    json_put(o, "check", json_text(check)) < 0 ||
+	    json_put(o, "severity", json_text(severity)) < 0 ||
+	    json_put(o, "cleared", json_boolean(cleared)) < 0 ||
+	    json_put(o, "message", message ? json_text(message) : json_null()) < 0 ||
+	    json_put(o, "action", action ? json_text(action) : json_null()) < 0 ||
+	    json_put(o, "xid", xid ? json_integer(xid) : json_null()) < 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* One finding's line (f NULL: check of GPU gpu cleared, a finding of severity was). */
 static void print_line(const struct health_track *t, const struct gpuctl_snapshot *snap,
                        const struct gpuctl_health_finding *f, bool cleared, const char *check,
-                       size_t gpu)
+                       size_t gpu, int was)
 {
 	const char *uuid = gpuctl_gpu_str(gpuctl_snapshot_gpu(snap, gpu), GPUCTL_F_UUID);
 	char when[32], shortu[64] = "N/A";
@@ -127,27 +162,14 @@ static void print_line(const struct health_track *t, const struct gpuctl_snapsho
 	now_text(when, sizeof(when));
 	if (uuid)
 		format_short_uuid(uuid, shortu, sizeof(shortu));
-	if (t->cfg.json) {
-		json_t *o = json_object();
-
-		if (json_put(o, "time", json_text(when)) < 0 ||
-		    json_put(o, "index", json_integer((json_int_t)gpu)) < 0 ||
-		    json_put(o, "uuid", json_string_or_null(uuid)) < 0 ||
-		    json_put(o, "check", json_text(check)) < 0 ||
-		    json_put(o, "severity",
-		             cleared ? json_text("OK")
-		                     : json_text(gpuctl_health_severity_name(f->severity))) < 0 ||
-		    json_put(o, "cleared", json_boolean(cleared)) < 0 ||
-		    json_put(o, "message", f ? json_text(message) : json_null()) < 0 ||
-		    json_put(o, "action", f ? json_text(action) : json_null()) < 0 ||
-		    json_put(o, "xid", f && f->xid ? json_integer(f->xid) : json_null()) < 0) {
-			json_decref(o);
-			return;
-		}
-		(void)json_print_line(o);
-		fflush(stdout);
+	if (t->cfg.json || t->cfg.on_line)
+		emit(t,
+		     line_json(when, json_integer((json_int_t)gpu), uuid, check,
+		               cleared ? "OK" : gpuctl_health_severity_name(f->severity), cleared,
+		               message, action, f ? f->xid : 0),
+		     f ? f->severity : was);
+	if (t->cfg.json)
 		return;
-	}
 	if (cleared)
 		fprintf(t->cfg.out, "%s  GPU %zu  %s  OK    %s  cleared\n", when, gpu, shortu,
 		        check);
@@ -167,24 +189,13 @@ void health_track_nvml(const struct health_track *t, bool cleared, double silent
 
 	now_text(when, sizeof(when));
 	snprintf(msg, sizeof(msg), "NVML not answering for %.0f s", silent_s);
-	if (t->cfg.json) {
-		json_t *o = json_object();
-
-		if (json_put(o, "time", json_text(when)) < 0 ||
-		    json_put(o, "index", json_null()) < 0 || json_put(o, "uuid", json_null()) < 0 ||
-		    json_put(o, "check", json_text(check_id)) < 0 ||
-		    json_put(o, "severity", json_text(cleared ? "OK" : "WARN")) < 0 ||
-		    json_put(o, "cleared", json_boolean(cleared)) < 0 ||
-		    json_put(o, "message", cleared ? json_null() : json_text(msg)) < 0 ||
-		    json_put(o, "action", cleared ? json_null() : json_text(action)) < 0 ||
-		    json_put(o, "xid", json_null()) < 0) {
-			json_decref(o);
-			return;
-		}
-		(void)json_print_line(o);
-		fflush(stdout);
+	if (t->cfg.json || t->cfg.on_line)
+		emit(t,
+		     line_json(when, json_null(), NULL, check_id, cleared ? "OK" : "WARN", cleared,
+		               cleared ? NULL : msg, cleared ? NULL : action, 0),
+		     GPUCTL_HEALTH_WARN);
+	if (t->cfg.json)
 		return;
-	}
 	if (cleared)
 		fprintf(t->cfg.out, "%s  GPU -  -  OK    %s  cleared\n", when, check_id);
 	else
@@ -278,13 +289,14 @@ static void print_cleared(const struct health_track *t, const struct gpuctl_snap
 	for (size_t i = 0; i < t->seen.n; i++) {
 		char check[64] = "";
 		size_t gpu = 0;
+		int was = GPUCTL_HEALTH_WARN;
 		const char *p = strchr(t->seen.keys[i], '|');
 
 		if (seen_has(now, t->seen.keys[i]) || !p)
 			continue;
-		if (sscanf(p + 1, "%zu|%63[^|]", &gpu, check) == 2 &&
+		if (sscanf(p + 1, "%zu|%63[^|]|%d", &gpu, check, &was) >= 2 &&
 		    gpu < gpuctl_snapshot_gpu_count(snap) && strcmp(check, "xid") != 0)
-			print_line(t, snap, NULL, true, check, gpu);
+			print_line(t, snap, NULL, true, check, gpu, was);
 	}
 }
 
@@ -317,7 +329,7 @@ int health_track_check(struct gpuctl_ctx *ctx, struct health_track *t,
 			goto out;
 		}
 		if (!seen_has(&t->seen, key))
-			print_line(t, snap, f, false, f->check, f->gpu);
+			print_line(t, snap, f, false, f->check, f->gpu, f->severity);
 		free(key);
 	}
 	print_cleared(t, snap, &now);

@@ -13,6 +13,7 @@
 #ifndef GPUCTL_CLI_HEALTH_TRACK_H
 #define GPUCTL_CLI_HEALTH_TRACK_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -29,6 +30,11 @@ struct health_track_config {
 	const char *who;   /* what the warnings name: "--watch", "agent" */
 	const size_t *sel; /* the GPUs whose findings are printed (copied), NULL: every GPU */
 	size_t nsel;       /* how many */
+	/* NULL, or each line's JSON object (as --format json prints it; a reference taken over)
+	 * with the finding's severity (for a clearing, the severity of what cleared; nvml-hang
+	 * WARN): the agent's on_health hook */
+	void (*on_line)(void *userdata, json_t *line, int severity);
+	void *userdata;
 };
 
 struct health_track;

@@ -513,6 +513,45 @@ static void test_quotas(void **state)
 	gpuctl_config_free(cfg);
 }
 
+/* docs/config.md "Hooks": global only, absolute paths, hook_timeout 1s-1h (default 10s),
+ * hook_max_running 1-64 (default 4). */
+static void test_hooks(void **state)
+{
+	struct gpuctl_config_hooks h;
+	struct gpuctl_config *cfg;
+
+	(void)state;
+	gpuctl_config_hooks(NULL, &h);
+	assert_true(h.timeout_s == 10 && h.max_running == 4);
+	for (int i = 0; i < GPUCTL_HOOK_COUNT_; i++)
+		assert_null(h.path[i]);
+	cfg = parse_ok("# hooks\non_health = /usr/local/lib/gpuctl/slack\non_idle=/a b/c\n"
+	               "hook_timeout = 2m\nhook_max_running = 64\n[pool a]\ngpus = 0\n");
+	gpuctl_config_hooks(cfg, &h);
+	assert_string_equal(h.path[GPUCTL_HOOK_HEALTH], "/usr/local/lib/gpuctl/slack");
+	assert_int_equal(h.line[GPUCTL_HOOK_HEALTH], 2);
+	assert_string_equal(h.path[GPUCTL_HOOK_IDLE], "/a b/c");
+	assert_int_equal(h.line[GPUCTL_HOOK_IDLE], 3);
+	assert_null(h.path[GPUCTL_HOOK_LEASE_START]);
+	assert_int_equal(h.line[GPUCTL_HOOK_LEASE_START], 0);
+	assert_true(h.timeout_s == 120 && h.max_running == 64);
+	gpuctl_config_free(cfg);
+	assert_string_equal(gpuctl_hook_event_name(GPUCTL_HOOK_LEASE_END), "lease_end");
+	assert_string_equal(gpuctl_hook_event_name(GPUCTL_HOOK_VIOLATION), "violation");
+	assert_null(gpuctl_hook_event_name(GPUCTL_HOOK_COUNT_));
+	parse_err("on_health = hooks/slack\n", 1, "on_health 'hooks/slack': not an absolute path");
+	parse_err("\non_lease_end = /a\ton\n", 2, "on_lease_end", "control character");
+	parse_err("[pool a]\ngpus = 0\non_idle = /x\n", 3, "'on_idle'", "global setting");
+	parse_err("on_idle = /x\non_idle = /y\n", 2, "'on_idle'", "twice", "first on line 1");
+	parse_err("on_violation =\n", 1, "empty value", "'on_violation'");
+	parse_err("hook_timeout = 0\n", 1, "hook_timeout '0': not from 1s to 1h");
+	parse_err("hook_timeout = 2h\n", 1, "hook_timeout '2h': not from 1s to 1h");
+	parse_err("hook_timeout = 10\n", 1, "hook_timeout '10': not a duration");
+	parse_err("hook_max_running = 0\n", 1, "hook_max_running '0': not a number from 1 to 64");
+	parse_err("hook_max_running = 65\n", 1, "hook_max_running '65'");
+	parse_err("on_lease_strat = /x\n", 1, "unknown key 'on_lease_strat'", "on_lease_start");
+}
+
 static void test_ranges_and_map(void **state)
 {
 	(void)state;
@@ -799,7 +838,7 @@ int main(void)
 	        cmocka_unit_test(test_share_margin),   cmocka_unit_test(test_allows),
 	        cmocka_unit_test(test_idle_actions),   cmocka_unit_test(test_enforce),
 	        cmocka_unit_test(test_pool_find),      cmocka_unit_test(test_load),
-	        cmocka_unit_test(test_quotas),
+	        cmocka_unit_test(test_quotas),         cmocka_unit_test(test_hooks),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

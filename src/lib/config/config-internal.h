@@ -77,6 +77,20 @@ struct quota_keys {
 	unsigned line[Q__COUNT];
 };
 
+#define HOOK_DEFAULT_TIMEOUT_S 10   /* hook_timeout default */
+#define HOOK_MAX_TIMEOUT_S     3600 /* longest hook_timeout */
+#define HOOK_DEFAULT_RUNNING   4    /* hook_max_running default */
+#define HOOK_MAX_RUNNING       64   /* largest hook_max_running */
+
+/* The hooks' settings (config-hooks.c): the programs, and the limits. */
+struct hook_keys {
+	char *path[GPUCTL_HOOK_COUNT_];        /* owned, NULL: none */
+	unsigned line[GPUCTL_HOOK_COUNT_ + 2]; /* each key's line (then hook_timeout,
+	                                        * hook_max_running), 0: not given */
+	uint64_t timeout_s;
+	unsigned max_running;
+};
+
 /* One entry of a pool's gpus list. */
 struct gpu_entry {
 	char *text;    /* the entry as written (trimmed) */
@@ -120,6 +134,7 @@ struct gpuctl_config {
 	struct idle_keys idle;                  /* the global section's idle actions */
 	struct enforce_keys enforce;            /* the global section's enforcement */
 	struct quota_keys quota;                /* the global section's quotas */
+	struct hook_keys hooks;                 /* the agent's hooks (config-hooks.c) */
 };
 
 /* The state of one parse; gpuctl_config_pool_map reuses it so its messages name the line. */
@@ -133,6 +148,12 @@ struct parser {
 
 /* Stores "NAME:LINE: <fmt...>" on the context and returns -EINVAL. */
 int config_perr(struct parser *p, const char *fmt, ...) _printf_(2, 3);
+
+/* A hook key (on_health, ..., hook_timeout, hook_max_running) into p's configuration: 0, 1 when
+ * key is no hook key, or -errno (message "FILE:LINE: ..." on the context). config-hooks.c. */
+int config_hook_key(struct parser *p, const char *key, const char *value);
+/* Frees what config_hook_key kept. */
+void config_hooks_free(struct hook_keys *h);
 
 /* Whether s[0..len) is one or more decimal digits. */
 bool config_all_digits(const char *s, size_t len);

@@ -18,6 +18,9 @@
  *   since UUIDs contain dashes) with their line, so pool_map's messages name the line.
  * - Sizes and percentages go through parse.c, the same parsers as the command line.
  * - Text echoed in messages goes through quote_text() (control bytes as '?', long text cut).
+ * - Hooks (on_health, ..., hook_timeout, hook_max_running) are checked as text only: whether a
+ *   program is safe for root to run is the agent's check when it starts and before each run
+ *   (agent-hooks.c), so a command that never runs a hook never fails because of one.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -73,6 +76,7 @@ void gpuctl_config_free(struct gpuctl_config *cfg)
 	free(cfg->ledger_buf);
 	free(cfg->dev_dir_buf);
 	free(cfg->agent_socket_buf);
+	config_hooks_free(&cfg->hooks);
 	free(cfg->name);
 	free(cfg->path);
 	free(cfg);
@@ -465,6 +469,84 @@ static int config_set_enforce(struct parser *p, enum enforce_key k, const char *
 	return config_perr(p, "internal error: bad key");
 }
 
+/* ---- the agent's hooks (docs/config.md "Hooks"; queries in config-hooks.c) ---- */
+
+enum { H_TIMEOUT = GPUCTL_HOOK_COUNT_, H_MAX_RUNNING, H__COUNT };
+
+static const char *const hook_keys[H__COUNT] = {"on_health",       "on_lease_start", "on_lease_end",
+                                                "on_idle",         "on_violation",   "hook_timeout",
+                                                "hook_max_running"};
+
+void config_hooks_free(struct hook_keys *h)
+{
+	for (size_t i = 0; i < GPUCTL_HOOK_COUNT_; i++)
+		free(h->path[i]);
+}
+
+/* The value of hook key k (given once, in the global section, not empty). */
+static int set_value(struct parser *p, struct hook_keys *h, int k, const char *value, const char *q)
+{
+	uint64_t sec = 0;
+	unsigned long n = 0;
+	int r;
+
+	if (k == H_TIMEOUT) {
+		r = parse_duration(value, &sec);
+		if (r < 0 && r != -ERANGE)
+			return config_perr(
+			        p,
+			        "hook_timeout '%s': not a duration (a number and s, m, h "
+			        "or d: 10s, 2m)",
+			        q);
+		if (r < 0 || sec < 1 || sec > HOOK_MAX_TIMEOUT_S)
+			return config_perr(p, "hook_timeout '%s': not from 1s to 1h", q);
+		h->timeout_s = sec;
+		return 0;
+	}
+	if (k == H_MAX_RUNNING) {
+		if (parse_uint(value, 1, HOOK_MAX_RUNNING, &n) < 0)
+			return config_perr(p, "hook_max_running '%s': not a number from 1 to %d", q,
+			                   HOOK_MAX_RUNNING);
+		h->max_running = (unsigned)n;
+		return 0;
+	}
+	if (value[0] != '/')
+		return config_perr(p, "%s '%s': not an absolute path", hook_keys[k], q);
+	for (const char *s = value; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return config_perr(p, "%s '%s': contains a control character", hook_keys[k],
+			                   q);
+	if (!(h->path[k] = strdup(value)))
+		return ctx_error(p->ctx, -ENOMEM, "out of memory");
+	return 0;
+}
+
+int config_hook_key(struct parser *p, const char *key, const char *value)
+{
+	struct hook_keys *h = &p->cfg->hooks;
+	char q[QUOTE_MAX + 4];
+	int k = -1;
+
+	for (int i = 0; i < H__COUNT && k < 0; i++)
+		if (streq(hook_keys[i], key))
+			k = i;
+	if (k < 0)
+		return 1;
+	if (p->cur)
+		return config_perr(
+		        p,
+		        "key '%s' in [pool %s]: it is a global setting (put it before the "
+		        "first [pool NAME] header)",
+		        key, p->cur->name);
+	if (h->line[k])
+		return config_perr(p, "key '%s' given twice (first on line %u)", key, h->line[k]);
+	h->line[k] = p->line;
+	if (!value[0])
+		return config_perr(p, "empty value for '%s'", key);
+	quote_text(q, sizeof(q), value, strlen(value), QUOTE_MAX);
+	return set_value(p, h, k, value, q);
+}
+
 /* "key = value" (line already stripped of comments and trimmed, NUL-terminated). */
 static int parse_assignment(struct parser *p, char *line)
 {
@@ -491,6 +573,8 @@ static int parse_assignment(struct parser *p, char *line)
 		return config_set_enforce(p, (enum enforce_key)k, value);
 	if ((k = config_quota_set(p, key, value)) <= 0)
 		return k; /* a quota key (docs/config.md "Quotas") */
+	if ((k = config_hook_key(p, key, value)) <= 0)
+		return k;
 	g = lookup(global_keys, G__COUNT, key);
 	k = lookup(pool_keys, P__COUNT, key);
 	if (!p->cur && k >= 0)
@@ -508,8 +592,9 @@ static int parse_assignment(struct parser *p, char *line)
 		        p,
 		        "unknown key '%s' (expected lease_dir, busy_memory, busy_utilization, "
 		        "share_margin, ledger, dev_dir, agent_socket, idle_warn, idle_release, "
-		        "max_lease_age, enforce, violation_action, terminate_grace or "
-		        "terminate_system)",
+		        "max_lease_age, enforce, violation_action, terminate_grace, "
+		        "terminate_system, on_health, on_lease_start, on_lease_end, on_idle, "
+		        "on_violation, hook_timeout or hook_max_running)",
 		        q);
 	if (p->cur && k < 0)
 		return config_perr(p,
