@@ -226,6 +226,29 @@ class Events(HookCase):
         end = self.wait_for(lambda: self.events("lease_end"), "lease_end")
         self.assertEqual((end[0]["pid"], end[0]["reason"]), (pid, "evicted"))
 
+    def test_a_violation_reaches_on_violation(self):
+        """enforce = watch and a process of root's on GPU 6 with no lease of root's: one
+        violation, kind foreign (docs/agent.md, "Violations"), handed to on_violation once with
+        the fields agent_violation_json gives; the same process seen at later samples is no
+        new violation, so no second run."""
+        hook = self.script("record", RECORD)
+        self.start("enforce = watch\non_violation = %s\n" % hook)
+        p = subprocess.Popen(["sleep", "60"])
+        self.addCleanup(p.wait)
+        self.addCleanup(p.kill)
+        self.nv("proc", "add", "--pid", str(p.pid), "-i", "6", "--mem", "1GiB")
+        ev = self.wait_for(lambda: self.events("violation"), "the violation")
+        self.envelope(ev[0], "violation")
+        want = {"kind": "foreign", "user": "root", "uid": 0, "pid": p.pid, "comm": "sleep",
+                "gpu": 6, "uuid": DGX.gpus[6]["uuid"], "pool": "default", "enforce": "watch",
+                "holder_pid": None, "action": "log",
+                "detail": "no lease of root covers GPU 6"}
+        self.assertEqual({k: ev[0][k] for k in want}, want, ev[0])
+        first = self.samples()
+        self.wait_for(lambda: self.samples() >= first + 5, "five more samples")
+        self.assertEqual(len(self.events("violation")), 1, self.runs())
+        self.assertEqual([a for _, a, _ in self.runs()], [["violation"]])
+
 
 # Runs that overlap: each run marks itself running, notes how many are, waits for the test's
 # "go", unmarks.
@@ -478,7 +501,7 @@ class Examples(GpuctlTestCase):
                 f.write(FAKE.format(out=self.tmp))
             os.chmod(path, 0o755)
         self.events = documented_events()
-        self.assertEqual(set(self.events), {"health", "lease_end", "idle"})
+        self.assertEqual(set(self.events), {"health", "lease_end", "idle", "violation"})
 
     def hook(self, name, event, env):
         e = {"PATH": self.bin + ":/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/"}
