@@ -252,7 +252,14 @@ class Cluster:
                     p.kill()
                     p.wait(timeout=10)
         self.procs = []
+        # A cgroup whose last process has just exited may still refuse rmdir(2) for a moment
+        # (its tasks are released after the exit is reaped; a loaded machine makes that
+        # longer), so the removal is tried again for a while rather than once.
+        deadline = time.monotonic() + 10
         remove_cgroups(self.new_cgroups)
+        while any(os.path.exists(d) for d in self.new_cgroups) and time.monotonic() < deadline:
+            time.sleep(0.1)
+            remove_cgroups(self.new_cgroups)
         self.new_cgroups = []
 
     def log(self, name):
