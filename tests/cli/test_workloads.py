@@ -165,7 +165,7 @@ class Layouts(GpuctlTestCase):
     def test_ps_workload(self):
         cases = {"unit:": [3], "session:": [4], "container:": [2], "pod:": [1], "slurm:": [0],
                  "jupyter": [3], "docker*": [2], DOCKER[:10]: [2], "pod:%s" % POD_UID[:8]: [1],
-                 "*3": [4], "bare:": [], "unit:docker": []}
+                 "*on 3": [4], "bare:": [], "unit:docker": []}
         for pat, want in cases.items():
             doc = self.ps_json("--workload", pat)
             self.assertEqual([d["index"] for d in doc["devices"]], want, pat)
