@@ -514,7 +514,6 @@ static bool was_seen(void *userdata, const char *key)
 	return false;
 }
 
-/* The hook: this sample into the health watch and the ledger. */
 /* Each new violation the watch found (after it was acted on, logged and recorded) to the
  * on_violation hook, as the object docs/agent.md "Violations" describes. */
 static void on_violation(void *userdata, const struct agent_violation *v)
@@ -525,6 +524,8 @@ static void on_violation(void *userdata, const struct agent_violation *v)
 		agent_hooks_fire(a->hooks, "violation", agent_violation_json(v));
 }
 
+/* The hook: this sample into the health watch, the socket and cgroups of enforce = cgroup, the
+ * idle actions, acl's device nodes, the watch, the ledger and the lease hooks. */
 static void agent_sample(void *userdata, const struct exporter_view *v)
 {
 	struct agent *a = userdata;
