@@ -50,22 +50,27 @@ class LedgerCrashTest(GpuctlTestCase):
         finally:
             c.close()
 
-    def test_kill_9_a_thousand_times(self):
-        rnd = random.Random(27)
-        # how long a writer takes, on this machine now (an ASan build, a loaded CI), to commit
-        # its first sample: the kills are spread over four times that (at least 20 ms), so
-        # that most runs commit some samples and the rest die before, while or just after
-        first = []
+    def writer_time(self, until):
+        """How long a writer takes, on this machine now, until until(writer, its ledger's path)
+        returns: the median of five writers on ledgers of their own, each killed after."""
+        took = []
         for i in range(5):
             db = os.path.join(self.tmp, "calibrate-%d.db" % i)
             t0 = time.monotonic()
             w = subprocess.Popen([WRITER, "loop", db, str(W0)], stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL)
-            w.stdout.readline()
-            first.append(time.monotonic() - t0)
+            until(w, db)
+            took.append(time.monotonic() - t0)
             w.kill()
             w.communicate()
-        spread = max(0.02, 4 * sorted(first)[2])
+        return sorted(took)[2]
+
+    def test_kill_9_a_thousand_times(self):
+        rnd = random.Random(27)
+        # how long a writer takes, on this machine now (an ASan build, a loaded CI), to commit
+        # its first sample: the kills are spread over four times that (at least 20 ms), so
+        # that most runs commit some samples and the rest die before, while or just after
+        spread = max(0.02, 4 * self.writer_time(lambda w, db: w.stdout.readline()))
         deadline = time.monotonic() + 120 + KILLS * spread
         runs = []  # (pid, last committed sample reported or -1)
         for i in range(KILLS):
@@ -123,18 +128,12 @@ class LedgerCrashTest(GpuctlTestCase):
         rnd = random.Random(2027)
         # how long a writer takes, on this machine now, until its ledger exists: the kills are
         # spread over one and a half times that, so they land before and after it
-        made = []
-        for i in range(5):
-            db = os.path.join(self.tmp, "calibrate-%d.db" % i)
+        def made(w, db):
             t0 = time.monotonic()
-            w = subprocess.Popen([WRITER, "loop", db, str(W0)], stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
             while not os.path.exists(db) and time.monotonic() - t0 < 10:
                 time.sleep(0.0005)
-            made.append(time.monotonic() - t0)
-            w.kill()
-            w.wait()
-        spread = 1.5 * sorted(made)[2]
+
+        spread = 1.5 * self.writer_time(made)
         seen = set()
         for i in range(300):
             db = os.path.join(self.tmp, "new-%d.db" % i)
