@@ -11,6 +11,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -297,6 +298,20 @@ def load_expected(name):
 
 
 class GpuctlTestCase(unittest.TestCase):
+    def kill_on_cleanup(self):
+        """A list the test appends the pids it starts to; each is sent SIGKILL at cleanup (one
+        already gone is passed over)."""
+        pids = []
+
+        def kill_all():
+            for p in pids:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+        self.addCleanup(kill_all)
+        return pids
+
     def assertOk(self, r):
         self.assertEqual(r.rc, 0, r)
 

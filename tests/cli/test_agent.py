@@ -55,15 +55,7 @@ class AgentCase(GpuctlTestCase):
         self.addCleanup(subprocess.run, ["rm", "-rf", self.tmp])
         self.leases = os.path.join(self.tmp, "leases")
         self.ledger = os.path.join(self.tmp, "ledger.db")
-        self.pids = []
-        self.addCleanup(self.kill_all)
-
-    def kill_all(self):
-        for p in self.pids:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
+        self.pids = self.kill_on_cleanup()
 
     def agent(self, preexec_fn=None, scenario="dgx-a100", env=None):
         ag = tx.Exporter(scenario, command="agent", interval=str(INTERVAL), env=env,

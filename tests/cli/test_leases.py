@@ -126,15 +126,7 @@ class LeaseCase(GpuctlTestCase):
         self.addCleanup(shutil.rmtree, self.tmp, True)
         self.dir = os.path.join(self.tmp, "leases")  # personal: created by gpuctl itself
         self.env = direct_env(self.dir)
-        self.pids = []
-        self.addCleanup(self.kill_all)
-
-    def kill_all(self):
-        for p in self.pids:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
+        self.pids = self.kill_on_cleanup()
 
     def g(self, *args, env=None, **kw):
         e = dict(self.env)
