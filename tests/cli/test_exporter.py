@@ -392,11 +392,28 @@ class TestWorkloadLabels(GpuctlTestCase):
         self.assertEqual(m["gpuctl_exporter_processes_dropped"], [({}, 2.0)])
 
 
+def stop_prometheus(p, log):
+    p.terminate()
+    try:
+        p.wait(15)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    log.close()
+
+
 @unittest.skipUnless(PROMETHEUS, "prometheus (Debian package prometheus) not installed")
 class TestPrometheusScrapes(GpuctlTestCase):
     """A real Prometheus server scrapes the exporter over simulated dgx-a100."""
 
-    def start_prometheus(self, tmp, target, rules=None):
+    def start_prometheus(self, target, rules=None):
+        """A Prometheus scraping target every second (rules: a rule file to load too), in a
+        scratch directory of its own; stopped and removed at the test's cleanup. Its port."""
+        tmp = tempfile.mkdtemp(prefix="gpuctl-prometheus-test-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        if rules:
+            shutil.copy(rules, tmp)
+            rules = os.path.basename(rules)
         for _ in range(5):
             port = free_port()
             cfg = os.path.join(tmp, "prometheus.yml")
@@ -415,7 +432,8 @@ class TestPrometheusScrapes(GpuctlTestCase):
                                   f"127.0.0.1:{port}"], stdout=log, stderr=log,
                                  cwd=tmp)
             if wait_answer(p, port, "/-/ready", 30, step=0.1):
-                return p, port, log
+                self.addCleanup(stop_prometheus, p, log)
+                return port
             if p.poll() is None:
                 p.kill()
                 p.wait()
@@ -430,105 +448,80 @@ class TestPrometheusScrapes(GpuctlTestCase):
 
     def test_gpu_util_reaches_prometheus(self):
         values = {i: 11 + 7 * i for i in range(8)}
-        tmp = tempfile.mkdtemp(prefix="gpuctl-prometheus-test-")
-        prom = None
-        try:
-            with Exporter("dgx-a100", interval="0.5") as ex:
-                for i, v in values.items():
-                    ex.nvsim("set", "-i", str(i), "utilization.gpu=%d" % v)
-                prom, port, log = self.start_prometheus(tmp, f"127.0.0.1:{ex.port}")
-                deadline = time.monotonic() + 60
-                got = None
-                while time.monotonic() < deadline:
-                    status, _, body = http(port, "/api/v1/query?query=DCGM_FI_DEV_GPU_UTIL"
-                                       "%7Bjob%3D%22gpuctl%22%7D")
-                    if status == 200:
-                        res = json.loads(body)["data"]["result"]
-                        got = {int(r["metric"]["gpu"]): float(r["value"][1]) for r in res}
-                        if got == values:
-                            break
-                    time.sleep(0.5)
-                self.assertEqual(got, values)
-                # the series carry dcgm-exporter's labels (plus Prometheus' job and instance)
+        with Exporter("dgx-a100", interval="0.5") as ex:
+            for i, v in values.items():
+                ex.nvsim("set", "-i", str(i), "utilization.gpu=%d" % v)
+            port = self.start_prometheus(f"127.0.0.1:{ex.port}")
+            deadline = time.monotonic() + 60
+            got = None
+            while time.monotonic() < deadline:
                 status, _, body = http(port, "/api/v1/query?query=DCGM_FI_DEV_GPU_UTIL"
-                                       "%7Bgpu%3D%220%22%2Cjob%3D%22gpuctl%22%7D")
-                labels = set(json.loads(body)["data"]["result"][0]["metric"])
-                self.assertEqual(labels, DCGM_LABELS | {"__name__", "job", "instance"})
-                # the documented relabelling adds `hostname` with the host's name
-                query = "/api/v1/query?query=DCGM_FI_DEV_GPU_UTIL%7Bjob%3D%22relabelled%22%7D"
-                deadline = time.monotonic() + 30
-                res = []
-                while time.monotonic() < deadline and len(res) < 8:
-                    res = json.loads(http(port, query)[2])["data"]["result"]
-                    time.sleep(0.5)
-                self.assertEqual(len(res), 8)
-                for r in res:
-                    self.assertEqual(r["metric"]["hostname"], r["metric"]["Hostname"])
-                    self.assertTrue(r["metric"]["hostname"])
-        finally:
-            if prom is not None:
-                prom.terminate()
-                try:
-                    prom.wait(15)
-                except subprocess.TimeoutExpired:
-                    prom.kill()
-                    prom.wait()
-                log.close()
-            shutil.rmtree(tmp, ignore_errors=True)
-
+                                   "%7Bjob%3D%22gpuctl%22%7D")
+                if status == 200:
+                    res = json.loads(body)["data"]["result"]
+                    got = {int(r["metric"]["gpu"]): float(r["value"][1]) for r in res}
+                    if got == values:
+                        break
+                time.sleep(0.5)
+            self.assertEqual(got, values)
+            # the series carry dcgm-exporter's labels (plus Prometheus' job and instance)
+            status, _, body = http(port, "/api/v1/query?query=DCGM_FI_DEV_GPU_UTIL"
+                                   "%7Bgpu%3D%220%22%2Cjob%3D%22gpuctl%22%7D")
+            labels = set(json.loads(body)["data"]["result"][0]["metric"])
+            self.assertEqual(labels, DCGM_LABELS | {"__name__", "job", "instance"})
+            # the documented relabelling adds `hostname` with the host's name
+            query = "/api/v1/query?query=DCGM_FI_DEV_GPU_UTIL%7Bjob%3D%22relabelled%22%7D"
+            deadline = time.monotonic() + 30
+            res = []
+            while time.monotonic() < deadline and len(res) < 8:
+                res = json.loads(http(port, query)[2])["data"]["result"]
+                time.sleep(0.5)
+            self.assertEqual(len(res), 8)
+            for r in res:
+                self.assertEqual(r["metric"]["hostname"], r["metric"]["Hostname"])
+                self.assertTrue(r["metric"]["hostname"])
 
     def test_agent_series_reach_prometheus(self):
         """The real Prometheus scrapes `gpuctl agent` (issue 27): the agent serves the
         exporter's page, with the usage counters (docs/metrics.md, "Usage counters"), and the
         shipped recording rule reads them. A lease on GPU 3 makes its held seconds grow."""
         tmp = tempfile.mkdtemp(prefix="gpuctl-prometheus-agent-")
+        self.addCleanup(shutil.rmtree, tmp, True)
         leases = os.path.join(tmp, "leases")
-        prom = None
-        try:
-            with Exporter("dgx-a100", command="agent", interval="0.5",
-                          args=["--ledger", os.path.join(tmp, "ledger.db"),
-                                "--lease-dir", leases]) as ag:
-                env = {"NVSIM_STATE_DIR": ag.state, "GPUCTL_NVML_LIBRARY": SIMLIB,
-                       "GPUCTL_LEASE_DIR": leases, "GPUCTL_CONFIG": EMPTY_CONFIG}
-                r = run([GPUCTL, "select", "-n", "1", "--only", "3", "--hold", "120"], env=env)
-                self.assertEqual(r.rc, 0, r)
-                try:
-                    shutil.copy(os.path.join(SRC, "dist", "prometheus", "gpuctl.rules.yml"),
-                                tmp)
-                    prom, port, log = self.start_prometheus(tmp, f"127.0.0.1:{ag.port}",
-                                                            rules="gpuctl.rules.yml")
+        with Exporter("dgx-a100", command="agent", interval="0.5",
+                      args=["--ledger", os.path.join(tmp, "ledger.db"),
+                            "--lease-dir", leases]) as ag:
+            env = {"NVSIM_STATE_DIR": ag.state, "GPUCTL_NVML_LIBRARY": SIMLIB,
+                   "GPUCTL_LEASE_DIR": leases, "GPUCTL_CONFIG": EMPTY_CONFIG}
+            r = run([GPUCTL, "select", "-n", "1", "--only", "3", "--hold", "120"], env=env)
+            self.assertEqual(r.rc, 0, r)
+            try:
+                port = self.start_prometheus(
+                        f"127.0.0.1:{ag.port}",
+                        rules=os.path.join(SRC, "dist", "prometheus", "gpuctl.rules.yml"))
 
-                    def query(q):
-                        status, _, body = http(port, "/api/v1/query?query=" +
-                                               urllib.parse.quote(q))
-                        return json.loads(body)["data"]["result"] if status == 200 else []
-                    deadline = time.monotonic() + 60
-                    held = {}
-                    while time.monotonic() < deadline:
-                        held = {r["metric"]["gpu"]: float(r["value"][1]) for r in
-                                query('gpuctl_gpu_held_seconds_total{job="gpuctl"}')}
-                        if held.get("3", 0) > 0 and query("gpuctl:gpus_held:rate5m"):
-                            break
-                        time.sleep(0.5)
-                    self.assertEqual(set(held), {str(i) for i in range(8)}, held)
-                    self.assertGreater(held["3"], 0)
-                    self.assertEqual([g for g, v in held.items() if v > 0], ["3"])
-                    # the agent's page is the exporter's: the DCGM series too
-                    self.assertEqual(len(query('DCGM_FI_DEV_GPU_UTIL{job="gpuctl"}')), 8)
-                    (rec,) = query('gpuctl:gpus_held:rate5m{pool="default"}')
-                    self.assertGreater(float(rec["value"][1]), 0)
-                finally:
-                    run([GPUCTL, "release", "--all"], env=env)
-        finally:
-            if prom is not None:
-                prom.terminate()
-                try:
-                    prom.wait(15)
-                except subprocess.TimeoutExpired:
-                    prom.kill()
-                    prom.wait()
-                log.close()
-            shutil.rmtree(tmp, ignore_errors=True)
+                def query(q):
+                    status, _, body = http(port, "/api/v1/query?query=" +
+                                           urllib.parse.quote(q))
+                    return json.loads(body)["data"]["result"] if status == 200 else []
+                deadline = time.monotonic() + 60
+                held = {}
+                while time.monotonic() < deadline:
+                    held = {r["metric"]["gpu"]: float(r["value"][1]) for r in
+                            query('gpuctl_gpu_held_seconds_total{job="gpuctl"}')}
+                    if held.get("3", 0) > 0 and query("gpuctl:gpus_held:rate5m"):
+                        break
+                    time.sleep(0.5)
+                self.assertEqual(set(held), {str(i) for i in range(8)}, held)
+                self.assertGreater(held["3"], 0)
+                self.assertEqual([g for g, v in held.items() if v > 0], ["3"])
+                # the agent's page is the exporter's: the DCGM series too
+                self.assertEqual(len(query('DCGM_FI_DEV_GPU_UTIL{job="gpuctl"}')), 8)
+                (rec,) = query('gpuctl:gpus_held:rate5m{pool="default"}')
+                self.assertGreater(float(rec["value"][1]), 0)
+            finally:
+                run([GPUCTL, "release", "--all"], env=env)
+
 
 class TestUsageCounters(GpuctlTestCase):
     """`gpuctl exporter` alone has the usage counters (docs/metrics.md, "Usage counters"): a
