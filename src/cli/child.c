@@ -31,9 +31,17 @@ int spawn_piped(const char *file, bool search, char *const argv[], char *const e
 	posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
 	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
 	posix_spawnattr_init(&attr);
-	/* its own process group, so a hang is ended with everything it started */
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+	/* its own process group, so a hang is ended with everything it started; and a clean start:
+	 * no signal blocked or ignored because the thread that spawns it blocks or ignores it (the
+	 * exporter ignores SIGPIPE, the agent SIGXFSZ, the watch loops block SIGINT and SIGTERM) */
+	sigset_t none, all;
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+	                                        POSIX_SPAWN_SETSIGDEF);
 	posix_spawnattr_setpgroup(&attr, 0);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setsigdefault(&attr, &all);
 	if (search)
 		r = posix_spawnp(&pid, file, &fa, &attr, argv, envp ? envp : environ);
 	else

@@ -6,7 +6,8 @@
  * Decisions:
  * - posix_spawn (no fork of a process that may hold NVML threads), the child in its own process
  *   group so a hang is ended with everything it started (kill(-pid, SIGKILL)), stdin from
- *   /dev/null, stdout into a close-on-exec pipe; stderr is inherited.
+ *   /dev/null, stdout into a close-on-exec pipe; stderr is inherited. It starts with no signal
+ *   blocked and every disposition at its default, whatever the spawning thread blocks or ignores.
  * - One collecting loop for one child (spawn_capture) and for many in parallel (the probes):
  *   a child has ended when it closes its stdout (then it is reaped); at the deadline the rest
  *   are killed with their process groups, so the caller never hangs on a helper.
