@@ -4,12 +4,14 @@
  * the agent socket's request and reply lines, and one line each of /proc/self/mountinfo,
  * /proc/PID/cgroup and /proc/devices.
  *
- * The first byte picks the parser (modulo 6; bit 8: the v1 cgroup line, bit 64: within the
- * character devices), the rest is one NUL-terminated line. Properties checked beyond
+ * The first byte picks the parser (bit 128: the agent's confined-jobs state line; else modulo
+ * 6; bit 8: the v1 cgroup line, bit 64: within the character devices), the rest is one
+ * NUL-terminated line. Properties checked beyond
  * "no crash, no leak": a request is accepted only when it asks for "confine" and names no other
  * pid than the caller's, and a refusal says why; a reply parsed gives a NUL-terminated text; a
  * mount point, a cgroup path and a device name are NUL-terminated and fit their buffers, a cgroup
- * path starts with '/'.
+ * path starts with '/'; a state line gives a job cgroup name "job-" and at most the devices
+ * asked for, none of them empty or holding a space.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -36,6 +38,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(line, data + 1, size - 1);
 	line[size - 1] = '\0';
+	if (data[0] & 128) {
+		const char *job = NULL, *uuids[4];
+		uint64_t ticks;
+		int32_t holder;
+		size_t n = 0;
+		if (agent_state_line(line, &holder, &ticks, &job, uuids, 4, &n)) {
+			if (strncmp(job, "job-", 4) != 0 || holder < 0 || n > 4)
+				abort();
+			for (size_t k = 0; k < n; k++)
+				if (!uuids[k][0] || strchr(uuids[k], ' '))
+					abort();
+		}
+		free(line);
+		return 0;
+	}
 	switch (data[0] % 6) {
 	case 0:
 		why[0] = '\0';

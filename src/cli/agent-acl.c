@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "agent-acl.h"
+#include "agent-state.h"
 #include "cmd.h"
 
 #define CLOSED_MODE 0600 /* root's own; users only through ACL entries */
@@ -121,23 +122,6 @@ static void uids_free(struct uids *u)
 
 /* ---- the state file ---- */
 
-/* Whether the directory of path is one only root can change files in: root's, and not
- * writable by group or others (or sticky, where only a file's owner may replace it). The state
- * file says which device nodes root changes and back to what: nobody else may write it. */
-static bool state_dir_safe(const char *path)
-{
-	char dir[4200];
-	const char *slash = strrchr(path, '/');
-	struct stat st;
-
-	if (!slash || (size_t)(slash - path) >= sizeof(dir))
-		return false;
-	memcpy(dir, path, (size_t)(slash - path));
-	dir[slash == path ? 1 : slash - path] = '\0';
-	return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 &&
-	       (!(st.st_mode & 022) || (st.st_mode & S_ISVTX));
-}
-
 /* Whether path names a node the agent guards under dev_dir: DEV_DIR/nvidiaN or
  * DEV_DIR/nvidia-caps/nvidia-capN, N decimal. */
 static bool guardable(const char *dev_dir, const char *path)
@@ -157,44 +141,27 @@ static bool guardable(const char *dev_dir, const char *path)
 }
 
 /* One line: "MODE UID GID MAJOR:MINOR ACL PATH" (octal mode, ACL text or "-", the path last). */
-static int state_write(struct agent_acl *a)
+static int state_print(FILE *f, void *arg)
 {
-	char tmp[4200];
-	FILE *f;
-	int r = 0;
+	const struct agent_acl *a = arg;
 
-	if (!a->state_path)
-		return 0;
-	if (a->n == 0)
-		return unlink(a->state_path) < 0 && errno != ENOENT ? -errno : 0;
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", a->state_path) >= sizeof(tmp))
-		return -ENAMETOOLONG;
-	if (!state_dir_safe(a->state_path))
-		return -EPERM;
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	if (!(f = fdopen(fd, "w"))) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
 	for (size_t i = 0; i < a->n; i++) {
 		const struct guarded *g = &a->g[i];
 		if (fprintf(f, "%o %" PRIu32 " %" PRIu32 " %" PRIu32 ":%" PRIu32 " %s %s\n",
 		            g->mode, g->uid, g->gid, g->major, g->minor, g->acl ? g->acl : "-",
 		            g->path) < 0)
-			r = -EIO;
+			return -EIO;
 	}
-	if (fflush(f) != 0 || fsync(fileno(f)) < 0)
-		r = r ? r : -errno;
-	if (fclose(f) != 0 && r == 0)
-		r = -errno;
-	if (r == 0 && rename(tmp, a->state_path) < 0)
-		r = -errno;
-	if (r < 0)
-		(void)unlink(tmp);
-	return r;
+	return 0;
+}
+
+static int state_write(struct agent_acl *a)
+{
+	if (!a->state_path)
+		return 0;
+	if (a->n == 0)
+		return unlink(a->state_path) < 0 && errno != ENOENT ? -errno : 0;
+	return agent_state_write(a->state_path, state_print, a);
 }
 
 /* The state file's nodes into a (each restored at the first sample unless wanted). Only a
@@ -202,22 +169,11 @@ static int state_write(struct agent_acl *a)
  * entries for nodes under the dev directory are believed. */
 static int state_read(struct agent_acl *a)
 {
-	int fd = open(a->state_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	struct stat st;
+	FILE *f = agent_state_open(a->state_path);
 	char line[8192];
-	FILE *f;
 
-	if (fd < 0)
+	if (!f)
 		return errno == ENOENT ? 0 : -errno;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022) ||
-	    !state_dir_safe(a->state_path)) {
-		close(fd);
-		return -EPERM;
-	}
-	if (!(f = fdopen(fd, "r"))) {
-		close(fd);
-		return -ENOMEM;
-	}
 	while (fgets(line, sizeof(line), f)) {
 		struct guarded g = {0};
 		char acl[4096], path[4097];

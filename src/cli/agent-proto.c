@@ -5,6 +5,7 @@
  * /proc/PID/cgroup; /proc/devices), each one line at a time, strictly: what does not parse is
  * not ours. fuzz/fuzz-agent-proto.c drives every function.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -116,4 +117,51 @@ int agent_proc_devices_line(const char *line, bool *in_chars, uint32_t *ret_majo
 	*ret_major = (uint32_t)major;
 	memcpy(name, word, strlen(word) + 1);
 	return 1;
+}
+
+/* Whether word is "job-PID-TICKS", both decimal, PID > 0. */
+static bool job_name(const char *word)
+{
+	const char *p, *dash;
+
+	if (strncmp(word, "job-", 4) != 0)
+		return false;
+	p = word + 4;
+	dash = strchr(p, '-');
+	if (!dash || dash == p || !dash[1] || *p == '0' || dash - p > 10 ||
+	    strspn(p, "0123456789") != (size_t)(dash - p) ||
+	    strspn(dash + 1, "0123456789") != strlen(dash + 1) || strlen(dash + 1) > 20)
+		return false;
+	return strtol(p, NULL, 10) <= INT32_MAX;
+}
+
+bool agent_state_line(char *line, int32_t *ret_holder, uint64_t *ret_ticks, const char **ret_name,
+                      const char **uuids, size_t max, size_t *ret_n)
+{
+	char *save = NULL, *holder = strtok_r(line, " \n", &save), *end;
+	char *ticks = strtok_r(NULL, " \n", &save), *name = strtok_r(NULL, " \n", &save);
+	unsigned long long t;
+	long h;
+	size_t n = 0;
+
+	if (!holder || !ticks || !name || !job_name(name) || !isdigit((unsigned char)*holder) ||
+	    !isdigit((unsigned char)*ticks))
+		return false;
+	errno = 0;
+	h = strtol(holder, &end, 10);
+	if (*end || errno || h > INT32_MAX)
+		return false;
+	t = strtoull(ticks, &end, 10);
+	if (*end || errno)
+		return false;
+	for (char *u; (u = strtok_r(NULL, " \n", &save));) {
+		if (n == max)
+			return false;
+		uuids[n++] = u;
+	}
+	*ret_holder = (int32_t)h;
+	*ret_ticks = t;
+	*ret_name = name;
+	*ret_n = n;
+	return true;
 }

@@ -2,7 +2,8 @@
 /*
  * agent-proto.h: the pure parsers of enforce = cgroup (docs/agent.md, "Enforcement: cgroup"): the
  * socket's request and reply lines, and the kernel's text the agent reads (a mountinfo line, a
- * /proc/PID/cgroup line, a /proc/devices line). No I/O; fuzz/fuzz-agent-proto.c drives them.
+ * /proc/PID/cgroup line, a /proc/devices line), and a line of its confined-jobs state file. No
+ * I/O; fuzz/fuzz-agent-proto.c drives them.
  */
 #ifndef GPUCTL_CLI_AGENT_PROTO_H
 #define GPUCTL_CLI_AGENT_PROTO_H
@@ -31,5 +32,13 @@ bool agent_proc_cgroup_line(char *line, bool v1, const char **ret_path);
  * 0 for anything else (a section header updates *in_chars), -1 at "Block devices:" (stop). */
 int agent_proc_devices_line(const char *line, bool *in_chars, uint32_t *ret_major, char *name,
                             size_t name_size);
+
+/* One line of the agent's confined-jobs state file (changed in place): "HOLDER HOLDER_TICKS
+ * NAME UUID..." with NAME a job cgroup's, "job-PID-TICKS" (decimal), HOLDER 0 or a pid. true
+ * with *ret_name and the devices in uuids[0..*ret_n), each pointing into line; false for any
+ * other line, and for one of more than max devices (a job is never narrowed from part of its
+ * list). */
+bool agent_state_line(char *line, int32_t *ret_holder, uint64_t *ret_ticks, const char **ret_name,
+                      const char **uuids, size_t max, size_t *ret_n);
 
 #endif /* GPUCTL_CLI_AGENT_PROTO_H */

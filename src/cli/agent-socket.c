@@ -27,6 +27,11 @@
  *   of its cgroup, nor the gpuctl run that started it (the caller's parent when it asked), holds
  *   any more is revoked (agent_cgroup_narrow: v1 denies its nodes, v2 adds a program of the
  *   rest). Only narrowed, never widened: the kept devices are a subset of those confined.
+ * - The jobs confined outlive the agent: each (its cgroup's name, its gpuctl run, the devices it
+ *   may open) is written to a root-only state file beside the lease directory
+ *   (LEASE_DIR-cgroup.state, agent-state.h) whenever the list changes, and a new agent reads
+ *   it, so a lease taken back after a restart still narrows the job. Only a job cgroup that
+ *   exists under this agent's parent is believed (its name job-PID-TICKS, nothing else).
  * - One request per connection, on the main thread: the request must come within
  *   AGENT_SOCKET_READ_MS and fit AGENT_SOCKET_REQUEST_MAX bytes, the reply is written without
  *   blocking, and at most AGENT_SOCKET_PER_WAKE connections are served before the loop looks at
@@ -48,6 +53,7 @@
 
 #include "agent-proto.h"
 #include "agent-socket.h"
+#include "agent-state.h"
 #include "cmd.h"
 #include "hostproc.h"
 #include "sampler.h"
@@ -73,6 +79,8 @@ struct agent_socket {
 	char *path;
 	struct confined *jobs; /* the jobs confined, while their cgroups exist */
 	size_t n_jobs;
+	char *state_path;                    /* where jobs is kept for the next agent, or NULL */
+	bool state_failing;                  /* it could not be written (said once) */
 	struct agent_cgroups *cgroups;       /* borrowed; NULL: refuse */
 	const struct sampler_sample *sample; /* the latest good sample, held */
 	const struct gpuctl_site *site;      /* the lease directory */
@@ -126,13 +134,19 @@ int agent_socket_fd(const struct agent_socket *s)
 	return s->fd;
 }
 
-void agent_socket_set_cgroups(struct agent_socket *s, struct agent_cgroups *c)
-{
-	s->cgroups = c;
-}
-
 static void revoke_ended(struct agent_socket *s);
 static void track(struct agent_socket *s, const char *path, pid_t pid, json_t *uuids);
+static void state_read(struct agent_socket *s);
+
+void agent_socket_set_cgroups(struct agent_socket *s, struct agent_cgroups *c,
+                              const char *state_path)
+{
+	s->cgroups = c;
+	free(s->state_path);
+	s->state_path = state_path ? strdup(state_path) : NULL;
+	if (c && s->state_path)
+		state_read(s);
+}
 
 void agent_socket_sample(struct agent_socket *s, const struct exporter_view *v)
 {
@@ -378,6 +392,101 @@ static bool parent_of(pid_t pid, pid_t *ret_ppid, uint64_t *ret_ticks)
 	return true;
 }
 
+/* ---- the jobs, kept for the next agent ---- */
+
+/* One line per job: "HOLDER HOLDER_TICKS NAME UUID..." (NAME: the cgroup's, under the parent). */
+static int state_print(FILE *f, void *arg)
+{
+	const struct agent_socket *s = arg;
+
+	for (size_t i = 0; i < s->n_jobs; i++) {
+		const struct confined *j = &s->jobs[i];
+		const char *name = strrchr(j->cgroup, '/');
+		if (fprintf(f, "%d %llu %s", (int)j->holder, (unsigned long long)j->holder_ticks,
+		            name ? name + 1 : j->cgroup) < 0)
+			return -EIO;
+		for (size_t k = 0; k < j->n; k++)
+			if (fprintf(f, " %s", j->uuids[k]) < 0)
+				return -EIO;
+		if (fputc('\n', f) == EOF)
+			return -EIO;
+	}
+	return 0;
+}
+
+/* Writes the jobs after a change (the file goes with the last); a failure is said once. */
+static void state_write(struct agent_socket *s)
+{
+	int r;
+
+	if (!s->state_path)
+		return;
+	if (s->n_jobs == 0)
+		r = unlink(s->state_path) < 0 && errno != ENOENT ? -errno : 0;
+	else
+		r = agent_state_write(s->state_path, state_print, s);
+	if (r < 0 && !s->state_failing)
+		cli_error("agent: %s: %s (a job confined now is not narrowed after a restart)",
+		          s->state_path, strerror(-r));
+	s->state_failing = r < 0;
+}
+
+/* One state line into a job, when its cgroup exists under the parent. */
+static bool state_line(struct agent_socket *s, char *line, struct confined *j)
+{
+	const char *name, *uuids[AGENT_MAX_NODES];
+	char path[4200];
+	struct stat st;
+	uint64_t ticks;
+	int32_t holder;
+	size_t n;
+
+	if (!agent_state_line(line, &holder, &ticks, &name, uuids, AGENT_MAX_NODES, &n) ||
+	    (size_t)snprintf(path, sizeof(path), "%s/%s", agent_cgroups_parent(s->cgroups), name) >=
+	            sizeof(path) ||
+	    stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return false;
+	*j = (struct confined){.holder = holder,
+	                       .holder_ticks = ticks,
+	                       .cgroup = strdup(path),
+	                       .uuids = calloc(n + 1, sizeof(char *))};
+	if (!j->cgroup || !j->uuids)
+		return false;
+	for (size_t k = 0; k < n; k++)
+		if ((j->uuids[j->n] = strdup(uuids[k])))
+			j->n++;
+	return j->n == n;
+}
+
+/* The jobs an earlier agent confined whose cgroups exist (agent_state_open's checks). */
+static void state_read(struct agent_socket *s)
+{
+	FILE *f = agent_state_open(s->state_path);
+	char line[8192];
+
+	if (!f) {
+		if (errno != ENOENT)
+			cli_error("agent: %s: %s (the jobs an earlier agent confined are not "
+			          "narrowed)",
+			          s->state_path, strerror(errno));
+		return;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		struct confined j = {0};
+		line[strcspn(line, "\n")] = '\0';
+		void *grown = realloc(s->jobs, (s->n_jobs + 1) * sizeof(*s->jobs));
+		if (!grown)
+			break;
+		s->jobs = grown;
+		if (state_line(s, line, &j))
+			s->jobs[s->n_jobs++] = j;
+		else
+			confined_free(&j);
+	}
+	fclose(f);
+	state_write(s); /* without the jobs that ended meanwhile */
+}
+
 /* Remembers a job just confined (nothing when out of memory: it is then never narrowed). */
 static void track(struct agent_socket *s, const char *path, pid_t pid, json_t *uuids)
 {
@@ -397,6 +506,7 @@ static void track(struct agent_socket *s, const char *path, pid_t pid, json_t *u
 		j.holder = 0;
 	json_array_foreach(uuids, i, u) if ((j.uuids[j.n] = strdup(json_string_value(u)))) j.n++;
 	s->jobs[s->n_jobs++] = j;
+	state_write(s);
 }
 
 /* Device uuid of snap as (g, mig); false when snap has none. */
@@ -506,6 +616,7 @@ static void revoke_ended(struct agent_socket *s)
 	_cleanup_(gpuctl_lease_dir_freep) struct gpuctl_lease_dir *dir = NULL;
 	const struct gpuctl_snapshot *snap = s->sample ? exporter_sample_snapshot(s->sample) : NULL;
 	size_t w = 0;
+	bool changed = false;
 
 	if (!s->n_jobs || !snap || !s->cgroups ||
 	    gpuctl_lease_dir_open(s->ctx, gpuctl_site_lease_dir_path(s->site), &dir) < 0)
@@ -516,6 +627,7 @@ static void revoke_ended(struct agent_socket *s)
 		char why[512] = "";
 		if (access(j->cgroup, F_OK) < 0) { /* ended and swept */
 			confined_free(j);
+			changed = true;
 			continue;
 		}
 		s->jobs[w++] = *j;
@@ -543,8 +655,11 @@ static void revoke_ended(struct agent_socket *s)
 			free(j->uuids[k]);
 		}
 		j->n = n;
+		changed = true;
 	}
 	s->n_jobs = w;
+	if (changed)
+		state_write(s);
 }
 
 /* Reads one line (the request) from fd within AGENT_SOCKET_READ_MS: its length, or -1. */
@@ -623,6 +738,7 @@ void agent_socket_free(struct agent_socket *s)
 		confined_free(&s->jobs[i]);
 	free(s->jobs);
 	sampler_put(s->sample);
+	free(s->state_path);
 	free(s->path);
 	free(s);
 }

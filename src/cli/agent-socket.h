@@ -19,8 +19,11 @@ struct agent_socket;
  * not), mode 0666: any user may ask. 0, or -errno with why. */
 int agent_socket_open(const char *path, struct agent_socket **ret, char *why, size_t why_size);
 int agent_socket_fd(const struct agent_socket *s);
-/* The confinement it grants (borrowed; NULL: every request is refused, saying so). */
-void agent_socket_set_cgroups(struct agent_socket *s, struct agent_cgroups *c);
+/* The confinement it grants (borrowed; NULL: every request is refused, saying so), and the
+ * root-only state file where the jobs confined are kept for the next agent (NULL: none): the
+ * jobs an earlier agent kept there whose cgroups exist are read now, to be narrowed alike. */
+void agent_socket_set_cgroups(struct agent_socket *s, struct agent_cgroups *c,
+                              const char *state_path);
 /* The sample requests are checked against (the lease directory and the devices): v's sample is
  * held until the next (exporter_view.sample). */
 void agent_socket_sample(struct agent_socket *s, const struct exporter_view *v);

@@ -606,11 +606,12 @@ static void agent_socket_ready(void *userdata)
 /* enforce = cgroup in any pool (docs/agent.md, "Enforcement: cgroup"): the socket, and the job
  * cgroups' parent; a hierarchy that cannot be used is said, and every request refused. 0, or
  * the exit status (the socket cannot listen). */
-static int start_confining(struct agent *a, const struct gpuctl_config *cfg, const char *path,
+static int start_confining(struct agent *a, const struct gpuctl_site *site, const char *path,
                            enum agent_cgroup_mode mode, const char *parent)
 {
+	const struct gpuctl_config *cfg = gpuctl_site_config(site);
 	struct gpuctl_config_enforce e;
-	char why[512];
+	char why[512], *state = NULL;
 	bool wanted = false;
 
 	for (size_t i = 0; i <= gpuctl_config_pool_count(cfg) && !wanted; i++) {
@@ -630,7 +631,11 @@ static int start_confining(struct agent *a, const struct gpuctl_config *cfg, con
 	}
 	if (agent_cgroups_new(mode, parent, &a->cgroups, why, sizeof(why)) < 0)
 		cli_error("agent: cgroups: %s (enforce = cgroup: every job is refused)", why);
-	agent_socket_set_cgroups(a->sock, a->cgroups);
+	/* the jobs confined, beside the lease directory as the health state file is */
+	if (asprintf(&state, "%s-cgroup.state", gpuctl_site_lease_dir_path(site)) < 0)
+		state = NULL;
+	agent_socket_set_cgroups(a->sock, a->cgroups, state);
+	free(state);
 	return 0;
 }
 
@@ -697,8 +702,7 @@ static int cmd_agent_exec(struct cli *cli, int argc, char **argv)
 	if ((status = agent_hooks_new(gpuctl_site_config(cli->site), &a.hooks)))
 		return status;
 	a.idle.hooks = a.hooks;
-	if ((status = start_confining(&a, gpuctl_site_config(cli->site), sock, cg_mode,
-	                              cg_parent))) {
+	if ((status = start_confining(&a, cli->site, sock, cg_mode, cg_parent))) {
 		agent_hooks_free(a.hooks);
 		return status;
 	}

@@ -223,6 +223,32 @@ class CgroupCase(TwoUserCase):
         (job,) = self.jobs()
         return job, int(job.split("-")[1])
 
+    def opening_job(self, user, idx):
+        """`gpuctl run --only IDX` as user of a job that opens GPU IDX's node once confined and
+        again when told: its job cgroup's name and a function that tells it and returns both
+        outcomes (["before ERRNO", "after ERRNO"])."""
+        go = os.path.join(self.scratch, "go")
+        code = ("import errno, os, sys, time\n"
+                "def try_open():\n"
+                "    try: os.close(os.open(sys.argv[1], os.O_RDWR)); return 'ok'\n"
+                "    except OSError as e: return errno.errorcode[e.errno]\n"
+                "print('before', try_open(), flush=True)\n"
+                "while not os.path.exists(sys.argv[2]): time.sleep(0.05)\n"
+                "print('after', try_open(), flush=True)\n")
+        p = self.background(user, "run", "-n", "1", "--only", str(idx), "--", PY, "-c", code,
+                            self.node(idx), go, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+        self.assertTrue(wait_until(lambda: len(self.jobs()) == 1), self.ag.stderr())
+        (job,) = self.jobs()
+
+        def opens_after():
+            with open(go, "w"):
+                pass
+            out, err = p.communicate(timeout=PATIENCE_S)
+            self.assertEqual(p.returncode, 0, err)
+            return out.splitlines()
+        return job, opens_after
+
     # ---- the tests ----
 
     def test_job_opens_its_gpu_only(self):
@@ -347,29 +373,54 @@ class CgroupCase(TwoUserCase):
         # so the job's next open of its former GPU's node is denied
         a, _ = self.users
         self.start_agent()
-        go = os.path.join(self.scratch, "go")
-        code = ("import errno, os, sys, time\n"
-                "def try_open():\n"
-                "    try: os.close(os.open(sys.argv[1], os.O_RDWR)); return 'ok'\n"
-                "    except OSError as e: return errno.errorcode[e.errno]\n"
-                "print('before', try_open(), flush=True)\n"
-                "while not os.path.exists(sys.argv[2]): time.sleep(0.05)\n"
-                "print('after', try_open(), flush=True)\n")
-        p = self.background(a, "run", "-n", "1", "--only", "5", "--", PY, "-c", code,
-                            self.node(5), go, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-        self.assertTrue(wait_until(lambda: len(self.jobs()) == 1), self.ag.stderr())
-        (job,) = self.jobs()
+        job, opens_after = self.opening_job(a, 5)
         r = run([GPUCTL, "release", "--force", "-i", "5", "--reason", "test"], env=self.env)
         self.assertEqual(r.rc, 0, r)
         said = "the lease of %s ended: the job may no longer open it" % UUIDS[5]
         self.assertTrue(wait_until(lambda: said in self.ag.stderr()), self.ag.stderr())
-        with open(go, "w"):
-            pass
-        out, err = p.communicate(timeout=PATIENCE_S)
-        self.assertEqual(out.splitlines(), ["before ENXIO", "after EPERM"], (out, err))
+        self.assertEqual(opens_after(), ["before ENXIO", "after EPERM"])
         self.assertIn(job, self.ag.stderr())
 
+
+    def test_restarted_agent_still_narrows(self):
+        # the jobs confined outlive the agent (docs/agent.md, "Confining jobs"): A's job is
+        # confined, the agent is stopped and started again, then root takes the lease back;
+        # the new agent narrows the job's filter as the first would have, from the root-only
+        # state file the first left beside the lease directory
+        a, _ = self.users
+        self.start_agent()
+        job, opens_after = self.opening_job(a, 6)
+        state = self.dir + "-cgroup.state"
+        # written once the job is confined (its cgroup is made before)
+        self.assertTrue(wait_until(lambda: os.path.exists(state)), self.ag.stderr())
+        st = os.stat(state)
+        self.assertEqual((st.st_uid, st.st_mode & 0o777), (0, 0o600))
+        self.assertEqual(self.ag.stop(), 0, self.ag.stderr())
+        self.ag.start()
+        self.assertEqual(self.jobs(), [job])
+        r = run([GPUCTL, "release", "--force", "-i", "6", "--reason", "test"], env=self.env)
+        self.assertEqual(r.rc, 0, r)
+        said = "%s: the lease of %s ended: the job may no longer open it" % (job, UUIDS[6])
+        self.assertTrue(wait_until(lambda: said in self.ag.stderr()), self.ag.stderr())
+        self.assertEqual(opens_after(), ["before ENXIO", "after EPERM"])
+        # the job ended: its cgroup is swept and the state file goes with the last job
+        self.assertTrue(wait_until(lambda: not self.jobs() and not os.path.exists(state)),
+                        (self.jobs(), self.ag.stderr()))
+
+    def test_state_file_not_roots_is_not_believed(self):
+        # a state file anyone but root could have written names nothing the agent narrows:
+        # the agent says so at start and confines new jobs as always
+        a, _ = self.users
+        state = self.dir + "-cgroup.state"
+        with open(state, "w") as f:
+            f.write("1 1 job-1-1 %s\n" % UUIDS[0])
+        os.chmod(state, 0o666)
+        self.start_agent()
+        self.assertTrue(wait_until(lambda: state in self.ag.stderr()), self.ag.stderr())
+        self.assertIn("not narrowed", self.ag.stderr())
+        r = self.job(a, 1, [self.node(1), self.node(2)])
+        self.assertEqual(self.opened(r), {"nvidia%d" % self.minor[1]: "ENXIO",
+                                          "nvidia%d" % self.minor[2]: "EPERM"}, r)
 
     def test_silent_clients_do_not_stop_it(self):
         # anyone may connect (docs/agent.md): connections that say nothing are dropped after
