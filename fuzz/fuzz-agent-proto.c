@@ -4,14 +4,16 @@
  * the agent socket's request and reply lines, and one line each of /proc/self/mountinfo,
  * /proc/PID/cgroup and /proc/devices.
  *
- * The first byte picks the parser (bit 128: the agent's confined-jobs state line; else modulo
- * 6; bit 8: the v1 cgroup line, bit 64: within the character devices), the rest is one
- * NUL-terminated line. Properties checked beyond
+ * The first byte picks the parser (bit 128: a state file's line, of enforce = acl when bit 1
+ * is set, else of the confined jobs; without bit 128 modulo 6; bit 8: the v1 cgroup line, bit
+ * 64: within the character devices), the rest is one NUL-terminated line. Properties checked
+ * beyond
  * "no crash, no leak": a request is accepted only when it asks for "confine" and names no other
  * pid than the caller's, and a refusal says why; a reply parsed gives a NUL-terminated text; a
  * mount point, a cgroup path and a device name are NUL-terminated and fit their buffers, a cgroup
  * path starts with '/'; a state line gives a job cgroup name "job-" and at most the devices
- * asked for, none of them empty or holding a space.
+ * asked for, none of them empty or holding a space; an acl state line a mode of at most 07777
+ * and a path under the device directory.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -38,6 +40,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(line, data + 1, size - 1);
 	line[size - 1] = '\0';
+	if ((data[0] & 129) == 129) {
+		struct agent_acl_state e;
+		if (agent_acl_state_line(line, "/dev", &e) &&
+		    (e.mode > 07777 || strncmp(e.path, "/dev/nvidia", 11) != 0 ||
+		     (e.acl && (!e.acl[0] || strchr(e.acl, ' ')))))
+			abort();
+		free(line);
+		return 0;
+	}
 	if (data[0] & 128) {
 		const char *job = NULL, *uuids[4];
 		uint64_t ticks;

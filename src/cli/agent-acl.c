@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "agent-acl.h"
+#include "agent-proto.h"
 #include "agent-state.h"
 #include "cmd.h"
 
@@ -122,24 +123,6 @@ static void uids_free(struct uids *u)
 
 /* ---- the state file ---- */
 
-/* Whether path names a node the agent guards under dev_dir: DEV_DIR/nvidiaN or
- * DEV_DIR/nvidia-caps/nvidia-capN, N decimal. */
-static bool guardable(const char *dev_dir, const char *path)
-{
-	size_t k = strlen(dev_dir);
-	const char *p = path + k + 1;
-
-	if (strncmp(path, dev_dir, k) != 0 || path[k] != '/')
-		return false;
-	if (!strncmp(p, "nvidia-caps/nvidia-cap", 22))
-		p += 22;
-	else if (!strncmp(p, "nvidia", 6))
-		p += 6;
-	else
-		return false;
-	return *p && strspn(p, "0123456789") == strlen(p);
-}
-
 /* One line: "MODE UID GID MAJOR:MINOR ACL PATH" (octal mode, ACL text or "-", the path last). */
 static int state_print(FILE *f, void *arg)
 {
@@ -175,21 +158,22 @@ static int state_read(struct agent_acl *a)
 	if (!f)
 		return errno == ENOENT ? 0 : -errno;
 	while (fgets(line, sizeof(line), f)) {
+		struct agent_acl_state e;
 		struct guarded g = {0};
-		char acl[4096], path[4097];
 		void *p;
 
-		line[strcspn(line, "\n")] = '\0';
-		if (sscanf(line,
-		           "%o %" SCNu32 " %" SCNu32 " %" SCNu32 ":%" SCNu32 " %4095s %4096[^\n]",
-		           &g.mode, &g.uid, &g.gid, &g.major, &g.minor, acl, path) != 7 ||
-		    !guardable(a->dev_dir, path) || g.mode > 07777)
+		if (!agent_acl_state_line(line, a->dev_dir, &e))
 			continue;
 		if (!(p = realloc(a->g, (a->n + 1) * sizeof(*a->g))))
 			break;
 		a->g = p;
-		g.path = strdup(path);
-		g.acl = strcmp(acl, "-") ? strdup(acl) : NULL;
+		g = (struct guarded){.mode = e.mode,
+		                     .uid = e.uid,
+		                     .gid = e.gid,
+		                     .major = e.major,
+		                     .minor = e.minor,
+		                     .path = strdup(e.path),
+		                     .acl = e.acl ? strdup(e.acl) : NULL};
 		a->g[a->n++] = g;
 	}
 	fclose(f);

@@ -165,3 +165,63 @@ bool agent_state_line(char *line, int32_t *ret_holder, uint64_t *ret_ticks, cons
 	*ret_n = n;
 	return true;
 }
+
+/* Whether path names a node the agent guards under dev_dir: DEV_DIR/nvidiaN or
+ * DEV_DIR/nvidia-caps/nvidia-capN, N decimal. */
+static bool guardable(const char *dev_dir, const char *path)
+{
+	size_t k = strlen(dev_dir);
+	const char *p;
+
+	if (strncmp(path, dev_dir, k) != 0 || path[k] != '/')
+		return false;
+	p = path + k + 1;
+	if (!strncmp(p, "nvidia-caps/nvidia-cap", 22))
+		p += 22;
+	else if (!strncmp(p, "nvidia", 6))
+		p += 6;
+	else
+		return false;
+	return *p && strspn(p, "0123456789") == strlen(p);
+}
+
+/* The unsigned number of base at *p (digits only, no sign), at most max: its end, or NULL. */
+static char *number(char *p, int base, uint32_t max, uint32_t *ret)
+{
+	unsigned long v;
+	char *end;
+
+	if (!isdigit((unsigned char)*p))
+		return NULL;
+	errno = 0;
+	v = strtoul(p, &end, base);
+	if (errno || v > max)
+		return NULL;
+	*ret = (uint32_t)v;
+	return end;
+}
+
+bool agent_acl_state_line(char *line, const char *dev_dir, struct agent_acl_state *ret)
+{
+	struct agent_acl_state e = {0};
+	char *p = line, *acl;
+
+	line[strcspn(line, "\n")] = '\0';
+	if (!(p = number(p, 8, 07777, &e.mode)) || *p++ != ' ' ||
+	    !(p = number(p, 10, UINT32_MAX, &e.uid)) || *p++ != ' ' ||
+	    !(p = number(p, 10, UINT32_MAX, &e.gid)) || *p++ != ' ' ||
+	    !(p = number(p, 10, UINT32_MAX, &e.major)) || *p++ != ':' ||
+	    !(p = number(p, 10, UINT32_MAX, &e.minor)) || *p++ != ' ')
+		return false;
+	acl = p;
+	p = strchr(p, ' ');
+	if (!p || p == acl)
+		return false;
+	*p++ = '\0';
+	if (!guardable(dev_dir, p))
+		return false;
+	e.acl = strcmp(acl, "-") ? acl : NULL;
+	e.path = p;
+	*ret = e;
+	return true;
+}

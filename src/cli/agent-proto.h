@@ -2,8 +2,8 @@
 /*
  * agent-proto.h: the pure parsers of enforce = cgroup (docs/agent.md, "Enforcement: cgroup"): the
  * socket's request and reply lines, and the kernel's text the agent reads (a mountinfo line, a
- * /proc/PID/cgroup line, a /proc/devices line), and a line of its confined-jobs state file. No
- * I/O; fuzz/fuzz-agent-proto.c drives them.
+ * /proc/PID/cgroup line, a /proc/devices line), and a line of each state file (the confined
+ * jobs; enforce = acl's original node modes). No I/O; fuzz/fuzz-agent-proto.c drives them.
  */
 #ifndef GPUCTL_CLI_AGENT_PROTO_H
 #define GPUCTL_CLI_AGENT_PROTO_H
@@ -40,5 +40,17 @@ int agent_proc_devices_line(const char *line, bool *in_chars, uint32_t *ret_majo
  * list). */
 bool agent_state_line(char *line, int32_t *ret_holder, uint64_t *ret_ticks, const char **ret_name,
                       const char **uuids, size_t max, size_t *ret_n);
+
+/* One line of enforce = acl's state file (changed in place): "MODE UID GID MAJOR:MINOR ACL
+ * PATH", the mode octal (at most 07777), ACL an access ACL's text without spaces or "-" (none),
+ * PATH to the end of the line and naming a node the agent guards under dev_dir
+ * (DEV_DIR/nvidiaN or DEV_DIR/nvidia-caps/nvidia-capN). true with *ret filled (its strings
+ * point into line); false for any other line. */
+struct agent_acl_state {
+	uint32_t mode, uid, gid, major, minor;
+	const char *acl; /* NULL: "-" */
+	const char *path;
+};
+bool agent_acl_state_line(char *line, const char *dev_dir, struct agent_acl_state *ret);
 
 #endif /* GPUCTL_CLI_AGENT_PROTO_H */
