@@ -13,6 +13,7 @@ Users for terminate and notify are real: made with useradd (a uid from 1000 up, 
 for people), removed after the class; their processes are started by the test (setpriv) and
 killed by it. Terminals for notify are ptys the test opens and hands to the user, listed in a
 scratch utmp file the agent reads through $GPUCTL_UTMP (utmp(5) layout)."""
+import json
 import os
 import pwd
 import select
@@ -331,6 +332,45 @@ class Actions(WatchCase):
         self.assertEqual(self.wait_for(lambda: p.poll() is not None and "ended"), "ended",
                          self.ag.stderr())
         self.assertEqual(p.returncode, -signal.SIGTERM)
+
+    def test_a_forged_owner_record_does_not_cover_a_process(self):
+        # anyone may write records into their own owners/<uid>/ (docs/leases.md, "Owner
+        # records"). One naming the user's own live process and a GPU that root's job holds is
+        # not that lease's record (the job's gpuctl took the lock: "Which record"), so the
+        # user's process on that GPU is still foreign there
+        self.forged_record(shared=False)
+
+    def test_a_forged_shared_record_does_not_cover_a_process(self):
+        # the same beside a shared lease: a shared record counts only when its pid took one of
+        # the device's read locks
+        self.forged_record(shared=True)
+
+    def forged_record(self, shared):
+        self.start("enforce = watch\n")
+        self.run_job(3, *(("--share", "--mem", "4GiB") if shared else ()))
+        uuid = self.uuid(3)
+        p = self.as_user("sleep", "60")
+        self.assertTrue(self.wait_for(lambda: alive(p.pid) and proc_uid(p.pid) == self.uid))
+        with open("/proc/%d/stat" % p.pid) as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, proc(5)
+        record = {"version": 1, "device": uuid, "pid": p.pid, "pid_start_ticks": ticks,
+                  "start_time": int(time.time()), "job_pid": p.pid, "job_start_ticks": ticks,
+                  "uid": self.uid, "user": self.user, "command": "sleep 60", "label": None,
+                  "created": int(time.time())}
+        owners = os.path.join(self.leases, "owners", str(self.uid))
+        code = ("import os, sys\n"
+                "os.makedirs(sys.argv[1], exist_ok=True); os.chmod(sys.argv[1], 0o755)\n"
+                "with open(os.path.join(sys.argv[1], sys.argv[2] + '.json'), 'w') as f:\n"
+                "    f.write(sys.argv[3])\n")
+        name = uuid + ("@%d" % p.pid if shared else "")  # <UUID>@<tag>.json: shared
+        w = self.as_user(sys.executable, "-c", code, owners, name, json.dumps(record))
+        self.assertEqual(w.wait(), 0)
+        self.assertEqual(os.stat(owners).st_uid, self.uid)
+        self.on_gpu(p.pid, 3)
+        self.assertTrue(self.wait_for(lambda: self.lines("pid %d " % p.pid)), self.ag.stderr())
+        got = self.lines("pid %d " % p.pid)
+        self.assertIn("foreign: pid %d (sleep, user %s, uid %d) on GPU 3 " % (
+            p.pid, self.user, self.uid), got[0])
 
     def test_notify_writes_a_line_to_the_users_terminals(self):
         utmp = os.path.join(self.tmp, "utmp")

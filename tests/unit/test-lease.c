@@ -1171,6 +1171,44 @@ static void test_proc_holds(void **state)
 	close(other);
 }
 
+/* lease_lock_taken_by, on real flocks read back from /proc/locks (proc(5): each flock line
+ * names the pid that took it): shared locks of two descriptions, both taken by us, and a live
+ * child that took none. */
+static void test_lock_taken_by(void **state)
+{
+	const char *lock = pathf("%s/GPU-3.lock", base);
+	int fd, fd2, wake;
+	struct stat st;
+	pid_t h;
+
+	(void)state;
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	fd2 = open(lock, O_RDWR | O_CLOEXEC);
+	assert_true(fd >= 0 && fd2 >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	h = spawn_sleeper(&wake);
+	/* no flock on it: nobody named, cannot tell */
+	assert_int_equal(lease_lock_taken_by(st.st_dev, st.st_ino, getpid(), 0), -1);
+	assert_int_equal(flock(fd, LOCK_SH | LOCK_NB), 0);
+	assert_int_equal(lease_lock_taken_by(st.st_dev, st.st_ino, getpid(), 0), 1);
+	assert_int_equal(lease_lock_taken_by(st.st_dev, st.st_ino, 0, getpid()), 1);
+	/* the pids named are ours only: a live process that took none is not a taker */
+	assert_int_equal(lease_lock_taken_by(st.st_dev, st.st_ino, h, 0), 0);
+	assert_int_equal(lease_lock_taken_by(st.st_dev, st.st_ino, 0, 0), 0);
+	/* another inode (the same device) is not this one */
+	assert_int_equal(lease_lock_taken_by(st.st_dev, st.st_ino + 1, getpid(), 0), -1);
+	assert_int_equal(flock(fd2, LOCK_SH | LOCK_NB), 0);
+	assert_int_equal(flock(fd, LOCK_UN), 0);
+	assert_int_equal(lease_lock_taken_by(st.st_dev, st.st_ino, getpid(), h), 1);
+	assert_int_equal(flock(fd2, LOCK_UN), 0);
+	assert_int_equal(lease_lock_taken_by(st.st_dev, st.st_ino, getpid(), h), -1);
+	assert_int_equal(write(wake, "", 1), 1);
+	close(wake);
+	reap(h);
+	close(fd);
+	close(fd2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1191,6 +1229,7 @@ int main(void)
 	        cmocka_unit_test(test_notice_parse),
 	        cmocka_unit_test(test_fdinfo_flock),
 	        cmocka_unit_test_setup_teardown(test_proc_holds, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_lock_taken_by, setup, teardown),
 	};
 
 	(void)prctl(PR_SET_CHILD_SUBREAPER, 1);

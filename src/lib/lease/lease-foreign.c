@@ -9,7 +9,7 @@
  *
  * Decisions:
  * - Foreign processes: a compute process on a device is a lease's only when it or an ancestor
- *   (up to ANCESTOR_MAX levels) is the pid or job_pid of a counting record for that same device
+ *   (up to ANCESTOR_MAX levels) is the pid or job_pid of a holder's record for that same device
  *   (or its whole GPU, or, for a whole GPU, one of its MIG devices), or holds the lock of one
  *   of those devices (a descriptor whose open file description has the flock, per
  *   /proc/PID/fdinfo: lease_proc_holds). Stricter than "any lease": a job that wanders onto a
@@ -22,6 +22,12 @@
  *   whose link names a .lock file are looked at further (lease_proc_holds). The lock files are
  *   found by fstatat, never opened (no inotify event for waiters). Only descriptors the caller
  *   may read are seen: to another user (not root) such a process still looks foreign.
+ * - A holder's record: of a HELD device, the record of the lease (lease_record_pick, the one
+ *   whose pid or job_pid took the lock per /proc/locks); of a SHARED device, each live record
+ *   whose pid or job_pid took one of its read locks (any live one when /proc/locks names no
+ *   pid). Anyone can write a record into their own owners/<uid>/ naming their own live process
+ *   and a device someone else holds: being alive and owned is not enough, or that record would
+ *   make its writer's process on another's GPU look like the lease's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -230,6 +236,21 @@ static void judge(struct gpuctl_foreign *f, const struct gpuctl_snapshot *snap,
 	}
 }
 
+/* Whether v[i] is a holder's record of its device (the decisions above). */
+static bool holders_record(const struct gpuctl_lease_dir *dir, const struct lease_locks_view *view,
+                           const struct record *v, size_t n, size_t i)
+{
+	char reason[REASON_MAX];
+	struct stat st;
+	int state = lease_probe_view(dir, view, v[i].uuid, &st, NULL, reason, sizeof(reason));
+
+	if (!lease_held(state) || !(v[i].pid_alive || v[i].job_alive))
+		return false;
+	if (state == GPUCTL_LEASE_HELD)
+		return !v[i].shared && lease_record_pick(v, n, v[i].uuid, &st) == (ssize_t)i;
+	return v[i].shared && lease_share_holder(&v[i], &st);
+}
+
 /* Classifies every process of snap against the records and lock holders of dir (NULL: none,
  * every process is foreign) and judges each device by lr's thresholds. */
 static int foreign_scan(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
@@ -257,12 +278,8 @@ static int foreign_scan(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 		_cleanup_(lease_locks_view_done) struct lease_locks_view view = {0};
 
 		lease_locks_view_read(dir, &view); /* the caller holds select.lock */
-		for (size_t i = 0; i < n_recs; i++) {
-			char reason[REASON_MAX];
-
-			held_rec[i] = lease_held(lease_probe_view(dir, &view, recs[i].uuid, NULL,
-			                                          NULL, reason, sizeof(reason)));
-		}
+		for (size_t i = 0; i < n_recs; i++)
+			held_rec[i] = holders_record(dir, &view, recs, n_recs, i);
 	}
 	for (size_t g = 0, proc = 0; g < snap->n_gpus; g++) {
 		const struct gpuctl_gpu *gp = &snap->gpus[g];

@@ -123,6 +123,10 @@ bool lease_flock_parse(char *line, struct lease_flock *ret);
  * any_kind); 0 if unknown. Pids of lines that match the inode but not the device count only
  * when no line matches both (overlay file systems report another device). */
 pid_t lease_lock_holder(dev_t dev, ino_t ino, bool any_kind);
+/* Whether pid a or b (each ignored when <= 0) took a flock of either kind on (dev, ino) per
+ * /proc/locks: 1 yes, 0 no (the lines of that file name other pids), -1 cannot tell (no line
+ * of it names a pid: another pid namespace, or /proc/locks unreadable). */
+int lease_lock_taken_by(dev_t dev, ino_t ino, pid_t a, pid_t b);
 
 /* The flock of one descriptor, from its /proc/PID/fdinfo/N text (NUL-terminated, changed in
  * place): true with it in *ret when a "lock:" line holds one (lease_flock_parse's fields). A
@@ -329,6 +333,9 @@ int lease_records_drop(const struct gpuctl_lease_dir *dir, uid_t uid, const char
  * lease has a record name of its own, so no later lease replaces them. */
 void lease_records_prune_shared(int ufd);
 
+/* Whether shared record v is a holder's of the SHARED device whose lock file is st: alive, and
+ * its pid or job_pid took one of the read locks (the decision in lease-record.c). */
+bool lease_share_holder(const struct record *v, const struct stat *st);
 /* Picks the record of a HELD device (the decision in lease-record.c); -1 if none. */
 ssize_t lease_record_pick(const struct record *v, size_t n, const char *uuid,
                           const struct stat *st);

@@ -191,6 +191,27 @@ pid_t lease_lock_holder(dev_t dev, ino_t ino, bool any_kind)
 	return ino_only;
 }
 
+int lease_lock_taken_by(dev_t dev, ino_t ino, pid_t a, pid_t b)
+{
+	_cleanup_fclose_ FILE *f = fopen("/proc/locks", "re");
+	char line[LOCKS_LINE_MAX];
+	bool named = false;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		struct lease_flock l;
+
+		if (!lease_flock_parse(line, &l) || l.ino != (uint64_t)ino || !l.pid ||
+		    l.maj != major(dev) || l.min != minor(dev))
+			continue;
+		if ((a > 0 && l.pid == (uint64_t)a) || (b > 0 && l.pid == (uint64_t)b))
+			return 1;
+		named = true;
+	}
+	return named ? 0 : -1;
+}
+
 bool lease_fdinfo_flock(char *text, struct lease_flock *ret)
 {
 	char *next;

@@ -15,7 +15,11 @@
  *   owned by <uid>. Records are not removed when a lease ends: the next lease of that user and
  *   device replaces it, and a stale one never counts (its holder is dead or the lock is free).
  * - The record of a held device: the one whose pid or job_pid holds the lock per /proc/locks;
- *   when /proc/locks does not name the holder, the only counting record, if exactly one.
+ *   when /proc/locks does not name the holder, the only counting record, if exactly one. The
+ *   records of a shared device: each live one whose pid or job_pid took one of its read locks
+ *   (every live one when /proc/locks names no pid). Anyone may write a record into their own
+ *   owners/<uid>/ naming their own live process and any device: only the lock makes it a
+ *   holder's.
  * - Shared leases' records are named <UUID>@<tag>.json (one per lease; tag = the creating pid),
  *   pruned by the same user's next shared lease once their holders are gone.
  * - Record format: one JSON object (docs/leases.md), written by hand with escaping; read back by
@@ -663,6 +667,14 @@ ssize_t lease_record_pick(const struct record *v, size_t n, const char *uuid, co
 		only = (ssize_t)i;
 	}
 	return holder <= 0 && count == 1 ? only : -1;
+}
+
+bool lease_share_holder(const struct record *v, const struct stat *st)
+{
+	if (!v->pid_alive && !v->job_alive)
+		return false;
+	return lease_lock_taken_by(st->st_dev, st->st_ino, v->pid_alive ? (pid_t)v->pid : 0,
+	                           v->job_alive ? (pid_t)v->job_pid : 0) != 0;
 }
 
 int lease_record_from_fds(const struct stat *st, struct record *ret)

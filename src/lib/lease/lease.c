@@ -183,7 +183,8 @@ static struct gpuctl_lease_owner owner_of(const struct record *r)
 }
 
 /* Moves the counting shared records of uuid out of v into e (their slots in v are left empty). */
-static int list_take_shares(struct list_entry *e, struct record *v, size_t n, const char *uuid)
+static int list_take_shares(struct list_entry *e, struct record *v, size_t n, const char *uuid,
+                            const struct stat *st)
 {
 	size_t k = 0;
 
@@ -197,7 +198,7 @@ static int list_take_shares(struct list_entry *e, struct record *v, size_t n, co
 	if (!e->sh_recs || !e->sh_owners || !e->sh_ptrs)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		if (!v[i].shared || !streq(v[i].uuid, uuid))
+		if (!v[i].shared || !streq(v[i].uuid, uuid) || !lease_share_holder(&v[i], st))
 			continue;
 		e->sh_recs[e->n_sh] = v[i];
 		v[i] = (struct record){0};
@@ -256,7 +257,7 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 			if (e->state == GPUCTL_LEASE_SHARED) {
 				e->declared = used > UINT64_MAX / SHARE_UNIT ? UINT64_MAX
 				                                             : used * SHARE_UNIT;
-				if (list_take_shares(e, recs, n_recs, u) < 0) {
+				if (list_take_shares(e, recs, n_recs, u, &st) < 0) {
 					lease_records_free(recs, n_recs);
 					return ctx_error(ctx, -ENOMEM, "out of memory");
 				}
