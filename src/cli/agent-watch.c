@@ -11,13 +11,16 @@
  *   a process is a lease's when it or an ancestor is the pid or job pid of a record for that
  *   device, or holds its lock). Nothing is sampled twice; /proc is read for the processes on
  *   GPUs (their parent, real uid and start time).
- * - foreign: a process of no lease on a GPU where no lease of its user (real uid) is held (any
- *   device of that GPU: the GPU or one of its MIG devices). A GPU with no lease at all counts:
- *   the issue's rule is "a process on a GPU that no lease of its user covers". A user's own
- *   process beside their `select --hold` lease is therefore none: the hold covers it.
+ * - foreign: a process of no lease on a device that no lease of its user (real uid) covers: the
+ *   whole GPU covers its MIG devices, a MIG device only itself (a process on MIG device 1 is
+ *   foreign when its user holds MIG device 0 only); a process not placed on a MIG device is
+ *   covered by a lease of any device of its GPU. A GPU with no lease at all counts: the issue's
+ *   rule is "a process on a GPU that no lease of its user covers". A user's own process beside
+ *   their `select --hold` lease is therefore none: the hold covers it.
  * - outside: a process of no lease on a GPU whose ancestor (up to ANCESTOR_MAX levels) is the
- *   holder or job of a lease that does not cover that GPU: a job's child that went to another
- *   GPU. Checked before foreign: a job's process is the job's, whoever else leases that GPU.
+ *   holder or job of a lease that does not cover that device (as for foreign): a job's child
+ *   that went to another GPU or MIG device. Checked before foreign: a job's process is the
+ *   job's, whoever else leases that GPU.
  * - overuse: for each holder of a shared device, the memory of the processes of its lease on
  *   that GPU (the lease's by the classification, the holder's by the ancestor walk) against
  *   what it declared plus the pool's share_margin (gpuctl_config_share_margin over the GPU's
@@ -71,6 +74,7 @@ struct agent_watch {
 struct lholder {
 	const struct gpuctl_lease_owner *ow;
 	size_t gpu;
+	int mig; /* the MIG device of gpu, -1: the whole GPU */
 };
 
 /* The sample as the watch sees it. */
@@ -194,8 +198,9 @@ static int collect_holders(struct wsample *s)
 		enum gpuctl_lease_state st;
 		size_t g = 0, n_own = 0;
 		uint64_t declared;
+		int mig = -1;
 
-		if (gpuctl_lease_list_get(ll, i, &g, NULL, &st, &ow, NULL) < 0)
+		if (gpuctl_lease_list_get(ll, i, &g, &mig, &st, &ow, NULL) < 0)
 			continue;
 		if (st == GPUCTL_LEASE_HELD && ow) {
 			owners = &ow;
@@ -212,7 +217,7 @@ static int collect_holders(struct wsample *s)
 					return -ENOMEM;
 				s->hs = h;
 			}
-			s->hs[s->n_hs++] = (struct lholder){.ow = owners[k], .gpu = g};
+			s->hs[s->n_hs++] = (struct lholder){.ow = owners[k], .gpu = g, .mig = mig};
 		}
 	}
 	return 0;
@@ -223,20 +228,29 @@ static bool same_holder(const struct gpuctl_lease_owner *a, const struct gpuctl_
 	return a->pid == b->pid && a->start_time == b->start_time;
 }
 
-/* Whether holder ow holds some device of GPU g. */
-static bool holder_covers(const struct wsample *s, const struct gpuctl_lease_owner *ow, size_t g)
+/* Whether holding h covers a process on MIG device mig of GPU g (-1: the whole GPU, or a MIG
+ * device the snapshot does not list): the whole GPU covers its MIG devices, a MIG device only
+ * itself; a process not placed on a MIG device is covered by any device of its GPU. */
+static bool covers(const struct lholder *h, size_t g, int mig)
+{
+	return h->gpu == g && (mig < 0 || h->mig < 0 || h->mig == mig);
+}
+
+/* Whether holder ow's lease covers a process on (g, mig). */
+static bool holder_covers(const struct wsample *s, const struct gpuctl_lease_owner *ow, size_t g,
+                          int mig)
 {
 	for (size_t i = 0; i < s->n_hs; i++)
-		if (s->hs[i].gpu == g && same_holder(s->hs[i].ow, ow))
+		if (covers(&s->hs[i], g, mig) && same_holder(s->hs[i].ow, ow))
 			return true;
 	return false;
 }
 
-/* Whether user uid holds a lease on some device of GPU g. */
-static bool user_covers(const struct wsample *s, uint32_t uid, size_t g)
+/* Whether a lease of user uid covers a process on (g, mig). */
+static bool user_covers(const struct wsample *s, uint32_t uid, size_t g, int mig)
 {
 	for (size_t i = 0; i < s->n_hs; i++)
-		if (s->hs[i].gpu == g && s->hs[i].ow->uid == uid)
+		if (covers(&s->hs[i], g, mig) && s->hs[i].ow->uid == uid)
 			return true;
 	return false;
 }
@@ -410,8 +424,9 @@ static int found(struct wsample *s, struct agent_violation *v, const char *key_w
 	return 0;
 }
 
-/* A process of no lease on GPU g: outside, foreign, or neither. */
-static int judge_foreign(struct wsample *s, size_t g, const char *uuid, uint32_t pid,
+/* A process of no lease on GPU g (on its MIG device mig, -1: none): outside, foreign, or
+ * neither. */
+static int judge_foreign(struct wsample *s, size_t g, int mig, const char *uuid, uint32_t pid,
                          const struct pinfo *pi)
 {
 	const struct gpuctl_lease_owner *ow = holder_of(s, pid, pi->ppid);
@@ -424,27 +439,32 @@ static int judge_foreign(struct wsample *s, size_t g, const char *uuid, uint32_t
 	                            .gpu_uuid = uuid,
 	                            .mem_used = -1,
 	                            .mem_allowed = -1};
-	char detail[200], who[48], gpus[112];
+	char detail[256], who[48], gpus[112], dev[48];
 	struct passwd *pw;
 
+	if (mig >= 0)
+		(void)snprintf(dev, sizeof(dev), "MIG device %zu:%d", g, mig);
+	else
+		(void)snprintf(dev, sizeof(dev), "GPU %zu", g);
 	(void)snprintf(who, sizeof(who), "%u@%" PRIu64, pid, pi->ticks);
-	if (ow && !holder_covers(s, ow, g)) {
+	if (ow && !holder_covers(s, ow, g, mig)) {
 		holder_gpus(s, ow, gpus, sizeof(gpus));
 		v.kind = AGENT_VIOLATION_OUTSIDE;
 		v.holder_pid = ow->pid;
-		(void)snprintf(detail, sizeof(detail),
-		               "a process of the job of pid %u, whose lease holds %s, on GPU %zu "
-		               "outside it",
-		               ow->pid, gpus, g);
-	} else if (!ow && !user_covers(s, pi->uid, g)) {
+		(void)snprintf(
+		        detail, sizeof(detail),
+		        "a process of the job of pid %u, whose lease holds %s, on %s outside "
+		        "it",
+		        ow->pid, gpus, dev);
+	} else if (!ow && !user_covers(s, pi->uid, g, mig)) {
 		v.kind = AGENT_VIOLATION_FOREIGN;
 		pw = getpwuid((uid_t)pi->uid);
 		if (pw)
-			(void)snprintf(detail, sizeof(detail), "no lease of %s covers GPU %zu",
-			               pw->pw_name, g);
+			(void)snprintf(detail, sizeof(detail), "no lease of %s covers %s",
+			               pw->pw_name, dev);
 		else
-			(void)snprintf(detail, sizeof(detail), "no lease of uid %u covers GPU %zu",
-			               pi->uid, g);
+			(void)snprintf(detail, sizeof(detail), "no lease of uid %u covers %s",
+			               pi->uid, dev);
 	} else {
 		return 0;
 	}
@@ -553,12 +573,13 @@ static int judge_gpu(struct wsample *s, size_t g)
 	if (!uuid || gpuctl_gpu_lost(gpu) || !enforced(s->v, g))
 		return 0;
 	for (size_t k = 0; r == 0 && k < gpuctl_gpu_proc_count(gpu); k++) {
-		uint32_t pid = gpuctl_proc_pid(gpuctl_gpu_proc(gpu, k));
+		const struct gpuctl_proc *p = gpuctl_gpu_proc(gpu, k);
+		uint32_t pid = gpuctl_proc_pid(p);
 		struct pinfo pi;
 
 		if (!pid || !gpuctl_foreign_proc(s->v->foreign, g, k) || proc_info(pid, &pi) < 0)
 			continue;
-		r = judge_foreign(s, g, uuid, pid, &pi);
+		r = judge_foreign(s, g, gpuctl_proc_mig_device(gpu, p), uuid, pid, &pi);
 	}
 	for (size_t i = 0; r == 0 && i < gpuctl_lease_list_count(s->v->leases); i++) {
 		enum gpuctl_lease_state st;

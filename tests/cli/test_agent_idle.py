@@ -26,6 +26,7 @@ PATIENCE_S = 15
 class ConfiguredAgentCase(AgentCase):
     """The agent with a configuration the test writes (and env for it); gpuctl beside it."""
     AGENT_ARGS = ["--idle-window", "1"]
+    SCENARIO = "dgx-a100"
 
     def start(self, conf, env=None):
         self.conf = os.path.join(self.tmp, "gpuctl.conf")
@@ -33,7 +34,7 @@ class ConfiguredAgentCase(AgentCase):
             f.write(conf)
         e = {"GPUCTL_CONFIG": self.conf}
         e.update(env or {})
-        ag = tx.Exporter("dgx-a100", command="agent", interval=INTERVAL,
+        ag = tx.Exporter(self.SCENARIO, command="agent", interval=INTERVAL,
                          args=["--ledger", self.ledger, "--lease-dir", self.leases,
                                *self.AGENT_ARGS], env=e)
         self.addCleanup(ag.close)

@@ -27,7 +27,7 @@ import time
 import unittest
 
 import test_exporter as tx
-from gpuctl_test import GPUCTL, NVSIM, run
+from gpuctl_test import GPUCTL, NVSIM, SCENARIOS, run
 from test_agent_idle import PATIENCE_S, ConfiguredAgentCase
 from test_leases import alive
 
@@ -229,6 +229,42 @@ def children(pid):
         if int(fields[1]) == pid:
             out.append(int(d))
     return out
+
+
+class MigViolations(WatchCase):
+    """On MIG devices (sim/scenarios/a100-mig.json: GPU 0 in MIG mode with seven 1g.5gb
+    devices): a lease of one MIG device covers that device only."""
+    SCENARIO = "a100-mig"
+
+    def migs(self):
+        with open(os.path.join(SCENARIOS, "a100-mig.json")) as f:
+            return [m["uuid"] for m in json.load(f)["gpus"][0]["mig"]["instances"]]
+
+    def test_a_mig_lease_covers_its_own_device_only(self):
+        self.start("enforce = watch\n")
+        r = self.g("select", "-n", "1", "--mig", "1g.5gb", "--only", "0", "--hold", "120")
+        self.assertEqual(r.rc, 0, r)
+        mine = r.out.strip().split("=", 1)[1]
+        migs = self.migs()
+        self.assertIn(mine, migs)
+        other = [u for u in migs if u != mine][0]
+        inside = self.spawn(["sleep", "60"])
+        outside = self.spawn(["sleep", "60"])
+        for p, dev in ((inside, mine), (outside, other)):
+            r = run([NVSIM, "proc", "add", "--pid", str(p.pid), "-i", dev, "--mem", "1GiB"],
+                    env=self.e)
+            self.assertEqual(r.rc, 0, r)
+        self.assertTrue(self.wait_for(lambda: self.lines("pid %d " % outside.pid)),
+                        self.ag.stderr())
+        self.samples(3)
+        got = self.lines("pid %d " % outside.pid)
+        self.assertEqual(len(got), 1, got)
+        # the MIG device's place on its GPU: the order the scenario lists them
+        self.assertIn("foreign: pid %d (sleep, user root, uid 0) on GPU 0 " % outside.pid,
+                      got[0])
+        self.assertTrue(got[0].endswith(": no lease of root covers MIG device 0:%d; action: log"
+                                        % migs.index(other)), got[0])
+        self.assertEqual(self.lines("pid %d " % inside.pid), [], self.ag.stderr())
 
 
 # utmp(5), glibc on Linux: struct utmp { short ut_type; pid_t ut_pid; char ut_line[32];
