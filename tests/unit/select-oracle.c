@@ -242,8 +242,8 @@ static int full_cmp(const struct oracle_in *in, const struct gpuctl_select_score
 		return r;
 	if ((r = cmpd(a->leftover, b->leftover)))
 		return -r;
-	if ((r = (int)whole_taken(in, sa, n) - (int)whole_taken(in, sb, n)))
-		return r < 0 ? -1 : 1;
+	if (a->whole_nodes_taken != b->whole_nodes_taken)
+		return a->whole_nodes_taken < b->whole_nodes_taken ? -1 : 1;
 	if ((r = cmpd(a->release, b->release)))
 		return -r;
 	if ((r = cmpd(a->total_bandwidth, b->total_bandwidth)))
@@ -296,6 +296,7 @@ void oracle_best(const struct oracle_in *in, size_t n, struct oracle_out *out)
 			cached[mask] = true;
 		}
 		s.release = cache[mask];
+		s.whole_nodes_taken = whole_taken(in, set, n);
 		for (size_t i = 0; i < n; i++)
 			s.load += in->load[set[i]];
 		if (!have || full_cmp(in, &s, set, &out->best_s, out->best, n) < 0) {

@@ -106,6 +106,7 @@ static void assert_score_eq(const struct gpuctl_select_score *a,
 	assert_float_equal(a->leftover, b->leftover, 1e-6 * (1 + a->leftover));
 	assert_float_equal(a->release, b->release, 1e-6 * (1 + a->release));
 	assert_float_equal(a->load, b->load, 1e-9 + 1e-6 * a->load);
+	assert_int_equal(a->whole_nodes_taken, b->whole_nodes_taken);
 }
 
 /* Engine vs oracle for one state; returns false (after printing) on a mismatch. */
