@@ -8,6 +8,10 @@
  * of JOBS jobs (± standard deviation, minimum), then the mean over LONG_SEEDS streams of
  * LONG_JOBS jobs.
  *
+ * `stream-bench --by-size SCENARIO SEEDS JOBS` prints, per policy, the mean score and the
+ * share of jobs at the best ring for each multi-GPU job size (bench/RESULTS.md, "Job streams
+ * by size"): which shapes a policy loses on.
+ *
  * `stream-bench --anchors SCENARIO` checks the restated anchors against the outputs the
  * reference traced by hand from their published rules (shared/reference/topology.md 1.8 and
  * 2.3, all GPUs free) and exits 1 on a difference (ctest bench/anchors).
@@ -381,9 +385,17 @@ struct job {
 	double arrive, duration;
 };
 
-/* Mean score of one stream's multi-GPU jobs under policy p. */
+/* Per job size: jobs scored, their score sum, and how many reached the empty machine's best
+ * ring (--by-size). */
+struct by_size {
+	size_t n[MAXG + 1], at_opt[MAXG + 1];
+	double sum[MAXG + 1];
+};
+
+/* Mean score of one stream's multi-GPU jobs under policy p; each job added to *bs when not
+ * NULL. */
 static int run_stream(const struct machine *m, const struct job *jobs, size_t n_jobs, enum policy p,
-                      double *ret_mean)
+                      struct by_size *bs, double *ret_mean)
 {
 	double end[MAXG], now = 0.0, sum = 0.0;
 	bool busy[MAXG] = {false};
@@ -438,8 +450,16 @@ static int run_stream(const struct machine *m, const struct job *jobs, size_t n_
 			end[set[i]] = now + jobs[j].duration;
 		}
 		if (jobs[j].size >= 2) {
-			sum += oracle_ring_of(&m->in, set, jobs[j].size) / m->opt[jobs[j].size];
+			size_t k = jobs[j].size;
+			double v = oracle_ring_of(&m->in, set, k) / m->opt[k];
+
+			sum += v;
 			scored++;
+			if (bs) {
+				bs->n[k]++;
+				bs->sum[k] += v;
+				bs->at_opt[k] += v >= 1 - 1e-9;
+			}
 		}
 	}
 	*ret_mean = scored ? sum / (double)scored : 1.0;
@@ -479,7 +499,7 @@ static int policy_stats(const struct machine *m, enum policy p, size_t seeds, si
 		int r;
 
 		make_stream(seed0 + s, m->n, jobs, n_jobs);
-		if ((r = run_stream(m, jobs, n_jobs, p, &v)) < 0) {
+		if ((r = run_stream(m, jobs, n_jobs, p, NULL, &v)) < 0) {
 			free(jobs);
 			return r;
 		}
@@ -569,6 +589,39 @@ static int check_anchors(const struct machine *m, const char *name)
 	return checked == 0 || bad;
 }
 
+/* --by-size: per policy and multi-GPU job size, the mean score and the share of jobs at the
+ * empty machine's best ring, over SEEDS streams of JOBS jobs (seeds from 1, as the table). */
+static int by_size(const struct machine *m, const char *name, size_t seeds, size_t n_jobs)
+{
+	struct job *jobs = calloc(n_jobs, sizeof(*jobs));
+
+	if (!jobs)
+		return 1;
+	printf("%s, %zu seeds x %zu jobs: per size, mean score (jobs, share at the best ring)\n",
+	       name, seeds, n_jobs);
+	for (int p = 0; p < P__COUNT; p++) {
+		struct by_size bs = {{0}, {0}, {0}};
+		double v;
+
+		for (size_t s = 0; s < seeds; s++) {
+			make_stream(1 + s, m->n, jobs, n_jobs);
+			if (run_stream(m, jobs, n_jobs, (enum policy)p, &bs, &v) < 0) {
+				free(jobs);
+				return 1;
+			}
+		}
+		printf("  %-28s", policy_names[p]);
+		for (size_t k = 2; k <= m->n; k++)
+			if (bs.n[k])
+				printf("  k=%zu %.4f (%zu, %.1f %%)", k,
+				       bs.sum[k] / (double)bs.n[k], bs.n[k],
+				       100.0 * (double)bs.at_opt[k] / (double)bs.n[k]);
+		putchar('\n');
+	}
+	free(jobs);
+	return 0;
+}
+
 static int parse_size(const char *s, size_t *ret)
 {
 	char *end;
@@ -591,16 +644,24 @@ int main(int argc, char **argv)
 	static struct machine m;
 	const char *name = argc > 1 ? argv[1] : NULL;
 	bool anchors = argc == 3 && strcmp(argv[1], "--anchors") == 0;
+	bool sizes = argc == 5 && strcmp(argv[1], "--by-size") == 0;
 
 	if (anchors)
 		name = argv[2];
-	else if (!name ||
-	         (argc != 2 &&
-	          (argc != 6 || parse_size(argv[2], &seeds) < 0 || parse_size(argv[3], &jobs) < 0 ||
-	           parse_size(argv[4], &long_seeds) < 0 || parse_size(argv[5], &long_jobs) < 0))) {
-		fprintf(stderr, "usage: nvsim exec SCENARIO -- stream-bench SCENARIO [SEEDS JOBS "
-		                "LONG_SEEDS LONG_JOBS]\n"
-		                "       nvsim exec SCENARIO -- stream-bench --anchors SCENARIO\n");
+	else if (sizes) {
+		name = argv[2];
+		if (parse_size(argv[3], &seeds) < 0 || parse_size(argv[4], &jobs) < 0)
+			return 2;
+	} else if (!name || (argc != 2 && (argc != 6 || parse_size(argv[2], &seeds) < 0 ||
+	                                   parse_size(argv[3], &jobs) < 0 ||
+	                                   parse_size(argv[4], &long_seeds) < 0 ||
+	                                   parse_size(argv[5], &long_jobs) < 0))) {
+		fprintf(stderr,
+		        "usage: nvsim exec SCENARIO -- stream-bench SCENARIO [SEEDS JOBS "
+		        "LONG_SEEDS LONG_JOBS]\n"
+		        "       nvsim exec SCENARIO -- stream-bench --anchors SCENARIO\n"
+		        "       nvsim exec SCENARIO -- stream-bench --by-size SCENARIO SEEDS "
+		        "JOBS\n");
 		return 2;
 	}
 	if (gpuctl_ctx_new(&ctx) < 0 || gpuctl_snapshot_take(ctx, GPUCTL_SNAP_ALL, &snap) < 0) {
@@ -611,8 +672,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "stream-bench: needs 2..%d healthy GPUs\n", MAXG);
 		return 1;
 	}
-	if (anchors) {
-		int rc = check_anchors(&m, name);
+	if (anchors || sizes) {
+		int rc = anchors ? check_anchors(&m, name) : by_size(&m, name, seeds, jobs);
 
 		gpuctl_snapshot_free(snap);
 		gpuctl_ctx_free(ctx);

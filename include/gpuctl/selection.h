@@ -94,18 +94,20 @@ const struct gpuctl_devset *gpuctl_selection_runner_up(const struct gpuctl_selec
 /* A set's score, compared field by field in this order (docs/selection.md). The caller allocates
  * it: initialise with GPUCTL_SELECT_SCORE_INIT (the library writes only the first struct_size
  * bytes, as for struct gpuctl_link, topology.h). */
-/* Compared in the order of docs/selection.md: ring, NUMA nodes, sockets, leftover, release,
- * total, load (the field order is the ABI's, not the objective's). */
+/* Compared in the order of docs/selection.md: ring, NUMA nodes, sockets, leftover, whole NUMA
+ * nodes taken, release, total, load (the field order is the ABI's, not the objective's). */
 struct gpuctl_select_score {
-	size_t struct_size;     /* sizeof(struct gpuctl_select_score) */
-	double ring_bandwidth;  /* GB/s: bottleneck link of the best ring through the set */
-	double total_bandwidth; /* GB/s: sum over the set's pairs */
-	unsigned numa_nodes;    /* NUMA nodes the set spans (fewer is better) */
-	unsigned sockets;       /* CPU sockets the set spans (fewer is better) */
-	double leftover;        /* quality of what the choice leaves free (higher is better) */
-	double load;            /* utilisation and memory in use (lower is better) */
-	double release;         /* release value: the best matching inside the set, how well it
-	                         * serves 2-GPU jobs once freed (higher is better) */
+	size_t struct_size;         /* sizeof(struct gpuctl_select_score) */
+	double ring_bandwidth;      /* GB/s: bottleneck link of the best ring through the set */
+	double total_bandwidth;     /* GB/s: sum over the set's pairs */
+	unsigned numa_nodes;        /* NUMA nodes the set spans (fewer is better) */
+	unsigned sockets;           /* CPU sockets the set spans (fewer is better) */
+	double leftover;            /* quality of what the choice leaves free (higher is better) */
+	double load;                /* utilisation and memory in use (lower is better) */
+	double release;             /* release value: the best matching inside the set, how well it
+	                             * serves 2-GPU jobs once freed (higher is better) */
+	unsigned whole_nodes_taken; /* NUMA nodes all of whose GPUs were free that the set takes
+	                             * a GPU from (fewer is better; 0 for MIG sets) */
 };
 #define GPUCTL_SELECT_SCORE_INIT                                                                   \
 	{                                                                                          \

@@ -85,10 +85,10 @@ static void explain_set(const struct gpuctl_snapshot *snap, const struct gpuctl_
 static void explain_score(const struct gpuctl_select_score *s, FILE *f)
 {
 	fprintf(f,
-	        "  ring bandwidth %.1f GB/s, NUMA nodes %u, sockets %u, leftover %.3f, release "
-	        "%.3f, total pairwise %.1f GB/s, load %.3f\n",
-	        s->ring_bandwidth, s->numa_nodes, s->sockets, s->leftover, s->release,
-	        s->total_bandwidth, s->load);
+	        "  ring bandwidth %.1f GB/s, NUMA nodes %u, sockets %u, leftover %.3f, whole NUMA "
+	        "nodes taken %u, release %.3f, total pairwise %.1f GB/s, load %.3f\n",
+	        s->ring_bandwidth, s->numa_nodes, s->sockets, s->leftover, s->whole_nodes_taken,
+	        s->release, s->total_bandwidth, s->load);
 }
 
 /* Whether two doubles differ beyond the library's comparison tolerance (select.c: relative
@@ -114,6 +114,12 @@ static void explain_decider(const struct gpuctl_select_score *a,
 	else if (differs(a->leftover, b->leftover))
 		fprintf(f, "decided by: leftover (%.3f vs %.3f, higher is better)\n", a->leftover,
 		        b->leftover);
+	else if (a->whole_nodes_taken != b->whole_nodes_taken)
+		fprintf(f,
+		        "decided by: whole NUMA nodes taken (%u vs %u, fewer is better: keeps "
+		        "nodes "
+		        "whole for larger jobs)\n",
+		        a->whole_nodes_taken, b->whole_nodes_taken);
 	else if (differs(a->release, b->release))
 		fprintf(f, "decided by: release value (%.3f vs %.3f, higher is better)\n",
 		        a->release, b->release);
@@ -478,9 +484,9 @@ const struct cmd_entry cmd_select_entry = {
         "  --ids FORM            uuid (default) or index: NVML indices, with\n"
         "                        CUDA_DEVICE_ORDER=PCI_BUS_ID where CUDA reads them\n"
         "  --explain             on stderr: the chosen set and the runner-up with their scores\n"
-        "                        (ring bandwidth, NUMA nodes, sockets, leftover, release,\n"
-        "                        total bandwidth, load) and the component that decided\n"
-        "                        between them\n"
+        "                        (ring bandwidth, NUMA nodes, sockets, leftover, whole\n"
+        "                        NUMA nodes taken, release, total bandwidth, load) and the\n"
+        "                        component that decided between them\n"
         "  --hold SECONDS        lease the chosen devices for SECONDS (1 to a year): a holder\n"
         "                        process keeps them until then or `gpuctl release`; the\n"
         "                        device string is printed once the lease is held\n"

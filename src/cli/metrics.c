@@ -314,6 +314,8 @@ static void dcgm_labels(struct textbuf *b, const struct metrics_input *in,
 	label(b, false, "device", device);
 	label(b, false, "modelName", gpuctl_gpu_str(g, GPUCTL_F_NAME));
 	label(b, false, "Hostname", in->hostname);
+	/* dcgm-exporter's default counters make the driver version a label of every series */
+	label_known(b, "DCGM_FI_DRIVER_VERSION", gpuctl_snapshot_driver_version(in->snap));
 	workload_dcgm_labels(b, gl->holder);
 }
 
@@ -771,6 +773,20 @@ static void render_exporter(struct textbuf *b, const struct metrics_input *in, s
 
 /* Health (docs/health.md): each GPU's verdict, its non-OK findings by check, the XIDs seen
  * since the exporter started by code and class, and DCGM's last XID per GPU. */
+/* dcgm-exporter's err_code and err_msg labels of DCGM_FI_DEV_XID_ERRORS (its collector's
+ * toMetric): the code in decimal and its meaning, here from gpuctl's XID catalog
+ * (docs/metrics.md, "XIDs"). */
+static void xid_labels(struct textbuf *b, unsigned code)
+{
+	struct gpuctl_xid_info xi = GPUCTL_XID_INFO_INIT;
+	char s[16];
+
+	(void)gpuctl_xid_lookup(code, &xi);
+	snprintf(s, sizeof(s), "%u", code);
+	label(b, false, "err_code", s);
+	label(b, false, "err_msg", xi.meaning ? xi.meaning : "");
+}
+
 static void render_health(struct textbuf *b, const struct metrics_input *in,
                           const struct gpu_labels *gl, size_t ngpu)
 {
@@ -838,6 +854,7 @@ static void render_health(struct textbuf *b, const struct metrics_input *in,
 		started = true;
 		textbuf_puts(b, "DCGM_FI_DEV_XID_ERRORS{");
 		dcgm_labels(b, in, &gl[i], g);
+		xid_labels(b, last->code);
 		value_int(b, last->code);
 	}
 }

@@ -413,6 +413,18 @@ class Explain(GpuctlTestCase):
             self.assertIn(u[:12], chosen_line)
         self.assertNotEqual(chosen_line[len("chosen: "):], runner_line[len("runner-up: "):])
 
+    def test_whole_numa_node_kept(self):
+        # docs/selection.md, criterion 4 (issue 29 item 7): pcie-8gpu's NUMA node 0 holds GPUs
+        # 0-3 and node 1 GPUs 4-7 (the scenario file), same-switch pairs {0,1} {2,3} {4,5};
+        # with 6 and 7 excluded, {4,5} and {0,1} have the same ring and each leaves two
+        # same-switch pairs, but only {4,5} leaves node 0 whole (the runner-up is {0,1})
+        mach = Machine("pcie-8gpu")
+        self.assertEqual([mach.gpus[i]["numa_node"] for i in range(8)], [0] * 4 + [1] * 4)
+        r = sim("pcie-8gpu", "select", "-n", "2", "--exclude", "6,7", "--explain")
+        self.assertOk(r)
+        self.assertEqual(cuda_uuids(r.out), [mach.gpus[4]["uuid"], mach.gpus[5]["uuid"]])
+        self.assertIn("decided by: whole NUMA nodes taken (0 vs 1, fewer is better", r.err)
+
     def test_no_runner_up(self):
         r = sim("dgx-a100", "select", "-n", "8", "--explain")
         self.assertOk(r)

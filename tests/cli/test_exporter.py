@@ -64,7 +64,10 @@ DCGM_DEFAULTS = {
     "DCGM_FI_PROF_PCIE_TX_BYTES": ("gauge", "bytes/s"),
     "DCGM_FI_PROF_PCIE_RX_BYTES": ("gauge", "bytes/s"),
 }
-DCGM_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname"}
+# The last one: dcgm-exporter's etc/default-counters.csv makes DCGM_FI_DRIVER_VERSION a label
+# of every series (health-monitoring.md 5.1, "Series format").
+DCGM_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname",
+               "DCGM_FI_DRIVER_VERSION"}
 
 # What promtool's linter says about dcgm-exporter's own naming (camelCase label modelName,
 # counters without _total): accepted for DCGM_* families only, never for gpuctl_*.
@@ -604,6 +607,7 @@ class TestValues(GpuctlTestCase):
             self.assertEqual(labels["device"], "nvidia%d" % i)
             self.assertEqual(labels["modelName"], g["name"])
             self.assertEqual(labels["Hostname"], hostname)
+            self.assertEqual(labels["DCGM_FI_DRIVER_VERSION"], mach.system["driver_version"])
         for i, g in enumerate(mach.gpus):
             used = g.get("memory_used_mib", 0)
             free = g["memory_total_mib"] - used - g.get("memory_reserved_mib", 0)
@@ -734,6 +738,17 @@ class TestValues(GpuctlTestCase):
             xids = {(l["gpu"], l["xid"], l["class"]): v for l, v in m["gpuctl_gpu_xid_total"]}
             self.assertEqual(xids, {("3", "79", "fence"): 2, ("5", "13", "application"): 1})
             self.assertEqual(by_gpu(m, "DCGM_FI_DEV_XID_ERRORS"), {3: 79, 5: 13})
+            # dcgm-exporter's err_code and err_msg (its collector's toMetric): the code, and
+            # for 79 NVIDIA's catalog text, the same in dcgm-exporter's xid_errors.go and in
+            # docs/health.md; for 13 the meaning docs/health.md's watch example prints
+            xid = {l["gpu"]: l for l, _ in m["DCGM_FI_DEV_XID_ERRORS"]}
+            self.assertEqual(set(xid["3"]), DCGM_LABELS | {"err_code", "err_msg"})
+            self.assertEqual((xid["3"]["err_code"], xid["3"]["err_msg"]),
+                             ("79", "GPU has fallen off the bus"))
+            self.assertEqual((xid["5"]["err_code"], xid["5"]["err_msg"]),
+                             ("13", "graphics engine exception"))
+            self.assertEqual(xid["3"]["DCGM_FI_DRIVER_VERSION"],
+                             Machine("dgx-a100").system["driver_version"])
             checks = {(l["gpu"], l["check"]): v for l, v in m["gpuctl_gpu_health_check"]}
             self.assertEqual(checks, {("1", "remap-pending"): 1})
 

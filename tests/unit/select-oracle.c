@@ -9,7 +9,7 @@
  *   free GPUs left, the release value the best over every matching of the set (plain
  *   recursion, cached per GPU mask), both computed only for sets whose ring, NUMA nodes and
  *   sockets tie with the runner-up or beat it. Order: ring, NUMA nodes, sockets, leftover,
- *   release, total, load, index list (docs/selection.md).
+ *   whole NUMA nodes taken, release, total, load, index list (docs/selection.md).
  * - Sockets by flood fill over "same known NUMA node or known PCIe level below SYS".
  */
 #include <errno.h>
@@ -99,6 +99,18 @@ int oracle_prepare(const struct gpuctl_snapshot *snap, const bool *busy, struct 
 		if (gpuctl_gpu_int(g, GPUCTL_F_MEMORY_USED, &v) == 0 &&
 		    gpuctl_gpu_int(g, GPUCTL_F_MEMORY_TOTAL, &t) == 0 && t > 0)
 			in->load[k] += (double)v / (double)t;
+	}
+	for (size_t k = 0; k < in->m; k++) {
+		size_t on_node = 0, cands = 0;
+
+		for (size_t i = 0; i < n; i++)
+			on_node += in->numa[k] >= 0 &&
+			           gpuctl_gpu_int(gpuctl_snapshot_gpu(snap, i), GPUCTL_F_NUMA_NODE,
+			                          &v) == 0 &&
+			           v == in->numa[k];
+		for (size_t j = 0; j < in->m; j++)
+			cands += in->numa[j] == in->numa[k];
+		in->whole[k] = in->numa[k] >= 0 && cands == on_node;
 	}
 	for (size_t a = 0; a < in->m; a++)
 		for (size_t b = 0; b < in->m; b++) {
@@ -200,6 +212,26 @@ static int head_cmp(const struct gpuctl_select_score *a, const struct gpuctl_sel
 	return 0;
 }
 
+/* Distinct whole NUMA nodes (all of whose GPUs are free) the set takes a GPU from. */
+static unsigned whole_taken(const struct oracle_in *in, const size_t *set, size_t n)
+{
+	int node[ORACLE_MAX];
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (in->whole[set[i]])
+			node[k++] = in->numa[set[i]];
+	for (size_t i = 0; i < k; i++)
+		for (size_t j = i + 1; j < k; j++)
+			if (node[j] == node[i])
+				node[j] = -1 - (int)j; /* counted once */
+	unsigned d = 0;
+
+	for (size_t i = 0; i < k; i++)
+		d += node[i] >= 0;
+	return d;
+}
+
 static int full_cmp(const struct oracle_in *in, const struct gpuctl_select_score *a,
                     const size_t *sa, const struct gpuctl_select_score *b, const size_t *sb,
                     size_t n)
@@ -210,6 +242,8 @@ static int full_cmp(const struct oracle_in *in, const struct gpuctl_select_score
 		return r;
 	if ((r = cmpd(a->leftover, b->leftover)))
 		return -r;
+	if (a->whole_nodes_taken != b->whole_nodes_taken)
+		return a->whole_nodes_taken < b->whole_nodes_taken ? -1 : 1;
 	if ((r = cmpd(a->release, b->release)))
 		return -r;
 	if ((r = cmpd(a->total_bandwidth, b->total_bandwidth)))
@@ -262,6 +296,7 @@ void oracle_best(const struct oracle_in *in, size_t n, struct oracle_out *out)
 			cached[mask] = true;
 		}
 		s.release = cache[mask];
+		s.whole_nodes_taken = whole_taken(in, set, n);
 		for (size_t i = 0; i < n; i++)
 			s.load += in->load[set[i]];
 		if (!have || full_cmp(in, &s, set, &out->best_s, out->best, n) < 0) {

@@ -23,6 +23,7 @@ struct oracle_in {
 	int numa[ORACLE_MAX];              /* NUMA node, -1 unknown */
 	int socket[ORACLE_MAX];            /* socket id */
 	double load[ORACLE_MAX];           /* utilisation + used memory fractions */
+	bool whole[ORACLE_MAX];            /* every GPU of its known NUMA node is a candidate */
 };
 
 /* The result: best set and runner-up, as candidate positions, with their scores. */

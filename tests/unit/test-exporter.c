@@ -364,6 +364,50 @@ static void has_line(const char *page, const char *line)
 	free(want);
 }
 
+/* dcgm-exporter's driver label and XID labels (docs/metrics.md, "XIDs"), escaped as the text
+ * format says (a backslash, a double quote and a line feed in a label value are written \\, \"
+ * and \n: prometheus.io/docs/instrumenting/exposition_formats). GPU 0 had XIDs 13 then 79 (the
+ * last one is the value), GPU 1 an XID of a code gpuctl's catalog does not list, GPU 2 none. */
+static void test_driver_and_xid_labels(void **state)
+{
+	static const struct metrics_xid xids[] = {
+	        {.gpu = 0, .code = 13, .count = 1, .seq = 1},
+	        {.gpu = 0, .code = 79, .count = 2, .seq = 3},
+	        {.gpu = 1, .code = 4000, .count = 1, .seq = 2},
+	};
+	struct gpuctl_snapshot *s = snapshot_new_empty(3, GPUCTL_SNAP_PROCESSES);
+	struct metrics_stats st = {0};
+	struct metrics_input in = {.snap = s, .hostname = "h", .stats = &st};
+	struct textbuf b = {0};
+
+	(void)state;
+	assert_non_null(s);
+	for (size_t i = 0; i < 3; i++) {
+		char uuid[64];
+		snprintf(uuid, sizeof(uuid), "GPU-00000000-0000-0000-0000-%012zx", i);
+		assert_int_equal(snapshot_set_str(s, i, GPUCTL_F_UUID, uuid), 0);
+		assert_int_equal(snapshot_set_int(s, i, GPUCTL_F_UTIL_GPU, 7), 0);
+	}
+	assert_int_equal(snapshot_set_system(s, "550.\"x\\\n", "12.550"), 0);
+	in.xids = xids;
+	in.n_xids = sizeof(xids) / sizeof(xids[0]);
+	assert_int_equal(metrics_render(&in, &b), 0);
+	has_line(b.data, "DCGM_FI_DEV_GPU_UTIL{gpu=\"2\",UUID=\"GPU-00000000-0000-0000-0000-"
+	                 "000000000002\",pci_bus_id=\"\",device=\"nvidia2\",modelName=\"\","
+	                 "Hostname=\"h\",DCGM_FI_DRIVER_VERSION=\"550.\\\"x\\\\\\n\"} 7");
+	has_line(b.data, "DCGM_FI_DEV_XID_ERRORS{gpu=\"0\",UUID=\"GPU-00000000-0000-0000-0000-"
+	                 "000000000000\",pci_bus_id=\"\",device=\"nvidia0\",modelName=\"\","
+	                 "Hostname=\"h\",DCGM_FI_DRIVER_VERSION=\"550.\\\"x\\\\\\n\","
+	                 "err_code=\"79\",err_msg=\"GPU has fallen off the bus\"} 79");
+	has_line(b.data, "DCGM_FI_DEV_XID_ERRORS{gpu=\"1\",UUID=\"GPU-00000000-0000-0000-0000-"
+	                 "000000000001\",pci_bus_id=\"\",device=\"nvidia1\",modelName=\"\","
+	                 "Hostname=\"h\",DCGM_FI_DRIVER_VERSION=\"550.\\\"x\\\\\\n\","
+	                 "err_code=\"4000\",err_msg=\"XID not in gpuctl's catalog\"} 4000");
+	assert_null(strstr(b.data, "DCGM_FI_DEV_XID_ERRORS{gpu=\"2\""));
+	textbuf_free(&b);
+	gpuctl_snapshot_free(s);
+}
+
 static void test_workload_labels(void **state)
 {
 	(void)state;
@@ -670,6 +714,7 @@ int main(void)
 	        cmocka_unit_test(test_textbuf_grows),
 	        cmocka_unit_test(test_dcgm_table),
 	        cmocka_unit_test(test_render_without_snapshot),
+	        cmocka_unit_test(test_driver_and_xid_labels),
 	        cmocka_unit_test(test_workload_labels),
 	        cmocka_unit_test(test_workload_pod_without_names),
 	        cmocka_unit_test(test_workload_hostile_names),

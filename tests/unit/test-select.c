@@ -106,6 +106,7 @@ static void assert_score_eq(const struct gpuctl_select_score *a,
 	assert_float_equal(a->leftover, b->leftover, 1e-6 * (1 + a->leftover));
 	assert_float_equal(a->release, b->release, 1e-6 * (1 + a->release));
 	assert_float_equal(a->load, b->load, 1e-9 + 1e-6 * a->load);
+	assert_int_equal(a->whole_nodes_taken, b->whole_nodes_taken);
 }
 
 /* Engine vs oracle for one state; returns false (after printing) on a mismatch. */
@@ -253,7 +254,8 @@ static int pick(struct gpuctl_snapshot *snap, const struct gpuctl_select_request
 	return r;
 }
 
-static void expect_set(const char *scen, unsigned n, const size_t *want)
+/* Selects n GPUs of scen, none of exclude (NULL: all free), and checks the set. */
+static void expect_excluding(const char *scen, unsigned n, const char *exclude, const size_t *want)
 {
 	struct gpuctl_snapshot *snap = load(scen);
 	struct gpuctl_select_request req = GPUCTL_SELECT_REQUEST_INIT;
@@ -262,12 +264,18 @@ static void expect_set(const char *scen, unsigned n, const size_t *want)
 	if (!snap)
 		skip();
 	req.count = n;
+	req.exclude = exclude;
 	assert_int_equal(pick(snap, &req, got, NULL, NULL, 0), 0);
 	for (unsigned i = 0; i < n; i++)
 		if (got[i] != want[i])
-			fail_msg("%s n=%u: got GPU %zu at %u, want %zu", scen, n, got[i], i,
-			         want[i]);
+			fail_msg("%s n=%u exclude=%s: got GPU %zu at %u, want %zu", scen, n,
+			         exclude ? exclude : "-", got[i], i, want[i]);
 	gpuctl_snapshot_free(snap);
+}
+
+static void expect_set(const char *scen, unsigned n, const size_t *want)
+{
+	expect_excluding(scen, n, NULL, want);
 }
 
 /*
@@ -428,6 +436,22 @@ static void test_sequence_single_picks(void **state)
 	(void)state;
 	sequence("dgx1-v100", v100);
 	sequence("pcie-nvlink-bridged", bridged);
+}
+
+/* The shape pcie-8gpu's job streams lost on (issue 29 item 7): GPUs 6 and 7 busy, 0-3 (NUMA
+ * node 0) all free. Pairs {0,1} {2,3} {4,5} are PIX (24 GB/s), other same-node pairs NODE (20).
+ * One GPU: any pick leaves two PIX pairs (leftover 48), so the lowest, 0, used to win and broke
+ * the only whole node; 4 keeps node 0 whole for a 4-GPU job. Two GPUs: {0,1}, {2,3} and {4,5}
+ * have ring 24 and leave 48; {4,5} touches no whole node. */
+static void test_whole_node_kept(void **state)
+{
+	static const size_t one[] = {4}, two[] = {4, 5}, four[] = {0, 1, 2, 3};
+
+	(void)state;
+	expect_excluding("pcie-8gpu", 1, "6,7", one);
+	expect_excluding("pcie-8gpu", 2, "6,7", two);
+	/* a job of the node's size takes the whole node, as before */
+	expect_excluding("pcie-8gpu", 4, "6,7", four);
 }
 
 static void test_filters_message(void **state)
@@ -712,6 +736,7 @@ int main(void)
 	        cmocka_unit_test(test_oracle_random),
 	        cmocka_unit_test(test_anchor_dgx1v),
 	        cmocka_unit_test(test_anchor_pcie8),
+	        cmocka_unit_test(test_whole_node_kept),
 	        cmocka_unit_test(test_anchor_rtx4090),
 	        cmocka_unit_test(test_sequence_single_picks),
 	        cmocka_unit_test(test_filters_message),

@@ -57,6 +57,7 @@ struct cand {
 	int numa;    /* CPU NUMA node, -1 if unknown */
 	int socket;  /* socket id (a representative GPU index) */
 	double load; /* utilisation fraction + used memory fraction */
+	bool whole;  /* every GPU of its NUMA node is a candidate (none busy or filtered) */
 };
 
 /* The search state. */

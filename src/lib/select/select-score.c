@@ -12,9 +12,13 @@
  *   one device), compared with a relative tolerance of 1e-6; (2) fewer NUMA nodes, then fewer
  *   sockets; (3) leftover: the maximum-weight matching of the free candidates left over (how
  *   well they still serve 2-GPU jobs, counting every pair, so single picks use up pairs
- *   whole); for MIG, the parent GPUs left untouched; (4) release value: the maximum-weight
- *   matching inside the set (what it gives back to 2-GPU jobs when it ends); (5) total
- *   pairwise bandwidth; (6) load; (7) the lowest sorted index list.
+ *   whole); for MIG, the parent GPUs left untouched; (4) fewer whole NUMA nodes touched (a
+ *   node all of whose GPUs are free: best fit, so a later job of a node's size still finds one
+ *   whole; issue 29 item 7, bench/RESULTS.md "Job streams by size"); (5) release value: the
+ *   maximum-weight matching inside the set (what it gives back to 2-GPU jobs when it ends);
+ *   (6) total pairwise bandwidth; (7) load; (8) the lowest sorted index list.
+ * - The tail of a score (leftover, whole nodes taken, release) is computed only for a set
+ *   whose head could place.
  * - The ring of a set of up to RING_EXACT_MAX (16) devices is exact (DP over subsets per
  *   threshold); larger sets use a bounded backtracking search (a lower bound). A cheap upper
  *   bound (every ring vertex uses two of its edges) answers many sets without either, and lets
@@ -28,7 +32,6 @@
  * - Heuristic: greedy growth from every seed (most bandwidth to the set, then the seed's
  *   socket, then the lower load), then swaps (one in, one out) while the best set improves, at
  *   most LOCAL_MAX_PASSES passes (its gap: docs/selection.md).
- * - The tail of a score (leftover, release) is computed only for a set whose head could place.
  */
 #include <errno.h>
 #include <math.h>
@@ -56,8 +59,23 @@ static int select_head_cmp(const struct gpuctl_select_score *a, const struct gpu
 	return 0;
 }
 
-/* Full order: head, leftover, release, total (higher better), load (lower better), then the
- * index list. */
+/* How many whole NUMA nodes (struct cand's whole) the set takes GPUs from. */
+static unsigned whole_taken(const struct engine *e, const size_t *set)
+{
+	unsigned d = 0;
+
+	for (size_t i = 0; i < e->n; i++) {
+		bool seen = !e->c[set[i]].whole;
+
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = e->c[set[j]].numa == e->c[set[i]].numa;
+		d += !seen;
+	}
+	return d;
+}
+
+/* Full order: head, leftover, whole NUMA nodes touched (fewer better), release, total (higher
+ * better), load (lower better), then the index list. */
 static int select_full_cmp(const struct engine *e, const struct gpuctl_select_score *a,
                            const size_t *ia, const struct gpuctl_select_score *b, const size_t *ib)
 {
@@ -67,6 +85,8 @@ static int select_full_cmp(const struct engine *e, const struct gpuctl_select_sc
 		return r;
 	if ((r = select_cmp_double(a->leftover, b->leftover)) != 0)
 		return -r;
+	if (a->whole_nodes_taken != b->whole_nodes_taken)
+		return a->whole_nodes_taken < b->whole_nodes_taken ? -1 : 1;
 	if ((r = select_cmp_double(a->release, b->release)) != 0)
 		return -r;
 	if ((r = select_cmp_double(a->total_bandwidth, b->total_bandwidth)) != 0)
@@ -460,6 +480,7 @@ static int select_score_tail(struct engine *e, const size_t *set, struct gpuctl_
 	s->load = 0.0;
 	for (size_t i = 0; i < e->n; i++)
 		s->load += e->c[set[i]].load;
+	s->whole_nodes_taken = whole_taken(e, set);
 	r = leftover_of(e, set, &s->leftover);
 	return r < 0 ? r : release_of(e, set, &s->release);
 }

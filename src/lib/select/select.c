@@ -179,6 +179,25 @@ static int devices_of(const struct gpuctl_snapshot *snap, const char *mig_profil
 	return 0;
 }
 
+/* Marks the candidates whose NUMA node is whole: every GPU the snapshot has on that node is a
+ * candidate. Whole GPUs only; a MIG engine and an unknown node mark none. */
+static void mark_whole_nodes(struct engine *e)
+{
+	for (size_t i = 0; i < e->m && !e->mig; i++) {
+		size_t on_node = 0, cands = 0;
+		int64_t v;
+
+		if (e->c[i].numa < 0)
+			continue;
+		for (size_t g = 0; g < e->snap->n_gpus; g++)
+			on_node += select_gpu_int(&e->snap->gpus[g], GPUCTL_F_NUMA_NODE, &v) &&
+			           v == e->c[i].numa;
+		for (size_t j = 0; j < e->m; j++)
+			cands += e->c[j].numa == e->c[i].numa;
+		e->c[i].whole = cands == on_node;
+	}
+}
+
 /* The engine for the kept devices (kept of the n_dev): candidates, bandwidths, tables. */
 static int engine_init(struct engine *e, struct keep *keep, const struct gpuctl_snapshot *snap,
                        const struct gpuctl_select_request *req, const struct device *dev,
@@ -213,6 +232,7 @@ static int engine_init(struct engine *e, struct keep *keep, const struct gpuctl_
 		if (e->n_parents == 0 || e->parents[e->n_parents - 1] != c->gpu)
 			e->parents[e->n_parents++] = c->gpu;
 	}
+	mark_whole_nodes(e);
 	if (!e->mig && snap->links)
 		for (size_t a = 0; a < e->m; a++)
 			for (size_t b = 0; b < e->m; b++)
