@@ -1,4 +1,4 @@
-# bash completion for gpuctl: commands, options, GPU ids and pool names.
+# bash completion for gpuctl: commands, options, GPU ids, pool names and user names.
 # Installed by `make install` as PREFIX/share/bash-completion/completions/gpuctl (where the
 # bash-completion package looks, for /usr and /usr/local) and by the gpuctl Debian package; or
 # `source` it from ~/.bashrc. Needs nothing but bash: the bash-completion package's helpers
@@ -111,6 +111,11 @@ _gpuctl()
 		;;
 	NAME)
 		[[ $opt == --pool ]] && COMPREPLY=($(compgen -W "$(_gpuctl_pools "$config")" -- "$cur"))
+		return
+		;;
+	USER)
+		# quota --user: a user name
+		COMPREPLY=($(compgen -u -- "$cur"))
 		return
 		;;
 	FILE | DIR | PATH)

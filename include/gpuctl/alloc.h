@@ -21,6 +21,7 @@
 #include "selection.h"
 #include "lease.h"
 #include "health.h"
+#include "site.h"
 
 /* Exported: see gpuctl.h, "What these headers declare is libgpuctl's whole ABI". */
 GPUCTL_BEGIN_DECLS
@@ -161,6 +162,50 @@ struct gpuctl_lease *gpuctl_alloc_lease(const struct gpuctl_alloc *alloc);
 const char *gpuctl_alloc_lease_dir_path(const struct gpuctl_alloc *alloc);
 /* The health report the choice respected, NULL with allow_unhealthy (owned by alloc). */
 const struct gpuctl_health_report *gpuctl_alloc_health(const struct gpuctl_alloc *alloc);
+
+/* ---- Quotas: what a user uses of them (src/lib/alloc-quota.c; docs/config.md "Quotas") ---- */
+
+/* One user's quotas in one pool and what counts against them now, counted as select-and-lease
+ * counts them when it grants a lease (`gpuctl quota` shows it). Initialise with
+ * GPUCTL_QUOTA_USE_INIT: the library writes only the first struct_size bytes. */
+struct gpuctl_quota_use {
+	size_t struct_size; /* sizeof(struct gpuctl_quota_use) */
+	/* the user's limits in the pool (gpuctl_config_pool_quota's) */
+	int64_t gpus_limit;            /* devices held at once; -1: no limit */
+	uint64_t lease_length_limit_s; /* the longest lease, seconds; 0: no limit */
+	double gpu_hours_day_limit;    /* GPU-hours per UTC day; < 0: no limit */
+	double gpu_hours_week_limit;   /* GPU-hours per ISO week; < 0: no limit */
+	/* what counts against them */
+	uint64_t gpus_held;    /* devices of the pool the user holds now (a lock held and the
+	                        * user's live owner record, or a process of the user holding it) */
+	const char *ledger;    /* the ledger the GPU-hours are read from: the configuration's
+	                        * `ledger`, else GPUCTL_LEDGER_PATH (never $GPUCTL_LEDGER); owned by
+	                        * the site */
+	int hours_error;       /* 0: the two below were read from the ledger; -ENOENT: there is no
+	                        * ledger at that path; another -errno: it could not be read. Not 0:
+	                        * the GPU-hour quotas are not enforced and the two below are 0 */
+	double gpu_hours_day;  /* the user's GPU-hours on the pool's GPUs since day_start */
+	double gpu_hours_week; /* the same since week_start */
+	double day_start;      /* 00:00 UTC today, Unix seconds; the day's hours reset 86400 s on */
+	double week_start;     /* Monday 00:00 UTC of this ISO week; they reset 7 days on */
+};
+#define GPUCTL_QUOTA_USE_INIT                                                                      \
+	{                                                                                          \
+		.struct_size = sizeof(struct gpuctl_quota_use), .gpus_limit = -1,                  \
+		.gpu_hours_day_limit = -1, .gpu_hours_week_limit = -1                              \
+	}
+
+/* User uid's quotas in pool (NULL or "default": the default pool) of site, on the machine of
+ * snap (take it with GPUCTL_SNAP_MIG: a MIG device counts as one), and what counts against them
+ * now: the devices held (read under a shared select.lock, as gpuctl_lease_list reads) and the
+ * GPU-hours of the current UTC day and ISO week. The same functions compute them for the quota
+ * check of GPUCTL_ALLOC_LEASE. A ledger that cannot be read is no error (hours_error says so).
+ * Errors (message on ctx): -ENOENT no such pool (the message lists the pools); -EINVAL a bad
+ * argument, a configuration whose pools do not match snap; -EAGAIN select.lock held past the
+ * bound (gpuctl_ctx_set_lock_wait); -ENOMEM; other -errno of the lease directory. */
+int gpuctl_quota_use(struct gpuctl_ctx *ctx, const struct gpuctl_site *site,
+                     const struct gpuctl_snapshot *snap, uint32_t uid, const char *pool,
+                     struct gpuctl_quota_use *ret_use);
 
 GPUCTL_END_DECLS
 

@@ -31,6 +31,8 @@
 #define GPUCTL_DOCDIR "/usr/local/share/doc/gpuctl"
 #endif
 
+/* one entry a line, so that a new command is one line */
+/* clang-format off */
 const struct cmd_entry *const cmd_table[] = {
         &cmd_agent_entry,
         &cmd_exporter_entry,
@@ -40,6 +42,7 @@ const struct cmd_entry *const cmd_table[] = {
         &cmd_lease_entry,
         &cmd_list_entry,
         &cmd_ps_entry,
+        &cmd_quota_entry,
         &cmd_release_entry,
         &cmd_report_entry,
         &cmd_run_entry,
@@ -50,6 +53,7 @@ const struct cmd_entry *const cmd_table[] = {
         &cmd_watch_entry,
         NULL,
 };
+/* clang-format on */
 
 /* Exit statuses (docs/gpuctl.1, EXIT STATUS); a command's --help lists those it can end with. */
 static void print_exits(FILE *f, unsigned exits)

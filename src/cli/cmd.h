@@ -117,6 +117,7 @@ extern const struct cmd_entry cmd_info_entry;
 extern const struct cmd_entry cmd_lease_entry;
 extern const struct cmd_entry cmd_list_entry;
 extern const struct cmd_entry cmd_ps_entry;
+extern const struct cmd_entry cmd_quota_entry;
 extern const struct cmd_entry cmd_release_entry;
 extern const struct cmd_entry cmd_report_entry;
 extern const struct cmd_entry cmd_run_entry;

@@ -41,8 +41,9 @@ class Help(GpuctlTestCase):
         # 7 (an NVML call past GPUCTL_NVML_TIMEOUT) every one-shot command's that reads NVML,
         # not the live ones' (top, watch, exporter, agent); 8 (no ledger) report's, which reads no NVML;
         # 9 (over a quota: docs/config.md "Quotas") select's and run's; 11 (enforce = cgroup and
-        # the agent did not confine the job: docs/agent.md "Enforcement: cgroup") run's
-        want = {"select": {0, 1, 2, 3, 4, 6, 7, 9}, "run": {0, 1, 2, 3, 4, 5, 6, 7, 9, 11},
+        # the agent did not confine the job: docs/agent.md "Enforcement: cgroup") run's; quota
+        # reads NVML (the pools' GPUs) and takes select.lock shared (the held devices), as ps
+        want = {"quota": {0, 1, 2, 4, 6, 7}, "select": {0, 1, 2, 3, 4, 6, 7, 9}, "run": {0, 1, 2, 3, 4, 5, 6, 7, 9, 11},
                 "ps": {0, 1, 2, 4, 6, 7}, "health": {0, 1, 2, 4, 7, 10, 20},
                 "topo": {0, 1, 2, 4, 7}, "list": {0, 1, 2, 4, 7}, "info": {0, 1, 2, 4, 7},
                 "release": {0, 1, 2, 4, 6, 7}, "slurm": {0, 1, 2, 4, 7}, "lease": {0, 1, 2, 4, 7},

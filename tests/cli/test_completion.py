@@ -11,8 +11,8 @@ from gpuctl_test import GPUCTL, NVSIM, SRC, GpuctlTestCase, run, scenario_gpus
 
 SCRIPT = os.path.join(SRC, "dist", "gpuctl.bash")
 # The commands of the README's table and the man page, written down here.
-COMMANDS = {"agent", "exporter", "health", "help", "info", "lease", "list", "ps", "release", "report",
-            "run", "select", "slurm", "top", "topo", "watch"}
+COMMANDS = {"agent", "exporter", "health", "help", "info", "lease", "list", "ps", "quota", "release",
+            "report", "run", "select", "slurm", "top", "topo", "watch"}
 DRIVER = ('source "$0"; complete -p gpuctl >/dev/null || exit 9; '
           'COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _gpuctl; '
           'printf "%s\\n" "${COMPREPLY[@]}"')
@@ -62,6 +62,19 @@ class CompletionTest(GpuctlTestCase):
         self.assertEqual(complete("report", "--by", "g"), {"group", "gpu"})
         self.assertEqual(complete("report", "--l"), {"--ledger"})
         self.assertEqual(complete("report", "--ledger", "/dev/nul"), {"/dev/null"})
+
+    def test_quota(self):
+        # quota's options; user names after --user (root is in every passwd), pools after --pool
+        self.assertEqual(complete("q"), {"quota"})
+        self.assertEqual(complete("quota", "--fo"), {"--format"})
+        self.assertEqual(complete("quota", "--u"), {"--user"})
+        self.assertIn("root", complete("quota", "--user", "roo"))
+        self.assertEqual(complete("quota", "--user", "--"), set())  # a value: no options
+        with tempfile.NamedTemporaryFile("w", suffix=".conf") as f:
+            f.write("[pool training]\ngpus = 0,1\n")
+            f.flush()
+            self.assertEqual(complete("--config", f.name, "quota", "--pool", ""),
+                             {"default", "training"})
 
     def test_run_job(self):
         # after "--" the job's command line: commands, then its arguments, never gpuctl's options

@@ -3,11 +3,17 @@ a day or a week, per pool, per user and per group, enforced by select-and-lease 
 `select --hold` and `--wait` refuse with exit 9 (docs/gpuctl.1 EXIT STATUS) and one line naming the
 quota, what is used and when it frees; racing requests of one user cannot both pass; a waiter over
 its quota waits and is served once it frees; the Python package raises QuotaError with the same line.
+`gpuctl quota` shows each pool's limits (from the file the test writes), the devices held (the
+holds the test takes) and the GPU-hours of the day and the week (from ledger records the test
+writes, summed by hand, the windows from Python's calendar), says so where the ledger cannot be
+read, and shows a quota used up exactly when select or run is refused with exit 9.
 
 Two throwaway users and a throwaway group (useradd/groupadd, removed after the class), a root-owned
 shared lease directory that follows the test's configuration file, and a ledger written by
 build/tests/ledger-writer with a schedule the test makes. Expected values come from the
 configuration, the schedule, docs/config.md and the scenario file (dgx-a100: 8 GPUs)."""
+import datetime
+import json
 import os
 import re
 import subprocess
@@ -16,7 +22,8 @@ import time
 import unittest
 
 import test_exporter as tx
-from gpuctl_test import BUILD, GPUCTL, LIBGPUCTL, PYDIR, SIMLIB, python_env, run
+from gpuctl_test import (BUILD, EXIT_FAILURE, EXIT_NODRIVER, EXIT_USAGE, GPUCTL, LIBGPUCTL, PYDIR,
+                         SIMLIB, python_env, run)
 from test_leases import UUIDS, TwoUserCase
 
 EXIT_QUOTA = 9  # docs/gpuctl.1 EXIT STATUS
@@ -264,12 +271,20 @@ class Quotas(TwoUserCase):
         day0 = now - now % 86400
         if t0 < day0:
             self.skipTest("too close to 00:00 UTC for a usage of today")
-        lines = "sample %d 0\n" % t0
-        for g in range(gpus):
-            lines += "obs lease 99:1 %s - - - %s 50 1000 -1 -1 0\n" % (user, UUIDS[g])
-        lines += "sample %d %d\n" % (t0 + seconds, seconds)
-        for g in range(gpus):
-            lines += "obs lease 99:1 %s - - - %s 50 1000 -1 -1 2\n" % (user, UUIDS[g])
+        self.write_records([(user, list(range(gpus)), t0, seconds)])
+
+    def write_records(self, records):
+        """Leases [(user, [GPU index], start, seconds)], one after the other (they must not
+        overlap in time): each seen at its start and ended ("exit") `seconds` later, so each is
+        len(GPUs) * seconds GPU-seconds (docs/ledger.md, "Integration")."""
+        lines = ""
+        base = min(r[2] for r in records) - 1
+        for k, (user, gpus, t0, seconds) in enumerate(sorted(records, key=lambda r: r[2])):
+            for t, end in ((t0, 0), (t0 + seconds, 2)):
+                lines += "sample %d %d\n" % (t, t - base)
+                for g in gpus:
+                    lines += "obs lease 99:%d %s - - - %s 50 1000 -1 -1 %d\n" % (
+                        k + 1, user, UUIDS[g], end)
         r = run([WRITER, "script", self.ledger], input=lines)
         self.assertEqual(r.rc, 0, r)
         for f in (self.ledger, self.ledger + "-wal", self.ledger + "-shm"):
@@ -300,6 +315,248 @@ class Quotas(TwoUserCase):
         # no ledger at the path: the hour quotas are not enforced
         self.configure("ledger = %s\nquota_gpu_hours_week = 0.04\n" % (self.ledger + ".none"))
         self.assertEqual(self.hold(a, 1, 60).rc, 0)
+
+    # ---- (d) `gpuctl quota`: the quotas and what counts against them, before a refusal ----
+
+    def quota(self, user=None, *args):
+        """`gpuctl quota --format json` as user (None: root), parsed; its rows by pool."""
+        argv = ["quota", "--format", "json", *args]
+        r = self.as_user(user, *argv) if user else run([GPUCTL, *argv], env=self.env)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(r.err, "", r)
+        doc = json.loads(r.out)
+        self.assertEqual(doc["version"], 1)
+        return doc, {p["pool"]: p for p in doc["pools"]}
+
+    def quota_table(self, user=None, *args):
+        r = self.as_user(user, "quota", *args) if user else run([GPUCTL, "quota", *args],
+                                                               env=self.env)
+        self.assertEqual(r.rc, 0, r)
+        lines = r.out.splitlines()
+        self.assertEqual(lines[1].split(), ["POOL", "GPUS", "LEASE", "TODAY", "RESETS", "(UTC)",
+                                            "WEEK", "RESETS", "(UTC)"], r)
+        return lines, {l.split()[0]: l.split() for l in lines[2:]
+                       if l.split() and not l.startswith("GPU-hours: ")}
+
+    def configure_quota(self, text):
+        """configure() with the test's own ledger path (none there unless written), so that no
+        ledger of the machine's (/var/lib/gpuctl) is read."""
+        self.configure("ledger = %s\n%s" % (self.ledger, text))
+
+    @staticmethod
+    def windows():
+        """00:00 UTC today and Monday 00:00 UTC of this ISO week, as Unix seconds, from
+        Python's calendar (not gpuctl's arithmetic)."""
+        today = datetime.datetime.now(datetime.timezone.utc).replace(
+            hour=0, minute=0, second=0, microsecond=0)
+        monday = today - datetime.timedelta(days=today.isoweekday() - 1)
+        return today.timestamp(), monday.timestamp()
+
+    def test_quota_shows_each_pools_limits_from_the_file(self):
+        a, b = self.users
+        self.configure_quota("quota_gpus = 2, %s:3\nquota_gpu_hours_week = 40.5\n"
+                       "[pool p]\ngpus = 6-7\nquota_lease_length = 90m\n"
+                       "quota_gpu_hours_day = 0.125, %s:unlimited\n" % (a, b))
+        # A: its own entry (3) in both pools (p does not set quota_gpus: the global list is
+        # its default); p's lease length and day quota; the global week quota in both
+        doc, rows = self.quota(a)
+        self.assertEqual((doc["user"], doc["uid"], doc["configured"]), (a, self.uid[a], True))
+        self.assertEqual(list(rows), ["default", "p"])
+        self.assertEqual([(r["gpus_limit"], r["lease_length_limit_s"], r["gpu_hours_day_limit"],
+                           r["gpu_hours_week_limit"]) for r in rows.values()],
+                         [(3, None, None, 40.5), (3, 5400, 0.125, 40.5)])
+        # B: the default (2), and unlimited hours a day in p
+        _, rows = self.quota(b)
+        self.assertEqual([(r["gpus_limit"], r["gpu_hours_day_limit"]) for r in rows.values()],
+                         [(2, None), (2, None)])
+        # root has no quota; root may ask for A by name or uid
+        _, rows = self.quota(None)
+        self.assertEqual({k for r in rows.values() for k, v in r.items()
+                          if k.endswith("_limit") or k.endswith("_limit_s")
+                          if v is not None}, set())
+        for who in (a, str(self.uid[a])):
+            doc, rows = self.quota(None, "--user", who)
+            self.assertEqual((doc["user"], rows["p"]["lease_length_limit_s"]), (a, 5400))
+        # the table: one row per pool, "unlimited" where there is no limit
+        lines, rows = self.quota_table(a)
+        self.assertEqual(lines[0], "Quotas of user %s (uid %d): GPUs held now, lease length, "
+                                   "GPU-hours" % (a, self.uid[a]))
+        self.assertEqual(list(rows), ["default", "p"])
+        self.assertEqual(rows["default"][1:3], ["0/3", "unlimited"])
+        self.assertEqual(rows["p"][1:3], ["0/3", "90m"])
+        # --pool: that one only
+        _, rows = self.quota(a, "--pool", "p")
+        self.assertEqual(list(rows), ["p"])
+
+    def test_quota_counts_the_devices_the_user_holds_in_each_pool(self):
+        a, b = self.users
+        self.configure_quota("quota_gpus = 4\n[pool p]\ngpus = 6-7\n")
+        self.assertEqual(self.hold(a, 2).rc, 0)
+        self.assertEqual(self.hold(a, 1, 600, "--pool", "p").rc, 0)
+        self.assertEqual(self.hold(b, 3).rc, 0)
+        _, rows = self.quota(a)
+        self.assertEqual({k: (r["gpus_held"], r["gpus_limit"]) for k, r in rows.items()},
+                         {"default": (2, 4), "p": (1, 4)})
+        _, rows = self.quota(b)
+        self.assertEqual({k: r["gpus_held"] for k, r in rows.items()}, {"default": 3, "p": 0})
+        _, rows = self.quota_table(a)
+        self.assertEqual((rows["default"][1], rows["p"][1]), ("2/4", "1/4"))
+        # a release lowers it at once
+        self.assertEqual(self.as_user(a, "release", "--all").rc, 0)
+        _, rows = self.quota(a)
+        self.assertEqual({k: r["gpus_held"] for k, r in rows.items()}, {"default": 0, "p": 0})
+
+    def test_quota_counts_gpu_hours_of_the_day_and_the_week(self):
+        a, b = self.users
+        now = time.time()
+        day0, week0 = self.windows()
+        if now - day0 < 600:
+            self.skipTest("too close to 00:00 UTC for usage of today")
+        t = int(now) - 400
+        recs = [
+            (a, [0, 1], t, 90),            # today, default pool: 180 GPU-s = 0.05 h
+            (a, [6], t + 100, 180),        # today, pool p: 0.05 h
+            (b, [2], t + 300, 36),         # B's: not A's
+            (a, [0], int(day0) - 8 * 86400 + 3600, 3600),  # last week: in no window
+        ]
+        week_extra = 0.0
+        if day0 > week0:                   # not Monday: yesterday 01:00 is this week's
+            recs.append((a, [0, 1, 2], int(day0) - 86400 + 3600, 120))  # 360 GPU-s = 0.1 h
+            week_extra = 0.1
+        self.write_records(recs)
+        self.configure("ledger = %s\nquota_gpu_hours_day = 2\n[pool p]\ngpus = 6-7\n"
+                       % self.ledger)
+        doc, rows = self.quota(a)
+        self.assertIsNone(doc["ledger_error"])
+        self.assertEqual(doc["ledger"], self.ledger)
+        self.assertAlmostEqual(rows["default"]["gpu_hours_day"], 0.05, places=6)
+        self.assertAlmostEqual(rows["default"]["gpu_hours_week"], 0.05 + week_extra, places=6)
+        self.assertAlmostEqual(rows["p"]["gpu_hours_day"], 0.05, places=6)
+        self.assertAlmostEqual(rows["p"]["gpu_hours_week"], 0.05, places=6)
+        self.assertEqual(rows["default"]["gpu_hours_day_limit"], 2)
+        _, rows = self.quota(b)
+        self.assertAlmostEqual(rows["default"]["gpu_hours_day"], 0.01, places=6)
+        self.assertEqual(rows["p"]["gpu_hours_day"], 0)
+        # the windows and when they reset: 00:00 UTC, and Monday 00:00 UTC
+        stamp = lambda ts: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+        self.assertEqual((doc["day_start"], doc["day_resets"], doc["week_start"],
+                          doc["week_resets"]),
+                         (stamp(day0), stamp(day0 + 86400), stamp(week0),
+                          stamp(week0 + 7 * 86400)))
+        lines, rows = self.quota_table(a)
+        self.assertEqual(rows["default"][3:6],
+                         ["0.05/2", time.strftime("%Y-%m-%d", time.gmtime(day0 + 86400)),
+                          "00:00"])
+        self.assertEqual(rows["default"][7:], [
+            "Mon", time.strftime("%Y-%m-%d", time.gmtime(week0 + 7 * 86400)), "00:00"])
+        self.assertEqual(rows["default"][6], "%g/unlimited" % round(0.05 + week_extra, 2))
+
+    def test_quota_says_when_the_ledger_cannot_be_read(self):
+        a, _ = self.users
+        for ledger, cell, why in ((self.ledger + ".none", "no ledger", "no ledger at the path"),
+                                  (self.conf, "unreadable", None)):  # not a ledger
+            with self.subTest(ledger=ledger):
+                self.configure("ledger = %s\nquota_gpu_hours_day = 1\n" % ledger)
+                doc, rows = self.quota(a)
+                self.assertEqual((rows["default"]["gpu_hours_day"],
+                                  rows["default"]["gpu_hours_week"]), (None, None))
+                self.assertEqual(rows["default"]["gpu_hours_day_limit"], 1)
+                if why:
+                    self.assertEqual(doc["ledger_error"], why)
+                else:
+                    self.assertTrue(doc["ledger_error"])
+                r = self.as_user(a, "quota")
+                self.assertEqual(r.rc, 0, r)
+                self.assertIn(" %s/1 " % cell, r.out)
+                self.assertIn(" %s/unlimited " % cell, r.out)
+                self.assertRegex(r.out.splitlines()[-1],
+                                 "^GPU-hours: ledger %s: .*: not counted, and the GPU-hour "
+                                 "quotas are not enforced$" % re.escape(ledger))
+
+    def test_quota_shown_exhausted_is_when_select_is_refused(self):
+        a, _ = self.users
+        # GPUs at once: held < limit: one more is granted; held == limit: refused
+        self.configure_quota("quota_gpus = 2\n")
+        for _ in range(3):
+            _, rows = self.quota(a)
+            d = rows["default"]
+            r = self.hold(a, 1)
+            if d["gpus_held"] < d["gpus_limit"]:
+                self.assertEqual(r.rc, 0, (d, r))
+            else:
+                self.assertEqual(d["gpus_held"], 2)
+                self.assertQuota(r, r"pool 'default': quota of 2 GPUs at once .*")
+        # lease length: what quota shows is the longest hold granted
+        self.release_all()
+        self.configure_quota("quota_lease_length = 1h\n")
+        _, rows = self.quota(a)
+        longest = rows["default"]["lease_length_limit_s"]
+        self.assertEqual(longest, 3600)
+        self.assertQuota(self.hold(a, 1, longest + 1), r"pool 'default': quota of 3600 s .*")
+        self.assertEqual(self.hold(a, 1, longest).rc, 0)
+        self.release_all()
+        # GPU-hours: 0.05 used today (by hand: 2 GPUs x 90 s); below the limit `run` (which
+        # states no length) is granted, at the limit refused, for the day and for the week
+        self.write_ledger(a, 90)
+        for key in ("day", "week"):
+            for limit in (0.06, 0.05):
+                with self.subTest(key=key, limit=limit):
+                    self.configure("ledger = %s\nquota_gpu_hours_%s = %g\n"
+                                   % (self.ledger, key, limit))
+                    _, rows = self.quota(a)
+                    d = rows["default"]
+                    used, lim = d["gpu_hours_" + key], d["gpu_hours_%s_limit" % key]
+                    self.assertAlmostEqual(used, 0.05, places=6)
+                    self.assertEqual(lim, limit)
+                    r = self.as_user(a, "run", "-n", "1", "--", "true")
+                    if used < lim:
+                        self.assertEqual(r.rc, 0, r)
+                    else:
+                        self.assertEqual(r.rc, EXIT_QUOTA, r)
+                        self.assertIn("quota of 0.05 GPU-hours a %s for user %s: 0.05 used"
+                                      % (key, a), r.err)
+
+    def test_quota_without_quota_keys_says_so(self):
+        a, _ = self.users
+        self.configure_quota("[pool p]\ngpus = 6-7\n")
+        r = self.as_user(a, "quota")
+        self.assertEqual((r.rc, r.err), (0, ""), r)
+        self.assertEqual(r.out, 'No quotas are configured (docs/config.md "Quotas"): user %s '
+                                'has no limits\n' % a)
+        doc, rows = self.quota(a)
+        self.assertEqual((doc["configured"], rows), (False, {}))
+
+    def test_quota_bad_input(self):
+        a, b = self.users
+        self.configure_quota("quota_gpus = 2\n[pool p]\ngpus = 6-7\n")
+        # another user's quotas: root only (docs/gpuctl.1 EXIT STATUS: 1), by name or uid
+        for who in (b, str(self.uid[b])):
+            r = self.as_user(a, "quota", "--user", who)
+            self.assertOneLineError(r, EXIT_FAILURE, "quota: --user '%s'" % who,
+                                    "only root may see another user's quotas")
+            self.assertEqual(r.out, "")
+        # one's own, named, is fine
+        self.assertEqual(self.quota(a, "--user", a)[0]["user"], a)
+        # unknown user, unknown pool, bad format, stray argument: usage errors (2)
+        for args, needle in ((["--user", "gpuctl-no-such-user"], "'gpuctl-no-such-user'"),
+                             (["--pool", "nosuch"], "no pool 'nosuch'"),
+                             (["--format", "csv"], "unknown format 'csv'"),
+                             (["--pool", ""], "--pool: empty"),
+                             (["extra"], "'extra'")):
+            with self.subTest(args=args):
+                r = run([GPUCTL, "quota", *args], env=self.env)
+                self.assertOneLineError(r, EXIT_USAGE, needle)
+        # the pool is checked before NVML; without a driver a good request is exit 4
+        r = run([GPUCTL, "quota", "--pool", "nosuch"],
+                env=dict(self.env, GPUCTL_NVML_LIBRARY="/nonexistent/libnvidia-ml.so.1"))
+        self.assertOneLineError(r, EXIT_USAGE, "no pool 'nosuch'")
+        r = run([GPUCTL, "quota"],
+                env=dict(self.env, GPUCTL_NVML_LIBRARY="/nonexistent/libnvidia-ml.so.1"))
+        self.assertOneLineError(r, EXIT_NODRIVER)
+        r = run([GPUCTL, "quota", "--help"], env=self.env)
+        self.assertEqual(r.rc, 0, r)
+        self.assertTrue(r.out.startswith("Usage: gpuctl quota [--user USER] [--pool NAME]"), r)
+
 
     # ---- the Python package ----
 

@@ -143,8 +143,8 @@ static void test_help_lists_the_declared_options(void **state)
 		checked++;
 	}
 	assert_int_equal(bad, 0);
-	/* the sixteen commands of the README's table */
-	assert_int_equal(checked, 16);
+	/* the seventeen commands of the README's table */
+	assert_int_equal(checked, 17);
 }
 
 /* The --format line of a help text ("  --format FORMAT  text (default) or json" and its
@@ -194,8 +194,8 @@ static void test_formats(void **state)
 		assert_int_equal(cmd_parse_format(*e, "", &i), CLI_EXIT_USAGE);
 		checked++;
 	}
-	/* health, info, ps, report, slurm, topo, watch */
-	assert_int_equal(checked, 7);
+	/* health, info, ps, quota, report, slurm, topo, watch */
+	assert_int_equal(checked, 8);
 }
 
 /* The reader itself, on help lines written here: a test that could not fail would pass with a

@@ -46,6 +46,7 @@ static void test_header_usable(void **state)
 	assert_true(sizeof(struct gpuctl_select_request) > sizeof(size_t));
 	assert_true(sizeof(struct gpuctl_wait_entry) > sizeof(uint64_t));
 	assert_true(sizeof(struct gpuctl_config_settings) > sizeof(uint64_t));
+	assert_true(sizeof(struct gpuctl_quota_use) > sizeof(size_t) + sizeof(int64_t));
 }
 
 int main(void)

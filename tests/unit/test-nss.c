@@ -42,8 +42,11 @@ static void test_missing_entries(void **state)
 	struct passwd pw;
 	char *buf = (char *)&pw; /* written only on success */
 	gid_t gid = 12345;
+	uid_t uid = 54321;
 
 	(void)state;
+	assert_int_equal(nss_user_uid(NO_NAME, &uid), -ENOENT);
+	assert_int_equal(uid, 54321);
 	assert_int_equal(nss_passwd(NO_UID, &pw, &buf), -ENOENT);
 	assert_ptr_equal(buf, (char *)&pw);
 	assert_null(nss_user_name(NO_UID));
@@ -55,9 +58,12 @@ static void test_missing_entries(void **state)
 static void test_by_name(void **state)
 {
 	gid_t gid = 12345;
+	uid_t uid = 54321;
 
 	(void)state;
 	assert_true(nss_user_exists("root"));
+	assert_int_equal(nss_user_uid("root", &uid), 0);
+	assert_int_equal(uid, 0);
 	assert_int_equal(nss_group_gid("root", &gid), 0);
 	assert_int_equal(gid, 0);
 }

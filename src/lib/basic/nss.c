@@ -78,6 +78,18 @@ char *nss_user_name(uid_t uid)
 	return strdup(pw.pw_name);
 }
 
+int nss_user_uid(const char *name, uid_t *ret_uid)
+{
+	_cleanup_free_ char *buf = NULL;
+	struct passwd pw;
+	int r = lookup(BY_USER_NAME, 0, name, &pw, &buf);
+
+	if (r < 0)
+		return r;
+	*ret_uid = pw.pw_uid;
+	return 0;
+}
+
 bool nss_user_exists(const char *name)
 {
 	_cleanup_free_ char *buf = NULL;

@@ -17,6 +17,8 @@
 int nss_passwd(uid_t uid, struct passwd *ret_pw, char **ret_buf);
 /* uid's user name, newly allocated; NULL when uid has no entry or memory ran out. */
 char *nss_user_name(uid_t uid);
+/* The uid of user name: 0, -ENOENT when there is none, -ENOMEM or the lookup's -errno. */
+int nss_user_uid(const char *name, uid_t *ret_uid);
 /* Whether user name has a passwd entry. */
 bool nss_user_exists(const char *name);
 /* The gid of group name: 0, -ENOENT when there is none, -ENOMEM or the lookup's -errno. */

@@ -494,6 +494,10 @@ struct lease_gate {
 int lease_held_by(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
                   const struct lease_locks_view *view, const struct gpuctl_snapshot *snap,
                   uid_t uid, struct gpuctl_devset **ret);
+/* The same read now, outside select-and-lease: under a shared select.lock (as a lease list is
+ * read), with a fresh view. -ENOMEM, and lease_select_lock_shared's errors. */
+int lease_held_by_user(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
+                       const struct gpuctl_snapshot *snap, uid_t uid, struct gpuctl_devset **ret);
 
 /* ---- the parsers, for fuzz/fuzz-lease.c ---- */
 

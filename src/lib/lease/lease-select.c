@@ -246,6 +246,19 @@ int lease_held_by(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
 	return 0;
 }
 
+int lease_held_by_user(struct gpuctl_ctx *ctx, const struct gpuctl_lease_dir *dir,
+                       const struct gpuctl_snapshot *snap, uid_t uid, struct gpuctl_devset **ret)
+{
+	_cleanup_(lease_locks_view_done) struct lease_locks_view view = {0};
+	_cleanup_close_ int sfd = -1;
+	int r = lease_select_lock_shared(ctx, dir, &sfd);
+
+	if (r < 0)
+		return r;
+	lease_locks_view_read(dir, &view); /* under our shared select.lock */
+	return lease_held_by(ctx, dir, &view, snap, uid, ret);
+}
+
 /* An older waiter over its quota reserves nothing (lease_queue_reserved's skip). */
 static bool sal_skip(void *ud, uid_t uid, const char *pool_name, unsigned count)
 {
