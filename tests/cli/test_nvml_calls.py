@@ -118,6 +118,23 @@ class NvmlCallsTest(GpuctlTestCase):
                 self.assertLessEqual(sum(fns.values()), 20 * gpu_count(name), fns)
                 self.assertNotIn("nvmlDeviceGetNvLinkState", fns)
 
+    def test_link_states_without_field_answers(self):
+        """A driver that counts the links (field 91) but answers no link's state in the field
+        values (one older than field 165 says NOT_SUPPORTED in each entry; here nvsim fails
+        nvmlDeviceGetNvLinkState, which the simulator's field 165 answers as) must not look
+        like a GPU without NVLinks: the walk asks nvmlDeviceGetNvLinkState per link again."""
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "calls.json")
+            script = ('"$NVSIM" fail nvmlDeviceGetNvLinkState NOT_SUPPORTED -i 3\n'
+                      '"$GPUCTL" list >/dev/null\n')
+            r = run([NVSIM, "exec", "--calls-out", out, "dgx-a100", "--", "sh", "-ec", script],
+                    env={"GPUCTL": GPUCTL, "NVSIM": NVSIM})
+            self.assertEqual(r.rc, 0, r)
+            with open(out) as f:
+                fns = json.load(f)["functions"]
+        # GPU 3 only: every link number NVML allows (none answers), the others none
+        self.assertEqual(fns.get("nvmlDeviceGetNvLinkState"), 36, fns)
+
     def test_query_of_five_fields_ceiling(self):
         """`gpuctl list --query` of the five fields bench/pynvml_five.py reads with pynvml
         (index, name, temperature.gpu, utilization.gpu, memory.used): at most 6 NVML calls per

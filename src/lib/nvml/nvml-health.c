@@ -118,17 +118,33 @@ static bool field_value_int(const nvmlFieldValue_t *fv, int64_t *ret_v)
 static void keep_link_state(struct reader *rd, size_t i, const nvmlFieldValue_t *fv)
 {
 	struct nvml_link_states *ls = &rd->link_states[i];
-	int64_t v;
+	int64_t v = NVML_NVLINK_STATE_INACTIVE;
+	bool ok = fv->nvmlReturn == NVML_SUCCESS && field_value_int(fv, &v);
 
 	if (fv->scopeId >= NVML_NVLINK_MAX_LINKS)
 		return;
 	ls->read = true;
-	ls->r[fv->scopeId] = fv->nvmlReturn;
-	if (fv->nvmlReturn == NVML_SUCCESS && !field_value_int(fv, &v))
-		ls->r[fv->scopeId] = NVML_ERROR_UNKNOWN;
+	ls->r[fv->scopeId] =
+	        fv->nvmlReturn == NVML_SUCCESS && !ok ? NVML_ERROR_UNKNOWN : fv->nvmlReturn;
 	/* a sleeping link is trained and idle, not down */
-	ls->active[fv->scopeId] = fv->nvmlReturn == NVML_SUCCESS &&
-	                          (v == NVML_NVLINK_STATE_ACTIVE || v == NVML_NVLINK_STATE_SLEEP);
+	ls->active[fv->scopeId] =
+	        ok && (v == NVML_NVLINK_STATE_ACTIVE || v == NVML_NVLINK_STATE_SLEEP);
+}
+
+/* A driver that counts NVLinks (field 91) but answers no link's state (it predates field 165:
+ * every entry NOT_SUPPORTED or INVALID_ARGUMENT) would look like a GPU without links: its
+ * entries are not used, and the walk asks nvmlDeviceGetNvLinkState of each link. */
+static void distrust_silent_link_states(struct reader *rd, size_t i)
+{
+	struct nvml_link_states *ls = &rd->link_states[i];
+
+	if (!ls->read || rd->nvlink_count[i] <= 0)
+		return;
+	for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; link++)
+		if (ls->r[link] != NVML_ERROR_NOT_SUPPORTED &&
+		    ls->r[link] != NVML_ERROR_INVALID_ARGUMENT)
+			return;
+	ls->read = false;
 }
 
 /* One known[] entry's answer, into the snapshot. */
@@ -214,6 +230,8 @@ uint64_t nvml_read_field_values(struct reader *rd, size_t i, nvmlDevice_t dev)
 		else if (!known[which[j]].judge && field_value_due(rd, g, which[j]))
 			keep_field_value(rd, i, &known[which[j]], &fv[j], &answered);
 	}
+	if (links)
+		distrust_silent_link_states(rd, i);
 	return answered;
 }
 
