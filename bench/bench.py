@@ -227,6 +227,13 @@ def main():
         import clients_bench
         lines += clients_bench.section(build)
 
+    # NVML calls per command, beside the bare pynvml script of the same five fields
+    # (bench/nvml_calls.py; counts only, no timing).
+    if not a.scenario:
+        sys.path.insert(0, HERE)
+        import nvml_calls
+        lines += nvml_calls.section(build)
+
     # The simulator's coverage of NVIDIA's NVML (names, from the dynamic symbol tables;
     # bench/nvml_coverage.py).
     if not a.scenario:

@@ -367,15 +367,23 @@ typedef struct nvmlFieldValue_st {
 #define NVML_FI_DEV_MEMORY_TEMP             82 /* memory temperature, C */
 #define NVML_FI_DEV_NVLINK_LINK_COUNT       91 /* NVLinks present on the device */
 /* health counters as field values (each the number its direct call gives) */
-#define NVML_FI_DEV_ECC_SBE_VOL_TOTAL      3   /* volatile corrected (single bit) ECC errors */
-#define NVML_FI_DEV_ECC_DBE_VOL_TOTAL      4   /* volatile uncorrected (double bit) */
-#define NVML_FI_DEV_ECC_SBE_AGG_TOTAL      5   /* aggregate corrected */
-#define NVML_FI_DEV_ECC_DBE_AGG_TOTAL      6   /* aggregate uncorrected */
-#define NVML_FI_DEV_PCIE_REPLAY_COUNTER    94  /* PCIe replays */
-#define NVML_FI_DEV_REMAPPED_COR           142 /* rows remapped for correctable errors */
-#define NVML_FI_DEV_REMAPPED_UNC           143 /* rows remapped for uncorrectable errors */
-#define NVML_FI_DEV_REMAPPED_PENDING       144 /* a remapping pending: 1, else 0 */
-#define NVML_FI_DEV_REMAPPED_FAILURE       145 /* a remapping failed: 1, else 0 */
+#define NVML_FI_DEV_ECC_SBE_VOL_TOTAL   3   /* volatile corrected (single bit) ECC errors */
+#define NVML_FI_DEV_ECC_DBE_VOL_TOTAL   4   /* volatile uncorrected (double bit) */
+#define NVML_FI_DEV_ECC_SBE_AGG_TOTAL   5   /* aggregate corrected */
+#define NVML_FI_DEV_ECC_DBE_AGG_TOTAL   6   /* aggregate uncorrected */
+#define NVML_FI_DEV_PCIE_REPLAY_COUNTER 94  /* PCIe replays */
+#define NVML_FI_DEV_REMAPPED_COR        142 /* rows remapped for correctable errors */
+#define NVML_FI_DEV_REMAPPED_UNC        143 /* rows remapped for uncorrectable errors */
+#define NVML_FI_DEV_REMAPPED_PENDING    144 /* a remapping pending: 1, else 0 */
+#define NVML_FI_DEV_REMAPPED_FAILURE    145 /* a remapping failed: 1, else 0 */
+/* ECC mode (nvml.h: "Current ECC mode. 1=Active. 0=Inactive", and the pending one) and one
+ * NVLink's state (scopeId = the link; NVML_NVLINK_STATE_INACTIVE 0, _ACTIVE 1, _SLEEP 2), each as
+ * its direct call answers it (nvmlDeviceGetEccMode, nvmlDeviceGetNvLinkState) */
+#define NVML_FI_DEV_ECC_CURRENT            1
+#define NVML_FI_DEV_ECC_PENDING            2
+#define NVML_FI_DEV_NVLINK_GET_STATE       165
+#define NVML_NVLINK_STATE_INACTIVE         0
+#define NVML_NVLINK_STATE_ACTIVE           1
 #define NVML_VALUE_TYPE_UNSIGNED_LONG_LONG 3
 nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
                                       nvmlFieldValue_t *values);

@@ -58,6 +58,12 @@ enum gpuctl_snapshot_flags {
 	 * error counters unless GPUCTL_SNAP_NO_RATE_COUNTERS. A refresh keeps the previous
 	 * snapshot's. */
 	GPUCTL_SNAP_NVLINK_STATE = 1u << 7,
+	/* A modifier, not a read: with gpuctl_snapshot_take_fields, read the listed fields (and
+	 * what the flags' reads depend on) without the UUID, PCI bus id and name every snapshot
+	 * has otherwise, unless they are listed or GPUCTL_SNAP_TOPOLOGY needs the bus ids: three
+	 * NVML calls per GPU fewer for a tool that prints neither (gpuctl list --query without
+	 * -i). gpuctl_ids_resolve then knows the GPUs by index only. */
+	GPUCTL_SNAP_ONLY_FIELDS = 1u << 8,
 };
 
 /* Takes a snapshot (loads NVML first if needed). A GPU that is lost does not fail the
@@ -78,11 +84,11 @@ size_t gpuctl_snapshot_gpu_count(const struct gpuctl_snapshot *snap);
 const struct gpuctl_gpu *gpuctl_snapshot_gpu(const struct gpuctl_snapshot *snap, size_t i);
 
 /* Like gpuctl_snapshot_take, but of the per-GPU fields reads only the n_fields listed (plus
- * index, UUID, PCI bus id and name, which every snapshot has, and what the flags' reads depend
- * on); the others read as unavailable. A listed field implies its group's flag (a health field
- * implies GPUCTL_SNAP_HEALTH). fields NULL with n_fields 0 reads every field but
- * GPUCTL_F_PCIE_RX and _TX (NVML samples each for 20 ms while the caller waits). -EINVAL for an
- * unknown field id. This is how a tool that prints a few fields makes a few NVML calls. */
+ * index, UUID, PCI bus id and name, which every snapshot has unless GPUCTL_SNAP_ONLY_FIELDS,
+ * and what the flags' reads depend on); the others read as unavailable. A listed field implies its
+ * group's flag (a health field implies GPUCTL_SNAP_HEALTH). fields NULL with n_fields 0 reads every
+ * field but GPUCTL_F_PCIE_RX and _TX (NVML samples each for 20 ms while the caller waits). -EINVAL
+ * for an unknown field id. This is how a tool that prints a few fields makes a few NVML calls. */
 int gpuctl_snapshot_take_fields(struct gpuctl_ctx *ctx, unsigned flags,
                                 const enum gpuctl_field *fields, size_t n_fields,
                                 struct gpuctl_snapshot **ret_snap);

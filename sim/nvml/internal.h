@@ -88,6 +88,9 @@ unsigned long long sim_now_us(void);
 /* CLOCK_REALTIME now, in microseconds since the Unix epoch: the timestamps of process
  * utilisation samples, as the driver writes them. */
 unsigned long long sim_epoch_us(void);
+/* One NVLink's state as nvmlDeviceGetNvLinkState answers it (without its injected errors):
+ * SUCCESS with *active, NOT_SUPPORTED for a link the GPU lacks, INVALID_ARGUMENT past any. */
+nvmlReturn_t sim_nvlink_state(const struct sim_call *c, unsigned int link, bool *active);
 /* Writes the call counts since the last dump to calls/PID-SEQ.json and resets them. */
 void sim_dump_calls(void);
 

@@ -118,9 +118,10 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned 
 
 /* One field value as its direct call would answer it (injected errors included): the ECC totals
  * as nvmlDeviceGetTotalEccErrors, the PCIe replay counter as nvmlDeviceGetPcieReplayCounter,
- * remapped rows as nvmlDeviceGetRemappedRows. Returns false for a field id it does not model. */
-static bool health_field(const struct sim_call *c, unsigned int id, nvmlReturn_t *r,
-                         unsigned long long *v)
+ * remapped rows as nvmlDeviceGetRemappedRows, the ECC modes as nvmlDeviceGetEccMode, the state
+ * of link scope as nvmlDeviceGetNvLinkState. Returns false for a field id it does not model. */
+static bool health_field(const struct sim_call *c, unsigned int id, unsigned int scope,
+                         nvmlReturn_t *r, unsigned long long *v)
 {
 	const struct sim_gpu *g = c->g;
 	enum sim_fn fn;
@@ -156,6 +157,20 @@ static bool health_field(const struct sim_call *c, unsigned int id, nvmlReturn_t
 		     : id == NVML_FI_DEV_REMAPPED_PENDING ? g->remap_pending
 		                                          : g->remap_failure;
 		break;
+	case NVML_FI_DEV_ECC_CURRENT:
+	case NVML_FI_DEV_ECC_PENDING:
+		fn = SIM_FN_nvmlDeviceGetEccMode;
+		*r = g->has_ecc ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+		*v = id == NVML_FI_DEV_ECC_CURRENT ? g->ecc_enabled : g->ecc_pending;
+		break;
+	case NVML_FI_DEV_NVLINK_GET_STATE: {
+		bool active = false;
+
+		fn = SIM_FN_nvmlDeviceGetNvLinkState;
+		*r = sim_nvlink_state(c, scope, &active);
+		*v = active ? NVML_NVLINK_STATE_ACTIVE : NVML_NVLINK_STATE_INACTIVE;
+		break;
+	}
 	default:
 		return false;
 	}
@@ -170,7 +185,8 @@ static bool health_field(const struct sim_call *c, unsigned int id, nvmlReturn_t
 /* Field values: NVML_FI_DEV_GET_GPU_RECOVERY_ACTION from the scenario's recovery_action
  * (absent: NOT_SUPPORTED, as on drivers that predate it) and NVML_FI_DEV_MEMORY_TEMP from
  * temperature_memory_c (absent: no memory sensor), NVML_FI_DEV_NVLINK_LINK_COUNT from the
- * wiring (0 without NVLink), the health counters as their direct calls (health_field); every
+ * wiring (0 without NVLink), the health counters, ECC modes and link states as their direct
+ * calls (health_field); every
  * other field answers NOT_SUPPORTED in its own entry. The call itself succeeds. */
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
                                                  nvmlFieldValue_t *values)
@@ -194,7 +210,7 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int values
 		nvmlReturn_t hr;
 		unsigned long long hv;
 
-		if (health_field(&c, v->fieldId, &hr, &hv)) {
+		if (health_field(&c, v->fieldId, v->scopeId, &hr, &hv)) {
 			v->nvmlReturn = hr;
 			if (hr == NVML_SUCCESS) {
 				v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;

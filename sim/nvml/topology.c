@@ -170,17 +170,27 @@ static nvmlReturn_t check_link(const struct sim_call *c, unsigned int link)
 	return NVML_SUCCESS;
 }
 
+nvmlReturn_t sim_nvlink_state(const struct sim_call *c, unsigned int link, bool *active)
+{
+	nvmlReturn_t r = check_link(c, link);
+
+	if (r == NVML_SUCCESS)
+		*active = link_active(c->gpu, link);
+	return r;
+}
+
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
                                                  nvmlEnableState_t *isActive)
 {
 	nvmlReturn_t r;
+	bool active = false;
 
 	SIM_DEVICE_CALL(nvmlDeviceGetNvLinkState, device, 0);
 	if (!isActive)
 		return sim_end(NVML_ERROR_INVALID_ARGUMENT);
-	if ((r = check_link(&c, link)) != NVML_SUCCESS)
+	if ((r = sim_nvlink_state(&c, link, &active)) != NVML_SUCCESS)
 		return sim_end(r);
-	*isActive = link_active(c.gpu, link) ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+	*isActive = active ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
 	return sim_end(NVML_SUCCESS);
 }
 

@@ -619,6 +619,10 @@ static int list_snapshot(struct cli *cli, const struct list_args *a, enum list_f
 		for (size_t c = 0; c < a->query->n; c++)
 			if ((int)a->query->cols[c].field < (int)GPUCTL__F_COUNT)
 				fields[n_fields++] = a->query->cols[c].field;
+		/* CSV and the query table print the queried fields alone: the identity is read
+		 * only for -i (ids by UUID or bus id) and the JSON (each GPU object holds it) */
+		if (!a->ids && kind != LIST_FORMAT_JSON)
+			flags |= GPUCTL_SNAP_ONLY_FIELDS;
 		return cli_snapshot_fields(cli, flags, fields, n_fields, ret_snap);
 	}
 	if (kind == LIST_FORMAT_TABLE) {

@@ -6,7 +6,10 @@
  * - The CSV spelling follows nvidia-smi's documented --query-gpu output, since scripts already
  *   parse it: memory in MiB (bytes / 2^20, truncated), power in W with two decimals, "35 %",
  *   "1410 MHz", temperature without a unit, Enabled/Disabled, Yes/No, the compute mode names,
- *   hex with uppercase digits ("0x20B010DE", 16 digits for the clocks-event mask).
+ *   hex with uppercase digits ("0x20B010DE", 16 digits for the clocks-event mask); "[N/A]"
+ *   where a value is unavailable, but "N/A" for temperature.memory and "None" for a
+ *   gpu_recovery_action of 0, as nvidia-smi writes them. docs/nvidia-smi-csv.md gives the
+ *   source of each field's spelling.
  * - The unit is chosen from the field's unit class, not from the header unit string, so a
  *   field added to the table with a unit class is rendered right without touching this file.
  * - JSON carries base units (bytes, mW, MHz, C, %) so no precision is lost; null = unavailable.
@@ -65,7 +68,13 @@ void format_field_smi(const struct gpuctl_gpu *gpu, enum gpuctl_field f, bool un
 	}
 	int64_t v;
 	if (gpuctl_gpu_int(gpu, f, &v) < 0) {
-		put(buf, size, na);
+		/* nvidia-smi writes this one unavailable value without brackets (drivers 590 to
+		 * 610 on GPUs without a memory sensor: docs/nvidia-smi-csv.md) */
+		put(buf, size, f == GPUCTL_F_TEMP_MEMORY && !gpuctl_gpu_lost(gpu) ? "N/A" : na);
+		return;
+	}
+	if (f == GPUCTL_F_RECOVERY_ACTION && v == 0) {
+		put(buf, size, "None"); /* nvidia-smi's word for NVML_GPU_RECOVERY_ACTION_NONE */
 		return;
 	}
 	switch (fi->unit) {

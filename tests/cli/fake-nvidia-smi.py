@@ -104,7 +104,9 @@ def query(spec, fmt):
     fields = spec.split(",")
     opts = fmt.split(",")
     if "noheader" not in opts:
-        print(", ".join(f + (f" [{UNITS[f]}]" if f in UNITS and "nounits" not in opts else "") for f in fields))
+        # nounits drops the units "for numerical values" (nvidia-smi -h); the header is no
+        # value and keeps its brackets (docs/nvidia-smi-csv.md)
+        print(", ".join(f + (f" [{UNITS[f]}]" if f in UNITS else "") for f in fields))
     for i, g in enumerate(GPUS):
         vals = [value(i, g, f) for f in fields]
         if "nounits" in opts:

@@ -194,6 +194,50 @@ class ListCsv(GpuctlTestCase):
         self.assertEqual(len(lines), len(Machine("dgx-a100")) + 1)
 
 
+class ListSmiSpellings(GpuctlTestCase):
+    """Values and names as nvidia-smi writes them, from its real output: the query-gpu CSV and
+    --help-query-gpu text of drivers 590.48.01 to 610.57.04 captured on H100, H200, L40S and
+    GeForce RTX 2080/4080 SUPER boards (utkuozdemir/nvidia_gpu_exporter,
+    internal/captures/*.txt; docs/nvidia-smi-csv.md)."""
+
+    def test_memory_temperature_na_without_brackets(self):
+        # "temperature.memory" reads "N/A" on every captured GPU without a memory sensor,
+        # while the other unavailable fields of the same rows read "[N/A]"
+        r = sim_sh("rtx4090-8", '"$GPUCTL" list --query index,temperature.memory,serial -i 0,1\n'
+                   '"$NVSIM" set -i 1 temperature.memory=60\n'
+                   '"$GPUCTL" list --query temperature.memory -i 1 --format csv,noheader\n')
+        self.assertOk(r)
+        self.assertEqual(r.out.splitlines(), ["index, temperature.memory, serial",
+                                              "0, N/A, [N/A]", "1, N/A, [N/A]", "60"])
+
+    def test_recovery_action_none(self):
+        # "gpu_recovery_action" reads "None" for NVML_GPU_RECOVERY_ACTION_NONE on every
+        # capture; without the field (drivers before it) "[N/A]"
+        r = sim_sh("hgx-h100", '"$NVSIM" set -i 5 recovery_action=0\n'
+                   '"$GPUCTL" list --query index,gpu_recovery_action -i 4,5 --format csv,noheader\n')
+        self.assertOk(r)
+        self.assertEqual(r.out.splitlines(), ["4, [N/A]", "5, None"])
+
+    def test_power_limit_is_the_software_limit(self):
+        # --help-query-gpu: "power.limit": the software power limit in watts, set by
+        # software like nvidia-smi; no "power.management.limit" (kept as gpuctl's older name)
+        r = sim("workstation-mixed", "list", "--query", "power.limit,power.management.limit",
+                "--format", "csv,nounits")
+        self.assertOk(r)
+        lines = r.out.splitlines()
+        self.assertEqual(lines[0], "power.limit [W], power.management.limit [W]")
+        for line, g in zip(lines[1:], Machine("workstation-mixed").gpus):
+            self.assertEqual(line, "%.2f, %.2f" % ((g["power_limit_mw"] / 1000,) * 2))
+        r = gpuctl("list", "--help-query", env={"GPUCTL_NVML_LIBRARY": "/nonexistent"})
+        self.assertIn("\n  power.limit [W] (power_management_limit)\n", r.out)
+
+    def test_gpumax_is_another_fact(self):
+        # --help-query-gpu: pcie.link.gen.gpumax is the GPU's own maximum, pcie.link.gen.max
+        # that of GPU and slot together: gpuctl reads the latter only
+        r = sim("dgx-a100", "list", "--query", "pcie.link.gen.gpumax")
+        self.assertOneLineError(r, EXIT_USAGE, "pcie.link.gen.gpumax")
+
+
 class ListScriptFields(GpuctlTestCase):
     """The nvidia-smi --query-gpu fields scripts ask for, in nvidia-smi's spellings and units,
     with values from the scenario file (a copy of workstation-mixed whose GPU 1 declares a fan
@@ -234,7 +278,7 @@ class ListScriptFields(GpuctlTestCase):
                              else "[N/A]")
             self.assertEqual(row[2], "P%d" % g.get("performance_state", 0))
             self.assertEqual(row[3], "%.2f W" % (g["power_limit_mw"] / 1000))
-            self.assertEqual(row[4], row[3])  # nvidia-smi's older name for the same limit
+            self.assertEqual(row[4], row[3])  # power.limit, nvidia-smi's name of the same limit
             self.assertEqual(row[7], "%d MHz" % g["max_clocks_mhz"]["sm"])
             self.assertEqual(row[8], "%d MHz" % g["max_clocks_mhz"]["mem"])
             self.assertEqual(row[9], self.doc["system"]["driver_version"])

@@ -709,11 +709,14 @@ class TestValues(GpuctlTestCase):
         for fn in ("nvmlDeviceGetPowerUsage", "nvmlDeviceGetTemperature",
                    "nvmlDeviceGetFieldValues"):
             self.assertEqual(fns[fn], 8 * samples, fn)
-        for fn in ("nvmlDeviceGetRemappedRows", "nvmlDeviceGetPcieReplayCounter"):
+        # nor the ECC mode and the NVLink states, which come in the first snapshot's
+        # field-value call (issue 29)
+        for fn in ("nvmlDeviceGetRemappedRows", "nvmlDeviceGetPcieReplayCounter",
+                   "nvmlDeviceGetEccMode", "nvmlDeviceGetNvLinkState"):
             self.assertNotIn(fn, fns)
         # identity, static facts and what dgx-a100 does not support: once per GPU
         for fn in ("nvmlDeviceGetUUID", "nvmlDeviceGetName", "nvmlDeviceGetPciInfo_v3",
-                   "nvmlDeviceGetArchitecture", "nvmlDeviceGetEccMode", "nvmlDeviceGetMigMode",
+                   "nvmlDeviceGetArchitecture", "nvmlDeviceGetMigMode",
                    "nvmlDeviceGetMaxPcieLinkWidth", "nvmlDeviceGetEncoderUtilization",
                    "nvmlDeviceGetTotalEnergyConsumption"):
             self.assertEqual(fns.get(fn), 8, fn)

@@ -9,7 +9,7 @@ import os
 import tempfile
 import unittest
 
-from gpuctl_test import GPUCTL, NVSIM, GpuctlTestCase, run
+from gpuctl_test import GPUCTL, NVSIM, SCENARIOS, GpuctlTestCase, run
 
 # Functions that answer several facts, one per argument value: how many calls per GPU that
 # makes at most (NVML's API: clock type SM/MEM, threshold SLOWDOWN/SHUTDOWN, ECC
@@ -33,6 +33,16 @@ HEALTH_COUNTERS = ("nvmlDeviceGetRemappedRows", "nvmlDeviceGetPcieReplayCounter"
 TOPOLOGY = ("nvmlDeviceGetNvLinkState", "nvmlDeviceGetNvLinkRemoteDeviceType",
             "nvmlDeviceGetNvLinkRemotePciInfo_v2", "nvmlDeviceGetTopologyCommonAncestor",
             "nvmlDeviceGetP2PStatus")
+
+
+# The five fields of bench/pynvml_five.py, the bare pynvml script issue 29 compares with.
+FIVE = "index,name,temperature.gpu,utilization.gpu,memory.used"
+SCENARIO_NAMES = sorted(f[:-5] for f in os.listdir(SCENARIOS) if f.endswith(".json"))
+
+
+def gpu_count(scenario):
+    with open(os.path.join(SCENARIOS, scenario + ".json")) as f:
+        return len(json.load(f)["gpus"])
 
 
 def calls(scenario, *args, env=None):
@@ -83,16 +93,69 @@ class NvmlCallsTest(GpuctlTestCase):
         self.assertEqual(fns.get("nvmlDeviceGetFieldValues"), self.N)
         for fn in HEALTH_COUNTERS:
             self.assertNotIn(fn, fns)
-        # and the NVLink states nvlink-down judges: each of the 12 links of an A100 SXM4 once
-        # (the field values say how many there are), and the far end of the first active one
-        # (does it reach an NVSwitch); no pair facts, and without a health state file no error
-        # counters (test_select_reads_nvlink_error_counters_only_to_compare)
-        self.assertEqual(fns.get("nvmlDeviceGetNvLinkState"), 12 * self.N)
+        # and the NVLink states nvlink-down judges: the 12 links of an A100 SXM4 and the ECC
+        # mode come in that same field-values call (NVML_FI_DEV_NVLINK_GET_STATE per link,
+        # NVML_FI_DEV_ECC_CURRENT), so neither nvmlDeviceGetNvLinkState nor
+        # nvmlDeviceGetEccMode is called; the far end of the first active link (does it reach
+        # an NVSwitch) has its own call; no pair facts, and without a health state file no
+        # error counters (test_select_reads_nvlink_error_counters_only_to_compare)
         self.assertEqual(fns.get("nvmlDeviceGetNvLinkRemoteDeviceType"), self.N)
-        for fn in ("nvmlDeviceGetSerial", "nvmlDeviceGetClockInfo", "nvmlDeviceGetCpuAffinity",
+        for fn in ("nvmlDeviceGetNvLinkState", "nvmlDeviceGetEccMode",
+                   "nvmlDeviceGetSerial", "nvmlDeviceGetClockInfo", "nvmlDeviceGetCpuAffinity",
                    "nvmlDeviceGetNvLinkErrorCounter", "nvmlDeviceGetNvLinkRemotePciInfo_v2",
                    "nvmlDeviceGetTopologyCommonAncestor", "nvmlDeviceGetP2PStatus"):
             self.assertNotIn(fn, fns)
+
+    def test_table_ceiling(self):
+        """`gpuctl list`, the default table and its HEALTH column, on the issue's machines
+        (dgx-a100, hgx-h100: 12 NVLinks or more per GPU, ECC on): at most 20 NVML calls per
+        GPU, whatever the number of links (262 on dgx-a100, 32.75 per GPU, while each link's
+        state and the ECC mode had calls of their own). Issue 29 asks for 12; the calls left,
+        one per fact the table and the verdict use, are listed in bench/RESULTS.md."""
+        for name in ("dgx-a100", "hgx-h100"):
+            with self.subTest(scenario=name):
+                fns = calls(name, "list")
+                self.assertLessEqual(sum(fns.values()), 20 * gpu_count(name), fns)
+                self.assertNotIn("nvmlDeviceGetNvLinkState", fns)
+
+    def test_link_states_without_field_answers(self):
+        """A driver that counts the links (field 91) but answers no link's state in the field
+        values (one older than field 165 says NOT_SUPPORTED in each entry; here nvsim fails
+        nvmlDeviceGetNvLinkState, which the simulator's field 165 answers as) must not look
+        like a GPU without NVLinks: the walk asks nvmlDeviceGetNvLinkState per link again."""
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "calls.json")
+            script = ('"$NVSIM" fail nvmlDeviceGetNvLinkState NOT_SUPPORTED -i 3\n'
+                      '"$GPUCTL" list >/dev/null\n')
+            r = run([NVSIM, "exec", "--calls-out", out, "dgx-a100", "--", "sh", "-ec", script],
+                    env={"GPUCTL": GPUCTL, "NVSIM": NVSIM})
+            self.assertEqual(r.rc, 0, r)
+            with open(out) as f:
+                fns = json.load(f)["functions"]
+        # GPU 3 only: every link number NVML allows (none answers), the others none
+        self.assertEqual(fns.get("nvmlDeviceGetNvLinkState"), 36, fns)
+
+    def test_query_of_five_fields_ceiling(self):
+        """`gpuctl list --query` of the five fields bench/pynvml_five.py reads with pynvml
+        (index, name, temperature.gpu, utilization.gpu, memory.used): at most 6 NVML calls per
+        GPU on every scenario (issue 29): per GPU the handle and the four calls the fields
+        need, no UUID, PCI or name of the identity (GPUCTL_SNAP_ONLY_FIELDS), plus init,
+        count, the three system facts and shutdown. Those six fixed calls are why the
+        ceiling is for machines of 8 GPUs or more (on 2 GPUs pynvml's own 3 make 6.5 a GPU);
+        on fewer, 5 per GPU and the six."""
+        for name in SCENARIO_NAMES:
+            with self.subTest(scenario=name):
+                fns = calls(name, "list", "--query", FIVE)
+                n = gpu_count(name)
+                self.assertLessEqual(sum(fns.values()), 6 * n if n >= 8 else 5 * n + 6, fns)
+                for fn in ("nvmlDeviceGetUUID", "nvmlDeviceGetPciInfo_v3"):
+                    self.assertNotIn(fn, fns)
+        # -i needs the identity (ids by UUID or bus id), and so does the JSON
+        for args in (("-i", "0,1"), ("--format", "json")):
+            with self.subTest(args=args):
+                fns = calls("dgx-a100", "list", "--query", FIVE, *args)
+                self.assertEqual(fns.get("nvmlDeviceGetUUID"), self.N)
+                self.assertEqual(fns.get("nvmlDeviceGetPciInfo_v3"), self.N)
 
     def test_json_reads_every_fact_once(self):
         fns = calls("dgx-a100", "list", "--format", "json")

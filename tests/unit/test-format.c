@@ -153,14 +153,22 @@ static void test_smi_strings_index_na_lost(void **state)
 	format_field_smi(gpu_at(f, 0), GPUCTL_F_NAME, false, buf, sizeof(buf));
 	assert_string_equal(buf, "NVIDIA A100-SXM4-80GB");
 
-	/* Never set: "[N/A]", for every field of GPU 1 but its index. */
+	/* Never set: "[N/A]", for every field of GPU 1 but its index, and temperature.memory,
+	 * which nvidia-smi writes "N/A" (the query-gpu CSV of drivers 590 to 610 on GPUs without
+	 * a memory sensor: docs/nvidia-smi-csv.md). */
 	for (int id = 0; id < GPUCTL__F_COUNT; id++) {
 		format_field_smi(gpu_at(f, 1), (enum gpuctl_field)id, true, buf, sizeof(buf));
 		if (id == GPUCTL_F_INDEX)
 			assert_string_equal(buf, "1");
+		else if (id == GPUCTL_F_TEMP_MEMORY)
+			assert_string_equal(buf, "N/A");
 		else
 			assert_string_equal(buf, "[N/A]");
 	}
+	/* gpu_recovery_action 0 is "None" in nvidia-smi's CSV (the same captures) */
+	set_int(f, 0, GPUCTL_F_RECOVERY_ACTION, 0);
+	format_field_smi(gpu_at(f, 0), GPUCTL_F_RECOVERY_ACTION, true, buf, sizeof(buf));
+	assert_string_equal(buf, "None");
 	format_field_smi(gpu_at(f, 1), GPUCTL__F_COUNT, true, buf, sizeof(buf));
 	assert_string_equal(buf, "[N/A]");
 
@@ -173,6 +181,8 @@ static void test_smi_strings_index_na_lost(void **state)
 	format_field_smi(gpu_at(f, 2), GPUCTL_F_TEMP, true, buf, sizeof(buf));
 	assert_string_equal(buf, "[GPU is lost]");
 	format_field_smi(gpu_at(f, 2), GPUCTL_F_UUID, true, buf, sizeof(buf));
+	assert_string_equal(buf, "[GPU is lost]");
+	format_field_smi(gpu_at(f, 2), GPUCTL_F_TEMP_MEMORY, true, buf, sizeof(buf));
 	assert_string_equal(buf, "[GPU is lost]");
 	format_field_smi(gpu_at(f, 2), GPUCTL_F_MEMORY_TOTAL, true, buf, sizeof(buf));
 	assert_string_equal(buf, "40960 MiB");

@@ -96,11 +96,12 @@ static void test_smi_names_and_aliases(void **state)
 	        {"clocks_event_reasons.active", GPUCTL_F_CLOCKS_EVENT_REASONS},
 	        {"pcie.link.gen.gpucurrent", GPUCTL_F_PCIE_GEN},
 	        {"pcie.link.gen.current", GPUCTL_F_PCIE_GEN},
-	        {"pcie.link.gen.gpumax", GPUCTL_F_PCIE_GEN_MAX},
 	        {"retired_pages.sbe", GPUCTL_F_RETIRED_SBE},
 	        {"retired_pages.single_bit_ecc.count", GPUCTL_F_RETIRED_SBE},
 	        {"retired_pages.dbe", GPUCTL_F_RETIRED_DBE},
 	        {"enforced.power.limit", GPUCTL_F_POWER_LIMIT},
+	        {"power.limit", GPUCTL_F_POWER_MGMT_LIMIT}, /* nvidia-smi's software limit */
+	        {"power.management.limit", GPUCTL_F_POWER_MGMT_LIMIT}, /* gpuctl's older name */
 	        {"ecc.errors.corrected.volatile.total", GPUCTL_F_ECC_VOL_CORRECTED},
 	        {"compute_mode", GPUCTL_F_COMPUTE_MODE},
 	        {"persistence_mode", GPUCTL_F_PERSISTENCE_MODE},
@@ -176,6 +177,9 @@ static void test_unknown_names(void **state)
 	        {"uuid,index,nope,alsonope", "nope"}, /* the first unknown one */
 	        {"index;uuid", "index;uuid"},         /* ';' is no separator */
 	        {"memory used", "memory used"},
+	        /* nvidia-smi's name of another fact (the GPU's own maximum generation,
+	         * --help-query-gpu), no alias of pcie.link.gen.max */
+	        {"pcie.link.gen.gpumax", "pcie.link.gen.gpumax"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char *bad = parse_fail(cases[i].text, -EINVAL);

@@ -5,7 +5,9 @@
  * One table serves every renderer (table, CSV, JSON, --query, later the exporter), so a field
  * is added in exactly one place. nvidia-smi names follow `nvidia-smi --help-query-gpu`; where
  * nvidia-smi knows a field under two names (old "throttle" and new "event" spellings, short
- * aliases), the aliases table maps the other spelling to the same field.
+ * aliases), the aliases table maps the other spelling to the same field. A name nvidia-smi
+ * gives another fact is not an alias: "pcie.link.gen.gpumax" is the GPU's own maximum, not the
+ * maximum of GPU and slot that pcie.link.gen.max is (docs/nvidia-smi-csv.md).
  */
 #include <errno.h>
 #include <strings.h>
@@ -144,7 +146,7 @@ static const struct gpuctl_field_info fields[GPUCTL__F_COUNT] = {
             "the first fan's speed, percent of its maximum (N/A without fans)"),
         INT(GPUCTL_F_PSTATE, "pstate", "pstate", "", GPUCTL_FU_ENUM, 0,
             "performance state, P0 (most performance) to P15"),
-        INT(GPUCTL_F_POWER_MGMT_LIMIT, "power_management_limit", "power.management.limit", " [W]",
+        INT(GPUCTL_F_POWER_MGMT_LIMIT, "power_management_limit", "power.limit", " [W]",
             GPUCTL_FU_MW, 0, "software power limit (nvidia-smi -pl), W"),
 };
 
@@ -162,11 +164,12 @@ static const struct {
         {"clocks.max.mem", GPUCTL_F_CLOCK_MEM_MAX},
         {"clocks_throttle_reasons.active", GPUCTL_F_CLOCKS_EVENT_REASONS},
         {"pcie.link.gen.gpucurrent", GPUCTL_F_PCIE_GEN},
-        {"pcie.link.gen.gpumax", GPUCTL_F_PCIE_GEN_MAX},
         {"retired_pages.sbe", GPUCTL_F_RETIRED_SBE},
         {"retired_pages.dbe", GPUCTL_F_RETIRED_DBE},
         {"temperature", GPUCTL_F_TEMP},
-        {"power.limit", GPUCTL_F_POWER_MGMT_LIMIT}, /* nvidia-smi's older name for it */
+        /* gpuctl's own earlier name: nvidia-smi's list (--help-query-gpu, drivers 590 to 610)
+         * has "power.limit" only */
+        {"power.management.limit", GPUCTL_F_POWER_MGMT_LIMIT},
 };
 
 const struct gpuctl_field_info *gpuctl_field_info(enum gpuctl_field id)

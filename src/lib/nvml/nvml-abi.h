@@ -366,6 +366,16 @@ typedef struct {
 #define NVML_FI_DEV_REMAPPED_UNC        143
 #define NVML_FI_DEV_REMAPPED_PENDING    144
 #define NVML_FI_DEV_REMAPPED_FAILURE    145
+/* The ECC mode, current and pending (nvml.h: "Current ECC mode. 1=Active. 0=Inactive"), the
+ * answer of nvmlDeviceGetEccMode; and one NVLink's state, the link in scopeId (nvml.h:
+ * "NVLink State - Active,Inactive": NVML_NVLINK_STATE_INACTIVE 0, _ACTIVE 1, _SLEEP 2), the
+ * answer of nvmlDeviceGetNvLinkState. All in the NVML 12.2 header of driver 535. */
+#define NVML_FI_DEV_ECC_CURRENT      1
+#define NVML_FI_DEV_ECC_PENDING      2
+#define NVML_FI_DEV_NVLINK_GET_STATE 165
+#define NVML_NVLINK_STATE_INACTIVE   0
+#define NVML_NVLINK_STATE_ACTIVE     1
+#define NVML_NVLINK_STATE_SLEEP      2
 
 /* ---- Events (NVML API 11+) ---- */
 

@@ -6,8 +6,8 @@
  *
  * Decisions:
  * - Only the fields asked for are read (nvml_want), and nothing is read twice: fields that one
- *   call answers together are read when any of them is wanted. The ECC mode is read before the
- *   field values (nvml-health.c), which ask for the ECC counters only with ECC on.
+ *   call answers together are read when any of them is wanted. The ECC mode comes with the
+ *   field values (nvml-health.c), and of its own call only when they did not answer.
  * - memory_used is nvmlMemory_v2's used (allocations, driver reservation excluded), as current
  *   nvidia-smi shows it; with only the v1 call it includes the reservation.
  */
@@ -273,10 +273,11 @@ static void read_pcie_link(struct reader *rd, size_t i, nvmlDevice_t dev)
 	READ_UINT(rd, i, GPUCTL_F_PCIE_WIDTH_MAX, pcie_width_max, dev);
 }
 
-/* Persistence, compute, ECC and MIG modes (current and pending). */
+/* Persistence, compute and MIG modes (current and pending; the ECC mode comes with the field
+ * values). */
 static void read_modes(struct reader *rd, size_t i, nvmlDevice_t dev)
 {
-	nvmlEnableState_t e1, e2;
+	nvmlEnableState_t e1;
 	nvmlComputeMode_t cm;
 	unsigned u, u2;
 
@@ -286,17 +287,29 @@ static void read_modes(struct reader *rd, size_t i, nvmlDevice_t dev)
 	if (nvml_want(rd, GPUCTL_F_COMPUTE_MODE) &&
 	    READ(rd, i, FBIT(GPUCTL_F_COMPUTE_MODE), compute_mode, dev, &cm))
 		nvml_set_int(rd, i, GPUCTL_F_COMPUTE_MODE, cm);
-	if ((nvml_want(rd, GPUCTL_F_ECC_MODE) || nvml_want(rd, GPUCTL_F_ECC_MODE_PENDING)) &&
-	    READ(rd, i, FBIT(GPUCTL_F_ECC_MODE) | FBIT(GPUCTL_F_ECC_MODE_PENDING), ecc_mode, dev,
-	         &e1, &e2)) {
-		nvml_set_int(rd, i, GPUCTL_F_ECC_MODE, e1 == NVML_FEATURE_ENABLED);
-		nvml_set_int(rd, i, GPUCTL_F_ECC_MODE_PENDING, e2 == NVML_FEATURE_ENABLED);
-	}
 	if ((nvml_want(rd, GPUCTL_F_MIG_MODE) || nvml_want(rd, GPUCTL_F_MIG_MODE_PENDING)) &&
 	    READ(rd, i, FBIT(GPUCTL_F_MIG_MODE) | FBIT(GPUCTL_F_MIG_MODE_PENDING), mig_mode, dev,
 	         &u, &u2)) {
 		nvml_set_int(rd, i, GPUCTL_F_MIG_MODE, u == 1);
 		nvml_set_int(rd, i, GPUCTL_F_MIG_MODE_PENDING, u2 == 1);
+	}
+}
+
+/* The ECC mode (current and pending) of its own call, when the field values did not answer
+ * for it (a driver without nvmlDeviceGetFieldValues, or one that does not know the fields). */
+static void read_ecc_mode(struct reader *rd, size_t i, nvmlDevice_t dev, uint64_t answered)
+{
+	const uint64_t ecc = FBIT(GPUCTL_F_ECC_MODE) | FBIT(GPUCTL_F_ECC_MODE_PENDING);
+	uint64_t wanted = 0;
+	nvmlEnableState_t e1, e2;
+
+	if (nvml_want(rd, GPUCTL_F_ECC_MODE))
+		wanted |= FBIT(GPUCTL_F_ECC_MODE);
+	if (nvml_want(rd, GPUCTL_F_ECC_MODE_PENDING))
+		wanted |= FBIT(GPUCTL_F_ECC_MODE_PENDING);
+	if (wanted && (answered & wanted) != wanted && READ(rd, i, ecc, ecc_mode, dev, &e1, &e2)) {
+		nvml_set_int(rd, i, GPUCTL_F_ECC_MODE, e1 == NVML_FEATURE_ENABLED);
+		nvml_set_int(rd, i, GPUCTL_F_ECC_MODE_PENDING, e2 == NVML_FEATURE_ENABLED);
 	}
 }
 
@@ -309,9 +322,9 @@ void nvml_read_state(struct reader *rd, size_t i, nvmlDevice_t dev)
 	read_clocks(rd, i, dev);
 	read_pcie_link(rd, i, dev);
 	read_modes(rd, i, dev);
-	/* memory temperature, recovery action and the health counters, in one call: after the
-	 * ECC mode, which decides whether the ECC counters exist */
-	nvml_read_field_values(rd, i, dev);
+	/* the ECC mode, memory temperature, recovery action, the health counters and the NVLink
+	 * states, in one call; the ECC mode's own call only when it did not answer */
+	read_ecc_mode(rd, i, dev, nvml_read_field_values(rd, i, dev));
 	read_monitoring(rd, i, dev);
 }
 

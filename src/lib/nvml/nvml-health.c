@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * nvml-health.c: the facts read through nvmlDeviceGetFieldValues (memory temperature, recovery
- * action, and the health counters that ride along), and the health facts asked of their own
- * calls: PCIe replays, ECC totals, retired pages, remapped rows.
+ * action, and the ECC mode, health counters and NVLink states that ride along), and the health
+ * facts asked of their own calls: PCIe replays, ECC totals, retired pages, remapped rows.
  *
  * Decisions:
  * - Calls that cannot succeed are not made: ECC counters only when ECC is on, retired pages
@@ -22,117 +22,217 @@
 enum field_when {
 	FV_ALWAYS,     /* no condition */
 	FV_HEALTH,     /* health snapshots */
-	FV_ECC,        /* health snapshots of a GPU with ECC on */
+	FV_ECC,        /* health snapshots of a GPU whose ECC is not known to be off */
 	FV_ECC_AMPERE, /* the same, Ampere and later (row remapping) */
 };
 
+/* The facts gpuctl reads through nvmlDeviceGetFieldValues. */
+static const struct field_value_fact {
+	unsigned id;
+	enum gpuctl_field f;
+	const char *what;
+	enum field_when when;
+	bool flag;  /* a yes/no value: stored as 0/1 */
+	bool judge; /* it stands for a direct call whose errors count (the ECC mode): an error in
+	             * its entry is judged as that call's would be */
+} known[] = {
+        {NVML_FI_DEV_ECC_CURRENT, GPUCTL_F_ECC_MODE, "ECC mode", FV_ALWAYS, true, true},
+        {NVML_FI_DEV_ECC_PENDING, GPUCTL_F_ECC_MODE_PENDING, "pending ECC mode", FV_ALWAYS, true,
+         true},
+        {NVML_FI_DEV_MEMORY_TEMP, GPUCTL_F_TEMP_MEMORY, "memory temperature", FV_ALWAYS, false,
+         false},
+        {NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, GPUCTL_F_RECOVERY_ACTION, "GPU recovery action",
+         FV_ALWAYS, false, false},
+        {NVML_FI_DEV_PCIE_REPLAY_COUNTER, GPUCTL_F_PCIE_REPLAY, "PCIe replay counter", FV_HEALTH,
+         false, false},
+        {NVML_FI_DEV_ECC_SBE_VOL_TOTAL, GPUCTL_F_ECC_VOL_CORRECTED, "volatile ECC SBE", FV_ECC,
+         false, false},
+        {NVML_FI_DEV_ECC_DBE_VOL_TOTAL, GPUCTL_F_ECC_VOL_UNCORRECTED, "volatile ECC DBE", FV_ECC,
+         false, false},
+        {NVML_FI_DEV_ECC_SBE_AGG_TOTAL, GPUCTL_F_ECC_AGG_CORRECTED, "aggregate ECC SBE", FV_ECC,
+         false, false},
+        {NVML_FI_DEV_ECC_DBE_AGG_TOTAL, GPUCTL_F_ECC_AGG_UNCORRECTED, "aggregate ECC DBE", FV_ECC,
+         false, false},
+        {NVML_FI_DEV_REMAPPED_COR, GPUCTL_F_REMAP_CORRECTABLE, "remapped rows (correctable)",
+         FV_ECC_AMPERE, false, false},
+        {NVML_FI_DEV_REMAPPED_UNC, GPUCTL_F_REMAP_UNCORRECTABLE, "remapped rows (uncorrectable)",
+         FV_ECC_AMPERE, false, false},
+        {NVML_FI_DEV_REMAPPED_PENDING, GPUCTL_F_REMAP_PENDING, "row remapping pending",
+         FV_ECC_AMPERE, true, false},
+        {NVML_FI_DEV_REMAPPED_FAILURE, GPUCTL_F_REMAP_FAILURE, "row remapping failure",
+         FV_ECC_AMPERE, true, false},
+};
+
+#define FV_LINK_COUNT SIZE_MAX       /* which[]: the NVLink count entry */
+#define FV_LINK_STATE (SIZE_MAX - 1) /* which[]: a link's state (scopeId: the link) */
+
+/* Whether known[k] may be asked of GPU g now. */
+static bool field_value_due(const struct reader *rd, const struct gpuctl_gpu *g, size_t k)
+{
+	const bool health = rd->flags & GPUCTL_SNAP_HEALTH;
+	/* ECC counters exist with ECC on; the mode comes in the same call, so they are asked
+	 * unless it is known to be off (and dropped below when it reads off) */
+	const bool ecc_maybe = health && !nvml_field_is(g, GPUCTL_F_ECC_MODE, 0);
+
+	switch (known[k].when) {
+	case FV_HEALTH:
+		return health;
+	case FV_ECC:
+		return ecc_maybe;
+	case FV_ECC_AMPERE:
+		return ecc_maybe && nvml_arch_rank(g) >= NVML_RANK_AMPERE;
+	case FV_ALWAYS:
+	default:
+		return true;
+	}
+}
+
+/* The value of a successful entry; false for a value type gpuctl does not know. */
+static bool field_value_int(const nvmlFieldValue_t *fv, int64_t *ret_v)
+{
+	switch (fv->valueType) {
+	case 1: /* unsigned int */
+		*ret_v = fv->value.uiVal;
+		return true;
+	case 2: /* unsigned long */
+		*ret_v = (int64_t)fv->value.ulVal;
+		return true;
+	case 3: /* unsigned long long */
+		*ret_v = (int64_t)fv->value.ullVal;
+		return true;
+	case 4: /* signed long long */
+		*ret_v = fv->value.sllVal;
+		return true;
+	case 5: /* signed int */
+		*ret_v = fv->value.siVal;
+		return true;
+	case 6: /* unsigned short */
+		*ret_v = fv->value.usVal;
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Keeps the answers of the NVLink state entries for the link walk (nvml-link.c). */
+static void keep_link_state(struct reader *rd, size_t i, const nvmlFieldValue_t *fv)
+{
+	struct nvml_link_states *ls = &rd->link_states[i];
+	int64_t v = NVML_NVLINK_STATE_INACTIVE;
+	bool ok = fv->nvmlReturn == NVML_SUCCESS && field_value_int(fv, &v);
+
+	if (fv->scopeId >= NVML_NVLINK_MAX_LINKS)
+		return;
+	ls->read = true;
+	ls->r[fv->scopeId] =
+	        fv->nvmlReturn == NVML_SUCCESS && !ok ? NVML_ERROR_UNKNOWN : fv->nvmlReturn;
+	/* a sleeping link is trained and idle, not down */
+	ls->active[fv->scopeId] =
+	        ok && (v == NVML_NVLINK_STATE_ACTIVE || v == NVML_NVLINK_STATE_SLEEP);
+}
+
+/* A driver that counts NVLinks (field 91) but answers no link's state (it predates field 165:
+ * every entry NOT_SUPPORTED or INVALID_ARGUMENT) would look like a GPU without links: its
+ * entries are not used, and the walk asks nvmlDeviceGetNvLinkState of each link. */
+static void distrust_silent_link_states(struct reader *rd, size_t i)
+{
+	struct nvml_link_states *ls = &rd->link_states[i];
+
+	if (!ls->read || rd->nvlink_count[i] <= 0)
+		return;
+	for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; link++)
+		if (ls->r[link] != NVML_ERROR_NOT_SUPPORTED &&
+		    ls->r[link] != NVML_ERROR_INVALID_ARGUMENT)
+			return;
+	ls->read = false;
+}
+
+/* One known[] entry's answer, into the snapshot. */
+static void keep_field_value(struct reader *rd, size_t i, const struct field_value_fact *k,
+                             const nvmlFieldValue_t *fv, uint64_t *answered)
+{
+	int64_t v;
+
+	if (k->judge && fv->nvmlReturn == NVML_ERROR_INVALID_ARGUMENT)
+		return; /* a driver that does not know the field: its own call is made */
+	if (k->judge) {
+		/* as the direct call's result: NOT_SUPPORTED is unavailable, a real error makes
+		 * the fact unreadable, GPU_IS_LOST the GPU lost */
+		*answered |= FBIT(k->f);
+		rd->reading = FBIT(k->f);
+		if (!nvml_read_done(rd, nvml_check_result(rd, i, rd->nv->name.field_values,
+		                                          fv->nvmlReturn, false)))
+			return;
+	} else if (fv->nvmlReturn != NVML_SUCCESS) {
+		/* Any code, not only NOT_SUPPORTED, means "unavailable" here: drivers that
+		 * predate a field answer for it in their own ways, no fault of the GPU. */
+		char key[64];
+		(void)snprintf(key, sizeof(key), "field:%u:%d", k->id, (int)fv->nvmlReturn);
+		ctx_log_once(rd->ctx, key, GPUCTL_LOG_DEBUG,
+		             "nvmlDeviceGetFieldValues: %s: NVML error %d; shown as N/A", k->what,
+		             (int)fv->nvmlReturn);
+		return;
+	}
+	if (field_value_int(fv, &v))
+		nvml_set_int(rd, i, k->f, k->flag ? v != 0 : v);
+}
+
 /* The facts gpuctl reads through nvmlDeviceGetFieldValues, all wanted ones in one call; each
  * entry's own return code says whether this driver knows the field (the recovery action came
- * with R565-era drivers; memory temperature is reported by GPUs with HBM). The health counters
- * (PCIe replays, ECC totals, remapped rows) ride along in the same call: nvml_read_health asks the
- * direct functions only for those no entry answered, so a driver without the field ids costs
- * nothing more than before. */
-void nvml_read_field_values(struct reader *rd, size_t i, nvmlDevice_t dev)
+ * with R565-era drivers; memory temperature is reported by GPUs with HBM). The ECC mode, the
+ * health counters (PCIe replays, ECC totals, remapped rows) and, for an NVLink walk, the
+ * NVLink count and every link's state ride along in the same call: the direct functions are
+ * asked only for what no entry answered (nvml_read_health, the ECC mode's call in
+ * nvml-device.c, the link walk), so a driver without the field ids costs nothing more than
+ * before. Returns the fields whose entries answered for their direct calls (judge). */
+uint64_t nvml_read_field_values(struct reader *rd, size_t i, nvmlDevice_t dev)
 {
-	static const struct {
-		unsigned id;
-		enum gpuctl_field f;
-		const char *what;
-		enum field_when when;
-		bool flag; /* a yes/no value: stored as 0/1 */
-	} known[] = {
-	        {NVML_FI_DEV_MEMORY_TEMP, GPUCTL_F_TEMP_MEMORY, "memory temperature", FV_ALWAYS,
-	         false},
-	        {NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, GPUCTL_F_RECOVERY_ACTION,
-	         "GPU recovery action", FV_ALWAYS, false},
-	        {NVML_FI_DEV_PCIE_REPLAY_COUNTER, GPUCTL_F_PCIE_REPLAY, "PCIe replay counter",
-	         FV_HEALTH, false},
-	        {NVML_FI_DEV_ECC_SBE_VOL_TOTAL, GPUCTL_F_ECC_VOL_CORRECTED, "volatile ECC SBE",
-	         FV_ECC, false},
-	        {NVML_FI_DEV_ECC_DBE_VOL_TOTAL, GPUCTL_F_ECC_VOL_UNCORRECTED, "volatile ECC DBE",
-	         FV_ECC, false},
-	        {NVML_FI_DEV_ECC_SBE_AGG_TOTAL, GPUCTL_F_ECC_AGG_CORRECTED, "aggregate ECC SBE",
-	         FV_ECC, false},
-	        {NVML_FI_DEV_ECC_DBE_AGG_TOTAL, GPUCTL_F_ECC_AGG_UNCORRECTED, "aggregate ECC DBE",
-	         FV_ECC, false},
-	        {NVML_FI_DEV_REMAPPED_COR, GPUCTL_F_REMAP_CORRECTABLE,
-	         "remapped rows (correctable)", FV_ECC_AMPERE, false},
-	        {NVML_FI_DEV_REMAPPED_UNC, GPUCTL_F_REMAP_UNCORRECTABLE,
-	         "remapped rows (uncorrectable)", FV_ECC_AMPERE, false},
-	        {NVML_FI_DEV_REMAPPED_PENDING, GPUCTL_F_REMAP_PENDING, "row remapping pending",
-	         FV_ECC_AMPERE, true},
-	        {NVML_FI_DEV_REMAPPED_FAILURE, GPUCTL_F_REMAP_FAILURE, "row remapping failure",
-	         FV_ECC_AMPERE, true},
-	};
 	const struct gpuctl_gpu *g = &rd->snap->gpus[i];
-	const bool health = rd->flags & GPUCTL_SNAP_HEALTH;
-	const bool ecc_on = health && nvml_field_is(g, GPUCTL_F_ECC_MODE, 1);
-	const bool when_ok[] = {
-	        [FV_ALWAYS] = true,
-	        [FV_HEALTH] = health,
-	        [FV_ECC] = ecc_on,
-	        [FV_ECC_AMPERE] = ecc_on && nvml_arch_rank(g) >= NVML_RANK_AMPERE,
-	};
-	nvmlFieldValue_t fv[sizeof(known) / sizeof(known[0]) + 1];
-	size_t which[sizeof(known) / sizeof(known[0]) + 1], n = 0;
-	uint64_t asked = 0;
+	const bool links = rd->link_states && rd->nvlink_count &&
+	                   (rd->flags & (GPUCTL_SNAP_NVLINK_STATE | GPUCTL_SNAP_TOPOLOGY));
+	nvmlFieldValue_t fv[ELEMENTSOF(known) + 1 + NVML_NVLINK_MAX_LINKS];
+	size_t which[ELEMENTSOF(known) + 1 + NVML_NVLINK_MAX_LINKS], n = 0;
+	uint64_t asked = 0, answered = 0;
 
-	for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
-		if (nvml_want(rd, known[k].f) && when_ok[known[k].when]) {
+	/* the two ECC modes are read together, as their one direct call reads them */
+	const bool ecc_mode =
+	        nvml_want(rd, GPUCTL_F_ECC_MODE) || nvml_want(rd, GPUCTL_F_ECC_MODE_PENDING);
+
+	for (size_t k = 0; k < ELEMENTSOF(known); k++)
+		if ((known[k].judge ? ecc_mode : nvml_want(rd, known[k].f)) &&
+		    field_value_due(rd, g, k)) {
 			fv[n] = (nvmlFieldValue_t){.fieldId = known[k].id};
 			which[n++] = k;
 			asked |= FBIT(known[k].f);
 		}
-	/* the NVLink walk's bound rides along when there are other fields to read anyway */
-	if (n > 0 && rd->nvlink_count) {
+	/* the NVLink walk's bound and the links' states ride along */
+	if (rd->nvlink_count && (n > 0 || links)) {
 		fv[n] = (nvmlFieldValue_t){.fieldId = NVML_FI_DEV_NVLINK_LINK_COUNT};
-		which[n++] = SIZE_MAX;
+		which[n++] = FV_LINK_COUNT;
+	}
+	for (unsigned link = 0; links && link < NVML_NVLINK_MAX_LINKS; link++) {
+		fv[n] = (nvmlFieldValue_t){.fieldId = NVML_FI_DEV_NVLINK_GET_STATE,
+		                           .scopeId = link};
+		which[n++] = FV_LINK_STATE;
 	}
 	/* the call failing as a whole: what has a call of its own is asked there next */
 	if (n == 0 || !READ(rd, i, asked, field_values, dev, (int)n, fv))
-		return;
+		return 0;
+	/* the ECC mode first: ECC counters of a GPU whose ECC reads off are not kept */
+	for (size_t j = 0; j < n; j++)
+		if (which[j] < ELEMENTSOF(known) && known[which[j]].judge)
+			keep_field_value(rd, i, &known[which[j]], &fv[j], &answered);
 	for (size_t j = 0; j < n; j++) {
-		int64_t v;
-
-		if (which[j] == SIZE_MAX) {
+		if (which[j] == FV_LINK_COUNT)
 			rd->nvlink_count[i] = nvml_link_count_of(&fv[j]);
-			continue;
-		}
-		if (fv[j].nvmlReturn != NVML_SUCCESS) {
-			/* Any code, not only NOT_SUPPORTED, means "unavailable" here: drivers that
-			 * predate a field answer for it in their own ways, no fault of the GPU. */
-			char key[64];
-			(void)snprintf(key, sizeof(key), "field:%u:%d", known[which[j]].id,
-			               (int)fv[j].nvmlReturn);
-			ctx_log_once(rd->ctx, key, GPUCTL_LOG_DEBUG,
-			             "nvmlDeviceGetFieldValues: %s: NVML error %d; shown as N/A",
-			             known[which[j]].what, (int)fv[j].nvmlReturn);
-			continue;
-		}
-		switch (fv[j].valueType) {
-		case 1: /* unsigned int */
-			v = fv[j].value.uiVal;
-			break;
-		case 2: /* unsigned long */
-			v = (int64_t)fv[j].value.ulVal;
-			break;
-		case 3: /* unsigned long long */
-			v = (int64_t)fv[j].value.ullVal;
-			break;
-		case 4: /* signed long long */
-			v = fv[j].value.sllVal;
-			break;
-		case 5: /* signed int */
-			v = fv[j].value.siVal;
-			break;
-		case 6: /* unsigned short */
-			v = fv[j].value.usVal;
-			break;
-		default:
-			continue;
-		}
-		nvml_set_int(rd, i, known[which[j]].f, known[which[j]].flag ? v != 0 : v);
+		else if (which[j] == FV_LINK_STATE)
+			keep_link_state(rd, i, &fv[j]);
+		else if (!known[which[j]].judge && field_value_due(rd, g, which[j]))
+			keep_field_value(rd, i, &known[which[j]], &fv[j], &answered);
 	}
+	if (links)
+		distrust_silent_link_states(rd, i);
+	return answered;
 }
 
 /* Field f is not wanted, or already read. */

@@ -153,10 +153,20 @@ struct reader {
 	int *nvlink_count;            /* per GPU, NVLinks present: -1 unknown, -2 not asked yet
 	                               * (read with the other field values; NULL: no NVLink
 	                               * walk) */
-	uint64_t reading;             /* the fields the call in flight reads (READ): a real error
-	                               * marks them unreadable */
-	bool reading_nvlink;          /* the call in flight reads an NVLink health fact (a link's
-	                               * state, the first active link's far end): the same */
+	struct nvml_link_states *link_states; /* per GPU, the NVLink states the field values
+	                                       * gave (NULL: no NVLink walk) */
+	uint64_t reading;    /* the fields the call in flight reads (READ): a real error
+	                      * marks them unreadable */
+	bool reading_nvlink; /* the call in flight reads an NVLink health fact (a link's
+	                      * state, the first active link's far end): the same */
+};
+
+/* The NVLink states of one GPU as nvmlDeviceGetFieldValues answered them
+ * (NVML_FI_DEV_NVLINK_GET_STATE, one entry per link), so the link walk makes no call per link. */
+struct nvml_link_states {
+	bool read;                             /* the entries below hold the answers */
+	nvmlReturn_t r[NVML_NVLINK_MAX_LINKS]; /* each link's return code */
+	bool active[NVML_NVLINK_MAX_LINKS];    /* and, on success, whether it is up */
 };
 
 /* Handles a result. GPU_IS_LOST marks gpu lost unless pair is set (a pair call does not say
@@ -226,8 +236,9 @@ bool nvml_read_memory(struct reader *rd, size_t gpu, nvmlDevice_t dev, int64_t *
 void nvml_read_identity(struct reader *rd, size_t i, nvmlDevice_t dev);
 void nvml_read_state(struct reader *rd, size_t i, nvmlDevice_t dev);
 void nvml_read_placement(struct reader *rd, size_t i, nvmlDevice_t dev);
-/* nvml-health.c: the field values (with the health counters among them) and the health facts */
-void nvml_read_field_values(struct reader *rd, size_t i, nvmlDevice_t dev);
+/* nvml-health.c: the field values (with the ECC mode, health counters and NVLink states among
+ * them; returns the fields whose direct calls they answered) and the health facts */
+uint64_t nvml_read_field_values(struct reader *rd, size_t i, nvmlDevice_t dev);
 void nvml_read_health(struct reader *rd, size_t i, nvmlDevice_t dev);
 /* nvml-procs.c: compute processes */
 void nvml_read_processes(struct reader *rd, size_t i, nvmlDevice_t dev);

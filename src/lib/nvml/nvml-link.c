@@ -11,6 +11,9 @@
  *   Without nvmlDeviceGetNvLinkRemoteDeviceType a link to a bus id that is no GPU of ours is
  *   taken as a switch link (the only NVLink peers besides GPUs are NVSwitches and IBM NPUs,
  *   and NVLink-to-CPU POWER systems predate neither call).
+ * - The links' states come with the GPU's field values (NVML_FI_DEV_NVLINK_GET_STATE, one
+ *   entry per link, nvml-health.c): one call instead of one per link. A driver whose field
+ *   values do not answer gets nvmlDeviceGetNvLinkState per link, as before.
  * - Facts only: what is derived from them (the pair bandwidth, model/topo.c) is filled by
  *   snapshot-take.c (docs/topology.md).
  */
@@ -119,7 +122,10 @@ void nvml_read_nvlinks(struct reader *rd, size_t i, nvmlDevice_t dev, int *direc
 	bool far_end_asked = false;
 	int count;
 
-	if (!rd->nv->sym.nvlink_state) {
+	const struct nvml_link_states *ls =
+	        rd->link_states && rd->link_states[i].read ? &rd->link_states[i] : NULL;
+
+	if (!ls && !rd->nv->sym.nvlink_state) {
 		nvml_symbol_missing(rd, rd->nv->name.nvlink_state);
 		return;
 	}
@@ -131,8 +137,13 @@ void nvml_read_nvlinks(struct reader *rd, size_t i, nvmlDevice_t dev, int *direc
 		nvmlEnableState_t active = NVML_FEATURE_DISABLED;
 		nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
 		char bus[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
-		nvmlReturn_t r = RAW(rd, i, nvlink_state, dev, link, &active);
+		/* the state the field values gave, else of its own call */
+		nvmlReturn_t r = ls ? ls->r[link] : RAW(rd, i, nvlink_state, dev, link, &active);
+		const char *fname = ls ? rd->nv->name.field_values : rd->nv->name.nvlink_state;
 		size_t peer;
+
+		if (ls && r == NVML_SUCCESS)
+			active = ls->active[link] ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
 
 		if (r == NVML_ERROR_INVALID_ARGUMENT)
 			break; /* past the link numbers this driver knows */
@@ -140,8 +151,7 @@ void nvml_read_nvlinks(struct reader *rd, size_t i, nvmlDevice_t dev, int *direc
 			continue; /* a disabled link (or, without a count, no NVLink) */
 		if (r != NVML_SUCCESS) {
 			rd->reading_nvlink = true;
-			(void)nvlink_read_done(
-			        rd, nvml_check_result(rd, i, rd->nv->name.nvlink_state, r, false));
+			(void)nvlink_read_done(rd, nvml_check_result(rd, i, fname, r, false));
 			continue;
 		}
 		g->nvlink_present++;

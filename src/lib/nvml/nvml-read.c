@@ -121,6 +121,13 @@ int nvml_read_snapshot(struct gpuctl_ctx *ctx, unsigned flags, uint64_t want_fie
 		}
 		for (size_t i = 0; i < count; i++)
 			rd.nvlink_count[i] = -2;
+		/* zeroed: no link's state read yet */
+		rd.link_states = calloc(count ? count : 1, sizeof(*rd.link_states));
+		if (!rd.link_states) {
+			free(rd.nvlink_count);
+			gpuctl_snapshot_free(snap);
+			return ctx_error(ctx, -ENOMEM, "out of memory");
+		}
 	}
 
 	read_system(&rd);
@@ -129,6 +136,7 @@ int nvml_read_snapshot(struct gpuctl_ctx *ctx, unsigned flags, uint64_t want_fie
 	if (flags & GPUCTL_SNAP_TOPOLOGY)
 		nvml_read_topology(&rd);
 	free(rd.nvlink_count);
+	free(rd.link_states);
 	if (rd.oom < 0) {
 		gpuctl_snapshot_free(snap);
 		return ctx_error(ctx, -ENOMEM, "out of memory");

@@ -27,7 +27,7 @@
 #define FBIT(f) (UINT64_C(1) << (f))
 #define KNOWN_FLAGS                                                                                \
 	(GPUCTL_SNAP_ALL | GPUCTL_SNAP_NO_RATE_COUNTERS | GPUCTL_SNAP_NO_PROC_IDENTITY |           \
-	 GPUCTL_SNAP_NVLINK_STATE)
+	 GPUCTL_SNAP_NVLINK_STATE | GPUCTL_SNAP_ONLY_FIELDS)
 _Static_assert(GPUCTL__F_COUNT <= 64, "the field set is one 64-bit mask");
 
 /* The per-GPU fields every snapshot reads: they identify a GPU to people, to -i and to the
@@ -42,6 +42,10 @@ _Static_assert(GPUCTL__F_COUNT <= 64, "the field set is one 64-bit mask");
 static uint64_t implied_fields(unsigned flags)
 {
 	uint64_t m = ALWAYS_READ;
+
+	/* only the listed fields: the index needs no call; the pair matching needs bus ids */
+	if ((flags & GPUCTL_SNAP_ONLY_FIELDS) && !(flags & GPUCTL_SNAP_TOPOLOGY))
+		m = FBIT(GPUCTL_F_INDEX);
 
 	if (flags & GPUCTL_SNAP_HEALTH)
 		m |= FBIT(GPUCTL_F_ECC_MODE) | FBIT(GPUCTL_F_ARCHITECTURE);
@@ -68,6 +72,7 @@ int gpuctl_snapshot_take_fields(struct gpuctl_ctx *ctx, unsigned flags,
 		return ctx_error(ctx, -EINVAL, "unknown snapshot flags 0x%x",
 		                 flags & ~(unsigned)KNOWN_FLAGS);
 	if (!fields) {
+		flags &= ~(unsigned)GPUCTL_SNAP_ONLY_FIELDS; /* every field is listed */
 		/* every field but the PCIe rates: NVML measures each over 20 ms while the caller
 		 * waits, so only a caller that shows them asks for them */
 		want = ~(FBIT(GPUCTL_F_PCIE_RX) | FBIT(GPUCTL_F_PCIE_TX));
