@@ -241,6 +241,9 @@ static json_t *line_json(const struct gpuctl_snapshot *snap, const struct gres_l
 	ok = ok && json_put(o, "index", json_integer((json_int_t)line->gpu)) == 0 &&
 	     json_put(o, "mig", line->mig < 0 ? json_null() : json_integer(line->mig)) == 0 &&
 	     json_put(o, "uuid", json_string_or_null(uuid)) == 0 &&
+	     json_put(o, "pci_bus_id",
+	              json_string_or_null(gpuctl_gpu_str(g, GPUCTL_F_PCI_BUS_ID))) == 0 &&
+	     json_put(o, "name", json_string_or_null(gpuctl_gpu_str(g, GPUCTL_F_NAME))) == 0 &&
 	     json_put(o, "type", json_string(line->type)) == 0 &&
 	     json_put(o, "file", line->mig < 0 ? json_string(line->files[0]) : json_null()) == 0 &&
 	     json_put(o, "multiple_files", line->mig < 0 ? json_null() : json_incref(files)) == 0 &&

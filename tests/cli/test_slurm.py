@@ -361,7 +361,9 @@ class EveryScenario(SlurmCase):
         self.assertEqual(doc["mig_without_devices"], [2])
         first = doc["gpus"][0]
         self.assertEqual((first["index"], first["mig"], first["file"]), (0, 0, None))
-        self.assertEqual(first["uuid"], scenario_gpus("a100-mig")[0]["mig"]["instances"][0]["uuid"])
+        gpu0 = scenario_gpus("a100-mig")[0]
+        self.assertEqual((first["uuid"], first["pci_bus_id"], first["name"]),
+                         (gpu0["mig"]["instances"][0]["uuid"], gpu0["pci_bus_id"], gpu0["name"]))
         self.assertEqual(len(first["multiple_files"]), 3)
         self.assertEqual((doc["gpus"][-1]["mig"], doc["gpus"][-1]["multiple_files"]), (None, None))
 
