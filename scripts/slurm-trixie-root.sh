@@ -81,6 +81,7 @@ log="$root.log"
 # starting services (munge's postinst would start munged otherwise, which fails in a chroot);
 # /proc for apt is mounted in a mount namespace of its own (unshare -m), which takes the mount
 # with it however the install ends
+# shellcheck disable=SC2016 # $1 is the inner shell's argument, expanded there
 if ! debootstrap --variant=minbase trixie "$tmp" "$mirror" >"$log" 2>&1 ||
 	! printf '#!/bin/sh\nexit 101\n' >"$tmp/usr/sbin/policy-rc.d" ||
 	! chmod 0755 "$tmp/usr/sbin/policy-rc.d" ||
