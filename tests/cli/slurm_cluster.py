@@ -1,18 +1,29 @@
-"""A real single-node Slurm (Debian's slurmctld, slurmd, munge) in a scratch directory, over a
-simulated GPU machine, for tests/cli/test_slurm.py.
+"""A real single-node Slurm (slurmctld, slurmd, munge) in a scratch directory, over a simulated
+GPU machine, for tests/cli/test_slurm.py: Debian 12's Slurm 22.05 installed on this machine, or
+Debian 13's Slurm 24.11 in a trixie root (SLURM_VERSIONS, slurm_root()).
 
-Facts it rests on (checked on Slurm 22.05, ../shared/reference/slurm-ci.md): munged runs as the
-munge user, here with a private socket and key copy so it never meets a system munged;
-slurmctld -D and slurmd -D run in the foreground and are stopped by their own PIDs, also when a
-test fails; gres.conf File= must name character devices, so /dev/nvidiaN is mknod'ed in the
-scratch directory with NVIDIA's major number 195 and the GPU's minor number; slurmd sees the
-scenario's CPU topology through hwloc's HWLOC_FSROOT on the tree `nvsim exec --sysfs` writes
-(HWLOC_THISSYSTEM=0, and the x86 CPUID backend off so the host's caches do not mix in).
+Facts it rests on (checked on Slurm 22.05, ../shared/reference/slurm-ci.md, and 24.11): munged
+runs as the munge user, here with a private socket and a key made for each cluster, so it never
+meets a system munged; slurmctld -D and slurmd -D run in the foreground and are stopped by their
+own PIDs, also when a test fails; gres.conf File= and MultipleFiles= must name character
+devices, so /dev/nvidiaN (NVIDIA's major number 195, the GPU's minor number) and
+/dev/nvidia-caps/nvidia-capN (the nvidia-caps major of the simulated /proc/devices) are
+mknod'ed in the scratch directory; slurmd sees the scenario's CPU topology through hwloc's
+HWLOC_FSROOT on the tree `nvsim exec --sysfs` writes (HWLOC_THISSYSTEM=0, and the x86 CPUID
+backend off so the host's caches do not mix in).
+
+Slurm 24.11 runs from the root scripts/slurm-trixie-root.sh makes once and caches outside the
+clone (/var/cache/gpuctl-test/trixie-slurm). A 22.05 slurmctld cannot talk to a newer slurmd,
+so each version runs its own munged, slurmctld, slurmd and clients. Each 24.11 program runs as
+`unshare -m` + chroot: in a mount namespace of its own, /proc, /sys and /dev are bind-mounted
+into the root, a tmpfs over the root's /tmp, and the scratch directory (under /tmp) at its own
+path, so every path in the configuration means the same inside and out. The mounts live only
+in that namespace: they go when its processes end, however the test ends (a killed runner
+included), and nothing is ever mounted in the cached root as the host sees it (stop() checks).
 """
 import collections
 import json
 import os
-import pwd
 import re
 import shutil
 import signal
@@ -26,6 +37,46 @@ from gpuctl_test import GPUCTL, NVSIM, SRC, BUILD, EMPTY_CONFIG
 
 NVSIM_LOAD = os.path.join(BUILD, "bin", "nvsim-load")
 NVIDIA_MAJOR = 195  # /dev/nvidiaN's major number (NVIDIA's driver README, "Device files")
+SLURM_VERSIONS = ("22.05", "24.11")  # Debian 12's, Debian 13's
+TRIXIE_SCRIPT = os.path.join(SRC, "scripts", "slurm-trixie-root.sh")
+# what runs a program inside the trixie root: $1 the root, $2 the scratch directory, then argv
+CHROOT_SH = (
+    'r=$1 s=$2; shift 2; '
+    'mount --rbind /proc "$r/proc" && mount --rbind /sys "$r/sys" && '
+    'mount --rbind /dev "$r/dev" && mount -t tmpfs -o mode=1777 tmpfs "$r/tmp" && '
+    'mkdir -p "$r$s" && mount --bind "$s" "$r$s" && exec chroot "$r" "$@"')
+
+
+def slurm_root(version):
+    """The root whose Slurm is version: "/" for 22.05 (this machine's), the trixie root for
+    24.11, built on first use (about a minute, with network). A root that cannot be built
+    fails the test with the script's reason: a missing Slurm version is a failure, never a
+    skip."""
+    if version == "22.05":
+        return "/"
+    assert version == "24.11", version
+    r = subprocess.run([TRIXIE_SCRIPT], capture_output=True, text=True, timeout=900)
+    if r.returncode != 0:
+        raise AssertionError("Slurm 24.11 is needed and its Debian 13 root could not be made "
+                             "(%s exited %d): %s" % (TRIXIE_SCRIPT, r.returncode,
+                                                     r.stderr.strip()[-1500:]))
+    return r.stdout.strip().splitlines()[-1]
+
+
+def mounts_under(path):
+    """Mount points at or below path, as this process's mount namespace sees them."""
+    with open("/proc/self/mountinfo") as f:
+        points = [ln.split()[4] for ln in f]
+    return [p for p in points if p == path or p.startswith(path.rstrip("/") + "/")]
+
+
+def caps_major(machine):
+    """The nvidia-caps character major of the simulated machine's /proc/devices."""
+    with open(machine.env["GPUCTL_PROC_DEVICES"]) as f:
+        for ln in f:
+            if ln.split()[1:] == ["nvidia-caps"]:
+                return int(ln.split()[0])
+    raise AssertionError("no nvidia-caps in " + machine.env["GPUCTL_PROC_DEVICES"])
 HWLOC_ENV = {"HWLOC_THISSYSTEM": "0", "HWLOC_COMPONENTS": "-x86"}
 Step = collections.namedtuple("Step", "job step pid")
 
@@ -59,7 +110,9 @@ class Machine:
         assert r.returncode == 0, r.stderr
         given = dict(kv.split("=", 1) for kv in r.stdout.split("\0") if "=" in kv)
         self.env = {k: given[k] for k in ("NVSIM_STATE_DIR", "GPUCTL_NVML_LIBRARY",
-                                          "GPUCTL_KMSG", "GPUCTL_SYSFS", "LD_LIBRARY_PATH")}
+                                          "GPUCTL_KMSG", "GPUCTL_SYSFS", "LD_LIBRARY_PATH",
+                                          "GPUCTL_NVIDIA_PROC", "GPUCTL_NVIDIA_CAPS_PROC",
+                                          "GPUCTL_PROC_DEVICES")}
         self.env["GPUCTL_CONFIG"] = EMPTY_CONFIG
         self.env["GPUCTL_LEASE_DIR"] = os.path.join(root, "leases")
         self.env["GPUCTL_HEALTH_STATE"] = os.path.join(root, "health.state")
@@ -75,12 +128,22 @@ class Machine:
 
 class Cluster:
     """munged + slurmctld + slurmd for node 'localhost' with the given gres.conf text.
-    node_cpus: (sockets, cores_per_socket, threads_per_core) of the slurm.conf node line."""
+    node_cpus: (sockets, cores_per_socket, threads_per_core) of the slurm.conf node line.
+    version: the Slurm version (SLURM_VERSIONS) whose daemons and clients run. root is the
+    scratch directory (its dev/ holds the device files); home, a directory in it, takes this
+    cluster's own files (configuration, state, logs, munge) when several clusters use one
+    root in turn; default root itself."""
 
     def __init__(self, machine, root, gres_conf, gres, node_cpus, health=False,
-                 extra_conf="", cgroup=False):
+                 extra_conf="", cgroup=False, version="22.05", home=None):
         self.m = machine
-        self.root = root
+        self.scratch = root
+        self.root = home or root
+        os.makedirs(self.root, exist_ok=True)
+        self.version = version
+        self.sysroot = slurm_root(version)
+        assert self.sysroot == "/" or root.startswith("/tmp/"), root
+        assert not (cgroup or health) or self.sysroot == "/", "22.05 only"
         self.procs = []
         self.steps = []
         self.cgroup = cgroup
@@ -89,7 +152,7 @@ class Cluster:
         self.new_cgroups = [d for h in cgroup_hierarchies() for d in
                             (os.path.join(h, "slurm"), os.path.join(h, "slurm_localhost"))
                             if not os.path.exists(d)] if cgroup else []
-        self.conf = os.path.join(root, "slurm.conf")
+        self.conf = os.path.join(self.root, "slurm.conf")
         self.env = dict(os.environ)
         self.env.update(machine.env)
         self.env["SLURM_CONF"] = self.conf
@@ -103,31 +166,30 @@ class Cluster:
             raise
 
     def _start(self, gres_conf, gres, node_cpus, health, extra_conf):
-        munge = pwd.getpwnam("munge")
+        uid, gid = self._munge_ids()
         mdir = os.path.join(self.root, "munge")
         os.makedirs(mdir)
-        shutil.copy("/etc/munge/munge.key", os.path.join(mdir, "munge.key"))
+        # a key of this cluster's own (munge.key(5): random bytes, 1024 by default)
+        with open(os.path.join(mdir, "munge.key"), "wb") as f:
+            f.write(os.urandom(1024))
         for p in (mdir, os.path.join(mdir, "munge.key")):
-            os.chown(p, munge.pw_uid, munge.pw_gid)
+            os.chown(p, uid, gid)
         os.chmod(os.path.join(mdir, "munge.key"), 0o600)
         os.chmod(mdir, 0o755)
         self.munge_socket = os.path.join(mdir, "munge.socket")
-        self._spawn(["setpriv", "--reuid=munge", "--regid=munge", "--init-groups",
+        self._spawn(["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid, "--clear-groups",
                      "munged", "--foreground", "--socket=" + self.munge_socket,
                      "--key-file=" + os.path.join(mdir, "munge.key"),
                      "--pid-file=" + os.path.join(mdir, "munged.pid"),
                      "--log-file=" + os.path.join(mdir, "munged.log"),
                      "--seed-file=" + os.path.join(mdir, "munged.seed")], "munged")
         wait_for(lambda: os.path.exists(self.munge_socket), 20, "munged's socket")
-        for d in ("state", "spool", "dev"):
+        for d in ("state", "spool"):
             os.makedirs(os.path.join(self.root, d))
+        os.makedirs(os.path.join(self.scratch, "dev"), exist_ok=True)
         sockets, cores, threads = node_cpus
         ncpus = sockets * cores * threads
-        # the device files gres.conf names: /dev/nvidiaN with the GPU's minor number
-        for minor in re.findall(r"File=\S*/nvidia(\d+)", gres_conf):
-            path = os.path.join(self.root, "dev", "nvidia" + minor)
-            if not os.path.exists(path):
-                os.mknod(path, 0o600 | 0o020000, os.makedev(NVIDIA_MAJOR, int(minor)))
+        self._mknod_files(gres_conf)
         with open(os.path.join(self.root, "gres.conf"), "w") as f:
             f.write(gres_conf)
         lines = [
@@ -169,6 +231,36 @@ class Cluster:
         # inval: registered with less than slurm.conf says (gres/gpu count lower)
         wait_for(lambda: self.node_state() in ("idle", "drain", "drng", "drained", "inval"), 60,
                  "the node to come up (slurmd.log: %s)" % self.log("slurmd")[-2000:])
+
+    def _munge_ids(self):
+        """The munge user's uid and gid in the root the daemons run from."""
+        with open(os.path.join(self.sysroot, "etc", "passwd")) as f:
+            for ln in f:
+                fields = ln.split(":")
+                if fields[0] == "munge":
+                    return int(fields[2]), int(fields[3])
+        raise AssertionError("no munge user in %s/etc/passwd" % self.sysroot)
+
+    def _mknod_files(self, gres_conf):
+        """The device files gres.conf names under the scratch dev/: /dev/nvidiaN with the GPU's
+        minor number, /dev/nvidia-caps/nvidia-capN with the capability's."""
+        dev = os.path.join(self.scratch, "dev")
+        for value in re.findall(r"(?:Multiple)?Files?=(\S+)", gres_conf):
+            for path in value.split(","):
+                rel = os.path.relpath(path, dev)
+                m = re.fullmatch(r"nvidia(\d+)|nvidia-caps/nvidia-cap(\d+)", rel)
+                if not m or os.path.exists(path):
+                    continue
+                major = NVIDIA_MAJOR if m[1] else caps_major(self.m)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                os.mknod(path, 0o600 | 0o020000, os.makedev(major, int(m[1] or m[2])))
+
+    def wrap(self, argv):
+        """argv as it runs for this cluster's Slurm version (inside the trixie root for 24.11)."""
+        if self.sysroot == "/":
+            return list(argv)
+        return ["unshare", "-m", "--propagation", "private", "sh", "-c", CHROOT_SH, "sh",
+                self.sysroot, self.scratch, *argv]
 
     def _cgroup_conf(self):
         """cgroup.conf beside slurm.conf (Slurm reads it from slurm.conf's directory): the
@@ -228,8 +320,8 @@ class Cluster:
 
     def _spawn(self, argv, name, env=None):
         out = open(os.path.join(self.root, name + ".out"), "w")
-        p = subprocess.Popen(argv, env=env or self.env, stdout=out, stderr=subprocess.STDOUT,
-                             start_new_session=True)
+        p = subprocess.Popen(self.wrap(argv), env=env or self.env, stdout=out,
+                             stderr=subprocess.STDOUT, start_new_session=True)
         out.close()
         self.procs.append((name, p))
         return p
@@ -261,6 +353,9 @@ class Cluster:
             time.sleep(0.1)
             remove_cgroups(self.new_cgroups)
         self.new_cgroups = []
+        if self.sysroot != "/":
+            left = mounts_under(self.sysroot)
+            assert not left, "mounts left in the Slurm root: %s" % left
 
     def log(self, name):
         try:
@@ -273,7 +368,8 @@ class Cluster:
         e = dict(self.env)
         if env:
             e.update(env)
-        return subprocess.run(argv, env=e, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(self.wrap(argv), env=e, capture_output=True, text=True,
+                              timeout=timeout)
 
     def node_state(self):
         r = self.run(["sinfo", "-h", "-n", "localhost", "-o", "%t"], timeout=20)

@@ -1,11 +1,17 @@
-"""gpuctl against a real Slurm 22.05 (Debian's daemons, tests/cli/slurm_cluster.py): the
-generated gres.conf as slurmd reads it, jobs landing on the GPUs Slurm allotted, and the
-HealthCheckProgram draining and resuming the node.
+"""gpuctl against a real Slurm (Debian's daemons, tests/cli/slurm_cluster.py): the generated
+gres.conf of every scenario, MIG ones included, as Debian 12's Slurm 22.05 and Debian 13's 24.11
+take it; jobs landing on the GPUs Slurm allotted, and the HealthCheckProgram draining and
+resuming the node (22.05).
 
 Expected values come from the published topologies (sim/scenarios/*.json sources: DGX A100's
 two 64-core EPYC 7742 with SMT and GPU pairs on NUMA nodes 3, 1, 7, 5; DGX-1's hybrid cube
 mesh), from Slurm's own reading (slurmd's DebugFlags=Gres log, slurmd -C through hwloc,
-scontrol) and from the gres.conf each test writes, never from gpuctl's output alone."""
+scontrol) and from the gres.conf each test writes, never from gpuctl's output alone. Slurm's
+types (SLURM_TYPES, SLURM_MIG_TYPES) were written by hand from the rule of Slurm's gpu_nvml.c.
+
+Time (2 cores, measured): EveryScenario about 2 s a cluster, 28 clusters; the Debian 13 root is
+made once (about a minute with network) and cached outside the clone."""
+import glob
 import json
 import os
 import re
@@ -15,20 +21,105 @@ import tempfile
 import time
 import unittest
 
-from gpuctl_test import BUILD, GPUCTL, SRC, scenario_gpus
-from slurm_cluster import HWLOC_ENV, NVSIM_LOAD, Cluster, Machine, wait_for
+from gpuctl_test import BUILD, GPUCTL, SCENARIOS, SRC, scenario_gpus
+from slurm_cluster import (HWLOC_ENV, NVSIM_LOAD, SLURM_VERSIONS, Cluster, Machine, slurm_root,
+                           wait_for)
 
-# (sockets, cores per socket, threads per core) as published (scenario sources)
-PUBLISHED_CPUS = {
-    "dgx-a100": (2, 64, 2),   # two AMD EPYC 7742, 64 cores, SMT2
-    "dgx1-v100": (2, 20, 2),  # two Xeon E5-2698 v4, 20 cores, HT
-    "pcie-8gpu": (2, 32, 2),  # two 32-core Xeons with HT (the scenario's own declaration)
+# Slurm's AutoDetect=nvml type for each product name of the scenarios, by hand from Slurm's rule
+# (src/plugins/gpu/nvml/gpu_nvml.c, _nvml_get_device_name, and gpu_common.c's
+# gpu_common_underscorify_tolower, 22.05 and 24.11 alike: NVML's name lower-cased, each space
+# an underscore, nothing else changed)
+SLURM_TYPES = {
+    "NVIDIA A100-SXM4-40GB": "nvidia_a100-sxm4-40gb",
+    "NVIDIA A100-SXM4-80GB": "nvidia_a100-sxm4-80gb",
+    "NVIDIA A100-PCIE-40GB": "nvidia_a100-pcie-40gb",
+    "NVIDIA A100 80GB PCIe": "nvidia_a100_80gb_pcie",
+    "NVIDIA H100 80GB HBM3": "nvidia_h100_80gb_hbm3",
+    "NVIDIA H100 NVL": "nvidia_h100_nvl",
+    "NVIDIA GB200": "nvidia_gb200",
+    "NVIDIA GeForce RTX 4090": "nvidia_geforce_rtx_4090",
+    "NVIDIA RTX A6000": "nvidia_rtx_a6000",
+    "Quadro P1000": "quadro_p1000",
+    "Tesla P100-SXM2-16GB": "tesla_p100-sxm2-16gb",
+    "Tesla V100-SXM2-32GB": "tesla_v100-sxm2-32gb",
+    "Tesla V100-SXM3-32GB": "tesla_v100-sxm3-32gb",
 }
+# A MIG device's type (gpu_nvml.c: the parent's type cut at its first '-', then '_' and the
+# profile: 24.11 takes "_<profile>" from the MIG device's NVML name, 22.05 builds it from the
+# slices and memory; the same for these profiles)
+SLURM_MIG_TYPES = {
+    ("NVIDIA A100-SXM4-40GB", "1g.5gb"): "nvidia_a100_1g.5gb",
+    ("NVIDIA A100-SXM4-40GB", "2g.10gb"): "nvidia_a100_2g.10gb",
+    ("NVIDIA A100-SXM4-40GB", "3g.20gb"): "nvidia_a100_3g.20gb",
+}
+ALL_SCENARIOS = sorted(os.path.basename(p)[:-5]
+                       for p in glob.glob(os.path.join(SCENARIOS, "*.json")))
+
+def published_cpus(scenario):
+    """(sockets, cores per socket, threads per core) from the scenario file's CPU section."""
+    with open(os.path.join(SCENARIOS, scenario + ".json")) as f:
+        cpus = json.load(f)["cpus"]
+    count = 0
+    for n in cpus["numa_nodes"]:
+        for part in n["cpus"].split(","):
+            lo, _, hi = part.partition("-")
+            count += int(hi or lo) - int(lo) + 1
+    sockets = len({n["socket"] for n in cpus["numa_nodes"]})
+    tpc = cpus.get("threads_per_core", 1)
+    return sockets, count // (sockets * tpc), tpc
+
+
+def ranges(numbers):
+    """Sorted numbers as a Slurm range list: [0, 1, 2, 5] -> "0-2,5"."""
+    out, numbers = [], sorted(numbers)
+    for n in numbers:
+        if out and out[-1][1] == n - 1:
+            out[-1][1] = n
+        else:
+            out.append([n, n])
+    return ",".join("%d" % a if a == b else "%d-%d" % (a, b) for a, b in out)
+
+
+def mig_minors(machine):
+    """The driver's MIG capability table as the simulated machine has it ("gpu0/gi7/access"
+    -> minor), the file Slurm's AutoDetect reads too."""
+    with open(os.path.join(machine.env["GPUCTL_NVIDIA_CAPS_PROC"], "mig-minors")) as f:
+        return {k: int(v) for k, v in (ln.split() for ln in f if ln.strip())}
+
+
+def expected_records(machine, dev):
+    """What slurmd must read for the scenario, in PCI bus order: (type, files, cores) per GPU,
+    or per MIG device of a GPU in MIG mode; cores are the whole socket of the GPU's NUMA node."""
+    with open(os.path.join(SCENARIOS, machine.scenario + ".json")) as f:
+        socket_of = {n["node"]: n["socket"] for n in json.load(f)["cpus"]["numa_nodes"]}
+    sockets, cps, _ = published_cpus(machine.scenario)
+    caps = mig_minors(machine)
+    gpus = scenario_gpus(machine.scenario)
+    out = []
+    for i in sorted(range(len(gpus)), key=lambda k: gpus[k]["pci_bus_id"].lower()):
+        g = gpus[i]
+        minor = g.get("minor_number", i)
+        sock = socket_of.get(g.get("numa_node"))
+        cores = ("%d-%d" % (sock * cps, (sock + 1) * cps - 1) if sock is not None
+                 else "0-%d" % (sockets * cps - 1))
+        gpu_file = os.path.join(dev, "nvidia%d" % minor)
+        if not g.get("mig", {}).get("enabled"):
+            out.append((SLURM_TYPES[g["name"]], gpu_file, cores, sock))
+            continue
+        for inst in g["mig"].get("instances", []):
+            gi = caps["gpu%d/gi%d/access" % (minor, inst["gi"])]
+            ci = caps["gpu%d/gi%d/ci%d/access" % (minor, inst["gi"], inst["ci"])]
+            out.append((SLURM_MIG_TYPES[(g["name"], inst["profile"])],
+                        ",".join([gpu_file, os.path.join(dev, "nvidia-caps", "nvidia-cap%d" % gi),
+                                  os.path.join(dev, "nvidia-caps", "nvidia-cap%d" % ci)]),
+                        cores, sock))
+    return out
 
 
 class SlurmCase(unittest.TestCase):
     def setUp(self):
-        self.root = tempfile.mkdtemp(prefix="gpuctl-slurm-")
+        # under /tmp: the Slurm 24.11 root sees it at the same path (slurm_cluster.py)
+        self.root = tempfile.mkdtemp(prefix="gpuctl-slurm-", dir="/tmp")
         os.chmod(self.root, 0o755)
         self.clusters = []
 
@@ -49,7 +140,7 @@ class SlurmCase(unittest.TestCase):
         return r.stdout
 
     def cluster(self, m, gres_conf, gres, **kw):
-        c = Cluster(m, self.root, gres_conf, gres, PUBLISHED_CPUS[m.scenario], **kw)
+        c = Cluster(m, self.root, gres_conf, gres, published_cpus(m.scenario), **kw)
         self.clusters.append(c)
         return c
 
@@ -74,7 +165,7 @@ class GeneratedGres(SlurmCase):
         r = subprocess.run(["slurmd", "-C"], env={**os.environ, **HWLOC_ENV,
                                                   "HWLOC_FSROOT": m.fsroot},
                            capture_output=True, text=True, timeout=60)
-        s, c, t = PUBLISHED_CPUS[scenario]
+        s, c, t = published_cpus(scenario)
         self.assertIn("CPUs=%d Boards=1 SocketsPerBoard=%d CoresPerSocket=%d ThreadsPerCore=%d"
                       % (s * c * t, s, c, t), r.stdout)
         self.assertEqual(info["cpus"], {"cpus": s * c * t, "sockets": s, "cores_per_socket": c,
@@ -97,11 +188,12 @@ class GeneratedGres(SlurmCase):
 
     def test_dgx_a100(self):
         # NUMA 3 (CPUs 48-63) for GPUs 0-1, 1 (16-31) for 2-3, 7 (112-127) for 4-5, 5 (80-95)
-        # for 6-7; CPUs 176-191 are the SMT siblings of 48-63, so the same cores. NVSwitch:
-        # twelve links from every GPU into the fabric, so every pair counts 12.
-        cores = ["48-63", "48-63", "16-31", "16-31", "112-127", "112-127", "80-95", "80-95"]
+        # for 6-7: sockets 0, 0, 1, 1, so the whole sockets' cores 0-63 and 64-127 (Slurm
+        # 24.11 refuses part of a socket: EveryScenario.test_numa_cores_*). NVSwitch: twelve
+        # links from every GPU into the fabric, so every pair counts 12.
+        cores = ["0-63"] * 4 + ["64-127"] * 4
         links = [",".join("-1" if j == i else "12" for j in range(8)) for i in range(8)]
-        self.check_accepted("dgx-a100", "a100", cores, links)
+        self.check_accepted("dgx-a100", "nvidia_a100-sxm4-80gb", cores, links)
 
     def test_dgx1_v100(self):
         # DGX-1 hybrid cube mesh (NVIDIA's DGX-1 whitepaper, scenario sources): NVLinks per pair
@@ -110,7 +202,7 @@ class GeneratedGres(SlurmCase):
                 [2, 0, 0, 0, -1, 1, 1, 2], [0, 2, 0, 0, 1, -1, 2, 1],
                 [0, 0, 1, 0, 1, 2, -1, 2], [0, 0, 0, 1, 2, 1, 2, -1]]
         cores = ["0-19"] * 4 + ["20-39"] * 4
-        m, cl = self.check_accepted("dgx1-v100", "v100", cores,
+        m, cl = self.check_accepted("dgx1-v100", "tesla_v100-sxm2-32gb", cores,
                                     [",".join(map(str, row)) for row in mesh])
         # What cons_tres does with our Links on a 2-GPU request (recorded, docs/slurm.md): it
         # takes GPUs 0 and 3, a pair with two NVLinks, not 0 and 1 (one link) nor the lowest
@@ -147,7 +239,7 @@ class GeneratedGres(SlurmCase):
         text, info = outs[0], json.loads(outs[1])
         self.assertEqual(info["lost"], [3])
         self.assertEqual([g["index"] for g in info["gpus"]], kept)
-        self.assertEqual(info["gres"], "gpu:v100:7")
+        self.assertEqual(info["gres"], "gpu:tesla_v100-sxm2-32gb:7")
         self.assertIn("# Left out, lost (NVML cannot reach it): GPU 3.", text)
         # slurmd takes the seven records, with the links among them
         cl = self.cluster(m, text, info["gres"])
@@ -166,14 +258,151 @@ class GeneratedGres(SlurmCase):
                             os.path.join(self.root, "dev")], env={**os.environ, **m.env},
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 1, r)
-        cl = self.cluster(m, r.stdout, "gpu:v100:8")
+        cl = self.cluster(m, r.stdout, "gpu:tesla_v100-sxm2-32gb:8")
         self.assertEqual(cl.node_state(), "inval")
         self.assertIn("gres/gpu count reported lower than configured (7 < 8)", cl.show_node())
 
     def test_pcie_8gpu(self):
         cores = ["0-31"] * 4 + ["32-63"] * 4
         links = [",".join("-1" if j == i else "0" for j in range(8)) for i in range(8)]
-        self.check_accepted("pcie-8gpu", "a100", cores, links)
+        self.check_accepted("pcie-8gpu", "nvidia_a100-pcie-40gb", cores, links)
+
+
+class EveryScenario(SlurmCase):
+    """Every scenario's generated gres.conf (MIG ones included) as each Slurm version takes it
+    (issue 29: Slurm >= 24.11 refuses Cores= that cover part of a socket, 22.05 did not). One
+    simulated machine a scenario; each version's own cluster on it in turn."""
+
+    @classmethod
+    def setUpClass(cls):
+        slurm_root("24.11")  # builds the Debian 13 root once, or fails saying why
+
+    def fresh(self, scenario):
+        """A fresh scratch directory and a machine of scenario in it."""
+        self.tearDown()
+        self.setUp()
+        return self.machine(scenario)
+
+    def check_version(self, m, text, gres, version):
+        """slurmd and slurmctld of version take text: the node comes up idle with every record
+        as the scenario has it, and scontrol shows each type's count and sockets."""
+        cl = self.cluster(m, text, gres, version=version,
+                          home=os.path.join(self.root, "slurm-" + version))
+        want = expected_records(m, os.path.join(self.root, "dev"))
+        show = cl.run(["scontrol", "show", "node", "-d", "localhost"]).stdout
+        self.assertIn("Version=%s" % version, show)
+        # registered with every device: not drained, not INVAL, no reason
+        self.assertEqual(cl.node_state(), "idle", show + cl.log("slurmctld")[-2000:])
+        self.assertNotIn("Reason=", show)
+        for log in ("slurmd", "slurmctld"):
+            self.assertNotRegex(cl.log(log), r"(?i)(error|fatal).*gres", log)
+        # slurmd's own reading of each record (DebugFlags=Gres)
+        got = sorted((r["type"], r["file"], r["cores"]) for r in self.records(cl))
+        self.assertEqual(got, sorted((t, f, c) for t, f, c, _ in want))
+        # scontrol's Gres=: each type with its count and the sockets of its devices' Cores
+        types = {}
+        every = set(range(published_cpus(m.scenario)[0]))
+        for t, _, _, sock in want:
+            n, socks = types.get(t, (0, set()))
+            types[t] = (n + 1, socks | ({sock} if sock is not None else every))
+        gres_shown = re.search(r"^\s*Gres=(\S+)", show, re.M)[1]
+        got = {t: (int(n), socks) for t, n, socks in
+               re.findall(r"gpu:([^:,]+):(\d+)\(S:([^)]*)\)", gres_shown)}
+        self.assertEqual(got, {t: (n, ranges(socks)) for t, (n, socks) in types.items()},
+                         gres_shown)
+        cl.stop()
+
+    def test_every_scenario_on_both_versions(self):
+        for scenario in ALL_SCENARIOS:
+            with self.subTest(scenario=scenario):
+                m = self.fresh(scenario)
+                text = self.gres(m)
+                gres = json.loads(self.gres(m, "--format", "json"))["gres"]
+                for version in SLURM_VERSIONS:
+                    with self.subTest(scenario=scenario, version=version):
+                        self.check_version(m, text, gres, version)
+
+    def test_mig_lines(self):
+        # a100-mig (scenario file): GPU 0 seven 1g.5gb, GPU 1 3g.20gb + 2g.10gb + 1g.5gb, GPU 2
+        # MIG mode without instances (no line, a warning), GPU 3 whole (MIG off). Lines as
+        # AutoDetect=nvml makes them (gpu_nvml.c): MultipleFiles= the parent's /dev/nvidiaN and
+        # the GPU and compute instances' access capabilities of the driver's mig-minors.
+        m = self.machine("a100-mig")
+        dev = os.path.join(self.root, "dev")
+        r = subprocess.run([GPUCTL, "slurm", "gres", "--node", "n1", "--dev-dir", dev],
+                           env={**os.environ, **m.env}, capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, "gpuctl: slurm gres: warning: GPU 2 is in MIG mode without "
+                         "MIG devices: no line (create MIG devices, or disable MIG mode)\n")
+        self.assertIn("# Left out, in MIG mode without MIG devices (CUDA cannot use it): GPU 2.",
+                      r.stdout)
+        caps = mig_minors(m)
+        cap = os.path.join(dev, "nvidia-caps", "nvidia-cap%d")
+        lines = [ln for ln in r.stdout.splitlines() if "Name=gpu" in ln]
+        want = [("nvidia_a100_1g.5gb", 0, gi) for gi in range(7, 14)] + [
+            ("nvidia_a100_3g.20gb", 1, 2), ("nvidia_a100_2g.10gb", 1, 3),
+            ("nvidia_a100_1g.5gb", 1, 9)]
+        self.assertEqual(len(lines), len(want) + 1)
+        for ln, (t, g, gi) in zip(lines, want):
+            files = ",".join([os.path.join(dev, "nvidia%d" % g),
+                              cap % caps["gpu%d/gi%d/access" % (g, gi)],
+                              cap % caps["gpu%d/gi%d/ci0/access" % (g, gi)]])
+            self.assertTrue(ln.startswith("NodeName=n1 Name=gpu Type=%s MultipleFiles=%s "
+                                          "Cores=0-63 Links=" % (t, files)), ln)
+        self.assertTrue(lines[-1].startswith(
+            "NodeName=n1 Name=gpu Type=nvidia_a100-sxm4-40gb File=%s/nvidia3 Cores=64-127 "
+            "Links=" % dev), lines[-1])
+        # MIG devices have no P2P: every pair with one is 0
+        self.assertEqual(lines[-1].split("Links=")[1], ",".join(["0"] * 10 + ["-1"]))
+        doc = json.loads(self.gres(m, "--format", "json"))
+        self.assertEqual(doc["gres"], "gpu:nvidia_a100_1g.5gb:8,gpu:nvidia_a100_3g.20gb:1,"
+                         "gpu:nvidia_a100_2g.10gb:1,gpu:nvidia_a100-sxm4-40gb:1")
+        self.assertEqual(doc["mig_without_devices"], [2])
+        first = doc["gpus"][0]
+        self.assertEqual((first["index"], first["mig"], first["file"]), (0, 0, None))
+        gpu0 = scenario_gpus("a100-mig")[0]
+        self.assertEqual((first["uuid"], first["pci_bus_id"], first["name"]),
+                         (gpu0["mig"]["instances"][0]["uuid"], gpu0["pci_bus_id"], gpu0["name"]))
+        self.assertEqual(len(first["multiple_files"]), 3)
+        self.assertEqual((doc["gpus"][-1]["mig"], doc["gpus"][-1]["multiple_files"]), (None, None))
+
+    def test_numa_cores_are_refused_by_24_11_only(self):
+        # The lines gpuctl wrote before issue 29 on dgx-a100: each GPU's NUMA node's cores
+        # (48-63: four NUMA nodes a socket, scenario file). 22.05 takes them; 24.11 drains the
+        # node (src/interfaces/gres.c, _check_core_range_matches_sock), which is why gpuctl
+        # now writes whole sockets (test_every_scenario_on_both_versions).
+        dev = os.path.join(self.root, "dev")
+        numa = ["48-63", "48-63", "16-31", "16-31", "112-127", "112-127", "80-95", "80-95"]
+        text = "NodeName=localhost AutoDetect=off\n" + "".join(
+            "NodeName=localhost Name=gpu Type=nvidia_a100-sxm4-80gb File=%s/nvidia%d Cores=%s\n"
+            % (dev, i, c) for i, c in enumerate(numa))
+        m = self.machine("dgx-a100")
+        old = self.cluster(m, text, "gpu:nvidia_a100-sxm4-80gb:8", version="22.05",
+                           home=os.path.join(self.root, "slurm-22.05"))
+        self.assertEqual(old.node_state(), "idle", old.show_node())
+        old.stop()
+        new = self.cluster(m, text, "gpu:nvidia_a100-sxm4-80gb:8", version="24.11",
+                           home=os.path.join(self.root, "slurm-24.11"))
+        wait_for(lambda: "doesn't match socket boundaries" in new.show_node(), 30,
+                 "24.11's refusal")
+        self.assertIn("Reason=gres/gpu GRES core specification 48-63 for node localhost "
+                      "doesn't match socket boundaries. (Socket 0 is cores 0-63)",
+                      new.show_node())
+        self.assertNotEqual(new.node_state(), "idle")
+
+    def test_numa_finer_affinity_is_said(self):
+        # dgx-a100: each GPU's NUMA node is a quarter of its socket (scenario file), so the
+        # output says what Slurm needs to see it; dgx1-v100's NUMA nodes are whole sockets
+        m = self.machine("dgx-a100")
+        text = self.gres(m)
+        self.assertIn("SlurmdParameters=numa_node_as_socket", text)
+        doc = json.loads(self.gres(m, "--format", "json"))
+        self.assertEqual([g["affinity_cores"] for g in doc["gpus"]],
+                         ["48-63", "48-63", "16-31", "16-31", "112-127", "112-127", "80-95",
+                          "80-95"])
+        self.assertEqual([g["cores"] for g in doc["gpus"]], ["0-63"] * 4 + ["64-127"] * 4)
+        self.assertNotIn("numa_node_as_socket", self.gres(self.fresh("dgx1-v100")))
 
 
 class JobsLand(SlurmCase):
@@ -187,7 +416,7 @@ class JobsLand(SlurmCase):
                  for ln in self.gres(self.m).splitlines() if "Name=gpu" in ln}
         self.order = [6, 3, 2, 5]  # Slurm's GPUs 0..3 are /dev/nvidia6, 3, 2, 5
         text = "NodeName=localhost AutoDetect=off\n" + "\n".join(lines[k] for k in self.order)
-        self.c = self.cluster(self.m, text + "\n", "gpu:v100:4")
+        self.c = self.cluster(self.m, text + "\n", "gpu:tesla_v100-sxm2-32gb:4")
 
     def ledger(self):
         try:

@@ -149,6 +149,9 @@ static void test_cpu_topology(void **state)
 	assert_int_equal(t.cores, 8);
 	assert_int_equal(t.threads_per_core, 2);
 	assert_int_equal(t.n_cpus, 16);
+	assert_int_equal(t.socket_first[0], 0);
+	assert_int_equal(t.socket_first[1], 4);
+	assert_int_equal(t.socket_first[2], 8);
 	static const int want[16] = {0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7};
 	for (int c = 0; c < 16; c++)
 		assert_int_equal(t.core_of[c], want[c]);
@@ -177,37 +180,88 @@ static void test_node_name(void **state)
 	assert_true(buf[0] != '\0');
 }
 
+/* Slurm's AutoDetect rule (gpu_nvml.c, _nvml_get_device_name with gpu_common.c's
+ * gpu_common_underscorify_tolower): lower case, spaces to '_'; expected strings by hand */
 static void test_types(void **state)
 {
 	static const char *const cases[][2] = {
-	        {"NVIDIA A100-SXM4-80GB", "a100"},
-	        {"Tesla V100-SXM2-32GB", "v100"},
-	        {"NVIDIA H100 80GB HBM3", "h100"},
-	        {"NVIDIA GeForce RTX 4090", "rtx4090"},
-	        {"NVIDIA RTX A6000", "rtxa6000"},
-	        {"Quadro P1000", "p1000"},
-	        {"NVIDIA GB200", "gb200"},
-	        {"", "gpu"},
-	        {"NVIDIA", "gpu"},
-	        {"Tesla P100-SXM2-16GB", "p100"},
-	        {"NVIDIA TITAN RTX", "titanrtx"},
-	        {"NVIDIA H100 NVL", "h100"},
+	        {"NVIDIA A100-SXM4-80GB", "nvidia_a100-sxm4-80gb"},
+	        {"Tesla V100-SXM2-32GB", "tesla_v100-sxm2-32gb"},
+	        {"NVIDIA H100 80GB HBM3", "nvidia_h100_80gb_hbm3"},
+	        {"NVIDIA GeForce RTX 4090", "nvidia_geforce_rtx_4090"},
+	        {"NVIDIA RTX A6000", "nvidia_rtx_a6000"},
+	        {"Quadro P1000", "quadro_p1000"},
+	        {"NVIDIA GB200", "nvidia_gb200"},
+	        {"NVIDIA TITAN RTX", "nvidia_titan_rtx"},
+	        {"NVIDIA H100 NVL", "nvidia_h100_nvl"},
+	        {"NVIDIA A100 80GB PCIe", "nvidia_a100_80gb_pcie"},
+	        {"NVIDIA  L4", "nvidia__l4"}, /* each space, as Slurm does: no squeezing */
 	};
-	char buf[32];
+	static const char *const refused[] = {"", "a,b", "a:b", "a=b", "a#b", "a\tb", "a\"b"};
+	char buf[GRES_TYPE_MAX], small[8];
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		gres_gpu_type(cases[i][0], buf, sizeof(buf));
+		assert_int_equal(gres_gpu_type(cases[i][0], buf, sizeof(buf)), 0);
 		assert_string_equal(buf, cases[i][1]);
 	}
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+		assert_int_equal(gres_gpu_type(refused[i], buf, sizeof(buf)), -EINVAL);
+	assert_int_equal(gres_gpu_type(NULL, buf, sizeof(buf)), -EINVAL);
+	assert_int_equal(gres_gpu_type("NVIDIA A100-SXM4-80GB", small, sizeof(small)),
+	                 -ENAMETOOLONG);
+}
+
+/* gpu_nvml.c's MIG loop and _handle_mig: the parent's type cut at its first '-', '_', profile */
+static void test_mig_types(void **state)
+{
+	static const char *const cases[][3] = {
+	        {"NVIDIA A100-SXM4-40GB", "1g.5gb", "nvidia_a100_1g.5gb"},
+	        {"NVIDIA A100-SXM4-80GB", "1c.2g.20gb", "nvidia_a100_1c.2g.20gb"},
+	        {"NVIDIA H100 80GB HBM3", "1g.10gb", "nvidia_h100_80gb_hbm3_1g.10gb"},
+	        {"NVIDIA H100 NVL", "7g.94gb", "nvidia_h100_nvl_7g.94gb"},
+	};
+	char buf[GRES_TYPE_MAX];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(gres_mig_type(cases[i][0], cases[i][1], buf, sizeof(buf)), 0);
+		assert_string_equal(buf, cases[i][2]);
+	}
+	assert_int_equal(gres_mig_type("NVIDIA A100-SXM4-40GB", NULL, buf, sizeof(buf)), -EINVAL);
+	assert_int_equal(gres_mig_type("NVIDIA A100-SXM4-40GB", "1g 5gb", buf, sizeof(buf)),
+	                 -EINVAL);
+}
+
+/* gres.c, _check_core_range_matches_sock (Slurm 24.11): each socket none or all */
+static void test_whole_sockets(void **state)
+{
+	unsigned first[] = {0, 4, 8, 12}; /* three sockets of four cores */
+	struct cpu_topology t = {.socket_first = first, .sockets = 3, .cores = 12};
+	uint64_t cores[1] = {0}, whole[1] = {0};
+
+	(void)state;
+	cores[0] = 0x30; /* cores 4-5: part of socket 1 */
+	assert_true(gres_cores_whole_sockets(&t, cores, whole, 64));
+	assert_int_equal(whole[0], 0xf0);
+	cores[0] = 0x0f01; /* socket 2 whole, core 0 of socket 0 */
+	assert_true(gres_cores_whole_sockets(&t, cores, whole, 64));
+	assert_int_equal(whole[0], 0xf0f);
+	cores[0] = 0xf0; /* socket 1 whole: unchanged */
+	assert_false(gres_cores_whole_sockets(&t, cores, whole, 64));
+	assert_int_equal(whole[0], 0xf0);
+	cores[0] = 0;
+	assert_false(gres_cores_whole_sockets(&t, cores, whole, 64));
+	assert_int_equal(whole[0], 0);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_hostlists),    cmocka_unit_test(test_gres_conf),
-	        cmocka_unit_test(test_cpu_topology), cmocka_unit_test(test_node_name),
-	        cmocka_unit_test(test_types),
+	        cmocka_unit_test(test_hostlists),     cmocka_unit_test(test_gres_conf),
+	        cmocka_unit_test(test_cpu_topology),  cmocka_unit_test(test_node_name),
+	        cmocka_unit_test(test_types),         cmocka_unit_test(test_mig_types),
+	        cmocka_unit_test(test_whole_sockets),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,10 +21,23 @@
  *   a (package, core_id) pair. Slurm numbers cores as hwloc orders them (slurmd/common/
  *   xcpuinfo.c: abstract id = core's logical index): packages by their lowest CPU, cores within
  *   a package by their lowest CPU. On a DGX A100, CPUs 0 and 128 are core 0; CPU 64 is core 64.
- * - GPU types: NVML's product name, lower-cased; "nvidia", "tesla", "geforce", "quadro" words
- *   dropped; the first word up to its first '-'; "rtx", "gtx" and "titan" keep the next word
- *   ("rtx4090", "rtxa6000"); letters and digits only. Slurm's own autodetection keeps the whole
- *   name ("nvidia_a100-sxm4-80gb"): a short type is what sites write in --gres=gpu:a100:2.
+ * - GPU types: Slurm's AutoDetect=nvml rule, so our lines and autodetected ones name the same
+ *   type (src/plugins/gpu/nvml/gpu_nvml.c, _nvml_get_device_name, with gpu_common.c's
+ *   gpu_common_underscorify_tolower; the same in 22.05 and 24.11): NVML's product name with
+ *   every letter lower-cased and every space turned into '_', nothing else changed
+ *   ("NVIDIA GeForce RTX 4090" -> "nvidia_geforce_rtx_4090"). A MIG device's type is its parent's
+ *   cut at the first '-', then '_' and the profile ("nvidia_a100_1g.5gb"): gpu_nvml.c's
+ *   _handle_mig and the loop that calls it (24.11 takes the profile from the MIG device's NVML
+ *   name after "MIG", 22.05 rebuilds it from the slice count and memory; both give the profile
+ *   name for the profiles of a whole GPU instance). A name with a character a gres.conf record
+ *   or Gres= cannot carry (',', ':', '=', '#', quotes, control characters) is refused: Slurm
+ *   would write it, and no slurm.conf could name it.
+ * - Whole sockets: since 24.11, slurmctld refuses a gres.conf Cores= that covers part of a
+ *   socket (src/interfaces/gres.c, _check_core_range_matches_sock, checks each socket's count
+ *   of cores in the list: none or all; gres.conf(5), Cores: all the cores of a socket together,
+ *   or of a NUMA node / L3 cache with SlurmdParameters=numa_node_as_socket / l3cache_as_socket).
+ *   Slurm's scheduler co-allocates GRES and CPUs by socket in every version, so a finer list
+ *   never changed a placement: gres_cores_whole_sockets widens a GPU's cores to its sockets.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -431,6 +444,7 @@ void cpu_topology_free(struct cpu_topology *t)
 	if (!t)
 		return;
 	free(t->core_of);
+	free(t->socket_first);
 	*t = (struct cpu_topology){0};
 }
 
@@ -463,6 +477,22 @@ static int cmp_core(const void *a, const void *b)
 	return x->first_cpu < y->first_cpu ? -1 : x->first_cpu > y->first_cpu;
 }
 
+/* The first abstract core of each socket of the sorted keys, and one past the last, into a new
+ * array (NULL when out of memory); *ret_sockets their count. */
+static unsigned *socket_starts(const struct core_key *keys, size_t nkeys, unsigned *ret_sockets)
+{
+	unsigned *first = calloc(nkeys + 1, sizeof(*first)), n = 0;
+
+	if (!first)
+		return NULL;
+	for (size_t k = 0; k < nkeys; k++)
+		if (k == 0 || keys[k].pkg != keys[k - 1].pkg)
+			first[n++] = (unsigned)k;
+	first[n] = (unsigned)nkeys;
+	*ret_sockets = n;
+	return first;
+}
+
 int cpu_topology_read(const char *sysfs_root, struct cpu_topology *ret, char *why, size_t whylen)
 {
 	char path[4096], text[8192];
@@ -471,6 +501,7 @@ int cpu_topology_read(const char *sysfs_root, struct cpu_topology *ret, char *wh
 	_cleanup_free_ long *pkg = NULL, *core = NULL;
 	_cleanup_free_ struct core_key *keys = NULL;
 	_cleanup_free_ int *core_of = NULL;
+	_cleanup_free_ unsigned *socket_first = NULL;
 	size_t nbits = PARSE_CPULIST_MAX_CPU + 1, ncpus = 0, nkeys = 0;
 	unsigned sockets = 0, tpc = 0;
 	int r;
@@ -537,9 +568,8 @@ int cpu_topology_read(const char *sysfs_root, struct cpu_topology *ret, char *wh
 			keys[nkeys++] = (struct core_key){pkg[c], core[c], c, pkg_first};
 	}
 	qsort(keys, nkeys, sizeof(*keys), cmp_core);
-	for (size_t k = 0; k < nkeys; k++)
-		if (k == 0 || keys[k].pkg != keys[k - 1].pkg)
-			sockets++;
+	if (!(socket_first = socket_starts(keys, nkeys, &sockets)))
+		return -ENOMEM;
 	for (size_t c = 0; c < ncpus; c++) {
 		unsigned threads = 0;
 
@@ -556,6 +586,7 @@ int cpu_topology_read(const char *sysfs_root, struct cpu_topology *ret, char *wh
 	}
 	*ret = (struct cpu_topology){
 	        .core_of = TAKE_PTR(core_of),
+	        .socket_first = TAKE_PTR(socket_first),
 	        .n_cpus = ncpus,
 	        .sockets = sockets,
 	        .cores = (unsigned)nkeys,
@@ -564,48 +595,69 @@ int cpu_topology_read(const char *sysfs_root, struct cpu_topology *ret, char *wh
 	return 0;
 }
 
+/* ---- whole sockets ---- */
+
+bool gres_cores_whole_sockets(const struct cpu_topology *t, const uint64_t *cores, uint64_t *ret,
+                              size_t nbits)
+{
+	bool finer = false;
+
+	memset(ret, 0, (nbits + 63) / 64 * sizeof(*ret));
+	for (unsigned s = 0; s < t->sockets; s++) {
+		unsigned first = t->socket_first[s], last = t->socket_first[s + 1];
+		unsigned have = 0;
+
+		for (unsigned c = first; c < last && c < nbits; c++)
+			have += (unsigned)(cores[c / 64] >> (c % 64) & 1);
+		if (!have)
+			continue;
+		finer |= have != last - first;
+		for (unsigned c = first; c < last && c < nbits; c++)
+			ret[c / 64] |= UINT64_C(1) << (c % 64);
+	}
+	return finer;
+}
+
 /* ---- types ---- */
 
-void gres_gpu_type(const char *product, char *buf, size_t size)
+/* A character a gres.conf record or slurm.conf's Gres= cannot carry inside a Type. */
+static bool type_breaker(unsigned char c)
 {
-	static const char *const drop[] = {"nvidia", "tesla", "geforce", "quadro"};
-	static const char *const joined[] = {"rtx", "gtx", "titan"};
-	char words[4][64];
-	size_t nw = 0, n = 0;
-	const char *p = product ? product : "";
+	return c < 0x20 || c == 0x7f || c == '#' || c == '=' || c == ',' || c == ':' || c == '\\' ||
+	       c == '"' || c == '\'';
+}
 
-	if (!size)
-		return;
-	/* lower-case words */
-	while (*p && nw < ELEMENTSOF(words)) {
-		size_t k = 0;
+int gres_gpu_type(const char *product, char *buf, size_t size)
+{
+	size_t n = 0;
 
-		while (*p == ' ')
-			p++;
-		while (*p && *p != ' ' && k + 1 < sizeof(words[0]))
-			words[nw][k++] = (char)tolower((unsigned char)*p++);
-		while (*p && *p != ' ')
-			p++;
-		words[nw][k] = '\0';
-		bool skip = k == 0;
-		for (size_t d = 0; d < ELEMENTSOF(drop) && !skip; d++)
-			skip = streq(words[nw], drop[d]);
-		if (!skip)
-			nw++;
+	if (!product || !product[0] || !size)
+		return -EINVAL;
+	for (const char *p = product; *p; p++) {
+		if (type_breaker((unsigned char)*p))
+			return -EINVAL;
+		if (n + 1 >= size)
+			return -ENAMETOOLONG;
+		buf[n++] = *p == ' ' ? '_' : (char)tolower((unsigned char)*p);
 	}
-	buf[0] = '\0';
-	for (size_t i = 0; i < nw && i < 2; i++) {
-		bool join = false;
+	buf[n] = '\0';
+	return 0;
+}
 
-		for (const char *s = words[i]; *s && *s != '-' && n + 1 < size; s++)
-			if (isalnum((unsigned char)*s))
-				buf[n++] = *s;
-		buf[n] = '\0';
-		for (size_t j = 0; j < ELEMENTSOF(joined) && i == 0; j++)
-			join |= streq(words[0], joined[j]);
-		if (!join)
-			break;
-	}
-	if (!buf[0])
-		(void)snprintf(buf, size, "gpu");
+int gres_mig_type(const char *product, const char *profile, char *buf, size_t size)
+{
+	char parent[GRES_TYPE_MAX];
+	int r = gres_gpu_type(product, parent, sizeof(parent));
+
+	if (r < 0)
+		return r;
+	if (!profile || !profile[0])
+		return -EINVAL;
+	for (const char *p = profile; *p; p++)
+		if (type_breaker((unsigned char)*p) || *p == ' ')
+			return -EINVAL;
+	parent[strcspn(parent, "-")] = '\0';
+	if ((size_t)snprintf(buf, size, "%s_%s", parent, profile) >= size)
+		return -ENAMETOOLONG;
+	return 0;
 }

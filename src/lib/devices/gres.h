@@ -54,10 +54,11 @@ int gres_hostlist_expand(const char *expr, size_t max, char ***ret_names);
  * socket by their lowest CPU, sockets ordered by their lowest CPU (hwloc's logical order, which
  * slurmd's xcpuinfo uses). */
 struct cpu_topology {
-	int *core_of;              /* per CPU number: its abstract core, -1 if not online; owned */
-	size_t n_cpus;             /* entries in core_of (highest online CPU + 1) */
-	unsigned sockets;          /* packages */
-	unsigned cores;            /* cores in all */
+	int *core_of;           /* per CPU number: its abstract core, -1 if not online; owned */
+	unsigned *socket_first; /* [s]: socket s's first abstract core, [sockets]: cores; owned */
+	size_t n_cpus;          /* entries in core_of (highest online CPU + 1) */
+	unsigned sockets;       /* packages */
+	unsigned cores;         /* cores in all */
 	unsigned threads_per_core; /* the most threads any core has */
 };
 
@@ -67,9 +68,23 @@ struct cpu_topology {
 int cpu_topology_read(const char *sysfs_root, struct cpu_topology *ret, char *why, size_t whylen);
 void cpu_topology_free(struct cpu_topology *t);
 
-/* Slurm's short GPU type for an NVML product name: "NVIDIA A100-SXM4-80GB" -> "a100",
- * "NVIDIA GeForce RTX 4090" -> "rtx4090", "Tesla V100-SXM2-32GB" -> "v100"; lower-case letters
- * and digits only, "gpu" when nothing is left. */
-void gres_gpu_type(const char *product, char *buf, size_t size);
+/* cores (a bitmap of abstract cores, nbits bits) widened to the whole sockets it touches, into
+ * ret (as large): what Slurm >= 24.11 accepts in Cores=. Returns whether that widened it (the
+ * cores were finer than their sockets). */
+bool gres_cores_whole_sockets(const struct cpu_topology *t, const uint64_t *cores, uint64_t *ret,
+                              size_t nbits);
+
+/* The longest type gres_gpu_type and gres_mig_type write, with its NUL (NVML's name buffer, 96
+ * bytes, plus a profile). */
+#define GRES_TYPE_MAX 160
+
+/* Slurm's AutoDetect type for an NVML product name: lower case, spaces to '_'
+ * ("NVIDIA GeForce RTX 4090" -> "nvidia_geforce_rtx_4090"). 0; -EINVAL for an empty name or one
+ * with a character a gres.conf record cannot carry; -ENAMETOOLONG. */
+int gres_gpu_type(const char *product, char *buf, size_t size);
+
+/* Slurm's AutoDetect type for a MIG device of profile ("1g.5gb") on a GPU named product: the
+ * GPU's type cut at its first '-', '_', the profile ("nvidia_a100_1g.5gb"). As gres_gpu_type. */
+int gres_mig_type(const char *product, const char *profile, char *buf, size_t size);
 
 #endif /* GPUCTL_GRES_H */
