@@ -263,7 +263,9 @@ class Failover(GpuctlTestCase):
         self.assertIn("SIGKILL after 1 s", res["err"])
 
     def test_usage(self):
-        env = direct_env(tempfile.mkdtemp(prefix="gpuctl-failover-"))
+        tmp = tempfile.mkdtemp(prefix="gpuctl-failover-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        env = direct_env(tmp)
         for args, needle in ((["--retry", "x"], "--retry"), (["--retry", "101"], "--retry"),
                              (["--grace", "-1"], "--grace"), (["--retry-on", "all"], "--retry-on"),
                              (["--retry", "1", "--dry-run"], "--dry-run"),
