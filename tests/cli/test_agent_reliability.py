@@ -301,6 +301,14 @@ def metric(port, name):
     return tx.parse_metrics(tx.http(port, "/metrics")[2])[name][0][1]
 
 
+def metric_of(port, name, **labels):
+    """The value of the series of name with these labels on the page, None without one."""
+    for l, v in tx.parse_metrics(tx.http(port, "/metrics")[2]).get(name, []):
+        if all(l.get(k) == want for k, want in labels.items()):
+            return v
+    return None
+
+
 def stderr_lines(errf, what):
     errf.flush()
     errf.seek(0)
@@ -313,7 +321,7 @@ def stderr_lines(errf, what):
 class DiskFull(GpuctlTestCase):
     SIZE_KIB = 640  # the tmpfs: room for a new ledger and its log (at most about 450 KiB)
 
-    def start(self, rig):
+    def start(self, rig, env=None):
         """The agent with its ledger on a tmpfs of its own: (process, port, stderr, ledger
         path, the tmpfs's path from outside the namespace, records())."""
         disk = os.path.join(rig.tmp, "disk")
@@ -325,7 +333,7 @@ class DiskFull(GpuctlTestCase):
                     'mount -t tmpfs -o size=%dk gpuctl-test-full "$0" && exec "$@"' %
                     self.SIZE_KIB, disk, *rig.agent_argv(port, ledger=ledger)]
 
-        p, port, errf = rig.serve(argv)
+        p, port, errf = rig.serve(argv, env=env)
         # the agent's view of the tmpfs, from outside its namespace (proc(5), /proc/PID/root)
         inside = "/proc/%d/root%s" % (p.pid, disk)
         wait_until(lambda: os.path.exists(inside + "/ledger.db"), "the ledger")
@@ -335,6 +343,42 @@ class DiskFull(GpuctlTestCase):
             return query_ns(p.pid, ledger, "SELECT * FROM records " + where)
 
         return p, port, errf, ledger, inside, records
+
+    def fill(self, inside):
+        """Fills the tmpfs: whole blocks, then what is left byte by byte."""
+        with open(inside + "/filler", "wb", buffering=0) as f:
+            for chunk in (65536, 4096, 1):
+                try:
+                    while True:
+                        f.write(b"\0" * chunk)
+                except OSError as e:
+                    self.assertEqual(e.errno, 28, e)  # ENOSPC
+
+    def test_enforcement_goes_on_while_the_disk_is_full(self):
+        """enforce = watch with the ledger's disk full: a process of no lease of its user's
+        (root's, on GPU 7, root holding GPUs 0 and 1) is logged and counted as at any time
+        (docs/agent.md, "Violations"), and that its row cannot be recorded is said once."""
+        rig = Rig(self)
+        conf = os.path.join(rig.tmp, "watch.conf")
+        with open(conf, "w") as f:
+            f.write("enforce = watch\n")
+        p, port, errf, _, inside, records = self.start(rig, env={"GPUCTL_CONFIG": conf})
+        rig.hold(2, only="0,1")
+        wait_until(records, "a record")
+        self.fill(inside)
+        wait_until(lambda: stderr_lines(errf, "agent: ledger"), "the full disk said")
+        intruder = rig.foreign(7)
+        line = wait_until(lambda: stderr_lines(errf, "violation: foreign: pid %d " %
+                                               intruder.pid), "the violation")
+        self.assertIn("on GPU 7 ", line[0])
+        wait_until(lambda: stderr_lines(errf, "violations are logged but not recorded"),
+                   "the lost row said")
+        # counted on the next sample's page (docs/agent.md, "Violations")
+        wait_until(lambda: metric_of(port, "gpuctl_violations_total", kind="foreign") == 1,
+                   "the violation counted")
+        self.assertIsNone(p.poll())
+        p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(tx.STOP_S), 0)
 
     def test_the_log_does_not_fill_a_small_disk(self):
         """Left alone on its 640 KiB tmpfs, the agent writing three records every 0.1 s never
@@ -368,14 +412,7 @@ class DiskFull(GpuctlTestCase):
         t0, gpus = rig.hold(2)
         wait_until(records, "a record")
 
-        # fill it: whole blocks, then what is left byte by byte
-        with open(inside + "/filler", "wb", buffering=0) as f:
-            for chunk in (65536, 4096, 1):
-                try:
-                    while True:
-                        f.write(b"\0" * chunk)
-                except OSError as e:
-                    self.assertEqual(e.errno, 28, e)  # ENOSPC
+        self.fill(inside)
         wait_until(lambda: stderr_lines(errf, "agent: ledger"), "the agent to say so")
         n0 = metric(port, "gpuctl_exporter_samples_total")
         time.sleep(1.5)
