@@ -67,6 +67,7 @@
 #include "metrics.h"
 #include "parse.h"
 #include "sampler.h"
+#include "status.h"
 #include "usage-counters.h"
 
 #define EXPORTER_DEFAULT_INTERVAL 5.0
@@ -512,7 +513,9 @@ struct publishing {
 	struct gpuctl_workloads *wls; /* the one workload cache, for the exporter's life */
 	const struct exporter_hook *hook; /* NULL: none */
 	const struct gpuctl_site *site;
-	struct usage_counters *usage; /* the usage counters, NULL: none (out of memory) */
+	struct usage_counters *usage;   /* the usage counters, NULL: none (out of memory) */
+	struct status_history *history; /* the status page's (status.h), NULL: no page */
+	double interval;                /* --interval */
 };
 
 /* metrics_workload_fn over the cache: with no start time, a process asked for before costs no
@@ -525,6 +528,33 @@ static const struct gpuctl_workload *workload_of(void *userdata, uint32_t pid)
 	if (gpuctl_workloads_get(p->ctx, p->wls, pid, 0, &w) < 0)
 		return NULL;
 	return w;
+}
+
+/* The sample's /api/v1/status document (status.h), made on the main thread from what the
+ * sample has (no NVML call); out of memory, the previous one stays. */
+static void publish_status(struct publishing *pub, const struct exporter_sample *x)
+{
+	struct status_input in = {.source = pub->hook ? "agent" : "exporter",
+	                          .hostname = pub->hostname,
+	                          .interval = pub->interval,
+	                          .wall = x->stats.last_time_s,
+	                          .snap = x->snap,
+	                          .leases = x->leases,
+	                          .health = x->health,
+	                          .pool_of = x->pool_of,
+	                          .lease_idle_ms = x->lease_idle_ms,
+	                          .site = pub->site,
+	                          .ctx = pub->ctx,
+	                          .wls = pub->wls,
+	                          .history = pub->history};
+	char *text;
+	size_t len;
+
+	if (!pub->history || !x->snap)
+		return;
+	(void)status_history_add(pub->history, x->snap, in.wall);
+	if (status_render(&in, &text, &len) == 0)
+		exporter_http_publish_status(pub->http, text, len);
 }
 
 /* Publishes a sample's page; *ret_stats gets its counters (for the overdue pages after it).
@@ -575,6 +605,7 @@ static int publish_sample(struct publishing *pub, const struct sampler_sample *m
 	in.usage = usage;
 	r = exporter_http_publish(pub->http, &in, false);
 	free(usage);
+	publish_status(pub, x);
 	if (pub->hook && pub->hook->on_sample && x->snap) {
 		struct exporter_view v = {.snap = x->snap,
 		                          .sample = m,
@@ -840,6 +871,22 @@ static void open_workloads(struct cli *cli, struct publishing *pub)
 	}
 }
 
+/* The status page's settings and history (*ret NULL: status_page = off). 0 or -ENOMEM. */
+static int status_open(struct cli *cli, struct exporter_http *http, struct status_history **ret)
+{
+	struct gpuctl_config_status_page sp;
+
+	*ret = NULL;
+	gpuctl_config_status_page(gpuctl_site_config(cli->site), &sp);
+	if (exporter_http_status_config(http, &sp) < 0 ||
+	    (sp.access != GPUCTL_STATUS_PAGE_OFF &&
+	     status_history_new(cli_now(CLOCK_REALTIME), ret) < 0)) {
+		cli_error("exporter: out of memory");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 int exporter_run(struct cli *cli, const struct exporter_args *a)
 {
 	_cleanup_(exporter_http_freep) struct exporter_http *http = NULL;
@@ -875,16 +922,22 @@ int exporter_run(struct cli *cli, const struct exporter_args *a)
 		hostname[0] = '\0';
 	hostname[sizeof(hostname) - 1] = '\0';
 
+	if (status_open(cli, http, &pub.history) < 0)
+		return CLI_EXIT_FAILURE;
 	/* the first sample is taken before serving: no driver is exit 4 now, not an empty page
 	 * later */
 	status = start_sampler(cli, &s, a->interval, &smp);
-	if (status)
+	if (status) {
+		status_history_free(pub.history);
 		return status;
+	}
 	pub.http = http;
 	pub.hostname = hostname;
+	pub.interval = a->interval;
 	open_workloads(cli, &pub);
 	status = publish_and_serve(cli, a, &pub, smp, &stop);
 	gpuctl_workloads_free(pub.wls);
+	status_history_free(pub.history);
 	gpuctl_ctx_free(pub.ctx);
 	usage_counters_free(pub.usage);
 
