@@ -33,7 +33,9 @@ contrib_pkgs="nvtop gpustat python3-pynvml libnvidia-ml1"
 # strace: tests/cli/test_workloads.py counts the /proc files a refresh of top opens
 # libfaketime: tests/cli/test_agent_reliability.py steps the agent's wall clock back (LD_PRELOAD)
 # acl: getfacl/setfacl, tests/cli/test_agent_acl.py reads and sets device nodes' ACLs
-test_pkgs="acl git libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest python3-venv prometheus tmux slurmctld slurmd slurm-client munge podman runc busybox-static strace libfaketime $contrib_pkgs"
+# chromium: the real browser tests/cli/test_status_page.py loads the status page in (headless);
+# python3-jsonschema: the same test checks /api/v1/status against docs/status.schema.json
+test_pkgs="chromium python3-jsonschema acl git libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest python3-venv prometheus tmux slurmctld slurmd slurm-client munge podman runc busybox-static strace libfaketime $contrib_pkgs"
 # wrk: the HTTP load generator of the exporter benchmark (50 concurrent scrapers)
 bench_pkgs="python3 wrk"
 # The Debian packages (debian/, docs/packaging.md) and their test: dpkg-buildpackage (dpkg-dev)

@@ -871,22 +871,6 @@ static void open_workloads(struct cli *cli, struct publishing *pub)
 	}
 }
 
-/* The status page's settings and history (*ret NULL: status_page = off). 0 or -ENOMEM. */
-static int status_open(struct cli *cli, struct exporter_http *http, struct status_history **ret)
-{
-	struct gpuctl_config_status_page sp;
-
-	*ret = NULL;
-	gpuctl_config_status_page(gpuctl_site_config(cli->site), &sp);
-	if (exporter_http_status_config(http, &sp) < 0 ||
-	    (sp.access != GPUCTL_STATUS_PAGE_OFF &&
-	     status_history_new(cli_now(CLOCK_REALTIME), ret) < 0)) {
-		cli_error("exporter: out of memory");
-		return -ENOMEM;
-	}
-	return 0;
-}
-
 int exporter_run(struct cli *cli, const struct exporter_args *a)
 {
 	_cleanup_(exporter_http_freep) struct exporter_http *http = NULL;
@@ -922,8 +906,10 @@ int exporter_run(struct cli *cli, const struct exporter_args *a)
 		hostname[0] = '\0';
 	hostname[sizeof(hostname) - 1] = '\0';
 
-	if (status_open(cli, http, &pub.history) < 0)
+	if (exporter_http_status_open(http, gpuctl_site_config(cli->site), &pub.history) < 0) {
+		cli_error("exporter: out of memory");
 		return CLI_EXIT_FAILURE;
+	}
 	/* the first sample is taken before serving: no driver is exit 4 now, not an empty page
 	 * later */
 	status = start_sampler(cli, &s, a->interval, &smp);
@@ -984,10 +970,11 @@ const struct cmd_entry cmd_exporter_entry = {
                    "                       (default 600; docs/idle.md)\n"
                    "  -h, --help           print this help\n"
                    "\n"
-                   "Paths: /metrics (Prometheus text format 0.0.4; docs/metrics.md), / (a\n"
-                   "page linking to it), /healthz (\"ok\"; 503 while NVML is not answering:\n"
-                   "no sample for two intervals, and only the exporter's own metrics are\n"
-                   "served). SIGINT or SIGTERM stop it at once (exit 0).\n"
+                   "Paths: /metrics (Prometheus text format 0.0.4; docs/metrics.md), / and\n"
+                   "/api/v1/status (the status page and its JSON, docs/status-page.md; who may\n"
+                   "read them: status_page in gpuctl.conf), /healthz (\"ok\"; 503 while NVML is\n"
+                   "not answering: no sample for two intervals, and only the exporter's own\n"
+                   "metrics are served). SIGINT or SIGTERM stop it at once (exit 0).\n"
                    "GPUCTL_EXPORTER_TIMEOUT sets the idle timeout of a connection and the\n"
                    "longest a request may last, in seconds (default 10).\n",
         .exec = cmd_exporter_exec,

@@ -554,8 +554,7 @@ int exporter_http_publish(struct exporter_http *ex, const struct metrics_input *
 	return 0;
 }
 
-int exporter_http_status_config(struct exporter_http *ex,
-                                const struct gpuctl_config_status_page *sp)
+static int status_config(struct exporter_http *ex, const struct gpuctl_config_status_page *sp)
 {
 	size_t n = 0;
 	char origin[CSP_ORIGIN_MAX];
@@ -589,6 +588,20 @@ int exporter_http_status_config(struct exporter_http *ex,
 	}
 	ex->csp = csp.data;
 	return 0;
+}
+
+int exporter_http_status_open(struct exporter_http *ex, const struct gpuctl_config *cfg,
+                              struct status_history **ret_history)
+{
+	struct gpuctl_config_status_page sp;
+
+	*ret_history = NULL;
+	gpuctl_config_status_page(cfg, &sp);
+	if (status_config(ex, &sp) < 0)
+		return -ENOMEM;
+	if (sp.access == GPUCTL_STATUS_PAGE_OFF)
+		return 0;
+	return status_history_new(cli_now(CLOCK_REALTIME), ret_history);
 }
 
 void exporter_http_publish_status(struct exporter_http *ex, char *text, size_t len)

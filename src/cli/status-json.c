@@ -168,6 +168,8 @@ static json_t *gpu_json(const struct status_input *in, size_t g, bool hide)
 	if (!o || !holders || holders_of(in, g, hide, holders, &state) < 0 ||
 	    json_put(o, "index", json_integer((json_int_t)g)) < 0 ||
 	    json_put(o, "uuid", json_string_or_null(uuid)) < 0 ||
+	    json_put(o, "pci_bus_id",
+	             json_string_or_null(gpuctl_gpu_str(gpu, GPUCTL_F_PCI_BUS_ID))) < 0 ||
 	    json_put(o, "name", json_string_or_null(gpuctl_gpu_str(gpu, GPUCTL_F_NAME))) < 0 ||
 	    json_put(o, "lost", json_boolean(lost)) < 0 ||
 	    json_put(o, "pool", json_string_or_null(in->pool_of ? in->pool_of[g] : NULL)) < 0 ||
