@@ -25,6 +25,7 @@ from html.parser import HTMLParser
 
 from gpuctl_test import EMPTY_CONFIG, GPUCTL, NVSIM, SIMLIB, SRC, GpuctlTestCase, run, scenario_gpus
 import test_exporter as tx
+import workload_layouts
 
 try:
     import jsonschema
@@ -35,6 +36,7 @@ CHROMIUM = shutil.which("chromium")
 SCHEMA = os.path.join(SRC, "docs", "status.schema.json")
 HOSTILE_LABEL = "<script>document.title='owned'</script><img src=x onerror=alert(1)>"
 HOSTILE_ARG = "</p><b id=injected>bold</b>"
+HOSTILE_POD = "<script>alert(1)</script><i>pod</i>"
 SCENARIO = "dgx-a100"
 
 
@@ -109,12 +111,13 @@ class StatusCase(GpuctlTestCase):
         return path
 
     def server(self, command="agent", conf=None, scenario=SCENARIO, interval="0.5", calls_out=None,
-               start=True):
+               start=True, env=None):
         args = ["--lease-dir", self.leases]
         if command == "agent":
             args += ["--ledger", os.path.join(self.tmp, "ledger-%d.db" % len(self.pids))]
         s = Server(scenario, command=command, interval=interval, args=args,
-                        env={"GPUCTL_CONFIG": conf or EMPTY_CONFIG}, calls_out=calls_out)
+                        env={"GPUCTL_CONFIG": conf or EMPTY_CONFIG, **(env or {})},
+                        calls_out=calls_out)
         self.addCleanup(s.close)
         if start:
             s.start()
@@ -304,14 +307,34 @@ class Browser(StatusCase):
             self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
 
     def test_gpus_lost_gpu_hostile_text_and_screenshots(self):
-        s = self.server("agent")
+        # a real process in a pod's cgroup (workload_layouts, as test_exporter's workload
+        # labels) whose name is HTML, on GPU 2
+        # where cgroups cannot be made (not root), the pod is left out and said so
+        why = workload_layouts.why_not()
+        env = {}
+        if not why:
+            layouts = workload_layouts.Layouts()
+            self.addCleanup(layouts.close)
+            pod, _, _ = layouts.pod(HOSTILE_POD, "ns", "c")
+            env["GPUCTL_WORKLOAD_ROOT"] = layouts.root
+        s = self.server("agent", env=env)
+        if not why:
+            s.nvsim("proc", "add", "--pid", str(pod.pid), "-i", "2", "--mem", "2GiB")
         s.nvsim("set", "-i", "1", "utilization.gpu=87", "temperature=74")
         s.nvsim("set", "-i", "6", "remap.pending=1")
         self.hold(s, "-n", "2", "--only", "0,1", "--label", HOSTILE_LABEL, "--", "sh", "-c",
                   "sleep 60", HOSTILE_ARG)
         s.nvsim("set", "-i", "3", "lost=1")
-        self.wait_status(s, lambda d: d["gpus"][3]["lost"] and d["gpus"][0]["holders"],
-                         "the lost GPU and the holder")
+        self.wait_status(s, lambda d: d["gpus"][0]["holders"], "the holder")
+        # GPU 0 cannot be had while it is held: this waits, first in line
+        self.hold(s, "-n", "1", "--only", "0", "--wait", "--", "true")
+        doc = self.wait_status(s, lambda d: d["gpus"][3]["lost"] and d["waiting"]
+                               and (why or d["gpus"][2]["processes"]),
+                               "the lost GPU, the holder and the pod's process")
+        # docs/workloads.md: a pod's label is "pod NAMESPACE/NAME/CONTAINER"
+        pod_label = "pod ns/%s/c" % HOSTILE_POD
+        if not why:
+            self.assertEqual(doc["gpus"][2]["processes"][0]["workload"], pod_label)
         dom = self.dom(s.port)
         (sec,) = dom.sections
         self.assertEqual(sec["attrs"]["data-state"], "fresh")
@@ -328,10 +351,16 @@ class Browser(StatusCase):
         # the hostile text is text: in the GPU's words, and no element of it exists
         self.assertIn(HOSTILE_LABEL, sec["gpus"][0]["text"])
         self.assertIn(HOSTILE_ARG, sec["gpus"][0]["text"])
+        if not why:
+            self.assertIn(pod_label, sec["gpus"][2]["text"])
+        else:
+            print("no hostile pod name: %s" % why)
         self.assertEqual([t for t, _ in dom.tags].count("script"), 1)
-        self.assertFalse([a for t, a in dom.tags if t in ("img", "b")])
+        self.assertFalse([a for t, a in dom.tags if t in ("img", "b", "i")])
         # keyboard: every GPU can take the focus
         self.assertTrue(all(g["attrs"].get("tabindex") == "0" for g in sec["gpus"]))
+        # the queue: position, who, why
+        self.assertRegex(sec["text"], r"Waiting#userwaitedrequestwhy1root\d+ s.*first in line")
         self.screenshot(s.port, "status-page.png", (1280, 900), dark=False)
         self.screenshot(s.port, "status-page-dark-phone.png", (390, 844), dark=True)
 
