@@ -14,6 +14,8 @@ Screenshots: with GPUCTL_SCREENSHOT_DIR set, the browser case writes status-page
 light) and status-page-dark-phone.png (phone, dark) there; docs/ keeps the ones README shows
 (tests/README.md says how to renew them).
 """
+import base64
+import hashlib
 import json
 import os
 import shutil
@@ -237,8 +239,14 @@ class Api(StatusCase):
         self.assertEqual(code, 200)
         csp = hdrs["Content-Security-Policy"]
         self.assertIn("default-src 'none'", csp)
+        # the page's own script by its hash (CSP Level 2, "hash-source": base64 of the
+        # SHA-256 of the script element's text), so no injected script or handler runs
+        script = body[body.rindex("<script>") + 8:body.rindex("</script>")]
+        digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+        self.assertIn("script-src 'sha256-%s';" % digest, csp)
+        self.assertNotIn("unsafe", csp.split("script-src")[1].split(";")[0])
         self.assertIn("connect-src 'self' %s http://gpu2.example" % peer, csp)
-        script = body[body.index("<script>"):]
+        script = body[body.rindex("<script>"):]
         self.assertNotRegex(script, r"\.innerHTML|outerHTML|insertAdjacentHTML|document\.write")
 
     def test_status_page_off_keeps_the_old_index(self):
@@ -281,6 +289,8 @@ class Browser(StatusCase):
                              start_new_session=True)
         try:
             out, _ = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.fail("chromium did not finish in 60 s (did the page open a dialog?)")
         finally:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
