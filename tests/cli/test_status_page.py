@@ -259,6 +259,54 @@ class Api(StatusCase):
         self.assertEqual(s.get("/api/v1/status")[0], 404)
 
 
+def outside_address():
+    """An IPv4 address of this host that is not loopback (the kernel's choice of source address
+    for a route out; no packet is sent), or None."""
+    import socket
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+            u.connect(("198.51.100.1", 9))  # TEST-NET-2 (RFC 5737)
+            a = u.getsockname()[0]
+    except OSError:
+        return None
+    return None if a.startswith("127.") or a == "0.0.0.0" else a
+
+
+class Access(StatusCase):
+    """status_page (docs/config.md): local answers loopback clients only, network every client;
+    a client on another address of this host is not loopback (its source address is that
+    address), which stands for another host."""
+
+    def get_from(self, addr, port, path):
+        import urllib.error
+        import urllib.request
+        try:
+            with urllib.request.urlopen("http://%s:%d%s" % (addr, port, path), timeout=10) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def test_local_by_default_network_when_configured(self):
+        addr = outside_address()
+        if not addr:
+            self.skipTest("this host has no address but loopback")
+        for conf, outside in ((None, 403), ("status_page = network\n", 200)):
+            with self.subTest(conf=conf):
+                s = self.server("exporter", self.config("a.conf", conf) if conf else None,
+                                start=False)
+                s.fixed_port = tx.free_port()
+                s.args += ["--listen", ":%d" % s.fixed_port]  # every address (the last wins)
+                s.start()
+                for path in ("/", "/api/v1/status"):
+                    self.assertEqual(self.get_from("127.0.0.1", s.port, path)[0], 200)
+                    code, body = self.get_from(addr, s.port, path)
+                    self.assertEqual(code, outside, (path, body))
+                    if code == 403:
+                        self.assertIn("status_page = network", body)
+                self.assertEqual(self.get_from(addr, s.port, "/metrics")[0], 200)
+                s.close()
+
+
 class NvmlCost(StatusCase):
     def calls(self, requests):
         """The agent's NVML calls, by function, over a life with one sample (--interval of a
