@@ -20,9 +20,13 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
+import time
 import unittest
+import urllib.error
+import urllib.request
 from html.parser import HTMLParser
 
 from gpuctl_test import EMPTY_CONFIG, GPUCTL, NVSIM, SIMLIB, SRC, GpuctlTestCase, run, scenario_gpus
@@ -136,7 +140,6 @@ class StatusCase(GpuctlTestCase):
         return hdrs, json.loads(body)
 
     def wait_status(self, s, pred, what, timeout=20):
-        import time
         deadline = time.monotonic() + timeout
         doc = None
         while time.monotonic() < deadline:
@@ -262,7 +265,6 @@ class Api(StatusCase):
 def outside_address():
     """An IPv4 address of this host that is not loopback (the kernel's choice of source address
     for a route out; no packet is sent), or None."""
-    import socket
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
             u.connect(("198.51.100.1", 9))  # TEST-NET-2 (RFC 5737)
@@ -278,8 +280,6 @@ class Access(StatusCase):
     address), which stands for another host."""
 
     def get_from(self, addr, port, path):
-        import urllib.error
-        import urllib.request
         try:
             with urllib.request.urlopen("http://%s:%d%s" % (addr, port, path), timeout=10) as r:
                 return r.status, r.read().decode()
