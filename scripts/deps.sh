@@ -35,7 +35,9 @@ contrib_pkgs="nvtop gpustat python3-pynvml libnvidia-ml1"
 # acl: getfacl/setfacl, tests/cli/test_agent_acl.py reads and sets device nodes' ACLs
 # debootstrap: the Debian 13 root with Slurm 24.11 that tests/cli/test_slurm.py makes on first
 # use (scripts/slurm-trixie-root.sh; cached in /var/cache/gpuctl-test, outside the clone)
-test_pkgs="debootstrap acl git libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest python3-venv prometheus tmux slurmctld slurmd slurm-client munge podman runc busybox-static strace libfaketime $contrib_pkgs"
+# chromium: the real browser tests/cli/test_status_page.py loads the status page in (headless);
+# python3-jsonschema: the same test checks /api/v1/status against docs/status.schema.json
+test_pkgs="chromium python3-jsonschema debootstrap acl git libcmocka-dev g++ clang libclang-rt-14-dev clang-format python3 python3-pytest python3-venv prometheus tmux slurmctld slurmd slurm-client munge podman runc busybox-static strace libfaketime $contrib_pkgs"
 # wrk: the HTTP load generator of the exporter benchmark (50 concurrent scrapers)
 bench_pkgs="python3 wrk"
 # The Debian packages (debian/, docs/packaging.md) and their test: dpkg-buildpackage (dpkg-dev)

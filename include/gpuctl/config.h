@@ -161,6 +161,23 @@ void gpuctl_config_hooks(const struct gpuctl_config *cfg, struct gpuctl_config_h
 /* The event's name ("health", "lease_start", "lease_end", "idle", "violation"; the key is "on_"
  * and it), NULL for a bad event. */
 const char *gpuctl_hook_event_name(int event);
+/* The status page of the agent and the exporter (docs/status-page.md; docs/config.md "Status
+ * page"): global settings only. */
+enum gpuctl_status_page_access {
+	GPUCTL_STATUS_PAGE_OFF = 0, /* not served (404): /metrics and /healthz only */
+	GPUCTL_STATUS_PAGE_LOCAL,   /* served to loopback clients only (the default) */
+	GPUCTL_STATUS_PAGE_NETWORK, /* served to every client the server listens for */
+};
+struct gpuctl_config_status_page {
+	const char *const *peers; /* the other servers' base URLs (http[s]://HOST[:PORT][/PATH],
+	                           * no trailing '/'), NULL-terminated, never NULL; owned by cfg */
+	bool hide_users;          /* status_page_users = hide: no user names for anonymous
+	                           * viewers (every HTTP client) */
+	enum gpuctl_status_page_access access; /* status_page: who may read it */
+};
+/* The status page's settings (cfg NULL: no peers, users shown). */
+void gpuctl_config_status_page(const struct gpuctl_config *cfg,
+                               struct gpuctl_config_status_page *ret);
 /* Resolves every pool's gpus against snap and checks them: an id that names no GPU of snap,
  * or a GPU given to two pools, is -EINVAL "FILE:LINE: ..." (the line of the offending entry;
  * for a GPU in two pools naming both pools). On success *ret_pool (an array of snap's GPU

@@ -67,6 +67,7 @@
 #include "metrics.h"
 #include "parse.h"
 #include "sampler.h"
+#include "status.h"
 #include "usage-counters.h"
 
 #define EXPORTER_DEFAULT_INTERVAL 5.0
@@ -512,7 +513,9 @@ struct publishing {
 	struct gpuctl_workloads *wls; /* the one workload cache, for the exporter's life */
 	const struct exporter_hook *hook; /* NULL: none */
 	const struct gpuctl_site *site;
-	struct usage_counters *usage; /* the usage counters, NULL: none (out of memory) */
+	struct usage_counters *usage;   /* the usage counters, NULL: none (out of memory) */
+	struct status_history *history; /* the status page's (status.h), NULL: no page */
+	double interval;                /* --interval */
 };
 
 /* metrics_workload_fn over the cache: with no start time, a process asked for before costs no
@@ -525,6 +528,33 @@ static const struct gpuctl_workload *workload_of(void *userdata, uint32_t pid)
 	if (gpuctl_workloads_get(p->ctx, p->wls, pid, 0, &w) < 0)
 		return NULL;
 	return w;
+}
+
+/* The sample's /api/v1/status document (status.h), made on the main thread from what the
+ * sample has (no NVML call); out of memory, the previous one stays. */
+static void publish_status(struct publishing *pub, const struct exporter_sample *x)
+{
+	struct status_input in = {.source = pub->hook ? "agent" : "exporter",
+	                          .hostname = pub->hostname,
+	                          .interval = pub->interval,
+	                          .wall = x->stats.last_time_s,
+	                          .snap = x->snap,
+	                          .leases = x->leases,
+	                          .health = x->health,
+	                          .pool_of = x->pool_of,
+	                          .lease_idle_ms = x->lease_idle_ms,
+	                          .site = pub->site,
+	                          .ctx = pub->ctx,
+	                          .wls = pub->wls,
+	                          .history = pub->history};
+	char *text;
+	size_t len;
+
+	if (!pub->history || !x->snap)
+		return;
+	(void)status_history_add(pub->history, x->snap, in.wall);
+	if (status_render(&in, &text, &len) == 0)
+		exporter_http_publish_status(pub->http, text, len);
 }
 
 /* Publishes a sample's page; *ret_stats gets its counters (for the overdue pages after it).
@@ -575,6 +605,7 @@ static int publish_sample(struct publishing *pub, const struct sampler_sample *m
 	in.usage = usage;
 	r = exporter_http_publish(pub->http, &in, false);
 	free(usage);
+	publish_status(pub, x);
 	if (pub->hook && pub->hook->on_sample && x->snap) {
 		struct exporter_view v = {.snap = x->snap,
 		                          .sample = m,
@@ -875,16 +906,24 @@ int exporter_run(struct cli *cli, const struct exporter_args *a)
 		hostname[0] = '\0';
 	hostname[sizeof(hostname) - 1] = '\0';
 
+	if (exporter_http_status_open(http, gpuctl_site_config(cli->site), &pub.history) < 0) {
+		cli_error("exporter: out of memory");
+		return CLI_EXIT_FAILURE;
+	}
 	/* the first sample is taken before serving: no driver is exit 4 now, not an empty page
 	 * later */
 	status = start_sampler(cli, &s, a->interval, &smp);
-	if (status)
+	if (status) {
+		status_history_free(pub.history);
 		return status;
+	}
 	pub.http = http;
 	pub.hostname = hostname;
+	pub.interval = a->interval;
 	open_workloads(cli, &pub);
 	status = publish_and_serve(cli, a, &pub, smp, &stop);
 	gpuctl_workloads_free(pub.wls);
+	status_history_free(pub.history);
 	gpuctl_ctx_free(pub.ctx);
 	usage_counters_free(pub.usage);
 
@@ -931,10 +970,11 @@ const struct cmd_entry cmd_exporter_entry = {
                    "                       (default 600; docs/idle.md)\n"
                    "  -h, --help           print this help\n"
                    "\n"
-                   "Paths: /metrics (Prometheus text format 0.0.4; docs/metrics.md), / (a\n"
-                   "page linking to it), /healthz (\"ok\"; 503 while NVML is not answering:\n"
-                   "no sample for two intervals, and only the exporter's own metrics are\n"
-                   "served). SIGINT or SIGTERM stop it at once (exit 0).\n"
+                   "Paths: /metrics (Prometheus text format 0.0.4; docs/metrics.md), / and\n"
+                   "/api/v1/status (the status page and its JSON, docs/status-page.md; who may\n"
+                   "read them: status_page in gpuctl.conf), /healthz (\"ok\"; 503 while NVML is\n"
+                   "not answering: no sample for two intervals, and only the exporter's own\n"
+                   "metrics are served). SIGINT or SIGTERM stop it at once (exit 0).\n"
                    "GPUCTL_EXPORTER_TIMEOUT sets the idle timeout of a connection and the\n"
                    "longest a request may last, in seconds (default 10).\n",
         .exec = cmd_exporter_exec,

@@ -27,6 +27,12 @@
  *   Connections are kept alive between a scraper's requests (answered at MHD's second call).
  * - Memory: most of what is resident is libmicrohttpd and the GnuTLS libraries it pulls in
  *   (about 3 MiB just to dlopen it). Of ours, one malloc arena (set when serving starts).
+ * - The status page (docs/status-page.md): "/" is the page (status-page.html, fixed) and
+ *   /api/v1/status the latest sample's document (status-json.c), swapped in like the metrics.
+ *   Who may read them is the configuration's status_page: off (the old "/" and 404), local
+ *   (loopback clients; others 403) or network. A peer's page reads /api/v1/status across
+ *   origins: the CORS header names the request's Origin only when it is a configured peer's,
+ *   so that document gets a response of its own per request (a copy of the text).
  * - One teardown: exporter_http_stop undoes what exporter_http_serve started, whatever part
  *   of it did start, and exporter_http_free the rest, so every path of the command ends the
  *   same way.
@@ -41,6 +47,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -52,6 +59,7 @@
 #include "cmd.h"
 #include "exporter-http.h"
 #include "http-gate.h"
+#include "status.h"
 
 /* libmicrohttpd, loaded when the exporter starts: linking it would make every gpuctl command
  * load it and GnuTLS with it (about 1.5 ms of every start, docs/ARCHITECTURE.md). The header
@@ -116,6 +124,8 @@ static int mhd_load(char *buf, size_t size)
 #define EXPORTER_CONN_MEMORY     (16 * 1024)
 #define EXPORTER_DEFAULT_TIMEOUT 10
 #define EXPORTER_MAX_TIMEOUT     3600
+#define STATUS_PATH              "/api/v1/status"
+#define CSP_ORIGIN_MAX           300 /* a peer's origin (CONFIG_MAX_PEER_LEN and room) */
 
 static const char index_page[] =
         "<!DOCTYPE html>\n"
@@ -155,6 +165,16 @@ struct exporter_http {
 	struct http_gate *gate;         /* NULL until serving */
 	pthread_t reaper;               /* the deadline's thread, while reaping */
 	bool reaping;
+	/* the status page (status.h): who may read it, the peers' origins (CORS), the page */
+	enum gpuctl_status_page_access access;
+	char **origins; /* owned, n_origins entries */
+	size_t n_origins;
+	char *csp;                        /* the page's Content-Security-Policy, owned */
+	struct MHD_Response *status_page; /* "/" when the page is served */
+	struct MHD_Response *forbidden;   /* 403: the page is for loopback clients */
+	struct MHD_Response *unready;     /* 503: no status document yet */
+	char *status;                     /* the latest /api/v1/status text (guarded by lock) */
+	size_t status_len;
 };
 
 /* ---- the listening socket ---- */
@@ -220,6 +240,61 @@ static int gate_add(void *cls, int fd, const struct sockaddr *addr, socklen_t ad
 	return mhd.add_connection(cls, fd, addr, addrlen) == MHD_YES ? 0 : -1;
 }
 
+/* Whether conn may read the status page: every client under network, a loopback one under
+ * local (127.0.0.0/8, ::1, and IPv4's loopback mapped into IPv6). */
+static bool client_allowed(const struct exporter_http *ex, struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci;
+	const struct sockaddr *sa;
+
+	if (ex->access == GPUCTL_STATUS_PAGE_NETWORK)
+		return true;
+	ci = mhd.get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	sa = ci ? ci->client_addr : NULL;
+	if (sa && sa->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+	if (sa && sa->sa_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+		return IN6_IS_ADDR_LOOPBACK(a) ||
+		       (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+	}
+	return false;
+}
+
+/* /api/v1/status: the latest document, with the CORS header when the request's Origin is a
+ * configured peer's (the page of a peer reads it; docs/status-page.md "Peers"). */
+static enum MHD_Result queue_status(struct exporter_http *ex, struct MHD_Connection *conn)
+{
+	const char *origin = mhd.lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+	const char *allow = NULL;
+	struct MHD_Response *r = NULL;
+	enum MHD_Result q;
+
+	for (size_t i = 0; origin && i < ex->n_origins && !allow; i++)
+		if (strcasecmp(origin, ex->origins[i]) == 0)
+			allow = ex->origins[i];
+	pthread_mutex_lock(&ex->lock);
+	if (ex->status)
+		r = mhd.create_response_from_buffer(ex->status_len, ex->status,
+		                                    MHD_RESPMEM_MUST_COPY);
+	pthread_mutex_unlock(&ex->lock);
+	if (!r)
+		return mhd.queue_response(conn, MHD_HTTP_SERVICE_UNAVAILABLE, ex->unready);
+	if (mhd.add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json") !=
+	            MHD_YES ||
+	    mhd.add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store") != MHD_YES ||
+	    mhd.add_response_header(r, "X-Content-Type-Options", "nosniff") != MHD_YES ||
+	    mhd.add_response_header(r, MHD_HTTP_HEADER_VARY, "Origin") != MHD_YES ||
+	    (allow &&
+	     mhd.add_response_header(r, "Access-Control-Allow-Origin", allow) != MHD_YES)) {
+		mhd.destroy_response(r);
+		return MHD_NO;
+	}
+	q = mhd.queue_response(conn, MHD_HTTP_OK, r);
+	mhd.destroy_response(r);
+	return q;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
                               const char *method, const char *version, const char *upload_data,
                               size_t *upload_data_size, void **req_cls)
@@ -253,6 +328,14 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 		r = mhd.queue_response(conn, MHD_HTTP_OK, ex->page);
 		pthread_mutex_unlock(&ex->lock);
 		return r;
+	}
+	if (ex->access != GPUCTL_STATUS_PAGE_OFF &&
+	    (strcmp(url, "/") == 0 || strcmp(url, STATUS_PATH) == 0)) {
+		if (!client_allowed(ex, conn))
+			return mhd.queue_response(conn, MHD_HTTP_FORBIDDEN, ex->forbidden);
+		if (strcmp(url, "/") == 0)
+			return mhd.queue_response(conn, MHD_HTTP_OK, ex->status_page);
+		return queue_status(ex, conn);
 	}
 	if (strcmp(url, "/") == 0) {
 		resp = ex->index;
@@ -381,6 +464,21 @@ static int make_pages(struct exporter_http *ex)
 	ex->notfound = static_response("404 not found: try /metrics\n", text);
 	ex->badmethod = static_response("405 method not allowed: GET or HEAD\n", text);
 	ex->toolarge = static_response("413 request bodies are not accepted\n", text);
+	ex->forbidden = static_response("403 forbidden: the status page is served to this host's "
+	                                "own clients only (status_page = network in gpuctl.conf "
+	                                "serves it to others)\n",
+	                                text);
+	ex->unready = static_response("503 no status yet: the first sample is not in\n", text);
+	ex->status_page = mhd.create_response_from_buffer(
+	        status_page_html_len, (void *)status_page_html, MHD_RESPMEM_PERSISTENT);
+	if (!ex->forbidden || !ex->unready || !ex->status_page ||
+	    mhd.add_response_header(ex->status_page, MHD_HTTP_HEADER_CONTENT_TYPE,
+	                            "text/html; charset=utf-8") != MHD_YES ||
+	    mhd.add_response_header(ex->status_page, "X-Content-Type-Options", "nosniff") !=
+	            MHD_YES ||
+	    mhd.add_response_header(ex->status_page, "Referrer-Policy", "no-referrer") != MHD_YES ||
+	    mhd.add_response_header(ex->status_page, "X-Frame-Options", "DENY") != MHD_YES)
+		return -ENOMEM;
 	if (!ex->index || !ex->healthz || !ex->unhealthy || !ex->notfound || !ex->badmethod ||
 	    !ex->toolarge ||
 	    mhd.add_response_header(ex->badmethod, MHD_HTTP_HEADER_ALLOW, "GET, HEAD") != MHD_YES ||
@@ -456,6 +554,99 @@ int exporter_http_publish(struct exporter_http *ex, const struct metrics_input *
 	return 0;
 }
 
+/* The page's script's SHA-256 (hex, from the build) in base64, as CSP writes a hash. */
+static void script_hash_base64(struct textbuf *b)
+{
+	static const char b64[] =
+	        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const char *hex = status_page_html_script_sha256;
+	unsigned char d[32];
+	char out[45];
+	size_t o = 0;
+
+	for (size_t i = 0; i < 32; i++) {
+		unsigned v = 0;
+		for (size_t k = 0; k < 2; k++) {
+			char c = hex[2 * i + k];
+			v = v * 16 + (unsigned)(c <= '9' ? c - '0' : c - 'a' + 10);
+		}
+		d[i] = (unsigned char)v;
+	}
+	for (size_t i = 0; i < 32; i += 3) {
+		unsigned v = (unsigned)d[i] << 16 | (i + 1 < 32 ? (unsigned)d[i + 1] << 8 : 0) |
+		             (i + 2 < 32 ? d[i + 2] : 0);
+		out[o++] = b64[v >> 18 & 63];
+		out[o++] = b64[v >> 12 & 63];
+		out[o++] = i + 1 < 32 ? b64[v >> 6 & 63] : '=';
+		out[o++] = i + 2 < 32 ? b64[v & 63] : '=';
+	}
+	out[o] = '\0';
+	textbuf_puts(b, out);
+}
+
+static int status_config(struct exporter_http *ex, const struct gpuctl_config_status_page *sp)
+{
+	size_t n = 0;
+	char origin[CSP_ORIGIN_MAX];
+	struct textbuf csp = {0};
+
+	ex->access = sp->access;
+	while (sp->peers[n])
+		n++;
+	ex->origins = calloc(n ? n : 1, sizeof(*ex->origins));
+	if (!ex->origins)
+		return -ENOMEM;
+	/* the page runs its own script only (by its hash: no inline event handler, no injected
+	 * script) and loads nothing but this server's and the peers' documents
+	 * (docs/status-page.md) */
+	textbuf_puts(&csp, "default-src 'none'; script-src 'sha256-");
+	script_hash_base64(&csp);
+	textbuf_puts(&csp, "'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
+	                   "form-action 'none'; frame-ancestors 'none'; connect-src 'self'");
+	for (size_t i = 0; i < n; i++) {
+		if (status_origin(sp->peers[i], origin, sizeof(origin)) < 0)
+			continue;
+		ex->origins[ex->n_origins] = strdup(origin);
+		if (!ex->origins[ex->n_origins])
+			return -ENOMEM;
+		ex->n_origins++;
+		textbuf_puts(&csp, " ");
+		textbuf_puts(&csp, origin);
+	}
+	if (!csp.data || csp.failed ||
+	    mhd.add_response_header(ex->status_page, "Content-Security-Policy", csp.data) !=
+	            MHD_YES) {
+		textbuf_free(&csp);
+		return -ENOMEM;
+	}
+	ex->csp = csp.data;
+	return 0;
+}
+
+int exporter_http_status_open(struct exporter_http *ex, const struct gpuctl_config *cfg,
+                              struct status_history **ret_history)
+{
+	struct gpuctl_config_status_page sp;
+
+	*ret_history = NULL;
+	gpuctl_config_status_page(cfg, &sp);
+	if (status_config(ex, &sp) < 0)
+		return -ENOMEM;
+	if (sp.access == GPUCTL_STATUS_PAGE_OFF)
+		return 0;
+	return status_history_new(cli_now(CLOCK_REALTIME), ret_history);
+}
+
+void exporter_http_publish_status(struct exporter_http *ex, char *text, size_t len)
+{
+	pthread_mutex_lock(&ex->lock);
+	char *old = ex->status;
+	ex->status = text;
+	ex->status_len = len;
+	pthread_mutex_unlock(&ex->lock);
+	free(old);
+}
+
 int exporter_http_serve(struct exporter_http *ex, unsigned timeout_s)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -528,11 +719,17 @@ void exporter_http_free(struct exporter_http *ex)
 	if (!ex)
 		return;
 	exporter_http_stop(ex);
-	struct MHD_Response **all[] = {&ex->page,     &ex->index,     &ex->healthz, &ex->unhealthy,
-	                               &ex->notfound, &ex->badmethod, &ex->toolarge};
+	struct MHD_Response **all[] = {
+	        &ex->page,      &ex->index,    &ex->healthz,   &ex->unhealthy, &ex->notfound,
+	        &ex->badmethod, &ex->toolarge, &ex->forbidden, &ex->unready,   &ex->status_page};
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		if (*all[i])
 			mhd.destroy_response(*all[i]);
+	for (size_t i = 0; i < ex->n_origins; i++)
+		free(ex->origins[i]);
+	free(ex->origins);
+	free(ex->csp);
+	free(ex->status);
 	pthread_mutex_destroy(&ex->lock);
 	pthread_mutex_destroy(&ex->conns_lock);
 	free(ex);

@@ -28,6 +28,15 @@ int exporter_http_new(const char *listen_text, const struct listen_spec *spec, b
  * (overdue). 0, or -ENOMEM when no page could be made (the old one stays). Main thread. */
 int exporter_http_publish(struct exporter_http *http, const struct metrics_input *in, bool overdue);
 
+struct status_history;
+/* The status page's settings from cfg (docs/status-page.md): who may read "/" and
+ * /api/v1/status, the peers whose origins may read the document (CORS); and the history the
+ * documents show (*ret_history, NULL under status_page = off). Before serving. 0 or -ENOMEM. */
+int exporter_http_status_open(struct exporter_http *http, const struct gpuctl_config *cfg,
+                              struct status_history **ret_history);
+/* Swaps in text (malloc'ed, len bytes, taken over) as the /api/v1/status document. */
+void exporter_http_publish_status(struct exporter_http *http, char *text, size_t len);
+
 /* Starts serving: MHD's thread, the gate on the listening socket, the reaper of requests past
  * timeout_s (also MHD's idle timeout). 0, or the exit status after printing the error (call
  * exporter_http_stop still). */

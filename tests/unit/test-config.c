@@ -552,6 +552,64 @@ static void test_hooks(void **state)
 	parse_err("on_lease_strat = /x\n", 1, "unknown key 'on_lease_strat'", "on_lease_start");
 }
 
+/* docs/config.md "Status page": peers are http(s) base URLs (a trailing '/' dropped), at most
+ * 16; status_page_users is show (the default) or hide; both global only. */
+static void test_status_page(void **state)
+{
+	struct gpuctl_config_status_page sp;
+	struct gpuctl_config *cfg;
+	char many[16 * 24 + 32] = "peers = ";
+
+	(void)state;
+	gpuctl_config_status_page(NULL, &sp);
+	assert_non_null(sp.peers);
+	assert_null(sp.peers[0]);
+	assert_false(sp.hide_users);
+	assert_int_equal(sp.access, GPUCTL_STATUS_PAGE_LOCAL);
+	cfg = parse_ok("status_page = off\n");
+	gpuctl_config_status_page(cfg, &sp);
+	assert_int_equal(sp.access, GPUCTL_STATUS_PAGE_OFF);
+	gpuctl_config_free(cfg);
+	cfg = parse_ok("status_page = network\n");
+	gpuctl_config_status_page(cfg, &sp);
+	assert_int_equal(sp.access, GPUCTL_STATUS_PAGE_NETWORK);
+	gpuctl_config_free(cfg);
+	parse_err("status_page = public\n", 1, "status_page 'public': not off, local or network");
+	cfg = parse_ok("peers = http://gpu2:9400/, https://[::1]:9401/gpuctl,http://10.0.0.3:80\n"
+	               "status_page_users = hide\n");
+	gpuctl_config_status_page(cfg, &sp);
+	assert_string_equal(sp.peers[0], "http://gpu2:9400");
+	assert_string_equal(sp.peers[1], "https://[::1]:9401/gpuctl");
+	assert_string_equal(sp.peers[2], "http://10.0.0.3:80");
+	assert_null(sp.peers[3]);
+	assert_true(sp.hide_users);
+	assert_int_equal(sp.access, GPUCTL_STATUS_PAGE_LOCAL);
+	gpuctl_config_free(cfg);
+	cfg = parse_ok("status_page_users = show\n");
+	gpuctl_config_status_page(cfg, &sp);
+	assert_false(sp.hide_users);
+	assert_null(sp.peers[0]);
+	gpuctl_config_free(cfg);
+	for (int i = 0; i < 16; i++)
+		snprintf(many + strlen(many), sizeof(many) - strlen(many), "%shttp://h%d:1",
+		         i ? "," : "", i);
+	cfg = parse_ok(many);
+	gpuctl_config_free(cfg);
+	snprintf(many + strlen(many), sizeof(many) - strlen(many), ",http://x:1\n");
+	parse_err(many, 1, "more than 16 peers");
+	parse_err("peers = gpu2:9400\n", 1, "peers: 'gpu2:9400' is not an http:// or https:// URL");
+	parse_err("peers = http://a:1,,http://b:2\n", 1, "peers: an empty entry");
+	parse_err("peers = http://a\"><script>\n", 1, "only letters, digits");
+	parse_err("peers = http://u:p@a:1\n", 1, "no user, query or fragment");
+	parse_err("peers = http://a/?x=1\n", 1, "only letters");
+	parse_err("peers = http://:80\n", 1, "names no host");
+	parse_err("status_page_users = anonymous\n", 1,
+	          "status_page_users 'anonymous': not show or hide");
+	parse_err("[pool a]\ngpus = 0\npeers = http://a\n", 3, "'peers'", "global setting");
+	parse_err("peers = http://a\npeers = http://b\n", 2, "'peers'", "twice");
+	parse_err("status_page_users =\n", 1, "empty value", "'status_page_users'");
+}
+
 static void test_ranges_and_map(void **state)
 {
 	(void)state;
@@ -839,6 +897,7 @@ int main(void)
 	        cmocka_unit_test(test_idle_actions),   cmocka_unit_test(test_enforce),
 	        cmocka_unit_test(test_pool_find),      cmocka_unit_test(test_load),
 	        cmocka_unit_test(test_quotas),         cmocka_unit_test(test_hooks),
+	        cmocka_unit_test(test_status_page),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

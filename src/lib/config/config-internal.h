@@ -91,6 +91,18 @@ struct hook_keys {
 	unsigned max_running;
 };
 
+#define CONFIG_MAX_PEERS    16  /* most peers a status page shows */
+#define CONFIG_MAX_PEER_LEN 256 /* longest peer URL */
+
+/* The status page's settings (config-status.c). */
+struct status_keys {
+	char **peers;                          /* owned, NULL-terminated; NULL: none given */
+	bool hide_users;                       /* status_page_users = hide */
+	enum gpuctl_status_page_access access; /* status_page (0, off, until given: the
+	                                        * query answers local then) */
+	unsigned line[3]; /* the line of peers, status_page_users, status_page; 0: not given */
+};
+
 /* One entry of a pool's gpus list. */
 struct gpu_entry {
 	char *text;    /* the entry as written (trimmed) */
@@ -135,6 +147,7 @@ struct gpuctl_config {
 	struct enforce_keys enforce;            /* the global section's enforcement */
 	struct quota_keys quota;                /* the global section's quotas */
 	struct hook_keys hooks;                 /* the agent's hooks (config-hooks.c) */
+	struct status_keys status;              /* the status page's (config-status.c) */
 };
 
 /* The state of one parse; gpuctl_config_pool_map reuses it so its messages name the line. */
@@ -154,6 +167,12 @@ int config_perr(struct parser *p, const char *fmt, ...) _printf_(2, 3);
 int config_hook_key(struct parser *p, const char *key, const char *value);
 /* Frees what config_hook_key kept. */
 void config_hooks_free(struct hook_keys *h);
+
+/* peers or status_page_users into p's configuration: 0, 1 when key is neither, or -errno
+ * (message "FILE:LINE: ..." on the context). config-status.c. */
+int config_status_key(struct parser *p, const char *key, const char *value);
+/* Frees what config_status_key kept. */
+void config_status_free(struct status_keys *s);
 
 /* Whether s[0..len) is one or more decimal digits. */
 bool config_all_digits(const char *s, size_t len);

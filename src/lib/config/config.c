@@ -77,6 +77,7 @@ void gpuctl_config_free(struct gpuctl_config *cfg)
 	free(cfg->dev_dir_buf);
 	free(cfg->agent_socket_buf);
 	config_hooks_free(&cfg->hooks);
+	config_status_free(&cfg->status);
 	free(cfg->name);
 	free(cfg->path);
 	free(cfg);
@@ -575,6 +576,8 @@ static int parse_assignment(struct parser *p, char *line)
 		return k; /* a quota key (docs/config.md "Quotas") */
 	if ((k = config_hook_key(p, key, value)) <= 0)
 		return k;
+	if ((k = config_status_key(p, key, value)) <= 0)
+		return k; /* the status page's (docs/config.md "Status page") */
 	g = lookup(global_keys, G__COUNT, key);
 	k = lookup(pool_keys, P__COUNT, key);
 	if (!p->cur && k >= 0)
@@ -594,7 +597,8 @@ static int parse_assignment(struct parser *p, char *line)
 		        "share_margin, ledger, dev_dir, agent_socket, idle_warn, idle_release, "
 		        "max_lease_age, enforce, violation_action, terminate_grace, "
 		        "terminate_system, on_health, on_lease_start, on_lease_end, on_idle, "
-		        "on_violation, hook_timeout or hook_max_running)",
+		        "on_violation, hook_timeout, hook_max_running, peers, "
+		        "status_page_users or status_page)",
 		        q);
 	if (p->cur && k < 0)
 		return config_perr(p,
