@@ -10,9 +10,11 @@ GPU of the scenario, a lost GPU as LOST, a hostile label and command as text, a 
 peer that does not allow our origin as UNREACHABLE with no GPU of theirs, and two local agents
 side by side.
 
-Screenshots: with GPUCTL_SCREENSHOT_DIR set, the browser case writes status-page.png (laptop,
-light) and status-page-dark-phone.png (phone, dark) there; docs/ keeps the ones README shows
-(tests/README.md says how to renew them).
+Screenshots: each browser case takes its own (into a scratch directory, or with
+GPUCTL_SCREENSHOT_DIR set there): the busy server's status-page.png (laptop, light) and
+status-page-dark-phone.png (phone, dark), the hostile names' status-page-hostile.png, the peers'
+status-page-peers.png; docs/ keeps the ones README and docs/status-page.md show (tests/README.md
+says how to renew them).
 """
 import base64
 import hashlib
@@ -50,6 +52,22 @@ def uuids(scenario, lost=()):
     """The scenario's UUIDs; "" for the lost GPUs (NVML answers nothing for a lost GPU, its
     UUID included)."""
     return ["" if i in lost else g["uuid"] for i, g in enumerate(scenario_gpus(scenario))]
+
+
+def killpg(pgid):
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def children(pid):
+    """The children of pid, oldest first (/proc/PID/task/PID/children, proc(5))."""
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(c) for c in f.read().split()]
+    except OSError:
+        return []
 
 
 class Dom(HTMLParser):
@@ -108,7 +126,7 @@ class StatusCase(GpuctlTestCase):
         self.tmp = tempfile.mkdtemp(prefix="gpuctl-status-page-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
         self.leases = os.path.join(self.tmp, "leases")
-        self.pids = self.kill_on_cleanup()
+        self.servers = 0  # each agent its own ledger
 
     def config(self, name, text):
         path = os.path.join(self.tmp, name)
@@ -119,8 +137,9 @@ class StatusCase(GpuctlTestCase):
     def server(self, command="agent", conf=None, scenario=SCENARIO, interval="0.5", calls_out=None,
                start=True, env=None):
         args = ["--lease-dir", self.leases]
+        self.servers += 1
         if command == "agent":
-            args += ["--ledger", os.path.join(self.tmp, "ledger-%d.db" % len(self.pids))]
+            args += ["--ledger", os.path.join(self.tmp, "ledger-%d.db" % self.servers)]
         s = Server(scenario, command=command, interval=interval, args=args,
                         env={"GPUCTL_CONFIG": conf or EMPTY_CONFIG, **(env or {})},
                         calls_out=calls_out)
@@ -150,11 +169,13 @@ class StatusCase(GpuctlTestCase):
         raise AssertionError("timed out waiting for %s; last document: %r" % (what, doc))
 
     def hold(self, s, *argv):
-        """gpuctl run ARGV... in the background (its pid killed at cleanup)."""
+        """gpuctl run ARGV... in the background, in a process group of its own that its job
+        shares (docs/gpuctl.1, run): the group is killed at cleanup, then run is reaped."""
         p = subprocess.Popen([GPUCTL, "run", *argv], env=tx.test_env(self.env(s)),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.pids.append(p.pid)
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
         self.addCleanup(p.wait)
+        self.addCleanup(killpg, p.pid)
         return p
 
 
@@ -419,8 +440,61 @@ class Browser(StatusCase):
         self.assertTrue(all(g["attrs"].get("tabindex") == "0" for g in sec["gpus"]))
         # the queue: position, who, why
         self.assertRegex(sec["text"], r"Waiting#userwaitedrequestwhy1root\d+ s.*first in line")
+        if os.environ.get("GPUCTL_SCREENSHOT_DIR"):
+            self.screenshot(s.port, "status-page-hostile.png", (1280, 900), dark=False)
+
+    def test_a_busy_server(self):
+        # what README shows: a 4-GPU job (one process per GPU) and a 1-GPU job with their
+        # labels, utilisation and memory, a job waiting for the first one's GPUs, a GPU with a
+        # row remap pending, the rest free; each said in words on the page
+        s = self.server("agent")
+        busy = {0: (97, 71, "62GiB"), 1: (95, 70, "61GiB"), 2: (96, 73, "62GiB"),
+                3: (94, 69, "60GiB"), 4: (38, 52, "9GiB")}
+        s.nvsim("set", "-i", "6", "remap.pending=1")
+        big = self.hold(s, "-n", "4", "--only", "0,1,2,3", "--label", "llama-70b-sft", "--",
+                        "sh", "-c", "for r in 0 1 2 3; do sleep 120 & done; wait")
+        small = self.hold(s, "-n", "1", "--only", "4", "--label", "eval-sweep", "--",
+                          "sleep", "120")
+        # the processes on the GPUs: the big job's four ranks, the small job itself
+        (shell,) = self.wait_for(lambda: children(big.pid), "the big job")
+        ranks = self.wait_for(lambda: len(children(shell)) == 4 and children(shell), "its ranks")
+        (sweep,) = self.wait_for(lambda: children(small.pid), "the small job")
+        for i, pid in enumerate(ranks + [sweep]):
+            util, temp, mem = busy[i]
+            s.nvsim("proc", "add", "--pid", str(pid), "-i", str(i), "--mem", mem, "--util",
+                    str(util))
+            s.nvsim("set", "-i", str(i), "temperature=%d" % temp)
+        self.wait_status(s, lambda d: all(d["gpus"][i]["holders"] and d["gpus"][i]["processes"]
+                                          for i in busy), "the holders and their processes")
+        self.hold(s, "-n", "4", "--only", "0,1,2,3", "--wait", "--label", "llama-70b-dpo", "--",
+                  "true")
+        self.wait_status(s, lambda d: d["waiting"], "the waiter")
+        (sec,) = self.dom(s.port).sections
+        gpus = sec["gpus"]
+        for i, (util, temp, mem) in busy.items():
+            self.assertIn("util %d %%" % util, gpus[i]["text"])
+            self.assertIn("temp %d" % temp, gpus[i]["text"])
+            self.assertIn("mem %s.0 / 80.0 GiB" % mem[:-3], gpus[i]["text"])
+            self.assertIn("lease held", gpus[i]["text"])
+            self.assertIn("llama-70b-sft" if i < 4 else "eval-sweep", gpus[i]["text"])
+            self.assertNotIn("idle", gpus[i]["text"])  # its processes use it (docs/idle.md)
+        self.assertEqual([g["attrs"]["data-health"] for g in gpus],
+                         ["OK"] * 6 + ["WARN", "OK"])
+        for i in (5, 6, 7):
+            self.assertIn("lease free", gpus[i]["text"])
+        self.assertIn("LIVE", sec["text"])
+        self.assertRegex(sec["text"], r"Waiting#userwaitedrequestwhy1root\d+ s.*first in line")
         self.screenshot(s.port, "status-page.png", (1280, 900), dark=False)
         self.screenshot(s.port, "status-page-dark-phone.png", (390, 844), dark=True)
+
+    def wait_for(self, pred, what, timeout=20):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            v = pred()
+            if v:
+                return v
+            time.sleep(0.05)
+        raise AssertionError("timed out waiting for %s" % what)
 
     def test_two_agents_side_by_side_and_dead_peers(self):
         # a and b name each other; c answers but does not name a (its CORS refuses a's page);
