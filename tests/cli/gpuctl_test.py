@@ -96,6 +96,18 @@ os.chmod(os.path.join(SLURM_DIR, "gres.conf"), 0o644)
 os.environ["SLURM_CONF"] = os.path.join(SLURM_DIR, "slurm.conf")
 
 
+def wait_until(pred, what, timeout=15, step=0.02):
+    """pred()'s first true value, asked every step seconds; AssertionError naming what after
+    timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    raise AssertionError("timed out waiting for %s" % what)
+
+
 class Result:
     def __init__(self, proc):
         self.rc = proc.returncode

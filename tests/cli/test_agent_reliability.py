@@ -30,7 +30,8 @@ import time
 import unittest
 
 import test_exporter as tx
-from gpuctl_test import (EMPTY_CONFIG, GPUCTL, NVSIM, SIMLIB, GpuctlTestCase, run)
+from gpuctl_test import (EMPTY_CONFIG, GPUCTL, NVSIM, SIMLIB, GpuctlTestCase, run,
+                         wait_until)
 from test_agent import SLACK_S
 
 KILLS = int(os.environ.get("GPUCTL_AGENT_KILLS", "1000"))
@@ -160,14 +161,6 @@ def query_ns(pid, path, sql):
     return json.loads(r.out)
 
 
-def wait_until(pred, what, timeout=15):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for %s" % what)
 
 
 class KillNine(GpuctlTestCase):

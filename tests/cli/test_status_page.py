@@ -31,7 +31,8 @@ import urllib.error
 import urllib.request
 from html.parser import HTMLParser
 
-from gpuctl_test import EMPTY_CONFIG, GPUCTL, NVSIM, SIMLIB, SRC, GpuctlTestCase, run, scenario_gpus
+from gpuctl_test import (EMPTY_CONFIG, GPUCTL, NVSIM, SIMLIB, SRC, GpuctlTestCase, run,
+                         scenario_gpus, wait_until)
 import test_exporter as tx
 import workload_layouts
 
@@ -456,9 +457,9 @@ class Browser(StatusCase):
         small = self.hold(s, "-n", "1", "--only", "4", "--label", "eval-sweep", "--",
                           "sleep", "120")
         # the processes on the GPUs: the big job's four ranks, the small job itself
-        (shell,) = self.wait_for(lambda: children(big.pid), "the big job")
-        ranks = self.wait_for(lambda: len(children(shell)) == 4 and children(shell), "its ranks")
-        (sweep,) = self.wait_for(lambda: children(small.pid), "the small job")
+        (shell,) = wait_until(lambda: children(big.pid), "the big job")
+        ranks = wait_until(lambda: len(children(shell)) == 4 and children(shell), "its ranks")
+        (sweep,) = wait_until(lambda: children(small.pid), "the small job")
         for i, pid in enumerate(ranks + [sweep]):
             util, temp, mem = busy[i]
             s.nvsim("proc", "add", "--pid", str(pid), "-i", str(i), "--mem", mem, "--util",
@@ -486,15 +487,6 @@ class Browser(StatusCase):
         self.assertRegex(sec["text"], r"Waiting#userwaitedrequestwhy1root\d+ s.*first in line")
         self.screenshot(s.port, "status-page.png", (1280, 900), dark=False)
         self.screenshot(s.port, "status-page-dark-phone.png", (390, 844), dark=True)
-
-    def wait_for(self, pred, what, timeout=20):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            v = pred()
-            if v:
-                return v
-            time.sleep(0.05)
-        raise AssertionError("timed out waiting for %s" % what)
 
     def test_two_agents_side_by_side_and_dead_peers(self):
         # a and b name each other; c answers but does not name a (its CORS refuses a's page);
