@@ -157,7 +157,7 @@ static int state_read(struct agent_acl *a)
 
 	if (!f)
 		return errno == ENOENT ? 0 : -errno;
-	while (fgets(line, sizeof(line), f)) {
+	while (agent_state_getline(f, line, sizeof(line))) {
 		struct agent_acl_state e;
 		struct guarded g = {0};
 		void *p;

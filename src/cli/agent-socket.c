@@ -462,7 +462,7 @@ static bool state_line(struct agent_socket *s, char *line, struct confined *j)
 static void state_read(struct agent_socket *s)
 {
 	FILE *f = agent_state_open(s->state_path);
-	char line[8192];
+	char line[32768]; /* 512 devices' UUIDs */
 
 	if (!f) {
 		if (errno != ENOENT)
@@ -471,9 +471,8 @@ static void state_read(struct agent_socket *s)
 			          s->state_path, strerror(errno));
 		return;
 	}
-	while (fgets(line, sizeof(line), f)) {
+	while (agent_state_getline(f, line, sizeof(line))) {
 		struct confined j = {0};
-		line[strcspn(line, "\n")] = '\0';
 		void *grown = realloc(s->jobs, (s->n_jobs + 1) * sizeof(*s->jobs));
 		if (!grown)
 			break;

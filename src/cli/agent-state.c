@@ -76,3 +76,22 @@ FILE *agent_state_open(const char *path)
 	}
 	return f;
 }
+
+bool agent_state_getline(FILE *f, char *buf, size_t size)
+{
+	while (fgets(buf, (int)size, f)) {
+		size_t n = strlen(buf);
+
+		if (n > 0 && buf[n - 1] == '\n') {
+			buf[n - 1] = '\0';
+			return true;
+		}
+		if (feof(f))
+			return true; /* the last line, without its '\n' */
+		/* longer than buf: skip to its end */
+		int c;
+		while ((c = fgetc(f)) != EOF && c != '\n')
+			;
+	}
+	return false;
+}

@@ -24,4 +24,9 @@ int agent_state_write(const char *path, int (*print)(FILE *f, void *arg), void *
  * believed). */
 FILE *agent_state_open(const char *path);
 
+/* The next whole line of f into buf[size] without its '\n': false at the end. A line of
+ * size - 1 bytes or more is skipped whole (never handed on cut: a part of a line could say less
+ * than the line did). */
+bool agent_state_getline(FILE *f, char *buf, size_t size);
+
 #endif /* GPUCTL_CLI_AGENT_STATE_H */
