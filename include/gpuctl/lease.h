@@ -101,6 +101,11 @@ int gpuctl_lease_list_get(const struct gpuctl_lease_list *list, size_t i, size_t
  * is not SHARED. */
 int gpuctl_lease_list_shares(const struct gpuctl_lease_list *list, size_t i, uint64_t *ret_declared,
                              const struct gpuctl_lease_owner *const **ret_owners, size_t *ret_n);
+/* Entry i's holders whose records count, whatever the kind of lease: a HELD entry's owner (none
+ * when unknown), every holder of a SHARED entry (as gpuctl_lease_list_shares); none in any
+ * other state. (*ret_owners)[k], k < *ret_n, borrowed from list. 0, or -EINVAL. */
+int gpuctl_lease_list_holders(const struct gpuctl_lease_list *list, size_t i,
+                              const struct gpuctl_lease_owner *const **ret_owners, size_t *ret_n);
 
 /* Whether the lease of entry i of list (made from snap) is still the one it was read with: a
  * HELD device's lock file is still locked exclusively (a probe: an open and two flock), a

@@ -330,26 +330,19 @@ static bool gpu_in_acl_mode(const struct exporter_view *v, size_t g)
 static int holders_read(const struct exporter_view *v, struct uids **holders)
 {
 	for (size_t i = 0; v->leases && i < gpuctl_lease_list_count(v->leases); i++) {
-		const struct gpuctl_lease_owner *ow = NULL;
 		const struct gpuctl_lease_owner *const *owners = NULL;
-		enum gpuctl_lease_state st;
 		size_t g, n_own = 0, slot;
-		uint64_t declared;
 		int mig, r = 0;
 
-		if (gpuctl_lease_list_get(v->leases, i, &g, &mig, &st, &ow, NULL) < 0 ||
-		    !holders[g])
+		if (gpuctl_lease_list_get(v->leases, i, &g, &mig, NULL, NULL, NULL) < 0 ||
+		    !holders[g] || gpuctl_lease_list_holders(v->leases, i, &owners, &n_own) < 0)
 			continue;
 		slot = mig < 0 ? 0 : (size_t)mig + 1;
 		if (slot > gpuctl_gpu_mig_count(gpuctl_snapshot_gpu(v->snap, g)))
 			continue;
-		if (st == GPUCTL_LEASE_HELD && ow && ow->uid != 0)
-			r = uids_add(&holders[g][slot], ow->uid);
-		else if (st == GPUCTL_LEASE_SHARED &&
-		         gpuctl_lease_list_shares(v->leases, i, &declared, &owners, &n_own) >= 0)
-			for (size_t k = 0; r == 0 && k < n_own; k++)
-				if (owners[k]->uid != 0)
-					r = uids_add(&holders[g][slot], owners[k]->uid);
+		for (size_t k = 0; r == 0 && k < n_own; k++)
+			if (owners[k]->uid != 0)
+				r = uids_add(&holders[g][slot], owners[k]->uid);
 		if (r < 0)
 			return r;
 	}

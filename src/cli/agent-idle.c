@@ -116,20 +116,15 @@ static size_t holders_of(const struct exporter_view *v, struct holder *hs, size_
 	size_t n = 0;
 
 	for (size_t i = 0; i < gpuctl_lease_list_count(v->leases); i++) {
-		const struct gpuctl_lease_owner *ow = NULL;
 		const struct gpuctl_lease_owner *const *owners = NULL;
 		enum gpuctl_lease_state st;
 		size_t n_own = 0;
-		uint64_t declared;
 
-		if (gpuctl_lease_list_get(v->leases, i, NULL, NULL, &st, &ow, NULL) < 0)
+		if (gpuctl_lease_list_get(v->leases, i, NULL, NULL, &st, NULL, NULL) < 0 ||
+		    gpuctl_lease_list_holders(v->leases, i, &owners, &n_own) < 0)
 			continue;
-		if (st == GPUCTL_LEASE_HELD && ow)
-			(void)holder_add(hs, &n, max, v, i, ow, false);
-		else if (st == GPUCTL_LEASE_SHARED &&
-		         gpuctl_lease_list_shares(v->leases, i, &declared, &owners, &n_own) >= 0)
-			for (size_t k = 0; k < n_own; k++)
-				(void)holder_add(hs, &n, max, v, i, owners[k], true);
+		for (size_t k = 0; k < n_own; k++)
+			(void)holder_add(hs, &n, max, v, i, owners[k], st == GPUCTL_LEASE_SHARED);
 	}
 	return n;
 }

@@ -193,22 +193,13 @@ static int collect_holders(struct wsample *s)
 	size_t n = gpuctl_lease_list_count(ll), cap = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		const struct gpuctl_lease_owner *ow = NULL;
 		const struct gpuctl_lease_owner *const *owners = NULL;
-		enum gpuctl_lease_state st;
 		size_t g = 0, n_own = 0;
-		uint64_t declared;
 		int mig = -1;
 
-		if (gpuctl_lease_list_get(ll, i, &g, &mig, &st, &ow, NULL) < 0)
+		if (gpuctl_lease_list_get(ll, i, &g, &mig, NULL, NULL, NULL) < 0 ||
+		    gpuctl_lease_list_holders(ll, i, &owners, &n_own) < 0)
 			continue;
-		if (st == GPUCTL_LEASE_HELD && ow) {
-			owners = &ow;
-			n_own = 1;
-		} else if (st != GPUCTL_LEASE_SHARED ||
-		           gpuctl_lease_list_shares(ll, i, &declared, &owners, &n_own) < 0) {
-			continue;
-		}
 		for (size_t k = 0; k < n_own; k++) {
 			if (s->n_hs == cap) {
 				struct lholder *h;

@@ -249,23 +249,16 @@ static int add_leases(struct obs_set *s, const struct exporter_view *v,
 	size_t n = gpuctl_lease_list_count(v->leases);
 
 	for (size_t i = 0; i < n; i++) {
-		const struct gpuctl_lease_owner *ow = NULL;
 		const struct gpuctl_lease_owner *const *owners = NULL;
-		enum gpuctl_lease_state st;
 		size_t g, n_own = 0;
-		uint64_t declared;
-		int mig, r = 0;
+		int r = 0;
 
-		if (gpuctl_lease_list_get(v->leases, i, &g, &mig, &st, &ow, NULL) < 0)
+		if (gpuctl_lease_list_get(v->leases, i, &g, NULL, NULL, NULL, NULL) < 0 ||
+		    gpuctl_gpu_lost(gpuctl_snapshot_gpu(v->snap, g)) ||
+		    gpuctl_lease_list_holders(v->leases, i, &owners, &n_own) < 0)
 			continue;
-		if (gpuctl_gpu_lost(gpuctl_snapshot_gpu(v->snap, g)))
-			continue;
-		if (st == GPUCTL_LEASE_HELD && ow)
-			r = add_lease(s, v, g, ow, f);
-		else if (st == GPUCTL_LEASE_SHARED &&
-		         gpuctl_lease_list_shares(v->leases, i, &declared, &owners, &n_own) >= 0)
-			for (size_t k = 0; r == 0 && k < n_own; k++)
-				r = add_lease(s, v, g, owners[k], f);
+		for (size_t k = 0; r == 0 && k < n_own; k++)
+			r = add_lease(s, v, g, owners[k], f);
 		if (r < 0)
 			return r;
 	}

@@ -74,26 +74,19 @@ static int holders_of(const struct status_input *in, size_t g, bool hide, json_t
 	*ret_state = in->leases || (dir && access(dir, F_OK) < 0 && errno == ENOENT) ? "free"
 	                                                                             : "unknown";
 	for (size_t i = 0; in->leases && i < gpuctl_lease_list_count(in->leases); i++) {
-		const struct gpuctl_lease_owner *o = NULL;
 		const struct gpuctl_lease_owner *const *owners = NULL;
 		enum gpuctl_lease_state st;
 		size_t gpu, n = 0;
-		uint64_t declared;
 		int mig;
 
-		if (gpuctl_lease_list_get(in->leases, i, &gpu, &mig, &st, &o, NULL) < 0 ||
+		if (gpuctl_lease_list_get(in->leases, i, &gpu, &mig, &st, NULL, NULL) < 0 ||
 		    gpu != g || mig >= 0)
 			continue;
 		if ((unsigned)st < sizeof(names) / sizeof(names[0]))
 			*ret_state = names[st];
 		int64_t idle = in->lease_idle_ms ? in->lease_idle_ms[i] : -1;
-		if (st == GPUCTL_LEASE_HELD && o) {
-			owners = &o;
-			n = 1;
-		} else if (st == GPUCTL_LEASE_SHARED &&
-		           gpuctl_lease_list_shares(in->leases, i, &declared, &owners, &n) < 0) {
+		if (gpuctl_lease_list_holders(in->leases, i, &owners, &n) < 0)
 			n = 0;
-		}
 		for (size_t k = 0; k < n; k++) {
 			json_t *h =
 			        holder_json(in, owners[k], st == GPUCTL_LEASE_SHARED, idle, hide);

@@ -109,20 +109,11 @@ void usage_counters_held_now(struct gpuctl_ctx *ctx, struct gpuctl_workloads *wl
 	size_t ngpu = gpuctl_snapshot_gpu_count(snap);
 
 	for (size_t i = 0; leases && i < gpuctl_lease_list_count(leases); i++) {
-		const struct gpuctl_lease_owner *ow = NULL;
 		const struct gpuctl_lease_owner *const *owners = NULL;
-		enum gpuctl_lease_state st;
 		size_t g, n_own = 0;
-		uint64_t declared;
-		int mig;
 
-		if (gpuctl_lease_list_get(leases, i, &g, &mig, &st, &ow, NULL) < 0 || g >= ngpu)
-			continue;
-		if (st == GPUCTL_LEASE_HELD && ow)
-			held[g] = true;
-		else if (st == GPUCTL_LEASE_SHARED &&
-		         gpuctl_lease_list_shares(leases, i, &declared, &owners, &n_own) >= 0 &&
-		         n_own > 0)
+		if (gpuctl_lease_list_get(leases, i, &g, NULL, NULL, NULL, NULL) == 0 && g < ngpu &&
+		    gpuctl_lease_list_holders(leases, i, &owners, &n_own) == 0 && n_own > 0)
 			held[g] = true;
 	}
 	for (size_t g = 0; g < ngpu; g++) {

@@ -572,6 +572,14 @@ static void test_records(void **state)
 	assert_string_equal(o->command, "train.py --x \"q\"?next");
 	assert_string_equal(o->label, "lbl");
 	assert_true(o->start_time > 1000000000u && o->start_time <= (uint64_t)time(NULL));
+	{ /* the holders of a HELD entry: its owner, the same one */
+		const struct gpuctl_lease_owner *const *hs = NULL;
+		size_t nh = 0;
+		assert_int_equal(gpuctl_lease_list_holders(l, 0, &hs, &nh), 0);
+		assert_int_equal(nh, 1);
+		assert_ptr_equal(hs[0], o);
+		assert_int_equal(gpuctl_lease_list_holders(l, 99, &hs, &nh), -EINVAL);
+	}
 	gpuctl_lease_list_free(l);
 	assert_int_equal(gpuctl_lease_set_owner(ctx, lease, 0, (uint32_t)getpid()), 0);
 	assert_int_equal(gpuctl_lease_list(ctx, d, s, &l), 0);
@@ -914,6 +922,22 @@ static uint64_t declared_mib(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *d,
 	return declared >> 20;
 }
 
+/* How many holders GPU 0's entry names (gpuctl_lease_list_holders), each this process. */
+static size_t holders_n(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *d,
+                        const struct gpuctl_snapshot *s)
+{
+	const struct gpuctl_lease_owner *const *hs = NULL;
+	struct gpuctl_lease_list *l = NULL;
+	size_t n = 0;
+
+	assert_int_equal(gpuctl_lease_list(ctx, d, s, &l), 0);
+	assert_int_equal(gpuctl_lease_list_holders(l, 0, &hs, &n), 0);
+	for (size_t k = 0; k < n; k++)
+		assert_int_equal(hs[k]->pid, (uint32_t)getpid());
+	gpuctl_lease_list_free(l);
+	return n;
+}
+
 /* Shared leases on a 1024 MiB GPU without margin: the declared total is what the live leases
  * locked; a hole left by an ended lease is reused (a lease may span several ranges); no
  * exclusive lease while shared ones live, and no shared one while an exclusive one does. */
@@ -938,6 +962,9 @@ static void test_share_accounting(void **state)
 	assert_non_null(c);
 	assert_int_equal(declared_mib(ctx, d, s, &st), 900);
 	assert_int_equal(st, GPUCTL_LEASE_SHARED);
+	/* one record per creating process (owners/<uid>/<UUID>@<pid>.json, docs/leases.md): the
+	 * three leases of this process are one holder */
+	assert_int_equal(holders_n(ctx, d, s), 1);
 	assert_null(share(ctx, d, s, 125));                             /* 900 + 125 > 1024 */
 	assert_int_equal(take(ctx, d, s, 1, true, &mask, &x), -ENOSPC); /* exclusive: no */
 	gpuctl_lease_free(b);                                           /* a hole of 300 */
@@ -951,6 +978,7 @@ static void test_share_accounting(void **state)
 	gpuctl_lease_free(e);
 	assert_int_equal(declared_mib(ctx, d, s, &st), 0);
 	assert_int_equal(st, GPUCTL_LEASE_FREE);
+	assert_int_equal(holders_n(ctx, d, s), 0);
 	assert_int_equal(take(ctx, d, s, 1, true, &mask, &x), 0); /* exclusive now */
 	assert_null(share(ctx, d, s, 1));                         /* and no share beside it */
 	gpuctl_lease_free(x);

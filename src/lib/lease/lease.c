@@ -41,13 +41,14 @@
 #include "util.h"
 
 struct list_entry {
-	size_t gpu;                           /* snapshot index */
-	int mig;                              /* MIG index, -1 for the whole GPU */
-	enum gpuctl_lease_state state;        /* what the probe found */
-	char *reason;                         /* UNUSABLE/UNINITIALISED: why; owned */
-	bool has_owner;                       /* owner is filled */
-	struct gpuctl_lease_owner owner;      /* strings point into rec */
-	struct record rec;                    /* the chosen record (strings owned) */
+	size_t gpu;                                 /* snapshot index */
+	int mig;                                    /* MIG index, -1 for the whole GPU */
+	enum gpuctl_lease_state state;              /* what the probe found */
+	char *reason;                               /* UNUSABLE/UNINITIALISED: why; owned */
+	bool has_owner;                             /* owner is filled */
+	struct gpuctl_lease_owner owner;            /* strings point into rec */
+	const struct gpuctl_lease_owner *owner_ptr; /* HELD with an owner: &owner, for the API */
+	struct record rec;                          /* the chosen record (strings owned) */
 	uint64_t declared;                    /* SHARED: bytes the shared leases' locks declare */
 	struct record *sh_recs;               /* SHARED: the counting records (owned) */
 	struct gpuctl_lease_owner *sh_owners; /* their owner facts, strings in sh_recs */
@@ -118,6 +119,26 @@ int gpuctl_lease_list_shares(const struct gpuctl_lease_list *list, size_t i, uin
 		*ret_owners = e->sh_ptrs;
 	if (ret_n)
 		*ret_n = e->n_sh;
+	return 0;
+}
+
+int gpuctl_lease_list_holders(const struct gpuctl_lease_list *list, size_t i,
+                              const struct gpuctl_lease_owner *const **ret_owners, size_t *ret_n)
+{
+	const struct list_entry *e;
+
+	if (!list || i >= list->n || !ret_owners || !ret_n)
+		return -EINVAL;
+	e = &list->e[i];
+	*ret_owners = NULL;
+	*ret_n = 0;
+	if (e->state == GPUCTL_LEASE_HELD && e->owner_ptr) {
+		*ret_owners = &e->owner_ptr;
+		*ret_n = 1;
+	} else if (e->state == GPUCTL_LEASE_SHARED) {
+		*ret_owners = e->sh_ptrs;
+		*ret_n = e->n_sh;
+	}
 	return 0;
 }
 
@@ -278,6 +299,7 @@ int gpuctl_lease_list(struct gpuctl_ctx *ctx, struct gpuctl_lease_dir *dir,
 			}
 			e->has_owner = true;
 			e->owner = owner_of(&e->rec);
+			e->owner_ptr = &e->owner;
 		}
 	lease_records_free(recs, n_recs);
 	*ret_list = TAKE_PTR(l);
