@@ -37,7 +37,7 @@ static const char *workload_label(const struct status_input *in, uint32_t pid)
 }
 
 static json_t *holder_json(const struct status_input *in, const struct gpuctl_lease_owner *o,
-                           bool shared, int64_t idle_ms, bool hide)
+                           bool shared, int mig, int64_t idle_ms, bool hide)
 {
 	json_t *h = json_object();
 	uint64_t since = o->leased_since ? o->leased_since : o->start_time;
@@ -47,6 +47,7 @@ static json_t *holder_json(const struct status_input *in, const struct gpuctl_le
 	    json_put(h, "uid", hide ? json_null() : json_integer(o->uid)) < 0 ||
 	    json_put(h, "kind", json_string(o->job_pid ? "run" : "hold")) < 0 ||
 	    json_put(h, "shared", json_boolean(shared)) < 0 ||
+	    json_put(h, "mig", mig >= 0 ? json_integer(mig) : json_null()) < 0 ||
 	    json_put(h, "label", json_string_or_null(o->label)) < 0 ||
 	    json_put(h, "command", hide ? json_null() : json_string_or_null(o->command)) < 0 ||
 	    json_put(h, "workload", json_string_or_null(wl)) < 0 ||
@@ -62,12 +63,15 @@ static json_t *holder_json(const struct status_input *in, const struct gpuctl_le
 	return h;
 }
 
-/* The whole-GPU entry of gpu g in the lease list: its holders into arr, its state name. */
+/* Gpu g's entries in the lease list (the GPU's, then its MIG devices'): their holders into arr,
+ * and the GPU's state name. A GPU counts as held when one of its MIG devices is
+ * (docs/leases.md, "MIG"), so a free GPU with a MIG device held or shared is "held". */
 static int holders_of(const struct status_input *in, size_t g, bool hide, json_t *arr,
                       const char **ret_state)
 {
 	static const char *const names[] = {"free", "held", "unusable", "uninitialised", "shared"};
 	const char *dir = gpuctl_site_lease_dir_path(in->site);
+	bool mig_held = false;
 
 	/* no lease directory: nothing is leased (docs/leases.md); one that cannot be read: unknown
 	 */
@@ -80,20 +84,24 @@ static int holders_of(const struct status_input *in, size_t g, bool hide, json_t
 		int mig;
 
 		if (gpuctl_lease_list_get(in->leases, i, &gpu, &mig, &st, NULL, NULL) < 0 ||
-		    gpu != g || mig >= 0)
+		    gpu != g)
 			continue;
-		if ((unsigned)st < sizeof(names) / sizeof(names[0]))
+		if (mig < 0 && (unsigned)st < sizeof(names) / sizeof(names[0]))
 			*ret_state = names[st];
+		else if (mig >= 0)
+			mig_held |= st == GPUCTL_LEASE_HELD || st == GPUCTL_LEASE_SHARED;
 		int64_t idle = in->lease_idle_ms ? in->lease_idle_ms[i] : -1;
 		if (gpuctl_lease_list_holders(in->leases, i, &owners, &n) < 0)
 			n = 0;
 		for (size_t k = 0; k < n; k++) {
-			json_t *h =
-			        holder_json(in, owners[k], st == GPUCTL_LEASE_SHARED, idle, hide);
+			json_t *h = holder_json(in, owners[k], st == GPUCTL_LEASE_SHARED, mig, idle,
+			                        hide);
 			if (!h || json_array_append_new(arr, h) < 0)
 				return -ENOMEM;
 		}
 	}
+	if (mig_held && !strcmp(*ret_state, "free"))
+		*ret_state = "held";
 	return 0;
 }
 

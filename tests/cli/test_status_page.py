@@ -231,6 +231,24 @@ class Api(StatusCase):
         self.assertEqual((g5["health"], g5["lease"], g5["utilization"]), ("LOST", "lost", None))
         waiter.kill()
 
+    def test_a_mig_device_held(self):
+        # a100-mig: GPU 0 in MIG mode with seven 1g.5gb devices (sim/scenarios/a100-mig.json).
+        # A job on one of them: GPU 0 counts as held (docs/leases.md, "MIG"), its holder names
+        # the MIG device's place, the one whose UUID the job was given in CUDA_VISIBLE_DEVICES
+        s = self.server("agent", scenario="a100-mig")
+        got = os.path.join(self.tmp, "cvd")
+        self.hold(s, "-n", "1", "--mig", "1g.5gb", "--only", "0", "--label", "mig job", "--",
+                  "sh", "-c", 'echo "$CUDA_VISIBLE_DEVICES" > "$0"; sleep 60', got)
+        doc = self.wait_status(s, lambda d: d["gpus"][0]["holders"], "the MIG holder")
+        self.validate(doc)
+        with open(got) as f:
+            uuid = f.read().strip()
+        migs = [m["uuid"] for m in scenario_gpus("a100-mig")[0]["mig"]["instances"]]
+        (h,) = doc["gpus"][0]["holders"]
+        self.assertEqual((h["label"], h["kind"], h["mig"]), ("mig job", "run", migs.index(uuid)))
+        self.assertEqual(doc["gpus"][0]["lease"], "held")
+        self.assertEqual([g["lease"] for g in doc["gpus"][1:]], ["free"] * 3)
+
     def test_hidden_users(self):
         conf = self.config("hide.conf", "status_page_users = hide\n")
         s = self.server("agent", conf)
