@@ -23,7 +23,8 @@ import unittest
 
 import test_exporter as tx
 from cli_facts import Machine
-from gpuctl_test import EXIT_USAGE, GPUCTL, NVSIM, SIMLIB, SRC, GpuctlTestCase, run
+from gpuctl_test import (EXIT_USAGE, GPUCTL, NVSIM, SIMLIB, SRC, GpuctlTestCase, run,
+                         wait_until)
 from test_agent import AgentCase
 
 INTERVAL = "0.1"
@@ -89,13 +90,10 @@ class HookCase(AgentCase):
         return [d for d in r.json()["devices"] if d["index"] == idx][0]["owner"]["pid"]
 
     def wait_for(self, pred, what, timeout=PATIENCE_S):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            v = pred()
-            if v:
-                return v
-            time.sleep(0.05)
-        self.fail("timed out waiting for %s; agent: %s" % (what, self.ag.stderr()))
+        try:
+            return wait_until(pred, what, timeout, step=0.05)
+        except AssertionError as e:
+            self.fail("%s; agent: %s" % (e, self.ag.stderr()))
 
     def runs(self):
         """Each finished run's event, argv and environment, in the order they ran."""
