@@ -385,6 +385,14 @@ typedef struct nvmlFieldValue_st {
 #define NVML_NVLINK_STATE_INACTIVE         0
 #define NVML_NVLINK_STATE_ACTIVE           1
 #define NVML_VALUE_TYPE_UNSIGNED_LONG_LONG 3
+/* power (nvml.h, NVML 12.2 on): the 1 s average (Ampere but GA100, and later), the instant draw
+ * (every GPU) and the limit enforced, mW, each as its direct call answers (nvmlDeviceGetPowerUsage
+ * gives the average where there is one, nvmlDeviceGetEnforcedPowerLimit the limit); the NVLinks
+ * that reach an NVSwitch (as nvmlDeviceGetNvLinkRemoteDeviceType would count them) */
+#define NVML_FI_DEV_POWER_AVERAGE                 185
+#define NVML_FI_DEV_POWER_INSTANT                 186
+#define NVML_FI_DEV_POWER_CURRENT_LIMIT           190
+#define NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT 147
 nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
                                       nvmlFieldValue_t *values);
 nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t *mode);

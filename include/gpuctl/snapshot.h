@@ -64,6 +64,10 @@ enum gpuctl_snapshot_flags {
 	 * NVML calls per GPU fewer for a tool that prints neither (gpuctl list --query without
 	 * -i). gpuctl_ids_resolve then knows the GPUs by index only. */
 	GPUCTL_SNAP_ONLY_FIELDS = 1u << 8,
+	/* A modifier, not a read: leave out the system facts (driver, NVML and CUDA versions:
+	 * gpuctl_snapshot_driver_version and _nvml_version answer NULL, _cuda_version -ENODATA),
+	 * three NVML calls fewer for a caller that shows none (gpuctl list's table). */
+	GPUCTL_SNAP_NO_SYSTEM = 1u << 9,
 };
 
 /* Takes a snapshot (loads NVML first if needed). A GPU that is lost does not fail the

@@ -91,6 +91,8 @@ unsigned long long sim_epoch_us(void);
 /* One NVLink's state as nvmlDeviceGetNvLinkState answers it (without its injected errors):
  * SUCCESS with *active, NOT_SUPPORTED for a link the GPU lacks, INVALID_ARGUMENT past any. */
 nvmlReturn_t sim_nvlink_state(const struct sim_call *c, unsigned int link, bool *active);
+/* The active NVLinks of c's GPU whose far end is an NVSwitch. */
+unsigned int sim_nvswitch_links(const struct sim_call *c);
 /* Writes the call counts since the last dump to calls/PID-SEQ.json and resets them. */
 void sim_dump_calls(void);
 

@@ -11,6 +11,7 @@
 #include "internal.h"
 #include "../util.h"
 
+#include <string.h>
 #include <time.h>
 
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t *current,
@@ -116,10 +117,30 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned 
 	return sim_end(NVML_SUCCESS);
 }
 
+/* The power fields came with NVML 12.2 (R535; go-nvml's nvml.h): the full and R530 variants
+ * know them; the old one, which stands for a driver before nvmlDeviceGetMemoryInfo_v2, answers
+ * NOT_SUPPORTED. */
+static bool knows_power_fields(void)
+{
+	return sim_exported(SIM_FN_nvmlDeviceGetMemoryInfo_v2);
+}
+
+/* nvml.h: the 1 s average is "supported on Ampere (except GA100) or newer"; GA100 is the A100,
+ * A30 and A800 (nvmlDeviceGetPowerUsage gives those the instant draw). */
+static bool power_averaged(const struct sim_gpu *g)
+{
+	if (g->arch < SIM_ARCH_AMPERE)
+		return false;
+	return g->arch > SIM_ARCH_AMPERE ||
+	       !(strstr(g->name, "A100") || strstr(g->name, "A30") || strstr(g->name, "A800"));
+}
+
 /* One field value as its direct call would answer it (injected errors included): the ECC totals
  * as nvmlDeviceGetTotalEccErrors, the PCIe replay counter as nvmlDeviceGetPcieReplayCounter,
  * remapped rows as nvmlDeviceGetRemappedRows, the ECC modes as nvmlDeviceGetEccMode, the state
- * of link scope as nvmlDeviceGetNvLinkState. Returns false for a field id it does not model. */
+ * of link scope as nvmlDeviceGetNvLinkState, the power draw and limit as nvmlDeviceGetPowerUsage
+ * and nvmlDeviceGetEnforcedPowerLimit, the NVSwitch links as nvmlDeviceGetNvLinkRemoteDeviceType
+ * would count them. Returns false for a field id it does not model. */
 static bool health_field(const struct sim_call *c, unsigned int id, unsigned int scope,
                          nvmlReturn_t *r, unsigned long long *v)
 {
@@ -162,6 +183,26 @@ static bool health_field(const struct sim_call *c, unsigned int id, unsigned int
 		fn = SIM_FN_nvmlDeviceGetEccMode;
 		*r = g->has_ecc ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
 		*v = id == NVML_FI_DEV_ECC_CURRENT ? g->ecc_enabled : g->ecc_pending;
+		break;
+	case NVML_FI_DEV_POWER_AVERAGE:
+	case NVML_FI_DEV_POWER_INSTANT:
+		fn = SIM_FN_nvmlDeviceGetPowerUsage;
+		*r = g->power_draw_mw.valid && knows_power_fields() &&
+		                     (id == NVML_FI_DEV_POWER_INSTANT || power_averaged(g))
+		             ? NVML_SUCCESS
+		             : NVML_ERROR_NOT_SUPPORTED;
+		*v = g->power_draw_mw.v;
+		break;
+	case NVML_FI_DEV_POWER_CURRENT_LIMIT:
+		fn = SIM_FN_nvmlDeviceGetEnforcedPowerLimit;
+		*r = g->power_limit_mw.valid && knows_power_fields() ? NVML_SUCCESS
+		                                                     : NVML_ERROR_NOT_SUPPORTED;
+		*v = g->power_limit_mw.v;
+		break;
+	case NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT:
+		fn = SIM_FN_nvmlDeviceGetNvLinkRemoteDeviceType;
+		*r = g->link_count > 0 ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+		*v = sim_nvswitch_links(c);
 		break;
 	case NVML_FI_DEV_NVLINK_GET_STATE: {
 		bool active = false;

@@ -179,6 +179,17 @@ nvmlReturn_t sim_nvlink_state(const struct sim_call *c, unsigned int link, bool 
 	return r;
 }
 
+unsigned int sim_nvswitch_links(const struct sim_call *c)
+{
+	unsigned int n = 0;
+
+	for (unsigned int link = 0; link < c->g->link_count && link < SIM_MAX_LINKS; link++)
+		if (check_link(c, link) == NVML_SUCCESS && link_active(c->gpu, link) &&
+		    c->g->links[link].to_switch)
+			n++;
+	return n;
+}
+
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
                                                  nvmlEnableState_t *isActive)
 {

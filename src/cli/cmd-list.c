@@ -616,13 +616,19 @@ static int list_snapshot(struct cli *cli, const struct list_args *a, enum list_f
 			cli_error("list: out of memory");
 			return CLI_EXIT_FAILURE;
 		}
+		bool driver = kind == LIST_FORMAT_JSON; /* every JSON listing has the version */
+
 		for (size_t c = 0; c < a->query->n; c++)
 			if ((int)a->query->cols[c].field < (int)GPUCTL__F_COUNT)
 				fields[n_fields++] = a->query->cols[c].field;
+			else if ((int)a->query->cols[c].field == QUERY_DRIVER_VERSION)
+				driver = true;
 		/* CSV and the query table print the queried fields alone: the identity is read
 		 * only for -i (ids by UUID or bus id) and the JSON (each GPU object holds it) */
 		if (!a->ids && kind != LIST_FORMAT_JSON)
 			flags |= GPUCTL_SNAP_ONLY_FIELDS;
+		if (!driver)
+			flags |= GPUCTL_SNAP_NO_SYSTEM;
 		return cli_snapshot_fields(cli, flags, fields, n_fields, ret_snap);
 	}
 	if (kind == LIST_FORMAT_TABLE) {
@@ -630,12 +636,17 @@ static int list_snapshot(struct cli *cli, const struct list_args *a, enum list_f
 		        GPUCTL_F_TEMP,         GPUCTL_F_UTIL_GPU,   GPUCTL_F_MEMORY_USED,
 		        GPUCTL_F_MEMORY_TOTAL, GPUCTL_F_POWER_DRAW, GPUCTL_F_POWER_LIMIT};
 		size_t n_table = 6, nh = 0;
-		/* the HEALTH column: the facts of docs/health.md */
+		/* the HEALTH column: the facts of docs/health.md; the PCIe generation only sets
+		 * the replay budget, which needs an earlier sample (the health state file's):
+		 * without one it cannot change the verdict */
 		const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
 
 		for (size_t i = 0; i < nh; i++)
-			table_fields[n_table++] = hf[i];
-		return cli_snapshot_fields(cli, flags, table_fields, n_table, ret_snap);
+			if (hf[i] != GPUCTL_F_PCIE_GEN || !(flags & GPUCTL_SNAP_NO_RATE_COUNTERS))
+				table_fields[n_table++] = hf[i];
+		/* the table shows no driver version */
+		return cli_snapshot_fields(cli, flags | GPUCTL_SNAP_NO_SYSTEM, table_fields,
+		                           n_table, ret_snap);
 	}
 	return cli_snapshot(cli, flags, ret_snap);
 }

@@ -150,6 +150,8 @@ void cli_usage(FILE *f)
 	      "  GPUCTL_EXPORTER_TIMEOUT  exporter: idle timeout of a connection, s (default 10)\n"
 	      "  GPUCTL_SYSFS         the sysfs slurm gres reads the CPU topology from (default "
 	      "/sys)\n"
+	      "  GPUCTL_FACTS_CACHE   the file of what GPUs cannot change until a reboot (default\n"
+	      "                       $XDG_RUNTIME_DIR/gpuctl-facts; off: none)\n"
 	      "  GPUCTL_NVIDIA_PROC   the driver's /proc a lost GPU's bus id and the agent's\n"
 	      "                       device minors are read from (default /proc/driver/nvidia)\n"
 	      "  GPUCTL_NVIDIA_CAPS_PROC  the directory of the driver's mig-minors (default\n"

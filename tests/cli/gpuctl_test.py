@@ -82,6 +82,10 @@ os.environ["GPUCTL_NVIDIA_PROC"] = os.path.join(CONFIG_DIR, "no-nvidia-proc")
 # names the simulated machine's).
 os.environ["GPUCTL_NVIDIA_CAPS_PROC"] = os.path.join(CONFIG_DIR, "no-nvidia-caps-proc")
 os.environ["GPUCTL_PROC_DEVICES"] = os.path.join(CONFIG_DIR, "no-proc-devices")
+# Nor the user's facts cache ($XDG_RUNTIME_DIR/gpuctl-facts, docs/ARCHITECTURE.md): every NVML
+# fact a test's fault touches is read of its own call. test_facts_cache.py, test_nvml_calls.py
+# and bench/nvml_calls.py name their own cache file.
+os.environ["GPUCTL_FACTS_CACHE"] = "off"
 
 # Slurm's GPU numbers map to devices through the node's gres.conf (docs/slurm.md), found beside
 # $SLURM_CONF: every test process gets a private Slurm configuration directory whose gres.conf

@@ -705,20 +705,24 @@ class TestValues(GpuctlTestCase):
             shutil.rmtree(tmp, ignore_errors=True)
         samples = fns["nvmlDeviceGetCount_v2"]  # one per sample, the first snapshot's included
         self.assertGreaterEqual(samples, 5)
-        # the health counters (remapped rows, PCIe replays, ECC) come in one field-value call
-        for fn in ("nvmlDeviceGetPowerUsage", "nvmlDeviceGetTemperature",
+        # the health counters (remapped rows, PCIe replays, ECC) and the power draw and limit
+        # come in one field-value call
+        for fn in ("nvmlDeviceGetUtilizationRates", "nvmlDeviceGetTemperature",
                    "nvmlDeviceGetFieldValues"):
             self.assertEqual(fns[fn], 8 * samples, fn)
         # nor the ECC mode and the NVLink states, which come in the first snapshot's
-        # field-value call (issue 29)
+        # field-value call, the power draw and enforced limit, which come in every sample's,
+        # and the architecture, which the remapped-row entries that answered make needless
+        # (issue 29)
         for fn in ("nvmlDeviceGetRemappedRows", "nvmlDeviceGetPcieReplayCounter",
-                   "nvmlDeviceGetEccMode", "nvmlDeviceGetNvLinkState"):
+                   "nvmlDeviceGetEccMode", "nvmlDeviceGetNvLinkState", "nvmlDeviceGetPowerUsage",
+                   "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetArchitecture"):
             self.assertNotIn(fn, fns)
-        # identity, static facts and what dgx-a100 does not support: once per GPU
+        # identity, static facts (the MIG mode, which the exporter shows) and what dgx-a100
+        # does not support: once per GPU
         for fn in ("nvmlDeviceGetUUID", "nvmlDeviceGetName", "nvmlDeviceGetPciInfo_v3",
-                   "nvmlDeviceGetArchitecture", "nvmlDeviceGetMigMode",
-                   "nvmlDeviceGetMaxPcieLinkWidth", "nvmlDeviceGetEncoderUtilization",
-                   "nvmlDeviceGetTotalEnergyConsumption"):
+                   "nvmlDeviceGetMigMode", "nvmlDeviceGetMaxPcieLinkWidth",
+                   "nvmlDeviceGetEncoderUtilization", "nvmlDeviceGetTotalEnergyConsumption"):
             self.assertEqual(fns.get(fn), 8, fn)
 
     def test_health_verdicts_checks_and_xids(self):

@@ -100,8 +100,8 @@ class Hang(GpuctlTestCase):
         self.assertEqual(out, "", "nothing but the line is printed")
 
     def test_list_names_the_call_and_the_gpu(self):
-        got = self.hung_command([("nvmlDeviceGetPowerUsage", 3)], "list")
-        self.assertGaveUp(got, line("nvmlDeviceGetPowerUsage", 3, self.bus[3]))
+        got = self.hung_command([("nvmlDeviceGetTemperature", 3)], "list")
+        self.assertGaveUp(got, line("nvmlDeviceGetTemperature", 3, self.bus[3]))
 
     def test_no_device_yet(self):
         # init and the device count are about no GPU: the line names the call alone

@@ -26,14 +26,14 @@ MAX_WIDTH = FACTS.gpus[GPU]["pcie"]["max_width"]
 UUIDS = [g["uuid"] for g in FACTS.gpus]
 
 # The NVML functions a verdict reads on this machine (docs/health.md, "One verdict": the
-# fields of gpuctl_health_fields(), the ECC mode and architecture their reading depends on, the
-# NVLink states and the first active link's far end). The ECC totals, remapped rows and PCIe
-# replays are asked in the one field-values call first, and their own functions when it does not
+# fields of gpuctl_health_fields(), the ECC mode their reading depends on, the NVLink states and
+# whether the GPU reaches NVSwitches). The ECC totals, remapped rows, PCIe replays and NVSwitch
+# links are asked in the one field-values call first, and their own functions when it does not
 # answer them; the simulator fails those entries too (sim/README.md).
-FUNCTIONS = ("nvmlDeviceGetUUID", "nvmlDeviceGetName", "nvmlDeviceGetArchitecture",
-             "nvmlDeviceGetEccMode", "nvmlDeviceGetMigMode", "nvmlDeviceGetFieldValues",
+FUNCTIONS = ("nvmlDeviceGetUUID", "nvmlDeviceGetName",
+             "nvmlDeviceGetEccMode", "nvmlDeviceGetFieldValues",
              "nvmlDeviceGetTemperature", "nvmlDeviceGetTemperatureThreshold",
-             "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrPcieLinkGeneration",
+             "nvmlDeviceGetCurrentClocksEventReasons",
              "nvmlDeviceGetCurrPcieLinkWidth", "nvmlDeviceGetMaxPcieLinkWidth",
              "nvmlDeviceGetPcieReplayCounter", "nvmlDeviceGetTotalEccErrors",
              "nvmlDeviceGetRemappedRows", "nvmlDeviceGetNvLinkState",
@@ -56,9 +56,14 @@ def faults():
     for err in ("UNKNOWN", "GPU_IS_LOST"):
         out.append((f"nvmlDeviceGetHandleByIndex_v2 {err}",
                     f'"$NVSIM" fail nvmlDeviceGetHandleByIndex_v2 {err} -i {GPU}', "FAIL", "OK"))
-    # a function no verdict reads: the value is N/A, the verdict is untouched
+    # a function no verdict reads: the value is N/A, the verdict is untouched. Among them
+    # (issue 29): the MIG mode, which a utilisation read says is off (nvml.h: utilisation is not
+    # supported on MIG-enabled GPUs); the architecture, which only chooses between retired
+    # pages and remapped rows, and this GPU's remapped-row entries answer; the PCIe generation,
+    # which only budgets the replay rate, and there is no earlier sample to rate against
     for fn in ("nvmlDeviceGetPowerUsage", "nvmlDeviceGetUtilizationRates",
-               "nvmlDeviceGetComputeRunningProcesses_v3"):
+               "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetMigMode",
+               "nvmlDeviceGetArchitecture", "nvmlDeviceGetCurrPcieLinkGeneration"):
         out.append((f"{fn} UNKNOWN", f'"$NVSIM" fail {fn} UNKNOWN -i {GPU}', "OK", "OK"))
     # the checks' conditions (docs/health.md, "Checks")
     for what, verdict in (

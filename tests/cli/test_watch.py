@@ -331,9 +331,10 @@ class Calls(GpuctlTestCase):
         per = {f: (four.get(f, 0) - one.get(f, 0)) / 3 for f in set(one) | set(four)}
         per = {f: c for f, c in per.items() if c}
         # dgx-a100 supports power, temperature, utilisation and two clocks (no HBM sensor, no
-        # video engine): 5 calls per GPU, and one device count that guards the kept handles;
-        # nothing else (no handles, no identity)
-        self.assertEqual(per, {"nvmlDeviceGetCount_v2": 1, "nvmlDeviceGetPowerUsage": 8,
+        # video engine): 5 calls per GPU (the power draw in the field values, nvml-health.c),
+        # and one device count that guards the kept handles; nothing else (no handles, no
+        # identity)
+        self.assertEqual(per, {"nvmlDeviceGetCount_v2": 1, "nvmlDeviceGetFieldValues": 8,
                                "nvmlDeviceGetTemperature": 8,
                                "nvmlDeviceGetUtilizationRates": 8, "nvmlDeviceGetClockInfo": 16})
 

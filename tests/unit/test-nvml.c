@@ -279,10 +279,10 @@ static void test_call_in_flight(void **state)
 	assert_int_equal(gpuctl_nvml_call_in_flight(ctx, &c), 0);
 
 	/* a device query of GPU 2, whose bus id was read before it */
-	assert_int_equal(sim_nvsim(&sim, "hang", "nvmlDeviceGetPowerUsage", "-i", "2", NULL), 0);
+	assert_int_equal(sim_nvsim(&sim, "hang", "nvmlDeviceGetTemperature", "-i", "2", NULL), 0);
 	job = (struct in_flight_job){.ctx = ctx, .snapshot = true};
 	assert_int_equal(pthread_create(&t, NULL, in_flight_thread, &job), 0);
-	c = wait_in_flight(ctx, "nvmlDeviceGetPowerUsage", 2);
+	c = wait_in_flight(ctx, "nvmlDeviceGetTemperature", 2);
 	assert_string_equal(c.pci_bus_id, "00000000:86:00.0");
 	assert_int_equal(c.struct_size, sizeof(c));
 	assert_int_equal(sim_nvsim(&sim, "unhang", NULL), 0);

@@ -172,8 +172,26 @@ static const struct gpuctl_gpu *prev_gpu(const struct gpuctl_health_opts *opts,
 /* ---- the checks ---- */
 
 /* What the health facts' reading depends on besides gpuctl_health_fields(): which error
- * counters exist (snapshot-take.c reads these with every GPUCTL_SNAP_HEALTH snapshot). */
+ * counters exist (snapshot-take.c reads the ECC mode with every GPUCTL_SNAP_HEALTH snapshot; the
+ * architecture is read when the remapped-row entries do not say, nvml-health.c). */
 static const enum gpuctl_field read_depends_on[] = {GPUCTL_F_ECC_MODE, GPUCTL_F_ARCHITECTURE};
+
+/* Whether field f of g counts among its health facts. The architecture only where it chose
+ * between retired pages and remapped rows (no remapped-row fact came: on a GPU whose entries
+ * answered it is not read for health, and a command that reads it for topology must judge the
+ * same). The PCIe generation only sets the replay budget, which needs an earlier sample: without
+ * one it is no check's fact (gpuctl list does not read it then). */
+static bool counts(const struct gpuctl_gpu *g, enum gpuctl_field f,
+                   const struct gpuctl_health_opts *opts)
+{
+	if (f == GPUCTL_F_ARCHITECTURE)
+		return !(g->valid[GPUCTL_F_REMAP_CORRECTABLE] ||
+		         g->valid[GPUCTL_F_REMAP_UNCORRECTABLE] ||
+		         g->valid[GPUCTL_F_REMAP_PENDING] || g->valid[GPUCTL_F_REMAP_FAILURE]);
+	if (f == GPUCTL_F_PCIE_GEN)
+		return opts->prev_age_s > 0 && prev_gpu(opts, g);
+	return true;
+}
 
 static void note_fact(const struct gpuctl_gpu *g, enum gpuctl_field f, unsigned *unreadable,
                       unsigned *readable, enum gpuctl_field *first)
@@ -197,7 +215,8 @@ static const char *why(const struct gpuctl_gpu *g, enum gpuctl_field f)
  * lost); FAIL when NVML gave no health fact of the GPU at all (its handle included), as bad as
  * lost. Only health facts count, so the verdict is the same from every command (each reads
  * them), whatever else it reads. */
-static void check_nvml(struct gpuctl_health_report *rep, const struct gpuctl_gpu *g)
+static void check_nvml(struct gpuctl_health_report *rep, const struct gpuctl_gpu *g,
+                       const struct gpuctl_health_opts *opts)
 {
 	size_t nh = 0;
 	const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
@@ -205,9 +224,11 @@ static void check_nvml(struct gpuctl_health_report *rep, const struct gpuctl_gpu
 	unsigned unreadable = 0, readable = 0;
 
 	for (size_t k = 0; k < nh; k++)
-		note_fact(g, hf[k], &unreadable, &readable, &first);
+		if (counts(g, hf[k], opts))
+			note_fact(g, hf[k], &unreadable, &readable, &first);
 	for (size_t k = 0; k < ELEMENTSOF(read_depends_on); k++)
-		note_fact(g, read_depends_on[k], &unreadable, &readable, &first);
+		if (counts(g, read_depends_on[k], opts))
+			note_fact(g, read_depends_on[k], &unreadable, &readable, &first);
 	const char *name = unreadable ? gpuctl_field_info(first)->key : "nvlink";
 	const char *because = unreadable ? why(g, first) : g->nvlink_unreadable;
 	if (g->nvlink_unreadable)
@@ -679,11 +700,12 @@ static int cmp_finding(const void *a, const void *b)
 
 const enum gpuctl_field *gpuctl_health_fields(size_t *ret_n)
 {
-	/* every field the checks below read (keep in step with them) */
+	/* every field the checks below read (keep in step with them), but the MIG mode: a
+	 * GPUCTL_SNAP_HEALTH snapshot reads it for them (snapshot-take.c), and knows it without
+	 * its call where the utilisation was read */
 	static const enum gpuctl_field fields[] = {
 	        GPUCTL_F_UUID,
 	        GPUCTL_F_NAME,
-	        GPUCTL_F_MIG_MODE,
 	        GPUCTL_F_ECC_VOL_UNCORRECTED,
 	        GPUCTL_F_RETIRED_SBE,
 	        GPUCTL_F_RETIRED_DBE,
@@ -759,7 +781,7 @@ int gpuctl_health_check(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *sn
 			    "the GPU is lost: NVML cannot reach it (fallen off the bus?)");
 			continue;
 		}
-		check_nvml(rep, g);
+		check_nvml(rep, g, &o);
 		check_recovery(rep, g);
 		check_probe(rep, g, &o);
 		check_memory(rep, g, &o);

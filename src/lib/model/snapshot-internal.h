@@ -53,8 +53,9 @@ struct gpuctl_gpu {
 	char *strs[GPUCTL__F_COUNT];   /* string fields, owned; NULL for int fields */
 	bool valid[GPUCTL__F_COUNT];   /* the field holds a value */
 	int nvswitch_links;            /* active NVLinks into NVSwitches (topology; with
-	                                * GPUCTL_SNAP_NVLINK_STATE alone only the first active
-	                                * link is asked: 0 or 1, whether it reaches NVSwitches) */
+	                                * GPUCTL_SNAP_NVLINK_STATE alone the field values' count,
+	                                * or, where they do not give it, 0 or 1: whether the first
+	                                * active link reaches NVSwitches) */
 	struct gpuctl_mig *migs;       /* MIG devices, owned */
 	size_t n_migs;                 /* entries in migs */
 	struct gpuctl_proc *procs;     /* compute processes, owned */

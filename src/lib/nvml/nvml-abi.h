@@ -376,6 +376,17 @@ typedef struct {
 #define NVML_NVLINK_STATE_INACTIVE   0
 #define NVML_NVLINK_STATE_ACTIVE     1
 #define NVML_NVLINK_STATE_SLEEP      2
+/* Power, mW (nvml.h, since the NVML 12.2 header of driver 535): the draw averaged over 1 s
+ * ("supported on Ampere (except GA100) or newer"), the instant draw ("supported on all
+ * architectures") and the limit enforced ("Limit currently enforced in milliwatts"). The
+ * documentation of nvmlDeviceGetPowerUsage says it gives the 1 s average where there is one and
+ * the instant draw on GA100 and older, and nvmlDeviceGetEnforcedPowerLimit the limit enforced:
+ * the same facts. And the number of NVLinks connected to an NVSwitch (nvml.h: "Number of NVLinks
+ * connected to NVSwitch"; in go-nvml's first header, 2019). */
+#define NVML_FI_DEV_POWER_AVERAGE                 185
+#define NVML_FI_DEV_POWER_INSTANT                 186
+#define NVML_FI_DEV_POWER_CURRENT_LIMIT           190
+#define NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT 147
 
 /* ---- Events (NVML API 11+) ---- */
 

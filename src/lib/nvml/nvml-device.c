@@ -47,32 +47,6 @@ static const char *brand_name(nvmlBrandType_t b)
 	return b < ELEMENTSOF(names) ? names[b] : "Unknown";
 }
 
-static const char *architecture_name(nvmlDeviceArchitecture_t a)
-{
-	switch (a) {
-	case NVML_DEVICE_ARCH_KEPLER:
-		return "Kepler";
-	case NVML_DEVICE_ARCH_MAXWELL:
-		return "Maxwell";
-	case NVML_DEVICE_ARCH_PASCAL:
-		return "Pascal";
-	case NVML_DEVICE_ARCH_VOLTA:
-		return "Volta";
-	case NVML_DEVICE_ARCH_TURING:
-		return "Turing";
-	case NVML_DEVICE_ARCH_AMPERE:
-		return "Ampere";
-	case NVML_DEVICE_ARCH_ADA:
-		return "Ada";
-	case NVML_DEVICE_ARCH_HOPPER:
-		return "Hopper";
-	case NVML_DEVICE_ARCH_BLACKWELL:
-		return "Blackwell";
-	default:
-		return NULL;
-	}
-}
-
 /* Memory of a GPU or MIG device: _v2 first, v1 when _v2 is absent or refused. */
 bool nvml_read_memory(struct reader *rd, size_t gpu, nvmlDevice_t dev, int64_t *total,
                       int64_t *used, int64_t *freeb)
@@ -104,19 +78,26 @@ void nvml_read_identity(struct reader *rd, size_t i, nvmlDevice_t dev)
 {
 	char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE + NVML_DEVICE_NAME_V2_BUFFER_SIZE];
 	nvmlBrandType_t brand;
-	nvmlDeviceArchitecture_t arch;
 	int major, minor;
+
+	const struct gpuctl_gpu *g = &rd->snap->gpus[i];
 
 	buf[0] = '\0';
 	if (nvml_want(rd, GPUCTL_F_UUID) &&
-	    READ(rd, i, FBIT(GPUCTL_F_UUID), uuid, dev, buf, sizeof(buf)) && buf[0])
+	    READ(rd, i, FBIT(GPUCTL_F_UUID), uuid, dev, buf, sizeof(buf)) && buf[0]) {
 		nvml_set_str(rd, i, GPUCTL_F_UUID, buf);
+		/* what this GPU cannot change, from the facts cache: not asked below */
+		const struct facts_entry *e = facts_cache_find(rd->facts, buf);
+		if (e)
+			(void)facts_entry_apply(e, rd->snap, i, rd->want & FACTS_CACHE_FIELDS);
+	}
 
 	nvmlPciInfo_t pci = {0};
 	nvmlPciInfo_v1_t pci1 = {0};
 	bool have_pci = false;
-	if (!nvml_want(rd, GPUCTL_F_PCI_BUS_ID) && !nvml_want(rd, GPUCTL_F_PCI_DEVICE_ID)) {
-		/* neither asked for (a refresh) */
+	if ((!nvml_want(rd, GPUCTL_F_PCI_BUS_ID) || g->valid[GPUCTL_F_PCI_BUS_ID]) &&
+	    (!nvml_want(rd, GPUCTL_F_PCI_DEVICE_ID) || g->valid[GPUCTL_F_PCI_DEVICE_ID])) {
+		/* neither asked for (a refresh), or both from the facts cache */
 	} else if (rd->nv->sym.pci_info) {
 		have_pci = READ(rd, i, PCI_FIELDS, pci_info, dev, &pci);
 	} else if (READ(rd, i, PCI_FIELDS, pci_info_v1, dev, &pci1)) {
@@ -133,15 +114,13 @@ void nvml_read_identity(struct reader *rd, size_t i, nvmlDevice_t dev)
 	}
 
 	buf[0] = '\0';
-	if (nvml_want(rd, GPUCTL_F_NAME) &&
+	if (nvml_want(rd, GPUCTL_F_NAME) && !g->valid[GPUCTL_F_NAME] &&
 	    READ(rd, i, FBIT(GPUCTL_F_NAME), name, dev, buf, sizeof(buf)) && buf[0])
 		nvml_set_str(rd, i, GPUCTL_F_NAME, buf);
 	if (nvml_want(rd, GPUCTL_F_BRAND) && READ(rd, i, FBIT(GPUCTL_F_BRAND), brand, dev, &brand))
 		nvml_set_str(rd, i, GPUCTL_F_BRAND, brand_name(brand));
-	if (nvml_want(rd, GPUCTL_F_ARCHITECTURE) &&
-	    READ(rd, i, FBIT(GPUCTL_F_ARCHITECTURE), architecture, dev, &arch) &&
-	    architecture_name(arch))
-		nvml_set_str(rd, i, GPUCTL_F_ARCHITECTURE, architecture_name(arch));
+	if (nvml_want(rd, GPUCTL_F_ARCHITECTURE))
+		nvml_read_architecture(rd, i, dev);
 	if (nvml_want(rd, GPUCTL_F_COMPUTE_CAP) &&
 	    READ(rd, i, FBIT(GPUCTL_F_COMPUTE_CAP), compute_cap, dev, &major, &minor)) {
 		(void)snprintf(buf, sizeof(buf), "%d.%d", major, minor);
@@ -232,15 +211,21 @@ static void read_usage(struct reader *rd, size_t i, nvmlDevice_t dev)
 		nvml_set_int(rd, i, GPUCTL_F_ENERGY, (int64_t)ull);
 }
 
-/* Temperature thresholds, power draw and limits, fan speed. */
+/* Temperature thresholds, power draw and limits, fan speed. The draw and the enforced limit
+ * of their own calls only when the field values did not answer for them. */
 static void read_thermal_power(struct reader *rd, size_t i, nvmlDevice_t dev)
 {
-	READ_UINT(rd, i, GPUCTL_F_TEMP_SLOWDOWN, temp_threshold, dev,
-	          NVML_TEMPERATURE_THRESHOLD_SLOWDOWN);
+	const struct gpuctl_gpu *g = &rd->snap->gpus[i];
+
+	if (!g->valid[GPUCTL_F_TEMP_SLOWDOWN]) /* else from the facts cache */
+		READ_UINT(rd, i, GPUCTL_F_TEMP_SLOWDOWN, temp_threshold, dev,
+		          NVML_TEMPERATURE_THRESHOLD_SLOWDOWN);
 	READ_UINT(rd, i, GPUCTL_F_TEMP_SHUTDOWN, temp_threshold, dev,
 	          NVML_TEMPERATURE_THRESHOLD_SHUTDOWN);
-	READ_UINT(rd, i, GPUCTL_F_POWER_DRAW, power_usage, dev);
-	READ_UINT(rd, i, GPUCTL_F_POWER_LIMIT, power_limit, dev);
+	if (!g->valid[GPUCTL_F_POWER_DRAW])
+		READ_UINT(rd, i, GPUCTL_F_POWER_DRAW, power_usage, dev);
+	if (!g->valid[GPUCTL_F_POWER_LIMIT])
+		READ_UINT(rd, i, GPUCTL_F_POWER_LIMIT, power_limit, dev);
 	READ_UINT(rd, i, GPUCTL_F_POWER_MGMT_LIMIT, power_mgmt_limit, dev);
 	READ_UINT(rd, i, GPUCTL_F_FAN_SPEED, fan_speed, dev);
 }
@@ -264,19 +249,28 @@ static void read_clocks(struct reader *rd, size_t i, nvmlDevice_t dev)
 		nvml_set_int(rd, i, GPUCTL_F_CLOCKS_EVENT_REASONS, (int64_t)ull);
 }
 
-/* The PCIe link: generation and width, current and maximum. */
+/* The PCIe link: generation and width, current and maximum (the maximum width, when the
+ * facts cache gave it, not asked). */
 static void read_pcie_link(struct reader *rd, size_t i, nvmlDevice_t dev)
 {
 	READ_UINT(rd, i, GPUCTL_F_PCIE_GEN, pcie_gen, dev);
 	READ_UINT(rd, i, GPUCTL_F_PCIE_GEN_MAX, pcie_gen_max, dev);
 	READ_UINT(rd, i, GPUCTL_F_PCIE_WIDTH, pcie_width, dev);
-	READ_UINT(rd, i, GPUCTL_F_PCIE_WIDTH_MAX, pcie_width_max, dev);
+	if (!rd->snap->gpus[i].valid[GPUCTL_F_PCIE_WIDTH_MAX])
+		READ_UINT(rd, i, GPUCTL_F_PCIE_WIDTH_MAX, pcie_width_max, dev);
 }
 
 /* Persistence, compute and MIG modes (current and pending; the ECC mode comes with the field
- * values). */
+ * values). nvml.h on nvmlDeviceGetUtilizationRates: "On MIG-enabled GPUs, querying device
+ * utilization rates is not currently supported": a GPU whose utilisation was just read is not in
+ * MIG mode. When the caller only reads the MIG mode for what depends on it (the health checks,
+ * the MIG devices) and not to show it, that is all it is told, and the MIG mode's call is not
+ * made; a caller that shows it gets the call's answer (N/A on a GPU without MIG, as nvidia-smi
+ * shows it), and then an error of the call leaves the current mode known as off: the verdict,
+ * which judges it, is the same whoever asks. */
 static void read_modes(struct reader *rd, size_t i, nvmlDevice_t dev)
 {
+	const struct gpuctl_gpu *g = &rd->snap->gpus[i];
 	nvmlEnableState_t e1;
 	nvmlComputeMode_t cm;
 	unsigned u, u2;
@@ -287,11 +281,25 @@ static void read_modes(struct reader *rd, size_t i, nvmlDevice_t dev)
 	if (nvml_want(rd, GPUCTL_F_COMPUTE_MODE) &&
 	    READ(rd, i, FBIT(GPUCTL_F_COMPUTE_MODE), compute_mode, dev, &cm))
 		nvml_set_int(rd, i, GPUCTL_F_COMPUTE_MODE, cm);
-	if ((nvml_want(rd, GPUCTL_F_MIG_MODE) || nvml_want(rd, GPUCTL_F_MIG_MODE_PENDING)) &&
-	    READ(rd, i, FBIT(GPUCTL_F_MIG_MODE) | FBIT(GPUCTL_F_MIG_MODE_PENDING), mig_mode, dev,
-	         &u, &u2)) {
+	const bool off = g->valid[GPUCTL_F_UTIL_GPU];
+	const bool shown =
+	        (rd->shown & FBIT(GPUCTL_F_MIG_MODE)) || nvml_want(rd, GPUCTL_F_MIG_MODE_PENDING);
+
+	if (!nvml_want(rd, GPUCTL_F_MIG_MODE) && !nvml_want(rd, GPUCTL_F_MIG_MODE_PENDING))
+		return;
+	if (off && !shown) {
+		nvml_set_int(rd, i, GPUCTL_F_MIG_MODE, 0);
+		return;
+	}
+	/* with the utilisation read, an error is the pending mode's only */
+	if (READ(rd, i,
+	         off ? FBIT(GPUCTL_F_MIG_MODE_PENDING)
+	             : FBIT(GPUCTL_F_MIG_MODE) | FBIT(GPUCTL_F_MIG_MODE_PENDING),
+	         mig_mode, dev, &u, &u2)) {
 		nvml_set_int(rd, i, GPUCTL_F_MIG_MODE, u == 1);
 		nvml_set_int(rd, i, GPUCTL_F_MIG_MODE_PENDING, u2 == 1);
+	} else if (off && (g->unreadable >> GPUCTL_F_MIG_MODE_PENDING & 1u)) {
+		nvml_set_int(rd, i, GPUCTL_F_MIG_MODE, 0);
 	}
 }
 
@@ -313,18 +321,20 @@ static void read_ecc_mode(struct reader *rd, size_t i, nvmlDevice_t dev, uint64_
 	}
 }
 
-/* What changes: the steps above in NVML call order, then the field values and what only a
- * monitor asks for. */
+/* What changes: the field values first (the ECC mode, power draw and limit, memory
+ * temperature, recovery action, the health counters and the NVLink states, in one call), then
+ * the steps above in NVML call order, each asking of its own call only what the field values did
+ * not answer, then what only a monitor asks for. */
 void nvml_read_state(struct reader *rd, size_t i, nvmlDevice_t dev)
 {
+	const uint64_t answered = nvml_read_field_values(rd, i, dev);
+
 	read_usage(rd, i, dev);
 	read_thermal_power(rd, i, dev);
 	read_clocks(rd, i, dev);
 	read_pcie_link(rd, i, dev);
 	read_modes(rd, i, dev);
-	/* the ECC mode, memory temperature, recovery action, the health counters and the NVLink
-	 * states, in one call; the ECC mode's own call only when it did not answer */
-	read_ecc_mode(rd, i, dev, nvml_read_field_values(rd, i, dev));
+	read_ecc_mode(rd, i, dev, answered);
 	read_monitoring(rd, i, dev);
 }
 

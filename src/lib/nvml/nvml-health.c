@@ -1,13 +1,18 @@
 // SPDX-License-Identifier: MIT
 /*
  * nvml-health.c: the facts read through nvmlDeviceGetFieldValues (memory temperature, recovery
- * action, and the ECC mode, health counters and NVLink states that ride along), and the health
- * facts asked of their own calls: PCIe replays, ECC totals, retired pages, remapped rows.
+ * action, and the ECC mode, power draw and limit, health counters, NVLink states and NVSwitch
+ * links that ride along), and the health facts asked of their own calls: PCIe replays, ECC
+ * totals, retired pages, remapped rows.
  *
  * Decisions:
  * - Calls that cannot succeed are not made: ECC counters only when ECC is on, retired pages
  *   only before Ampere, remapped rows only from Ampere on (docs/health.md).
- * - A counter a field value answered is not asked again of its own call.
+ * - A fact a field value answered is not asked again of its own call.
+ * - The architecture is not read for the health facts when the field values tell: a GPU whose
+ *   remapped-row entries answer remaps rows (Ampere and later), so it retires no pages. Only a
+ *   GPU whose entries do not answer (a driver without the fields, a MIG GPU, a GPU before
+ *   Ampere) has its architecture read to choose.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -23,7 +28,7 @@ enum field_when {
 	FV_ALWAYS,     /* no condition */
 	FV_HEALTH,     /* health snapshots */
 	FV_ECC,        /* health snapshots of a GPU whose ECC is not known to be off */
-	FV_ECC_AMPERE, /* the same, Ampere and later (row remapping) */
+	FV_ECC_AMPERE, /* the same, Ampere and later or not known to be older (row remapping) */
 };
 
 /* The facts gpuctl reads through nvmlDeviceGetFieldValues. */
@@ -36,6 +41,14 @@ static const struct field_value_fact {
 	bool judge; /* it stands for a direct call whose errors count (the ECC mode): an error in
 	             * its entry is judged as that call's would be */
 } known[] = {
+        /* the draw: the instant one, then the 1 s average over it where the GPU has one (as
+         * nvmlDeviceGetPowerUsage answers, nvml-abi.h) */
+        {NVML_FI_DEV_POWER_INSTANT, GPUCTL_F_POWER_DRAW, "instant power draw", FV_ALWAYS, false,
+         false},
+        {NVML_FI_DEV_POWER_AVERAGE, GPUCTL_F_POWER_DRAW, "average power draw", FV_ALWAYS, false,
+         false},
+        {NVML_FI_DEV_POWER_CURRENT_LIMIT, GPUCTL_F_POWER_LIMIT, "enforced power limit", FV_ALWAYS,
+         false, false},
         {NVML_FI_DEV_ECC_CURRENT, GPUCTL_F_ECC_MODE, "ECC mode", FV_ALWAYS, true, true},
         {NVML_FI_DEV_ECC_PENDING, GPUCTL_F_ECC_MODE_PENDING, "pending ECC mode", FV_ALWAYS, true,
          true},
@@ -63,8 +76,9 @@ static const struct field_value_fact {
          FV_ECC_AMPERE, true, false},
 };
 
-#define FV_LINK_COUNT SIZE_MAX       /* which[]: the NVLink count entry */
-#define FV_LINK_STATE (SIZE_MAX - 1) /* which[]: a link's state (scopeId: the link) */
+#define FV_LINK_COUNT   SIZE_MAX       /* which[]: the NVLink count entry */
+#define FV_LINK_STATE   (SIZE_MAX - 1) /* which[]: a link's state (scopeId: the link) */
+#define FV_SWITCH_LINKS (SIZE_MAX - 2) /* which[]: the NVLinks into NVSwitches */
 
 /* Whether known[k] may be asked of GPU g now. */
 static bool field_value_due(const struct reader *rd, const struct gpuctl_gpu *g, size_t k)
@@ -79,8 +93,11 @@ static bool field_value_due(const struct reader *rd, const struct gpuctl_gpu *g,
 		return health;
 	case FV_ECC:
 		return ecc_maybe;
-	case FV_ECC_AMPERE:
-		return ecc_maybe && nvml_arch_rank(g) >= NVML_RANK_AMPERE;
+	case FV_ECC_AMPERE: {
+		const int rank = nvml_arch_rank(g);
+
+		return ecc_maybe && (rank == 0 || rank >= NVML_RANK_AMPERE);
+	}
 	case FV_ALWAYS:
 	default:
 		return true;
@@ -129,6 +146,20 @@ static void keep_link_state(struct reader *rd, size_t i, const nvmlFieldValue_t 
 	/* a sleeping link is trained and idle, not down */
 	ls->active[fv->scopeId] =
 	        ok && (v == NVML_NVLINK_STATE_ACTIVE || v == NVML_NVLINK_STATE_SLEEP);
+}
+
+/* Keeps the NVSwitch link count for the link walk, which then asks no link's far end; an entry
+ * that did not answer leaves that to the walk (nvmlDeviceGetNvLinkRemoteDeviceType), whose
+ * errors are judged. */
+static void keep_switch_links(struct reader *rd, size_t i, const nvmlFieldValue_t *fv)
+{
+	int64_t v;
+
+	if (fv->nvmlReturn != NVML_SUCCESS || !field_value_int(fv, &v) || v < 0 ||
+	    v > NVML_NVLINK_MAX_LINKS)
+		return;
+	rd->link_states[i].switch_read = true;
+	rd->link_states[i].switch_links = (int)v;
 }
 
 /* A driver that counts NVLinks (field 91) but answers no link's state (it predates field 165:
@@ -190,8 +221,10 @@ uint64_t nvml_read_field_values(struct reader *rd, size_t i, nvmlDevice_t dev)
 	const struct gpuctl_gpu *g = &rd->snap->gpus[i];
 	const bool links = rd->link_states && rd->nvlink_count &&
 	                   (rd->flags & (GPUCTL_SNAP_NVLINK_STATE | GPUCTL_SNAP_TOPOLOGY));
-	nvmlFieldValue_t fv[ELEMENTSOF(known) + 1 + NVML_NVLINK_MAX_LINKS];
-	size_t which[ELEMENTSOF(known) + 1 + NVML_NVLINK_MAX_LINKS], n = 0;
+	/* the states alone (no topology walk): whether the GPU reaches NVSwitches is one entry */
+	const bool switches = links && !(rd->flags & GPUCTL_SNAP_TOPOLOGY);
+	nvmlFieldValue_t fv[ELEMENTSOF(known) + 2 + NVML_NVLINK_MAX_LINKS];
+	size_t which[ELEMENTSOF(known) + 2 + NVML_NVLINK_MAX_LINKS], n = 0;
 	uint64_t asked = 0, answered = 0;
 
 	/* the two ECC modes are read together, as their one direct call reads them */
@@ -215,6 +248,10 @@ uint64_t nvml_read_field_values(struct reader *rd, size_t i, nvmlDevice_t dev)
 		                           .scopeId = link};
 		which[n++] = FV_LINK_STATE;
 	}
+	if (switches) {
+		fv[n] = (nvmlFieldValue_t){.fieldId = NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT};
+		which[n++] = FV_SWITCH_LINKS;
+	}
 	/* the call failing as a whole: what has a call of its own is asked there next */
 	if (n == 0 || !READ(rd, i, asked, field_values, dev, (int)n, fv))
 		return 0;
@@ -227,6 +264,8 @@ uint64_t nvml_read_field_values(struct reader *rd, size_t i, nvmlDevice_t dev)
 			rd->nvlink_count[i] = nvml_link_count_of(&fv[j]);
 		else if (which[j] == FV_LINK_STATE)
 			keep_link_state(rd, i, &fv[j]);
+		else if (which[j] == FV_SWITCH_LINKS)
+			keep_switch_links(rd, i, &fv[j]);
 		else if (!known[which[j]].judge && field_value_due(rd, g, which[j]))
 			keep_field_value(rd, i, &known[which[j]], &fv[j], &answered);
 	}
@@ -247,7 +286,7 @@ void nvml_read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
 	unsigned long long ull;
 	unsigned u1, u2, u3, u4;
 	nvmlEnableState_t e;
-	int rank = nvml_arch_rank(g);
+	int rank;
 
 	/* What nvml_read_field_values got is not asked again (valid already). */
 	if (nvml_want(rd, GPUCTL_F_PCIE_REPLAY) && !g->valid[GPUCTL_F_PCIE_REPLAY] &&
@@ -274,6 +313,22 @@ void nvml_read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
 		if (nvml_want(rd, ecc[k].f) && !g->valid[ecc[k].f] &&
 		    READ(rd, i, FBIT(ecc[k].f), total_ecc, dev, ecc[k].type, ecc[k].counter, &ull))
 			nvml_set_int(rd, i, ecc[k].f, (int64_t)ull);
+
+	/* Retired pages or remapped rows: remapped-row entries that answered say the GPU remaps
+	 * rows (Ampere and later); otherwise its architecture says which it has. */
+	const bool remaps = g->valid[GPUCTL_F_REMAP_CORRECTABLE] ||
+	                    g->valid[GPUCTL_F_REMAP_UNCORRECTABLE] ||
+	                    g->valid[GPUCTL_F_REMAP_PENDING] || g->valid[GPUCTL_F_REMAP_FAILURE];
+	const bool chooses =
+	        nvml_want(rd, GPUCTL_F_RETIRED_SBE) || nvml_want(rd, GPUCTL_F_RETIRED_DBE) ||
+	        nvml_want(rd, GPUCTL_F_RETIRED_PENDING) ||
+	        nvml_want(rd, GPUCTL_F_REMAP_CORRECTABLE) ||
+	        nvml_want(rd, GPUCTL_F_REMAP_UNCORRECTABLE) ||
+	        nvml_want(rd, GPUCTL_F_REMAP_PENDING) || nvml_want(rd, GPUCTL_F_REMAP_FAILURE);
+	if (chooses && !remaps && !g->valid[GPUCTL_F_ARCHITECTURE] &&
+	    !(g->unreadable >> GPUCTL_F_ARCHITECTURE & 1u) && nvml_gpu_readable(rd, i))
+		nvml_read_architecture(rd, i, dev);
+	rank = remaps ? NVML_RANK_AMPERE : nvml_arch_rank(g);
 
 	if (rank == 0 || rank < NVML_RANK_AMPERE) {
 		static const struct {

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "ctx.h"
+#include "facts-cache.h"
 #include "nvml-abi.h"
 #include "snapshot-internal.h"
 
@@ -147,6 +148,8 @@ struct reader {
 	struct gpuctl_snapshot *snap; /* being filled */
 	nvmlDevice_t *handles;        /* per GPU; NULL when no handle could be had */
 	uint64_t want;                /* per-GPU fields to read: bit (1 << field) */
+	uint64_t shown;               /* of those, the ones the caller named (the others are read
+	                               * for what depends on them) */
 	unsigned flags;               /* the snapshot's gpuctl_snapshot_flags */
 	unsigned calls;               /* NVML calls made for this snapshot */
 	int oom;                      /* -ENOMEM once an allocation failed, else 0 */
@@ -155,10 +158,11 @@ struct reader {
 	                               * walk) */
 	struct nvml_link_states *link_states; /* per GPU, the NVLink states the field values
 	                                       * gave (NULL: no NVLink walk) */
-	uint64_t reading;    /* the fields the call in flight reads (READ): a real error
-	                      * marks them unreadable */
-	bool reading_nvlink; /* the call in flight reads an NVLink health fact (a link's
-	                      * state, the first active link's far end): the same */
+	uint64_t reading;                /* the fields the call in flight reads (READ): a real error
+	                                  * marks them unreadable */
+	bool reading_nvlink;             /* the call in flight reads an NVLink health fact (a link's
+	                                  * state, the first active link's far end): the same */
+	const struct facts_cache *facts; /* what GPUs of this boot cannot change (NULL: none) */
 };
 
 /* The NVLink states of one GPU as nvmlDeviceGetFieldValues answered them
@@ -167,6 +171,9 @@ struct nvml_link_states {
 	bool read;                             /* the entries below hold the answers */
 	nvmlReturn_t r[NVML_NVLINK_MAX_LINKS]; /* each link's return code */
 	bool active[NVML_NVLINK_MAX_LINKS];    /* and, on success, whether it is up */
+	bool switch_read; /* switch_links holds NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT's answer
+	                   */
+	int switch_links; /* the GPU's NVLinks into NVSwitches */
 };
 
 /* Handles a result. GPU_IS_LOST marks gpu lost unless pair is set (a pair call does not say
@@ -224,6 +231,9 @@ void nvml_set_str(struct reader *rd, size_t gpu, enum gpuctl_field f, const char
 bool nvml_field_is(const struct gpuctl_gpu *g, enum gpuctl_field f, int64_t v);
 /* Architecture generation for the health rules; 0 when unknown. */
 int nvml_arch_rank(const struct gpuctl_gpu *g);
+/* Reads the architecture (GPUCTL_F_ARCHITECTURE), whether wanted or not: for the identity, and
+ * the health reads that depend on it (nvml-health.c). */
+void nvml_read_architecture(struct reader *rd, size_t i, nvmlDevice_t dev);
 #define NVML_RANK_AMPERE 6
 /* A PCI bus id in NVML's form, "00000000:07:00.0", whatever form the driver writes. */
 void nvml_format_bus_id(char *buf, size_t size, uint32_t domain, uint32_t bus, uint32_t device);

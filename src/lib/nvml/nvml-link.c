@@ -13,7 +13,10 @@
  *   and NVLink-to-CPU POWER systems predate neither call).
  * - The links' states come with the GPU's field values (NVML_FI_DEV_NVLINK_GET_STATE, one
  *   entry per link, nvml-health.c): one call instead of one per link. A driver whose field
- *   values do not answer gets nvmlDeviceGetNvLinkState per link, as before.
+ *   values do not answer gets nvmlDeviceGetNvLinkState per link, as before. Without the pair
+ *   facts (GPUCTL_SNAP_NVLINK_STATE), whether the GPU reaches NVSwitches comes in the same call
+ *   (NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT), and the first active link's far end is asked
+ *   only when that entry does not answer.
  * - Facts only: what is derived from them (the pair bandwidth, model/topo.c) is filled by
  *   snapshot-take.c (docs/topology.md).
  */
@@ -130,6 +133,12 @@ void nvml_read_nvlinks(struct reader *rd, size_t i, nvmlDevice_t dev, int *direc
 		return;
 	}
 	g->has_nvlink_state = true;
+	/* the states alone: the field values' NVSwitch link count, when they gave it, says
+	 * whether the GPU reaches NVSwitches, and no link's far end is asked */
+	if (!direct && rd->link_states && rd->link_states[i].switch_read) {
+		g->nvswitch_links = rd->link_states[i].switch_links;
+		far_end_asked = true;
+	}
 	count = nvlink_count(rd, i, dev);
 	for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS && nvml_gpu_readable(rd, i) &&
 	                        (count < 0 || g->nvlink_present < count);

@@ -9,10 +9,11 @@
 
 /* Reads the machine into a new snapshot (NVML must be loaded): the groups in flags and, of the
  * per-GPU fields, those in want_fields (bit 1 << field; the caller adds the fields the reading
- * itself depends on). -ENOMEM, -EIO when NVML cannot even count the GPUs; per-field and
- * per-GPU trouble never fails the snapshot. */
+ * itself depends on); shown_fields: those the caller named (the others are read for what
+ * depends on them, and may be known without their own call). -ENOMEM, -EIO when NVML cannot
+ * even count the GPUs; per-field and per-GPU trouble never fails the snapshot. */
 int nvml_read_snapshot(struct gpuctl_ctx *ctx, unsigned flags, uint64_t want_fields,
-                       struct gpuctl_snapshot **ret_snap);
+                       uint64_t shown_fields, struct gpuctl_snapshot **ret_snap);
 
 /* Re-reads into snap (a snapshot_copy_for_refresh() of prev, with the fields in want_fields
  * dropped) those fields of every GPU that is not lost, and the processes when flags asks for
@@ -20,7 +21,8 @@ int nvml_read_snapshot(struct gpuctl_ctx *ctx, unsigned flags, uint64_t want_fie
  * come from the context's cache, filled by the last nvml_read_snapshot (looked up by index,
  * and counted, when the cache does not fit). */
 int nvml_refresh_snapshot(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *prev,
-                          struct gpuctl_snapshot *snap, unsigned flags, uint64_t want_fields);
+                          struct gpuctl_snapshot *snap, unsigned flags, uint64_t want_fields,
+                          uint64_t shown_fields);
 
 /* NVML's XID events (nvmlEventSet*, nvml-events.c), raw: xid-watch.c decodes them into a
  * gpuctl_xid_log. */

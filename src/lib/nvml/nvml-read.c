@@ -94,10 +94,15 @@ static int count_gpus(struct reader *rd, unsigned *ret_count)
 }
 
 int nvml_read_snapshot(struct gpuctl_ctx *ctx, unsigned flags, uint64_t want_fields,
-                       struct gpuctl_snapshot **ret_snap)
+                       uint64_t shown_fields, struct gpuctl_snapshot **ret_snap)
 {
-	struct reader rd = {.ctx = ctx, .nv = ctx->nvml, .want = want_fields, .flags = flags};
+	struct reader rd = {.ctx = ctx,
+	                    .nv = ctx->nvml,
+	                    .want = want_fields,
+	                    .shown = shown_fields,
+	                    .flags = flags};
 	_cleanup_free_ nvmlDevice_t *handles = NULL;
+	struct facts_cache *facts = NULL;
 	struct gpuctl_snapshot *snap;
 	unsigned count = 0;
 	int e;
@@ -130,11 +135,18 @@ int nvml_read_snapshot(struct gpuctl_ctx *ctx, unsigned flags, uint64_t want_fie
 		}
 	}
 
-	read_system(&rd);
+	if (!(flags & GPUCTL_SNAP_NO_SYSTEM))
+		read_system(&rd);
+	/* the facts cache is found by UUID */
+	if (want_fields & FBIT(GPUCTL_F_UUID))
+		rd.facts = facts = facts_cache_load(ctx);
 	for (size_t i = 0; i < count; i++)
 		read_gpu(&rd, i, flags);
 	if (flags & GPUCTL_SNAP_TOPOLOGY)
 		nvml_read_topology(&rd);
+	if ((want_fields & FBIT(GPUCTL_F_UUID)) && rd.oom >= 0)
+		facts_cache_update(ctx, facts, snap);
+	facts_cache_free(facts);
 	free(rd.nvlink_count);
 	free(rd.link_states);
 	if (rd.oom < 0) {
@@ -168,10 +180,15 @@ static uint64_t known_unavailable(const struct gpuctl_snapshot *prev, size_t i)
 }
 
 int nvml_refresh_snapshot(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot *prev,
-                          struct gpuctl_snapshot *snap, unsigned flags, uint64_t want_fields)
+                          struct gpuctl_snapshot *snap, unsigned flags, uint64_t want_fields,
+                          uint64_t shown_fields)
 {
-	struct reader rd = {
-	        .ctx = ctx, .nv = ctx->nvml, .snap = snap, .want = want_fields, .flags = flags};
+	struct reader rd = {.ctx = ctx,
+	                    .nv = ctx->nvml,
+	                    .snap = snap,
+	                    .want = want_fields,
+	                    .shown = shown_fields,
+	                    .flags = flags};
 	unsigned count = 0;
 	nvmlReturn_t r;
 	int e;

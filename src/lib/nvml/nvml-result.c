@@ -2,7 +2,8 @@
 /*
  * nvml-result.c: what the result of an NVML call means for the snapshot being read (the result
  * policy), and the small steps every reader shares: whether a GPU can be asked, the call in
- * flight of a reader's call, the setters of its fields.
+ * flight of a reader's call, the setters of its fields, the architecture (read for the identity,
+ * and for the health facts where the field values do not say).
  *
  * Decisions:
  * - "Unavailable" (missing symbol, NOT_SUPPORTED, NOT_FOUND, NO_PERMISSION, FUNCTION_NOT_FOUND,
@@ -157,6 +158,41 @@ void nvml_format_bus_id(char *buf, size_t size, uint32_t domain, uint32_t bus, u
 bool nvml_field_is(const struct gpuctl_gpu *g, enum gpuctl_field f, int64_t v)
 {
 	return g->valid[f] && g->ints[f] == v;
+}
+
+static const char *architecture_name(nvmlDeviceArchitecture_t a)
+{
+	switch (a) {
+	case NVML_DEVICE_ARCH_KEPLER:
+		return "Kepler";
+	case NVML_DEVICE_ARCH_MAXWELL:
+		return "Maxwell";
+	case NVML_DEVICE_ARCH_PASCAL:
+		return "Pascal";
+	case NVML_DEVICE_ARCH_VOLTA:
+		return "Volta";
+	case NVML_DEVICE_ARCH_TURING:
+		return "Turing";
+	case NVML_DEVICE_ARCH_AMPERE:
+		return "Ampere";
+	case NVML_DEVICE_ARCH_ADA:
+		return "Ada";
+	case NVML_DEVICE_ARCH_HOPPER:
+		return "Hopper";
+	case NVML_DEVICE_ARCH_BLACKWELL:
+		return "Blackwell";
+	default:
+		return NULL;
+	}
+}
+
+void nvml_read_architecture(struct reader *rd, size_t i, nvmlDevice_t dev)
+{
+	nvmlDeviceArchitecture_t arch;
+
+	if (READ(rd, i, FBIT(GPUCTL_F_ARCHITECTURE), architecture, dev, &arch) &&
+	    architecture_name(arch))
+		nvml_set_str(rd, i, GPUCTL_F_ARCHITECTURE, architecture_name(arch));
 }
 
 int nvml_arch_rank(const struct gpuctl_gpu *g)

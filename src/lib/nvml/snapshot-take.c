@@ -27,7 +27,7 @@
 #define FBIT(f) (UINT64_C(1) << (f))
 #define KNOWN_FLAGS                                                                                \
 	(GPUCTL_SNAP_ALL | GPUCTL_SNAP_NO_RATE_COUNTERS | GPUCTL_SNAP_NO_PROC_IDENTITY |           \
-	 GPUCTL_SNAP_NVLINK_STATE | GPUCTL_SNAP_ONLY_FIELDS)
+	 GPUCTL_SNAP_NVLINK_STATE | GPUCTL_SNAP_ONLY_FIELDS | GPUCTL_SNAP_NO_SYSTEM)
 _Static_assert(GPUCTL__F_COUNT <= 64, "the field set is one 64-bit mask");
 
 /* The per-GPU fields every snapshot reads: they identify a GPU to people, to -i and to the
@@ -36,9 +36,12 @@ _Static_assert(GPUCTL__F_COUNT <= 64, "the field set is one 64-bit mask");
 	(FBIT(GPUCTL_F_INDEX) | FBIT(GPUCTL_F_UUID) | FBIT(GPUCTL_F_PCI_BUS_ID) |                  \
 	 FBIT(GPUCTL_F_NAME))
 
-/* Fields a group of reads depends on: health rules need the ECC mode and the architecture;
- * the bandwidth model needs the architecture, the PCIe maximums and the GPU's own NUMA node
- * (a GPU attached by NVLink-C2C); MIG needs the mode. */
+/* Fields a group of reads depends on: health rules need the ECC mode (and the architecture,
+ * which nvml_read_health asks for only when the field values do not tell whether the GPU
+ * remaps rows), and read the utilisation, which says a GPU is not in MIG mode (read_modes in
+ * nvml-device.c): one call in place of the MIG mode's, the same in every command, so that their
+ * verdicts stay one (docs/health.md); the bandwidth model needs the architecture, the PCIe maximums
+ * and the GPU's own NUMA node (a GPU attached by NVLink-C2C); MIG needs the mode. */
 static uint64_t implied_fields(unsigned flags)
 {
 	uint64_t m = ALWAYS_READ;
@@ -48,7 +51,7 @@ static uint64_t implied_fields(unsigned flags)
 		m = FBIT(GPUCTL_F_INDEX);
 
 	if (flags & GPUCTL_SNAP_HEALTH)
-		m |= FBIT(GPUCTL_F_ECC_MODE) | FBIT(GPUCTL_F_ARCHITECTURE);
+		m |= FBIT(GPUCTL_F_ECC_MODE) | FBIT(GPUCTL_F_UTIL_GPU) | FBIT(GPUCTL_F_MIG_MODE);
 	if (flags & GPUCTL_SNAP_TOPOLOGY)
 		m |= FBIT(GPUCTL_F_ARCHITECTURE) | FBIT(GPUCTL_F_COMPUTE_CAP) |
 		     FBIT(GPUCTL_F_PCIE_GEN_MAX) | FBIT(GPUCTL_F_PCIE_WIDTH_MAX) |
@@ -89,11 +92,12 @@ int gpuctl_snapshot_take_fields(struct gpuctl_ctx *ctx, unsigned flags,
 	}
 	if (flags & GPUCTL_SNAP_PROC_UTIL)
 		flags |= GPUCTL_SNAP_PROCESSES;
+	const uint64_t shown = want;
 	want |= implied_fields(flags);
 	r = gpuctl_nvml_load(ctx);
 	if (r < 0)
 		return r;
-	r = nvml_read_snapshot(ctx, flags, want, &snap);
+	r = nvml_read_snapshot(ctx, flags, want, shown, &snap);
 	if (r < 0)
 		return r;
 	/* the CPU is no NVML fact: read here, with the pair facts it qualifies */
@@ -155,6 +159,7 @@ int gpuctl_snapshot_refresh(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot
 		flags |= fi->snap_flag;
 	}
 	/* what the reads depend on (ECC mode, architecture), where prev did not read it */
+	const uint64_t shown = want;
 	want |= implied_fields(flags) & ~prev->want;
 	r = gpuctl_nvml_load(ctx);
 	if (r < 0)
@@ -165,7 +170,7 @@ int gpuctl_snapshot_refresh(struct gpuctl_ctx *ctx, const struct gpuctl_snapshot
 	snap->want = prev->want | want;
 	/* no pair facts (REFRESHABLE has no GPUCTL_SNAP_TOPOLOGY, the copy no pair matrix), so
 	 * no bandwidth to derive after this read */
-	r = nvml_refresh_snapshot(ctx, prev, snap, flags, want);
+	r = nvml_refresh_snapshot(ctx, prev, snap, flags, want, shown);
 	if (r >= 0 && driver_proc_lost_bus_ids(ctx, snap) < 0)
 		r = ctx_error(ctx, -ENOMEM, "out of memory");
 	if (r < 0) {
