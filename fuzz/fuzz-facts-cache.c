@@ -4,7 +4,8 @@
  * src/lib/nvml/facts-cache.c).
  *
  * The input is the raw file (not NUL-terminated: the reader must stop at the length), read as
- * of the boot 00000000-0000-0000-0000-000000000000 (the seeds' own). Properties checked beyond
+ * of the boot 00000000-0000-0000-0000-000000000000 and the driver line DRIVER (the seeds'
+ * own). Properties checked beyond
  * "no crash, no leak": a file read is written back (facts_cache_format) as a text the reader
  * takes again, to the same entries; every entry's facts are in range.
  */
@@ -15,7 +16,8 @@
 #include "facts-cache.h"
 #include "sbuf.h"
 
-#define BOOT "00000000-0000-0000-0000-000000000000"
+#define BOOT   "00000000-0000-0000-0000-000000000000"
+#define DRIVER "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  (nvsim)"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -35,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct facts_cache *c = NULL, *again = NULL;
 	struct sbuf b = SBUF_INIT;
 
-	if (facts_cache_parse((const char *)data, size, BOOT, &c) < 0)
+	if (facts_cache_parse((const char *)data, size, BOOT, DRIVER, &c) < 0)
 		return 0;
 	for (size_t k = 0; k < c->n; k++) {
 		const struct facts_entry *e = &c->entries[k];
@@ -46,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	}
 	facts_cache_format(c, &b);
-	if (b.oom || facts_cache_parse(b.p, b.len, BOOT, &again) < 0 || again->n != c->n)
+	if (b.oom || facts_cache_parse(b.p, b.len, BOOT, DRIVER, &again) < 0 || again->n != c->n)
 		abort();
 	for (size_t k = 0; k < c->n; k++)
 		if (!same(&c->entries[k], &again->entries[k]))

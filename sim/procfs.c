@@ -9,6 +9,8 @@
  *   kernel modules' kernel-open/nvidia/nv-procfs.c names the directory with four hex digits of
  *   domain and lowercase hex, and writes "Key: \t value" lines, among them "GPU UUID",
  *   "Bus Location" in the directory's spelling and "Device Minor").
+ * - /proc/driver/nvidia/version: the module's "NVRM version:" line (nv-procfs.c) with the
+ *   scenario's driver version, which the facts cache keys its file by.
  * - Only the lines a reader of GPU identity needs are written, with the scenario's values;
  *   IRQ, VBIOS and DMA lines carry no scenario fact and are left out.
  * - The driver keeps a GPU's directory while the GPU is bound to it, fallen off the bus or not,
@@ -32,13 +34,38 @@
 #include "scenario.h"
 #include "state.h"
 
+/* Writes text to path (replacing it): 0 or -errno. */
+static int write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "we");
+	int r;
+
+	if (!f)
+		return -errno;
+	r = fputs(text, f) < 0 ? -EIO : 0;
+	if (fclose(f) != 0 && r == 0)
+		r = -errno;
+	return r;
+}
+
 int sim_procfs_write(const struct sim_scenario *s, const char *root)
 {
+	char path[4200], text[256];
+	int r;
+
+	/* the module's version line (nv-procfs.c: "NVRM version: %s", the driver's id string) */
+	if ((size_t)snprintf(path, sizeof(path), "%s/version", root) >= sizeof(path))
+		return -ENAMETOOLONG;
+	(void)snprintf(text, sizeof(text),
+	               "NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  (nvsim)\n"
+	               "GCC version:  nvsim\n",
+	               s->driver_version[0] ? s->driver_version : "unknown");
+	if ((r = sim_mkdir_p(root)) < 0 || (r = write_file(path, text)) < 0)
+		return r;
 	for (size_t i = 0; i < s->n_gpus; i++) {
 		const struct sim_gpu *g = &s->gpus[i];
-		char dir[4096], path[4200];
+		char dir[4096];
 		FILE *f;
-		int r;
 
 		if ((size_t)snprintf(dir, sizeof(dir), "%s/gpus/%04x:%02x:%02x.%x", root, g->domain,
 		                     g->bus, g->device, g->function) >= sizeof(dir))
@@ -68,20 +95,6 @@ int sim_procfs_write(const struct sim_scenario *s, const char *root)
 #define CAPS_GI     15 /* GPU instances a GPU's table lists */
 #define CAPS_CI     8  /* compute instances a GPU instance's lists */
 #define CAPS_PER_GI (1 + CAPS_CI)
-
-/* Writes text to path (replacing it): 0 or -errno. */
-static int write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "we");
-	int r;
-
-	if (!f)
-		return -errno;
-	r = fputs(text, f) < 0 ? -EIO : 0;
-	if (fclose(f) != 0 && r == 0)
-		r = -errno;
-	return r;
-}
 
 static int write_mig_minors(const struct sim_scenario *s, const char *dir)
 {

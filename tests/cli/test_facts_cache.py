@@ -1,7 +1,8 @@
-"""The facts cache (docs/ARCHITECTURE.md, "The facts cache"; issue 29): what a GPU cannot
+"""The facts cache (docs/ARCHITECTURE.md, the nvml room's facts cache; issue 29): what a GPU cannot
 change while the machine runs (name, PCI bus id and device id, slowdown temperature, maximum
-PCIe width) is kept per user and boot, found by UUID, and not asked of NVML again; a file of
-another boot, of another user, writable by others, or not exactly of the format is not used.
+PCIe width) is kept per user, boot and driver, found by UUID, and not asked of NVML again; a
+file of another boot or driver, of another user, writable by others, or not exactly of the
+format is not used.
 Expected facts come from the scenario file (cli_facts), the boot id from the kernel."""
 import json
 import os
@@ -21,6 +22,13 @@ CACHED = ("nvmlDeviceGetName", "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetTemperat
 def boot_id():
     with open("/proc/sys/kernel/random/boot_id") as f:
         return f.read().strip()
+
+
+def driver_line():
+    """The driver line the simulator's /proc/driver/nvidia/version gives (sim/procfs.c), with
+    the scenario's driver version."""
+    return ("driver NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  (nvsim)"
+            % FACTS.system["driver_version"])
 
 
 def expected_lines():
@@ -63,8 +71,8 @@ class FactsCache(GpuctlTestCase):
         st = os.stat(self.file)
         self.assertEqual(st.st_mode & 0o777, 0o600)
         self.assertEqual(st.st_uid, os.geteuid())
-        self.assertEqual(self.read_file(), ["gpuctl-facts 1", "boot " + boot_id()]
-                         + expected_lines())
+        self.assertEqual(self.read_file(), ["gpuctl-facts 2", "boot " + boot_id(),
+                                            driver_line()] + expected_lines())
         again, fns2 = self.list()
         self.assertReads(fns2, False)
         self.assertEqual(again, first)
@@ -77,7 +85,7 @@ class FactsCache(GpuctlTestCase):
         # the cache is what the listing shows: a name changed in it shows (the file is the
         # user's own, so this is no attack: it proves the facts come from it)
         lines = self.read_file()
-        lines[2] = lines[2].replace("NVIDIA A100-SXM4-80GB", "NVIDIA Cached Name")
+        lines[3] = lines[3].replace("NVIDIA A100-SXM4-80GB", "NVIDIA Cached Name")
         with open(self.file, "w") as f:
             f.write("\n".join(lines) + "\n")
         out, _ = self.list()
@@ -110,6 +118,8 @@ class FactsCache(GpuctlTestCase):
 
         cases = {
             "another boot": lambda: self.rewrite(good.replace(boot_id(), "0" * 8 + boot_id()[8:])),
+            # a driver upgraded without a reboot may name a GPU otherwise
+            "another driver": lambda: self.rewrite(good.replace(" (nvsim)", " (other)")),
             "a bad line": lambda: self.rewrite(good + "gpu\tGPU-x\n"),
             "no header": lambda: self.rewrite(good.split("\n", 1)[1]),
             "cut short": lambda: self.rewrite(good[:-3]),
@@ -178,7 +188,7 @@ class FactsCache(GpuctlTestCase):
         lines = self.read_file()
         extra = "gpu\tGPU-00000000-1111-2222-3333-444444444444\t\t\t\t\tNVIDIA Elsewhere"
         # drop GPU 5's entry: it must be read again, and the file written with it
-        gone = lines.pop(2 + 5)
+        gone = lines.pop(3 + 5)
         with open(self.file, "w") as f:
             f.write("\n".join(lines + [extra]) + "\n")
         _, fns = self.list()
@@ -187,4 +197,4 @@ class FactsCache(GpuctlTestCase):
         now = self.read_file()
         self.assertIn(gone, now)
         self.assertIn(extra, now)
-        self.assertEqual(len(now), 2 + N + 1)
+        self.assertEqual(len(now), 3 + N + 1)

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * test-facts-cache.c: the facts cache file's reader and writer (src/lib/nvml/facts-cache.c):
- * a whole file of this boot is read to its entries and written back to the same text; a file of
- * another boot is -ESTALE; anything not exactly the format (one bad line, a spelling the writer
- * never makes, a fact out of range, a missing end of line) rejects the whole file.
+ * a whole file of this boot and driver is read to its entries and written back to the same text;
+ * a file of another boot or driver is -ESTALE; anything not exactly the format (one bad line, a
+ * spelling the writer never makes, a fact out of range, a missing end of line) rejects the whole
+ * file.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -18,7 +19,8 @@
 #include "sbuf.h"
 
 #define BOOT  "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
-#define HEAD  "gpuctl-facts 1\nboot " BOOT "\n"
+#define DRV   "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  (nvsim)"
+#define HEAD  "gpuctl-facts 2\nboot " BOOT "\ndriver " DRV "\n"
 #define UUID0 "GPU-7678cc1a-b9d2-add0-5a60-0853a8779508"
 #define LINE0 "gpu\t" UUID0 "\t00000000:07:00.0\t548540638\t89\t16\tNVIDIA A100-SXM4-80GB\n"
 #define LINE1 "gpu\tGPU-f4c6dae6-f4a3-a34c-9d6d-1e4dfd37e526\t\t\t\t\t\n"
@@ -26,7 +28,7 @@
 static int parse(const char *text, struct facts_cache **c)
 {
 	*c = NULL;
-	return facts_cache_parse(text, strlen(text), BOOT, c);
+	return facts_cache_parse(text, strlen(text), BOOT, DRV, c);
 }
 
 static void test_whole_file_round_trip(void **state)
@@ -63,14 +65,20 @@ static void test_whole_file_round_trip(void **state)
 	facts_cache_free(c);
 }
 
-static void test_another_boot(void **state)
+static void test_another_boot_or_driver(void **state)
 {
 	struct facts_cache *c = NULL;
 
 	(void)state;
 	assert_int_equal(facts_cache_parse(HEAD LINE0, strlen(HEAD LINE0),
-	                                   "11111111-2222-3333-4444-555555555555", &c),
+	                                   "11111111-2222-3333-4444-555555555555", DRV, &c),
 	                 -ESTALE);
+	assert_null(c);
+	/* the same boot, another driver (one upgraded without a reboot) */
+	assert_int_equal(
+	        facts_cache_parse(HEAD LINE0, strlen(HEAD LINE0), BOOT,
+	                          "NVRM version: NVIDIA UNIX x86_64 Kernel Module  560.35.03", &c),
+	        -ESTALE);
 	assert_null(c);
 }
 
@@ -78,12 +86,15 @@ static void test_not_the_format(void **state)
 {
 	static const char *const bad[] = {
 	        "",
-	        "gpuctl-facts 2\nboot " BOOT "\n",                             /* another version */
-	        "gpuctl-facts 1\nboot " BOOT,                                  /* no end of line */
-	        "gpuctl-facts 1\nboot 0F1E2D3C-4b5a-6978-8796-a5b4c3d2e1f0\n", /* upper case */
-	        "gpuctl-facts 1\n",                                            /* no boot */
-	        HEAD LINE0 LINE0,                                              /* a UUID twice */
-	        HEAD "gpu\tGPU-1\t00000000:07:00.0\t1\t89\t16\tx",             /* cut short */
+	        "gpuctl-facts 1\nboot " BOOT "\ndriver " DRV "\n", /* another version */
+	        "gpuctl-facts 2\nboot " BOOT "\ndriver " DRV,      /* no end of line */
+	        "gpuctl-facts 2\nboot 0F1E2D3C-4b5a-6978-8796-a5b4c3d2e1f0\ndriver \n", /* upper
+	                                                                                   case */
+	        "gpuctl-facts 2\n",                                   /* no boot */
+	        "gpuctl-facts 2\nboot " BOOT "\n",                    /* no driver */
+	        "gpuctl-facts 2\nboot " BOOT "\ndriver \x01\n",       /* not printable */
+	        HEAD LINE0 LINE0,                                     /* a UUID twice */
+	        HEAD "gpu\tGPU-1\t00000000:07:00.0\t1\t89\t16\tx",    /* cut short */
 	        HEAD "gpu\tGPU-1\t0000:07:00.0\t1\t89\t16\tx\n",      /* another bus spelling */
 	        HEAD "gpu\tGPU-1\t00000000:07:00.0\t1\t89\t3\tx\n",   /* no such width */
 	        HEAD "gpu\tGPU-1\t00000000:07:00.0\t1\t0\t16\tx\n",   /* slowdown 0 */
@@ -113,7 +124,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_whole_file_round_trip),
-	        cmocka_unit_test(test_another_boot),
+	        cmocka_unit_test(test_another_boot_or_driver),
 	        cmocka_unit_test(test_not_the_format),
 	};
 

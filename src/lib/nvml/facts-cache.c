@@ -7,10 +7,13 @@
  * what the cache lacks: 4 NVML calls per GPU fewer for `gpuctl list` (bench/RESULTS.md).
  *
  * Decisions:
- * - Keyed by UUID, checked by boot: the file holds the boot id (/proc/sys/kernel/random/
- *   boot_id) it was written in, and is not used in another boot; every entry is found by the
- *   UUID NVML gives for that index now, so a GPU swapped or re-enumerated finds no entry.
- *   Changing MIG mode, a GPU reset or a driver reload change none of these facts.
+ * - Keyed by UUID, checked by boot and driver: the file holds the boot id (/proc/sys/kernel/
+ *   random/boot_id) and the kernel module's version line ($GPUCTL_NVIDIA_PROC/version, else
+ *   /proc/driver/nvidia/version: "NVRM version: ...", its build included) it was written with,
+ *   and is used with no other (a driver upgraded without a reboot may name a GPU otherwise);
+ *   every entry is found by the UUID NVML gives for that index now, so a GPU swapped or
+ *   re-enumerated finds no entry. Changing MIG mode or resetting a GPU changes none of these
+ *   facts.
  * - One file per user, private: $XDG_RUNTIME_DIR/gpuctl-facts (the user's tmpfs, gone at
  *   logout or reboot), or the file $GPUCTL_FACTS_CACHE names ("" or "off": no cache). A file is
  *   used only when it is a regular file of the user's own that nobody else may write, so
@@ -39,7 +42,7 @@
 #include "utf8.h"
 #include "util.h"
 
-#define HEADER      "gpuctl-facts 1\n"
+#define HEADER      "gpuctl-facts 2\n"
 #define BOOT_FILE   "/proc/sys/kernel/random/boot_id"
 #define XDG_NAME    "gpuctl-facts"
 #define BOOT_ID_LEN 36 /* 8-4-4-4-12 hex digits */
@@ -92,6 +95,42 @@ static int read_boot_id(char *buf)
 	memcpy(buf, text, BOOT_ID_LEN);
 	buf[BOOT_ID_LEN] = '\0';
 	return 0;
+}
+
+/* The first line of the driver's version file into buf (FACTS_DRIVER_MAX bytes): only its
+ * printable ASCII, cut to fit; "" when there is none. */
+static void read_driver_line(char *buf)
+{
+	const char *env = getenv("GPUCTL_NVIDIA_PROC");
+	char path[4096], text[FACTS_DRIVER_MAX];
+	ssize_t n = -1;
+	size_t k = 0;
+	int fd;
+
+	buf[0] = '\0';
+	if (snprintf(path, sizeof(path), "%s/version",
+	             env && env[0] ? env : "/proc/driver/nvidia") >= (int)sizeof(path))
+		return;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd >= 0) {
+		n = read(fd, text, sizeof(text) - 1);
+		close(fd);
+	}
+	for (ssize_t j = 0; j < n && text[j] != '\n'; j++)
+		if (text[j] >= 0x20 && text[j] < 0x7f)
+			buf[k++] = text[j];
+	buf[k] = '\0';
+}
+
+/* A driver line as read_driver_line keeps it. */
+static bool driver_ok(const char *s, size_t n)
+{
+	if (n >= FACTS_DRIVER_MAX)
+		return false;
+	for (size_t k = 0; k < n; k++)
+		if (s[k] < 0x20 || s[k] >= 0x7f)
+			return false;
+	return true;
 }
 
 /* ---- one line ---- */
@@ -202,7 +241,8 @@ static bool parse_entry(const char *line, size_t len, struct facts_entry *e)
 	       (!e->has_width_max || width_ok(e->width_max)) && name_ok(f[6], n[6], e->name);
 }
 
-int facts_cache_parse(const char *text, size_t len, const char *boot_id, struct facts_cache **ret)
+int facts_cache_parse(const char *text, size_t len, const char *boot_id, const char *driver,
+                      struct facts_cache **ret)
 {
 	_cleanup_(facts_cache_freep) struct facts_cache *c = NULL;
 	const size_t hlen = strlen(HEADER);
@@ -220,6 +260,16 @@ int facts_cache_parse(const char *text, size_t len, const char *boot_id, struct 
 		return -ENOMEM;
 	memcpy(c->boot_id, text + at + 5, BOOT_ID_LEN);
 	at += 5 + BOOT_ID_LEN + 1;
+	/* "driver LINE" */
+	const char *dnl = memchr(text + at, '\n', len - at);
+	const size_t dl = dnl ? (size_t)(dnl - (text + at)) : 0;
+
+	if (!dnl || dl < 7 || memcmp(text + at, "driver ", 7) != 0 ||
+	    !driver_ok(text + at + 7, dl - 7))
+		return -EINVAL;
+	memcpy(c->driver, text + at + 7, dl - 7);
+	c->driver[dl - 7] = '\0';
+	at += dl + 1;
 	while (at < len) {
 		const char *nl = memchr(text + at, '\n', len - at);
 		size_t l = (size_t)(nl - (text + at));
@@ -240,7 +290,7 @@ int facts_cache_parse(const char *text, size_t len, const char *boot_id, struct 
 		c->entries[c->n++] = e;
 		at += l + 1;
 	}
-	if (!boot_id || !streq(c->boot_id, boot_id))
+	if (!boot_id || !streq(c->boot_id, boot_id) || !driver || !streq(c->driver, driver))
 		return -ESTALE;
 	*ret = TAKE_PTR(c);
 	return 0;
@@ -284,7 +334,7 @@ static int cache_path(struct gpuctl_ctx *ctx, char *buf, size_t size)
 
 struct facts_cache *facts_cache_load(struct gpuctl_ctx *ctx)
 {
-	char path[4096], boot[BOOT_ID_LEN + 1];
+	char path[4096], boot[BOOT_ID_LEN + 1], driver[FACTS_DRIVER_MAX];
 	_cleanup_free_ char *text = NULL;
 	struct facts_cache *c = NULL;
 	struct stat st;
@@ -317,11 +367,13 @@ struct facts_cache *facts_cache_load(struct gpuctl_ctx *ctx)
 	}
 	r = fd_read_all(fd, FACTS_CACHE_MAX_BYTES, &text, &len);
 	close(fd);
+	read_driver_line(driver);
 	if (r >= 0)
-		r = facts_cache_parse(text, len, boot, &c);
+		r = facts_cache_parse(text, len, boot, driver, &c);
 	if (r < 0) {
 		ctx_log(ctx, GPUCTL_LOG_DEBUG, "facts cache '%s': %s: not used", path,
-		        r == -ESTALE ? "written in another boot" : strerror(-r));
+		        r == -ESTALE ? "written in another boot or with another driver"
+		                     : strerror(-r));
 		return NULL;
 	}
 	return c;
@@ -417,7 +469,7 @@ static int replace_file(const char *path, const char *text, size_t len)
 
 void facts_cache_format(const struct facts_cache *c, struct sbuf *b)
 {
-	sbuf_printf(b, "%sboot %s\n", HEADER, c->boot_id);
+	sbuf_printf(b, "%sboot %s\ndriver %s\n", HEADER, c->boot_id, c->driver);
 	for (size_t k = 0; k < c->n; k++)
 		put_entry(b, &c->entries[k]);
 }
@@ -436,6 +488,7 @@ void facts_cache_update(struct gpuctl_ctx *ctx, const struct facts_cache *old,
 	if (!snap || snap->n_gpus == 0 || cache_path(ctx, path, sizeof(path)) < 0 ||
 	    read_boot_id(out.boot_id) < 0)
 		return;
+	read_driver_line(out.driver);
 	/* this snapshot's GPUs, then the others the file knew (another NVML view of this
 	 * machine), up to the limit */
 	now = calloc(snap->n_gpus + (old ? old->n : 0), sizeof(*now));

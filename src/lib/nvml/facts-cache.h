@@ -3,7 +3,7 @@
  * facts-cache.h: what a GPU cannot change until the machine boots again (its name, PCI bus id
  * and device id, slowdown temperature, maximum PCIe link width), kept from one gpuctl process to
  * the next so that a listing asks NVML only for what changes (facts-cache.c says the decisions;
- * docs/ARCHITECTURE.md, "The facts cache").
+ * docs/ARCHITECTURE.md, the nvml room's facts cache).
  */
 #ifndef GPUCTL_FACTS_CACHE_H
 #define GPUCTL_FACTS_CACHE_H
@@ -30,11 +30,15 @@ struct facts_entry {
 	bool has_device_id, has_slowdown, has_width_max;
 };
 
-/* The facts of one boot. */
+#define FACTS_DRIVER_MAX 160 /* the driver line kept, with its NUL */
+
+/* The facts of one boot and driver. */
 struct facts_cache {
-	char boot_id[40];            /* /proc/sys/kernel/random/boot_id */
-	struct facts_entry *entries; /* owned */
-	size_t n;                    /* entries */
+	char boot_id[40];              /* /proc/sys/kernel/random/boot_id */
+	char driver[FACTS_DRIVER_MAX]; /* the first line of the driver's /proc version file
+	                                * ("" when there is none) */
+	struct facts_entry *entries;   /* owned */
+	size_t n;                      /* entries */
 };
 
 #define FACTS_CACHE_MAX_BYTES (64 * 1024) /* a larger file is not read */
@@ -47,13 +51,15 @@ struct facts_cache {
 	 (UINT64_C(1) << GPUCTL_F_PCIE_WIDTH_MAX))
 
 /* Parses a cache file's text[0..len) (not NUL-terminated) into *ret when its boot line is
- * boot_id: 0; -ESTALE for another boot's file; -EINVAL for a text that is not a whole cache
- * file of this format (one bad line rejects it all); -ENOMEM. */
-int facts_cache_parse(const char *text, size_t len, const char *boot_id, struct facts_cache **ret);
+ * boot_id and its driver line driver: 0; -ESTALE for another boot's or driver's file; -EINVAL
+ * for a text that is not a whole cache file of this format (one bad line rejects it all);
+ * -ENOMEM. */
+int facts_cache_parse(const char *text, size_t len, const char *boot_id, const char *driver,
+                      struct facts_cache **ret);
 struct sbuf;
 /* Appends the text of c that facts_cache_parse reads back to b. */
 void facts_cache_format(const struct facts_cache *c, struct sbuf *b);
-/* Reads this boot's cache from the file $GPUCTL_FACTS_CACHE names, else
+/* Reads this boot's and driver's cache from the file $GPUCTL_FACTS_CACHE names, else
  * $XDG_RUNTIME_DIR/gpuctl-facts ("" or "off": none): NULL when there is none, or it cannot be
  * trusted or read (why, at debug level). */
 struct facts_cache *facts_cache_load(struct gpuctl_ctx *ctx);
