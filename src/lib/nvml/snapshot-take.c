@@ -36,12 +36,13 @@ _Static_assert(GPUCTL__F_COUNT <= 64, "the field set is one 64-bit mask");
 	(FBIT(GPUCTL_F_INDEX) | FBIT(GPUCTL_F_UUID) | FBIT(GPUCTL_F_PCI_BUS_ID) |                  \
 	 FBIT(GPUCTL_F_NAME))
 
-/* Fields a group of reads depends on: health rules need the ECC mode (and the architecture,
- * which nvml_read_health asks for only when the field values do not tell whether the GPU
- * remaps rows), and read the utilisation, which says a GPU is not in MIG mode (read_modes in
- * nvml-device.c): one call in place of the MIG mode's, the same in every command, so that their
- * verdicts stay one (docs/health.md); the bandwidth model needs the architecture, the PCIe maximums
- * and the GPU's own NUMA node (a GPU attached by NVLink-C2C); MIG needs the mode. */
+/* Fields a group of reads depends on: health rules need the ECC mode, the MIG mode (the
+ * nvlink-down check skips MIG GPUs) and the utilisation, which says a GPU is not in MIG mode
+ * without the MIG mode's call (read_modes in nvml-device.c), the same in every command so that
+ * their verdicts stay one (docs/health.md); the architecture they need is asked by
+ * nvml_read_health only where the field values do not tell whether the GPU remaps rows. The
+ * bandwidth model needs the architecture, the PCIe maximums and the GPU's own NUMA node (a GPU
+ * attached by NVLink-C2C); MIG needs the mode. */
 static uint64_t implied_fields(unsigned flags)
 {
 	uint64_t m = ALWAYS_READ;
