@@ -376,6 +376,9 @@ typedef struct nvmlFieldValue_st {
 #define NVML_FI_DEV_REMAPPED_UNC        143 /* rows remapped for uncorrectable errors */
 #define NVML_FI_DEV_REMAPPED_PENDING    144 /* a remapping pending: 1, else 0 */
 #define NVML_FI_DEV_REMAPPED_FAILURE    145 /* a remapping failed: 1, else 0 */
+#define NVML_FI_DEV_RETIRED_SBE         29  /* pages retired for single bit errors */
+#define NVML_FI_DEV_RETIRED_DBE         30  /* pages retired for double bit errors */
+#define NVML_FI_DEV_RETIRED_PENDING     31  /* a retirement pending: 1, else 0 */
 /* ECC mode (nvml.h: "Current ECC mode. 1=Active. 0=Inactive", and the pending one) and one
  * NVLink's state (scopeId = the link; NVML_NVLINK_STATE_INACTIVE 0, _ACTIVE 1, _SLEEP 2), each as
  * its direct call answers it (nvmlDeviceGetEccMode, nvmlDeviceGetNvLinkState) */

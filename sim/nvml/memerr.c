@@ -137,10 +137,12 @@ static bool power_averaged(const struct sim_gpu *g)
 
 /* One field value as its direct call would answer it (injected errors included): the ECC totals
  * as nvmlDeviceGetTotalEccErrors, the PCIe replay counter as nvmlDeviceGetPcieReplayCounter,
- * remapped rows as nvmlDeviceGetRemappedRows, the ECC modes as nvmlDeviceGetEccMode, the state
- * of link scope as nvmlDeviceGetNvLinkState, the power draw and limit as nvmlDeviceGetPowerUsage
- * and nvmlDeviceGetEnforcedPowerLimit, the NVSwitch links as nvmlDeviceGetNvLinkRemoteDeviceType
- * would count them. Returns false for a field id it does not model. */
+ * remapped rows as nvmlDeviceGetRemappedRows, retired pages as nvmlDeviceGetRetiredPages (their
+ * count) and nvmlDeviceGetRetiredPagesPendingStatus, the ECC modes as nvmlDeviceGetEccMode, the
+ * state of link scope as nvmlDeviceGetNvLinkState, the power draw and limit as
+ * nvmlDeviceGetPowerUsage and nvmlDeviceGetEnforcedPowerLimit, the NVSwitch links as
+ * nvmlDeviceGetNvLinkRemoteDeviceType would count them. Returns false for a field id it does not
+ * model. */
 static bool health_field(const struct sim_call *c, unsigned int id, unsigned int scope,
                          nvmlReturn_t *r, unsigned long long *v)
 {
@@ -183,6 +185,17 @@ static bool health_field(const struct sim_call *c, unsigned int id, unsigned int
 		fn = SIM_FN_nvmlDeviceGetEccMode;
 		*r = g->has_ecc ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
 		*v = id == NVML_FI_DEV_ECC_CURRENT ? g->ecc_enabled : g->ecc_pending;
+		break;
+	case NVML_FI_DEV_RETIRED_SBE:
+	case NVML_FI_DEV_RETIRED_DBE:
+		fn = SIM_FN_nvmlDeviceGetRetiredPages;
+		*r = has_retirement(g) ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+		*v = id == NVML_FI_DEV_RETIRED_SBE ? g->retired_sbe : g->retired_dbe;
+		break;
+	case NVML_FI_DEV_RETIRED_PENDING:
+		fn = SIM_FN_nvmlDeviceGetRetiredPagesPendingStatus;
+		*r = has_retirement(g) ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+		*v = g->retired_pending ? 1 : 0;
 		break;
 	case NVML_FI_DEV_POWER_AVERAGE:
 	case NVML_FI_DEV_POWER_INSTANT:

@@ -242,6 +242,42 @@ class NvmlCallsTest(GpuctlTestCase):
         self.assertEqual(fns.get("nvmlDeviceGetPcieReplayCounter"), self.N)
         self.assertEqual(fns.get("nvmlDeviceGetTotalEccErrors"), 4 * self.N)
 
+    def test_retired_pages_in_the_field_values(self):
+        """Before Ampere a GPU retires pages (sim/README.md; NVIDIA's "GPU Memory Error
+        Management"): on dgx1-v100 the retired-page counts and pending state come in the field
+        values (nvml.h fields 29-31), so neither their own functions nor the architecture are
+        called; a driver whose field values do not answer gets the same values of their own
+        calls (one per cause, one pending state)."""
+        env = {"GPUCTL": GPUCTL, "NVSIM": NVSIM}
+        keys = ("retired_pages_sbe", "retired_pages_dbe", "retired_pages_pending")
+        script = ('"$NVSIM" set -i 5 retired.sbe=3 retired.dbe=1 retired.pending=1\n'
+                  '"$GPUCTL" list --format json\n'
+                  '"$NVSIM" fail nvmlDeviceGetFieldValues NOT_SUPPORTED\n'
+                  '"$GPUCTL" list --format json\n')
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "calls.json")
+            first = calls("dgx1-v100", "list")
+            for fn in ("nvmlDeviceGetRetiredPages", "nvmlDeviceGetRetiredPagesPendingStatus",
+                       "nvmlDeviceGetArchitecture", "nvmlDeviceGetRemappedRows"):
+                self.assertNotIn(fn, first)
+            r = run([NVSIM, "exec", "--calls-out", out, "dgx1-v100", "--", "sh", "-ec", script],
+                    env=env)
+            self.assertEqual(r.rc, 0, r)
+            with open(out) as f:
+                fns = json.load(f)["functions"]
+        dec = json.JSONDecoder()
+        one, end = dec.raw_decode(r.out)
+        two, _ = dec.raw_decode(r.out[end:].lstrip())
+        got = [[{k: g[k] for k in keys} for g in doc["gpus"]] for doc in (one, two)]
+        self.assertEqual(got[0], got[1])
+        self.assertEqual(got[0][5], {"retired_pages_sbe": 3, "retired_pages_dbe": 1,
+                                     "retired_pages_pending": True})
+        self.assertEqual(got[0][0], {"retired_pages_sbe": 0, "retired_pages_dbe": 0,
+                                     "retired_pages_pending": False})
+        # the second run's own calls: two causes and the pending state per GPU
+        self.assertEqual(fns.get("nvmlDeviceGetRetiredPages"), 2 * self.N)
+        self.assertEqual(fns.get("nvmlDeviceGetRetiredPagesPendingStatus"), self.N)
+
     def test_topo_reads_no_telemetry(self):
         fns = calls("dgx-a100", "topo")
         self.assertAtMostOncePerFact(fns)

@@ -177,7 +177,7 @@ static const struct gpuctl_gpu *prev_gpu(const struct gpuctl_health_opts *opts,
 static const enum gpuctl_field read_depends_on[] = {GPUCTL_F_ECC_MODE, GPUCTL_F_ARCHITECTURE};
 
 /* Whether field f of g counts among its health facts. The architecture only where it chose
- * between retired pages and remapped rows (no remapped-row fact came: on a GPU whose entries
+ * between retired pages and remapped rows (no fact of either came: on a GPU whose entries
  * answered it is not read for health, and a command that reads it for topology must judge the
  * same). The PCIe generation only sets the replay budget, which needs an earlier sample: without
  * one it is no check's fact (gpuctl list does not read it then). */
@@ -187,7 +187,9 @@ static bool counts(const struct gpuctl_gpu *g, enum gpuctl_field f,
 	if (f == GPUCTL_F_ARCHITECTURE)
 		return !(g->valid[GPUCTL_F_REMAP_CORRECTABLE] ||
 		         g->valid[GPUCTL_F_REMAP_UNCORRECTABLE] ||
-		         g->valid[GPUCTL_F_REMAP_PENDING] || g->valid[GPUCTL_F_REMAP_FAILURE]);
+		         g->valid[GPUCTL_F_REMAP_PENDING] || g->valid[GPUCTL_F_REMAP_FAILURE] ||
+		         g->valid[GPUCTL_F_RETIRED_SBE] || g->valid[GPUCTL_F_RETIRED_DBE] ||
+		         g->valid[GPUCTL_F_RETIRED_PENDING]);
 	if (f == GPUCTL_F_PCIE_GEN)
 		return opts->prev_age_s > 0 && prev_gpu(opts, g);
 	return true;

@@ -366,6 +366,13 @@ typedef struct {
 #define NVML_FI_DEV_REMAPPED_UNC        143
 #define NVML_FI_DEV_REMAPPED_PENDING    144
 #define NVML_FI_DEV_REMAPPED_FAILURE    145
+/* Retired pages (nvml.h: "Number of retired pages because of single bit errors", "... double bit
+ * errors", "If any pages are pending retirement. 1=yes. 0=no."): the counts
+ * nvmlDeviceGetRetiredPages gives per cause and nvmlDeviceGetRetiredPagesPendingStatus's answer;
+ * in go-nvml's first header, 2019. */
+#define NVML_FI_DEV_RETIRED_SBE     29
+#define NVML_FI_DEV_RETIRED_DBE     30
+#define NVML_FI_DEV_RETIRED_PENDING 31
 /* The ECC mode, current and pending (nvml.h: "Current ECC mode. 1=Active. 0=Inactive"), the
  * answer of nvmlDeviceGetEccMode; and one NVLink's state, the link in scopeId (nvml.h:
  * "NVLink State - Active,Inactive": NVML_NVLINK_STATE_INACTIVE 0, _ACTIVE 1, _SLEEP 2), the

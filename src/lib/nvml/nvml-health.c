@@ -10,9 +10,10 @@
  *   only before Ampere, remapped rows only from Ampere on (docs/health.md).
  * - A fact a field value answered is not asked again of its own call.
  * - The architecture is not read for the health facts when the field values tell: a GPU whose
- *   remapped-row entries answer remaps rows (Ampere and later), so it retires no pages. Only a
- *   GPU whose entries do not answer (a driver without the fields, a MIG GPU, a GPU before
- *   Ampere) has its architecture read to choose.
+ *   remapped-row entries answer remaps rows (Ampere and later), so it retires no pages, and one
+ *   whose retired-page entries answer retires pages (before Ampere). Only a GPU for which
+ *   neither answers (a driver without the fields, a MIG GPU) has its architecture read to
+ *   choose.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@ enum field_when {
 	FV_HEALTH,     /* health snapshots */
 	FV_ECC,        /* health snapshots of a GPU whose ECC is not known to be off */
 	FV_ECC_AMPERE, /* the same, Ampere and later or not known to be older (row remapping) */
+	FV_ECC_BEFORE, /* the same, before Ampere or not known to be later (page retirement) */
 };
 
 /* The facts gpuctl reads through nvmlDeviceGetFieldValues. */
@@ -74,6 +76,12 @@ static const struct field_value_fact {
          FV_ECC_AMPERE, true, false},
         {NVML_FI_DEV_REMAPPED_FAILURE, GPUCTL_F_REMAP_FAILURE, "row remapping failure",
          FV_ECC_AMPERE, true, false},
+        {NVML_FI_DEV_RETIRED_SBE, GPUCTL_F_RETIRED_SBE, "retired pages (single bit)", FV_ECC_BEFORE,
+         false, false},
+        {NVML_FI_DEV_RETIRED_DBE, GPUCTL_F_RETIRED_DBE, "retired pages (double bit)", FV_ECC_BEFORE,
+         false, false},
+        {NVML_FI_DEV_RETIRED_PENDING, GPUCTL_F_RETIRED_PENDING, "page retirement pending",
+         FV_ECC_BEFORE, true, false},
 };
 
 #define FV_LINK_COUNT   SIZE_MAX       /* which[]: the NVLink count entry */
@@ -97,6 +105,11 @@ static bool field_value_due(const struct reader *rd, const struct gpuctl_gpu *g,
 		const int rank = nvml_arch_rank(g);
 
 		return ecc_maybe && (rank == 0 || rank >= NVML_RANK_AMPERE);
+	}
+	case FV_ECC_BEFORE: {
+		const int rank = nvml_arch_rank(g);
+
+		return ecc_maybe && rank < NVML_RANK_AMPERE;
 	}
 	case FV_ALWAYS:
 	default:
@@ -314,21 +327,24 @@ void nvml_read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
 		    READ(rd, i, FBIT(ecc[k].f), total_ecc, dev, ecc[k].type, ecc[k].counter, &ull))
 			nvml_set_int(rd, i, ecc[k].f, (int64_t)ull);
 
-	/* Retired pages or remapped rows: remapped-row entries that answered say the GPU remaps
-	 * rows (Ampere and later); otherwise its architecture says which it has. */
+	/* Retired pages or remapped rows: entries that answered for one say the GPU has it
+	 * (remapped rows from Ampere on, retired pages before); otherwise its architecture says
+	 * which it has. */
 	const bool remaps = g->valid[GPUCTL_F_REMAP_CORRECTABLE] ||
 	                    g->valid[GPUCTL_F_REMAP_UNCORRECTABLE] ||
 	                    g->valid[GPUCTL_F_REMAP_PENDING] || g->valid[GPUCTL_F_REMAP_FAILURE];
+	const bool retires = g->valid[GPUCTL_F_RETIRED_SBE] || g->valid[GPUCTL_F_RETIRED_DBE] ||
+	                     g->valid[GPUCTL_F_RETIRED_PENDING];
 	const bool chooses =
 	        nvml_want(rd, GPUCTL_F_RETIRED_SBE) || nvml_want(rd, GPUCTL_F_RETIRED_DBE) ||
 	        nvml_want(rd, GPUCTL_F_RETIRED_PENDING) ||
 	        nvml_want(rd, GPUCTL_F_REMAP_CORRECTABLE) ||
 	        nvml_want(rd, GPUCTL_F_REMAP_UNCORRECTABLE) ||
 	        nvml_want(rd, GPUCTL_F_REMAP_PENDING) || nvml_want(rd, GPUCTL_F_REMAP_FAILURE);
-	if (chooses && !remaps && !g->valid[GPUCTL_F_ARCHITECTURE] &&
+	if (chooses && !remaps && !retires && !g->valid[GPUCTL_F_ARCHITECTURE] &&
 	    !(g->unreadable >> GPUCTL_F_ARCHITECTURE & 1u) && nvml_gpu_readable(rd, i))
 		nvml_read_architecture(rd, i, dev);
-	rank = remaps ? NVML_RANK_AMPERE : nvml_arch_rank(g);
+	rank = remaps ? NVML_RANK_AMPERE : retires ? NVML_RANK_AMPERE - 1 : nvml_arch_rank(g);
 
 	if (rank == 0 || rank < NVML_RANK_AMPERE) {
 		static const struct {
@@ -343,8 +359,8 @@ void nvml_read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
 			unsigned count = 0;
 			nvmlReturn_t r;
 
-			if (!nvml_want(rd, pages[k].f))
-				continue;
+			if (!nvml_want(rd, pages[k].f) || g->valid[pages[k].f])
+				continue; /* not wanted, or the field values answered */
 			if (!nvml_gpu_readable(rd, i))
 				break;
 			if (!rd->nv->sym.retired_pages) {
@@ -363,6 +379,7 @@ void nvml_read_health(struct reader *rd, size_t i, nvmlDevice_t dev)
 			}
 		}
 		if (nvml_want(rd, GPUCTL_F_RETIRED_PENDING) &&
+		    !g->valid[GPUCTL_F_RETIRED_PENDING] &&
 		    READ(rd, i, FBIT(GPUCTL_F_RETIRED_PENDING), retired_pending, dev, &e))
 			nvml_set_int(rd, i, GPUCTL_F_RETIRED_PENDING, e == NVML_FEATURE_ENABLED);
 	}
