@@ -209,29 +209,35 @@ class NvmlCallsTest(GpuctlTestCase):
         for fn in HEALTH_COUNTERS:
             self.assertNotIn(fn, fns)
 
-    def test_health_counters_without_field_values(self):
-        """A driver that cannot answer the field values (here: nvmlDeviceGetFieldValues fails
-        as a whole) gets the same counters from their own functions, once each."""
-        env = {"GPUCTL": GPUCTL, "NVSIM": NVSIM}
-        keys = ("pcie_replay_counter", "ecc_volatile_corrected", "ecc_volatile_uncorrected",
-                "ecc_aggregate_corrected", "ecc_aggregate_uncorrected",
-                "remapped_rows_correctable", "remapped_rows_uncorrectable",
-                "remapped_rows_pending", "remapped_rows_failure")
-        script = ('"$NVSIM" set -i 2 ecc.volatile.corrected=5 remap.uncorrected=2 '
-                  'remap.pending=1 pcie.replay=9\n"$GPUCTL" list --format json\n'
+    def with_and_without_field_values(self, scenario, setup, keys):
+        """`list --format json` on scenario after `nvsim set SETUP`, then again with
+        nvmlDeviceGetFieldValues failing as a whole: (each run's keys of each GPU, the NVML
+        calls of both runs)."""
+        script = (f'"$NVSIM" set {setup}\n"$GPUCTL" list --format json\n'
                   '"$NVSIM" fail nvmlDeviceGetFieldValues NOT_SUPPORTED\n'
                   '"$GPUCTL" list --format json\n')
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "calls.json")
-            r = run([NVSIM, "exec", "--calls-out", out, "dgx-a100", "--", "sh", "-ec", script],
-                    env=env)
+            r = run([NVSIM, "exec", "--calls-out", out, scenario, "--", "sh", "-ec", script],
+                    env={"GPUCTL": GPUCTL, "NVSIM": NVSIM})
             self.assertEqual(r.rc, 0, r)
             with open(out) as f:
                 fns = json.load(f)["functions"]
         dec = json.JSONDecoder()
         first, end = dec.raw_decode(r.out)
         second, _ = dec.raw_decode(r.out[end:].lstrip())
-        got = [[{k: g[k] for k in keys} for g in doc["gpus"]] for doc in (first, second)]
+        return [[{k: g[k] for k in keys} for g in doc["gpus"]] for doc in (first, second)], fns
+
+    def test_health_counters_without_field_values(self):
+        """A driver that cannot answer the field values (here: nvmlDeviceGetFieldValues fails
+        as a whole) gets the same counters from their own functions, once each."""
+        keys = ("pcie_replay_counter", "ecc_volatile_corrected", "ecc_volatile_uncorrected",
+                "ecc_aggregate_corrected", "ecc_aggregate_uncorrected",
+                "remapped_rows_correctable", "remapped_rows_uncorrectable",
+                "remapped_rows_pending", "remapped_rows_failure")
+        got, fns = self.with_and_without_field_values(
+            "dgx-a100", "-i 2 ecc.volatile.corrected=5 remap.uncorrected=2 remap.pending=1 "
+            "pcie.replay=9", keys)
         self.assertEqual(got[0], got[1])
         self.assertEqual(got[0][2], {**got[0][0], "pcie_replay_counter": 9,
                                      "ecc_volatile_corrected": 5,
@@ -248,27 +254,13 @@ class NvmlCallsTest(GpuctlTestCase):
         values (nvml.h fields 29-31), so neither their own functions nor the architecture are
         called; a driver whose field values do not answer gets the same values of their own
         calls (one per cause, one pending state)."""
-        env = {"GPUCTL": GPUCTL, "NVSIM": NVSIM}
-        keys = ("retired_pages_sbe", "retired_pages_dbe", "retired_pages_pending")
-        script = ('"$NVSIM" set -i 5 retired.sbe=3 retired.dbe=1 retired.pending=1\n'
-                  '"$GPUCTL" list --format json\n'
-                  '"$NVSIM" fail nvmlDeviceGetFieldValues NOT_SUPPORTED\n'
-                  '"$GPUCTL" list --format json\n')
-        with tempfile.TemporaryDirectory() as d:
-            out = os.path.join(d, "calls.json")
-            first = calls("dgx1-v100", "list")
-            for fn in ("nvmlDeviceGetRetiredPages", "nvmlDeviceGetRetiredPagesPendingStatus",
-                       "nvmlDeviceGetArchitecture", "nvmlDeviceGetRemappedRows"):
-                self.assertNotIn(fn, first)
-            r = run([NVSIM, "exec", "--calls-out", out, "dgx1-v100", "--", "sh", "-ec", script],
-                    env=env)
-            self.assertEqual(r.rc, 0, r)
-            with open(out) as f:
-                fns = json.load(f)["functions"]
-        dec = json.JSONDecoder()
-        one, end = dec.raw_decode(r.out)
-        two, _ = dec.raw_decode(r.out[end:].lstrip())
-        got = [[{k: g[k] for k in keys} for g in doc["gpus"]] for doc in (one, two)]
+        first = calls("dgx1-v100", "list")
+        for fn in ("nvmlDeviceGetRetiredPages", "nvmlDeviceGetRetiredPagesPendingStatus",
+                   "nvmlDeviceGetArchitecture", "nvmlDeviceGetRemappedRows"):
+            self.assertNotIn(fn, first)
+        got, fns = self.with_and_without_field_values(
+            "dgx1-v100", "-i 5 retired.sbe=3 retired.dbe=1 retired.pending=1",
+            ("retired_pages_sbe", "retired_pages_dbe", "retired_pages_pending"))
         self.assertEqual(got[0], got[1])
         self.assertEqual(got[0][5], {"retired_pages_sbe": 3, "retired_pages_dbe": 1,
                                      "retired_pages_pending": True})
