@@ -84,7 +84,7 @@ os.environ["GPUCTL_NVIDIA_CAPS_PROC"] = os.path.join(CONFIG_DIR, "no-nvidia-caps
 os.environ["GPUCTL_PROC_DEVICES"] = os.path.join(CONFIG_DIR, "no-proc-devices")
 # Nor the user's facts cache ($XDG_RUNTIME_DIR/gpuctl-facts, docs/ARCHITECTURE.md): every NVML
 # fact a test's fault touches is read of its own call. test_facts_cache.py, test_nvml_calls.py
-# and bench/nvml_calls.py name their own cache file.
+# and the benchmarks (bench/bench.py, clients_bench.py, nvml_calls.py) name their own file.
 os.environ["GPUCTL_FACTS_CACHE"] = "off"
 
 # Slurm's GPU numbers map to devices through the node's gres.conf (docs/slurm.md), found beside
