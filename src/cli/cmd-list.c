@@ -636,14 +636,11 @@ static int list_snapshot(struct cli *cli, const struct list_args *a, enum list_f
 		        GPUCTL_F_TEMP,         GPUCTL_F_UTIL_GPU,   GPUCTL_F_MEMORY_USED,
 		        GPUCTL_F_MEMORY_TOTAL, GPUCTL_F_POWER_DRAW, GPUCTL_F_POWER_LIMIT};
 		size_t n_table = 6, nh = 0;
-		/* the HEALTH column: the facts of docs/health.md; the PCIe generation only sets
-		 * the replay budget, which needs an earlier sample (the health state file's):
-		 * without one it cannot change the verdict */
+		/* the HEALTH column: the facts of docs/health.md */
 		const enum gpuctl_field *hf = gpuctl_health_fields(&nh);
 
 		for (size_t i = 0; i < nh; i++)
-			if (hf[i] != GPUCTL_F_PCIE_GEN || !(flags & GPUCTL_SNAP_NO_RATE_COUNTERS))
-				table_fields[n_table++] = hf[i];
+			table_fields[n_table++] = hf[i];
 		/* the table shows no driver version */
 		return cli_snapshot_fields(cli, flags | GPUCTL_SNAP_NO_SYSTEM, table_fields,
 		                           n_table, ret_snap);

@@ -283,8 +283,8 @@ class NvmlCallsTest(GpuctlTestCase):
         self.assertLessEqual(fns.get("nvmlDeviceGetNvLinkState", 0), self.N * 13)
 
     def test_select_reads_nvlink_error_counters_only_to_compare(self):
-        # The NVLink error counters serve one health check: their rate since the sample that
-        # `gpuctl health --watch` recorded in its state file. Without that file select reads
+        # The NVLink error counters (and the PCIe generation) serve rate checks: their rate
+        # since the sample that `gpuctl health --watch` recorded in its state file. Without that file select reads
         # none; with it, all four (replay, recovery, CRC flit, CRC data) of each active link:
         # 12 NVLinks per A100 SXM4, 8 GPUs.
         # Every command that shows verdicts reads the same (docs/health.md, "One verdict").
@@ -293,10 +293,15 @@ class NvmlCallsTest(GpuctlTestCase):
                 state = os.path.join(d, "gpuctl-health.state")
                 fns = calls("dgx-a100", *argv, env={"GPUCTL_HEALTH_STATE": state})
                 self.assertNotIn("nvmlDeviceGetNvLinkErrorCounter", fns)
+                # nor the PCIe generation, which only budgets the replay rate (issue 29), but
+                # for the JSON, which shows it
+                if argv[-1] != "json":
+                    self.assertNotIn("nvmlDeviceGetCurrPcieLinkGeneration", fns)
                 self.assertAtMostOncePerFact(fns)
                 open(state, "w").close()
                 fns = calls("dgx-a100", *argv, env={"GPUCTL_HEALTH_STATE": state})
                 self.assertEqual(fns.get("nvmlDeviceGetNvLinkErrorCounter"), 4 * 12 * self.N)
+                self.assertEqual(fns.get("nvmlDeviceGetCurrPcieLinkGeneration"), self.N)
 
     def test_info_reads_modes_only(self):
         fns = calls("dgx-a100", "info")

@@ -702,9 +702,11 @@ static int cmp_finding(const void *a, const void *b)
 
 const enum gpuctl_field *gpuctl_health_fields(size_t *ret_n)
 {
-	/* every field the checks below read (keep in step with them), but the MIG mode: a
-	 * GPUCTL_SNAP_HEALTH snapshot reads it for them (snapshot-take.c), and knows it without
-	 * its call where the utilisation was read */
+	/* every field the checks below read (keep in step with them), but the MIG mode and the
+	 * PCIe generation: a GPUCTL_SNAP_HEALTH snapshot reads them for the checks
+	 * (snapshot-take.c), the MIG mode without its call where the utilisation was read, the
+	 * generation only when there is an earlier sample to rate the replays against (not with
+	 * GPUCTL_SNAP_NO_RATE_COUNTERS) */
 	static const enum gpuctl_field fields[] = {
 	        GPUCTL_F_UUID,
 	        GPUCTL_F_NAME,
@@ -719,7 +721,6 @@ const enum gpuctl_field *gpuctl_health_fields(size_t *ret_n)
 	        GPUCTL_F_TEMP,
 	        GPUCTL_F_TEMP_SLOWDOWN,
 	        GPUCTL_F_CLOCKS_EVENT_REASONS,
-	        GPUCTL_F_PCIE_GEN,
 	        GPUCTL_F_PCIE_WIDTH,
 	        GPUCTL_F_PCIE_WIDTH_MAX,
 	        GPUCTL_F_PCIE_REPLAY,

@@ -95,22 +95,17 @@ static bool field_value_due(const struct reader *rd, const struct gpuctl_gpu *g,
 	/* ECC counters exist with ECC on; the mode comes in the same call, so they are asked
 	 * unless it is known to be off (and dropped below when it reads off) */
 	const bool ecc_maybe = health && !nvml_field_is(g, GPUCTL_F_ECC_MODE, 0);
+	const int rank = nvml_arch_rank(g); /* 0: not known */
 
 	switch (known[k].when) {
 	case FV_HEALTH:
 		return health;
 	case FV_ECC:
 		return ecc_maybe;
-	case FV_ECC_AMPERE: {
-		const int rank = nvml_arch_rank(g);
-
+	case FV_ECC_AMPERE:
 		return ecc_maybe && (rank == 0 || rank >= NVML_RANK_AMPERE);
-	}
-	case FV_ECC_BEFORE: {
-		const int rank = nvml_arch_rank(g);
-
+	case FV_ECC_BEFORE:
 		return ecc_maybe && rank < NVML_RANK_AMPERE;
-	}
 	case FV_ALWAYS:
 	default:
 		return true;

@@ -53,6 +53,9 @@ static uint64_t implied_fields(unsigned flags)
 
 	if (flags & GPUCTL_SNAP_HEALTH)
 		m |= FBIT(GPUCTL_F_ECC_MODE) | FBIT(GPUCTL_F_UTIL_GPU) | FBIT(GPUCTL_F_MIG_MODE);
+	/* the PCIe generation only budgets the replay rate, which needs an earlier sample */
+	if ((flags & GPUCTL_SNAP_HEALTH) && !(flags & GPUCTL_SNAP_NO_RATE_COUNTERS))
+		m |= FBIT(GPUCTL_F_PCIE_GEN);
 	if (flags & GPUCTL_SNAP_TOPOLOGY)
 		m |= FBIT(GPUCTL_F_ARCHITECTURE) | FBIT(GPUCTL_F_COMPUTE_CAP) |
 		     FBIT(GPUCTL_F_PCIE_GEN_MAX) | FBIT(GPUCTL_F_PCIE_WIDTH_MAX) |
